@@ -1,7 +1,7 @@
 """Sweep speed: a 100,000-row grid computed and written as CSV.
 
 Two measurements, median of --runs:
-- in-process: kvplan.sweep.sweep() rows written as CSV to /dev/null (rows per second);
+- in-process: kvplan.planning.sweep.sweep() rows written as CSV to /dev/null (rows per second);
 - end to end: a cold `python -m kvplan sweep ...` process writing the CSV to /dev/null.
 Target (issue 6): the 100,000-row grid in under 1 second.
 
@@ -35,10 +35,10 @@ def _split(args: list[str]) -> tuple[list[str], dict[str, str]]:
 
 def in_process(args: list[str]) -> tuple[float, int]:
     """Seconds to compute the grid and write it as CSV to /dev/null, and the row count."""
-    from kvplan.dtypes import parse_format
-    from kvplan.library import resolve
-    from kvplan.sweep import count_rows, parse_int_values, parse_token_range, sweep
-    from kvplan.sweep_output import write_rows
+    from kvplan.core.dtypes import parse_format
+    from kvplan.output.stream import write_rows
+    from kvplan.planning.sweep import count_rows, parse_int_values, parse_token_range, sweep
+    from kvplan.sources.library import resolve
 
     names, opts = _split(args)
     specs = [resolve(n) for n in names]

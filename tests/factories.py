@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvplan.layers import (
+from kvplan.core.layers import (
     MLA,
     ChunkedLocal,
     CrossAttention,
@@ -12,7 +12,7 @@ from kvplan.layers import (
     SlidingWindow,
     StateTensor,
 )
-from kvplan.spec import ModelSpec
+from kvplan.core.spec import ModelSpec
 
 
 def dense(layers: int = 32, kv_heads: int = 8, head_dim: int = 128, heads: int = 32,

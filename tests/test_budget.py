@@ -17,11 +17,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from factories import FullAttention, ModelSpec, dense  # noqa: E402
 
-from kvplan import budget as b  # noqa: E402
+from kvplan.core.errors import BadInputError  # noqa: E402
+from kvplan.core.units import parse_bytes  # noqa: E402
+from kvplan.engines import budget as b  # noqa: E402
 from kvplan.engines import vllm  # noqa: E402
-from kvplan.errors import BadInputError  # noqa: E402
-from kvplan.library import resolve  # noqa: E402
-from kvplan.units import parse_bytes  # noqa: E402
+from kvplan.sources.library import resolve  # noqa: E402
 
 GIB = 2**30
 MODELS = Path(__file__).parent / "fixtures" / "engines" / "models"
@@ -236,7 +236,7 @@ CASES = (
 @pytest.mark.parametrize("case", [c for c in CASES if not c.gpu.endswith("GiB")],
                          ids=lambda c: c.gpu)
 def test_catalog_agrees(case):
-    from kvplan import gpus  # part of kvplan: an import error must fail, not skip
+    from kvplan.sources import gpus  # part of kvplan: an import error must fail, not skip
     assert gpus.find_gpu(case.gpu).memory_bytes == case.gpu_memory_bytes
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kvplan import check
 from kvplan.cli import app
-from kvplan.errors import SpecError
+from kvplan.core.errors import SpecError
+from kvplan.planning import check
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "docs" / "capacity.example.yaml"

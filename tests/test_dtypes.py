@@ -2,8 +2,8 @@
 
 import pytest
 
-from kvplan.dtypes import BF16, FP8_DS_MLA, NVFP4_DS_MLA, format_names, parse_format
-from kvplan.errors import BadInputError
+from kvplan.core.dtypes import BF16, FP8_DS_MLA, NVFP4_DS_MLA, format_names, parse_format
+from kvplan.core.errors import BadInputError
 
 
 @pytest.mark.parametrize(("name", "row_bytes"), [

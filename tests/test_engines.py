@@ -24,10 +24,10 @@ from factories import (
     mla,
 )
 
+from kvplan.core.errors import BadInputError
+from kvplan.core.units import parse_bytes
 from kvplan.engines import hf, llamacpp, parse_version, sglang, trtllm, vllm
-from kvplan.errors import BadInputError
-from kvplan.library import resolve
-from kvplan.units import parse_bytes
+from kvplan.sources.library import resolve
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
 MODELS = FIXTURES / "models"
@@ -167,7 +167,7 @@ def test_vllm_rtx5090_qwen3_4b():
 
 def test_sglang_qwq32b_tp4_classic_mem_fraction():
     e = BY_ID["sglang-doc-qwq-32b-tp4-24gb"]["reported"]
-    from kvplan.budget import sglang_default_mem_fraction
+    from kvplan.engines.budget import sglang_default_mem_fraction
 
     # The server_args line with mem_fraction_static was not captured; SGLang of March 2025
     # used the per-TP table: TP 4 -> 0.85. rest = 6.09 - 21.63 x 0.15 GB.
@@ -518,7 +518,7 @@ def test_vllm_per_token_head_and_nvfp4_formats():
 
 
 def test_vllm_chunked_local_is_full_by_default():
-    from kvplan.layers import ChunkedLocal
+    from kvplan.core.layers import ChunkedLocal
 
     scout = ModelSpec("scout", ((ChunkedLocal(8, 128, chunk=8192),) * 3
                                 + (FullAttention(8, 128),)) * 12, num_attention_heads=40)
@@ -546,7 +546,7 @@ def test_hf_static_and_dynamic_caches():
     # §4.2: Gemma-3-27B StaticCache, max_cache_len 8,192: 8,192 B x (52 x 1,024 + 10 x 8,192)
     assert hf.profile(gemma3_27b(), cache="static", seq_len=8192).cache_bytes == (
         8192 * (52 * 1024 + 10 * 8192)) == 1107296256
-    from kvplan.layers import ChunkedLocal
+    from kvplan.core.layers import ChunkedLocal
 
     scout = ModelSpec("scout", ((ChunkedLocal(8, 128, chunk=8192),) * 3
                                 + (FullAttention(8, 128),)) * 12, num_attention_heads=40)

@@ -12,8 +12,8 @@ from probes import probe
 from typer.testing import CliRunner
 
 from kvplan.cli import app
-from kvplan.errors import BadInputError, SpecError
-from kvplan.gpus import (
+from kvplan.core.errors import BadInputError, SpecError
+from kvplan.sources.gpus import (
     GPU,
     MEMORY_BASES,
     custom_gpu,

@@ -1,4 +1,4 @@
-"""kvplan.hfconfig: every real config.json parses into the spec its architecture has.
+"""kvplan.sources.hfconfig: every real config.json parses into the spec its architecture has.
 
 One test per file in tests/fixtures/hf-configs/ copied from /work/shared/hf-configs/ (origin
 in SOURCES.md). Expected numbers are written from the model card / paper / config and the
@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.dtypes import BF16, FP8_DS_MLA, parse_format
-from kvplan.errors import KvplanError, SpecError
-from kvplan.hfconfig import load_config_file, spec_from_config
-from kvplan.layers import (
+from kvplan.core.dtypes import BF16, FP8_DS_MLA, parse_format
+from kvplan.core.errors import KvplanError, SpecError
+from kvplan.core.layers import (
     MLA,
     ChunkedLocal,
     CrossAttention,
@@ -24,8 +23,9 @@ from kvplan.layers import (
     RecurrentState,
     SlidingWindow,
 )
-from kvplan.sizing import per_token_bytes
-from kvplan.spec import ModelSpec
+from kvplan.core.sizing import per_token_bytes
+from kvplan.core.spec import ModelSpec
+from kvplan.sources.hfconfig import load_config_file, spec_from_config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf-configs"
 

@@ -15,11 +15,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvplan.dtypes import BF16
-from kvplan.errors import KvplanError
-from kvplan.hfconfig import parse_json, spec_from_config
-from kvplan.sizing import per_token_bytes, request_bytes
-from kvplan.spec import ModelSpec
+from kvplan.core.dtypes import BF16
+from kvplan.core.errors import KvplanError
+from kvplan.core.sizing import per_token_bytes, request_bytes
+from kvplan.core.spec import ModelSpec
+from kvplan.sources.hfconfig import parse_json, spec_from_config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf-configs"
 TEXTS = {p.name: p.read_bytes() for p in sorted(FIXTURES.glob("*.json"))}

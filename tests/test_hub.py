@@ -18,8 +18,8 @@ from safetensors_files import header_prefix, llama2_7b_tensors
 from typer.testing import CliRunner
 
 from kvplan.cli import app
-from kvplan.errors import BadInputError
-from kvplan.hub import HubRef, bare_hub_ref, parse_hub_ref
+from kvplan.core.errors import BadInputError
+from kvplan.sources.hub import HubRef, bare_hub_ref, parse_hub_ref
 
 pytest.importorskip("huggingface_hub")
 
@@ -321,8 +321,8 @@ def test_connection_dropped_mid_download(hub, tmp_path, monkeypatch):
 # --- kvplan import ---------------------------------------------------------------------------
 
 def test_import_writes_yaml_that_loads_back(hub, tmp_path):
-    from kvplan.library import resolve
-    from kvplan.yamlspec import load_yaml_file
+    from kvplan.sources.library import resolve
+    from kvplan.sources.yamlspec import load_yaml_file
 
     out = tmp_path / "gemma-2-9b.yaml"
     res = invoke("import", "hf:google/gemma-2-9b", "-o", str(out))
@@ -396,7 +396,7 @@ def test_import_header_whose_offsets_do_not_match_the_shape(hub):
 
 # --- no Hub client unless a Hub model is asked for ---------------------------------------------
 
-HUB_MODULES = ("huggingface_hub", "httpx2", "httpx", "kvplan.hub")
+HUB_MODULES = ("huggingface_hub", "httpx2", "httpx", "kvplan.sources.hub")
 
 
 def _loaded(*argv: str, env: dict[str, str] | None = None) -> tuple[list[str], str]:
@@ -425,7 +425,7 @@ def test_a_fresh_process_takes_the_hub_settings_from_its_environment(hub, tmp_pa
 
 
 def test_progress_spinner_only_on_a_terminal(hub, monkeypatch, capsys):
-    from kvplan.hub import fetch_config
+    from kvplan.sources.hub import fetch_config
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

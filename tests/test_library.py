@@ -17,9 +17,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli import app
-from kvplan.dtypes import BF16, FP16
-from kvplan.library import library_files, load_library, load_named
-from kvplan.sizing import batch_bytes, per_token_bytes, request_bytes
+from kvplan.core.dtypes import BF16, FP16
+from kvplan.core.sizing import batch_bytes, per_token_bytes, request_bytes
+from kvplan.sources.library import library_files, load_library, load_named
 
 GIB = 2**30
 LIBRARY_DIR = Path(__file__).resolve().parent.parent / "model_configs"

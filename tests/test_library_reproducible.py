@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.hfconfig import load_config_file
-from kvplan.library import load_library
+from kvplan.sources.hfconfig import load_config_file
+from kvplan.sources.library import load_library
 
 CONFIGS = Path(__file__).parent / "fixtures" / "hf-configs"
 # Where the fixture file name differs from "<org>--<name>" of the library's source repo.

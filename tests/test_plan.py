@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from probes import probe
 from typer.testing import CliRunner
 
-from kvplan import plan
 from kvplan.cli import app
-from kvplan.dtypes import cdiv
-from kvplan.errors import BadInputError
+from kvplan.core.dtypes import cdiv
+from kvplan.core.errors import BadInputError
+from kvplan.planning import plan
 
 GIB = 2**30
 FIXTURES = Path(__file__).parent / "fixtures" / "engines" / "models"
@@ -210,7 +210,7 @@ def test_fewest_gpus():
 
 def _llama70b_h100_requests_at_32k(tp: int, pp: int) -> int:
     """By hand: 32k requests of Llama-3.1-70B on H100s under vLLM 0.33's budget, as
-    kvplan.budget documents it. Per stage (get_pp_indices split; embeddings on the first
+    kvplan.engines.budget documents it. Per stage (get_pp_indices split; embeddings on the first
     stage, LM head on the last): ceil(total x 0.92) - weights / TP - activations - 0.35 GiB,
     activations = 8,192 tokens x (3 x 28,672 / TP + 3 x 8,192) x 2 B, or on the last stage the
     sampler's 1,024 seqs x 128,256 vocab x 28.69 B when larger. Blocks = the smallest stage's
@@ -354,7 +354,7 @@ def test_cli_find_gpus():
                  "--concurrency", "16", "--find-gpus", "-f", "json")
     assert res.exit_code == 0, res.output
     answer = json.loads(res.stdout)["answer"]
-    # vLLM 0.33 budget per GPU (kvplan.budget's documented estimate): ceil(24 GiB x 0.92)
+    # vLLM 0.33 budget per GPU (kvplan.engines.budget's documented estimate): ceil(24 GiB x 0.92)
     # - bf16 weights / TP - sampler (256 seqs x 128,256 vocab x 28.69 B) - 0.35 GiB non-torch
     sampler, non_torch = int(256 * 128256 * 28.69), int(0.35 * GIB)
     budget = {tp: math.ceil(24 * GIB * 0.92) - 8030261248 * 2 // tp - sampler - non_torch
@@ -416,7 +416,7 @@ def test_cli_compare_dtypes_and_engines():
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["schema"] == "kvplan.compare/1"
-    from kvplan.cli_plan import COMPARE_KEYS
+    from kvplan.cli.plan import COMPARE_KEYS
 
     assert all(list(row) == list(COMPARE_KEYS) for row in doc["rows"])
     bf16, fp8 = doc["rows"]

@@ -15,10 +15,10 @@ from factories import dense
 from probes import probe
 from typer.testing import CliRunner
 
-from kvplan import plot
 from kvplan.cli import app
-from kvplan.library import resolve
-from kvplan.plan import Deployment
+from kvplan.output import chart as plot
+from kvplan.planning.plan import Deployment
+from kvplan.sources.library import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 GIB = 2**30

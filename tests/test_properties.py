@@ -3,8 +3,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvplan.dtypes import BF16, parse_format
-from kvplan.layers import (
+from kvplan.core.dtypes import BF16, parse_format
+from kvplan.core.layers import (
     MLA,
     ChunkedLocal,
     FullAttention,
@@ -12,8 +12,8 @@ from kvplan.layers import (
     SlidingWindow,
     StateTensor,
 )
-from kvplan.sizing import batch_bytes, request_bytes, size
-from kvplan.spec import ModelSpec
+from kvplan.core.sizing import batch_bytes, request_bytes, size
+from kvplan.core.spec import ModelSpec
 
 heads = st.sampled_from([1, 2, 4, 8, 16, 32])
 dims = st.sampled_from([64, 80, 96, 128, 192, 256])

@@ -11,12 +11,12 @@ from factories import dense
 from typer.testing import CliRunner
 
 from kvplan.cli import app
-from kvplan.dtypes import parse_format
+from kvplan.core.dtypes import parse_format
+from kvplan.core.sizing import request_bytes
 from kvplan.engines import hf, sglang, vllm
-from kvplan.library import resolve
-from kvplan.plan import Deployment, capacity
-from kvplan.sizing import request_bytes
-from kvplan.yamlspec import dump_yaml
+from kvplan.planning.plan import Deployment, capacity
+from kvplan.sources.library import resolve
+from kvplan.sources.yamlspec import dump_yaml
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf-configs"
 GIB = 2**30

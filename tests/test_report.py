@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kvplan import report
 from kvplan.cli import app
-from kvplan.library import resolve
-from kvplan.plan import Deployment
+from kvplan.output import page as report
+from kvplan.planning.plan import Deployment
+from kvplan.sources.library import resolve
 
 GIB = 2**30
 MIB = 2**20
@@ -70,7 +70,7 @@ def test_capacity_rows_follow_the_budget():
     bf16, fp8 = r.capacity
     # Llama-3.1-8B's 8,030,261,248 parameters in bf16, whatever the KV dtype
     assert bf16.weights_per_gpu_bytes == fp8.weights_per_gpu_bytes == 8030261248 * 2
-    # vLLM 0.33 estimate (kvplan.budget's documented terms): ceil(total x 0.92) - weights
+    # vLLM 0.33 estimate (kvplan.engines.budget's documented terms): ceil(total x 0.92) - weights
     # - sampler peak (1,024 seqs x 128,256 vocab x 28.69 B) - 0.35 GiB non-torch
     budget = (math.ceil(85_028_896_768 * 0.92) - 8030261248 * 2 - int(1024 * 128256 * 28.69)
               - int(0.35 * GIB))

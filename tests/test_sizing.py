@@ -15,9 +15,9 @@ from factories import (
     mla,
 )
 
-from kvplan.dtypes import BF16, FP8_DS_MLA, parse_format
-from kvplan.errors import BadInputError
-from kvplan.sizing import per_token_bytes, pp_stages, request_bytes, size
+from kvplan.core.dtypes import BF16, FP8_DS_MLA, parse_format
+from kvplan.core.errors import BadInputError
+from kvplan.core.sizing import per_token_bytes, pp_stages, request_bytes, size
 
 GIB = 2**30
 

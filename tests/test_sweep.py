@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from kvplan.cli import app
-from kvplan.dtypes import parse_format
-from kvplan.errors import BadInputError
-from kvplan.library import load_named
-from kvplan.sizing import size
-from kvplan.sweep import COLUMNS, parse_token_range, sweep
+from kvplan.core.dtypes import parse_format
+from kvplan.core.errors import BadInputError
+from kvplan.core.sizing import size
+from kvplan.planning.sweep import COLUMNS, parse_token_range, sweep
+from kvplan.sources.library import load_named
 
 runner = CliRunner()
 MODELS = ["llama-3.1-8b", "gemma-2-9b", "deepseek-v3", "qwen3-next-80b-a3b", "gpt-oss-20b",

@@ -1,7 +1,7 @@
 import pytest
 
-from kvplan.errors import BadInputError
-from kvplan.units import parse_bytes, parse_int_list, parse_tokens
+from kvplan.core.errors import BadInputError
+from kvplan.core.units import parse_bytes, parse_int_list, parse_tokens
 
 
 @pytest.mark.parametrize(("text", "value"), [

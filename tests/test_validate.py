@@ -18,12 +18,12 @@ from importlib.util import find_spec
 import pytest
 from typer.testing import CliRunner
 
-import kvplan.cli_validate  # noqa: F401  (registers the command until cli.py imports it)
+import kvplan.cli.validate  # noqa: F401  (registers the command until cli.py imports it)
 from kvplan import validate as v
 from kvplan.cli import app
-from kvplan.dtypes import KVFormat, parse_format
-from kvplan.errors import BadInputError
-from kvplan.layers import (
+from kvplan.core.dtypes import KVFormat, parse_format
+from kvplan.core.errors import BadInputError
+from kvplan.core.layers import (
     MLA,
     ChunkedLocal,
     CrossAttention,
@@ -33,7 +33,7 @@ from kvplan.layers import (
     SlidingWindow,
     StateTensor,
 )
-from kvplan.spec import ModelSpec
+from kvplan.core.spec import ModelSpec
 
 HAS_TORCH = find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
@@ -126,7 +126,7 @@ def test_window_edges_in_every_layout(tokens):
 
 @needs_torch
 def test_all_runs_every_library_model_and_layout_through_the_cli():
-    from kvplan.library import load_library
+    from kvplan.sources.library import load_library
 
     res = invoke("--all", "-f", "json")
     assert res.exit_code == 0, res.output
@@ -362,7 +362,7 @@ def test_paged_layouts_refuse_recent_token_formats():
 
 def test_missing_torch_is_one_line_saying_how_to_install():
     code = ("import sys; sys.modules['torch'] = None\n"
-            "import kvplan.cli_validate\n"
+            "import kvplan.cli.validate\n"
             "from kvplan.cli import main\n"
             "sys.argv = ['kvplan', 'validate', 'llama-3.1-8b', '-t', '64']\n"
             "main()\n")
@@ -375,7 +375,7 @@ def test_missing_torch_is_one_line_saying_how_to_install():
 
 
 def test_validate_help_does_not_import_torch():
-    code = ("import sys\nimport kvplan.cli_validate\nfrom kvplan.cli import main\n"
+    code = ("import sys\nimport kvplan.cli.validate\nfrom kvplan.cli import main\n"
             "sys.argv = ['kvplan', 'validate', '--help']\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', file=sys.stderr)\n")
@@ -412,7 +412,7 @@ def test_decode_needs_a_dense_float_cache():
 def test_two_gloo_ranks_each_measure_their_shard(tmp_path):
     # One launch of two rank processes (each imports torch: seconds on a small machine),
     # through the CLI, on the hybrid model so that heads and state tensors are both sharded.
-    from kvplan.yamlspec import dump_yaml
+    from kvplan.sources.yamlspec import dump_yaml
 
     spec = MODELS["hybrid"]
     path = tmp_path / "hybrid.yaml"

@@ -12,8 +12,8 @@ from safetensors_files import header_prefix, write_safetensors
 from typer.testing import CliRunner
 
 from kvplan.cli import app
-from kvplan.errors import SpecError
-from kvplan.weights import (
+from kvplan.core.errors import SpecError
+from kvplan.sources.weights import (
     DtypeWeights,
     Weights,
     cheap_weights,

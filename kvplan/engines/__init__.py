@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from kvplan.dtypes import KVFormat
-    from kvplan.spec import ModelSpec
+    from kvplan.core.dtypes import KVFormat
+    from kvplan.core.spec import ModelSpec
 
 ENGINES = ("vllm", "sglang", "trtllm", "llamacpp", "hf")
 
@@ -30,8 +30,8 @@ def named_kv_format(spec: ModelSpec, name: str, formats: Mapping[str, KVFormat],
                     ) -> KVFormat:
     """An engine's KV-dtype flag -> its stored format. `auto` is the model dtype, with float32
     checkpoints served in bf16 (the engines' `dtype=auto` rule)."""
-    from kvplan.dtypes import BF16, FP16
-    from kvplan.errors import BadInputError
+    from kvplan.core.dtypes import BF16, FP16
+    from kvplan.core.errors import BadInputError
 
     key = name.strip().lower()
     if key == "auto":
@@ -57,7 +57,7 @@ def parse_version(text: str | None) -> tuple[int, ...] | None:
             break
         parts.append(int(piece))
     if not parts:
-        from kvplan.errors import BadInputError
+        from kvplan.core.errors import BadInputError
 
         raise BadInputError(f"cannot read the engine version {text!r}",
                             "write it like 0.11.0 or 0.21")

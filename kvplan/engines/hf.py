@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.dtypes import BF16, FP16, FP32, KVFormat, parse_format
-from kvplan.errors import BadInputError
-from kvplan.layers import (
+from kvplan.core.dtypes import BF16, FP16, FP32, KVFormat, parse_format
+from kvplan.core.errors import BadInputError
+from kvplan.core.layers import (
     ATTENTION_KINDS,
     MLA,
     AttentionLayer,
@@ -28,7 +28,7 @@ from kvplan.layers import (
     NoCache,
     RecurrentState,
 )
-from kvplan.spec import ModelSpec
+from kvplan.core.spec import ModelSpec
 
 SCHEMA = "kvplan.engine.hf/1"
 CACHES = ("dynamic", "static")

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.dtypes import KVFormat, cdiv
-from kvplan.errors import BadInputError
-from kvplan.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
-from kvplan.spec import ModelSpec
+from kvplan.core.dtypes import KVFormat, cdiv
+from kvplan.core.errors import BadInputError
+from kvplan.core.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
+from kvplan.core.spec import ModelSpec
 
 SCHEMA = "kvplan.engine.llamacpp/1"
 MIB = 2**20

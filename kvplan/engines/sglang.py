@@ -16,10 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvplan.dtypes import BF16, FP8_DS_MLA, FP8_E4M3, FP8_E5M2, FP16, FP32, KVFormat
-from kvplan.engines import named_kv_format
-from kvplan.errors import BadInputError
-from kvplan.layers import (
+from kvplan.core.dtypes import BF16, FP8_DS_MLA, FP8_E4M3, FP8_E5M2, FP16, FP32, KVFormat
+from kvplan.core.errors import BadInputError
+from kvplan.core.layers import (
     ATTENTION_KINDS,
     MLA,
     ChunkedLocal,
@@ -29,8 +28,9 @@ from kvplan.layers import (
     SlidingWindow,
     indexer_key_bytes,
 )
-from kvplan.sizing import pp_stages
-from kvplan.spec import ModelSpec
+from kvplan.core.sizing import pp_stages
+from kvplan.core.spec import ModelSpec
+from kvplan.engines import named_kv_format
 
 SCHEMA = "kvplan.engine.sglang/1"
 GIB = 2**30

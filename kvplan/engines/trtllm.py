@@ -17,12 +17,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvplan.dtypes import BF16, FP8_E4M3, FP16, FP32, INT8, NVFP4, KVFormat, cdiv
+from kvplan.core.dtypes import BF16, FP8_E4M3, FP16, FP32, INT8, NVFP4, KVFormat, cdiv
+from kvplan.core.errors import BadInputError
+from kvplan.core.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
+from kvplan.core.sizing import pp_stages
+from kvplan.core.spec import ModelSpec
 from kvplan.engines import named_kv_format
-from kvplan.errors import BadInputError
-from kvplan.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
-from kvplan.sizing import pp_stages
-from kvplan.spec import ModelSpec
 
 SCHEMA = "kvplan.engine.trtllm/1"
 GIB = 2**30

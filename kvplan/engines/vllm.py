@@ -15,7 +15,7 @@ the "classic" V1 code; 0.20/0.21/0.33 are where behaviour changed):
   Fraction is kept beside it); "GPU KV cache size" is `num_blocks // groups * min_block`
   up to 0.20 and `int(concurrency * max_model_len)` from 0.21 (§1.5).
 
-The memory budget ("Available KV cache memory") comes from kvplan.budget or is given.
+The memory budget ("Available KV cache memory") comes from kvplan.engines.budget or is given.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from kvplan.dtypes import (
+from kvplan.core.dtypes import (
     BF16,
     FP8_DS_MLA,
     FP8_E4M3,
@@ -36,9 +36,8 @@ from kvplan.dtypes import (
     KVFormat,
     cdiv,
 )
-from kvplan.engines import named_kv_format
-from kvplan.errors import BadInputError
-from kvplan.layers import (
+from kvplan.core.errors import BadInputError
+from kvplan.core.layers import (
     ATTENTION_KINDS,
     MLA,
     ChunkedLocal,
@@ -49,8 +48,9 @@ from kvplan.layers import (
     SlidingWindow,
     indexer_key_bytes,
 )
-from kvplan.sizing import pp_stages
-from kvplan.spec import ModelSpec
+from kvplan.core.sizing import pp_stages
+from kvplan.core.spec import ModelSpec
+from kvplan.engines import named_kv_format
 
 SCHEMA = "kvplan.engine.vllm/1"
 LATEST = (0, 33, 0)

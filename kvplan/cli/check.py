@@ -1,0 +1,70 @@
+"""`kvplan check`: a plan file's capacity requirements, for CI (registered in kvplan.cli.app).
+
+Exit codes: 0 every requirement met, 1 any not met, 2 the plan file is invalid.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvplan.cli.options import FormatOpt, UnitsOpt, _emit, handle_errors
+
+
+@handle_errors
+def check(
+    plan_file: Annotated[Path, typer.Argument(
+        metavar="PLAN", help="A plan file (schema kvplan.capacity/1; see "
+        "docs/capacity-schema.md).", show_default=False)],
+    junit: Annotated[Path | None, typer.Option(
+        "--junit", help="Also write a JUnit XML report here (one test case per requirement).",
+        show_default=False)] = None,
+    fmt: FormatOpt = "table",
+    units: UnitsOpt = "iec",
+) -> None:
+    """Check every deployment of a plan file against its requirements: a pass/fail table with
+    the measured margin. With GITHUB_STEP_SUMMARY set, a Markdown summary is appended there.
+
+    Exit 0 when all requirements pass, 1 when any fails, 2 when the file is invalid (the
+    message names the file, line and field).
+
+    Examples:
+
+      kvplan check docs/capacity.example.yaml
+
+      kvplan check capacity.yaml --junit reports/capacity.xml -f markdown
+    """
+    from kvplan.core.errors import KvplanError
+    from kvplan.planning import check as core
+
+    try:
+        result = core.check_plan(core.load_plan(plan_file))
+    except KvplanError as exc:  # CI still gets a report naming the problem
+        _write_ci(junit, core.junit_xml(None, exc.message, str(plan_file)),
+                  core.step_summary(None, exc.message))
+        raise
+    _write_ci(junit, core.junit_xml(result), core.step_summary(result, units=units))
+    _emit(core.check_report(result, units), fmt, units)
+    if not result.passed:
+        typer.echo(f"kvplan: {result.num_failed} of {len(result.results)} requirements not "
+                   "met (exit 1)", err=True)
+        raise typer.Exit(1)
+
+
+def _write_ci(junit: Path | None, xml: str, summary: str) -> None:
+    from kvplan.cli.options import _write_atomic
+
+    if junit is not None:
+        junit.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(junit, xml)
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        try:
+            with open(step_summary, "a", encoding="utf-8") as handle:
+                handle.write(summary)
+        except OSError as exc:  # the check's own result matters more than its summary
+            typer.echo(f"kvplan: warning: cannot append to GITHUB_STEP_SUMMARY "
+                       f"{step_summary}: {exc.strerror or exc}", err=True)

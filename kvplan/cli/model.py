@@ -1,0 +1,180 @@
+"""`kvplan size`, `models`, `show` and `import`: one model's KV bytes and its spec."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvplan.cli.options import (
+    FormatOpt,
+    KVDtypeOpt,
+    ModelArg,
+    PPOpt,
+    TPOpt,
+    UnitsOpt,
+    _check_choice,
+    _emit,
+    _write_atomic,
+    handle_errors,
+)
+
+
+@handle_errors
+def size(
+    model: ModelArg,
+    tokens: Annotated[str | None, typer.Option(
+        "--tokens", "-t", help="Tokens per request: 8192, 8k (= 8,192), 128k (= 131,072). "
+        "Default: the model's maximum context.", show_default=False)] = None,
+    batch: Annotated[int, typer.Option("--batch", "-b", help="Requests of --tokens each.")] = 1,
+    lengths: Annotated[str | None, typer.Option(
+        "--lengths", help="A batch of different lengths instead: 2k,4k,8192.",
+        show_default=False)] = None,
+    kv_dtype: KVDtypeOpt = "auto",
+    tp: TPOpt = 1,
+    pp: PPOpt = 1,
+    block_size: Annotated[int, typer.Option(
+        "--block-size", help="Tokens per block for the paged figure (vLLM's default 16).")] = 16,
+    max_len: Annotated[str | None, typer.Option(
+        "--max-len", help="Length each request preallocates in the contiguous figure. "
+        "Default: the model's maximum context.", show_default=False)] = None,
+    fmt: FormatOpt = "table",
+    units: UnitsOpt = "iec",
+) -> None:
+    """KV-cache bytes per token, per request, per batch and per GPU.
+
+    Examples:
+
+      kvplan size llama-3.1-8b --tokens 8k
+
+      kvplan size deepseek-v3 --tokens 128k --batch 16 --kv-dtype fp8 --tp 8 -f json
+
+      kvplan size ./my-model/config.json --lengths 2k,4k,32k --format markdown
+    """
+    from kvplan.core.dtypes import parse_format
+    from kvplan.core.errors import BadInputError
+    from kvplan.core.sizing import size as compute
+    from kvplan.core.units import parse_int_list, parse_tokens
+    from kvplan.output.tables import size_report
+    from kvplan.sources.library import resolve
+
+    if lengths is not None and (tokens is not None or batch != 1):
+        raise BadInputError("--lengths replaces --tokens and --batch; give one or the other")
+    if batch <= 0:
+        raise BadInputError(f"--batch must be positive, got {batch}")
+    spec = resolve(model)
+    fmt_kv = parse_format(kv_dtype, spec.dtype)
+    warnings: list[str] = []
+    request_lengths = (parse_int_list(lengths, "--lengths") if lengths is not None else
+                       [parse_tokens(tokens, "--tokens") if tokens is not None
+                        else spec.max_context_tokens or 8192] * batch)
+    longest = max(request_lengths)
+    explicit_max = parse_tokens(max_len, "--max-len") if max_len is not None else None
+    if spec.max_context_tokens and longest > spec.max_context_tokens and explicit_max is None:
+        warnings.append(f"{longest:,} tokens is more than {spec.name}'s maximum context of "
+                        f"{spec.max_context_tokens:,}")
+        explicit_max = longest
+    if tokens is None and lengths is None and not spec.max_context_tokens:
+        warnings.append(f"{spec.name} has no known maximum context; sized at 8,192 tokens")
+    result = compute(spec, fmt_kv, lengths=request_lengths, tp=tp, pp=pp,
+                     block_size=block_size, max_len=explicit_max)
+    _emit(size_report(result, spec, fmt_kv, warnings), fmt, units)
+
+
+@handle_errors
+def models(
+    filter_text: Annotated[str | None, typer.Argument(
+        metavar="[FILTER]", help="Keep models whose name, family or source contains this.",
+        show_default=False)] = None,
+    kind: Annotated[str | None, typer.Option(
+        "--kind", help="Keep models with a layer of this kind: full, sliding, chunked, mla, "
+        "cross, state, none.", show_default=False)] = None,
+    kv_dtype: Annotated[str | None, typer.Option(
+        "--kv-dtype", help="Per-token bytes in this KV dtype (default: each model's own).",
+        show_default=False)] = None,
+    fmt: FormatOpt = "table",
+    units: UnitsOpt = "iec",
+) -> None:
+    """List the embedded model library.
+
+    Examples:
+
+      kvplan models
+
+      kvplan models qwen --kind sliding -f csv
+    """
+    from kvplan.core.dtypes import parse_format
+    from kvplan.output.tables import models_report
+    from kvplan.sources.library import filter_models, load_library
+
+    specs = filter_models(load_library(), filter_text, kind)
+    _emit(models_report(specs, parse_format(kv_dtype) if kv_dtype else None), fmt, units)
+
+
+@handle_errors
+def show(
+    model: ModelArg,
+    fmt: Annotated[str, typer.Option(
+        "--format", "-f", help="table, markdown, json, or yaml (a library spec file).")] = "table",
+) -> None:
+    """Print the resolved spec of a model: its layers, kinds, shapes and source.
+
+    Examples:
+
+      kvplan show gemma-2-9b
+
+      kvplan show ./config.json --format yaml > model_configs/my-model.yaml
+    """
+    from dataclasses import asdict, replace
+
+    from kvplan.output.tables import show_report
+    from kvplan.sources.library import resolve
+    from kvplan.sources.weights import cheap_weights, weights_note
+
+    _check_choice(fmt, ("table", "markdown", "json", "yaml", "csv"), "--format")
+    spec = resolve(model)
+    weights = cheap_weights(model)  # a local checkpoint with safetensors: exact, no network
+    if weights is not None:
+        spec = replace(spec, num_params=weights.total_params)
+    if fmt == "yaml":
+        from kvplan.sources.yamlspec import dump_yaml
+
+        sys.stdout.write(dump_yaml(spec))
+        return
+    report = show_report(spec)
+    if weights is not None:
+        report.notes.append(weights_note(weights))
+        report.payload["weights"] = asdict(weights)
+    _emit(report, fmt, "iec")
+
+
+
+@handle_errors
+def import_model(
+    model: ModelArg,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write the YAML here (replaced whole, never half-written) "
+        "instead of stdout.", show_default=False)] = None,
+) -> None:
+    """Write MODEL's resolved spec as a library YAML, with its source (repo, commit sha,
+    config.json sha256) and its parameter count when the weights are known.
+
+    Examples:
+
+      kvplan import hf:meta-llama/Llama-3.1-8B@main -o model_configs/llama-3.1-8b.yaml
+
+      kvplan import ./my-checkpoint/ > my-model.yaml
+    """
+    from kvplan.sources.weights import import_spec, weights_note
+    from kvplan.sources.yamlspec import dump_yaml
+
+    spec, weights = import_spec(model)
+    if weights is not None:
+        typer.echo(f"kvplan: {weights_note(weights)}", err=True)
+    if output is None:
+        sys.stdout.write(dump_yaml(spec))
+        return
+    _write_atomic(output, dump_yaml(spec))
+    typer.echo(f"kvplan: wrote {output} ({spec.name}, {spec.num_layers} layers)", err=True)

@@ -1,0 +1,122 @@
+"""Options and helpers every command shares: declared once (Annotated aliases), the error
+mapping to exit codes, and the one path from a Report to stdout."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import typer
+
+from kvplan.core.errors import KvplanError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# --- shared options, declared once ------------------------------------------------------
+ModelArg = Annotated[str, typer.Argument(
+    help="Library name (llama-3.1-8b), a YAML spec, a config.json / directory holding one, "
+    "or a Hugging Face Hub repo: hf:org/name[@revision] (a bare org/name tries the library's "
+    "aliases first).",
+    show_default=False)]
+
+ModelsArg = Annotated[list[str], typer.Argument(
+    help="One or more models: library names, YAML specs, config.json files or hf:org/name.",
+    show_default=False)]
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    """An option callback: checked while the flags are parsed, before any work (exit 2)."""
+
+    def check(value: str) -> str:
+        if value not in choices:
+            raise typer.BadParameter(f"must be one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    return check
+
+
+FormatOpt = Annotated[str, typer.Option(
+    "--format", "-f", help="Output: table, markdown, csv or json.",
+    callback=_one_of(("table", "markdown", "csv", "json")))]
+UnitsOpt = Annotated[str, typer.Option(
+    "--units", help="iec: KiB/MiB/GiB (powers of 2); si: KB/MB/GB (powers of 10).",
+    callback=_one_of(("iec", "si")))]
+KVDtypeOpt = Annotated[str, typer.Option(
+    "--kv-dtype", help="auto (the model's dtype), fp32, fp16, bf16, fp8, fp8_e5m2, int8, int4, "
+    "int2, nvfp4, fp8_ds_mla, or group-wise like int4:g64, int2:g32:kivi:r128.")]
+TPOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs (KV heads split).")]
+PPOpt = Annotated[int, typer.Option("--pp", help="Pipeline stages (layers split).")]
+
+
+def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn core errors into one message on stderr and the documented exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except KvplanError as exc:
+            if os.environ.get("KVPLAN_DEBUG"):
+                raise
+            typer.echo(f"kvplan: error: {exc.message}", err=True)
+            if exc.hint:
+                typer.echo(f"  hint: {exc.hint}", err=True)
+            raise typer.Exit(exc.exit_code) from None
+
+    return wrapper
+
+
+def _check_choice(value: str, choices: tuple[str, ...], flag: str) -> str:
+    from kvplan.core.errors import BadInputError
+
+    if value not in choices:
+        raise BadInputError(f"{flag} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _emit(report: Any, fmt: str, units: str) -> None:
+    from kvplan.output.render import render
+
+    for warning in report.warnings:
+        typer.echo(f"kvplan: warning: {warning}", err=True)
+    width = None if fmt != "table" else _terminal_width()
+    sys.stdout.write(render(report, fmt, units, width))
+
+
+def _terminal_width() -> int:
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 120
+
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file beside `path`, then rename it over `path`: a reader (or a
+    failure half-way) never sees half a file."""
+    import tempfile
+
+    from kvplan.core.errors import BadInputError
+
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
+        os.replace(tmp, path)
+    except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise BadInputError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -1,0 +1,560 @@
+"""`kvplan plan` and `kvplan compare`, registered in kvplan.cli.app.
+
+Each command checks its flags, calls kvplan.planning.plan once, and renders a Report (reports are
+built here from the plan's frozen dataclasses; JSON keys are the library's field names).
+Exit codes: 1 when a stated target is not met, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from kvplan.cli.options import (
+    FormatOpt,
+    KVDtypeOpt,
+    ModelArg,
+    ModelsArg,
+    UnitsOpt,
+    _check_choice,
+    _emit,
+    handle_errors,
+)
+
+if TYPE_CHECKING:
+    from kvplan.output.render import Report, Table
+    from kvplan.planning.plan import Capacity, Deployment, LayoutResult, Target, WorkloadResult
+
+# --- options shared by plan and compare --------------------------------------------------
+GpuOpt = Annotated[str | None, typer.Option(
+    "--gpu", help="A catalog GPU (h100, a100-40gb, rtx-4090; `kvplan gpus` lists them).",
+    show_default=False)]
+CountOpt = Annotated[int | None, typer.Option(
+    "--count", "-n", help="GPUs in the instance; default TP = count, PP = 1.",
+    show_default=False)]
+TPOptional = Annotated[int | None, typer.Option(
+    "--tp", help="Tensor-parallel GPUs (KV heads split; default: --count).", show_default=False)]
+PPOptional = Annotated[int | None, typer.Option(
+    "--pp", help="Pipeline stages (layers split).", show_default=False)]
+EngineOpt = Annotated[str, typer.Option(
+    "--engine", help="vllm, sglang, trtllm, llamacpp or hf.")]
+EngineVersionOpt = Annotated[str | None, typer.Option(
+    "--engine-version", help="The engine's version (vLLM: 0.11, 0.21, ...; default: newest "
+    "read).", show_default=False)]
+MaxModelLenOpt = Annotated[str | None, typer.Option(
+    "--max-model-len", help="The engine's maximum length per request (default: the model's "
+    "maximum context). llama.cpp: --ctx.", show_default=False)]
+KVMemoryOpt = Annotated[str | None, typer.Option(
+    "--kv-memory", help="A measured KV budget per GPU, as the engine logged it: 57.65GiB "
+    "(vLLM 'Available KV cache memory').", show_default=False)]
+GpuMemoryOpt = Annotated[str | None, typer.Option(
+    "--gpu-memory", help="A GPU not in the catalog: the memory it reports, e.g. 24GiB.",
+    show_default=False)]
+UtilOpt = Annotated[float | None, typer.Option(
+    "--gpu-memory-utilization", help="vLLM gpu_memory_utilization (0.9; 0.92 from 0.20), "
+    "SGLang mem_fraction_static, TRT-LLM free_gpu_memory_fraction (0.9).", show_default=False)]
+WeightsDtypeOpt = Annotated[str, typer.Option(
+    "--weights-dtype", help="auto, bf16, fp16, fp8, int8, awq, gptq, int4, mxfp4, nvfp4.")]
+ContextOpt = Annotated[str | None, typer.Option(
+    "--context", "-c", help="Tokens per request: 8k, 32768.", show_default=False)]
+ConcurrencyOpt = Annotated[int | None, typer.Option(
+    "--concurrency", help="Requests at once.", show_default=False)]
+
+
+def _bytes(text: str | None) -> int | None:
+    from kvplan.core.units import parse_bytes
+
+    return parse_bytes(text) if text is not None else None
+
+
+def _tokens(text: str | None, what: str) -> int | None:
+    from kvplan.core.units import parse_tokens
+
+    return parse_tokens(text, what) if text is not None else None
+
+
+def _layout(count: int | None, tp: int | None, pp: int | None) -> tuple[int, int]:
+    from kvplan.core.errors import BadInputError
+
+    if count is not None and count < 1:
+        raise BadInputError(f"--count must be at least 1, got {count}")
+    pp = pp or 1
+    tp = tp or ((count // pp) if count else 1)
+    if count is not None and tp * pp != count:
+        raise BadInputError(f"--tp {tp} x --pp {pp} = {tp * pp} GPUs, but --count is {count}",
+                            "give --count alone (TP = count), or --tp/--pp that multiply to it")
+    return tp, pp
+
+
+def _deployment(model: str, gpu: str | None, gpu_memory: str | None, tp: int, pp: int,
+                **settings: Any) -> Deployment:
+    """MODEL and the GPU flags -> a Deployment (the GPU is looked up once, here)."""
+    from kvplan.core.errors import BadInputError
+    from kvplan.planning.plan import Deployment
+    from kvplan.sources.library import resolve
+
+    if gpu is not None and gpu_memory is not None:
+        raise BadInputError("--gpu and --gpu-memory both name the GPU; give one")
+    spec = resolve(model)
+    found = None
+    if gpu is not None:
+        from kvplan.sources.gpus import find_gpu
+
+        found = find_gpu(gpu)
+    elif gpu_memory is not None:
+        from kvplan.sources.gpus import custom_gpu
+
+        found = custom_gpu(gpu_memory)
+    dep = Deployment(spec=spec, tp=tp, pp=pp, **settings)
+    return dep.with_gpu(found) if found is not None else dep
+
+
+# --- reports -------------------------------------------------------------------------------
+
+def _bytes_table(title: str, rows: list[tuple[str, int]]) -> Table:
+    from kvplan.output.render import Column, Table
+
+    return Table(title, (Column("quantity", "quantity"), Column("bytes", "bytes", "exact"),
+                         Column("human", "size", "bytes")),
+                 tuple({"quantity": q, "bytes": v, "human": v} for q, v in rows))
+
+
+def _deployment_dict(dep: Deployment) -> dict[str, Any]:
+    return {"model": dep.spec.name, "engine": dep.engine, "engine_version": dep.engine_version,
+            "gpu": dep.gpu_name, "gpu_memory_bytes": dep.gpu_memory_bytes,
+            "tp": dep.tp, "pp": dep.pp, "num_gpus": dep.num_gpus, "kv_dtype": dep.kv_dtype,
+            "max_model_len": dep.context_limit(), "block_size": dep.block_size,
+            "kv_memory_bytes": dep.kv_memory_bytes, "memory_fraction": dep.memory_fraction,
+            "weights_dtype": dep.weights_dtype}
+
+
+def _plain(value: Any) -> Any:
+    """Fractions -> 'a/b' strings, tuples -> lists (JSON)."""
+    from fractions import Fraction
+
+    if isinstance(value, Fraction):
+        return f"{value.numerator}/{value.denominator}"
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def plan_report(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
+                extra_tables: list[Table], warnings: list[str]) -> Report:
+    from kvplan import __version__
+    from kvplan.output.render import Column, Report, Table
+    from kvplan.planning.plan import SCHEMA, engine_log_lines, engine_numbers
+
+    dep = cap.deployment
+    where = (f"{dep.num_gpus} x {dep.gpu_name}" if dep.gpu_name else "given KV budget")
+    head = (f"{dep.spec.name} on {where} (TP {dep.tp} x PP {dep.pp}), {dep.engine}"
+            f"{' ' + dep.engine_version if dep.engine_version else ''}, KV {cap.kv_format}, "
+            f"max length {dep.context_limit():,}")
+    tables = []
+    if cap.budget is not None and cap.budget.method == "estimated":
+        b = cap.budget
+        tables.append(_bytes_table("Memory per GPU (fullest stage)", [
+            ("GPU memory (reported)", b.total_memory_bytes),
+            (f"x utilization {b.utilization}", b.requested_bytes),
+            ("- weights", max(b.weights_bytes)),
+            ("- activation peak", max(b.activation_bytes)),
+            ("- non-torch", b.non_torch_bytes),
+            ("- CUDA graphs", b.cudagraph_bytes),
+            ("= KV cache budget", b.available),
+        ]))
+    numbers = engine_numbers(cap)
+    tables.append(Table("Engine start-up numbers",
+                        (Column("name", "name"), Column("value", "value")),
+                        tuple({"name": k, "value": _show(v)} for k, v in numbers.items())))
+    tables.append(Table("Answer", (Column("name", "question"), Column("value", "answer")),
+                        tuple({"name": k, "value": _show(v)} for k, v in answer.items())))
+    tables += extra_tables
+    payload = {
+        "schema": SCHEMA, "kvplan_version": __version__,
+        "deployment": _deployment_dict(dep),
+        "budget": _plain(asdict(cap.budget)) if cap.budget is not None else None,
+        "engine": _plain(numbers), "log_lines": engine_log_lines(cap),
+        "answer": _plain(answer), "target_met": target_met,
+        "tables": {t.title: [_plain(r) for r in t.rows] for t in extra_tables},
+        "notes": list(cap.notes), "warnings": warnings,
+    }
+    csv_row = {"model": dep.spec.name, "engine": dep.engine, "gpu": dep.gpu_name,
+               "tp": dep.tp, "pp": dep.pp, "kv_dtype": cap.kv_format,
+               **{k: v for k, v in numbers.items() if not isinstance(v, (list, tuple))},
+               **{k: _plain(v) for k, v in answer.items()}, "target_met": target_met}
+    csv_table = Table("plan", tuple(Column(k, k) for k in csv_row), (csv_row,))
+    notes = [f"Deployment: {head}."]
+    notes += ["Engine log lines: " + " | ".join(engine_log_lines(cap))] \
+        if engine_log_lines(cap) else []
+    notes += list(cap.notes)
+    notes += _formula_notes()
+    return Report(tables, payload, csv_table, notes, warnings)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    return str(_plain(value))
+
+
+# --- the plan command ---------------------------------------------------------------------
+
+@handle_errors
+def plan(
+    model: ModelArg,
+    gpu: GpuOpt = None,
+    count: CountOpt = None,
+    tp: TPOptional = None,
+    pp: PPOptional = None,
+    engine: EngineOpt = "vllm",
+    engine_version: EngineVersionOpt = None,
+    max_model_len: MaxModelLenOpt = None,
+    context: ContextOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    requests: Annotated[str | None, typer.Option(
+        "--requests", help="A mix like 64x(2k+512),8x(32k+1k), or a .jsonl/.csv file with "
+        "prompt and output lengths per line.", show_default=False)] = None,
+    shared_prefix: Annotated[str | None, typer.Option(
+        "--shared-prefix", help="Tokens every request shares (whole blocks are cached once).",
+        show_default=False)] = None,
+    samples: Annotated[int, typer.Option(
+        "--samples", help="Parallel samples per request (n), sharing the prompt.")] = 1,
+    find_gpus: Annotated[bool, typer.Option(
+        "--find-gpus", help="Find the fewest GPUs (and the TP x PP layout) meeting the "
+        "target.")] = False,
+    kv_dtype: KVDtypeOpt = "auto",
+    block_size: Annotated[int | None, typer.Option(
+        "--block-size", help="Tokens per block (default: the engine's).",
+        show_default=False)] = None,
+    kv_memory: KVMemoryOpt = None,
+    gpu_memory: GpuMemoryOpt = None,
+    gpu_memory_utilization: UtilOpt = None,
+    weights_dtype: WeightsDtypeOpt = "auto",
+    weights_memory: Annotated[str | None, typer.Option(
+        "--weights-memory", help="The whole model's measured weight size (vLLM 'Model loading "
+        "took').", show_default=False)] = None,
+    activation_memory: Annotated[str | None, typer.Option(
+        "--activation-memory", help="Measured activation peak per GPU.",
+        show_default=False)] = None,
+    cudagraph_memory: Annotated[str | None, typer.Option(
+        "--cudagraph-memory", help="CUDA-graph memory vLLM >= 0.21 subtracts.",
+        show_default=False)] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option(
+        "--max-num-batched-tokens", help="Tokens per scheduler step (default: by GPU).",
+        show_default=False)] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(
+        "--max-num-seqs", help="Sequences per step (default: by GPU).",
+        show_default=False)] = None,
+    parallel: Annotated[int, typer.Option("--parallel", help="llama.cpp slots.")] = 1,
+    host_memory: Annotated[str | None, typer.Option(
+        "--host-memory", help="Host memory per GPU for KV offload, e.g. 64GiB.",
+        show_default=False)] = None,
+    fmt: FormatOpt = "table",
+    units: UnitsOpt = "iec",
+) -> None:
+    """Capacity of one serving instance: what the engine will print, how many requests fit,
+    how long they can be, whether a workload fits, and the fewest GPUs for a target.
+
+    Exit 1 when a stated target is not met (--context with --concurrency, --requests,
+    --find-gpus); exit 2 for bad input.
+
+    Examples:
+
+      kvplan plan llama-3.1-8b --gpu h100 --context 32k
+
+      kvplan plan llama-3.1-70b --gpu h100 --count 4 --concurrency 64
+
+      kvplan plan qwen3-32b --gpu a100-80gb --requests "64x(2k+512),8x(32k+1k)"
+
+      kvplan plan llama-3.1-8b --kv-memory 57.65GiB --max-model-len 131072
+
+      kvplan plan deepseek-v3 --gpu h200 --context 128k --concurrency 32 --find-gpus
+    """
+    from kvplan.core.errors import BadInputError
+    from kvplan.engines import ENGINES
+
+    _check_choice(engine, ENGINES, "--engine")
+    if requests is not None and (context is not None or concurrency is not None):
+        raise BadInputError("--requests replaces --context and --concurrency; give one or "
+                            "the other")
+    if samples < 1:
+        raise BadInputError(f"--samples must be at least 1, got {samples}")
+    tp_, pp_ = _layout(count, tp, pp)
+    dep = _deployment(
+        model, gpu, gpu_memory, tp_, pp_, engine=engine, engine_version=engine_version,
+        kv_dtype=kv_dtype, max_model_len=_tokens(max_model_len, "--max-model-len"),
+        block_size=block_size, kv_memory_bytes=_bytes(kv_memory),
+        memory_fraction=gpu_memory_utilization, weights_dtype=weights_dtype,
+        weights_bytes=_bytes(weights_memory), activation_bytes=_bytes(activation_memory),
+        cudagraph_bytes=_bytes(cudagraph_memory), max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs, parallel=parallel)
+    question = _Question(_tokens(context, "--context"), concurrency, requests,
+                         _tokens(shared_prefix, "--shared-prefix") or 0, samples, find_gpus,
+                         _bytes(host_memory))
+    report, met = question.answer(dep)
+    _emit(report, fmt, units)
+    if met is False:
+        typer.echo("kvplan: the target is not met (exit 1)", err=True)
+        raise typer.Exit(1)
+
+
+class _Question:
+    """The flags that pick the question; `answer` calls the core and builds the Report."""
+
+    def __init__(self, context: int | None, concurrency: int | None, requests: str | None,
+                 shared_prefix: int, samples: int, find_gpus: bool, host: int | None):
+        self.context, self.concurrency, self.requests = context, concurrency, requests
+        self.shared_prefix, self.samples, self.find_gpus, self.host = (
+            shared_prefix, samples, find_gpus, host)
+
+    def target(self) -> Target:
+        from kvplan.planning.plan import Target, parse_workload
+
+        workload = (parse_workload(self.requests, self.shared_prefix, self.samples)
+                    if self.requests is not None else None)
+        return Target(self.context, self.concurrency, workload)
+
+    def answer(self, dep: Deployment) -> tuple[Report, bool | None]:
+        from kvplan.planning import plan as core
+
+        target = self.target()
+        warnings: list[str] = []
+        extra: list[Table] = []
+        layout = None
+        if self.find_gpus:
+            if target.context_tokens is None and target.workload is None and \
+                    target.concurrency is None:
+                from kvplan.core.errors import BadInputError
+
+                raise BadInputError("--find-gpus needs a target",
+                                    "give --context and/or --concurrency, or --requests")
+            layout = core.fewest_gpus(dep, target)
+            extra.append(_layout_table(layout))
+            if layout.best is not None:
+                from dataclasses import replace
+
+                dep = replace(dep, tp=layout.best.tp, pp=layout.best.pp)
+        cap = core.capacity(dep)
+        answer, met = self._ask(cap, target, extra)
+        if layout is not None:
+            answer = {"fewest_gpus": layout.best.num_gpus if layout.best else None,
+                      "tp": layout.best.tp if layout.best else None,
+                      "pp": layout.best.pp if layout.best else None, **answer}
+            met = met if layout.best is not None else False
+        if dep.engine == "vllm" and not cap.engine_profile.fits_max_model_len:
+            warnings.append(
+                f"vLLM would refuse to start: one request of max_model_len "
+                f"{dep.context_limit():,} does not fit; the estimated maximum is "
+                f"{cap.engine_profile.estimated_max_model_len:,}")
+        if met is False:
+            tips = core.suggestions(cap, target)
+            extra.append(_table("What fits instead", {
+                "max_context_at_concurrency": tips.max_context_at_concurrency,
+                "max_concurrency_at_context": tips.max_concurrency_at_context,
+                "kv_dtype_that_fits": tips.kv_dtype_that_fits}))
+        return plan_report(cap, answer, met, extra, warnings), met
+
+    def _ask(self, cap: Capacity, target: Target, extra: list[Table]
+             ) -> tuple[dict[str, Any], bool | None]:
+        from kvplan.planning import plan as core
+
+        answer: dict[str, Any] = {}
+        met: bool | None = None
+        batch, ctx = None, None
+        if target.workload is not None:
+            result = core.check_workload(cap, target.workload)
+            answer = {"requests": result.num_requests, "sequences": result.num_sequences,
+                      "longest_tokens": result.longest_tokens, "fits": result.fits,
+                      "headroom_factor": float(result.max_scale), "reason": result.reason}
+            extra.append(_uses_table(result))
+            met = result.fits
+            batch, ctx = result.num_sequences, result.longest_tokens
+        elif target.context_tokens is not None:
+            c = core.max_concurrency(cap, target.context_tokens)
+            answer = {"context_tokens": c.context_tokens, "max_concurrency": c.max_requests,
+                      "limited_by": c.limited_by, "engine_concurrency": c.engine_concurrency,
+                      "units_per_request": list(c.units_per_request)}
+            want = target.concurrency or 1
+            met = c.max_requests >= want
+            if target.concurrency is not None:
+                answer["target_concurrency"] = target.concurrency
+            batch, ctx = (target.concurrency or c.max_requests), target.context_tokens
+        elif target.concurrency is not None:
+            r = core.max_context(cap, target.concurrency)
+            answer = {"concurrency": r.concurrency, "max_context_tokens": r.max_context_tokens,
+                      "limited_by": r.limited_by}
+            met = r.max_context_tokens > 0
+            batch, ctx = target.concurrency, r.max_context_tokens
+        else:
+            limit = cap.deployment.context_limit()
+            c = core.max_concurrency(cap, limit)
+            answer = {"context_tokens": limit, "max_concurrency": c.max_requests,
+                      "limited_by": c.limited_by}
+            batch, ctx = c.max_requests, limit
+        if batch and ctx and cap.deployment.gpu_bandwidth_bytes_per_s:
+            d = core.decode_floor(cap, batch, ctx)
+            extra.append(_table(f"Decode floor (memory-bound, batch {batch}, {ctx:,} tokens)", {
+                "weights_bytes_per_gpu": d.weights_bytes_per_gpu,
+                "kv_bytes_per_gpu": d.kv_bytes_per_gpu, "bytes_per_step": d.bytes_per_step,
+                "ms_per_token": round(d.ms_per_token, 3),
+                "tokens_per_s": round(d.tokens_per_s, 1)}))
+        if self.host:
+            o = core.offload_capacity(cap, self.host, ctx)
+            extra.append(_table("KV offload to host memory (per GPU)", asdict(o)))
+        return answer, met
+
+
+def _table(title: str, values: dict[str, Any]) -> Table:
+    from kvplan.output.render import Column, Table
+
+    return Table(title, (Column("name", "name"), Column("value", "value")),
+                 tuple({"name": k, "value": _show(v)} for k, v in values.items()))
+
+
+def _uses_table(result: WorkloadResult) -> Table:
+    from kvplan.output.render import Column, Table
+
+    return Table("Workload use per pool", (
+        Column("name", "pool"), Column("unit", "unit"), Column("needed", "needed", "int"),
+        Column("capacity", "capacity", "int"), Column("shared_saving", "saved by sharing",
+                                                      "int")),
+        tuple(asdict(u) for u in result.uses))
+
+
+def _layout_table(layout: LayoutResult) -> Table:
+    from kvplan.output.render import Column, Table
+
+    rows = tuple({"num_gpus": o.num_gpus, "tp": o.tp, "pp": o.pp,
+                  "meets_target": "yes" if o.meets_target else "no",
+                  "max_requests": o.max_requests, "kv_budget_bytes": o.kv_budget_bytes,
+                  "error": o.error} for o in layout.options)
+    return Table(f"Layouts tried for {layout.target}", (
+        Column("num_gpus", "GPUs", "int"), Column("tp", "TP", "int"), Column("pp", "PP", "int"),
+        Column("meets_target", "meets target"), Column("max_requests", "requests", "int"),
+        Column("kv_budget_bytes", "KV budget/GPU", "bytes"), Column("error", "why not")), rows)
+
+
+# --- compare --------------------------------------------------------------------------------
+
+COMPARE_KEYS = ("model", "engine", "gpu", "num_gpus", "kv_dtype", "weights_per_gpu_bytes",
+                "kv_budget_bytes", "kv_bytes_per_token", "token_capacity", "context_tokens",
+                "max_concurrency", "max_context_tokens", "error")
+
+
+@handle_errors
+def compare(
+    models: ModelsArg,
+    gpu: Annotated[str | None, typer.Option(
+        "--gpu", help="Comma-separated GPUs: h100,a100-80gb,l40s.", show_default=False)] = None,
+    count: CountOpt = None,
+    engine: Annotated[str, typer.Option(
+        "--engine", help="Comma-separated engines: vllm,sglang,trtllm.")] = "vllm",
+    engine_version: EngineVersionOpt = None,
+    kv_dtype: Annotated[str, typer.Option(
+        "--kv-dtype", help="Comma-separated KV dtypes: auto,fp8.")] = "auto",
+    max_model_len: MaxModelLenOpt = None,
+    context: ContextOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    kv_memory: KVMemoryOpt = None,
+    gpu_memory: GpuMemoryOpt = None,
+    weights_dtype: WeightsDtypeOpt = "auto",
+    fmt: FormatOpt = "table",
+    units: UnitsOpt = "iec",
+) -> None:
+    """Models, GPUs, KV dtypes or engines side by side (every combination of the lists).
+
+    Examples:
+
+      kvplan compare llama-3.1-8b --gpu h100,a100-80gb,l40s --context 32k
+
+      kvplan compare llama-3.1-70b --gpu h100 --count 4 --kv-dtype auto,fp8
+
+      kvplan compare qwen3-32b llama-3.1-70b --gpu h200 --engine vllm,sglang -f csv
+    """
+    from kvplan.core.errors import BadInputError
+    from kvplan.engines import ENGINES
+
+    gpus = [g.strip() for g in gpu.split(",")] if gpu else [None]
+    engines = [e.strip() for e in engine.split(",")]
+    dtypes = [d.strip() for d in kv_dtype.split(",")]
+    for e in engines:
+        _check_choice(e, ENGINES, "--engine")
+    combos = [(m, g, e, d) for m in models for g in gpus for e in engines for d in dtypes]
+    if len(combos) > 64:
+        raise BadInputError(f"{len(combos)} combinations; compare at most 64 at once")
+    tp, pp = _layout(count, None, None)
+    rows = [_compare_row(m, g, gpu_memory, tp, pp, e, d, engine_version, max_model_len,
+                         _tokens(context, "--context"), concurrency, _bytes(kv_memory),
+                         weights_dtype) for m, g, e, d in combos]
+    _emit(compare_report(rows), fmt, units)
+
+
+def _compare_row(model: str, gpu: str | None, gpu_memory: str | None, tp: int, pp: int,
+                 engine: str, kv_dtype: str, version: str | None, max_model_len: str | None,
+                 context: int | None, concurrency: int | None, kv_memory: int | None,
+                 weights_dtype: str) -> dict[str, Any]:
+    from kvplan.core.errors import BadInputError
+    from kvplan.planning import plan as core
+
+    dep = _deployment(model, gpu, gpu_memory, tp, pp, engine=engine, engine_version=version,
+                      kv_dtype=kv_dtype, max_model_len=_tokens(max_model_len, "--max-model-len"),
+                      kv_memory_bytes=kv_memory, weights_dtype=weights_dtype)
+    row: dict[str, Any] = {"model": dep.spec.name, "engine": engine, "gpu": dep.gpu_name,
+                           "num_gpus": dep.num_gpus, "kv_dtype": kv_dtype, "error": ""}
+    try:
+        cap = core.capacity(dep)
+    except BadInputError as exc:  # one impossible combination should not hide the others
+        return {**row, "error": exc.message}
+    ctx = context or dep.context_limit()
+    row.update(kv_dtype=cap.kv_format, weights_per_gpu_bytes=cap.weights_per_gpu_bytes,
+               kv_budget_bytes=core.kv_budget_bytes(cap),
+               kv_bytes_per_token=cap.kv_bytes_per_token,
+               token_capacity=core.token_capacity(cap), context_tokens=ctx,
+               max_concurrency=core.max_concurrency(cap, ctx).max_requests)
+    if concurrency:
+        row["max_context_tokens"] = core.max_context(cap, concurrency).max_context_tokens
+    return row
+
+
+def compare_report(rows: list[dict[str, Any]]) -> Report:
+    from kvplan import __version__
+    from kvplan.output.render import Column, Report, Table
+    from kvplan.planning.plan import COMPARE_SCHEMA
+
+    full = [{k: r.get(k) for k in COMPARE_KEYS} for r in rows]
+    columns = (
+        Column("model", "model"), Column("engine", "engine"), Column("gpu", "GPU"),
+        Column("num_gpus", "GPUs", "int"), Column("kv_dtype", "KV dtype"),
+        Column("weights_per_gpu_bytes", "weights", "bytes"),
+        Column("kv_budget_bytes", "KV budget", "bytes"),
+        Column("kv_bytes_per_token", "KV B/token", "exact"),
+        Column("token_capacity", "token slots", "int"),
+        Column("context_tokens", "context", "int"),
+        Column("max_concurrency", "max requests", "int"),
+        Column("max_context_tokens", "max context", "int"), Column("error", "error"))
+    shown = tuple(c for c in columns
+                  if any(r.get(c.key) not in (None, "") for r in full) or c.key == "model")
+    table = Table(f"{len(full)} deployment(s) side by side", shown, tuple(full))
+    payload = {"schema": COMPARE_SCHEMA, "kvplan_version": __version__, "rows": full}
+    notes = ["Per GPU: weights, KV budget and KV bytes per token are those of one GPU (the "
+             "fullest pipeline stage).",
+             "token slots: the engine's KV pool in tokens (vLLM num_blocks x block size, "
+             "SGLang max_total_num_tokens, TRT-LLM blocks x 32, llama.cpp cells).",
+             "max requests: whole requests of `context` tokens at once, blocks rounded up."]
+    csv_table = Table("compare", tuple(Column(k, k) for k in COMPARE_KEYS), tuple(full))
+    notes += _formula_notes()
+    return Report([table], payload, csv_table, notes)
+
+
+def _formula_notes() -> list[str]:
+    from kvplan.output.tables import BUDGET_FORMULA, FORMULA
+
+    return [FORMULA, BUDGET_FORMULA]

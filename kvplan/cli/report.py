@@ -1,0 +1,90 @@
+"""`kvplan report`: a one-page Markdown sizing report and its chart (registered on
+kvplan.cli.app)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvplan.cli.options import ModelArg, UnitsOpt, _write_atomic, handle_errors
+from kvplan.cli.plan import (
+    CountOpt,
+    EngineOpt,
+    EngineVersionOpt,
+    MaxModelLenOpt,
+    WeightsDtypeOpt,
+    _bytes,
+    _deployment,
+    _layout,
+    _tokens,
+)
+from kvplan.cli.plot import GpusOpt, WeightsMemoryOpt
+
+
+@handle_errors
+def report(
+    model: ModelArg,
+    output: Annotated[Path, typer.Option(
+        "--output", "-o", help="The Markdown file to write (sizing.md).", show_default=False)],
+    gpu: GpusOpt = None,
+    count: CountOpt = None,
+    engine: EngineOpt = "vllm",
+    engine_version: EngineVersionOpt = None,
+    kv_dtype: Annotated[str, typer.Option(
+        "--kv-dtype", help="Comma-separated KV dtypes; the first fills the grid.")] = "auto,fp8",
+    contexts: Annotated[str, typer.Option(
+        "--contexts", help="Per-request and capacity columns.")] = "8k,32k,128k",
+    tokens: Annotated[str | None, typer.Option(
+        "--tokens", "-t", help="Grid rows and chart lengths: 1k..128k (default: 1k up to the "
+        "model's maximum).", show_default=False)] = None,
+    batch: Annotated[str, typer.Option("--batch", "-b", help="Grid columns.")] = "1,8,32",
+    max_model_len: MaxModelLenOpt = None,
+    weights_dtype: WeightsDtypeOpt = "auto",
+    weights_memory: WeightsMemoryOpt = None,
+    chart: Annotated[Path | None, typer.Option(
+        "--chart", help="The chart (.svg or .png); default: beside the report, same name, "
+        ".svg.", show_default=False)] = None,
+    no_chart: Annotated[bool, typer.Option("--no-chart", help="Write no chart.")] = False,
+    units: UnitsOpt = "iec",
+) -> None:
+    """Write a one-page sizing report: per-token and per-request sizes, a context-by-batch
+    grid, the capacity on the chosen GPUs for each KV dtype, and a chart.
+
+    Examples:
+
+      kvplan report llama-3.1-8b --gpu h100,a100-80gb -o sizing.md
+
+      kvplan report llama-3.1-70b --gpu h100 --count 4 --kv-dtype auto,fp8 -o 70b.md --no-chart
+    """
+    from kvplan.core.errors import BadInputError
+    from kvplan.output import page as core
+    from kvplan.planning.sweep import parse_int_values, parse_token_range
+    from kvplan.sources.library import resolve
+
+    if chart is not None and no_chart:
+        raise BadInputError("--chart and --no-chart contradict each other; give one")
+    spec = resolve(model)
+    tp, pp = _layout(count, None, None)
+    deps = [_deployment(model, g.strip(), None, tp, pp, engine=engine,
+                        engine_version=engine_version, weights_dtype=weights_dtype,
+                        max_model_len=_tokens(max_model_len, "--max-model-len"),
+                        weights_bytes=_bytes(weights_memory))
+            for g in (gpu.split(",") if gpu else [])]
+    dtypes = [d.strip() for d in kv_dtype.split(",") if d.strip()]
+    figures = core.sizing_report(spec, deps, dtypes, parse_token_range(contexts),
+                                 parse_token_range(tokens) if tokens else (),
+                                 parse_int_values(batch, "--batch"))
+    image = None if no_chart else (chart or output.with_suffix(".svg"))
+    if image is not None:
+        from kvplan.output.chart import draw
+
+        drawing, warnings = core.report_chart(figures)
+        for warning in warnings:
+            typer.echo(f"kvplan: warning: {warning}", err=True)
+        draw(drawing, image, units)
+    link = os.path.relpath(image, output.parent).replace(os.sep, "/") if image else None
+    _write_atomic(output, core.report_markdown(figures, link, units))
+    typer.echo(f"kvplan: wrote {output}" + (f" and {image}" if image else ""), err=True)

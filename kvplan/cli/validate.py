@@ -1,0 +1,82 @@
+"""`kvplan validate`: allocate the predicted cache with torch and measure it (torch optional)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kvplan.cli.options import (
+    FormatOpt,
+    KVDtypeOpt,
+    TPOpt,
+    UnitsOpt,
+    _emit,
+    handle_errors,
+)
+
+
+@handle_errors
+def validate(
+    model: Annotated[str | None, typer.Argument(
+        metavar="[MODEL]", help="Library name, YAML spec or config.json (omit with --all).",
+        show_default=False)] = None,
+    tokens: Annotated[str, typer.Option("--tokens", "-t", help="Tokens per request.")] = "1k",
+    batch: Annotated[int, typer.Option("--batch", "-b", help="Requests.")] = 1,
+    kv_dtype: KVDtypeOpt = "auto",
+    layout: Annotated[str, typer.Option(
+        "--layout", help="vllm, sglang, hf-static, hf-dynamic or contiguous.")] = "vllm",
+    block_size: Annotated[int | None, typer.Option(
+        "--block-size", help="vLLM block (default 16, MLA 64) / SGLang page (default 1).",
+        show_default=False)] = None,
+    max_len: Annotated[str | None, typer.Option(
+        "--max-len", help="Static layouts preallocate this length (default --tokens).",
+        show_default=False)] = None,
+    tp: TPOpt = 1,
+    device: Annotated[str, typer.Option("--device", help="auto, cuda or cpu.")] = "auto",
+    layers: Annotated[int | None, typer.Option(
+        "--layers", help="Validate K layers and scale up (models larger than the device).",
+        show_default=False)] = None,
+    decode_steps: Annotated[int, typer.Option(
+        "--decode-steps", help="Time N attention decode steps over the cache.")] = 0,
+    all_models: Annotated[bool, typer.Option(
+        "--all", help="Every library model and layout at a small probe size, on the CPU.")]
+    = False,
+    fmt: FormatOpt = "table",
+    units: UnitsOpt = "iec",
+) -> None:
+    """Allocate real KV caches with torch, exactly as a layout stores them, and compare the
+    measured bytes with kvplan's prediction (exit 1 on any difference). Needs torch:
+    pip install 'kvplan[validate]'.
+
+    Examples:
+
+      kvplan validate llama-3.1-8b --tokens 4k --batch 4 --layout hf-static
+
+      kvplan validate deepseek-v3 --kv-dtype fp8_ds_mla --block-size 64 --layers 4
+
+      kvplan validate --all
+    """
+    from kvplan import validate as v
+    from kvplan.core.dtypes import parse_format
+    from kvplan.core.errors import BadInputError
+    from kvplan.core.units import parse_tokens
+    from kvplan.sources.library import resolve
+
+    if all_models:
+        if model is not None:
+            raise BadInputError("--all validates every library model; give no MODEL with it")
+        every = v.validate_all(kv_dtype)
+        report, ok = v.all_report(every), every.ok
+    else:
+        if model is None:
+            raise BadInputError("give a MODEL to validate, or --all")
+        spec = resolve(model)
+        one = v.validate(v.ValidateRequest(
+            spec, parse_format(kv_dtype, spec.dtype), parse_tokens(tokens, "--tokens"), batch,
+            layout, block_size, parse_tokens(max_len, "--max-len") if max_len else None, tp,
+            device, layers, decode_steps))
+        report, ok = v.to_report(one), one.ok
+    _emit(report, fmt, units)
+    if not ok:
+        raise typer.Exit(1)

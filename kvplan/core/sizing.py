@@ -1,0 +1,197 @@
+"""The quantities: exact KV-cache bytes per token, per request, per batch and per GPU.
+
+Pure functions over a ModelSpec; every result is a frozen dataclass of Python ints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kvplan.core.dtypes import KVFormat
+from kvplan.core.errors import BadInputError
+from kvplan.core.layers import Layer
+from kvplan.core.spec import ModelSpec
+
+SCHEMA = "kvplan.size/1"
+
+
+@dataclass(frozen=True)
+class KindBreakdown:
+    kind: str
+    num_layers: int
+    per_token_bytes: int
+    request_bytes: int
+    batch_bytes: int
+    detail: str
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    # inputs, echoed
+    model: str
+    tokens: int
+    batch: int
+    lengths: tuple[int, ...]
+    kv_dtype: str
+    tp: int
+    pp: int
+    block_size: int
+    max_len: int
+    # whole model, one copy (as if on a single GPU)
+    per_token_bytes: int
+    request_bytes: int
+    batch_bytes: int
+    breakdown: tuple[KindBreakdown, ...]
+    # per GPU: KV heads split by TP, layers split by PP; the largest stage is reported
+    per_gpu_batch_bytes: int
+    all_gpus_batch_bytes: int
+    stage_layers: tuple[int, ...]
+    # allocation strategies for the same batch, per GPU
+    paged_batch_bytes: int
+    paged_waste_bytes: int
+    contiguous_batch_bytes: int
+    contiguous_waste_bytes: int
+
+
+def check_parallelism(spec: ModelSpec, tp: int, pp: int) -> None:
+    """Raise when the model cannot be split this way (the checks serving engines make)."""
+    if tp < 1 or pp < 1:
+        raise BadInputError(f"--tp and --pp must be at least 1 (got tp={tp}, pp={pp})")
+    heads = spec.num_attention_heads
+    if heads and heads % tp:
+        raise BadInputError(
+            f"--tp {tp} does not divide {spec.name}'s {heads} attention heads",
+            f"use a TP that divides {heads}: " + ", ".join(map(str, _divisors(heads))),
+        )
+    for kv in spec.max_tp():
+        if kv % tp and tp % kv:
+            raise BadInputError(
+                f"--tp {tp} cannot split {spec.name}'s {kv} KV heads",
+                "TP must divide the KV-head count, or be a multiple of it (heads replicated)",
+            )
+    if pp > spec.num_layers:
+        raise BadInputError(
+            f"--pp {pp} is more than {spec.name}'s {spec.num_layers} layers",
+            f"use at most --pp {spec.num_layers}",
+        )
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def pp_stages(num_layers: int, pp: int) -> list[tuple[int, int]]:
+    """[start, end) layer ranges per stage, as vLLM's get_pp_indices splits them.
+
+    Each stage gets num_layers // pp; the remainder goes one layer each to the stages before
+    the last, starting from the second-to-last (the last stage also holds the LM head).
+    """
+    base, rest = divmod(num_layers, pp)
+    sizes = [base] * pp
+    for i in range(rest):
+        sizes[pp - 2 - i if pp > 1 else 0] += 1
+    ranges, start = [], 0
+    for size in sizes:
+        ranges.append((start, start + size))
+        start += size
+    return ranges
+
+
+def per_token_bytes(layers: Sequence[Layer], fmt: KVFormat, tp: int = 1) -> int:
+    """Bytes one more token adds while every layer still grows (before windows cap)."""
+    return sum(layer.token_bytes(fmt, tp) for layer in layers)
+
+
+def request_bytes(layers: Sequence[Layer], tokens: int, fmt: KVFormat, tp: int = 1) -> int:
+    """Exact bytes one request of `tokens` tokens holds (windows, chunks and state included)."""
+    return sum(layer.request_bytes(tokens, fmt, tp) for layer in layers)
+
+
+def batch_bytes(layers: Sequence[Layer], lengths: Sequence[int], fmt: KVFormat,
+                tp: int = 1) -> int:
+    return sum(request_bytes(layers, n, fmt, tp) for n in lengths)
+
+
+def paged_bytes(layers: Sequence[Layer], lengths: Sequence[int], fmt: KVFormat, tp: int,
+                block_size: int) -> int:
+    """Each request rounded up to whole blocks in every layer (state layers: one state each)."""
+    total = 0
+    for n in lengths:
+        for layer in layers:
+            slots = layer.paged_tokens(n, block_size)
+            total += layer.bytes_for_tokens(slots, fmt, tp) if slots else layer.request_bytes(
+                n, fmt, tp)
+    return total
+
+
+def contiguous_bytes(layers: Sequence[Layer], lengths: Sequence[int], fmt: KVFormat, tp: int,
+                     max_len: int) -> int:
+    """Every request preallocated at the maximum length (HF StaticCache style)."""
+    total = 0
+    for n in lengths:
+        for layer in layers:
+            slots = layer.contiguous_tokens(max(max_len, n))
+            total += layer.bytes_for_tokens(slots, fmt, tp) if slots else layer.request_bytes(
+                n, fmt, tp)
+    return total
+
+
+def size(spec: ModelSpec, fmt: KVFormat, tokens: int | None = None, batch: int = 1,
+         lengths: Sequence[int] | None = None, tp: int = 1, pp: int = 1,
+         block_size: int = 16, max_len: int | None = None) -> SizeResult:
+    """Everything `kvplan size` reports, for B requests of N tokens or a list of lengths."""
+    if lengths is None:
+        if tokens is None or tokens <= 0:
+            raise BadInputError("tokens must be a positive number")
+        if batch <= 0:
+            raise BadInputError(f"batch must be positive, got {batch}")
+        lengths = [tokens] * batch
+    if not lengths or min(lengths) <= 0:
+        raise BadInputError("every request length must be positive")
+    if block_size <= 0:
+        raise BadInputError(f"--block-size must be positive, got {block_size}")
+    check_parallelism(spec, tp, pp)
+    lengths = tuple(lengths)
+    longest = max(lengths)
+    max_len = max_len or spec.max_context_tokens or longest
+    if max_len < longest:
+        raise BadInputError(
+            f"a request of {longest:,} tokens is longer than --max-len {max_len:,}")
+
+    layers = spec.layers
+    breakdown = []
+    for kind in dict.fromkeys(layer.kind for layer in layers):
+        members = [layer for layer in layers if layer.kind == kind]
+        details = sorted({layer.describe() for layer in members})
+        breakdown.append(KindBreakdown(
+            kind=kind,
+            num_layers=len(members),
+            per_token_bytes=per_token_bytes(members, fmt),
+            request_bytes=request_bytes(members, lengths[0], fmt),
+            batch_bytes=batch_bytes(members, lengths, fmt),
+            detail="; ".join(details),
+        ))
+
+    # Each figure is the largest over pipeline stages: in a hybrid model the stage with the
+    # most exact bytes need not be the one with the most paged or preallocated bytes.
+    stages = [layers[a:b] for a, b in pp_stages(len(layers), pp)]
+    stage_bytes = [batch_bytes(stage, lengths, fmt, tp) for stage in stages]
+    per_gpu = max(stage_bytes)
+    paged = max(paged_bytes(stage, lengths, fmt, tp, block_size) for stage in stages)
+    contig = max(contiguous_bytes(stage, lengths, fmt, tp, max_len) for stage in stages)
+    return SizeResult(
+        model=spec.name, tokens=lengths[0], batch=len(lengths), lengths=lengths,
+        kv_dtype=fmt.name, tp=tp, pp=pp, block_size=block_size, max_len=max_len,
+        per_token_bytes=per_token_bytes(layers, fmt),
+        request_bytes=request_bytes(layers, lengths[0], fmt),
+        batch_bytes=batch_bytes(layers, lengths, fmt),
+        breakdown=tuple(breakdown),
+        per_gpu_batch_bytes=per_gpu,
+        all_gpus_batch_bytes=sum(stage_bytes) * tp,
+        stage_layers=tuple(len(stage) for stage in stages),
+        paged_batch_bytes=paged,
+        paged_waste_bytes=paged - per_gpu,
+        contiguous_batch_bytes=contig,
+        contiguous_waste_bytes=contig - per_gpu,
+    )

@@ -1,0 +1,83 @@
+"""Parsing of token counts and byte sizes typed by people; formatting lives in render.py.
+
+`k` and `m` on token counts are binary (8k = 8,192 tokens, 128k = 131,072), the way context
+lengths are quoted; byte sizes must name their unit (GiB = 2**30, GB = 10**9), never a bare
+number of "G".
+"""
+
+from __future__ import annotations
+
+import re
+
+from kvplan.core.errors import BadInputError
+
+GIB = 2**30
+GB = 10**9
+
+_TOKEN_SUFFIX = {"": 1, "k": 2**10, "m": 2**20}
+_TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
+
+_BYTE_UNITS = {
+    "b": 1,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+}
+_BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_tokens(text: str | int, what: str = "tokens") -> int:
+    """'8192', '8,192', '8k' (8,192), '128k' (131,072), '1m' (1,048,576) -> a positive int."""
+    if isinstance(text, int):
+        value = text
+    else:
+        cleaned = text.replace(",", "").replace("_", "")
+        match = _TOKEN_RE.match(cleaned)
+        if not match:
+            raise BadInputError(
+                f"cannot read {what} {text!r}",
+                "write a whole number such as 8192, or use k = 1,024 / m = 1,048,576 (8k, 128k)",
+            )
+        number, suffix = match.groups()
+        scaled = _exact_scale(number, _TOKEN_SUFFIX[suffix.lower()])
+        if scaled is None:
+            raise BadInputError(f"{what} {text!r} is not a whole number of tokens")
+        value = scaled
+    if value <= 0:
+        raise BadInputError(f"{what} must be positive, got {value}")
+    return value
+
+
+def parse_bytes(text: str) -> int:
+    """'24GiB' -> 25,769,803,776; '80GB' -> 80,000,000,000. A unit is required."""
+    match = _BYTES_RE.match(text.replace(",", "").replace("_", ""))
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in _BYTE_UNITS:
+        raise BadInputError(
+            f"cannot read the size {text!r}",
+            "give a number and a unit: B, KiB, MiB, GiB, TiB (powers of 2) or KB, MB, GB, TB "
+            "(powers of 10), e.g. 24GiB",
+        )
+    # A decimal size such as the 57.65 GiB an engine logged is floored to a whole byte.
+    whole, _, frac = match.group(1).partition(".")
+    scaled = int(whole + frac) * _BYTE_UNITS[unit] // 10 ** len(frac)
+    if scaled <= 0:
+        raise BadInputError(f"the size {text!r} must be positive")
+    return scaled
+
+
+def _exact_scale(number: str, factor: int) -> int | None:
+    """number * factor as an int, or None when that is not a whole number (no float rounding)."""
+    whole, _, frac = number.partition(".")
+    numerator = int(whole + frac) * factor
+    denominator = 10 ** len(frac)
+    if numerator % denominator:
+        return None
+    return numerator // denominator
+
+
+def parse_int_list(text: str, what: str) -> list[int]:
+    """'2048,4096,8k' -> [2048, 4096, 8192] (a batch of requests of different lengths)."""
+    parts = [p for p in text.split(",") if p.strip()]
+    if not parts:
+        raise BadInputError(f"{what} is empty")
+    return [parse_tokens(p, what) for p in parts]

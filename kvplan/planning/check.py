@@ -1,0 +1,731 @@
+"""Capacity checks: a plan file (schema `kvplan.capacity/1`) of deployments and the
+requirements each must meet, evaluated with kvplan.planning.plan.
+
+    plan = load_plan("capacity.yaml")      # strict: errors name the file, line and field
+    result = check_plan(plan)              # a CheckResult of raw ints, one row a requirement
+    result.passed                          # False when any requirement is not met
+
+The file is read once here (raw YAML never leaves this module): `yaml.compose` gives each
+field's line, so an unknown key, a wrong type, a model or GPU that does not exist, or a
+requirement no deployment could ever meet is reported as `capacity.yaml line 12: field
+'deployments[1].gpu': unknown GPU 'h10O'`. The schema is documented in
+docs/capacity-schema.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kvplan.core.errors import BadInputError, KvplanError, NoKVMemoryError, SpecError
+from kvplan.planning.plan import Deployment, Workload
+from kvplan.sources.fields import Fields
+
+if TYPE_CHECKING:
+    from kvplan.output.render import Report
+    from kvplan.planning.plan import Capacity
+    from kvplan.sources.gpus import GPU
+
+SCHEMA = "kvplan.capacity/1"  # the plan file
+RESULT_SCHEMA = "kvplan.check/1"  # what `kvplan check -f json` prints
+
+_TOP = {"schema", "deployments", "notes"}  # and x-anything: room for YAML anchors
+_DEPLOYMENT = {"name", "model", "gpu", "gpu_memory", "count", "tp", "pp", "engine", "kv_dtype",
+               "max_model_len", "weights_dtype", "weights_memory", "workload", "requires",
+               "notes"}
+_ENGINE = {"name", "version", "gpu_memory_utilization", "block_size", "max_num_batched_tokens",
+           "max_num_seqs", "parallel", "kv_memory", "activation_memory", "cudagraph_memory"}
+_WORKLOAD = {"requests", "shared_prefix", "samples"}
+_REQUIRES = {"min_concurrency", "max_kv_bytes_per_request", "min_context", "headroom_percent"}
+_AT = {"concurrency", "context"}
+_MAX_KV = {"bytes", "context"}
+
+# requirement kinds, in the order a deployment's rows are printed
+KINDS = ("engine_starts", "min_concurrency", "min_context", "max_kv_bytes_per_request",
+         "workload_headroom")
+
+
+# --- the plan ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Requirement:
+    """One requirement of one deployment, as read (numbers in tokens, requests, bytes, %)."""
+
+    kind: str  # one of KINDS (engine_starts is never written; vLLM's start-up check)
+    line: int  # where it is written in the plan file
+    concurrency: int | None = None
+    context_tokens: int | None = None
+    max_bytes: int | None = None
+    headroom_percent: Fraction | None = None
+
+
+@dataclass(frozen=True)
+class PlannedDeployment:
+    name: str
+    line: int
+    deployment: Deployment
+    workload: Workload | None
+    requirements: tuple[Requirement, ...]
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    path: str
+    deployments: tuple[PlannedDeployment, ...]
+
+
+# --- reading the file, with line numbers ---------------------------------------------------
+
+class _LinedFields(Fields):
+    """Fields whose errors carry the line of the field: 'plan.yaml line 7: field ...'."""
+
+    def __init__(self, raw: Any, source: str, path: str, lines: dict[str, int]) -> None:
+        self.lines = lines
+        if not isinstance(raw, Mapping):
+            raise SpecError(f"{source} line {self._line_of(path)}", path or None,
+                            f"must be a mapping of fields, got {_type_name(raw)}")
+        super().__init__(raw, source, path)
+
+    def _line_of(self, path: str) -> int:
+        while path:  # a field merged in from an anchor has no line: use its parent's
+            if path in self.lines:
+                return self.lines[path]
+            cut = max(path.rfind("."), path.rfind("["))
+            path = path[:cut] if cut > 0 else ""
+        return self.lines.get("", 1)
+
+    def line(self, name: str | None = None) -> int:
+        return self._line_of(self.where(name) if name else self.path)
+
+    def error(self, name: str | None, problem: str, hint: str | None = None) -> SpecError:
+        return SpecError(f"{self.source} line {self.line(name)}",
+                         self.where(name) if name else (self.path or None), problem, hint)
+
+    def sub(self, name: str) -> _LinedFields:
+        return _LinedFields(self.raw.get(name), self.source, self.where(name), self.lines)
+
+    def item(self, name: str, index: int, value: Any) -> _LinedFields:
+        return _LinedFields(value, self.source, f"{self.where(name)}[{index}]", self.lines)
+
+    def wrap(self, name: str | None, exc: KvplanError) -> SpecError:
+        """A core error about this field's value (None: about this mapping as a whole),
+        re-raised with the field's line."""
+        return self.error(name, exc.message, exc.hint)
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return {"str": "text", "int": "a number", "float": "a number", "list": "a list",
+            "bool": "true/false"}.get(type(value).__name__, type(value).__name__)
+
+
+def _compose(path: str) -> tuple[Any, dict[str, int]]:
+    """The file's data (safe loader) and the 1-based line of every field path."""
+    import yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise BadInputError(f"cannot read the plan file {path}: {reason}") from exc
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        lines: dict[str, int] = {}
+        if node is not None:
+            lines[""] = node.start_mark.line + 1
+            _walk(node, "", lines, path)  # before constructing: that merges `<<` keys in place
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(f"{path}{where}", None, f"is not valid YAML: {problem}") from None
+    finally:
+        loader.dispose()
+    return data, lines
+
+
+def _walk(node: Any, path: str, lines: dict[str, int], source: str) -> None:
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                continue
+            child = f"{path}.{key.value}" if path else str(key.value)
+            if child in lines:  # PyYAML keeps the last silently; a plan must not
+                raise SpecError(f"{source} line {key.start_mark.line + 1}", child,
+                                f"is given twice (first on line {lines[child]})")
+            lines[child] = key.start_mark.line + 1
+            _walk(value, child, lines, source)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[f"{path}[{i}]"] = item.start_mark.line + 1
+            _walk(item, f"{path}[{i}]", lines, source)
+
+
+def load_plan(path: str | Path) -> CapacityPlan:
+    """Read and check a plan file: every model and GPU is looked up and every requirement
+    checked for sense here, so evaluation never meets a bad field."""
+    source = str(path)
+    data, lines = _compose(source)
+    if data is None:
+        raise SpecError(source, None, "is empty", f"start it with `schema: {SCHEMA}`")
+    top = _LinedFields(data, source, "", lines)
+    top.check_known(_TOP | {k for k in top.raw if isinstance(k, str) and k.startswith("x-")})
+    schema = top.str("schema")
+    if schema != SCHEMA:
+        raise top.error("schema", f"is {schema!r}; this kvplan reads {SCHEMA!r}")
+    items = top.list("deployments")
+    if not items:
+        raise top.error("deployments", "is empty", "list at least one deployment")
+    base = Path(source).resolve().parent
+    planned: list[PlannedDeployment] = []
+    names: dict[str, int] = {}
+    for i, item in enumerate(items):
+        f = top.item("deployments", i, item)
+        dep = _read_deployment(f, base)
+        if dep.name in names:
+            raise f.error("name", f"{dep.name!r} is already the name of the deployment on "
+                          f"line {names[dep.name]}")
+        names[dep.name] = f.line()
+        planned.append(dep)
+    return CapacityPlan(source, tuple(planned))
+
+
+def _tokens(f: _LinedFields, name: str, default: Any = None) -> Any:
+    from kvplan.core.units import parse_tokens
+
+    value = f.raw.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise f.error(name, f"must be a number of tokens (32768 or 32k), got {value!r}")
+    try:
+        return parse_tokens(value, name)
+    except KvplanError as exc:
+        raise f.wrap(name, exc) from None
+
+
+def _bytes(f: _LinedFields, name: str) -> int | None:
+    from kvplan.core.units import parse_bytes
+
+    value = f.raw.get(name)
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value <= 0:
+            raise f.error(name, f"must be positive, got {value}")
+        return value  # a bare whole number is bytes
+    if not isinstance(value, str):
+        raise f.error(name, f"must be a size such as 24GiB, got {value!r}")
+    try:
+        return parse_bytes(value)
+    except KvplanError as exc:
+        raise f.wrap(name, exc) from None
+
+
+def _number(f: _LinedFields, name: str, low: float, high: float | None = None) -> Any:
+    value = f.raw.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise f.error(name, f"must be a number, got {value!r}")
+    if value < low or (high is not None and value > high):
+        span = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise f.error(name, f"must be {span}, got {value}")
+    return value
+
+
+def _read_deployment(f: _LinedFields, base: Path) -> PlannedDeployment:
+    from kvplan.sources.library import resolve
+
+    f.check_known(_DEPLOYMENT)
+    name = f.str("name")
+    model = f.str("model")
+    local = base / model
+    try:
+        spec = resolve(str(local) if not Path(model).is_absolute() and local.exists()
+                       else model)
+    except KvplanError as exc:
+        raise f.wrap("model", exc) from None
+    settings = _read_engine(f)
+    tp, pp = _layout(f, spec)
+    gpu = _read_gpu(f)
+    weights = _bytes(f, "weights_memory")
+    if spec.num_params is None and weights is None and settings["kv_memory_bytes"] is None \
+            and settings["engine"] != "llamacpp":
+        raise f.error("model", f"{spec.name} has no parameter count, so its weights cannot be "
+                      "estimated", "give `weights_memory: 15GiB` (vLLM's 'Model loading took'), "
+                      "or the KV budget itself as `engine: {kv_memory: 57.65GiB}`")
+    if gpu is None and settings["kv_memory_bytes"] is None \
+            and settings["engine"] != "llamacpp":
+        raise f.error(None, "names no memory to plan with",
+                      "give `gpu: h100` (a catalog GPU), `gpu_memory: 24GiB`, or the KV budget "
+                      "the engine logged as `engine: {kv_memory: 57.65GiB}`")
+    dep = Deployment(spec=spec, tp=tp, pp=pp, kv_dtype=f.str("kv_dtype", "auto"),
+                     max_model_len=_tokens(f, "max_model_len"),
+                     weights_dtype=f.str("weights_dtype", "auto"),
+                     weights_bytes=weights, **settings)
+    if gpu is not None:
+        dep = dep.with_gpu(gpu)
+    if dep.max_model_len and spec.max_context_tokens and dep.max_model_len > \
+            spec.max_context_tokens:
+        raise f.error("max_model_len", f"{dep.max_model_len:,} is more than {spec.name}'s "
+                      f"maximum context of {spec.max_context_tokens:,} tokens",
+                      "vLLM refuses this too unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    try:
+        build_capacity(dep)  # settings the engine rejects are errors in the file
+    except KvplanError as exc:
+        named = f.has("kv_dtype") and repr(dep.kv_dtype) in exc.message
+        raise f.wrap("kv_dtype" if named else None, exc) from None
+    workload = _read_workload(f, base) if f.has("workload") else None
+    requirements = _read_requires(f, dep, workload)
+    return PlannedDeployment(name, f.line(), dep, workload, requirements)
+
+
+def _read_engine(f: _LinedFields) -> dict[str, Any]:
+    from kvplan.engines import ENGINES, parse_version
+
+    raw = f.raw.get("engine")
+    if raw is None or isinstance(raw, str):
+        e = _LinedFields({"name": raw or "vllm"}, f.source, f.where("engine"), f.lines)
+    else:
+        e = f.sub("engine")
+        e.check_known(_ENGINE)
+    engine = e.str("name", "vllm")
+    if engine not in ENGINES:
+        raise e.error("name" if raw is not None and not isinstance(raw, str) else None,
+                      f"unknown engine {engine!r}", "one of: " + ", ".join(ENGINES))
+    version = e.raw.get("version")
+    if isinstance(version, (int, float)) and not isinstance(version, bool):
+        raise e.error("version", f"must be quoted text such as \"0.11\", got {version!r}",
+                      "unquoted, YAML reads 0.10 as the number 0.1")
+    version = e.str("version", None)
+    try:
+        parse_version(version)
+    except KvplanError as exc:
+        raise e.wrap("version", exc) from None
+    ints = {k: e.int(k, None) for k in ("block_size", "max_num_batched_tokens", "max_num_seqs")}
+    return {"engine": engine, "engine_version": version,
+            "memory_fraction": _number(e, "gpu_memory_utilization", 0.01, 1.0),
+            "kv_memory_bytes": _bytes(e, "kv_memory"),
+            "activation_bytes": _bytes(e, "activation_memory"),
+            "cudagraph_bytes": _bytes(e, "cudagraph_memory"),
+            "parallel": e.int("parallel", 1), **ints}
+
+
+def _layout(f: _LinedFields, spec: Any) -> tuple[int, int]:
+    from kvplan.core.sizing import check_parallelism
+
+    count = f.int("count", None)
+    pp = f.int("pp", 1)
+    tp = f.int("tp", None) or ((count // pp) if count else 1)
+    if count is not None and tp * pp != count:
+        raise f.error("count", f"is {count}, but tp {tp} x pp {pp} = {tp * pp} GPUs",
+                      "give count alone (TP = count), or tp/pp that multiply to it")
+    try:
+        check_parallelism(spec, tp, pp)
+    except KvplanError as exc:
+        raise f.wrap("tp" if f.has("tp") else "count" if f.has("count") else "pp", exc) from None
+    return tp, pp
+
+
+def _read_gpu(f: _LinedFields) -> GPU | None:
+    from kvplan.sources.gpus import custom_gpu, find_gpu
+
+    if f.has("gpu") and f.has("gpu_memory"):
+        raise f.error("gpu_memory", "and `gpu` both name the GPU; give one")
+    try:
+        if f.has("gpu"):
+            gpu = find_gpu(f.str("gpu"))
+        elif f.has("gpu_memory"):
+            gpu = custom_gpu(str(f.raw["gpu_memory"]))
+        else:
+            return None
+    except SpecError:
+        raise
+    except KvplanError as exc:
+        raise f.wrap("gpu" if f.has("gpu") else "gpu_memory", exc) from None
+    return gpu
+
+
+def _read_workload(f: _LinedFields, base: Path) -> Workload:
+    from kvplan.planning.plan import parse_workload
+
+    raw = f.raw["workload"]
+    if isinstance(raw, str):
+        w = _LinedFields({"requests": raw}, f.source, f.where("workload"), f.lines)
+    else:
+        w = f.sub("workload")
+        w.check_known(_WORKLOAD)
+    text = w.str("requests")
+    local = base / text
+    if text.endswith((".jsonl", ".csv", ".json")) and not Path(text).is_absolute():
+        text = str(local)  # a requests file is found beside the plan
+    try:
+        return parse_workload(text, _tokens(w, "shared_prefix", 0), w.int("samples", 1))
+    except KvplanError as exc:
+        raise w.wrap("requests" if isinstance(raw, Mapping) else None, exc) from None
+
+
+def _read_requires(f: _LinedFields, dep: Deployment, workload: Workload | None
+                   ) -> tuple[Requirement, ...]:
+    out: list[Requirement] = []
+    r = f.sub("requires") if f.has("requires") else None
+    if r is None:
+        if workload is None:
+            raise f.error(None, "has nothing to check",
+                          "add `requires:` (min_concurrency, min_context, "
+                          "max_kv_bytes_per_request, headroom_percent) or a `workload`")
+        return (Requirement("workload_headroom", f.line("workload"),
+                            headroom_percent=Fraction(0)),)
+    r.check_known(_REQUIRES)
+    if not r.raw:
+        raise r.error(None, "is empty", "give at least one requirement")
+    limit = dep.context_limit()
+    for kind in ("min_concurrency", "min_context"):
+        if r.has(kind):
+            at = r.sub(kind)
+            at.check_known(_AT)
+            conc, ctx = at.int("concurrency"), _tokens(at, "context")
+            if ctx is None:
+                raise at.error("context", "is missing", "a number of tokens, e.g. 32k")
+            _possible(at, dep, ctx, limit, conc)
+            out.append(Requirement(kind, at.line(), concurrency=conc, context_tokens=ctx))
+    if r.has("max_kv_bytes_per_request"):
+        kv = r.sub("max_kv_bytes_per_request")
+        kv.check_known(_MAX_KV)
+        most = _bytes(kv, "bytes")
+        if most is None:
+            raise kv.error("bytes", "is missing", "a size such as 2GiB")
+        ctx = _tokens(kv, "context", limit)
+        _possible(kv, dep, ctx, limit, None)
+        out.append(Requirement("max_kv_bytes_per_request", kv.line(), context_tokens=ctx,
+                               max_bytes=most))
+    headroom = _number(r, "headroom_percent", 0)
+    if headroom is not None and workload is None:
+        raise r.error("headroom_percent", "needs a workload to measure the headroom of",
+                      "add `workload: 64x(2k+512)` to this deployment")
+    if workload is not None:
+        if workload.longest > limit:
+            raise f.error("workload", f"has requests of {workload.longest:,} tokens, longer "
+                          f"than max_model_len {limit:,}: no engine would admit them")
+        out.append(Requirement("workload_headroom", r.line("headroom_percent") if headroom
+                               is not None else f.line("workload"),
+                               headroom_percent=Fraction(str(headroom or 0))))
+    return tuple(out)
+
+
+def _possible(at: _LinedFields, dep: Deployment, ctx: int, limit: int,
+              concurrency: int | None) -> None:
+    """Requirements no setting of this deployment could meet are errors, not failures."""
+    if ctx > limit:
+        raise at.error("context", f"{ctx:,} tokens is longer than the deployment's "
+                       f"max_model_len {limit:,}: no request this long is ever admitted",
+                       "raise max_model_len or ask for a shorter context")
+    if dep.engine == "llamacpp" and concurrency and concurrency > dep.parallel:
+        raise at.error("concurrency", f"{concurrency} requests but llama.cpp serves at most "
+                       f"`parallel` = {dep.parallel} at once", "raise engine.parallel")
+
+
+# --- evaluation ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RequirementResult:
+    """One row of the check: required against measured, margin >= 0 when it passes.
+
+    unit: requests | tokens | bytes | percent. For maxima (bytes) the margin is
+    required - measured; otherwise measured - required. Percent values are floats (the
+    pass/fail decision itself is exact)."""
+
+    deployment: str
+    kind: str
+    unit: str
+    required: int | float
+    measured: int | float
+    margin: int | float
+    passed: bool
+    line: int
+    context_tokens: int | None = None
+    concurrency: int | None = None
+    workload: str | None = None
+    limited_by: str = ""
+
+
+@dataclass(frozen=True)
+class DeploymentSummary:
+    name: str
+    line: int
+    model: str
+    gpu: str | None
+    num_gpus: int
+    tp: int
+    pp: int
+    engine: str
+    kv_dtype: str  # the engine's format (fp8 -> fp8_e4m3 on vLLM)
+    max_model_len: int
+    weights_per_gpu_bytes: int | None  # None when unknown (a measured KV budget)
+    kv_budget_bytes: int  # the engine's KV pool on one GPU
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    path: str
+    deployments: tuple[DeploymentSummary, ...]
+    results: tuple[RequirementResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    @property
+    def num_failed(self) -> int:
+        return sum(not r.passed for r in self.results)
+
+
+def build_capacity(dep: Deployment) -> Capacity | str:
+    """The deployment's Capacity, or why its engine would not start: a plan whose weights
+    leave no room for the KV cache is a failed check (exit 1), not a bad file."""
+    from kvplan.planning import plan as core
+
+    try:
+        return core.capacity(dep)
+    except NoKVMemoryError as exc:
+        return exc.message
+
+
+def check_plan(plan: CapacityPlan) -> CheckResult:
+    """Every requirement of every deployment, measured with kvplan.planning.plan."""
+    summaries, rows = [], []
+    for planned in plan.deployments:
+        summary, results = check_deployment(planned, plan.path)
+        summaries.append(summary)
+        rows.extend(results)
+    return CheckResult(plan.path, tuple(summaries), tuple(rows))
+
+
+def check_deployment(planned: PlannedDeployment, source: str = "plan"
+                     ) -> tuple[DeploymentSummary, list[RequirementResult]]:
+    from kvplan.core.sizing import request_bytes
+    from kvplan.planning import plan as core
+    from kvplan.planning.plan import kv_budget_bytes
+
+    dep = planned.deployment
+    try:
+        cap = build_capacity(dep)
+    except KvplanError as exc:
+        raise SpecError(f"{source} line {planned.line}", f"deployment {planned.name!r}",
+                        exc.message, exc.hint) from None
+    row = _Rows(planned)
+    if isinstance(cap, str):  # the engine would not start: nothing else can be measured
+        row.add("engine_starts", "tokens", dep.context_limit(), 0, -dep.context_limit(),
+                planned.line, context_tokens=dep.context_limit(), limited_by=cap)
+        return DeploymentSummary(
+            planned.name, planned.line, dep.spec.name, dep.gpu_name, dep.num_gpus, dep.tp,
+            dep.pp, dep.engine, dep.kv_dtype, dep.context_limit(),
+            core.weights_per_gpu(dep) or None, 0), row.rows
+    if dep.engine == "vllm" and not cap.engine_profile.fits_max_model_len:
+        # vLLM refuses to start when one request of max_model_len does not fit
+        est = cap.engine_profile.estimated_max_model_len
+        row.add("engine_starts", "tokens", dep.context_limit(), est, est - dep.context_limit(),
+                planned.line, context_tokens=dep.context_limit(), limited_by="memory")
+    for req in planned.requirements:
+        if req.kind == "min_concurrency":
+            assert req.context_tokens is not None and req.concurrency is not None
+            c = core.max_concurrency(cap, req.context_tokens)
+            row.add(req.kind, "requests", req.concurrency, c.max_requests,
+                    c.max_requests - req.concurrency, req.line,
+                    context_tokens=req.context_tokens, concurrency=req.concurrency,
+                    limited_by=c.limited_by)
+        elif req.kind == "min_context":
+            assert req.context_tokens is not None and req.concurrency is not None
+            x = core.max_context(cap, req.concurrency)
+            row.add(req.kind, "tokens", req.context_tokens, x.max_context_tokens,
+                    x.max_context_tokens - req.context_tokens, req.line,
+                    context_tokens=req.context_tokens, concurrency=req.concurrency,
+                    limited_by=x.limited_by)
+        elif req.kind == "max_kv_bytes_per_request":
+            assert req.context_tokens is not None and req.max_bytes is not None
+            # the whole model's exact bytes for one request (one copy, as `kvplan size`
+            # prints "per request") in the format the engine stores
+            fmt = core.format_for_sizing(cap)
+            used = request_bytes(dep.spec.layers, req.context_tokens, fmt)
+            row.add(req.kind, "bytes", req.max_bytes, used, req.max_bytes - used, req.line,
+                    context_tokens=req.context_tokens)
+        else:
+            assert planned.workload is not None and req.headroom_percent is not None
+            w = core.check_workload(cap, planned.workload)
+            # max_scale: how many times the mix fits; 1.2 = 20 % headroom
+            have = (w.max_scale - 1) * 100
+            ok = w.fits and have >= req.headroom_percent
+            row.add(req.kind, "percent", float(req.headroom_percent), round(float(have), 2),
+                    round(float(have - req.headroom_percent), 2), req.line, passed=ok,
+                    workload=planned.workload.source, limited_by=w.reason)
+    summary = DeploymentSummary(
+        planned.name, planned.line, dep.spec.name, dep.gpu_name, dep.num_gpus, dep.tp, dep.pp,
+        dep.engine, cap.kv_format, dep.context_limit(), cap.weights_per_gpu_bytes or None,
+        kv_budget_bytes(cap))
+    return summary, row.rows
+
+
+class _Rows:
+    def __init__(self, planned: PlannedDeployment) -> None:
+        self.name = planned.name
+        self.rows: list[RequirementResult] = []
+
+    def add(self, kind: str, unit: str, required: Any, measured: Any, margin: Any, line: int,
+            passed: bool | None = None, **extra: Any) -> None:
+        self.rows.append(RequirementResult(
+            self.name, kind, unit, required, measured, margin,
+            margin >= 0 if passed is None else passed, line, **extra))
+
+
+# --- the report, JUnit and the step summary ------------------------------------------------
+
+def describe(r: RequirementResult) -> str:
+    """What is measured, in a few words: 'requests @ 32,768 tokens'."""
+    if r.kind == "engine_starts":
+        return "tokens the engine admits (max_model_len)"
+    if r.kind == "min_concurrency":
+        return f"requests @ {r.context_tokens:,} tokens"
+    if r.kind == "min_context":
+        return f"tokens @ {r.concurrency:,} requests"
+    if r.kind == "max_kv_bytes_per_request":
+        return f"KV per request @ {r.context_tokens:,} tokens"
+    return f"headroom of workload {r.workload}"
+
+
+def _amount(value: Any, unit: str, units: str) -> str:
+    from kvplan.output.render import human_bytes
+
+    if unit == "bytes":
+        return human_bytes(int(value), units)
+    if unit == "percent":
+        return f"{value:,.1f}%"
+    return f"{value:,}"
+
+
+def _required(r: RequirementResult, units: str) -> str:
+    return ("<= " if r.unit == "bytes" else ">= ") + _amount(r.required, r.unit, units)
+
+
+def _margin(r: RequirementResult, units: str) -> str:
+    if r.unit == "percent":
+        return f"{r.margin:+,.1f} pts"
+    text = f"{r.margin:+,}" if r.unit != "bytes" else \
+        ("+" if r.margin >= 0 else "") + _amount(r.margin, r.unit, units)
+    return text + (f" ({r.margin / r.required:+.1%})" if r.required else "")
+
+
+def check_report(result: CheckResult, units: str = "iec") -> Report:
+    """A Report: the pass/fail table, the deployments, and what each figure means."""
+    from dataclasses import asdict
+
+    from kvplan import __version__
+    from kvplan.output.render import Column, Report, Table
+
+    rows = tuple({
+        "deployment": r.deployment, "kind": r.kind, "requirement": describe(r),
+        "required": _required(r, units),
+        "measured": _amount(r.measured, r.unit, units), "margin": _margin(r, units),
+        "result": "pass" if r.passed else "FAIL", "line": r.line,
+        "limited_by": r.limited_by or "-"} for r in result.results)
+    failed = result.num_failed
+    title = (f"{result.path}: all {len(rows)} requirements met" if not failed else
+             f"{result.path}: {failed} of {len(rows)} requirements not met")
+    checks = Table(title, (
+        Column("deployment", "deployment"), Column("requirement", "measured quantity"),
+        Column("required", "required"), Column("measured", "measured"),
+        Column("margin", "margin"), Column("result", "result"),
+        Column("limited_by", "limited by"), Column("line", "line", "int")), rows)
+    deps = Table("Deployments", (
+        Column("name", "deployment"), Column("model", "model"), Column("gpu", "GPU"),
+        Column("num_gpus", "GPUs", "int"), Column("engine", "engine"),
+        Column("kv_dtype", "KV dtype"), Column("max_model_len", "max length", "int"),
+        Column("weights_per_gpu_bytes", "weights/GPU", "bytes"),
+        Column("kv_budget_bytes", "KV budget/GPU", "bytes")),
+        tuple(asdict(d) for d in result.deployments))
+    raw = [asdict(r) for r in result.results]
+    payload = {"schema": RESULT_SCHEMA, "kvplan_version": __version__, "plan": result.path,
+               "plan_schema": SCHEMA, "passed": result.passed, "num_requirements": len(raw),
+               "num_failed": failed, "deployments": [asdict(d) for d in result.deployments],
+               "results": raw}
+    csv_keys = tuple(RequirementResult.__dataclass_fields__)
+    csv_table = Table("check", tuple(Column(k, k) for k in csv_keys), tuple(raw))
+    notes = [
+        f"Inputs: the plan file {result.path} (schema {SCHEMA}); each deployment's capacity "
+        "as `kvplan plan` computes it (the engine's KV budget per GPU, requests rounded up to "
+        "whole blocks, vLLM's null block kept aside).",
+        "Formula: margin = measured - required (for a maximum: required - measured); a "
+        "requirement passes when its margin is >= 0. Requests: whole requests of the context "
+        "that fit at once; tokens: the longest context every one of N requests can have; "
+        "KV per request: the whole model's exact KV bytes for one request (one copy) in the "
+        "engine's KV format; headroom: how many times the workload fits, minus 1, in %.",
+    ]
+    return Report([checks, deps], payload, csv_table, notes)
+
+
+def junit_xml(result: CheckResult | None, error: str | None = None,
+              path: str = "plan") -> str:
+    """A JUnit XML report: one test case per requirement (a failure when it is not met), or
+    one erroring case when the plan file could not be checked. No timestamps: the same plan
+    gives the same file."""
+    import xml.etree.ElementTree as ET
+
+    name = result.path if result is not None else path
+    suites = ET.Element("testsuites", name="kvplan check")
+    suite = ET.SubElement(suites, "testsuite", name=name)
+    cases = 0
+    failures = 0
+    if result is None:
+        case = ET.SubElement(suite, "testcase", classname="kvplan.check", name="plan file",
+                             time="0")
+        ET.SubElement(case, "error", message=error or "invalid plan file",
+                      type="InvalidPlan").text = error
+        cases = 1
+    else:
+        for r in result.results:
+            cases += 1
+            case = ET.SubElement(suite, "testcase", classname=f"kvplan.check.{r.deployment}",
+                                 name=f"{r.kind}: {describe(r)} {_required(r, 'iec')}",
+                                 time="0")
+            detail = (f"required {_required(r, 'iec')}, measured "
+                      f"{_amount(r.measured, r.unit, 'iec')}, margin {_margin(r, 'iec')}"
+                      + (f" (limited by {r.limited_by})" if r.limited_by else "")
+                      + f"; {name} line {r.line}")
+            if r.passed:
+                ET.SubElement(case, "system-out").text = detail
+            else:
+                failures += 1
+                ET.SubElement(case, "failure", message=detail,
+                              type="RequirementNotMet").text = detail
+    errors = 1 if result is None else 0
+    for element in (suites, suite):
+        element.set("tests", str(cases))
+        element.set("failures", str(failures))
+        element.set("errors", str(errors))
+    suite.set("skipped", "0")
+    suite.set("time", "0")
+    ET.indent(suites)
+    return ('<?xml version="1.0" encoding="utf-8"?>\n'
+            + ET.tostring(suites, encoding="unicode") + "\n")
+
+
+def step_summary(result: CheckResult | None, error: str | None = None,
+                 units: str = "iec") -> str:
+    """Markdown for $GITHUB_STEP_SUMMARY: a headline, then the check's Markdown report."""
+    from kvplan.output.render import render
+
+    if result is None:
+        return f"### kvplan check: invalid plan file\n\n```\n{error}\n```\n\n"
+    mark = "passed" if result.passed else "failed"
+    head = (f"### kvplan check {mark}: {len(result.results) - result.num_failed} of "
+            f"{len(result.results)} requirements met\n\n")
+    return head + render(check_report(result, units), "markdown", units) + "\n"
+

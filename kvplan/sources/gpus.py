@@ -1,0 +1,278 @@
+"""The GPU catalog (kvplan/data/gpus.yaml, schema `kvplan.gpus/1`) and GPU look-up.
+
+`memory_bytes` is the total the device reports to the framework (torch.cuda.mem_get_info()[1]),
+not the vendor's "80 GB": that is the figure an engine multiplies by its memory fraction. Every
+number in the catalog carries its source; `kvplan gpus -f json` prints them.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kvplan.core.errors import BadInputError, SpecError
+from kvplan.sources.fields import Fields, read_yaml
+
+if TYPE_CHECKING:
+    from kvplan.output.render import Report
+
+SCHEMA = "kvplan.gpus/1"
+LIST_SCHEMA = "kvplan.gpu-list/1"  # the JSON that `kvplan gpus -f json` prints
+CATALOG_PATH = Path(__file__).resolve().parent.parent / "data" / "gpus.yaml"
+
+# exact_bytes: printed by deviceQuery/rocm-smi; mib: torch's integer MiB; gib_2dp: a GiB figure
+# with two decimals (+-5 MiB); derived: no log from that exact GPU, the rule is in its sources.
+MEMORY_BASES = ("exact_bytes", "mib", "gib_2dp", "derived", "custom")
+_FILE_BASES = MEMORY_BASES[:-1]  # "custom" is custom_gpu()'s, never the catalog's
+REQUIRED_SOURCES = ("memory_bytes", "hbm_bandwidth_bytes_per_s")
+
+_TOP = {"schema", "gpus"}
+_ENTRY = {"name", "display_name", "aliases", "vendor", "architecture", "compute_capability",
+          "memory_bytes", "memory_basis", "marketing_memory", "hbm_bandwidth_bytes_per_s",
+          "fp8", "fp4", "sources", "notes"}
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    memory_bytes: int  # total reported to the framework (cudaMemGetInfo / hipMemGetInfo)
+    hbm_bandwidth_bytes_per_s: int  # vendor peak DRAM bandwidth; 0 when unknown (custom GPUs)
+    fp8: bool
+    fp4: bool
+    vendor: str
+    marketing_memory: str  # the vendor's figure, e.g. "80 GB HBM3" (GB = 2^30 B of DRAM)
+    architecture: str = ""
+    compute_capability: str | None = None  # "9.0" for NVIDIA, the gfx target for AMD
+    display_name: str = ""
+    aliases: tuple[str, ...] = ()
+    memory_basis: str = "derived"
+    sources: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    notes: str = ""
+
+    @property
+    def is_custom(self) -> bool:
+        return self.vendor == "custom"
+
+
+# --- look-up ------------------------------------------------------------------------------
+
+_DROP_WORDS = re.compile(r"\b(nvidia|amd|geforce|tesla|instinct)\b")
+_GB_SUFFIX = re.compile(r"(\d)\s*gb\b")
+
+
+def normalize(text: str) -> str:
+    """'NVIDIA H100-80GB' -> 'h10080g': case, spaces, dashes, vendor words and GB/G ignored."""
+    text = _DROP_WORDS.sub(" ", text.lower())
+    text = _GB_SUFFIX.sub(r"\1g", text)
+    return re.sub(r"[^a-z0-9]", "", text)
+
+
+def _keys(gpu: GPU) -> list[str]:
+    return [normalize(n) for n in (gpu.name, *gpu.aliases)]
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str) -> tuple[GPU, ...]:
+    raw = read_yaml(path, "the GPU catalog")
+    return tuple(catalog_from_dict(raw, path))
+
+
+def catalog_from_dict(raw: Any, source: str) -> list[GPU]:
+    top = Fields(raw, source)
+    top.check_known(_TOP)
+    schema = top.str("schema")
+    if schema != SCHEMA:
+        raise top.error("schema", f"is {schema!r}; this kvplan reads {SCHEMA!r}")
+    entries = top.list("gpus")
+    gpus = [_read_gpu(Fields(item, source, f"gpus[{i}]")) for i, item in enumerate(entries)]
+    owner: dict[str, str] = {}
+    for i, gpu in enumerate(gpus):
+        for key, label in zip(_keys(gpu), (gpu.name, *gpu.aliases), strict=True):
+            if key in owner:
+                raise SpecError(source, f"gpus[{i}]", f"name or alias {label!r} is already used "
+                                f"by {owner[key]!r} (names compare without case, spaces, "
+                                "dashes, 'NVIDIA'/'AMD' and the B of GB)")
+            owner[key] = gpu.name
+    return gpus
+
+
+def _read_gpu(f: Fields) -> GPU:
+    f.check_known(_ENTRY)
+    for flag in ("fp8", "fp4"):
+        if not f.has(flag):
+            raise f.error(flag, "is missing", "write true or false")
+    aliases = f.list("aliases", [])
+    if not all(isinstance(a, str) and a.strip() for a in aliases):
+        raise f.error("aliases", f"must be a list of names (quote numbers), got {aliases!r}")
+    basis = f.str("memory_basis")
+    if basis not in _FILE_BASES:
+        raise f.error("memory_basis", f"unknown basis {basis!r}", "one of: " +
+                      ", ".join(_FILE_BASES))
+    sources = f.sub("sources")
+    for key in REQUIRED_SOURCES:
+        if not isinstance(sources.raw.get(key), str) or not sources.raw[key].strip():
+            raise sources.error(key, "is missing", "say where the number comes from")
+    for key, value in sources.raw.items():
+        if not isinstance(value, str):
+            raise sources.error(str(key), f"must be text, got {value!r}")
+    capability = f.raw.get("compute_capability")
+    if capability is not None and not isinstance(capability, str):
+        raise f.error("compute_capability", f"must be quoted text such as \"9.0\", got "
+                      f"{capability!r}")
+    return GPU(
+        name=f.str("name"),
+        memory_bytes=f.int("memory_bytes"),
+        hbm_bandwidth_bytes_per_s=f.int("hbm_bandwidth_bytes_per_s"),
+        fp8=f.bool("fp8", False),
+        fp4=f.bool("fp4", False),
+        vendor=f.str("vendor"),
+        marketing_memory=f.str("marketing_memory"),
+        architecture=f.str("architecture", ""),
+        compute_capability=capability,
+        display_name=f.str("display_name", ""),
+        aliases=tuple(aliases),
+        memory_basis=basis,
+        sources={str(k): v for k, v in sources.raw.items()},
+        notes=f.str("notes", ""),
+    )
+
+
+def load_catalog(path: str | Path | None = None) -> list[GPU]:
+    """Every GPU in the catalog, in file order. `path` reads another file of the same schema."""
+    return list(_load(str(path or CATALOG_PATH)))
+
+
+def find_gpu(name: str, catalog: list[GPU] | None = None) -> GPU:
+    """'h100', 'H100-80GB', 'h100-sxm', 'a100-80g', 'NVIDIA A100-SXM4-80GB' -> the GPU.
+
+    Names and aliases match ignoring case, spaces, dashes, 'NVIDIA'/'AMD' and GB vs G. Nothing
+    is guessed: 'a100' names four GPUs and 'rtx 6000' could be the Turing Quadro, so anything
+    else raises BadInputError listing the GPUs it could mean (prefix matches first, then the
+    closest spellings).
+    """
+    gpus = catalog if catalog is not None else load_catalog()
+    wanted = normalize(name)
+    if not wanted:
+        raise BadInputError("empty GPU name", "`kvplan gpus` lists the catalog")
+    by_key = {key: gpu for gpu in gpus for key in _keys(gpu)}
+    if wanted in by_key:
+        return by_key[wanted]
+    prefixed = _unique(gpu for key, gpu in by_key.items() if key.startswith(wanted))
+    if len(prefixed) > 1:
+        raise BadInputError(f"GPU name {name!r} is ambiguous: it could be "
+                            + ", ".join(g.name for g in prefixed),
+                            "give one of those names (`kvplan gpus` lists the catalog)")
+    import difflib
+
+    close = difflib.get_close_matches(wanted, list(by_key), n=10, cutoff=0.5)
+    suggestions = _unique([*prefixed, *(by_key[k] for k in close)])[:5]
+    hint = ("did you mean " + ", ".join(g.name for g in suggestions) + "? "
+            if suggestions else "")
+    raise BadInputError(
+        f"unknown GPU {name!r}",
+        hint + "`kvplan gpus` lists the catalog; for another GPU give its memory instead, "
+        "e.g. --gpu-memory 24GiB")
+
+
+def _unique(gpus: Any) -> list[GPU]:
+    seen: dict[str, GPU] = {}
+    for gpu in gpus:
+        seen.setdefault(gpu.name, gpu)
+    return list(seen.values())
+
+
+def custom_gpu(memory: str, name: str | None = None) -> GPU:
+    """A GPU not in the catalog, from its memory: '24GiB' -> 25,769,803,776 bytes.
+
+    Give the memory the framework reports (torch.cuda.mem_get_info()[1]), not the box's label.
+    Bandwidth is unknown (0) and FP8/FP4 are taken as unsupported.
+    """
+    from kvplan.core.units import parse_bytes
+
+    memory_bytes = parse_bytes(memory)
+    text = memory.strip()
+    return GPU(
+        name=name or f"custom {text}",
+        memory_bytes=memory_bytes,
+        hbm_bandwidth_bytes_per_s=0,
+        fp8=False,
+        fp4=False,
+        vendor="custom",
+        marketing_memory=text,
+        memory_basis="custom",
+        sources={"memory_bytes": f"given on the command line: {text}"},
+    )
+
+
+def filter_gpus(gpus: list[GPU], text: str | None) -> list[GPU]:
+    """GPUs whose name, alias, vendor or architecture contains `text` (normalized)."""
+    if not text:
+        return list(gpus)
+    name = normalize(text)  # '' for 'nvidia' or 'amd': those match the vendor below
+    plain = re.sub(r"[^a-z0-9]", "", text.lower())
+    return [g for g in gpus
+            if (name and any(name in k for k in _keys(g)))
+            or any(plain and plain in re.sub(r"[^a-z0-9]", "", v.lower())
+                   for v in (g.vendor, g.architecture))]
+
+
+# --- the report ---------------------------------------------------------------------------
+
+LIST_ROW_KEYS = (
+    "name", "vendor", "architecture", "compute_capability", "memory_bytes", "memory_basis",
+    "marketing_memory", "hbm_bandwidth_bytes_per_s", "fp8", "fp4",
+)
+
+
+def gpu_to_dict(gpu: GPU) -> dict[str, Any]:
+    return {
+        "name": gpu.name, "display_name": gpu.display_name, "aliases": list(gpu.aliases),
+        "vendor": gpu.vendor, "architecture": gpu.architecture,
+        "compute_capability": gpu.compute_capability, "memory_bytes": gpu.memory_bytes,
+        "memory_basis": gpu.memory_basis, "marketing_memory": gpu.marketing_memory,
+        "hbm_bandwidth_bytes_per_s": gpu.hbm_bandwidth_bytes_per_s, "fp8": gpu.fp8,
+        "fp4": gpu.fp4, "sources": dict(gpu.sources), "notes": gpu.notes,
+    }
+
+
+def _tb_per_s(bytes_per_s: int) -> str | None:
+    return f"{bytes_per_s / 10**12:.2f}" if bytes_per_s else None
+
+
+def gpus_report(gpus: list[GPU]) -> Report:
+    """A Report for `kvplan gpus`: one row per GPU; JSON carries every source."""
+    from kvplan import __version__
+    from kvplan.output.render import Column, Report, Table
+
+    rows = tuple({
+        "name": g.name, "vendor": g.vendor, "memory_bytes": g.memory_bytes,
+        "memory": g.memory_bytes, "memory_basis": g.memory_basis,
+        "marketing_memory": g.marketing_memory,
+        "bandwidth_tb_s": _tb_per_s(g.hbm_bandwidth_bytes_per_s),
+        "fp8": "yes" if g.fp8 else "no", "fp4": "yes" if g.fp4 else "no",
+    } for g in gpus)
+    columns = (
+        Column("name", "GPU"), Column("vendor", "vendor"),
+        Column("memory_bytes", "reported (B)", "exact"), Column("memory", "reported", "bytes"),
+        Column("memory_basis", "basis"), Column("marketing_memory", "vendor figure"),
+        Column("bandwidth_tb_s", "bandwidth TB/s"), Column("fp8", "FP8"), Column("fp4", "FP4"),
+    )
+    table = Table(f"{len(rows)} GPU{'s' if len(rows) != 1 else ''}", columns, rows)
+    payload = {"schema": LIST_SCHEMA, "kvplan_version": __version__,
+               "gpus": [gpu_to_dict(g) for g in gpus]}
+    csv_rows = tuple({k: getattr(g, k) for k in LIST_ROW_KEYS} for g in gpus)
+    csv_table = Table("gpus", tuple(Column(k, k) for k in LIST_ROW_KEYS), csv_rows)
+    notes = [
+        "reported: the total the device reports to the framework "
+        "(torch.cuda.mem_get_info()[1]), what an engine's memory fraction applies to; "
+        "nvidia-smi's Total is higher. It moves by a few MiB between drivers and drops ~6% on "
+        "GDDR cards with ECC on.",
+        "basis: exact_bytes = bytes printed by deviceQuery/rocm-smi; mib = torch's MiB figure; "
+        "gib_2dp = a 2-decimal GiB figure (+-5 MiB); derived = no log from that GPU, see sources.",
+        "vendor figure: GB there is 2^30 bytes of installed memory. Bandwidth: vendor peak, "
+        "TB/s = 10^12 B/s. `--format json` gives the source of every number.",
+    ]
+    return Report([table], payload, csv_table, notes)

@@ -1,0 +1,1002 @@
+"""A Hugging Face `config.json` -> ModelSpec. The one place that knows HF field names.
+
+How a config is read, in order:
+1. The language model's fields: a nested `text_config` (multimodal wrappers) or the top level.
+   Fields a nested config omits take the transformers defaults of its class (`_ARCH_DEFAULTS`):
+   `save_pretrained` drops nested values equal to the class defaults, so Gemma-3-4B's
+   text_config has no head counts and Llava-1.5's none of its layer sizes.
+2. The layer count and one *kind* per layer (`_Reader.schedule`): full, sliding, chunked,
+   cross, none, recurrent or conv, taken from the first schedule the config states
+   (`layer_types`, a hybrid pattern, a period, an index list, a sliding-window pattern ...).
+3. One Layer per kind (`_Reader.layer`): attention shapes from the KV-head count and head
+   size (with the per-kind overrides of MiMo-V2-Flash and Gemma 4), MLA when `kv_lora_rank`
+   is set, recurrent states from the Mamba / gated delta-net / lightning fields.
+
+Each architecture quirk is handled once, with a comment naming the model that needs it.
+Anything the reader does not understand (an unknown layer type, a stateful layer without its
+sizes, an architecture whose layers hold two caches at once) is a SpecError naming the field,
+never a silent guess.
+
+Engine facts used here (vLLM 0.11 `ModelConfig.get_head_size`/`get_total_num_kv_heads`,
+`MambaStateShapeCalculator`; transformers 5.x config classes) are summarised in
+/work/shared/engine-kv-sizing.md §1.1, §1.10, §4.1 and §5.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kvplan.core.errors import BadInputError, SpecError
+from kvplan.core.layers import (
+    MLA,
+    ChunkedLocal,
+    CrossAttention,
+    FullAttention,
+    Layer,
+    NoCache,
+    RecurrentState,
+    SlidingWindow,
+    StateTensor,
+)
+from kvplan.core.spec import ModelSpec, Source
+from kvplan.sources.fields import Fields
+
+# No real model comes near these; they stop absurd numbers from building huge layer lists
+# (or integers too long to print in an error message).
+MAX_LAYERS = 100_000
+MAX_NUMBER = 2**53
+
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16",
+           "fp16": "fp16", "fp32": "fp32", "float": "fp32", "half": "fp16"}
+_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+# Defaults of the transformers config classes (5.x, `configuration_*.py`), for the fields this
+# reader uses, applied only to fields a config leaves out (an explicit null stays null).
+_LLAMA = {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096,
+          "max_position_embeddings": 2048}
+_QWEN_WINDOW = {"use_sliding_window": False, "sliding_window": 4096}
+_ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
+    # Llava-1.5 ships a text_config holding little more than model_type "llama".
+    "llama": _LLAMA,
+    "mistral": {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                "hidden_size": 4096, "max_position_embeddings": 131072, "sliding_window": 4096},
+    "qwen2": {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+              "hidden_size": 4096, "max_position_embeddings": 32768, "max_window_layers": 28,
+              **_QWEN_WINDOW},
+    "qwen3": {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+              "head_dim": 128, "hidden_size": 4096, "max_position_embeddings": 32768,
+              "max_window_layers": 28, **_QWEN_WINDOW},
+    "qwen2_moe": {"use_sliding_window": False},
+    "qwen3_moe": {"use_sliding_window": False},
+    "qwen2_vl_text": {"num_hidden_layers": 80, "num_attention_heads": 64,
+                      "num_key_value_heads": 8, "hidden_size": 8192,
+                      "max_position_embeddings": 32768, "max_window_layers": 80, **_QWEN_WINDOW},
+    "qwen2_5_vl_text": {"num_hidden_layers": 80, "num_attention_heads": 64,
+                        "num_key_value_heads": 8, "hidden_size": 8192,
+                        "max_position_embeddings": 32768, "max_window_layers": 80,
+                        **_QWEN_WINDOW},
+    "qwen3_vl_text": {"num_hidden_layers": 32, "num_attention_heads": 32,
+                      "num_key_value_heads": 32, "head_dim": 128, "hidden_size": 4096,
+                      "max_position_embeddings": 128000},
+    "qwen3_vl_moe_text": {"num_hidden_layers": 24, "num_attention_heads": 16,
+                          "num_key_value_heads": 16, "hidden_size": 2048,
+                          "max_position_embeddings": 128000},
+    "qwen3_next": {"num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 2,
+                   "head_dim": 256, "hidden_size": 2048, "max_position_embeddings": 32768,
+                   "full_attention_interval": 4, "linear_conv_kernel_dim": 4,
+                   "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+                   "linear_num_key_heads": 16, "linear_num_value_heads": 32},
+    "qwen3_5_text": {"num_hidden_layers": 32, "num_attention_heads": 16, "num_key_value_heads": 4,
+                     "head_dim": 256, "hidden_size": 4096, "max_position_embeddings": 32768,
+                     "full_attention_interval": 4, "linear_conv_kernel_dim": 4,
+                     "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+                     "linear_num_key_heads": 16, "linear_num_value_heads": 32},
+    "qwen3_5_moe_text": {"num_hidden_layers": 40, "num_attention_heads": 16,
+                         "num_key_value_heads": 2, "head_dim": 256, "hidden_size": 2048,
+                         "max_position_embeddings": 32768, "full_attention_interval": 4,
+                         "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+                         "linear_value_head_dim": 128, "linear_num_key_heads": 16,
+                         "linear_num_value_heads": 32},
+    "gemma": {"num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 16,
+              "head_dim": 256, "hidden_size": 3072, "max_position_embeddings": 8192},
+    "gemma2": {"num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+               "head_dim": 256, "hidden_size": 2304, "max_position_embeddings": 8192,
+               "sliding_window": 4096},
+    # Gemma-3-4B's text_config omits its head counts (8 heads, 4 KV heads, head_dim 256).
+    "gemma3_text": {"num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+                    "head_dim": 256, "hidden_size": 2304, "max_position_embeddings": 131072,
+                    "sliding_window": 4096},
+    "gemma3n_text": {"num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 2,
+                     "head_dim": 256, "hidden_size": 2048, "max_position_embeddings": 32768,
+                     "sliding_window": 512, "num_kv_shared_layers": 15},
+    # Gemma4TextConfig pops global_head_dim with a default of 512.
+    "gemma4_text": {"num_hidden_layers": 30, "num_attention_heads": 8, "num_key_value_heads": 4,
+                    "head_dim": 256, "global_head_dim": 512, "hidden_size": 2304,
+                    "max_position_embeddings": 131072, "sliding_window": 512,
+                    "attention_k_eq_v": False, "num_kv_shared_layers": 0},
+    "llama4_text": {"num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8,
+                    "head_dim": 128, "hidden_size": 5120, "max_position_embeddings": 131072,
+                    "attention_chunk_size": 8192, "no_rope_layer_interval": 4},
+    # Llama 3.2 Vision's text model: cross-attention layers default to every 5th from 3.
+    "mllama_text_model": {"num_hidden_layers": 40, "num_attention_heads": 32,
+                          "num_key_value_heads": 8, "hidden_size": 4096,
+                          "max_position_embeddings": 131072,
+                          "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]},
+    "cohere2": {"num_hidden_layers": 40, "num_attention_heads": 64, "hidden_size": 8192,
+                "max_position_embeddings": 8192, "sliding_window": 4096},
+    "phi3": {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 3072,
+             "max_position_embeddings": 4096},
+    "deepseek_v3": {"num_hidden_layers": 61, "num_attention_heads": 128, "hidden_size": 7168,
+                    "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+                    "max_position_embeddings": 4096},
+    "deepseek_v32": {"index_head_dim": 128},
+    "glm_moe_dsa": {"index_head_dim": 128},
+    "jamba": {"attn_layer_period": 8, "attn_layer_offset": 4, "mamba_d_state": 16,
+              "mamba_d_conv": 4, "mamba_expand": 2},
+    # FalconConfig: multi_query defaults to True (Falcon-7B's single KV head).
+    "falcon": {"multi_query": True, "max_position_embeddings": 2048},
+}
+
+# The text model type a wrapper's nested text_config has when it does not say
+# (transformers `sub_configs` / `SubConfigSpec(model_type=...)`).
+_TEXT_CONFIG_TYPES = {
+    "gemma3": "gemma3_text", "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
+    "llama4": "llama4_text", "mllama": "mllama_text_model",
+    "llava": "llama", "llava_next": "llama", "llava_next_video": "llama", "vipllava": "llama",
+    "idefics3": "llama", "llava_onevision": "qwen2", "internvl": "qwen2",
+    "mistral3": "mistral", "aya_vision": "cohere2", "kimi_k25": "deepseek_v3",
+    "qwen2_vl": "qwen2_vl_text", "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
+    "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen3_5": "qwen3_5_text",
+    "qwen3_5_moe": "qwen3_5_moe_text",
+}
+# Where wrappers nest the language model: transformers' `text_config`; InternVL's remote code
+# `llm_config`; DeepSeek-VL2 `language_config`.
+_TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config")
+
+# Architectures whose layers hold two caches at once (attention *and* a recurrent state):
+# one kind per layer cannot express them, so they are refused rather than half-counted.
+_UNSUPPORTED_TYPES = {
+    "falcon_h1": "every Falcon-H1 layer runs attention and a Mamba2 mixer side by side",
+    "zamba": "Zamba's hybrid layers add a shared attention block to a Mamba layer",
+    "zamba2": "Zamba2's hybrid layers add a shared attention block to a Mamba2 layer",
+}
+
+# Layer-type names (transformers `layer_types`, legacy names remapped as
+# configuration_utils._LEGACY_LAYER_TYPE_REMAP does) -> this reader's kinds.
+_LAYER_TYPE_KINDS = {
+    "full_attention": "full", "attention": "full", "global": "full",
+    "global_attention": "full", "full": "full",
+    "sliding_attention": "sliding", "sliding_window": "sliding", "local": "sliding",
+    "local_attention": "sliding", "sliding": "sliding",
+    "chunked_attention": "chunked",
+    # DeepSeek sparse attention (DSA): an MLA layer with an indexer (DeepSeek-V3.2, GLM-5).
+    "indexed_attention": "indexed", "deepseek_sparse_attention": "indexed",
+    # A recurrent mixer; which one (Mamba, Mamba2, gated delta-net, lightning) the model's
+    # own fields say (`_Reader.recurrent`).
+    "linear_attention": "recurrent", "mamba": "recurrent", "mamba2": "recurrent",
+    "conv": "conv",
+    # Nemotron-H's MLP / MoE-only layers (`layers_block_type`): no cache.
+    "mlp": "none", "moe": "none",
+}
+
+# Layer schedules implied by the model type when a config has no `layer_types` (the
+# transformers config classes build them in __post_init__): layer i is full when
+# (i + 1) % pattern == 0 and sliding otherwise, provided a window is set.
+_IMPLICIT_SLIDING_PATTERN = {
+    "gemma2": 2,        # Gemma 2: even layers local, odd layers global (2024 configs)
+    "gpt_oss": 2,       # gpt-oss: alternating, starting with sliding
+    "gemma3_text": 6,   # Gemma 3: 5 local then 1 global (`sliding_window_pattern` default 6)
+    "gemma3": 6,
+    "gemma3n_text": 5,  # Gemma 3n: 4 local then 1 global
+    "gemma4_text": 6,   # Gemma 4: 5 local then 1 global (and the last layer global)
+    "cohere2": 4,       # Command R7B: 3 local then 1 global
+    "exaone4": 4,
+    "olmo3": 4,
+}
+
+# Fields of recurrent or otherwise unusual caches: a config that has one but none of the
+# schedules above is a layer mix this reader does not know.
+_STATE_MARKERS = ("mamba_d_state", "ssm_state_size", "mamba_n_heads", "mamba_num_heads",
+                  "mamba_d_ssm", "n_mamba_heads", "linear_num_value_heads",
+                  "linear_num_key_heads", "linear_attn_config", "block_types",
+                  "attention_window_size")
+
+_STATE_DTYPE_KEYS = ("mamba_ssm_cache_dtype", "mamba_ssm_dtype")
+
+
+def load_config_file(path: Path) -> ModelSpec:
+    """Read a local config.json (or a directory holding one)."""
+    if path.is_dir():
+        path = path / "config.json"
+    source = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BadInputError(f"cannot read {source}: {exc.strerror or exc}") from exc
+    raw = parse_json(data, source)
+    name = path.parent.name if path.name == "config.json" else path.stem
+    return spec_from_config(raw, source, name=name.lower(), source_info=Source(
+        file=source, sha256=hashlib.sha256(data).hexdigest()))
+
+
+def parse_json(data: bytes, source: str) -> Any:
+    try:
+        # json accepts the bare Infinity of Nemotron-H's "time_step_limit" as float('inf'):
+        # transformers writes configs with Python's json, which emits it.
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SpecError(source, None, f"is not UTF-8 text ({exc.reason})") from exc
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{source} line {exc.lineno}, column {exc.colno}", None,
+                        f"is not valid JSON: {exc.msg}") from exc
+    except RecursionError as exc:
+        raise SpecError(source, None, "nests too deeply to be a model config") from exc
+    except ValueError as exc:  # e.g. an integer literal longer than Python will convert
+        raise SpecError(source, None, f"is not a usable JSON file: {exc}") from exc
+
+
+def spec_from_config(raw: Any, source: str, name: str, source_info: Source | None = None
+                     ) -> ModelSpec:
+    top = Fields(raw, source)
+    if top.bool("is_encoder_decoder", False):
+        raise top.error("is_encoder_decoder", "is true: encoder-decoder models (T5, BART, "
+                        "Whisper) are not read from config.json",
+                        "write the decoder as a YAML spec (docs/model-schema.md)")
+    reader = _Reader(top, _text_config(top))
+    layers = reader.layers()
+    has_attention = any(not isinstance(layer, (RecurrentState, NoCache)) for layer in layers)
+    return ModelSpec(
+        name=name,
+        layers=tuple(layers),
+        source=source_info or Source(file=source),
+        family=reader.model_type or "unknown",
+        dtype=reader.dtype,
+        max_context_tokens=reader.max_context(),
+        num_attention_heads=reader.heads if has_attention else None,
+    )
+
+
+def _text_config(top: Fields) -> Fields:
+    """The language model's fields: a nested text config (Llava, Gemma 3/4, Llama 4, Mllama,
+    Qwen-VL) or the top level; fields the nested config omits take its class's defaults."""
+    key = next((k for k in _TEXT_CONFIG_KEYS if top.has(k)), None)
+    outer_type = top.raw.get("model_type")
+    outer_type = outer_type if isinstance(outer_type, str) else ""
+    if key is None:
+        return _with_defaults(top, outer_type)
+    nested = top.sub(key)
+    inner_type = nested.raw.get("model_type")
+    if not isinstance(inner_type, str) or not inner_type:
+        inner_type = _TEXT_CONFIG_TYPES.get(outer_type, "")
+    return _with_defaults(nested, inner_type)
+
+
+def _with_defaults(cfg: Fields, model_type: str) -> Fields:
+    defaults = _ARCH_DEFAULTS.get(model_type, {})
+    merged = dict(defaults)
+    merged.update(cfg.raw)
+    if model_type:
+        merged.setdefault("model_type", model_type)
+    return Fields(merged, cfg.source, cfg.path)
+
+
+def _num(f: Fields, name: str, default: Any = ..., minimum: int = 1) -> Any:
+    """A whole number field (Fields.int), saying "is null" for an explicit null of a required
+    field and refusing numbers above MAX_NUMBER."""
+    if default is ...:
+        if name in f.raw and f.raw[name] is None:
+            raise f.error(name, "is null but must be a whole number")
+        value = f.int(name, minimum=minimum)
+    else:
+        value = f.int(name, default, minimum=minimum)
+    if isinstance(value, int) and value > MAX_NUMBER:
+        raise f.error(name, f"is {value:.3g}, larger than any real model's")
+    return value
+
+
+class _Reader:
+    """Reads one (text) config; each quantity is read once, when first needed."""
+
+    def __init__(self, top: Fields, cfg: Fields) -> None:
+        self.top = top
+        self.cfg = cfg
+        model_type = cfg.raw.get("model_type") or top.raw.get("model_type") or ""
+        if not isinstance(model_type, str):
+            raise cfg.error("model_type", f"must be text, got {model_type!r}")
+        self.model_type = model_type
+        if model_type in _UNSUPPORTED_TYPES:
+            raise cfg.error("model_type", f"is {model_type!r}: "
+                            f"{_UNSUPPORTED_TYPES[model_type]}, which kvplan cannot express "
+                            "as one cache kind per layer",
+                            "write the model as a YAML spec (docs/model-schema.md)")
+        self._cache: dict[str, Any] = {}
+        self._layer_cache: dict[str, Layer] = {}
+
+    # --- small typed reads ------------------------------------------------------------
+
+    def _int(self, name: str, default: Any = ..., minimum: int = 1) -> Any:
+        return _num(self.cfg, name, default, minimum)
+
+    def _pick(self, *names: str) -> str | None:
+        """The first of `names` (aliases of one quantity) that is set; an error if a later
+        alias disagrees with it."""
+        present = [n for n in names if self.cfg.has(n)]
+        for other in present[1:]:
+            if self.cfg.raw[other] != self.cfg.raw[present[0]]:
+                raise self.cfg.error(other, f"is {self.cfg.raw[other]!r} but {present[0]} is "
+                                     f"{self.cfg.raw[present[0]]!r}; both name the same number")
+        return present[0] if present else None
+
+    def _int_list(self, name: str, minimum: int = 0, maximum: int | None = None) -> list[int]:
+        values = self.cfg.list(name)
+        for i, v in enumerate(values):
+            if isinstance(v, bool) or not isinstance(v, int) or v < minimum or (
+                    maximum is not None and v > maximum):
+                bound = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
+                raise self.cfg.error(name, f"entry {i} is {v!r}; expected a whole number "
+                                     f"{bound}")
+        return values
+
+    # --- model-wide numbers -----------------------------------------------------------
+
+    @property
+    def dtype(self) -> str:
+        for f in (self.cfg, self.top):
+            value = f.raw.get("torch_dtype") or f.raw.get("dtype")
+            if isinstance(value, str) and value in _DTYPES:
+                return _DTYPES[value]
+        return "bf16"  # the usual serving dtype when a config does not say
+
+    def max_context(self) -> int | None:
+        # vLLM `_get_and_verify_max_len`: the smallest of the length keys a config sets
+        # (GPT-2 n_positions, ChatGLM seq_length, MPT/DBRX max_seq_len, ...).
+        names = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                 "model_max_length", "max_sequence_length", "max_seq_length", "seq_len")
+        values = [_num(self.cfg, n) for n in names if self.cfg.has(n)]
+        return min(values) if values else None
+
+    def num_layers(self) -> int:
+        if "layers" not in self._cache:
+            name = self._pick("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+            if name is not None:
+                n = self._int(name)
+            else:
+                # Nemotron-H (transformers 5): the per-layer list alone gives the count.
+                listed = next((k for k in ("layers_block_type", "layer_types")
+                               if isinstance(self.cfg.raw.get(k), list)), None)
+                if listed is None:
+                    raise self.cfg.error("num_hidden_layers", "is missing",
+                                         "add the number of decoder layers")
+                n = len(self.cfg.raw[listed])
+                if n < 1:
+                    raise self.cfg.error(listed, "is empty")
+            if n > MAX_LAYERS:
+                raise self.cfg.error(name or "num_hidden_layers",
+                                     f"is {n:,}, more than the {MAX_LAYERS:,} layers kvplan "
+                                     "accepts")
+            self._cache["layers"] = n
+        return self._cache["layers"]
+
+    @property
+    def heads(self) -> int:
+        if "heads" not in self._cache:
+            name = self._pick("num_attention_heads", "n_head", "num_heads", "n_heads")
+            if name is None:
+                raise self.cfg.error("num_attention_heads", "is missing",
+                                     "add the number of attention (query) heads")
+            self._cache["heads"] = self._int(name)
+        return self._cache["heads"]
+
+    @property
+    def kv_heads(self) -> int:
+        if "kv" not in self._cache:
+            self._cache["kv"] = self._read_kv_heads()
+        return self._cache["kv"]
+
+    def _read_kv_heads(self) -> int:
+        cfg, heads = self.cfg, self.heads
+        # Falcon-7B and GPT-BigCode (StarCoder): multi_query means one KV head, unless
+        # Falcon's new_decoder_architecture (Falcon-40B) gives num_kv_heads (vLLM's rule).
+        if cfg.bool("multi_query", False) and not cfg.bool("new_decoder_architecture", False):
+            return 1
+        # ChatGLM: multi_query_group_num counts only when multi_query_attention is on.
+        if cfg.raw.get("multi_query_attention") is False:
+            return heads
+        # MPT and DBRX keep it in attn_config.kv_n_heads.
+        attn_config = cfg.raw.get("attn_config")
+        if isinstance(attn_config, dict) and attn_config.get("kv_n_heads") is not None:
+            sub = cfg.sub("attn_config")
+            return self._check_kv(sub, "kv_n_heads", _num(sub, "kv_n_heads"), heads)
+        # n_head_kv / num_kv_heads: Falcon; multi_query_group_num: ChatGLM; else HF's name.
+        name = self._pick("num_key_value_heads", "n_head_kv", "num_kv_heads",
+                          "multi_query_group_num", "num_attention_groups")
+        if name is None:
+            return heads  # no KV-head count (or null): plain multi-head attention
+        return self._check_kv(cfg, name, self._int(name), heads)
+
+    @staticmethod
+    def _check_kv(f: Fields, name: str, kv: int, heads: int) -> int:
+        if heads % kv:
+            raise f.error(name, f"is {kv}, which does not divide the {heads} attention heads")
+        return kv
+
+    @property
+    def head_dim(self) -> int:
+        if "head_dim" not in self._cache:
+            self._cache["head_dim"] = self._read_head_dim()
+        return self._cache["head_dim"]
+
+    def _read_head_dim(self) -> int:
+        cfg, heads = self.cfg, self.heads
+        # An explicit head_dim always wins (Gemma 2/3, Qwen3, Mistral-Nemo, MiniMax-M2: it
+        # differs from hidden_size // heads); Nemotron-H spells it attention_head_dim, ChatGLM
+        # kv_channels, PLaMo hidden_size_per_head. A null head_dim (Mistral) means "derive".
+        name = cfg.first("head_dim", "attention_head_dim", "kv_channels", "hidden_size_per_head")
+        if name is not None:
+            return self._int(name)
+        hidden_name = self._pick("hidden_size", "n_embd", "d_model")
+        if hidden_name is None:
+            raise cfg.error("hidden_size", "is missing and so is head_dim",
+                            "add head_dim (or hidden_size)")
+        hidden = self._int(hidden_name)
+        if hidden % heads:
+            raise cfg.error(hidden_name, f"is {hidden}, which the {heads} attention heads do "
+                            "not divide, and there is no head_dim", "add the real head_dim")
+        return hidden // heads
+
+    @property
+    def window(self) -> int | None:
+        """The sliding window, or None when the config has none or switches it off."""
+        if "window" not in self._cache:
+            self._cache["window"] = self._read_window()
+        return self._cache["window"]
+
+    def _read_window(self) -> int | None:
+        cfg = self.cfg
+        # GPT-Neo names its local-attention window window_size.
+        names = ("window_size",) if cfg.has("attention_types") else (
+            "sliding_window", "sliding_window_size")
+        name = self._pick(*names)
+        if name is None:
+            return None
+        # Qwen2/Qwen3: sliding_window is set but use_sliding_window: false turns it off.
+        if cfg.raw.get("use_sliding_window") is False:
+            return None
+        return self._int(name)
+
+    @property
+    def mla(self) -> bool:
+        # MLA (DeepSeek V2/V3/R1, Kimi K2, GLM-5): kv_lora_rank decides, whatever
+        # num_key_value_heads says (DeepSeek-V3 lists 128, which is not the cache shape).
+        # DeepSeek-VL2-Tiny's language model turns it off with use_mla: false (plain MHA).
+        return self.cfg.has("kv_lora_rank") and self.cfg.bool("use_mla", True)
+
+    # --- the schedule -----------------------------------------------------------------
+
+    def schedule(self) -> tuple[list[str], str]:
+        """One kind per layer and the field that decided it. Kinds: full, sliding, chunked,
+        cross, indexed, none, recurrent, conv."""
+        kinds, field = self._schedule()
+        n = self.num_layers()
+        if len(kinds) != n:
+            raise self.cfg.error(field, f"describes {len(kinds)} layers but the model has {n}",
+                                 "num_hidden_layers and the layer list must agree")
+        # Gemma 4 forces its last layer to global attention (Gemma4TextConfig.__post_init__).
+        if self.model_type == "gemma4_text" and kinds and kinds[-1] == "sliding":
+            kinds[-1] = "full"
+        # Gemma 3n / Gemma 4: the last num_kv_shared_layers reuse an earlier layer's K and V
+        # and allocate no cache of their own (vLLM kv_sharing_target_layer_name).
+        shared = self._int("num_kv_shared_layers", 0, minimum=0)
+        if shared > n:
+            raise self.cfg.error("num_kv_shared_layers", f"is {shared} but the model has only "
+                                 f"{n} layers")
+        if shared:
+            kinds[n - shared:] = ["none"] * shared
+        return kinds, field
+
+    def _schedule(self) -> tuple[list[str], str]:
+        cfg, mt = self.cfg, self.model_type
+        n = self.num_layers()
+        for name in ("layer_types", "layers_block_type"):  # Nemotron-H (transformers 5)
+            if cfg.has(name):
+                return [self._named_kind(name, i, t) for i, t in
+                        enumerate(cfg.list(name))], name
+        # Nemotron-H: one character per layer; M = Mamba2, * = attention, - = MLP, E = MoE.
+        if cfg.has("hybrid_override_pattern"):
+            table = {"M": "recurrent", "*": "full", "-": "none", "E": "none"}
+            pattern = cfg.str("hybrid_override_pattern")
+            bad = sorted(set(pattern) - set(table))
+            if bad:
+                raise cfg.error("hybrid_override_pattern", f"has unknown layer symbol {bad[0]!r}",
+                                "known: M (Mamba2), * (attention), - (MLP), E (MoE)")
+            return [table[c] for c in pattern], "hybrid_override_pattern"
+        # MiMo-V2-Flash: 0 = full attention, 1 = sliding window (with its own swa_* shape).
+        if cfg.has("hybrid_layer_pattern"):
+            flags = self._int_list("hybrid_layer_pattern", 0, 1)
+            return ["sliding" if f else "full" for f in flags], "hybrid_layer_pattern"
+        # MiniMax-Text-01 / MiniMax-M2: 1 = softmax attention, 0 = lightning (linear) attention.
+        if cfg.has("attn_type_list"):
+            flags = self._int_list("attn_type_list", 0, 1)
+            return ["full" if f else "recurrent" for f in flags], "attn_type_list"
+        # Jamba: attention where i % attn_layer_period == attn_layer_offset, Mamba elsewhere.
+        if cfg.has("attn_layer_period"):
+            period = self._int("attn_layer_period")
+            offset = self._int("attn_layer_offset", minimum=0)
+            return (["full" if i % period == offset else "recurrent" for i in range(n)],
+                    "attn_layer_period")
+        # Bamba: attention at the listed layers, Mamba2 elsewhere.
+        if cfg.has("attn_layer_indices"):
+            at = set(self._int_list("attn_layer_indices", 0, n - 1))
+            return (["full" if i in at else "recurrent" for i in range(n)],
+                    "attn_layer_indices")
+        # Qwen3-Next / Qwen3.5: full attention every full_attention_interval-th layer, gated
+        # delta-net elsewhere.
+        if cfg.has("full_attention_interval"):
+            k = self._int("full_attention_interval")
+            return (["full" if (i + 1) % k == 0 else "recurrent" for i in range(n)],
+                    "full_attention_interval")
+        # Mllama (Llama 3.2 Vision): cross-attention layers listed by index.
+        if cfg.has("cross_attention_layers"):
+            cross = set(self._int_list("cross_attention_layers", 0, n - 1))
+            return (["cross" if i in cross else "full" for i in range(n)],
+                    "cross_attention_layers")
+        # LFM2: attention at full_attn_idxs, short convolutions elsewhere.
+        if cfg.has("full_attn_idxs"):
+            at = set(self._int_list("full_attn_idxs", 0, n - 1))
+            return ["full" if i in at else "conv" for i in range(n)], "full_attn_idxs"
+        if cfg.has("attention_types"):
+            return self._gpt_neo_types(), "attention_types"
+        # Attention-free Mamba (Mamba-1, Falcon-Mamba) and Mamba2 (Codestral-Mamba).
+        if mt in ("mamba", "falcon_mamba", "mamba2"):
+            return ["recurrent"] * n, "model_type"
+        for marker in _STATE_MARKERS:
+            if cfg.has(marker):
+                raise cfg.error(marker, "describes layers this reader does not know how to "
+                                "schedule (no layer_types or hybrid pattern says which layers "
+                                "carry it)", "write the model as a YAML spec "
+                                "(docs/model-schema.md)")
+        pattern = self._sliding_pattern()
+        if pattern is not None:
+            if self.window is None:
+                return ["full"] * n, "sliding_window_pattern"
+            return [pattern(i) for i in range(n)], "sliding_window_pattern"
+        # Llama 4: chunked local layers; every no_rope_layer_interval-th (4th) layer is a
+        # global NoPE layer. no_rope_layers lists 1 for chunked (RoPE) layers; empty means
+        # the default interval.
+        if cfg.has("attention_chunk_size"):
+            if mt in ("llama4", "llama4_text") or cfg.has("no_rope_layers"):
+                flags = self._int_list("no_rope_layers", 0, 1) if cfg.has("no_rope_layers") \
+                    else []
+                if not flags:
+                    interval = self._int("no_rope_layer_interval", 4)
+                    flags = [int((i + 1) % interval != 0) for i in range(n)]
+                return ["chunked" if f else "full" for f in flags], "no_rope_layers"
+            # transformers' generic rule: attention_chunk_size alone chunks every layer.
+            return ["chunked"] * n, "attention_chunk_size"
+        window = self.window
+        # Qwen2-style: with use_sliding_window, layers from max_window_layers on are sliding.
+        if window is not None and cfg.has("max_window_layers"):
+            first = self._int("max_window_layers", minimum=0)
+            return ["sliding" if i >= first else "full" for i in range(n)], "max_window_layers"
+        if window is not None:
+            max_pos = cfg.raw.get("max_position_embeddings")
+            # A window at least as long as the context never slides (Phi-3.5: 262,144 vs
+            # 131,072).
+            if isinstance(max_pos, int) and not isinstance(max_pos, bool) and window >= max_pos:
+                return ["full"] * n, "sliding_window"
+            # Mistral 7B v0.1, Phi-3-mini: one window on every layer.
+            return ["sliding"] * n, "sliding_window"
+        return ["full"] * n, "num_hidden_layers"
+
+    def _sliding_pattern(self) -> Callable[[int], str] | None:
+        """`sliding_window_pattern` (Gemma 3, Cohere2, EXAONE 4), or the model type's implicit
+        one: layer index -> kind."""
+        cfg = self.cfg
+        name = cfg.first("sliding_window_pattern", "_sliding_window_pattern")
+        if name is not None and isinstance(cfg.raw[name], str):
+            # EXAONE 4: a string such as "LLLG" (L = local/sliding, G = global), repeated.
+            text = cfg.raw[name]
+            bad = sorted(set(text) - {"L", "G"})
+            if not text or bad:
+                raise cfg.error(name, f"is {text!r}; expected a whole number or a string of "
+                                "L (local) and G (global)")
+            return lambda i: "sliding" if text[i % len(text)] == "L" else "full"
+        p = self._int(name) if name is not None else _IMPLICIT_SLIDING_PATTERN.get(
+            self.model_type)
+        if p is None:
+            return None
+        return lambda i: "full" if (i + 1) % p == 0 else "sliding"
+
+    def _gpt_neo_types(self) -> list[str]:
+        # GPT-Neo: attention_types [[["global", "local"], 12]] = the pair repeated 12 times.
+        kinds: list[str] = []
+        for i, item in enumerate(self.cfg.list("attention_types")):
+            if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], list)
+                    or isinstance(item[1], bool) or not isinstance(item[1], int)
+                    or item[1] < 0 or len(kinds) + len(item[0]) * item[1] > MAX_LAYERS):
+                raise self.cfg.error("attention_types", f"entry {i} is {item!r}; expected "
+                                     "[[type, ...], repeat]")
+            names = [self._named_kind("attention_types", i, t) for t in item[0]]
+            kinds.extend(names * item[1])
+        return kinds
+
+    def _named_kind(self, field: str, i: int, name: Any) -> str:
+        kind = _LAYER_TYPE_KINDS.get(name) if isinstance(name, str) else None
+        if kind is None:
+            raise self.cfg.error(field, f"layer {i} has unknown type {name!r}",
+                                 "kvplan will not guess the cache of a layer type it does not "
+                                 "know; write the model as a YAML spec (docs/model-schema.md)")
+        return kind
+
+    # --- layers -----------------------------------------------------------------------
+
+    def layers(self) -> list[Layer]:
+        if self.cfg.has("block_configs"):
+            return self._block_config_layers()
+        kinds, field = self.schedule()
+        indexers = self._indexer_layers(kinds) if self.mla else None
+        out = []
+        for i, kind in enumerate(kinds):
+            if indexers is not None and kind in ("full", "indexed"):
+                key = f"mla:{indexers[i]}"
+                if key not in self._layer_cache:
+                    self._layer_cache[key] = self._mla(indexers[i])
+                out.append(self._layer_cache[key])
+                continue
+            if kind not in self._layer_cache:
+                self._layer_cache[kind] = self._layer(kind, field, i)
+            out.append(self._layer_cache[kind])
+        return out
+
+    def _layer(self, kind: str, field: str, i: int) -> Layer:
+        if kind == "none":
+            return NoCache()
+        if kind == "recurrent":
+            return self._recurrent(field, i)
+        if kind == "conv":
+            return self._short_conv()
+        if kind == "indexed":
+            raise self.cfg.error(field, f"layer {i} is an indexed (DeepSeek sparse) attention "
+                                 "layer but kv_lora_rank is missing",
+                                 "kvplan reads DSA indexers only on MLA models")
+        if self.mla:
+            raise self.cfg.error(field, f"layer {i} is {kind} attention on an MLA model "
+                                 "(kv_lora_rank), a combination kvplan does not read")
+        kv, head_dim, v_head_dim = self._attention_shape(kind)
+        if kind == "full":
+            return FullAttention(kv, head_dim, v_head_dim)
+        if kind == "sliding":
+            if self.window is None:
+                raise self.cfg.error("sliding_window", f"is missing but layer {i} is sliding",
+                                     "add the window size")
+            return SlidingWindow(kv, head_dim, v_head_dim, window=self.window)
+        if kind == "chunked":
+            return ChunkedLocal(kv, head_dim, v_head_dim,
+                                chunk=self._int("attention_chunk_size"))
+        return CrossAttention(kv, head_dim, v_head_dim, encoder_tokens=self._vision_tokens())
+
+    def _attention_shape(self, kind: str) -> tuple[int, int, int | None]:
+        """(KV heads, K head size, V head size or None) of one attention kind."""
+        cfg = self.cfg
+        kv, head_dim = self.kv_heads, self.head_dim
+        v_head_dim = self._int("v_head_dim", None)
+        # MiMo-V2-Flash: sliding layers have their own head counts and sizes (swa_*:
+        # 8 KV heads x K 192 / V 128, against 4 KV heads on its full layers).
+        if kind == "sliding" and any(cfg.has(f"swa_{n}") for n in (
+                "num_key_value_heads", "head_dim", "v_head_dim")):
+            heads = self._int("swa_num_attention_heads", self.heads)
+            if cfg.has("swa_num_key_value_heads"):
+                kv = self._check_kv(cfg, "swa_num_key_value_heads",
+                                    self._int("swa_num_key_value_heads"), heads)
+            head_dim = self._int("swa_head_dim", head_dim)
+            v_head_dim = self._int("swa_v_head_dim", v_head_dim)
+        # Gemma 4: full-attention layers use global_head_dim (512), and with attention_k_eq_v
+        # num_global_key_value_heads (2) (Gemma4TextConfig.per_layer_config). attention_k_eq_v
+        # shares the K and V *projection* only: K is then RMS-normed and rotated, V only
+        # RMS-normed, and both are passed to past_key_values.update (Gemma4TextAttention), so
+        # the cache still stores K and V: 2 x heads x 512 per token, no discount.
+        if kind == "full" and cfg.has("global_head_dim"):
+            head_dim, v_head_dim = self._int("global_head_dim"), None
+            if cfg.bool("attention_k_eq_v", False) and cfg.has("num_global_key_value_heads"):
+                kv = self._check_kv(cfg, "num_global_key_value_heads",
+                                    self._int("num_global_key_value_heads"), self.heads)
+        return kv, head_dim, v_head_dim
+
+    def _mla(self, index_head_dim: int | None) -> MLA:
+        return MLA(self._int("kv_lora_rank"), self._int("qk_rope_head_dim"), index_head_dim)
+
+    def _indexer_layers(self, kinds: list[str]) -> list[int | None]:
+        """Per layer, the DSA indexer key size (None: no indexer cache on that layer).
+
+        DeepSeek-V3.2 and GLM-5 mark DSA with index_topk (vLLM's test) or, in transformers 5
+        configs, "indexed_attention" layer types; each indexer layer caches index_head_dim
+        keys. GLM's indexer_types (or index_topk_pattern, or index_topk_freq /
+        index_skip_topk_offset) mark "shared" layers that reuse the previous layer's top-k
+        and build no indexer (GlmMoeDsaConfig)."""
+        cfg, n = self.cfg, len(kinds)
+        if not cfg.has("index_topk") and "indexed" not in kinds:
+            return [None] * n
+        dim = self._int("index_head_dim")
+        if cfg.has("indexer_types"):
+            modes = cfg.list("indexer_types")
+            field = "indexer_types"
+        elif cfg.has("index_topk_pattern"):
+            pattern = cfg.raw["index_topk_pattern"]
+            if not isinstance(pattern, str):
+                raise cfg.error("index_topk_pattern", f"must be a string of F and S, got "
+                                f"{pattern!r}")
+            modes = [{"F": "full", "S": "shared"}.get(c, c) for c in pattern]
+            field = "index_topk_pattern"
+        else:
+            freq = self._int("index_topk_freq", 1)
+            offset = self._int("index_skip_topk_offset", 2, minimum=0)
+            modes = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared"
+                     for i in range(n)]
+            field = "index_topk_freq"
+        if len(modes) != n:
+            raise cfg.error(field, f"describes {len(modes)} layers but the model has {n}")
+        out: list[int | None] = []
+        for i, mode in enumerate(modes):
+            if mode not in ("full", "shared"):
+                raise cfg.error(field, f"layer {i} has unknown indexer mode {mode!r}",
+                                "known: full, shared")
+            out.append(dim if mode == "full" else None)
+        return out
+
+    def _block_config_layers(self) -> list[Layer]:
+        """Nemotron-NAS / DeciLM (Llama-3.3-Nemotron-Super-49B): each layer's attention in
+        block_configs[i].attention: no_op (skipped: no cache), replace_with_linear (a plain
+        linear layer: no cache), else n_heads_in_group query heads per KV head and an
+        optional window_length (vLLM get_total_num_kv_heads reads the same fields)."""
+        cfg = self.cfg
+        blocks = cfg.list("block_configs")
+        n = self.num_layers()
+        if len(blocks) != n:
+            raise cfg.error("block_configs", f"lists {len(blocks)} layers but the model has {n}")
+        out: list[Layer] = []
+        for i, raw in enumerate(blocks):
+            block = Fields(raw, cfg.source, f"{cfg.where('block_configs')}[{i}]")
+            attn = block.sub("attention")
+            if attn.bool("no_op", False) or attn.bool("replace_with_linear", False):
+                out.append(NoCache())
+                continue
+            for unknown in ("sparsify", "num_sink_tokens"):
+                if attn.has(unknown):
+                    raise attn.error(unknown, "is set; kvplan does not know the cache of that "
+                                     "attention variant")
+            group = _num(attn, "n_heads_in_group")
+            if self.heads % group:
+                raise attn.error("n_heads_in_group", f"is {group}, which does not divide the "
+                                 f"{self.heads} attention heads")
+            kv = self.heads // group
+            window = _num(attn, "window_length", None)
+            head_dim = self.head_dim
+            out.append(SlidingWindow(kv, head_dim, window=window) if window is not None
+                       else FullAttention(kv, head_dim))
+        return out
+
+    def _vision_tokens(self) -> int:
+        """Mllama (Llama 3.2 Vision) cross-attention layers cache the vision tokens of one
+        image: max_num_tiles tiles of (image_size / patch_size)^2 patches + 1 class token
+        (560 / 14 and 4 tiles: 6,404). Defaults: MllamaVisionConfig (448, 14, 4)."""
+        vision = self.top.sub("vision_config") if self.top.has("vision_config") else \
+            Fields({}, self.top.source, "vision_config")
+        tiles = _num(vision, "max_num_tiles", 4)
+        sides = []
+        for name, default in (("image_size", 448), ("patch_size", 14)):
+            value = vision.raw.get(name, default)
+            if isinstance(value, list) and len(value) == 2:
+                pair = value
+            else:
+                pair = [value, value]
+            for v in pair:
+                if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_NUMBER:
+                    raise vision.error(name, f"must be a positive whole number, got {value!r}")
+            sides.append(pair)
+        (height, width), (patch_h, patch_w) = sides
+        return tiles * ((height // patch_h) * (width // patch_w) + 1)
+
+    # --- recurrent states ---------------------------------------------------------------
+
+    def _dtype_bytes(self) -> int:
+        return _DTYPE_BYTES[self.dtype]
+
+    def _ssm_dtype_bytes(self) -> int:
+        """Bytes of a recurrent (SSM / delta-net) state element. The config's
+        mamba_ssm_cache_dtype (Nemotron-3-Nano) or mamba_ssm_dtype (Qwen3.5) when set; else
+        fp32 for Nemotron-H (vLLM NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE);
+        else the model dtype (vLLM's mamba_ssm_cache_dtype "auto")."""
+        name = self.cfg.first(*_STATE_DTYPE_KEYS)
+        if name is not None:
+            value = self.cfg.raw[name]
+            if value == "auto":
+                return self._dtype_bytes()
+            if not isinstance(value, str) or value not in _DTYPES:
+                raise self.cfg.error(name, f"is {value!r}; expected float32, bfloat16, "
+                                     "float16 or auto")
+            return _DTYPE_BYTES[_DTYPES[value]]
+        if self.model_type == "nemotron_h":
+            return 4
+        return self._dtype_bytes()
+
+    def _recurrent(self, field: str, i: int) -> RecurrentState:
+        """The state of a recurrent layer; which mixer it is, its fields say."""
+        cfg, mt = self.cfg, self.model_type
+        if cfg.has("linear_num_value_heads") or cfg.has("linear_num_key_heads"):
+            return self._gdn_state()          # Qwen3-Next / Qwen3.5 gated delta-net
+        if cfg.has("mamba_num_heads"):
+            return self._mamba2_state(         # Nemotron-H
+                "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups",
+                "conv_kernel", inner=None)
+        if cfg.has("mamba_n_heads"):
+            return self._mamba2_state(         # Bamba, Granite 4.0-H
+                "mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups",
+                "mamba_d_conv", inner=("mamba_expand", "hidden_size"))
+        if mt == "mamba2":
+            return self._mamba2_state(         # Mamba2 / Codestral-Mamba
+                "num_heads", "head_dim", "state_size", "n_groups", "conv_kernel",
+                inner=("expand", "hidden_size"))
+        if mt in ("mamba", "falcon_mamba"):
+            return self._mamba1_state("state_size", "conv_kernel", "expand", "hidden_size",
+                                      "intermediate_size")
+        if mt == "jamba" or cfg.has("mamba_d_state"):
+            return self._mamba1_state("mamba_d_state", "mamba_d_conv", "mamba_expand",
+                                      "hidden_size", None)
+        if mt.startswith("minimax") or cfg.has("attn_type_list"):
+            return self._lightning_state()
+        raise cfg.error(field, f"layer {i} is a linear-attention / recurrent layer but the "
+                        "config gives no state sizes kvplan knows (Mamba mamba_*/ssm_*, "
+                        "gated delta-net linear_*)",
+                        "write the model as a YAML spec (docs/model-schema.md)")
+
+    def _mamba1_state(self, state: str, conv: str, expand: str, hidden: str,
+                      inner_name: str | None) -> RecurrentState:
+        # Mamba-1 (Jamba, Falcon-Mamba; vLLM mamba1_state_shape): conv (d_conv - 1, inner),
+        # ssm (inner, d_state), inner = expand * hidden_size (pure Mamba: intermediate_size).
+        # Both in the model dtype (vLLM "auto").
+        cfg = self.cfg
+        if inner_name is not None and cfg.has(inner_name):
+            inner = self._int(inner_name)
+        else:
+            inner = self._int(expand) * self._int(hidden)
+        b = self._dtype_bytes()
+        return RecurrentState("mamba1", (
+            StateTensor("conv", (self._int(conv, minimum=2) - 1, inner), b, tp_axis=1),
+            StateTensor("ssm", (inner, self._int(state)), self._ssm_dtype_bytes(), tp_axis=0),
+        ))
+
+    def _mamba2_state(self, heads: str, head_dim: str, state: str, groups: str, conv: str,
+                      inner: tuple[str, str] | None) -> RecurrentState:
+        # Mamba2 (vLLM mamba2_state_shape): conv (k - 1, inner + 2 * n_groups * state) in the
+        # model dtype; ssm (heads, head_dim, state) in the SSM state dtype. inner is
+        # heads * head_dim for Nemotron-H (vLLM nemotron_h.py), expand * hidden_size for
+        # Mamba2 and Bamba/Granite (their own files).
+        cfg = self.cfg
+        num_heads, d_state = self._int(heads), self._int(state)
+        n_groups = self._int(groups)
+        d_inner = (self._int(inner[0]) * self._int(inner[1]) if inner is not None
+                   else None)
+        raw_dim = cfg.raw.get(head_dim)
+        if raw_dim == "auto" and d_inner is not None:
+            # Bamba / Granite: mamba_d_head "auto" = the inner size split over the heads.
+            if d_inner % num_heads:
+                raise cfg.error(head_dim, f"is 'auto' but {num_heads} heads do not divide the "
+                                f"inner size {d_inner}")
+            d_head = d_inner // num_heads
+        else:
+            d_head = self._int(head_dim)
+        if d_inner is None:
+            d_inner = num_heads * d_head
+        k = self._int(conv, minimum=2)
+        return RecurrentState("mamba2", (
+            StateTensor("conv", (k - 1, d_inner + 2 * n_groups * d_state),
+                        self._dtype_bytes(), tp_axis=1),
+            StateTensor("ssm", (num_heads, d_head, d_state), self._ssm_dtype_bytes(),
+                        tp_axis=0),
+        ))
+
+    def _gdn_state(self) -> RecurrentState:
+        # Qwen3-Next gated delta-net (vLLM gated_delta_net_state_shape): conv
+        # (kernel - 1, 2 * Hk * dk + Hv * dv) in the model dtype, recurrent (Hv, dk, dv) in the
+        # SSM state dtype (vLLM: the model dtype unless the config names one).
+        hk, dk = self._int("linear_num_key_heads"), self._int("linear_key_head_dim")
+        hv, dv = self._int("linear_num_value_heads"), self._int("linear_value_head_dim")
+        kernel = self._int("linear_conv_kernel_dim", minimum=2)
+        return RecurrentState("gated_delta_net", (
+            StateTensor("conv", (kernel - 1, 2 * hk * dk + hv * dv),
+                        self._dtype_bytes(), tp_axis=1),
+            StateTensor("recurrent", (hv, dk, dv), self._ssm_dtype_bytes(), tp_axis=0),
+        ))
+
+    def _lightning_state(self) -> RecurrentState:
+        # MiniMax-Text-01 lightning attention (vLLM linear_attention_state_shape): one
+        # (heads, head_dim, head_dim) state per layer in the model dtype.
+        heads, head_dim = self.heads, self.head_dim
+        return RecurrentState("lightning", (
+            StateTensor("kv", (heads, head_dim, head_dim), self._dtype_bytes(), tp_axis=0),
+        ))
+
+    def _short_conv(self) -> RecurrentState:
+        # LFM2 short convolutions (vLLM short_conv_state_shape): (conv_L_cache - 1, conv_dim)
+        # in the model dtype; conv_dim defaults to hidden_size.
+        kernel = self._int("conv_L_cache", minimum=2)
+        dim = self._int("conv_dim") if self.cfg.has("conv_dim") else self._int("hidden_size")
+        return RecurrentState("short_conv", (
+            StateTensor("conv", (kernel - 1, dim), self._dtype_bytes(), tp_axis=1),
+        ))
+
+
+# --- parameter estimate (for weights when no safetensors are at hand) ----------------
+
+# Families whose MLP is two matrices (up, down) rather than gated (gate, up, down).
+_UNGATED_MLP = {"gpt2", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi", "gpt_bigcode",
+                "starcoder2", "mpt"}
+
+
+def estimate_params(raw: Any, source: str) -> int:
+    """Parameters of a decoder from its config.json: embeddings (and an untied LM head),
+    per layer attention (GQA or MLA) + MLP or MoE experts + two norms, and a final norm.
+    Biases, vision towers and MTP layers are left out: an estimate. Layer, head and head-size
+    fields are read by the same _Reader as the KV spec (defaults of nested configs included)."""
+    top = Fields(raw, source)
+    reader = _Reader(top, _text_config(top))
+    cfg = reader.cfg
+    hidden = cfg.int(cfg.first("hidden_size", "n_embd", "d_model") or "hidden_size")
+    num_layers = reader.num_layers()
+    vocab = cfg.int("vocab_size", None) or top.int("vocab_size")
+    heads = reader.heads
+    tied = cfg.bool("tie_word_embeddings", top.bool("tie_word_embeddings", True))
+    model_type = reader.model_type
+
+    embedding = vocab * hidden * (1 if tied else 2)
+    attention = _attention_params(reader, hidden, heads)
+    dense_mlp = _mlp_params(cfg, hidden, model_type)
+    num_experts = cfg.int(cfg.first("n_routed_experts", "num_local_experts", "num_experts")
+                          or "num_experts", 0, minimum=0)
+    num_dense = cfg.int("first_k_dense_replace", 0, minimum=0) if num_experts else num_layers
+    num_dense = min(num_dense, num_layers)
+    moe = _moe_params(cfg, hidden, num_experts) if num_experts else 0
+    # Gemma 2/3 norm before and after both attention and MLP: four norms a layer, not two.
+    norms = (4 if model_type.startswith(("gemma2", "gemma3")) else 2) * hidden
+    return (embedding + hidden + num_layers * (attention + norms)
+            + num_dense * dense_mlp + (num_layers - num_dense) * moe)
+
+
+def _attention_params(reader: _Reader, hidden: int, heads: int) -> int:
+    cfg = reader.cfg
+    if cfg.has("kv_lora_rank"):
+        # MLA (DeepSeek-V2/V3): low-rank query and joint KV projections, then per-head
+        # up-projections; qk_nope + qk_rope per query head, v_head_dim per value head.
+        rank, rope = cfg.int("kv_lora_rank"), cfg.int("qk_rope_head_dim")
+        nope, v_dim = cfg.int("qk_nope_head_dim"), cfg.int("v_head_dim")
+        q_rank = cfg.int("q_lora_rank", None)
+        q = (hidden * q_rank + q_rank + q_rank * heads * (nope + rope) if q_rank
+             else hidden * heads * (nope + rope))
+        kv = hidden * (rank + rope) + rank + rank * heads * (nope + v_dim)
+        return q + kv + heads * v_dim * hidden
+    kv_heads, head_dim = reader.kv_heads, reader.head_dim
+    q_out, kv_out = heads * head_dim, kv_heads * head_dim
+    bias = (q_out + 2 * kv_out + hidden) if cfg.bool("attention_bias", False) else 0
+    return hidden * q_out + 2 * hidden * kv_out + q_out * hidden + bias
+
+
+def _mlp_params(cfg: Fields, hidden: int, model_type: str) -> int:
+    inner = cfg.int(cfg.first("intermediate_size", "n_inner", "ffn_dim") or "intermediate_size",
+                    4 * hidden)
+    return (2 if model_type in _UNGATED_MLP else 3) * hidden * inner
+
+
+def _moe_params(cfg: Fields, hidden: int, num_experts: int) -> int:
+    # Mixtral sizes its experts with intermediate_size; DeepSeek/Qwen-MoE with
+    # moe_intermediate_size, plus shared experts of the same (or their own) size.
+    expert = cfg.int(cfg.first("moe_intermediate_size", "intermediate_size")
+                     or "moe_intermediate_size")
+    shared = cfg.int("n_shared_experts", 0, minimum=0) * 3 * hidden * expert
+    if cfg.has("shared_expert_intermediate_size"):
+        shared += 3 * hidden * cfg.int("shared_expert_intermediate_size")
+    router = hidden * num_experts
+    return num_experts * 3 * hidden * expert + shared + router

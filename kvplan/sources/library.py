@@ -1,0 +1,162 @@
+"""The embedded model library (`model_configs/*.yaml`) and MODEL argument resolution.
+
+A MODEL is a library name (`llama-3.1-8b`), a path to a YAML spec, a local config.json
+(or a directory holding one), or a Hugging Face Hub repo (`hf:org/name[@revision]`, or a bare
+`org/name[@revision]` that no library model lists as an alias). Looking up a library name
+reads one file; only a miss scans the library (for aliases and suggestions).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kvplan.core.errors import UnknownModelError
+from kvplan.core.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from kvplan.sources.hub import HubRef
+
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent  # kvplan/
+
+
+def library_dirs() -> list[Path]:
+    """Where library YAMLs live: KVPLAN_MODEL_PATH entries first, then the shipped library
+    (inside the wheel as kvplan/model_configs, or model_configs/ beside a source checkout)."""
+    dirs = [Path(p) for p in os.environ.get("KVPLAN_MODEL_PATH", "").split(os.pathsep) if p]
+    for candidate in (_PACKAGE_DIR / "model_configs", _PACKAGE_DIR.parent / "model_configs"):
+        if candidate.is_dir():
+            dirs.append(candidate)
+            break
+    return dirs
+
+
+def _normalise(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+def library_files() -> dict[str, Path]:
+    files: dict[str, Path] = {}
+    for d in library_dirs():
+        for path in sorted(d.glob("*.yaml")):
+            files.setdefault(path.stem, path)
+    return files
+
+
+def load_library() -> list[ModelSpec]:
+    from kvplan.sources.yamlspec import load_yaml_file
+
+    return [load_yaml_file(path) for path in library_files().values()]
+
+
+def filter_models(specs: list[ModelSpec], text: str | None = None, kind: str | None = None
+                  ) -> list[ModelSpec]:
+    """Models whose name, family, source or an alias contains `text` (any case), and that
+    have a layer of `kind` (full, sliding, chunked, mla, cross, state, none)."""
+    if text:
+        needle = text.lower()
+        specs = [s for s in specs if needle in s.name or needle in (s.family or "").lower()
+                 or needle in s.source.describe().lower()
+                 or any(needle in a.lower() for a in s.aliases)]
+    if kind:
+        specs = [s for s in specs if kind in s.kind_counts()]
+    return list(specs)
+
+
+def _route(model: str) -> HubRef | Path | ModelSpec | str:
+    """Where a MODEL argument points, decided in one place for resolve() and hub_ref_of():
+    a Hub ref, an existing file or directory, a library model found by alias, or a name.
+
+    `hf:org/name[@rev]` always goes to the Hub. Otherwise an existing file or directory is
+    read; a bare `org/name[@rev]` is first looked up among the library's aliases (offline,
+    instant) and only then fetched from the Hub; anything else is a library name."""
+    if model.startswith("hf:"):
+        from kvplan.sources.hub import parse_hub_ref
+
+        return parse_hub_ref(model)
+    path = Path(model).expanduser()
+    if path.exists():
+        return path
+    if model.endswith((".yaml", ".yml", ".json")):
+        raise UnknownModelError(f"no such file: {model}")
+    if "/" in model:
+        from kvplan.sources.hub import bare_hub_ref
+
+        ref = bare_hub_ref(model)
+        if ref is not None:
+            return find_alias(ref.repo, ref.revision) or ref
+    return model
+
+
+def resolve(model: str) -> ModelSpec:
+    """A MODEL argument -> ModelSpec (see _route for the order of the rules)."""
+    target = _route(model)
+    if isinstance(target, ModelSpec):
+        return target
+    if isinstance(target, Path):
+        return load_path(target)
+    if isinstance(target, str):
+        return load_named(target)
+    from kvplan.sources.hub import load_hub_spec
+
+    return load_hub_spec(target)
+
+
+def hub_ref_of(model: str) -> HubRef | None:
+    """The Hub repo that resolve(model) would fetch, or None (library model, alias or file)."""
+    target = _route(model)
+    return None if isinstance(target, (ModelSpec, Path, str)) else target
+
+
+def find_alias(repo: str, revision: str | None = None) -> ModelSpec | None:
+    """The library model that lists Hub repo `repo` among its aliases. With a revision, only
+    a model pinned to that revision (source.revision) matches. Only files whose text
+    mentions the repo are parsed."""
+    key = _normalise(repo)
+    for path in library_files().values():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        if key not in _normalise(text):
+            continue
+        from kvplan.sources.yamlspec import load_yaml_file
+
+        spec = load_yaml_file(path)
+        if key in {_normalise(a) for a in spec.aliases} and (
+                revision is None or spec.source.revision == revision):
+            return spec
+    return None
+
+
+def load_path(path: Path) -> ModelSpec:
+    if path.is_dir() or path.suffix == ".json":
+        from kvplan.sources.hfconfig import load_config_file
+
+        return load_config_file(path)
+    from kvplan.sources.yamlspec import load_yaml_file
+
+    return load_yaml_file(path)
+
+
+def load_named(model: str) -> ModelSpec:
+    from kvplan.sources.yamlspec import load_yaml_file
+
+    key = _normalise(model)
+    for d in library_dirs():
+        candidate = d / f"{key}.yaml"
+        if candidate.is_file():
+            return load_yaml_file(candidate)
+    # slow path: aliases (e.g. the Hub repo id) of every library model
+    specs = load_library()
+    for spec in specs:
+        if key in {_normalise(a) for a in spec.aliases}:
+            return spec
+    names = [s.name for s in specs]
+    close = difflib.get_close_matches(key, names, n=5, cutoff=0.5)
+    close += [n for n in names if key in n and n not in close][: 5 - len(close)]
+    hint = ("did you mean: " + ", ".join(close) + "?") if close else (
+        "run `kvplan models` to list the library, or pass a YAML spec or config.json path")
+    raise UnknownModelError(f"unknown model {model!r}: not in the library and not a file", hint)

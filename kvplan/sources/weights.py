@@ -1,0 +1,274 @@
+"""Weight parameters and bytes: exact from safetensors headers, else estimated from config.json.
+
+A safetensors file starts with an 8-byte little-endian header length, then that many bytes of
+JSON: `{tensor name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}`
+(https://huggingface.co/docs/safetensors/index#format). Reading the headers gives the exact
+parameter count and bytes per dtype without reading any weights: locally from the files, on the
+Hub with HTTP range requests (kvplan.sources.hub). Where only config.json is at hand, the count
+is an
+estimate from the architecture (embeddings + attention + MLP/MoE + norms), marked `exact=False`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kvplan.core.errors import SpecError
+from kvplan.core.spec import ModelSpec
+from kvplan.sources.fields import Fields
+
+if TYPE_CHECKING:
+    from kvplan.sources.hub import HubConfig
+
+INDEX_FILE = "model.safetensors.index.json"
+SINGLE_FILE = "model.safetensors"
+MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
+
+# Bits per element of each safetensors dtype; sub-byte dtypes are packed.
+DTYPE_BITS = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
+    "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+    "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64, "F64": 64,
+    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+}
+_MODEL_DTYPE = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}
+
+
+@dataclass(frozen=True)
+class DtypeWeights:
+    dtype: str  # safetensors name: BF16, F32, F8_E4M3, ...
+    num_params: int
+    num_bytes: int
+
+
+@dataclass(frozen=True)
+class Weights:
+    total_params: int
+    total_bytes: int
+    by_dtype: tuple[DtypeWeights, ...]  # largest first
+    exact: bool  # True: summed from safetensors headers; False: estimated from config.json
+    num_files: int = 0  # safetensors files read (0 for an estimate)
+
+    def params_of(self, dtype: str) -> int:
+        return sum(d.num_params for d in self.by_dtype if d.dtype == dtype)
+
+    def bytes_of(self, dtype: str) -> int:
+        return sum(d.num_bytes for d in self.by_dtype if d.dtype == dtype)
+
+
+@dataclass(frozen=True)
+class _Tensor:
+    dtype: str
+    num_params: int
+    num_bytes: int
+
+
+# --- exact: safetensors headers -----------------------------------------------------------
+
+def read_header(path: Path) -> tuple[dict[str, Any], int]:
+    """A local safetensors file -> (its JSON header, the size of the data after it)."""
+    source = str(path)
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            prefix = f.read(8)
+            if len(prefix) < 8:
+                raise SpecError(source, None, f"is not a safetensors file: it has {size} bytes, "
+                                "fewer than the 8-byte header length")
+            length = int.from_bytes(prefix, "little")
+            if length == 0 or length > min(size - 8, MAX_HEADER_BYTES):
+                raise SpecError(source, None, f"has a corrupt safetensors header: the length field "
+                                f"says {length:,} bytes but {size - 8:,} follow it",
+                                "the file is truncated or not safetensors; download it again")
+            raw = f.read(length)
+    except OSError as exc:
+        raise SpecError(source, None, f"cannot be read: {exc.strerror or exc}") from None
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SpecError(source, None, f"has a corrupt safetensors header: not JSON ({exc})",
+                        "the file is damaged; download it again") from None
+    if not isinstance(header, dict):
+        raise SpecError(source, None, "has a corrupt safetensors header: not a JSON object")
+    return header, size - 8 - length
+
+
+def tensors_of_header(header: dict[str, Any], source: str, data_bytes: int | None = None
+                      ) -> list[_Tensor]:
+    """Check each tensor entry of a header and count its parameters and bytes."""
+    out = []
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        f = Fields(entry, source, name)
+        dtype, shape, offsets = f.str("dtype"), f.list("shape"), f.list("data_offsets")
+        out.append(_tensor(source, name, dtype, shape, offsets, data_bytes))
+    return out
+
+
+def _tensor(source: str, name: str, dtype: str, shape: Any, offsets: Any,
+            data_bytes: int | None) -> _Tensor:
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise SpecError(source, f"{name}.shape", f"must be whole numbers, got {shape!r}")
+    if (len(offsets) != 2 or not all(isinstance(o, int) and not isinstance(o, bool)
+                                     for o in offsets) or not 0 <= offsets[0] <= offsets[1]):
+        raise SpecError(source, f"{name}.data_offsets", f"must be [begin, end] with "
+                        f"0 <= begin <= end, got {list(offsets)!r}")
+    if data_bytes is not None and offsets[1] > data_bytes:
+        raise SpecError(source, f"{name}.data_offsets", f"ends at byte {offsets[1]:,} but the "
+                        f"file holds {data_bytes:,} bytes of data", "the file is truncated")
+    num_params = math.prod(shape)  # a scalar (shape []) is one parameter
+    num_bytes = offsets[1] - offsets[0]
+    bits = DTYPE_BITS.get(dtype)
+    if bits is not None and (num_params * bits + 7) // 8 != num_bytes:
+        raise SpecError(source, f"{name}.data_offsets", f"span {num_bytes:,} bytes but shape "
+                        f"{list(shape)} of {dtype} needs {(num_params * bits + 7) // 8:,}",
+                        "the header is corrupt")
+    return _Tensor(dtype, num_params, num_bytes)
+
+
+def weights_from_tensors(tensors: Iterable[_Tensor], num_files: int) -> Weights:
+    params: dict[str, int] = {}
+    nbytes: dict[str, int] = {}
+    for t in tensors:
+        params[t.dtype] = params.get(t.dtype, 0) + t.num_params
+        nbytes[t.dtype] = nbytes.get(t.dtype, 0) + t.num_bytes
+    by_dtype = tuple(sorted((DtypeWeights(d, params[d], nbytes[d]) for d in params),
+                            key=lambda d: (-d.num_bytes, d.dtype)))
+    return Weights(sum(params.values()), sum(nbytes.values()), by_dtype, exact=True,
+                   num_files=num_files)
+
+
+def safetensors_files(directory: Path) -> list[Path]:
+    """The weight files of a checkpoint directory: the shards its index names, else
+    model.safetensors, else model-*.safetensors, else every *.safetensors. (Mistral repos ship
+    consolidated.safetensors beside the model-* shards: the same weights, counted once.)"""
+    index = directory / INDEX_FILE
+    if index.is_file():
+        from kvplan.sources.hfconfig import parse_json
+
+        try:
+            raw = parse_json(index.read_bytes(), str(index))
+        except OSError as exc:
+            raise SpecError(str(index), None, f"cannot be read: {exc.strerror or exc}") from None
+        weight_map = Fields(raw, str(index)).sub("weight_map")
+        shards = sorted({str(v) for v in weight_map.raw.values()})
+        missing = [s for s in shards if not (directory / s).is_file()]
+        if missing:
+            raise SpecError(str(index), "weight_map", f"names {missing[0]}, which is not in "
+                            f"{directory}", "download every shard the index lists")
+        return [directory / s for s in shards]
+    if (directory / SINGLE_FILE).is_file():
+        return [directory / SINGLE_FILE]
+    return sorted(directory.glob("model-*.safetensors")) or sorted(directory.glob("*.safetensors"))
+
+
+def local_weights(directory: Path) -> Weights | None:
+    """Exact weights of a local checkpoint directory, or None when it has no safetensors."""
+    files = safetensors_files(directory)
+    if not files:
+        return None
+    tensors: list[_Tensor] = []
+    for path in files:
+        header, data_bytes = read_header(path)
+        tensors += tensors_of_header(header, str(path), data_bytes)
+    return weights_from_tensors(tensors, len(files))
+
+
+def hub_weights(fetched: HubConfig) -> Weights | None:
+    """Exact weights of a Hub repo at the commit of its fetched config.json, from its
+    safetensors headers; None when it has none or the Hub cannot be reached."""
+    from kvplan.sources.hub import safetensors_tensors
+
+    files = safetensors_tensors(fetched)
+    if files is None:
+        return None
+    tensors = [_tensor(f"{fetched.ref} {filename}", t.name, t.dtype, list(t.shape),
+                       list(t.data_offsets), None)
+               for filename, entries in files.items() for t in entries]
+    return weights_from_tensors(tensors, len(files))
+
+
+# --- estimate: config.json ----------------------------------------------------------------
+
+def estimate_weights(raw: Any, source: str, dtype: str = "bf16") -> Weights:
+    """Parameters of a decoder estimated from its config.json (kvplan.sources.hfconfig reads it),
+    stored in the model dtype: an estimate (exact=False)."""
+    from kvplan.sources.hfconfig import estimate_params
+
+    total = estimate_params(raw, source)
+    name = _MODEL_DTYPE.get(dtype, "BF16")
+    nbytes = total * DTYPE_BITS[name] // 8
+    return Weights(total, nbytes, (DtypeWeights(name, total, nbytes),), exact=False)
+
+
+# --- what the CLI asks for ----------------------------------------------------------------
+
+def cheap_weights(model: str) -> Weights | None:
+    """Exact weights when they cost nothing to read: MODEL is a local checkpoint directory
+    (or a config.json inside one) holding safetensors files. Otherwise None."""
+    path = Path(model).expanduser()
+    directory = path if path.is_dir() else path.parent if path.name == "config.json" else None
+    if directory is None or not directory.is_dir():
+        return None
+    return local_weights(directory)
+
+
+def import_spec(model: str) -> tuple[ModelSpec, Weights | None]:
+    """MODEL resolved for `kvplan import`, with its weights: exact from safetensors headers
+    (local files or the Hub), else an estimate from config.json, else None (a library YAML).
+    An exact count is recorded as num_params; a Hub repo id becomes the spec's alias."""
+    from kvplan.sources.library import hub_ref_of, resolve
+
+    ref = hub_ref_of(model)
+    if ref is None:
+        spec = resolve(model)
+        weights = cheap_weights(model)
+        path = Path(model).expanduser()
+        config = path / "config.json" if path.is_dir() else path
+        if weights is None and path.exists() and config.suffix == ".json":
+            from kvplan.sources.hfconfig import parse_json
+
+            weights = _try_estimate(parse_json(config.read_bytes(), str(config)),
+                                    str(config), spec.dtype)
+    else:
+        from kvplan.sources.hfconfig import parse_json
+        from kvplan.sources.hub import fetch_config, spec_from_hub_config
+
+        fetched = fetch_config(ref)
+        spec = spec_from_hub_config(fetched)
+        spec = replace(spec, aliases=(ref.repo,))
+        weights = None if fetched.offline else hub_weights(fetched)
+        if weights is None:
+            weights = _try_estimate(parse_json(fetched.data, fetched.label), fetched.label,
+                                    spec.dtype)
+    if weights is not None and weights.exact:
+        spec = replace(spec, num_params=weights.total_params)
+    return spec, weights
+
+
+def _try_estimate(raw: Any, source: str, dtype: str) -> Weights | None:
+    # An architecture the estimate does not know (no hidden_size, say) leaves the weights
+    # unknown; it must not stop the KV spec, which was read fine, from being imported.
+    try:
+        return estimate_weights(raw, source, dtype)
+    except SpecError:
+        return None
+
+
+def weights_note(w: Weights) -> str:
+    """One line for `show` and `import`."""
+    from kvplan.output.render import human_bytes
+
+    how = (f"exact, from the safetensors headers of {w.num_files} file"
+           f"{'s' if w.num_files != 1 else ''}" if w.exact
+           else "an estimate from config.json; no safetensors headers were read")
+    split = "; ".join(f"{d.dtype} {d.num_params:,} params = {d.num_bytes:,} B"
+                      for d in w.by_dtype)
+    return (f"Weights: {w.total_params:,} parameters, {w.total_bytes:,} bytes "
+            f"({human_bytes(w.total_bytes)}) ({how}): {split}.")

@@ -1,0 +1,241 @@
+"""The library's YAML model files <-> ModelSpec (schema `kvplan.model/1`, docs/model-schema.md).
+
+`layers` is an ordered list of groups; a group is one layer kind with a `count`, or
+`repeat: N` over a nested `layers` list (Gemma's 5 sliding + 1 full, repeated).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kvplan.core.layers import (
+    MLA,
+    ChunkedLocal,
+    CrossAttention,
+    FullAttention,
+    Layer,
+    NoCache,
+    RecurrentState,
+    SlidingWindow,
+    StateTensor,
+)
+from kvplan.core.spec import ModelSpec, Source
+from kvplan.sources.fields import Fields, read_yaml
+
+SCHEMA = "kvplan.model/1"
+STATE_DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2,
+                     "float16": 2, "fp8": 1, "int8": 1}
+_BYTES_TO_DTYPE = {4: "fp32", 2: "bf16", 1: "fp8"}
+
+_TOP = {"schema", "name", "display_name", "family", "aliases", "source", "dtype",
+        "max_context_tokens", "num_params", "num_attention_heads", "layers", "notes"}
+_SOURCE = {"repo", "revision", "file", "sha256", "paper", "note"}
+_ATTN = {"kind", "count", "num_kv_heads", "head_dim", "v_head_dim"}
+_KIND_FIELDS = {
+    "full": _ATTN,
+    "sliding": _ATTN | {"window"},
+    "chunked": _ATTN | {"chunk"},
+    "cross": _ATTN | {"encoder_tokens"},
+    "mla": {"kind", "count", "kv_lora_rank", "qk_rope_head_dim", "index_head_dim"},
+    "state": {"kind", "count", "variant", "tensors"},
+    "none": {"kind", "count"},
+}
+MAX_LAYERS = 100_000
+MODEL_DTYPES = ("bf16", "fp16", "fp32")
+
+
+def load_yaml_file(path: Path) -> ModelSpec:
+    return spec_from_dict(read_yaml(str(path)), str(path))
+
+
+def spec_from_dict(raw: Any, source: str) -> ModelSpec:
+    top = Fields(raw, source)
+    top.check_known(_TOP)
+    schema = top.str("schema", SCHEMA)
+    if schema != SCHEMA:
+        raise top.error("schema", f"is {schema!r}; this kvplan reads {SCHEMA!r}")
+    name = top.str("name")
+    layers = _read_layers(top, "layers", top.list("layers"))
+    if not layers:
+        raise top.error("layers", "is empty", "list at least one layer group")
+    src = Source()
+    if top.has("source"):
+        s = top.sub("source")
+        s.check_known(_SOURCE)
+        src = Source(**{k: (str(v) if v is not None else None) for k, v in s.raw.items()})
+    dtype = top.str("dtype", "bf16")
+    # the checkpoint's compute dtype, which --kv-dtype auto resolves to: a float, never a
+    # quantized cache format or 'auto' itself
+    if dtype not in MODEL_DTYPES:
+        raise top.error("dtype", f"unknown model dtype {dtype!r}",
+                        "one of: " + ", ".join(MODEL_DTYPES))
+    aliases = top.list("aliases", [])
+    if not all(isinstance(a, str) for a in aliases):
+        raise top.error("aliases", "must be a list of names")
+    return ModelSpec(
+        name=name,
+        layers=tuple(layers),
+        source=src,
+        display_name=top.str("display_name", None),
+        family=top.str("family", None),
+        dtype=dtype,
+        max_context_tokens=top.int("max_context_tokens", None),
+        num_params=top.int("num_params", None),
+        num_attention_heads=top.int("num_attention_heads", None),
+        aliases=tuple(aliases),
+    )
+
+
+def _read_layers(parent: Fields, path: str, groups: list[Any]) -> list[Layer]:
+    layers: list[Layer] = []
+    for i, raw in enumerate(groups):
+        group = Fields(raw, parent.source, f"{parent.where(path)}[{i}]")
+        if group.has("repeat"):
+            group.check_known({"repeat", "layers"})
+            inner = _read_layers(group, "layers", group.list("layers"))
+            layers.extend(inner * group.int("repeat"))
+        else:
+            layer = _read_layer(group)
+            layers.extend([layer] * group.int("count", 1))
+        if len(layers) > MAX_LAYERS:
+            raise group.error(None, f"describes more than {MAX_LAYERS:,} layers")
+    return layers
+
+
+def _read_layer(f: Fields) -> Layer:
+    kind = f.str("kind")
+    if kind not in _KIND_FIELDS:
+        raise f.error("kind", f"unknown layer kind {kind!r}",
+                      "one of: " + ", ".join(_KIND_FIELDS))
+    f.check_known(_KIND_FIELDS[kind])
+    if kind == "mla":
+        return MLA(f.int("kv_lora_rank"), f.int("qk_rope_head_dim"),
+                   f.int("index_head_dim", None))
+    if kind == "none":
+        return NoCache()
+    if kind == "state":
+        return RecurrentState(f.str("variant"), tuple(
+            _read_tensor(Fields(t, f.source, f"{f.where('tensors')}[{j}]"))
+            for j, t in enumerate(f.list("tensors"))))
+    common = dict(num_kv_heads=f.int("num_kv_heads"), head_dim=f.int("head_dim"),
+                  v_head_dim=f.int("v_head_dim", None))
+    if kind == "full":
+        return FullAttention(**common)
+    if kind == "sliding":
+        return SlidingWindow(**common, window=f.int("window"))
+    if kind == "chunked":
+        return ChunkedLocal(**common, chunk=f.int("chunk"))
+    return CrossAttention(**common, encoder_tokens=f.int("encoder_tokens"))
+
+
+def _read_tensor(f: Fields) -> StateTensor:
+    f.check_known({"name", "shape", "dtype", "tp_axis"})
+    shape = f.list("shape")
+    if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0
+                            for d in shape):
+        raise f.error("shape", f"must be a list of positive whole numbers, got {shape!r}")
+    dtype = f.str("dtype")
+    if dtype not in STATE_DTYPE_BYTES:
+        raise f.error("dtype", f"unknown state dtype {dtype!r}",
+                      "one of: " + ", ".join(STATE_DTYPE_BYTES))
+    axis = f.int("tp_axis", None, minimum=0)
+    if axis is not None and axis >= len(shape):
+        raise f.error("tp_axis", f"is {axis} but the shape has {len(shape)} dimensions")
+    return StateTensor(f.str("name"), tuple(shape), STATE_DTYPE_BYTES[dtype], axis)
+
+
+# --- writing ------------------------------------------------------------------------------
+
+def layer_to_dict(layer: Layer) -> dict[str, Any]:
+    if isinstance(layer, MLA):
+        out_mla: dict[str, Any] = {"kind": "mla", "kv_lora_rank": layer.kv_lora_rank,
+                                   "qk_rope_head_dim": layer.qk_rope_head_dim}
+        if layer.index_head_dim is not None:  # DeepSeek-V3.2 / GLM-5 DSA indexer keys
+            out_mla["index_head_dim"] = layer.index_head_dim
+        return out_mla
+    if isinstance(layer, NoCache):
+        return {"kind": "none"}
+    if isinstance(layer, RecurrentState):
+        return {"kind": "state", "variant": layer.variant, "tensors": [
+            {"name": t.name, "shape": list(t.shape), "dtype": _BYTES_TO_DTYPE[t.dtype_bytes],
+             **({"tp_axis": t.tp_axis} if t.tp_axis is not None else {})}
+            for t in layer.tensors]}
+    out: dict[str, Any] = {"kind": layer.kind, "num_kv_heads": layer.num_kv_heads,
+                           "head_dim": layer.head_dim}
+    if layer.v_head_dim is not None and layer.v_head_dim != layer.head_dim:
+        out["v_head_dim"] = layer.v_head_dim
+    if isinstance(layer, SlidingWindow):
+        out["window"] = layer.window
+    elif isinstance(layer, ChunkedLocal):
+        out["chunk"] = layer.chunk
+    elif isinstance(layer, CrossAttention):
+        out["encoder_tokens"] = layer.encoder_tokens
+    return out
+
+
+def _runs(layers: list[Layer]) -> list[dict[str, Any]]:
+    """Run-length encode consecutive identical layers into `count` groups."""
+    out: list[dict[str, Any]] = []
+    previous: Layer | None = None
+    for layer in layers:
+        if out and layer == previous:
+            out[-1]["count"] = out[-1].get("count", 1) + 1
+        else:
+            out.append(layer_to_dict(layer))
+        previous = layer
+    for group in out:  # put count right after kind for readability
+        if "count" in group:
+            count = group.pop("count")
+            items = list(group.items())
+            group.clear()
+            group.update([items[0], ("count", count), *items[1:]])
+    return out
+
+
+def layers_to_groups(layers: tuple[Layer, ...]) -> list[dict[str, Any]]:
+    """The shortest faithful grouping: a repeated period (with a tail), else plain runs."""
+    n = len(layers)
+    best = _runs(list(layers))
+    for period in range(2, n // 2 + 1):
+        repeats = n // period
+        head = layers[:period]
+        if layers[:period * repeats] != head * repeats:
+            continue
+        tail = list(layers[period * repeats:])
+        if tail != list(head[:len(tail)]) and tail:
+            continue
+        pattern = _runs(list(head))
+        if len(pattern) < 2:
+            continue
+        candidate = [{"repeat": repeats, "layers": pattern}] + (_runs(tail) if tail else [])
+        if len(candidate) + len(pattern) < len(best):
+            best = candidate
+        break
+    return best
+
+
+def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
+    source = {k: v for k, v in vars(spec.source).items() if v is not None}
+    out: dict[str, Any] = {"schema": SCHEMA, "name": spec.name}
+    if spec.display_name:
+        out["display_name"] = spec.display_name
+    if spec.family:
+        out["family"] = spec.family
+    if spec.aliases:
+        out["aliases"] = list(spec.aliases)
+    if source:
+        out["source"] = source
+    out["dtype"] = spec.dtype
+    for key in ("max_context_tokens", "num_params", "num_attention_heads"):
+        if getattr(spec, key) is not None:
+            out[key] = getattr(spec, key)
+    out["layers"] = layers_to_groups(spec.layers)
+    return out
+
+
+def dump_yaml(spec: ModelSpec) -> str:
+    import yaml
+
+    return yaml.safe_dump(spec_to_dict(spec), sort_keys=False, default_flow_style=None,
+                          width=100)
