@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -149,6 +150,7 @@ def mutated_configs(draw: st.DrawFn) -> Any:
     return raw
 
 
+@pytest.mark.slow  # ~3 s: 1,000 examples
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_configs())
 def test_mutated_configs_end_in_a_spec_or_a_kvplan_error(raw):
@@ -195,6 +197,7 @@ BAD_VALUES = [None, -1, 0, 10**18, 2**53 + 1, 1.5, float("inf"), float("nan"), "
               [], {}, [1, 2], {"a": 1}]
 
 
+@pytest.mark.slow  # ~2.5 s: every field x every bad value
 def test_every_field_of_every_real_config_with_every_bad_value():
     """Exhaustive single-field mutations of the real configs (top level and text_config)."""
     runs = 0

@@ -124,6 +124,7 @@ def test_window_edges_in_every_layout(tokens):
 
 # --- the library and the CLI ----------------------------------------------------------------
 
+@pytest.mark.slow  # ~30 s on 2 cores: 280 allocations
 @needs_torch
 def test_all_runs_every_library_model_and_layout_through_the_cli():
     from kvplan.sources.library import load_library
@@ -408,6 +409,7 @@ def test_decode_needs_a_dense_float_cache():
 
 # --- several ranks --------------------------------------------------------------------------
 
+@pytest.mark.slow  # ~7 s: starts two torch.distributed processes
 @needs_torch
 def test_two_gloo_ranks_each_measure_their_shard(tmp_path):
     # One launch of two rank processes (each imports torch: seconds on a small machine),
