@@ -38,6 +38,34 @@ class ModelSpec:
     num_params: int | None = None
     num_attention_heads: int | None = None
     aliases: tuple[str, ...] = ()
+    # --- shapes beyond the KV cache (config.json), for the weights and the budgets --------
+    # Read once in kvplan.sources (hfconfig from config.json, yamlspec from the library's
+    # `shapes:`); None = unknown (never guessed here).
+    hidden_size: int | None = None
+    vocab_size: int | None = None
+    # Width of a dense MLP layer. MoE models whose every layer is MoE (Mixtral, gpt-oss)
+    # have none: their config's intermediate_size is the expert width (moe_intermediate_size).
+    intermediate_size: int | None = None
+    tie_word_embeddings: bool | None = None
+    num_experts: int | None = None  # routed experts of one MoE layer
+    num_experts_per_token: int | None = None  # routed experts each token uses
+    moe_intermediate_size: int | None = None  # width of one routed expert
+    num_shared_experts: int | None = None  # always-on experts beside the routed ones
+    # Width of the shared experts' MLP together (Qwen2-MoE shared_expert_intermediate_size;
+    # DeepSeek: n_shared_experts x moe_intermediate_size).
+    shared_expert_intermediate_size: int | None = None
+    # Layer i has an MoE MLP when i >= first_dense_layers and (i + 1) % moe_layer_step == 0
+    # (DeepSeek first_k_dense_replace; Llama 4 interleave_moe_layer_step; Qwen
+    # decoder_sparse_step); a dense MLP otherwise.
+    first_dense_layers: int | None = None
+    moe_layer_step: int | None = None
+    # MLA projections (DeepSeek-V2/V3): the query's low rank (None: a full-rank query), the
+    # non-rotary part of a query/key head and the value head size.
+    q_lora_rank: int | None = None
+    qk_nope_head_dim: int | None = None
+    mla_v_head_dim: int | None = None
+    attention_bias: bool | None = None  # q/k/v (and o) projections carry biases
+    num_nextn_predict_layers: int | None = None  # DeepSeek MTP layers stored in the checkpoint
 
     @property
     def num_layers(self) -> int:
@@ -53,6 +81,20 @@ class ModelSpec:
     @property
     def is_mla(self) -> bool:
         return any(isinstance(layer, MLA) for layer in self.layers)
+
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.num_experts)
+
+    def is_moe_layer(self, i: int) -> bool:
+        """Whether decoder layer i has a routed-expert MLP (see first_dense_layers)."""
+        if not self.num_experts:
+            return False
+        return i >= (self.first_dense_layers or 0) and (i + 1) % (self.moe_layer_step or 1) == 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        return sum(self.is_moe_layer(i) for i in range(self.num_layers))
 
     def max_tp(self) -> list[int]:
         """KV-head counts that bound tensor parallelism (empty for pure MLA/state models)."""

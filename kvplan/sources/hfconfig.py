@@ -57,7 +57,7 @@ _DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 # Defaults of the transformers config classes (5.x, `configuration_*.py`), for the fields this
 # reader uses, applied only to fields a config leaves out (an explicit null stays null).
 _LLAMA = {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096,
-          "max_position_embeddings": 2048}
+          "max_position_embeddings": 2048, "intermediate_size": 11008}
 _QWEN_WINDOW = {"use_sliding_window": False, "sliding_window": 4096}
 _ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
     # Llava-1.5 ships a text_config holding little more than model_type "llama".
@@ -109,7 +109,7 @@ _ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
     # Gemma-3-4B's text_config omits its head counts (8 heads, 4 KV heads, head_dim 256).
     "gemma3_text": {"num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
                     "head_dim": 256, "hidden_size": 2304, "max_position_embeddings": 131072,
-                    "sliding_window": 4096},
+                    "sliding_window": 4096, "intermediate_size": 9216, "vocab_size": 262208},
     "gemma3n_text": {"num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 2,
                      "head_dim": 256, "hidden_size": 2048, "max_position_embeddings": 32768,
                      "sliding_window": 512, "num_kv_shared_layers": 15},
@@ -257,7 +257,122 @@ def spec_from_config(raw: Any, source: str, name: str, source_info: Source | Non
         dtype=reader.dtype,
         max_context_tokens=reader.max_context(),
         num_attention_heads=reader.heads if has_attention else None,
+        **shapes(reader),
     )
+
+
+# tie_word_embeddings when a config leaves it out: the default of its transformers config
+# class (PretrainedConfig's own default is True; Llama, Mistral, Qwen, DeepSeek, gpt-oss,
+# Llama 4 ... set False).
+_TIED_DEFAULT = {"gpt2": True, "gemma": True, "gemma2": True, "gemma3_text": True,
+                 "gemma3": True, "gemma4_text": True, "cohere": True, "cohere2": True,
+                 "falcon": True, "RefinedWebModel": True, "RefinedWeb": True,
+                 "llama": False, "mistral": False, "mixtral": False, "qwen2": False,
+                 "qwen3": False, "qwen3_moe": False, "qwen2_moe": False, "phi3": False,
+                 "llama4_text": False, "deepseek_v2": False, "deepseek_v3": False,
+                 "gpt_oss": False, "olmo2": False, "olmo3": False, "chatglm": False}
+# Families whose config's intermediate_size is the width of one routed expert and whose
+# every layer is MoE (MixtralConfig, GptOssConfig, MiniMaxM2Config, Llama4TextConfig; Llama 4's
+# dense layers use intermediate_size_mlp).
+_EXPERT_WIDTH_IS_INTERMEDIATE = {"mixtral", "gpt_oss", "minimax_m2", "minimax", "llama4_text"}
+# Families whose MLP width defaults to 4 x hidden when the config leaves it out or null
+# (GPT2Config n_inner, FalconConfig ffn_hidden_size).
+_FOUR_X_HIDDEN = {"gpt2", "falcon", "RefinedWebModel", "RefinedWeb"}
+
+
+def _opt_int(cfg: Fields, *names: str, minimum: int = 0) -> int | None:
+    """The first of `names` that holds a whole number >= minimum; None when none does (a
+    shape this reader cannot use is unknown, never guessed)."""
+    for name in names:
+        value = cfg.raw.get(name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            continue
+        if minimum <= value <= MAX_NUMBER:
+            return value
+    return None
+
+
+def shapes(reader: _Reader) -> dict[str, Any]:
+    """The shapes beyond the KV cache (ModelSpec.hidden_size ... num_nextn_predict_layers),
+    each None when the config does not give it."""
+    cfg, top, mt = reader.cfg, reader.top, reader.model_type
+    out: dict[str, Any] = {}
+    out["hidden_size"] = _opt_int(cfg, "hidden_size", "n_embd", "d_model", minimum=1)
+    out["vocab_size"] = _opt_int(cfg, "vocab_size", "padded_vocab_size", minimum=1) or \
+        _opt_int(top, "vocab_size", minimum=1)
+    tied = cfg.raw.get("tie_word_embeddings", top.raw.get("tie_word_embeddings"))
+    out["tie_word_embeddings"] = tied if isinstance(tied, bool) else _TIED_DEFAULT.get(mt)
+    inter = _opt_int(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size",
+                     minimum=1)
+    if inter is None and mt in _FOUR_X_HIDDEN and out["hidden_size"]:
+        inter = 4 * out["hidden_size"]
+    experts = _opt_int(cfg, "n_routed_experts", "num_local_experts", "num_experts", minimum=1)
+    out["num_experts"] = experts
+    if experts:
+        out["num_experts_per_token"] = _opt_int(
+            cfg, "num_experts_per_tok", "experts_per_token", "num_experts_per_token",
+            "top_k_experts", "moe_topk", minimum=1)
+        if mt in _EXPERT_WIDTH_IS_INTERMEDIATE:
+            out["moe_intermediate_size"] = _opt_int(cfg, "moe_intermediate_size", minimum=1) \
+                or inter
+            inter = _opt_int(cfg, "intermediate_size_mlp", minimum=1)
+        elif mt == "jamba":  # JambaSparseMoeBlock experts as wide as the dense MLP
+            out["moe_intermediate_size"] = inter
+        else:
+            out["moe_intermediate_size"] = _opt_int(cfg, "moe_intermediate_size", minimum=1)
+        shared = _opt_int(cfg, "n_shared_experts", "num_shared_experts", minimum=0)
+        shared_width = _opt_int(cfg, "shared_expert_intermediate_size",
+                                "moe_shared_expert_intermediate_size",
+                                "shared_intermediate_size", minimum=0)
+        if mt == "llama4_text":  # Llama4TextMoe: one shared expert as wide as a routed one
+            shared, shared_width = 1, out["moe_intermediate_size"]
+        if shared_width is not None and shared is None:
+            shared = 1 if shared_width else 0
+        if shared and shared_width is None and out["moe_intermediate_size"]:
+            # DeepseekV3MoE: the shared experts are one MLP n_shared_experts x wider
+            shared_width = shared * out["moe_intermediate_size"]
+        out["num_shared_experts"] = shared
+        out["shared_expert_intermediate_size"] = shared_width
+        out["first_dense_layers"], out["moe_layer_step"] = _moe_layout(cfg, reader)
+    out["intermediate_size"] = inter
+    if reader.mla:
+        out["q_lora_rank"] = _opt_int(cfg, "q_lora_rank", minimum=1)
+        out["qk_nope_head_dim"] = _opt_int(cfg, "qk_nope_head_dim", minimum=0)
+        out["mla_v_head_dim"] = _opt_int(cfg, "v_head_dim", minimum=1)
+    bias = cfg.raw.get("attention_bias", cfg.raw.get("bias"))
+    if isinstance(bias, bool):
+        out["attention_bias"] = bias
+    elif mt == "qwen2":  # Qwen2Attention: q/k/v carry biases, o does not; no config field
+        out["attention_bias"] = True
+    out["num_nextn_predict_layers"] = _opt_int(cfg, "num_nextn_predict_layers")
+    return out
+
+
+def _moe_layout(cfg: Fields, reader: _Reader) -> tuple[int | None, int | None]:
+    """(first_dense_layers, moe_layer_step) of an MoE config; None where it does not fit
+    the rule 'MoE when i >= first and (i + 1) % step == 0'."""
+    if reader.model_type == "nemotron_h":
+        return None, None  # which layers are MoE, hybrid_override_pattern says ('E')
+    first = _opt_int(cfg, "first_k_dense_replace")
+    step = _opt_int(cfg, "interleave_moe_layer_step", "decoder_sparse_step", minimum=1)
+    freq = cfg.raw.get("moe_layer_freq")
+    if isinstance(freq, list):
+        # MiMo-V2-Flash: one flag per layer; dense layers first, then MoE
+        k = next((i for i, f in enumerate(freq) if f), len(freq))
+        if all(f == 0 for f in freq[:k]) and all(f == 1 for f in freq[k:]):
+            return k, 1
+        return None, None
+    if isinstance(freq, int) and not isinstance(freq, bool) and freq > 1:
+        return None, None  # DeepSeek's i % freq == 0 is another rule; no real model uses it
+    if cfg.has("mlp_only_layers") and cfg.raw.get("mlp_only_layers"):
+        return None, None  # Qwen-MoE with dense layers listed by index
+    if cfg.has("expert_layer_period"):  # Jamba: MoE where i % period == offset
+        period = _opt_int(cfg, "expert_layer_period", minimum=1)
+        offset = _opt_int(cfg, "expert_layer_offset")
+        if period and offset == period - 1:
+            return 0, period
+        return None, None
+    return first or 0, step or 1
 
 
 def _text_config(top: Fields) -> Fields:

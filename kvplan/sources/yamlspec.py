@@ -29,7 +29,16 @@ STATE_DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 
 _BYTES_TO_DTYPE = {4: "fp32", 2: "bf16", 1: "fp8"}
 
 _TOP = {"schema", "name", "display_name", "family", "aliases", "source", "dtype",
-        "max_context_tokens", "num_params", "num_attention_heads", "layers", "notes"}
+        "max_context_tokens", "num_params", "num_attention_heads", "shapes", "layers", "notes"}
+# `shapes:` (optional, each field optional): ModelSpec's shapes beyond the KV cache.
+SHAPE_INTS = ("hidden_size", "vocab_size", "intermediate_size", "num_experts",
+              "num_experts_per_token", "moe_intermediate_size", "num_shared_experts",
+              "shared_expert_intermediate_size", "first_dense_layers", "moe_layer_step",
+              "q_lora_rank", "qk_nope_head_dim", "mla_v_head_dim", "num_nextn_predict_layers")
+SHAPE_BOOLS = ("tie_word_embeddings", "attention_bias")
+# fields that may be 0 (no shared experts, no dense layers, no MTP layer)
+_SHAPE_ZERO_OK = {"num_shared_experts", "shared_expert_intermediate_size",
+                  "first_dense_layers", "num_nextn_predict_layers", "qk_nope_head_dim"}
 _SOURCE = {"repo", "revision", "file", "sha256", "paper", "note"}
 _ATTN = {"kind", "count", "num_kv_heads", "head_dim", "v_head_dim"}
 _KIND_FIELDS = {
@@ -73,6 +82,15 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
     aliases = top.list("aliases", [])
     if not all(isinstance(a, str) for a in aliases):
         raise top.error("aliases", "must be a list of names")
+    shapes: dict[str, Any] = {}
+    if top.has("shapes"):
+        sh = top.sub("shapes")
+        sh.check_known(set(SHAPE_INTS) | set(SHAPE_BOOLS))
+        for key in SHAPE_INTS:
+            shapes[key] = sh.int(key, None, minimum=0 if key in _SHAPE_ZERO_OK else 1)
+        for key in SHAPE_BOOLS:
+            if sh.has(key):
+                shapes[key] = sh.bool(key, False)
     return ModelSpec(
         name=name,
         layers=tuple(layers),
@@ -84,6 +102,7 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
         num_params=top.int("num_params", None),
         num_attention_heads=top.int("num_attention_heads", None),
         aliases=tuple(aliases),
+        **shapes,
     )
 
 
@@ -230,6 +249,11 @@ def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
     for key in ("max_context_tokens", "num_params", "num_attention_heads"):
         if getattr(spec, key) is not None:
             out[key] = getattr(spec, key)
+    shapes = {k: getattr(spec, k) for k in (*SHAPE_INTS[:2], "tie_word_embeddings",
+                                             *SHAPE_INTS[2:], "attention_bias")
+              if getattr(spec, k) is not None}
+    if shapes:
+        out["shapes"] = shapes
     out["layers"] = layers_to_groups(spec.layers)
     return out
 
