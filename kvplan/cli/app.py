@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli import check, gpus, model, plan, plot, report, sweep, validate
+from kvplan.cli import check, gpus, model, plan, plot, report, sweep, validate, whatif
 
 app = typer.Typer(
     name="kvplan",
@@ -36,6 +36,7 @@ app.command("import")(model.import_model)
 app.command()(check.check)
 app.command()(plot.plot)
 app.command()(report.report)
+app.command()(whatif.whatif)
 
 
 @app.callback()

@@ -31,8 +31,8 @@ REQUIRED_SOURCES = ("memory_bytes", "hbm_bandwidth_bytes_per_s")
 
 _TOP = {"schema", "gpus"}
 _ENTRY = {"name", "display_name", "aliases", "vendor", "architecture", "compute_capability",
-          "memory_bytes", "memory_basis", "marketing_memory", "hbm_bandwidth_bytes_per_s",
-          "fp8", "fp4", "sources", "notes"}
+          "dense_flops_per_s", "memory_bytes", "memory_basis", "marketing_memory",
+          "hbm_bandwidth_bytes_per_s", "fp8", "fp4", "sources", "notes"}
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,8 @@ class GPU:
     memory_basis: str = "derived"
     sources: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     notes: str = ""
+    # vendor peak dense tensor FLOP/s per math dtype ("bf16", "fp8", "fp4"); empty when unknown
+    dense_flops_per_s: dict[str, int] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def is_custom(self) -> bool:
@@ -122,7 +124,16 @@ def _read_gpu(f: Fields) -> GPU:
     if capability is not None and not isinstance(capability, str):
         raise f.error("compute_capability", f"must be quoted text such as \"9.0\", got "
                       f"{capability!r}")
+    flops = f.sub("dense_flops_per_s") if f.has("dense_flops_per_s") else None
+    dense_flops: dict[str, int] = {}
+    if flops is not None:
+        flops.check_known({"fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8"})
+        dense_flops = {str(k): flops.int(str(k)) for k in flops.raw}
+        if "dense_flops_per_s" not in sources.raw:
+            raise sources.error("dense_flops_per_s", "is missing", "say where the number "
+                                "comes from")
     return GPU(
+        dense_flops_per_s=dense_flops,
         name=f.str("name"),
         memory_bytes=f.int("memory_bytes"),
         hbm_bandwidth_bytes_per_s=f.int("hbm_bandwidth_bytes_per_s"),

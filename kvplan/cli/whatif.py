@@ -1,0 +1,175 @@
+"""`kvplan whatif`: cache policies, prefix reuse, prefill beside decode, offload tiers and
+disaggregated serving, each beside the exact baseline (kvplan.planning.whatif)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Annotated
+
+import typer
+
+from kvplan.cli.options import FormatOpt, KVDtypeOpt, ModelArg, UnitsOpt, _emit, handle_errors
+from kvplan.cli.plan import (
+    CountOpt,
+    EngineOpt,
+    EngineVersionOpt,
+    GpuMemoryOpt,
+    GpuOpt,
+    KVMemoryOpt,
+    MaxModelLenOpt,
+    PPOptional,
+    TPOptional,
+    UtilOpt,
+    WeightsDtypeOpt,
+)
+
+
+def _fraction(text: str | None, flag: str, default: Fraction) -> Fraction:
+    from kvplan.core.errors import BadInputError
+
+    if text is None:
+        return default
+    try:
+        value = Fraction(text.strip().rstrip("%")) / (100 if text.strip().endswith("%") else 1)
+    except (ValueError, ZeroDivisionError):
+        raise BadInputError(f"{flag} must be a number such as 0.8 or 80%, got {text!r}") from None
+    return value
+
+
+@handle_errors
+def whatif(
+    model: ModelArg,
+    policy: Annotated[list[str] | None, typer.Option(
+        "--policy", "-p", help="A cache policy beside the baseline (repeat for more rows): "
+        "sinks+window:S,W  budget:N  snapkv:N[,window=W]  pyramid:N[,beta=B]  share:K; "
+        "join two with & (share:2&budget:2048).", show_default=False)] = None,
+    tokens: Annotated[str | None, typer.Option(
+        "--tokens", "-t", help="Tokens per request (all prompt). Default: 32k.",
+        show_default=False)] = None,
+    prompt: Annotated[str | None, typer.Option(
+        "--prompt", help="Prompt tokens per request (with --output).", show_default=False)] = None,
+    output: Annotated[str | None, typer.Option(
+        "--output", help="Generated tokens per request.", show_default=False)] = None,
+    kv_dtype: KVDtypeOpt = "auto",
+    gpu: GpuOpt = None,
+    count: CountOpt = None,
+    tp: TPOptional = None,
+    pp: PPOptional = None,
+    engine: EngineOpt = "vllm",
+    engine_version: EngineVersionOpt = None,
+    max_model_len: MaxModelLenOpt = None,
+    kv_memory: KVMemoryOpt = None,
+    gpu_memory: GpuMemoryOpt = None,
+    gpu_memory_utilization: UtilOpt = None,
+    weights_dtype: WeightsDtypeOpt = "auto",
+    shared_prefix: Annotated[str | None, typer.Option(
+        "--shared-prefix", help="Prefix reuse: tokens of a system prompt every request starts "
+        "with.", show_default=False)] = None,
+    hit_rate: Annotated[str | None, typer.Option(
+        "--hit-rate", help="Share of requests that find the prefix cached (0.8 or 80%; "
+        "default 1).", show_default=False)] = None,
+    prefill: Annotated[bool, typer.Option(
+        "--prefill", help="Time to first token from FLOPs beside the decode floor.")] = False,
+    efficiency: Annotated[str | None, typer.Option(
+        "--efficiency", help="Share of the GPU's peak dense FLOP/s prefill reaches (default "
+        "0.5).", show_default=False)] = None,
+    compute_dtype: Annotated[str | None, typer.Option(
+        "--compute-dtype", help="Math dtype for the peak: bf16 (default), fp8, fp4.",
+        show_default=False)] = None,
+    tflops: Annotated[str | None, typer.Option(
+        "--tflops", help="Peak dense TFLOP/s per GPU, for a GPU the catalog has no figure for.",
+        show_default=False)] = None,
+    active_params: Annotated[str | None, typer.Option(
+        "--active-params", help="Published active parameters of a MoE model, e.g. 37e9 or "
+        "37000000000.", show_default=False)] = None,
+    decode_batch: Annotated[int | None, typer.Option(
+        "--decode-batch", help="Requests per decode step (default: as many as fit).",
+        show_default=False)] = None,
+    tier: Annotated[list[str] | None, typer.Option(
+        "--tier", help="An offload tier NAME:SIZE@BANDWIDTH (repeat): host:512GiB@50GB/s, "
+        "ssd:4TB@7GB/s.", show_default=False)] = None,
+    link: Annotated[str | None, typer.Option(
+        "--link", help="Plan disaggregated prefill/decode over this interconnect: nvlink4, "
+        "nvlink5, ib-ndr, ib-hdr, roce-400, roce-200, eth-100, eth-25, pcie5, pcie4, or "
+        "25GB/s.", show_default=False)] = None,
+    decode_gpu: Annotated[str | None, typer.Option(
+        "--decode-gpu", help="The decode pool's GPU (default: --gpu).", show_default=False)] = None,
+    decode_count: Annotated[int | None, typer.Option(
+        "--decode-count", help="GPUs per decode instance (default: --count).",
+        show_default=False)] = None,
+    decode_kv_dtype: Annotated[str | None, typer.Option(
+        "--decode-kv-dtype", help="The decode pool's KV dtype (default: --kv-dtype).",
+        show_default=False)] = None,
+    fmt: FormatOpt = "table",
+    units: UnitsOpt = "iec",
+) -> None:
+    """What-if planning beside the exact baseline: cache eviction and compression policies
+    (StreamingLLM, H2O, SnapKV, PyramidKV, cross-layer sharing) in any KV format, prefix reuse,
+    prefill time beside the decode floor, offload tiers, and disaggregated prefill/decode.
+    These are what-ifs: the engine must implement the policy.
+
+    Examples:
+
+      kvplan whatif llama-3.1-8b --tokens 32k -p sinks+window:4,1020 -p budget:2048 --gpu h100
+
+      kvplan whatif llama-3.1-8b --tokens 32k -p pyramid:512 --kv-dtype int2:g32:kivi:r128
+
+      kvplan whatif llama-3.1-70b --gpu h100 -n 4 --prompt 2k --output 512 --shared-prefix 1k
+      --hit-rate 0.9
+
+      kvplan whatif deepseek-v3 --gpu h200 -n 8 --prompt 8k --output 1k --prefill --link ib-ndr
+
+      kvplan whatif llama-3.1-8b --gpu h100 --tokens 32k --tier host:512GiB@50GB/s
+    """
+    from dataclasses import replace
+
+    from kvplan.cli.plan import _bytes, _deployment, _layout, _tokens
+    from kvplan.core.errors import BadInputError
+    from kvplan.core.units import parse_tokens
+    from kvplan.output.whatif import whatif_report
+    from kvplan.planning.policies import parse_policy
+    from kvplan.planning.whatif import WhatIfQuestion, parse_tier, run
+
+    if tokens is not None and (prompt is not None or output is not None):
+        raise BadInputError("--tokens is the whole request; give it or --prompt/--output")
+    prompt_tokens = parse_tokens(prompt if prompt is not None else tokens or "32k",
+                                 "--prompt" if prompt is not None else "--tokens")
+    output_tokens = _tokens(output, "--output") or 0
+    tp_, pp_ = _layout(count, tp, pp)
+    dep = _deployment(model, gpu, gpu_memory, tp_, pp_, engine=engine,
+                      engine_version=engine_version, kv_dtype=kv_dtype,
+                      max_model_len=_tokens(max_model_len, "--max-model-len"),
+                      kv_memory_bytes=_bytes(kv_memory), memory_fraction=gpu_memory_utilization,
+                      weights_dtype=weights_dtype)
+    decode = None
+    if link is not None and (decode_gpu or decode_count or decode_kv_dtype):
+        dtp, dpp = _layout(decode_count, None, None) if decode_count else (dep.tp, dep.pp)
+        base = _deployment(model, decode_gpu or gpu, gpu_memory, dtp, dpp, engine=engine,
+                           engine_version=engine_version,
+                           kv_dtype=decode_kv_dtype or kv_dtype,
+                           max_model_len=dep.max_model_len, memory_fraction=dep.memory_fraction,
+                           weights_dtype=weights_dtype)
+        decode = replace(base, spec=dep.spec)
+    elif decode_gpu or decode_count or decode_kv_dtype:
+        raise BadInputError("--decode-gpu, --decode-count and --decode-kv-dtype describe the "
+                            "decode pool of a disaggregated plan", "add --link")
+    active = None
+    if active_params is not None:
+        try:
+            active = int(Fraction(active_params.replace("_", "").replace(",", "")))
+        except (ValueError, ZeroDivisionError):
+            raise BadInputError(f"--active-params must be a number, got {active_params!r}") \
+                from None
+    peak = _fraction(tflops, "--tflops", Fraction(0)) if tflops is not None else None
+    if peak is not None and peak <= 0:
+        raise BadInputError("--tflops must be positive")
+    question = WhatIfQuestion(
+        prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+        policies=tuple(parse_policy(p) for p in policy or ()),
+        shared_prefix_tokens=_tokens(shared_prefix, "--shared-prefix"),
+        hit_rate=_fraction(hit_rate, "--hit-rate", Fraction(1)), prefill=prefill,
+        compute_dtype=compute_dtype, tflops=peak,
+        efficiency=_fraction(efficiency, "--efficiency", Fraction(1, 2)),
+        active_params=active, decode_batch=decode_batch,
+        tiers=tuple(parse_tier(t) for t in tier or ()), link=link, decode=decode)
+    _emit(whatif_report(run(dep, question)), fmt, units)

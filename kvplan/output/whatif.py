@@ -1,0 +1,124 @@
+"""The `kvplan whatif` result as a Report: policies beside the baseline, prefix reuse, prefill
+beside decode, offload tiers and the disaggregated plan."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from fractions import Fraction
+from typing import Any
+
+from kvplan.output.render import Column, Report, Table
+from kvplan.planning.whatif import WhatIfResult
+
+SCHEMA = "kvplan.whatif/1"
+
+WHATIF_NOTE = ("What-ifs: a policy's bytes assume the engine implements it; kvplan's baseline is "
+               "the exact cache the engine keeps today. Capacity = the engine's KV budget // one "
+               "request's bytes in whole blocks, for every row alike.")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Fraction):
+        return f"{value.numerator}/{value.denominator}"
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.3f}"
+
+
+def whatif_report(r: WhatIfResult) -> Report:
+    tables: list[Table] = []
+    notes = [f"{r.model} on {r.deployment}: requests of {r.prompt_tokens:,} prompt + "
+             f"{r.output_tokens:,} output tokens, blocks of {r.block_size} tokens.", WHATIF_NOTE]
+    policy_rows = tuple({
+        "policy": p.policy, "kv_dtype": p.kv_dtype, "kept_tokens": (
+            f"{p.kept_tokens_min:,}" if p.kept_tokens_min == p.kept_tokens_max else
+            f"{p.kept_tokens_min:,}-{p.kept_tokens_max:,}"),
+        "request_bytes": p.request_bytes, "paged_request_bytes": p.paged_request_bytes,
+        "saved": f"{1 - p.request_bytes / p.baseline_request_bytes:.1%}"
+                 if p.baseline_request_bytes else "-",
+        "max_requests": p.max_requests,
+    } for p in r.policies)
+    policies = Table("cache policies beside the exact baseline (per GPU)", (
+        Column("policy", "policy"), Column("kv_dtype", "KV dtype"),
+        Column("kept_tokens", "kept/layer"), Column("request_bytes", "request", "bytes"),
+        Column("paged_request_bytes", "in blocks", "bytes"), Column("saved", "saved"),
+        Column("max_requests", "requests", "int")), policy_rows)
+    tables.append(policies)
+    for p in r.policies[1:]:
+        notes.append(f"{p.policy}: {p.citation}; assumes {'; '.join(p.assumptions)}.")
+    if r.prefix is not None:
+        x = r.prefix
+        tables.append(Table("prefix reuse (whole blocks shared)", (
+            Column("quantity", "quantity"), Column("value", "value", "int")), (
+            {"quantity": "shared prefix tokens", "value": x.shared_prefix_tokens},
+            {"quantity": "shared blocks (held once)", "value": x.shared_blocks},
+            {"quantity": "blocks per request", "value": x.blocks_per_request},
+            {"quantity": "blocks per request that hits", "value": x.blocks_per_hit_request},
+            {"quantity": "requests without reuse", "value": x.max_requests_without_reuse},
+            {"quantity": "requests with reuse", "value": x.max_requests_with_reuse},
+            {"quantity": "blocks saved", "value": x.blocks_saved})))
+        notes.append(f"Prefix reuse: hit rate {float(x.hit_rate):.0%}; paged engines share "
+                     "only full blocks of the prefix, its last partial block is private.")
+    if r.prefill is not None:
+        f = r.prefill
+        tables.append(Table("prefill beside decode", (
+            Column("quantity", "quantity"), Column("value", "value")), (
+            {"quantity": "prefill FLOPs", "value": f"{f.flops.total_flops:,}"},
+            {"quantity": "  linear (2 x active params x tokens)",
+             "value": f"{f.flops.linear_flops:,}"},
+            {"quantity": "  attention", "value": f"{f.flops.attention_flops:,}"},
+            {"quantity": f"peak dense {f.compute_dtype} FLOP/s per GPU",
+             "value": f"{f.peak_flops_per_s:,}"},
+            {"quantity": "time to first token (ms)", "value": _ms(f.ttft_s)},
+            {"quantity": "decode batch", "value": f"{f.decode_batch:,}"},
+            {"quantity": "weights read per step (B)", "value": f"{f.weights_read_bytes:,}"},
+            {"quantity": "KV read per step (B)", "value": f"{f.kv_read_bytes:,}"},
+            {"quantity": "decode step floor (ms)", "value": _ms(f.decode_step_s)},
+            {"quantity": "decode tokens/s (batch)", "value": f"{f.decode_tokens_per_s:,.1f}"})))
+        notes.append(f"Prefill: FLOPs / ({f.gpus} GPU x peak x efficiency "
+                     f"{float(f.efficiency):.0%}); decode floor: bytes read per step / HBM "
+                     "bandwidth (MoE: the experts a step touches, uniform routing).")
+        notes.extend(f.flops.assumptions)
+    if r.tiers:
+        tables.append(Table("offload tiers", (
+            Column("name", "tier"), Column("capacity_bytes", "size", "bytes"),
+            Column("bandwidth", "bandwidth (B/s)", "int"), Column("requests", "requests", "int"),
+            Column("tokens", "tokens", "int"), Column("reload_ms", "reload (ms)")),
+            tuple({"name": t.name, "capacity_bytes": t.capacity_bytes,
+                   "bandwidth": t.bandwidth_bytes_per_s, "requests": t.requests,
+                   "tokens": t.tokens, "reload_ms": _ms(t.reload_s)} for t in r.tiers)))
+        notes.append("Offload: a tier holds whole requests of this shape in whole blocks; "
+                     "reload = one request's bytes / the tier's bandwidth.")
+    if r.disaggregated is not None:
+        d = r.disaggregated
+        rows: list[dict[str, Any]] = [
+            {"quantity": f"KV sent per request ({d.prefill_kv_dtype})",
+             "value": f"{d.transfer_bytes:,}"}]
+        rows += [{"quantity": f"  {k.kind} x {k.num_layers}", "value": f"{k.bytes:,}"}
+                 for k in d.by_kind]
+        rows += [
+            {"quantity": f"held on decode ({d.decode_kv_dtype})",
+             "value": f"{d.decode_held_bytes:,}"},
+            {"quantity": f"link {d.link} (B/s)", "value": f"{d.link_bytes_per_s:,}"},
+            {"quantity": "transfer time (ms)", "value": _ms(d.transfer_s)},
+            {"quantity": "prefill GPU-ms per request", "value": _ms(d.prefill_gpu_s)},
+            {"quantity": f"decode GPU-ms per request (batch {d.decode_batch:,})",
+             "value": _ms(d.decode_gpu_s)},
+            {"quantity": "prefill GPUs per decode GPU",
+             "value": f"{d.prefill_gpus_per_decode_gpu:.3f}"}]
+        tables.append(Table("disaggregated prefill and decode", (
+            Column("quantity", "quantity"), Column("value", "value")), tuple(rows)))
+        notes.append(f"Disaggregated: {d.link_note}; the ratio keeps neither pool idle "
+                     "(prefill GPU-seconds / decode GPU-seconds per request).")
+    notes.extend(r.notes)
+    payload = {"schema": SCHEMA, **_plain(asdict(r))}
+    from kvplan import __version__
+
+    payload["kvplan_version"] = __version__
+    return Report(tables, payload, policies, notes)

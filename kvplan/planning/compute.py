@@ -1,0 +1,154 @@
+"""Prefill beside decode: the FLOPs a prompt costs and the bytes a decode step reads.
+
+Prefill is compute-bound: its time is FLOPs over the GPU's dense tensor throughput at a stated
+efficiency. Decode is memory-bound: each step reads the weights it uses and the batch's KV cache,
+so its floor is bytes over HBM bandwidth. Both count only the experts a MoE model routes to.
+
+- Linear layers: 2 FLOPs (a multiply and an add) per active parameter per token (Kaplan et al.,
+  "Scaling Laws for Neural Language Models", 2020, arXiv:2001.08361, section 2.1: C_forward ~ 2N).
+- Attention: query i attends to k_i keys; QK^T costs 2 k_i d_qk and AV 2 k_i d_v FLOPs per query
+  head, so a layer costs 2 H_q (d_qk + d_v) sum_i k_i, with k_i = i (causal full attention),
+  min(i, W) (sliding window W) or the position inside its chunk (chunked attention).
+- MoE: a token uses k of E routed experts, so active = total - routed + routed x k / E. A decode
+  step of B tokens touches E (1 - (1 - k/E)^B) distinct experts per layer in expectation when
+  routing is uniform and independent (the stated assumption; real routers are skewed, which
+  touches fewer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from kvplan.core.errors import BadInputError
+from kvplan.core.layers import MLA, ChunkedLocal, CrossAttention, FullAttention, SlidingWindow
+from kvplan.core.spec import ModelSpec
+
+
+def _sum_to(n: int) -> int:
+    return n * (n + 1) // 2
+
+
+def keys_attended(layer: object, tokens: int) -> int:
+    """sum over queries 1..n of the keys each attends to, for one layer kind."""
+    if isinstance(layer, SlidingWindow):
+        w = layer.window
+        return _sum_to(tokens) if tokens <= w else _sum_to(w) + (tokens - w) * w
+    if isinstance(layer, ChunkedLocal):
+        full, rest = divmod(tokens, layer.chunk)
+        return full * _sum_to(layer.chunk) + _sum_to(rest)
+    if isinstance(layer, CrossAttention):
+        return tokens * layer.encoder_tokens
+    if isinstance(layer, (FullAttention, MLA)):
+        return _sum_to(tokens)
+    return 0
+
+
+@dataclass(frozen=True)
+class ParamSplit:
+    """A model's parameters as compute sees them: all of them, and the routed experts'."""
+
+    total_params: int
+    routed_expert_params: int = 0  # every routed expert of every MoE layer
+    num_experts: int = 0
+    experts_per_token: int = 0
+    source: str = "dense"  # dense | the spec's MoE shapes | given
+
+    @property
+    def active_params(self) -> int:
+        if not self.num_experts:
+            return self.total_params
+        return (self.total_params - self.routed_expert_params
+                + self.routed_expert_params * self.experts_per_token // self.num_experts)
+
+    def experts_touched(self, batch: int) -> Fraction:
+        """Expected distinct experts one MoE layer reads for `batch` tokens (uniform routing)."""
+        if not self.num_experts:
+            return Fraction(0)
+        e, k = self.num_experts, self.experts_per_token
+        return e * (1 - Fraction(e - k, e) ** batch)
+
+    def read_fraction(self, batch: int) -> Fraction:
+        """The share of the weights one decode step of `batch` tokens reads."""
+        if not self.num_experts or not self.total_params:
+            return Fraction(1)
+        dense = self.total_params - self.routed_expert_params
+        per_expert = Fraction(self.routed_expert_params, self.num_experts)
+        return (dense + per_expert * self.experts_touched(batch)) / self.total_params
+
+
+def param_split(spec: ModelSpec, active_params: int | None = None) -> ParamSplit:
+    """Total and routed-expert parameters. Routed experts from the spec's MoE shapes: a SwiGLU
+    expert holds gate, up and down projections, 3 x hidden x moe_intermediate parameters
+    (Mixtral, DeepSeek, Qwen-MoE; gpt-oss adds biases, under 0.1%). `active_params` (a
+    published figure) overrides the split."""
+    if not spec.num_params:
+        raise BadInputError(f"{spec.name} has no parameter count",
+                            "add num_params to its spec, or use a library model that has one")
+    experts = getattr(spec, "num_experts", None) or 0
+    per_token = getattr(spec, "num_experts_per_token", None) or 0
+    if active_params is not None:
+        if not 0 < active_params <= spec.num_params:
+            raise BadInputError(f"--active-params must be between 1 and {spec.num_params:,}")
+        if not experts or not per_token or experts == per_token:
+            return ParamSplit(spec.num_params, 0, 0, 0, "given")
+        # routed = (total - active) x E / (E - k): the experts a token does not use
+        routed = (spec.num_params - active_params) * experts // (experts - per_token)
+        return ParamSplit(spec.num_params, routed, experts, per_token, "given")
+    if not experts:
+        return ParamSplit(spec.num_params)
+    hidden = getattr(spec, "hidden_size", None)
+    width = getattr(spec, "moe_intermediate_size", None)
+    if not hidden or not width or not per_token:
+        raise BadInputError(f"{spec.name} is a mixture of experts whose expert shapes are not "
+                            "known", "give --active-params (the published active count)")
+    routed = spec.num_moe_layers * experts * 3 * hidden * width
+    return ParamSplit(spec.num_params, routed, experts, per_token, "the spec's MoE shapes")
+
+
+@dataclass(frozen=True)
+class PrefillFlops:
+    prompt_tokens: int
+    active_params: int
+    linear_flops: int  # 2 x active parameters x prompt tokens
+    attention_flops: int  # 2 x H_q x (d_qk + d_v) x keys attended, summed over layers
+    total_flops: int
+    assumptions: tuple[str, ...]
+
+
+def prefill_flops(spec: ModelSpec, prompt_tokens: int, split: ParamSplit) -> PrefillFlops:
+    """FLOPs of one prompt's forward pass (prefill), from the model's shapes."""
+    if prompt_tokens < 1:
+        raise BadInputError("the prompt must be at least 1 token")
+    notes: list[str] = []
+    heads = spec.num_attention_heads
+    attention = 0
+    for layer in spec.layers:
+        keys = keys_attended(layer, prompt_tokens)
+        if not keys:
+            continue
+        if isinstance(layer, MLA):
+            nope = getattr(spec, "qk_nope_head_dim", None)
+            v = getattr(spec, "mla_v_head_dim", None)
+            if nope and v:
+                dims = nope + layer.qk_rope_head_dim + v  # prefill runs MLA as plain MHA
+            else:
+                dims = 2 * layer.kv_lora_rank + layer.qk_rope_head_dim  # the absorbed form
+                if not notes or "absorbed" not in notes[-1]:
+                    notes.append("MLA attention counted in its absorbed form (query-key over "
+                                 "the latent and rope dims, values over the latent)")
+            q_heads = heads or 1
+        else:
+            dims = layer.head_dim + layer.value_dim  # type: ignore[union-attr]
+            q_heads = heads or layer.num_kv_heads  # type: ignore[union-attr]
+        attention += 2 * q_heads * dims * keys
+    if not heads:
+        notes.append("the query-head count is unknown: attention counted with one query head "
+                     "per KV head")
+    linear = 2 * split.active_params * prompt_tokens
+    if split.num_experts:
+        notes.append(f"{split.active_params:,} active of {split.total_params:,} parameters "
+                     f"({split.experts_per_token} of {split.num_experts} routed experts, from "
+                     f"{split.source})")
+    return PrefillFlops(prompt_tokens, split.active_params, linear, attention, linear + attention,
+                        tuple(notes))

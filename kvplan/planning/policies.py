@@ -1,0 +1,296 @@
+"""Cache policies as token budgets: what a request would hold if the engine evicted, compressed
+or shared its KV cache the way a paper defines it.
+
+These are what-ifs. kvplan's baseline is the exact cache an engine keeps today; a policy says how
+many token slots each layer would keep instead, and the layer kinds' own byte formulas
+(kvplan.core.layers) turn those slots into bytes, so a policy combines with any KV format.
+
+Policies (the text a user types, e.g. `--policy sinks+window:4,1020`):
+
+- `sinks+window:S,W`   StreamingLLM (Xiao et al., "Efficient Streaming Language Models with
+  Attention Sinks", ICLR 2024, arXiv:2309.17453): the first S tokens (attention sinks) plus a
+  rolling cache of the W most recent tokens; a layer holds min(n, S + W) tokens.
+- `budget:N`           H2O (Zhang et al., "H2O: Heavy-Hitter Oracle", NeurIPS 2023,
+  arXiv:2306.14048): a fixed cache of N tokens per layer and head (heavy hitters plus recent
+  tokens), kept through generation; a layer holds min(n, N) tokens.
+- `snapkv:N[,window=W]` SnapKV (Li et al., "SnapKV: LLM Knows What You are Looking for Before
+  Generation", 2024, arXiv:2404.14469): the prompt is compressed once to N tokens per layer and
+  head, of which the last W (the observation window, default 32) are always kept; tokens
+  generated afterwards are appended uncompressed: min(prompt, N) + output tokens.
+- `pyramid:N[,beta=B]` PyramidKV (Cai et al., "PyramidKV: Dynamic KV Cache Compression based on
+  Pyramidal Information Funneling", 2024, arXiv:2406.02069, section 3.2): the same total as N per
+  layer, spread as an arithmetic sequence from the bottom layer down to N / beta (default 20) at
+  the top: k_top = N // beta, k_0 = 2N - k_top, k_l = k_0 - (k_0 - k_top) * l // (m - 1).
+- `share:K`            Cross-Layer Attention (Brandon et al., "Reducing Transformer Key-Value
+  Cache Size with Cross-Layer Attention", 2024, arXiv:2405.12981): each group of K adjacent
+  attention layers shares the cache of its first layer (CLA2 is K = 2).
+
+Policies combine with `&` (e.g. `share:2&budget:2048`). They apply to layers that keep tokens
+(full attention, MLA, sliding and chunked windows, which they can only shorten); recurrent
+state and cross-attention caches are left as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kvplan.core.dtypes import KVFormat, cdiv
+from kvplan.core.errors import BadInputError
+from kvplan.core.layers import MLA, ChunkedLocal, FullAttention, Layer, SlidingWindow
+
+#: the layer kinds a policy may shorten or share: those that keep a growing set of tokens
+TOKEN_KINDS = (FullAttention, SlidingWindow, ChunkedLocal, MLA)
+
+@dataclass(frozen=True)
+class Policy:
+    """One policy's parameters, parsed from its text. `kind` is none, sinks+window, budget,
+    snapkv, pyramid or share."""
+
+    kind: str
+    text: str
+    sinks_tokens: int = 0
+    window_tokens: int = 0
+    budget_tokens: int = 0
+    beta: int = 20
+    share_every: int = 1
+
+    @property
+    def citation(self) -> str:
+        return CITATIONS[self.kind]
+
+    def assumptions(self) -> tuple[str, ...]:
+        k = self.kind
+        if k == "sinks+window":
+            return (f"each layer keeps the first {self.sinks_tokens:,} tokens and the last "
+                    f"{self.window_tokens:,}",)
+        if k == "budget":
+            return (f"each layer keeps {self.budget_tokens:,} tokens per KV head through "
+                    "prefill and generation (the same count in every head)",)
+        if k == "snapkv":
+            return (f"the prompt is compressed to {self.budget_tokens:,} tokens per layer and "
+                    f"head ({self.window_tokens:,} of them the observation window); generated "
+                    "tokens are appended uncompressed",)
+        if k == "pyramid":
+            return (f"layer budgets fall linearly from the bottom to {self.budget_tokens:,} // "
+                    f"{self.beta} at the top and average {self.budget_tokens:,} per layer",)
+        if k == "share":
+            return (f"every {self.share_every} adjacent attention layers share the first one's "
+                    "cache (the others store nothing)",)
+        return ("the engine keeps every token (no policy)",)
+
+
+CITATIONS = {
+    "none": "the exact cache the engine keeps (kvplan baseline)",
+    "sinks+window": "StreamingLLM, Xiao et al., ICLR 2024, arXiv:2309.17453",
+    "budget": "H2O, Zhang et al., NeurIPS 2023, arXiv:2306.14048",
+    "snapkv": "SnapKV, Li et al., 2024, arXiv:2404.14469",
+    "pyramid": "PyramidKV, Cai et al., 2024, arXiv:2406.02069 (section 3.2)",
+    "share": "Cross-Layer Attention, Brandon et al., 2024, arXiv:2405.12981",
+}
+
+NO_POLICY = Policy("none", "none")
+
+
+def _count(text: str, what: str) -> int:
+    from kvplan.core.units import parse_tokens
+
+    return parse_tokens(text, what)
+
+
+def parse_policy(text: str) -> tuple[Policy, ...]:
+    """`sinks+window:4,1020`, `budget:2048`, `snapkv:1024,window=32`, `pyramid:512,beta=20`,
+    `share:2`, or several joined by `&`. Raises BadInputError naming the part it cannot read."""
+    parts = [p.strip() for p in text.split("&")]
+    if not text.strip() or any(not p for p in parts):
+        raise BadInputError(f"--policy {text!r} is empty or has an empty part",
+                            "e.g. sinks+window:4,1020 or share:2&budget:2048")
+    policies = tuple(_parse_one(p) for p in parts)
+    kinds = [p.kind for p in policies if p.kind != "none"]
+    evicting = [k for k in kinds if k != "share"]
+    if len(evicting) > 1 or kinds.count("share") > 1:
+        raise BadInputError(f"--policy {text!r} combines {', '.join(kinds)}",
+                            "combine at most one token budget with one share:K")
+    return policies
+
+
+def _parse_one(part: str) -> Policy:
+    what = f"--policy {part!r}"
+    name, _, args = part.partition(":")
+    name = name.strip().lower()
+    if name == "none" and not args:
+        return NO_POLICY
+    if name not in CITATIONS or name == "none":
+        raise BadInputError(f"{what}: unknown policy {name!r}",
+                            "one of sinks+window:S,W, budget:N, snapkv:N[,window=W], "
+                            "pyramid:N[,beta=B], share:K")
+    positional: list[str] = []
+    named: dict[str, str] = {}
+    for item in (a.strip() for a in args.split(",")) if args else ():
+        if not item:
+            raise BadInputError(f"{what} has an empty argument")
+        key, eq, value = item.partition("=")
+        if eq:
+            named[key.strip().lower()] = value.strip()
+        else:
+            positional.append(item)
+    def take(count: int, keys: Sequence[str] = ()) -> None:
+        if len(positional) != count or set(named) - set(keys):
+            extra = sorted(set(named) - set(keys))
+            raise BadInputError(f"{what}: expected {count} number(s)"
+                                + (f" and optionally {', '.join(k + '=' for k in keys)}"
+                                   if keys else "")
+                                + (f"; unknown {', '.join(extra)}" if extra else ""),
+                                f"e.g. {EXAMPLES[name]}")
+
+    if name == "sinks+window":
+        take(2)
+        sinks, window = (_count(v, what) for v in positional)
+        if window < 1:
+            raise BadInputError(f"{what}: the recent window must be at least 1 token")
+        return Policy(name, part, sinks_tokens=sinks, window_tokens=window)
+    if name == "budget":
+        take(1)
+        return Policy(name, part, budget_tokens=_positive(_count(positional[0], what), what))
+    if name == "snapkv":
+        take(1, ("window",))
+        budget = _positive(_count(positional[0], what), what)
+        window = _count(named.get("window", "32"), what)
+        if window > budget:
+            raise BadInputError(f"{what}: the observation window ({window:,}) is larger than "
+                                f"the budget ({budget:,})")
+        return Policy(name, part, budget_tokens=budget, window_tokens=window)
+    if name == "pyramid":
+        take(1, ("beta",))
+        budget = _positive(_count(positional[0], what), what)
+        beta = _positive(_count(named.get("beta", "20"), what), what)
+        return Policy(name, part, budget_tokens=budget, beta=beta)
+    take(1)
+    return Policy(name, part, share_every=_positive(_count(positional[0], what), what))
+
+
+EXAMPLES = {"sinks+window": "sinks+window:4,1020", "budget": "budget:2048",
+            "snapkv": "snapkv:1024,window=32", "pyramid": "pyramid:512,beta=20",
+            "share": "share:2"}
+
+
+def _positive(value: int, what: str) -> int:
+    if value < 1:
+        raise BadInputError(f"{what}: must be at least 1, got {value}")
+    return value
+
+
+# --- applying policies to a model's layers --------------------------------------------------
+
+def pyramid_budgets(budget_tokens: int, beta: int, num_layers: int) -> tuple[int, ...]:
+    """PyramidKV's per-layer budgets, bottom layer first (arXiv:2406.02069 section 3.2)."""
+    top = budget_tokens // beta
+    bottom = 2 * budget_tokens - top
+    if num_layers == 1:
+        return (budget_tokens,)
+    return tuple(bottom - (bottom - top) * i // (num_layers - 1) for i in range(num_layers))
+
+
+def kept_tokens(layers: Sequence[Layer], policies: Sequence[Policy], prompt_tokens: int,
+                output_tokens: int = 0) -> tuple[int | None, ...]:
+    """Token slots each layer keeps under the policies at the request's full length (prompt +
+    output); None for a layer a policy does not touch (state, cross attention, no cache) and 0
+    for a layer whose cache another layer holds (share:K)."""
+    if prompt_tokens < 0 or output_tokens < 0:
+        raise BadInputError("prompt and output tokens must not be negative")
+    total = prompt_tokens + output_tokens
+    positions = [i for i, layer in enumerate(layers) if isinstance(layer, TOKEN_KINDS)]
+    caps: dict[int, int] = {i: total for i in positions}
+    for policy in policies:
+        if policy.kind == "sinks+window":
+            caps = {i: min(c, policy.sinks_tokens + policy.window_tokens)
+                    for i, c in caps.items()}
+        elif policy.kind == "budget":
+            caps = {i: min(c, policy.budget_tokens) for i, c in caps.items()}
+        elif policy.kind == "snapkv":
+            caps = {i: min(c, min(prompt_tokens, policy.budget_tokens) + output_tokens)
+                    for i, c in caps.items()}
+        elif policy.kind == "pyramid":
+            budgets = pyramid_budgets(policy.budget_tokens, policy.beta, len(positions))
+            caps = {i: min(caps[i], b) for i, b in zip(positions, budgets, strict=True)}
+    for policy in policies:
+        if policy.kind == "share":
+            caps = {i: (c if n % policy.share_every == 0 else 0)
+                    for n, (i, c) in enumerate(sorted(caps.items()))}
+    return tuple(caps.get(i) for i in range(len(layers)))
+
+
+def _layer_bytes(layer: Layer, tokens: int, kept: int | None, fmt: KVFormat, tp: int,
+                 block_size: int | None) -> int:
+    if kept == 0:
+        return 0
+    if kept is None or kept >= layer.held_tokens(tokens):
+        # the policy does not bind here: the layer's own rule (kvplan.core.sizing's)
+        if not block_size:
+            return layer.request_bytes(tokens, fmt, tp)
+        slots = layer.paged_tokens(tokens, block_size)
+        return layer.bytes_for_tokens(slots, fmt, tp) if slots else layer.request_bytes(
+            tokens, fmt, tp)
+    # the policy keeps fewer slots than the layer would (a window can only get shorter)
+    held = cdiv(kept, block_size) * block_size if block_size else kept
+    return layer.bytes_for_tokens(held, fmt, tp)
+
+
+def request_bytes(layers: Sequence[Layer], policies: Sequence[Policy], fmt: KVFormat,
+                  prompt_tokens: int, output_tokens: int = 0, tp: int = 1,
+                  block_size: int | None = None) -> int:
+    """Bytes one request holds under the policies; with `block_size`, each layer's slots are
+    rounded up to whole blocks as a paged engine allocates them."""
+    tokens = prompt_tokens + output_tokens
+    kept = kept_tokens(layers, policies, prompt_tokens, output_tokens)
+    return sum(_layer_bytes(layer, tokens, k, fmt, tp, block_size)
+               for layer, k in zip(layers, kept, strict=True))
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    """One policy beside the exact baseline, for one request of prompt + output tokens."""
+
+    policy: str
+    citation: str
+    assumptions: tuple[str, ...]
+    prompt_tokens: int
+    output_tokens: int
+    kv_dtype: str
+    request_bytes: int  # exact bytes of one request under the policy (per GPU with tp)
+    baseline_request_bytes: int  # the same request with every token kept
+    paged_request_bytes: int  # whole blocks per layer (block_size), policy applied
+    baseline_paged_request_bytes: int
+    kept_tokens_min: int  # fewest / most token slots on a layer the policy touches
+    kept_tokens_max: int
+    kv_budget_bytes: int | None  # the engine's KV pool per GPU, when a deployment is given
+    max_requests: int | None  # kv_budget_bytes // paged_request_bytes
+    baseline_max_requests: int | None
+
+
+def evaluate(layers: Sequence[Layer], policies: Sequence[Policy], fmt: KVFormat,
+             prompt_tokens: int, output_tokens: int = 0, tp: int = 1, block_size: int = 16,
+             kv_budget_bytes: int | None = None) -> PolicyResult:
+    """The policies' bytes and capacity beside the baseline (every token kept). Capacity is
+    the KV budget divided by whole-block request bytes, for both columns alike."""
+    if block_size < 1:
+        raise BadInputError(f"--block-size must be at least 1, got {block_size}")
+    kept = [k for k in kept_tokens(layers, policies, prompt_tokens, output_tokens)
+            if k is not None]
+    exact = request_bytes(layers, policies, fmt, prompt_tokens, output_tokens, tp)
+    base = request_bytes(layers, (), fmt, prompt_tokens, output_tokens, tp)
+    paged = request_bytes(layers, policies, fmt, prompt_tokens, output_tokens, tp, block_size)
+    base_paged = request_bytes(layers, (), fmt, prompt_tokens, output_tokens, tp, block_size)
+    fits = base_fits = None
+    if kv_budget_bytes is not None:
+        fits = kv_budget_bytes // paged if paged else None
+        base_fits = kv_budget_bytes // base_paged if base_paged else None
+    active = [p for p in policies if p.kind != "none"] or [NO_POLICY]
+    return PolicyResult(
+        policy="&".join(p.text for p in active), citation="; ".join(p.citation for p in active),
+        assumptions=tuple(a for p in active for a in p.assumptions()),
+        prompt_tokens=prompt_tokens, output_tokens=output_tokens, kv_dtype=fmt.name,
+        request_bytes=exact, baseline_request_bytes=base, paged_request_bytes=paged,
+        baseline_paged_request_bytes=base_paged,
+        kept_tokens_min=min(kept, default=0), kept_tokens_max=max(kept, default=0),
+        kv_budget_bytes=kv_budget_bytes, max_requests=fits, baseline_max_requests=base_fits)

@@ -1,0 +1,243 @@
+"""kvplan whatif: cache policies, prefix reuse, prefill beside decode, offload tiers and the
+disaggregated plan. Every expected number is written from the paper's or datasheet's
+definition (or a hand formula) in the test, never copied from kvplan's output."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import pytest
+from factories import alternating, dense
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.core.dtypes import parse_format
+from kvplan.core.errors import BadInputError
+from kvplan.core.sizing import request_bytes as exact_request_bytes
+from kvplan.planning import compute, policies, whatif
+
+BF16 = parse_format("bf16")
+# Llama-3.1-8B shape: 32 layers x 8 KV heads x 128, bf16: K + V per token per layer
+TOKEN_LAYER_BYTES = 2 * 8 * 128 * 2
+LLAMA_TOKEN_BYTES = 32 * TOKEN_LAYER_BYTES  # 131,072 B/token (shared/README.md reference)
+runner = CliRunner()
+
+
+def _bytes(policy: str, prompt: int, output: int = 0, spec=None, fmt=BF16, block=None) -> int:
+    spec = spec or dense()
+    return policies.request_bytes(spec.layers, policies.parse_policy(policy), fmt, prompt,
+                                  output, block_size=block)
+
+
+# --- policies -------------------------------------------------------------------------------
+
+def test_streaming_llm_keeps_sinks_plus_recent_window():
+    # StreamingLLM: 4 attention sinks + 1,020 recent tokens = 1,024 per layer at 32k
+    assert _bytes("sinks+window:4,1020", 32768) == 1024 * LLAMA_TOKEN_BYTES
+    # a request shorter than S + W keeps everything
+    assert _bytes("sinks+window:4,1020", 700) == 700 * LLAMA_TOKEN_BYTES
+
+
+def test_h2o_budget_is_fixed_through_generation():
+    assert _bytes("budget:2048", 30000, 2000) == 2048 * LLAMA_TOKEN_BYTES
+
+
+def test_snapkv_compresses_the_prompt_and_appends_generated_tokens():
+    # SnapKV: the 8k prompt is compressed to 1,024 (window included), 500 output tokens appended
+    assert _bytes("snapkv:1024,window=32", 8192, 500) == (1024 + 500) * LLAMA_TOKEN_BYTES
+    assert _bytes("snapkv:1024", 600, 10) == 610 * LLAMA_TOKEN_BYTES
+
+
+def test_pyramidkv_budgets_follow_the_paper():
+    # PyramidKV section 3.2: top layer N / beta, bottom 2N - top, arithmetic in between
+    budgets = policies.pyramid_budgets(512, 20, 32)
+    assert budgets[-1] == 512 // 20 == 25
+    assert budgets[0] == 2 * 512 - 25 == 999
+    assert all(a >= b for a, b in zip(budgets, budgets[1:], strict=False))
+    # the mean is N: each interpolated step rounds up by under a token
+    assert 512 * 32 <= sum(budgets) < 512 * 32 + 32
+    assert _bytes("pyramid:512", 32768) == sum(budgets) * TOKEN_LAYER_BYTES
+    # a short request keeps all its tokens where a layer's budget is larger than it
+    assert _bytes("pyramid:512", 100) == sum(min(100, b) for b in budgets) * TOKEN_LAYER_BYTES
+
+
+def test_cross_layer_sharing_stores_every_kth_layer():
+    assert _bytes("share:2", 4096) == 16 * 4096 * TOKEN_LAYER_BYTES  # CLA2: 32 -> 16 caches
+    assert _bytes("share:3", 4096) == 11 * 4096 * TOKEN_LAYER_BYTES  # layers 0, 3, ..., 30
+    assert _bytes("share:2&budget:2048", 32768) == 16 * 2048 * TOKEN_LAYER_BYTES
+
+
+def test_budget_at_n_equals_the_exact_baseline_at_n_tokens_in_any_format():
+    # law: keeping N tokens of a longer request costs what an N-token request costs, whatever
+    # the KV format (KIVI's full-precision residual and group scales included)
+    for name in ("bf16", "fp8", "int4:g64", "int2:g32:kivi:r128"):
+        fmt = parse_format(name)
+        spec = dense()
+        assert _bytes("budget:3000", 20000, spec=spec, fmt=fmt) == \
+            exact_request_bytes(spec.layers, 3000, fmt)
+
+
+def test_policies_never_lengthen_a_sliding_window():
+    spec = alternating(pairs=21, kv_heads=8, head_dim=256, window=4096)  # Gemma-2-9B shape
+    per_layer_token = 2 * 8 * 256 * 2
+    # budget 8k: sliding layers keep their 4,096-token window, full layers 8,192
+    assert _bytes("budget:8192", 32768, spec=spec) == \
+        21 * 4096 * per_layer_token + 21 * 8192 * per_layer_token
+    # budget 1k: both kinds keep 1,024
+    assert _bytes("budget:1024", 32768, spec=spec) == 42 * 1024 * per_layer_token
+
+
+def test_paged_policy_rounds_kept_tokens_to_whole_blocks():
+    assert _bytes("budget:1000", 32768, block=16) == 1008 * LLAMA_TOKEN_BYTES  # cdiv(1000,16)*16
+
+
+def test_capacity_is_the_budget_over_paged_request_bytes():
+    spec = dense()
+    result = policies.evaluate(spec.layers, policies.parse_policy("sinks+window:4,1020"), BF16,
+                               32768, 0, block_size=16, kv_budget_bytes=10 * 2**30)
+    assert result.baseline_max_requests == 10 * 2**30 // (32768 * LLAMA_TOKEN_BYTES)  # 2
+    assert result.max_requests == 10 * 2**30 // (1024 * LLAMA_TOKEN_BYTES)  # 80
+    assert "StreamingLLM" in result.citation and "2309.17453" in result.citation
+
+
+@pytest.mark.parametrize("text", ["", "bogus:1", "budget", "budget:0", "budget:1,2",
+                                  "sinks+window:4", "snapkv:10,window=20", "share:2&share:3",
+                                  "budget:10&pyramid:10", "pyramid:512,gamma=2", "budget:&"])
+def test_bad_policies_are_refused_with_the_text(text):
+    with pytest.raises(BadInputError):
+        policies.parse_policy(text)
+
+
+# --- prefix reuse ----------------------------------------------------------------------------
+
+def test_prefix_reuse_shares_only_whole_blocks():
+    spec = dense()
+    # prompt 2,048 + output 512 in 16-token blocks: 160 blocks; a 1,000-token prefix fills 62
+    # whole blocks (its last 8 tokens share a block with the request's own tokens)
+    r = whatif.prefix_reuse(spec, BF16, 2048, 512, 1000, Fraction(1), 10_000, 16)
+    assert (r.blocks_per_request, r.shared_blocks, r.blocks_per_hit_request) == (160, 62, 98)
+    assert r.max_requests_without_reuse == 10_000 // 160
+    assert r.max_requests_with_reuse == (10_000 - 62) // 98
+    assert r.bytes_per_block == 16 * LLAMA_TOKEN_BYTES
+    half = whatif.prefix_reuse(spec, BF16, 2048, 512, 1000, Fraction(1, 2), 10_000, 16)
+    assert half.max_requests_with_reuse == int((10_000 - 62) / Fraction(98 + 160, 2))
+
+
+def test_prefix_reuse_refuses_windowed_models():
+    with pytest.raises(BadInputError, match="every layer keeps every token"):
+        whatif.prefix_reuse(alternating(), BF16, 2048, 0, 1024, Fraction(1), 100, 16)
+
+
+# --- prefill beside decode -------------------------------------------------------------------
+
+def test_keys_attended_closed_forms_match_a_loop():
+    sliding = alternating(pairs=1, window=100).layers[0]
+    chunked = policies.ChunkedLocal(8, 128, chunk=64)
+    for n in (1, 50, 100, 101, 1000):
+        assert compute.keys_attended(sliding, n) == sum(min(i, 100) for i in range(1, n + 1))
+        assert compute.keys_attended(chunked, n) == sum((i - 1) % 64 + 1 for i in range(1, n + 1))
+        assert compute.keys_attended(dense().layers[0], n) == sum(range(1, n + 1))
+
+
+def test_prefill_flops_and_time_on_h100():
+    spec = dense()
+    params = 8_030_261_248  # Llama-3.1-8B
+    split = compute.ParamSplit(params)
+    f = compute.prefill_flops(spec, 1000, split)
+    assert f.linear_flops == 2 * params * 1000  # Kaplan et al.: 2N per token
+    # 32 layers x 2 x 32 query heads x (128 + 128) x sum_{i<=1000} i
+    assert f.attention_flops == 32 * 2 * 32 * 256 * (1000 * 1001 // 2)
+    d = whatif.prefill_decode(spec, split, 1000, 989_400 * 10**9, "bf16", Fraction(1, 2), 1,
+                              1, 16_060_522_496, 1000 * LLAMA_TOKEN_BYTES,
+                              3_350_000_000_000)
+    # H100 SXM whitepaper: 989.4 dense BF16 TFLOP/s, at 50%
+    assert d.ttft_s == pytest.approx(f.total_flops / (989.4e12 * 0.5))
+    # decode floor: (weights + KV) / 3.35 TB/s
+    assert d.decode_step_s == pytest.approx((16_060_522_496 + 1000 * 131072) / 3.35e12)
+
+
+def test_moe_decode_reads_only_touched_experts():
+    # 8 experts, 2 per token, 80 of 100 parameters in routed experts (10 each)
+    split = compute.ParamSplit(100, 80, 8, 2)
+    assert split.active_params == 20 + 80 * 2 // 8  # 40
+    assert split.experts_touched(1) == 2  # one token: its own k experts
+    assert split.experts_touched(2) == 8 * (1 - Fraction(6, 8) ** 2)  # 3.5
+    assert split.read_fraction(1) == Fraction(20 + 10 * 2, 100)
+    assert split.read_fraction(10**6) == pytest.approx(1.0)  # a large batch touches them all
+
+
+def test_catalog_carries_dense_flops_with_sources():
+    from kvplan.sources.gpus import find_gpu
+
+    h100 = find_gpu("h100")
+    assert h100.dense_flops_per_s["bf16"] == 989_400 * 10**9  # whitepaper, dense
+    assert h100.dense_flops_per_s["fp8"] == 1_978_900 * 10**9  # whitepaper: 1,978.9 TFLOP/s
+    assert "whitepaper" in h100.sources["dense_flops_per_s"]
+    assert find_gpu("a100-80gb").dense_flops_per_s == {"bf16": 312 * 10**12}
+
+
+# --- offload and disaggregated serving --------------------------------------------------------
+
+def test_offload_tier_capacity_and_reload_time():
+    tier = whatif.parse_tier("host:512GiB@50GB/s")
+    assert (tier.capacity_bytes, tier.bandwidth_bytes_per_s) == (512 * 2**30, 50 * 10**9)
+    request = 8192 * LLAMA_TOKEN_BYTES  # 1 GiB
+    (r,) = whatif.offload_tiers([tier], request, 8192)
+    assert r.requests == 512 and r.tokens == 512 * 8192
+    assert r.reload_s == pytest.approx(2**30 / 50e9)
+
+
+@pytest.mark.parametrize("text", ["host:1GB", "host:1GB@10", "host@1GB/s", "h:0GB@1GB/s",
+                                  "h:1GB@xGB/s"])
+def test_bad_tiers_are_refused(text):
+    with pytest.raises(BadInputError):
+        whatif.parse_tier(text)
+
+
+def test_links_are_line_rates():
+    assert whatif.parse_link("ib-ndr")[1] == 400 * 10**9 // 8  # NDR: 400 Gb/s
+    assert whatif.parse_link("eth-100")[1] == 100 * 10**9 // 8
+    assert whatif.parse_link("pcie5")[1] == 32 * 10**9 * 16 * 128 // 130 // 8
+    assert whatif.parse_link("25GB/s")[1] == 25 * 10**9
+    with pytest.raises(BadInputError):
+        whatif.parse_link("warp-drive")
+
+
+def _json(*args: str) -> dict:
+    result = runner.invoke(app, ["whatif", *args, "-f", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_disaggregated_transfer_of_llama_70b_over_ndr():
+    out = _json("llama-3.1-70b", "--gpu", "h100", "-n", "4", "--prompt", "2k", "--output",
+                "512", "--link", "ib-ndr")
+    d = out["disaggregated"]
+    per_token = 80 * 2 * 8 * 128 * 2  # Llama-3.1-70B bf16: 327,680 B/token, one copy
+    assert d["transfer_bytes"] == 2048 * per_token
+    assert d["transfer_s"] == pytest.approx(2048 * per_token / 50e9)
+    assert d["prefill_gpus_per_decode_gpu"] == pytest.approx(
+        d["prefill_gpu_s"] / d["decode_gpu_s"])
+    # decode GPU-seconds per request: output tokens x step / batch x the instance's 4 GPUs
+    p = out["prefill"]
+    assert d["decode_gpu_s"] == pytest.approx(512 * p["decode_step_s"] / p["decode_batch"] * 4)
+
+
+def test_cli_policies_rows_and_capacity_with_a_measured_budget():
+    out = _json("llama-3.1-8b", "--kv-memory", "10GiB", "--tokens", "32k",
+                "-p", "sinks+window:4,1020", "-p", "share:2")
+    rows = {p["policy"]: p for p in out["policies"]}
+    assert rows["none"]["request_bytes"] == 32768 * LLAMA_TOKEN_BYTES
+    assert rows["sinks+window:4,1020"]["max_requests"] == 10 * 2**30 // (1024 * 131072)
+    assert rows["share:2"]["request_bytes"] == 16 * 32768 * TOKEN_LAYER_BYTES
+
+
+@pytest.mark.parametrize("args", [["-p", "bogus"], ["--tier", "host:1GB"], ["--link", "warp"],
+                                  ["--hit-rate", "x", "--shared-prefix", "1k"],
+                                  ["--tokens", "1k", "--prompt", "1k"],
+                                  ["--decode-gpu", "h100"]])
+def test_cli_bad_input_is_one_message_exit_2(args):
+    result = runner.invoke(app, ["whatif", "llama-3.1-8b", "--gpu", "h100", *args])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
