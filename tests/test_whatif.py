@@ -241,3 +241,58 @@ def test_cli_bad_input_is_one_message_exit_2(args):
     result = runner.invoke(app, ["whatif", "llama-3.1-8b", "--gpu", "h100", *args])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
+
+
+# --- real models: published active counts and the decode floor --------------------------------
+
+def test_moe_active_parameters_match_published_figures():
+    from kvplan.sources.library import resolve
+
+    # Mistral AI, "Mixtral of experts" (2023-12-11): 46.7B total, 12.9B active per token
+    mixtral = compute.param_split(resolve("mixtral-8x7b"))
+    assert mixtral.active_params == pytest.approx(12.9e9, rel=0.005)
+    # OpenAI gpt-oss model card (2025): 116.83B total, 5.13B active, the input embedding
+    # table (201,088 x 2,880) not counted
+    oss = compute.param_split(resolve("gpt-oss-120b"))
+    assert oss.active_params - 201_088 * 2_880 == pytest.approx(5.13e9, rel=0.01)
+
+
+def test_prefill_counts_the_head_once_and_no_embedding_lookup():
+    from kvplan.sources.library import resolve
+
+    spec = resolve("llama-3.1-70b")
+    table = 128_256 * 8_192  # untied: input embeddings and lm_head, each vocab x hidden
+    f = compute.prefill_flops(spec, 1000, compute.param_split(spec))
+    assert f.linear_flops == 2 * (70_553_706_496 - 2 * table) * 1000 + 2 * table
+
+
+def test_decode_floor_skips_the_embedding_table_and_unrouted_experts():
+    from kvplan.planning import plan
+    from kvplan.sources.gpus import find_gpu
+    from kvplan.sources.library import resolve
+
+    dep = plan.Deployment(spec=resolve("llama-3.1-70b"), tp=4).with_gpu(find_gpu("h100"))
+    cap = plan.capacity(dep)
+    d = plan.decode_floor(cap, 1, 1024)
+    # bf16 weights, less the untied input table (128,256 x 8,192 params) it only looks up
+    table = 128_256 * 8_192
+    assert d.weights_bytes_per_gpu == int(cap.weights_per_gpu_bytes
+                                          * Fraction(70_553_706_496 - table, 70_553_706_496))
+    moe = plan.Deployment(spec=resolve("mixtral-8x7b"), tp=2).with_gpu(find_gpu("h100"))
+    mcap = plan.capacity(moe)
+    one = plan.decode_floor(mcap, 1, 1024).weights_bytes_per_gpu
+    # batch 1 reads 2 of 8 experts per layer: a quarter of the routed experts
+    split = compute.param_split(moe.spec)
+    dense = split.total_params - split.routed_expert_params - split.table_params
+    expected = Fraction(dense + split.routed_expert_params // 4, split.total_params)
+    assert one == int(mcap.weights_per_gpu_bytes * expected)
+
+
+def test_given_active_params_split_the_experts_a_token_skips():
+    from kvplan.sources.library import resolve
+
+    spec = resolve("mixtral-8x7b")
+    split = compute.param_split(spec, active_params=12_900_000_000)
+    # routed = (total - active) x E / (E - k), E = 8, k = 2
+    assert split.routed_expert_params == (spec.num_params - 12_900_000_000) * 8 // 6
+    assert split.active_params == pytest.approx(12.9e9, abs=2)

@@ -4,8 +4,9 @@ Prefill is compute-bound: its time is FLOPs over the GPU's dense tensor throughp
 efficiency. Decode is memory-bound: each step reads the weights it uses and the batch's KV cache,
 so its floor is bytes over HBM bandwidth. Both count only the experts a MoE model routes to.
 
-- Linear layers: 2 FLOPs (a multiply and an add) per active parameter per token (Kaplan et al.,
-  "Scaling Laws for Neural Language Models", 2020, arXiv:2001.08361, section 2.1: C_forward ~ 2N).
+- Linear layers: 2 FLOPs (a multiply and an add) per active non-embedding parameter per token
+  (Kaplan et al., "Scaling Laws for Neural Language Models", 2020, arXiv:2001.08361, section 2.1:
+  C_forward ~ 2N, N without embeddings), plus the output head once for the sampled position.
 - Attention: query i attends to k_i keys; QK^T costs 2 k_i d_qk and AV 2 k_i d_v FLOPs per query
   head, so a layer costs 2 H_q (d_qk + d_v) sum_i k_i, with k_i = i (causal full attention),
   min(i, W) (sliding window W) or the position inside its chunk (chunked attention).
@@ -53,6 +54,10 @@ class ParamSplit:
     num_experts: int = 0
     experts_per_token: int = 0
     source: str = "dense"  # dense | the spec's MoE shapes | given
+    # vocab x hidden: the input embedding table (a lookup: no FLOPs, B rows read a step) and
+    # the output head (one matmul per sampled token); 0 when the shapes are unknown
+    table_params: int = 0
+    tied_embeddings: bool = False
 
     @property
     def active_params(self) -> int:
@@ -68,12 +73,23 @@ class ParamSplit:
         e, k = self.num_experts, self.experts_per_token
         return e * (1 - Fraction(e - k, e) ** batch)
 
+    @property
+    def body_params(self) -> int:
+        """Active parameters a token's matmuls use, less the embedding table and output head
+        (Kaplan et al.'s non-embedding N); the head is counted per sampled token instead."""
+        tables = self.table_params * (1 if self.tied_embeddings else 2)
+        return self.active_params - tables
+
     def read_fraction(self, batch: int) -> Fraction:
-        """The share of the weights one decode step of `batch` tokens reads."""
-        if not self.num_experts or not self.total_params:
+        """The share of the weights one decode step of `batch` tokens reads: everything but the
+        routed experts no token chose and, when untied, the input embedding rows not looked up."""
+        if not self.total_params:
             return Fraction(1)
-        dense = self.total_params - self.routed_expert_params
-        per_expert = Fraction(self.routed_expert_params, self.num_experts)
+        # an untied input table is looked up, not read: its `batch` rows are negligible
+        skipped = 0 if self.tied_embeddings else self.table_params
+        dense = self.total_params - self.routed_expert_params - skipped
+        per_expert = (Fraction(self.routed_expert_params, self.num_experts)
+                      if self.num_experts else Fraction(0))
         return (dense + per_expert * self.experts_touched(batch)) / self.total_params
 
 
@@ -85,25 +101,28 @@ def param_split(spec: ModelSpec, active_params: int | None = None) -> ParamSplit
     if not spec.num_params:
         raise BadInputError(f"{spec.name} has no parameter count",
                             "add num_params to its spec, or use a library model that has one")
-    experts = getattr(spec, "num_experts", None) or 0
-    per_token = getattr(spec, "num_experts_per_token", None) or 0
+    experts = spec.num_experts or 0
+    tables = (spec.vocab_size or 0) * (spec.hidden_size or 0)
+    tied = bool(spec.tie_word_embeddings)
+    per_token = spec.num_experts_per_token or 0
     if active_params is not None:
         if not 0 < active_params <= spec.num_params:
             raise BadInputError(f"--active-params must be between 1 and {spec.num_params:,}")
         if not experts or not per_token or experts == per_token:
-            return ParamSplit(spec.num_params, 0, 0, 0, "given")
+            return ParamSplit(spec.num_params, 0, 0, 0, "given", tables, tied)
         # routed = (total - active) x E / (E - k): the experts a token does not use
         routed = (spec.num_params - active_params) * experts // (experts - per_token)
-        return ParamSplit(spec.num_params, routed, experts, per_token, "given")
+        return ParamSplit(spec.num_params, routed, experts, per_token, "given", tables, tied)
     if not experts:
-        return ParamSplit(spec.num_params)
-    hidden = getattr(spec, "hidden_size", None)
-    width = getattr(spec, "moe_intermediate_size", None)
+        return ParamSplit(spec.num_params, table_params=tables, tied_embeddings=tied)
+    hidden = spec.hidden_size
+    width = spec.moe_intermediate_size
     if not hidden or not width or not per_token:
         raise BadInputError(f"{spec.name} is a mixture of experts whose expert shapes are not "
                             "known", "give --active-params (the published active count)")
     routed = spec.num_moe_layers * experts * 3 * hidden * width
-    return ParamSplit(spec.num_params, routed, experts, per_token, "the spec's MoE shapes")
+    return ParamSplit(spec.num_params, routed, experts, per_token, "the spec's MoE shapes",
+                      tables, tied)
 
 
 @dataclass(frozen=True)
@@ -128,8 +147,8 @@ def prefill_flops(spec: ModelSpec, prompt_tokens: int, split: ParamSplit) -> Pre
         if not keys:
             continue
         if isinstance(layer, MLA):
-            nope = getattr(spec, "qk_nope_head_dim", None)
-            v = getattr(spec, "mla_v_head_dim", None)
+            nope = spec.qk_nope_head_dim
+            v = spec.mla_v_head_dim
             if nope and v:
                 dims = nope + layer.qk_rope_head_dim + v  # prefill runs MLA as plain MHA
             else:
@@ -145,7 +164,11 @@ def prefill_flops(spec: ModelSpec, prompt_tokens: int, split: ParamSplit) -> Pre
     if not heads:
         notes.append("the query-head count is unknown: attention counted with one query head "
                      "per KV head")
-    linear = 2 * split.active_params * prompt_tokens
+    # the head computes logits for the sampled (last) position only, as engines do in prefill
+    linear = 2 * split.body_params * prompt_tokens + 2 * split.table_params
+    if not split.table_params:
+        linear = 2 * split.active_params * prompt_tokens
+        notes.append("embedding shapes unknown: every active parameter counted per token")
     if split.num_experts:
         notes.append(f"{split.active_params:,} active of {split.total_params:,} parameters "
                      f"({split.experts_per_token} of {split.num_experts} routed experts, from "

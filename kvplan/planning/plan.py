@@ -855,8 +855,9 @@ class DecodeFloor:
 
 
 def decode_floor(cap: Capacity, batch: int, context_tokens: int) -> DecodeFloor:
-    """Memory-bound decode: every step reads the weights on each GPU and the batch's KV.
-    With pipeline stages a token passes each stage in turn (pp x one stage's time)."""
+    """Memory-bound decode: every step reads the weights it uses on each GPU (MoE: the experts
+    the batch routes to; not the input embedding table) and the batch's KV. With pipeline
+    stages a token passes each stage in turn (pp x one stage's time)."""
     from kvplan.core.sizing import pp_stages, request_bytes
 
     dep = cap.deployment
@@ -870,11 +871,24 @@ def decode_floor(cap: Capacity, batch: int, context_tokens: int) -> DecodeFloor:
     kv = 0
     for a, b in pp_stages(dep.spec.num_layers, dep.pp):
         kv = max(kv, batch * request_bytes(dep.spec.layers[a:b], context_tokens, fmt, dep.tp))
-    weights = cap.weights_per_gpu_bytes
+    weights = int(cap.weights_per_gpu_bytes * _read_fraction(dep.spec, batch))
     per_step = weights + kv
     seconds = Fraction(per_step * dep.pp, bw)
     return DecodeFloor(batch, context_tokens, weights, kv, per_step, bw,
                        float(seconds * 1000), float(batch / seconds) if seconds else 0.0)
+
+
+def _read_fraction(spec: ModelSpec, batch: int) -> Fraction:
+    """The share of the weights a decode step reads: MoE layers only the experts the batch
+    routes to, never an untied embedding table (kvplan.planning.compute.ParamSplit)."""
+    from kvplan.planning.compute import param_split
+
+    if not spec.num_params:
+        return Fraction(1)
+    try:
+        return param_split(spec).read_fraction(batch)
+    except BadInputError:  # a MoE whose expert shapes are unknown: read everything
+        return Fraction(1)
 
 
 def format_for_sizing(cap: Capacity) -> KVFormat:
