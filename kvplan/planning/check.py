@@ -14,13 +14,14 @@ docs/capacity-schema.md.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvplan.core.errors import BadInputError, KvplanError, NoKVMemoryError, SpecError
+from kvplan.core.errors import KvplanError, NoKVMemoryError, SpecError
 from kvplan.planning.plan import Deployment, Workload
 from kvplan.sources.fields import Fields
 
@@ -124,30 +125,21 @@ def _type_name(value: Any) -> str:
 
 
 def _compose(path: str) -> tuple[Any, dict[str, int]]:
-    """The file's data (safe loader) and the 1-based line of every field path."""
-    import yaml
+    """The file's data (through kvplan.sources.reader: size, depth and aliases capped) and
+    the 1-based line of every field path."""
+    from kvplan.sources.reader import compose_yaml, construct_yaml, read_text
 
+    text = read_text(path, "the plan file")
+    node, loader = compose_yaml(text, path)
+    lines: dict[str, int] = {}
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or exc
-        raise BadInputError(f"cannot read the plan file {path}: {reason}") from exc
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        lines: dict[str, int] = {}
         if node is not None:
             lines[""] = node.start_mark.line + 1
             _walk(node, "", lines, path)  # before constructing: that merges `<<` keys in place
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(f"{path}{where}", None, f"is not valid YAML: {problem}") from None
-    finally:
+    except BaseException:
         loader.dispose()
-    return data, lines
+        raise
+    return construct_yaml(node, loader, path), lines
 
 
 def _walk(node: Any, path: str, lines: dict[str, int], source: str) -> None:
@@ -234,7 +226,8 @@ def _number(f: _LinedFields, name: str, low: float, high: float | None = None) -
     value = f.raw.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and not math.isfinite(value)):
         raise f.error(name, f"must be a number, got {value!r}")
     if value < low or (high is not None and value > high):
         span = f"between {low} and {high}" if high is not None else f"at least {low}"

@@ -565,8 +565,13 @@ def parse_workload(text: str, shared_prefix: int = 0, n: int = 1) -> Workload:
     path = Path(text)
     if text.endswith((".jsonl", ".csv", ".json")) or (path.exists() and path.is_file()):
         return _read_workload_file(path, shared_prefix, n)
+    parts = _split_mix(text)
+    if not parts:
+        raise BadInputError("the request mix is empty",
+                            "write COUNTx(PROMPT+OUTPUT), e.g. 64x(2k+512),8x(32k+1k), "
+                            "or give a .jsonl/.csv file")
     groups = []
-    for part in _split_mix(text):
+    for part in parts:
         m = _MIX_RE.match(part) or _ONE_RE.match(part)
         if not m:
             raise BadInputError(f"cannot read the request mix {part!r}",
@@ -607,12 +612,13 @@ _OUTPUT_KEYS = ("output_tokens", "output", "max_tokens", "completion_tokens", "o
 
 
 def _read_workload_file(path: Path, shared_prefix: int, n: int) -> Workload:
+    from kvplan.sources.reader import MAX_WORKLOAD_BYTES, read_text
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInputError(f"cannot read the workload file {path}: {exc.strerror or exc}",
-                            "give COUNTx(PROMPT+OUTPUT) or an existing .jsonl/.csv file"
-                            ) from None
+        text = read_text(str(path), "the workload file", MAX_WORKLOAD_BYTES)
+    except BadInputError as exc:
+        raise BadInputError(exc.message, "give COUNTx(PROMPT+OUTPUT) or an existing "
+                            ".jsonl/.csv file") from None
     rows: list[tuple[int, dict[str, Any]]] = []
     if path.suffix == ".csv":
         import csv

@@ -10,9 +10,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from kvplan.core.errors import BadInputError, SpecError
+from kvplan.core.errors import SpecError
 
 _MISSING = object()
+# The largest whole number any field takes: exact as a float (JSON and YAML may write 1e15)
+# and far above any real count of tokens, bytes or parameters.
+MAX_INT = 2**53
 
 
 class Fields:
@@ -41,7 +44,8 @@ class Fields:
         """The first of `names` present with a non-null value."""
         return next((n for n in names if self.raw.get(n) is not None), None)
 
-    def int(self, name: builtins.str, default: Any = _MISSING, minimum: int = 1) -> Any:
+    def int(self, name: builtins.str, default: Any = _MISSING, minimum: int = 1,
+            maximum: int = MAX_INT) -> Any:
         value = self.raw.get(name)
         if value is None:
             if default is _MISSING:
@@ -55,6 +59,8 @@ class Fields:
             value = int(value)
         if value < minimum:
             raise self.error(name, f"must be at least {minimum}, got {value}")
+        if value > maximum:
+            raise self.error(name, f"must be at most {maximum:,}, got {value:,}")
         return value
 
     def str(self, name: builtins.str, default: Any = _MISSING) -> Any:
@@ -98,21 +104,8 @@ class Fields:
 
 
 def read_yaml(path: str, what: str = "") -> Any:
-    """Parse a YAML file with the safe loader; unreadable or invalid files name the file, and
-    invalid YAML also the line and column."""
-    import yaml
+    """A YAML file through the one reader (kvplan.sources.reader): size, depth and alias
+    limits checked; unreadable or invalid files name the file (and the line)."""
+    from kvplan.sources.reader import load_yaml
 
-    label = f"{what} {path}".strip()
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or exc
-        raise BadInputError(f"cannot read {label}: {reason}") from exc
-    try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(f"{path}{where}", None, f"is not valid YAML: {problem}") from exc
+    return load_yaml(path, what)

@@ -25,12 +25,10 @@ Engine facts used here (vLLM 0.11 `ModelConfig.get_head_size`/`get_total_num_kv_
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kvplan.core.errors import BadInputError, SpecError
 from kvplan.core.layers import (
     MLA,
     ChunkedLocal,
@@ -44,6 +42,7 @@ from kvplan.core.layers import (
 )
 from kvplan.core.spec import ModelSpec, Source
 from kvplan.sources.fields import Fields
+from kvplan.sources.reader import parse_json, read_bytes
 
 # No real model comes near these; they stop absurd numbers from building huge layer lists
 # (or integers too long to print in an error message).
@@ -213,30 +212,11 @@ def load_config_file(path: Path) -> ModelSpec:
     if path.is_dir():
         path = path / "config.json"
     source = str(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise BadInputError(f"cannot read {source}: {exc.strerror or exc}") from exc
+    data = read_bytes(source)
     raw = parse_json(data, source)
     name = path.parent.name if path.name == "config.json" else path.stem
     return spec_from_config(raw, source, name=name.lower(), source_info=Source(
         file=source, sha256=hashlib.sha256(data).hexdigest()))
-
-
-def parse_json(data: bytes, source: str) -> Any:
-    try:
-        # json accepts the bare Infinity of Nemotron-H's "time_step_limit" as float('inf'):
-        # transformers writes configs with Python's json, which emits it.
-        return json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise SpecError(source, None, f"is not UTF-8 text ({exc.reason})") from exc
-    except json.JSONDecodeError as exc:
-        raise SpecError(f"{source} line {exc.lineno}, column {exc.colno}", None,
-                        f"is not valid JSON: {exc.msg}") from exc
-    except RecursionError as exc:
-        raise SpecError(source, None, "nests too deeply to be a model config") from exc
-    except ValueError as exc:  # e.g. an integer literal longer than Python will convert
-        raise SpecError(source, None, f"is not a usable JSON file: {exc}") from exc
 
 
 def spec_from_config(raw: Any, source: str, name: str, source_info: Source | None = None

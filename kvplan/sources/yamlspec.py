@@ -51,6 +51,7 @@ _KIND_FIELDS = {
     "none": {"kind", "count"},
 }
 MAX_LAYERS = 100_000
+MAX_DIM = 2**20  # a head size, head count, rank or state dimension (real ones: < 2**15)
 MODEL_DTYPES = ("bf16", "fp16", "fp32")
 
 
@@ -110,15 +111,24 @@ def _read_layers(parent: Fields, path: str, groups: list[Any]) -> list[Layer]:
     layers: list[Layer] = []
     for i, raw in enumerate(groups):
         group = Fields(raw, parent.source, f"{parent.where(path)}[{i}]")
+        # counts are bounded before any list is built: `count: 1000000000` must fail at
+        # once, not after allocating a billion list entries
+        room = MAX_LAYERS - len(layers)
         if group.has("repeat"):
             group.check_known({"repeat", "layers"})
             inner = _read_layers(group, "layers", group.list("layers"))
-            layers.extend(inner * group.int("repeat"))
+            repeat = group.int("repeat", maximum=MAX_LAYERS)
+            if len(inner) * repeat > room:
+                raise group.error("repeat", f"makes {len(inner) * repeat:,} layers, more than "
+                                  f"the {MAX_LAYERS:,} kvplan accepts")
+            layers.extend(inner * repeat)
         else:
             layer = _read_layer(group)
-            layers.extend([layer] * group.int("count", 1))
-        if len(layers) > MAX_LAYERS:
-            raise group.error(None, f"describes more than {MAX_LAYERS:,} layers")
+            count = group.int("count", 1, maximum=MAX_LAYERS)
+            if count > room:
+                raise group.error("count", f"makes the model more than {MAX_LAYERS:,} layers, "
+                                  "more than kvplan accepts")
+            layers.extend([layer] * count)
     return layers
 
 
@@ -129,16 +139,18 @@ def _read_layer(f: Fields) -> Layer:
                       "one of: " + ", ".join(_KIND_FIELDS))
     f.check_known(_KIND_FIELDS[kind])
     if kind == "mla":
-        return MLA(f.int("kv_lora_rank"), f.int("qk_rope_head_dim"),
-                   f.int("index_head_dim", None))
+        return MLA(f.int("kv_lora_rank", maximum=MAX_DIM),
+                   f.int("qk_rope_head_dim", maximum=MAX_DIM),
+                   f.int("index_head_dim", None, maximum=MAX_DIM))
     if kind == "none":
         return NoCache()
     if kind == "state":
         return RecurrentState(f.str("variant"), tuple(
             _read_tensor(Fields(t, f.source, f"{f.where('tensors')}[{j}]"))
             for j, t in enumerate(f.list("tensors"))))
-    common = dict(num_kv_heads=f.int("num_kv_heads"), head_dim=f.int("head_dim"),
-                  v_head_dim=f.int("v_head_dim", None))
+    common = dict(num_kv_heads=f.int("num_kv_heads", maximum=MAX_DIM),
+                  head_dim=f.int("head_dim", maximum=MAX_DIM),
+                  v_head_dim=f.int("v_head_dim", None, maximum=MAX_DIM))
     if kind == "full":
         return FullAttention(**common)
     if kind == "sliding":
@@ -151,8 +163,8 @@ def _read_layer(f: Fields) -> Layer:
 def _read_tensor(f: Fields) -> StateTensor:
     f.check_known({"name", "shape", "dtype", "tp_axis"})
     shape = f.list("shape")
-    if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0
-                            for d in shape):
+    if not shape or len(shape) > 8 or not all(
+            isinstance(d, int) and not isinstance(d, bool) and 0 < d <= MAX_DIM for d in shape):
         raise f.error("shape", f"must be a list of positive whole numbers, got {shape!r}")
     dtype = f.str("dtype")
     if dtype not in STATE_DTYPE_BYTES:
