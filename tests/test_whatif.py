@@ -296,3 +296,26 @@ def test_given_active_params_split_the_experts_a_token_skips():
     # routed = (total - active) x E / (E - k), E = 8, k = 2
     assert split.routed_expert_params == (spec.num_params - 12_900_000_000) * 8 // 6
     assert split.active_params == pytest.approx(12.9e9, abs=2)
+
+
+def test_whatif_docs_page_has_not_drifted():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "whatif_docs.py"
+    spec = importlib.util.spec_from_file_location("whatif_docs", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.PAGE.read_text() == module.render(), "run: python scripts/whatif_docs.py"
+
+
+def test_a_kv_format_the_engine_lacks_is_a_what_if_row():
+    out = _json("llama-3.1-8b", "--kv-memory", "10GiB", "--tokens", "8k", "--kv-dtype",
+                "int4:g64", "-p", "budget:1024")
+    rows = out["policies"]
+    assert [r["kv_dtype"] for r in rows] == ["bf16", "int4:g64", "int4:g64"]
+    assert rows[0]["request_bytes"] == 8192 * LLAMA_TOKEN_BYTES
+    # int4 in groups of 64, asymmetric (a bf16 scale and zero point per group):
+    # 32 layers x (K, V) x 8 heads x (128 / 2 + 2 groups x (2 + 2)) bytes per token
+    assert rows[2]["request_bytes"] == 1024 * 32 * 2 * 8 * (128 // 2 + 2 * (2 + 2))

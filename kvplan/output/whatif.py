@@ -51,6 +51,8 @@ def whatif_report(r: WhatIfResult) -> Report:
         Column("max_requests", "requests", "int")), policy_rows)
     tables.append(policies)
     for p in r.policies[1:]:
+        if p.policy == "none":
+            continue
         notes.append(f"{p.policy}: {p.citation}; assumes {'; '.join(p.assumptions)}.")
     if r.prefix is not None:
         x = r.prefix

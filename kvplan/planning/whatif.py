@@ -9,7 +9,7 @@ Cache policies (eviction, compression, sharing) live in kvplan.planning.policies
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -380,21 +380,33 @@ def run(dep: Deployment, question: WhatIfQuestion) -> WhatIfResult:
     q = question
     if q.prompt_tokens < 1 or q.output_tokens < 0:
         raise BadInputError("the prompt must be at least 1 token and the output not negative")
-    has_memory = dep.gpu_memory_bytes is not None or dep.kv_memory_bytes is not None
-    cap = capacity(dep) if has_memory else None
-    if cap is not None:
-        fmt = format_for_sizing(cap)
-    else:
-        from kvplan.core.dtypes import parse_format
+    from kvplan.core.dtypes import parse_format
 
-        fmt = parse_format(dep.kv_dtype, dep.spec.dtype)
+    notes: list[str] = []
+    has_memory = dep.gpu_memory_bytes is not None or dep.kv_memory_bytes is not None
+    what_fmt = parse_format(dep.kv_dtype, dep.spec.dtype)
+    cap = None
+    if has_memory:
+        try:
+            cap = capacity(dep)
+        except BadInputError:
+            # a KV format the engine does not serve (KIVI, int2 ...) is itself a what-if:
+            # the engine's budget comes from its own default format, the rows use the asked one
+            dep = replace(dep, kv_dtype="auto")
+            cap = capacity(dep)
+            notes.append(f"{what_fmt.name} is not a KV format {dep.engine} serves: its budget "
+                         "is planned with the model's own dtype, the rows below the baseline "
+                         f"use {what_fmt.name} (a what-if)")
+    fmt = format_for_sizing(cap) if cap is not None else what_fmt
     block = _block_size(cap, dep)
     budget = kv_budget_bytes(cap) if cap is not None else None
     layers = _stage_layers(dep)
     rows = [evaluate(layers, (), fmt, q.prompt_tokens, q.output_tokens, dep.tp, block, budget)]
-    rows += [evaluate(layers, p, fmt, q.prompt_tokens, q.output_tokens, dep.tp, block, budget)
-             for p in q.policies]
-    notes: list[str] = []
+    if what_fmt.name != fmt.name:
+        rows.append(evaluate(layers, (), what_fmt, q.prompt_tokens, q.output_tokens, dep.tp,
+                             block, budget))
+    rows += [evaluate(layers, p, what_fmt, q.prompt_tokens, q.output_tokens, dep.tp, block,
+                      budget) for p in q.policies]
     tokens = q.prompt_tokens + q.output_tokens
     prefix = None
     if q.shared_prefix_tokens is not None:
