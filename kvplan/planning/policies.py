@@ -89,6 +89,17 @@ CITATIONS = {
     "share": "Cross-Layer Attention, Brandon et al., 2024, arXiv:2405.12981",
 }
 
+#: what each policy keeps per layer, as docs/whatif.md states it (n = the request's tokens)
+DEFINITIONS = {
+    "sinks+window:S,W": "the first S tokens and the last W: `min(n, S + W)`",
+    "budget:N": "N tokens per layer and head, through prefill and generation: `min(n, N)`",
+    "snapkv:N[,window=W]": "the prompt compressed once to N (the last W always kept), the "
+                           "output appended: `min(prompt, N) + output`",
+    "pyramid:N[,beta=B]": "from `2N - N//B` at the bottom layer down to `N//B` at the top, "
+                          "linearly; mean N",
+    "share:K": "each K adjacent attention layers keep one cache",
+}
+
 NO_POLICY = Policy("none", "none")
 
 
