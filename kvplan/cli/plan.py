@@ -18,10 +18,10 @@ from kvplan.cli.options import (
     ModelArg,
     ModelsArg,
     UnitsOpt,
-    _check_choice,
     _emit,
     handle_errors,
 )
+from kvplan.engines.registry import names as engine_names
 
 if TYPE_CHECKING:
     from kvplan.output.render import Report, Table
@@ -39,7 +39,8 @@ TPOptional = Annotated[int | None, typer.Option(
 PPOptional = Annotated[int | None, typer.Option(
     "--pp", help="Pipeline stages (layers split).", show_default=False)]
 EngineOpt = Annotated[str, typer.Option(
-    "--engine", help="vllm, sglang, trtllm, llamacpp or hf.")]
+    "--engine", help=f"{', '.join(engine_names()[:-1])} or {engine_names()[-1]} (or an engine "
+    "registered with kvplan.engines.registry).")]
 EngineVersionOpt = Annotated[str | None, typer.Option(
     "--engine-version", help="The engine's version (vLLM: 0.11, 0.21, ...; default: newest "
     "read).", show_default=False)]
@@ -279,9 +280,9 @@ def plan(
       kvplan plan deepseek-v3 --gpu h200 --context 128k --concurrency 32 --find-gpus
     """
     from kvplan.core.errors import BadInputError
-    from kvplan.engines import ENGINES
+    from kvplan.engines.registry import get as get_engine
 
-    _check_choice(engine, ENGINES, "--engine")
+    get_engine(engine)  # an unknown --engine is an error naming the registered engines
     if requests is not None and (context is not None or concurrency is not None):
         raise BadInputError("--requests replaces --context and --concurrency; give one or "
                             "the other")
@@ -349,11 +350,12 @@ class _Question:
                       "tp": layout.best.tp if layout.best else None,
                       "pp": layout.best.pp if layout.best else None, **answer}
             met = met if layout.best is not None else False
-        if dep.engine == "vllm" and not cap.engine_profile.fits_max_model_len:
+        start = cap.engine.start_check(cap)
+        if not start.starts:
             warnings.append(
-                f"vLLM would refuse to start: one request of max_model_len "
-                f"{dep.context_limit():,} does not fit; the estimated maximum is "
-                f"{cap.engine_profile.estimated_max_model_len:,}")
+                f"{cap.engine.display_name} would refuse to start: one request of "
+                f"max_model_len {dep.context_limit():,} does not fit; the estimated maximum "
+                f"is {start.max_request_tokens:,}")
         if met is False:
             tips = core.suggestions(cap, target)
             extra.append(_table("What fits instead", {
@@ -456,7 +458,8 @@ def compare(
         "--gpu", help="Comma-separated GPUs: h100,a100-80gb,l40s.", show_default=False)] = None,
     count: CountOpt = None,
     engine: Annotated[str, typer.Option(
-        "--engine", help="Comma-separated engines: vllm,sglang,trtllm.")] = "vllm",
+        "--engine", help="Comma-separated engines: " + ",".join(engine_names()) + ".")
+    ] = "vllm",
     engine_version: EngineVersionOpt = None,
     kv_dtype: Annotated[str, typer.Option(
         "--kv-dtype", help="Comma-separated KV dtypes: auto,fp8.")] = "auto",
@@ -480,13 +483,13 @@ def compare(
       kvplan compare qwen3-32b llama-3.1-70b --gpu h200 --engine vllm,sglang -f csv
     """
     from kvplan.core.errors import BadInputError
-    from kvplan.engines import ENGINES
+    from kvplan.engines.registry import get as get_engine
 
     gpus = [g.strip() for g in gpu.split(",")] if gpu else [None]
     engines = [e.strip() for e in engine.split(",")]
     dtypes = [d.strip() for d in kv_dtype.split(",")]
     for e in engines:
-        _check_choice(e, ENGINES, "--engine")
+        get_engine(e)
     combos = [(m, g, e, d) for m in models for g in gpus for e in engines for d in dtypes]
     if len(combos) > 64:
         raise BadInputError(f"{len(combos)} combinations; compare at most 64 at once")

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from kvplan.core.dtypes import KVFormat
     from kvplan.core.spec import ModelSpec
 
-ENGINES = ("vllm", "sglang", "trtllm", "llamacpp", "hf")
+
 
 
 def named_kv_format(spec: ModelSpec, name: str, formats: Mapping[str, KVFormat],

@@ -16,7 +16,8 @@ Tensors are `[batch, kv_heads, seq, head_dim]` for K and V.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from kvplan.core.dtypes import BF16, FP16, FP32, KVFormat, parse_format
 from kvplan.core.errors import BadInputError
@@ -29,6 +30,15 @@ from kvplan.core.layers import (
     RecurrentState,
 )
 from kvplan.core.spec import ModelSpec
+from kvplan.engines.base import (
+    BaseEngine,
+    Capacity,
+    Constraint,
+    Deployment,
+    Need,
+    Pool,
+    merge_needs,
+)
 
 SCHEMA = "kvplan.engine.hf/1"
 CACHES = ("dynamic", "static")
@@ -108,3 +118,70 @@ def profile(spec: ModelSpec, *, cache: str = "dynamic", seq_len: int, batch: int
         assert isinstance(layer, ATTENTION_KINDS)
         attention += batch * layer.bytes_for_tokens(held_tokens(layer, cache, seq_len), fmt, tp)
     return HfProfile(SCHEMA, spec.name, cache, fmt.name, batch, seq_len, attention, state, tp)
+
+
+# --- the engine plugin ---------------------------------------------------------------------
+
+class HfEngine(BaseEngine):
+    name = "hf"
+    display_name = "transformers"
+    kv_dtypes = ("auto", "bf16", "fp16", "fp32", "fp8", "int8", "int4", "int2")
+    smaller_kv_dtypes = SMALLER_KV_DTYPES
+
+    def capacity(self, dep: Deployment) -> Capacity:
+        from kvplan.engines.base import weights_per_gpu
+        from kvplan.engines.budget import hf_free_bytes
+
+        fmt = kv_format(dep.spec, dep.kv_dtype)
+        budget = dep.kv_memory_bytes
+        if budget is None:
+            assert dep.gpu_memory_bytes is not None
+            budget = hf_free_bytes(dep.spec, dep.gpu_memory_bytes, weights=dep.weights_dtype,
+                                   weights_bytes=dep.weights_bytes,
+                                   activation_bytes=dep.activation_bytes, dims=dep.dims)
+        max_len = dep.context_limit()
+        needs: list[Need] = []
+        growing = 0  # bytes per token of the layers that grow with the text
+        for layer in dep.spec.layers:
+            if isinstance(layer, NoCache):
+                continue
+            if isinstance(layer, RecurrentState):
+                state = profile(replace(dep.spec, layers=(layer,)), seq_len=1, tp=dep.tp)
+                needs.append(Need("fixed", fixed=1, weight=state.state_bytes))
+                continue
+            per_token = layer.bytes_for_tokens(1, fmt, dep.tp)
+            if isinstance(layer, CrossAttention):  # the encoder's tokens, whatever the length
+                needs.append(Need("fixed", fixed=layer.encoder_tokens, weight=per_token))
+                continue
+            growing += per_token
+            window = layer.window_tokens if isinstance(layer, ATTENTION_KINDS) else 0  # MLA: 0
+            if dep.hf_cache == "static":
+                slots = min(window, max_len) if window else max_len
+                needs.append(Need("fixed", fixed=slots, weight=per_token))
+            elif window:
+                # DynamicSlidingWindowLayer keeps the last window - 1 tokens
+                needs.append(Need("window", 1, cap=window - 1, weight=per_token))
+            else:
+                needs.append(Need("full", 1, weight=per_token))
+        prof = profile(dep.spec, cache=dep.hf_cache, seq_len=max_len, kv_dtype=dep.kv_dtype,
+                       tp=dep.tp)
+        pool = Pool(self.name, (Constraint("bytes", "byte", budget, merge_needs(needs)),),
+                    max_len)
+        return Capacity(dep, None, prof, pool, fmt.name, weights_per_gpu(dep), growing,
+                        (f"transformers {dep.hf_cache} cache; nothing reserved up front",))
+
+    def numbers(self, cap: Capacity) -> dict[str, Any]:
+        p: HfProfile = cap.engine_profile
+        return {"cache": p.cache, "cache_bytes": p.cache_bytes, "seq_len": p.seq_len,
+                "budget_bytes": cap.pool.constraints[0].capacity}
+
+    def token_capacity(self, cap: Capacity) -> int:
+        return cap.pool.constraints[0].capacity // max(1, cap.kv_bytes_per_token)
+
+    def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
+                 gpu_memory_bytes: int | None = None,
+                 version: str | None = None) -> dict[str, Any]:
+        return {"cache": "dynamic", "kv_dtype": kv_format(spec).name}
+
+
+ENGINE = HfEngine()

@@ -20,12 +20,14 @@ MiB = 2^20 bytes. Values are exact for the llama.cpp log lines in tests/fixtures
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from kvplan.core.dtypes import KVFormat, cdiv
 from kvplan.core.errors import BadInputError
 from kvplan.core.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
 from kvplan.core.spec import ModelSpec
+from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
 
 SCHEMA = "kvplan.engine.llamacpp/1"
 MIB = 2**20
@@ -172,3 +174,67 @@ def profile(spec: ModelSpec, config: LlamacppConfig) -> LlamacppProfile:
         swa_v_bytes=swa_v, swa_cells=swa_cells, recurrent_bytes=recurrent,
         cache_type_k=k_fmt.name, cache_type_v=v_fmt.name,
     )
+
+
+# --- the engine plugin ---------------------------------------------------------------------
+
+def _cache_type_of(kv_dtype: str) -> str:
+    """kvplan's KV dtype -> a ggml cache type (auto and 16-bit formats: f16, the default)."""
+    return "f16" if kv_dtype in ("auto", "fp16", "bf16") else kv_dtype
+
+
+class LlamacppEngine(BaseEngine):
+    name = "llamacpp"
+    display_name = "llama.cpp"
+    kv_dtypes = ("auto", *CACHE_TYPES)
+    smaller_kv_dtypes = SMALLER_KV_DTYPES
+    needs_memory = False  # it allocates --ctx cells whatever the GPU has
+
+    def capacity(self, dep: Deployment) -> Capacity:
+        from kvplan.engines.base import weights_per_gpu
+
+        kv = _cache_type_of(dep.kv_dtype)
+        ctx = dep.context_limit()
+        config = LlamacppConfig(ctx=ctx, parallel=dep.parallel, cache_type_k=kv,
+                                cache_type_v=kv)
+        prof = profile(dep.spec, config)
+        # one cell per token; each slot holds at most cells_per_seq
+        pool = Pool(self.name, (Constraint("cells", "cell", prof.cells, (Need("full", 1),)),),
+                    prof.cells_per_seq, max_requests=dep.parallel)
+        notes = [f"llama.cpp allocates all {prof.cells:,} cells (--ctx {ctx:,}) at start-up"]
+        weights = weights_per_gpu(dep)
+        memory = dep.gpu_memory_bytes
+        if memory is not None and weights + prof.total_bytes > memory:
+            notes.append(f"weights ({weights:,} bytes) + KV ({prof.total_bytes:,} bytes) do "
+                         f"not fit in {memory:,} bytes: offload layers (-ngl) or shrink --ctx")
+            pool = replace(pool, constraints=(replace(pool.constraints[0], capacity=0),))
+        per_token = prof.total_bytes // max(1, prof.cells)
+        return Capacity(dep, None, prof, pool, prof.cache_type_k, weights, per_token,
+                        tuple(notes))
+
+    def numbers(self, cap: Capacity) -> dict[str, Any]:
+        p: LlamacppProfile = cap.engine_profile
+        return {"cells": p.cells, "cells_per_seq": p.cells_per_seq, "k_bytes": p.k_bytes,
+                "v_bytes": p.v_bytes, "total_bytes": p.total_bytes,
+                "k_mib": p.k_mib, "v_mib": p.v_mib, "kv_mib": p.kv_mib}
+
+    def kv_budget_bytes(self, cap: Capacity) -> int:
+        return int(cap.engine_profile.total_bytes)
+
+    def token_capacity(self, cap: Capacity) -> int:
+        return int(cap.engine_profile.cells)
+
+    def sizing_format(self, cap: Capacity) -> KVFormat:
+        return cache_type(cap.kv_format)
+
+    def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
+        return dep.parallel, "parallel"
+
+    def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
+                 gpu_memory_bytes: int | None = None,
+                 version: str | None = None) -> dict[str, Any]:
+        return {"cache_type_k": "f16", "cache_type_v": "f16", "parallel": 1,
+                "cell_pad": CELL_PAD, "n_ubatch": N_UBATCH}
+
+
+ENGINE = LlamacppEngine()

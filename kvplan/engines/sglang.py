@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kvplan.core.dtypes import BF16, FP8_DS_MLA, FP8_E4M3, FP8_E5M2, FP16, FP32, KVFormat
 from kvplan.core.errors import BadInputError
@@ -31,6 +32,7 @@ from kvplan.core.layers import (
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
 from kvplan.engines import named_kv_format
+from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
 
 SCHEMA = "kvplan.engine.sglang/1"
 GIB = 2**30
@@ -194,3 +196,79 @@ def _stage(spec: ModelSpec, layers: Sequence[Layer], fmt: KVFormat, config: Sgla
         swa_max_total_num_tokens=swa_tokens, k_size_bytes=rows * full_k,
         v_size_bytes=rows * full_v, num_layers=len(layers),
     )
+
+
+# --- the engine plugin ---------------------------------------------------------------------
+
+class SglangEngine(BaseEngine):
+    name = "sglang"
+    display_name = "SGLang"
+    kv_dtypes = KV_DTYPES
+    smaller_kv_dtypes = SMALLER_KV_DTYPES
+
+    def capacity(self, dep: Deployment) -> Capacity:
+        from kvplan.engines import parse_version
+        from kvplan.engines.base import weights_per_gpu
+        from kvplan.engines.budget import sglang_memory
+
+        config = SglangConfig(tp=dep.tp, pp=dep.pp, kv_cache_dtype=dep.kv_dtype,
+                              page_size=dep.block_size or 1)
+        if dep.kv_memory_bytes is not None:
+            # rest = after - before x (1 - f): with before = 0 the budget is used as given
+            prof = profile(dep.spec, config, 0, dep.kv_memory_bytes, 0.5)
+            weights, budget_notes = weights_per_gpu(dep), ("KV budget given directly",)
+        else:
+            assert dep.gpu_memory_bytes is not None
+            mem = sglang_memory(dep.spec, dep.gpu_memory_bytes, tp=dep.tp, pp=dep.pp,
+                                version=parse_version(dep.engine_version),
+                                mem_fraction_static=dep.memory_fraction,
+                                weights=dep.weights_dtype, weights_bytes=dep.weights_bytes,
+                                dims=dep.dims)
+            prof = profile(dep.spec, config, mem.free_before_load_bytes,
+                           mem.free_after_load_bytes, mem.mem_fraction_static)
+            weights = mem.weights_bytes
+            budget_notes = (f"mem_fraction_static {mem.mem_fraction_static}",)
+        page = config.page_size
+        # every token takes one slot; requests hold whole pages
+        constraints = [Constraint("tokens", "token", prof.max_total_num_tokens,
+                                  (Need("full", page, weight=page, shareable=True),))]
+        if prof.swa_max_total_num_tokens is not None:
+            window = max(x.window_tokens for x in dep.spec.layers
+                         if isinstance(x, ATTENTION_KINDS))
+            constraints.append(Constraint("SWA tokens", "token", prof.swa_max_total_num_tokens,
+                                          (Need("window", page, cap=window, weight=page),)))
+        if prof.max_mamba_cache_size is not None:
+            constraints.append(Constraint("Mamba state slots", "slot",
+                                          prof.max_mamba_cache_size, (Need("fixed", fixed=1),)))
+        pool = Pool(self.name, tuple(constraints), dep.context_limit())
+        return Capacity(dep, None, prof, pool, prof.kv_cache_dtype, weights,
+                        prof.cell_size_bytes, budget_notes)
+
+    def numbers(self, cap: Capacity) -> dict[str, Any]:
+        p: SglangProfile = cap.engine_profile
+        return {"available_bytes": p.available_bytes, "cell_size_bytes": p.cell_size_bytes,
+                "max_total_num_tokens": p.max_total_num_tokens,
+                "swa_max_total_num_tokens": p.swa_max_total_num_tokens,
+                "max_mamba_cache_size": p.max_mamba_cache_size,
+                "k_size_bytes": p.k_size_bytes, "v_size_bytes": p.v_size_bytes}
+
+    def kv_budget_bytes(self, cap: Capacity) -> int:
+        return int(cap.engine_profile.available_bytes)
+
+    def token_capacity(self, cap: Capacity) -> int:
+        return int(cap.engine_profile.max_total_num_tokens)
+
+    def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
+                 gpu_memory_bytes: int | None = None,
+                 version: str | None = None) -> dict[str, Any]:
+        from kvplan.engines import parse_version
+        from kvplan.engines.budget import sglang_default_mem_fraction
+
+        out: dict[str, Any] = {"page_size": 1}
+        if gpu_memory_bytes is not None:
+            out["mem_fraction_static"] = sglang_default_mem_fraction(
+                gpu_memory_bytes, version=parse_version(version))
+        return out
+
+
+ENGINE = SglangEngine()

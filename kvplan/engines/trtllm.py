@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from kvplan.core.dtypes import BF16, FP8_E4M3, FP16, FP32, INT8, NVFP4, KVFormat, cdiv
 from kvplan.core.errors import BadInputError
@@ -23,6 +24,7 @@ from kvplan.core.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
 from kvplan.engines import named_kv_format
+from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
 
 SCHEMA = "kvplan.engine.trtllm/1"
 GIB = 2**30
@@ -132,3 +134,61 @@ def profile(spec: ModelSpec, config: TrtllmConfig, free_bytes: int,
         kv_cache_tokens=blocks * config.tokens_per_block,
         allocated_bytes=blocks * config.tokens_per_block * bpt,
     )
+
+
+# --- the engine plugin ---------------------------------------------------------------------
+
+class TrtllmEngine(BaseEngine):
+    name = "trtllm"
+    display_name = "TensorRT-LLM"
+    kv_dtypes = KV_DTYPES
+    smaller_kv_dtypes = SMALLER_KV_DTYPES
+
+    def capacity(self, dep: Deployment) -> Capacity:
+        from kvplan.engines.base import weights_per_gpu
+        from kvplan.engines.budget import trtllm_free_bytes
+
+        fraction = dep.memory_fraction if dep.memory_fraction is not None else \
+            FREE_GPU_MEMORY_FRACTION
+        config = TrtllmConfig(tp=dep.tp, pp=dep.pp, kv_cache_dtype=dep.kv_dtype,
+                              tokens_per_block=dep.block_size or TOKENS_PER_BLOCK,
+                              free_gpu_memory_fraction=fraction)
+        if dep.kv_memory_bytes is not None:
+            prof = profile(dep.spec, config, 0, kv_cache_bytes=dep.kv_memory_bytes)
+        else:
+            assert dep.gpu_memory_bytes is not None
+            free = trtllm_free_bytes(dep.spec, dep.gpu_memory_bytes, tp=dep.tp, pp=dep.pp,
+                                     weights=dep.weights_dtype, weights_bytes=dep.weights_bytes,
+                                     activation_bytes=dep.activation_bytes,
+                                     non_torch_bytes=dep.non_torch_bytes,
+                                     max_num_tokens=dep.max_num_batched_tokens or 8192,
+                                     dims=dep.dims)
+            prof = profile(dep.spec, config, free)
+        bs = config.tokens_per_block
+        pool = Pool(self.name, (Constraint("KV blocks", "block", prof.num_blocks,
+                                           (Need("full", bs, shareable=True),)),),
+                    dep.context_limit(), tokens_per_unit=bs)
+        return Capacity(dep, None, prof, pool, prof.kv_cache_dtype, weights_per_gpu(dep),
+                        prof.bytes_per_token, (f"free_gpu_memory_fraction {fraction}",))
+
+    def numbers(self, cap: Capacity) -> dict[str, Any]:
+        p: TrtllmProfile = cap.engine_profile
+        return {"free_bytes": p.free_bytes, "kv_cache_bytes": p.kv_cache_bytes,
+                "bytes_per_token": p.bytes_per_token, "max_tokens": p.max_tokens,
+                "num_blocks": p.num_blocks, "tokens_per_block": p.tokens_per_block,
+                "kv_cache_tokens": p.kv_cache_tokens, "allocated_bytes": p.allocated_bytes}
+
+    def kv_budget_bytes(self, cap: Capacity) -> int:
+        return int(cap.engine_profile.kv_cache_bytes)
+
+    def token_capacity(self, cap: Capacity) -> int:
+        return int(cap.engine_profile.kv_cache_tokens)
+
+    def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
+                 gpu_memory_bytes: int | None = None,
+                 version: str | None = None) -> dict[str, Any]:
+        return {"tokens_per_block": TOKENS_PER_BLOCK,
+                "free_gpu_memory_fraction": FREE_GPU_MEMORY_FRACTION}
+
+
+ENGINE = TrtllmEngine()

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import Any
 
 from kvplan.core.dtypes import (
     BF16,
@@ -51,6 +52,16 @@ from kvplan.core.layers import (
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
 from kvplan.engines import named_kv_format
+from kvplan.engines.base import (
+    BaseEngine,
+    Capacity,
+    Constraint,
+    Deployment,
+    HostBlocks,
+    Need,
+    Pool,
+    StartCheck,
+)
 
 SCHEMA = "kvplan.engine.vllm/1"
 LATEST = (0, 33, 0)
@@ -461,14 +472,7 @@ def layout(spec: ModelSpec, config: VllmConfig) -> tuple[StageLayout, ...]:
 
 def blocks_for_request(stage: StageLayout, tokens: int, config: VllmConfig) -> int:
     """Blocks one request of `tokens` tokens needs in this stage (Σ over groups)."""
-    total = 0
-    for g in stage.groups:
-        s = PageSpec(g.kind, g.block_size, g.page_bytes, g.page_bytes, window=g.window)
-        if g.kind == "cross":
-            total += g.blocks_per_request
-        else:
-            total += s.blocks_per_request(tokens, config)
-    return total
+    return sum(group_needs(g, config).units(tokens) for g in stage.groups)
 
 
 # --- the start-up numbers ------------------------------------------------------------------
@@ -607,4 +611,127 @@ def _max_len_that_fits(stages: Sequence[StageLayout], config: VllmConfig, blocks
 __all__ = ["VllmConfig", "VllmProfile", "PageSpec", "KVCacheGroup", "StageLayout", "layout",
            "profile", "kv_format", "default_block_size", "default_max_num_batched_tokens",
            "default_max_num_seqs", "default_gpu_memory_utilization", "blocks_for_request",
-           "LATEST"]
+           "LATEST", "VllmEngine", "ENGINE", "config_for", "group_needs"]
+
+
+# --- the engine plugin ---------------------------------------------------------------------
+
+def _flag_dtype(name: str) -> str:
+    """kvplan's KV dtype names -> vLLM's --kv-cache-dtype spelling of the same format."""
+    return {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(name, name)
+
+
+def config_for(dep: Deployment) -> VllmConfig:
+    """The vLLM settings a deployment implies (defaults by version and GPU filled in)."""
+    from kvplan.engines import parse_version
+
+    ver = parse_version(dep.engine_version) or LATEST
+    mbt = dep.max_num_batched_tokens or default_max_num_batched_tokens(
+        dep.gpu_memory_bytes, dep.gpu_name, version=ver)
+    return VllmConfig(
+        max_model_len=dep.context_limit(), version=ver,
+        kv_cache_dtype=_flag_dtype(dep.kv_dtype), block_size=dep.block_size, tp=dep.tp,
+        pp=dep.pp, max_num_batched_tokens=mbt, num_draft_layers=dep.num_draft_layers,
+        gpu_name=f"{dep.gpu_name or ''} {dep.gpu_arch}".strip() or None)
+
+
+def group_needs(group: KVCacheGroup, config: VllmConfig) -> Need:
+    """How one request uses one KV-cache group's blocks (the per-request rule of §1.2 as a
+    Need: whole blocks; a sliding window keeps W - 1 + T tokens and one block more; a chunk
+    C + T; Mamba and cross attention a fixed number of blocks)."""
+    t = config.in_flight_tokens()
+    if group.kind in ("full", "mla"):
+        return Need("full", group.block_size, shareable=True)
+    if group.kind == "sliding":
+        return Need("window", group.block_size, cap=group.window - 1 + t, extra_blocks=1)
+    if group.kind == "chunked":
+        return Need("window", group.block_size, cap=group.window + t)
+    return Need("fixed", group.block_size, fixed=group.blocks_per_request)
+
+
+class VllmEngine(BaseEngine):
+    name = "vllm"
+    display_name = "vLLM"
+    kv_dtypes = KV_DTYPES
+    smaller_kv_dtypes = SMALLER_KV_DTYPES
+
+    def capacity(self, dep: Deployment) -> Capacity:
+        from kvplan.engines.base import weights_per_gpu
+        from kvplan.engines.budget import measured_budget, vllm_budget
+
+        config = config_for(dep)
+        if dep.kv_memory_bytes is not None:
+            budget = measured_budget(dep.kv_memory_bytes, self.name,
+                                     ".".join(map(str, config.version)), dep.pp)
+        else:
+            assert dep.gpu_memory_bytes is not None
+            budget = vllm_budget(
+                dep.spec, dep.gpu_memory_bytes, version=config.version, tp=dep.tp, pp=dep.pp,
+                gpu_memory_utilization=dep.memory_fraction, weights=dep.weights_dtype,
+                weights_bytes=dep.weights_bytes, activation_bytes=dep.activation_bytes,
+                non_torch_bytes=dep.non_torch_bytes, cudagraph_bytes=dep.cudagraph_bytes,
+                max_num_batched_tokens=config.max_num_batched_tokens,
+                max_num_seqs=dep.max_num_seqs, dims=dep.dims, gpu_name=dep.gpu_name)
+        prof = profile(dep.spec, config, budget.available_kv_cache_bytes)
+        constraints = []
+        for i, stage in enumerate(prof.stages):
+            needs = tuple(group_needs(g, config) for g in stage.groups)
+            name = "KV blocks" + (f" (stage {i})" if len(prof.stages) > 1 else "")
+            # every worker allocates the min over workers; one block is the permanent null
+            # block (block_pool.py)
+            constraints.append(Constraint(name, "block", prof.usable_blocks, needs))
+        pool = Pool(self.name, tuple(constraints), config.max_model_len,
+                    tokens_per_unit=prof.block_size, reserved_units=1)
+        return Capacity(dep, budget, prof, pool, prof.kv_cache_dtype,
+                        max(budget.weights_bytes) or weights_per_gpu(dep), prof.per_token_bytes,
+                        budget.notes)
+
+    def numbers(self, cap: Capacity) -> dict[str, Any]:
+        p: VllmProfile = cap.engine_profile
+        return {"available_kv_cache_bytes": p.available_kv_cache_bytes,
+                "num_blocks": p.num_blocks, "block_size": p.block_size,
+                "kv_cache_tokens": p.kv_cache_tokens, "max_concurrency": p.max_concurrency,
+                "max_concurrency_fraction": f"{p.max_concurrency_exact.numerator}/"
+                                            f"{p.max_concurrency_exact.denominator}",
+                "max_model_len": p.max_model_len, "blocks_per_request": p.blocks_per_request,
+                "num_kv_cache_groups": p.num_kv_cache_groups,
+                "num_padding_layers": p.num_padding_layers,
+                "bytes_per_block": p.bytes_per_block,
+                "fits_max_model_len": p.fits_max_model_len,
+                "estimated_max_model_len": p.estimated_max_model_len}
+
+    def kv_budget_bytes(self, cap: Capacity) -> int:
+        return int(cap.engine_profile.available_kv_cache_bytes)
+
+    def token_capacity(self, cap: Capacity) -> int:
+        p: VllmProfile = cap.engine_profile
+        return p.num_blocks * p.block_size
+
+    def sizing_format(self, cap: Capacity) -> KVFormat:
+        return kv_format(cap.deployment.spec, _flag_dtype(cap.deployment.kv_dtype))
+
+    def start_check(self, cap: Capacity) -> StartCheck:
+        # the start-up check: one request of max_model_len must fit, else vLLM exits
+        p: VllmProfile = cap.engine_profile
+        return StartCheck(p.fits_max_model_len, p.estimated_max_model_len)
+
+    def host_blocks(self, cap: Capacity, context_tokens: int | None = None) -> HostBlocks:
+        # swap space / CPU offload: whole blocks of the same layout ("# CPU blocks")
+        p: VllmProfile = cap.engine_profile
+        need = cap.pool.constraints[0].units(context_tokens) if context_tokens else 0
+        return HostBlocks(p.bytes_per_block, p.block_size, need)
+
+    def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
+                 gpu_memory_bytes: int | None = None,
+                 version: str | None = None) -> dict[str, Any]:
+        from kvplan.engines import parse_version
+
+        ver = parse_version(version) or LATEST
+        return {"block_size": default_block_size(spec, gpu_name),
+                "gpu_memory_utilization": default_gpu_memory_utilization(ver),
+                "max_num_batched_tokens": default_max_num_batched_tokens(
+                    gpu_memory_bytes, gpu_name, version=ver),
+                "max_num_seqs": default_max_num_seqs(gpu_memory_bytes, gpu_name)}
+
+
+ENGINE = VllmEngine()

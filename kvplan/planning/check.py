@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvplan.core.errors import KvplanError, NoKVMemoryError, SpecError
+from kvplan.engines.registry import get as get_engine
 from kvplan.planning.plan import Deployment, Workload
 from kvplan.sources.fields import Fields
 
@@ -251,13 +252,13 @@ def _read_deployment(f: _LinedFields, base: Path) -> PlannedDeployment:
     tp, pp = _layout(f, spec)
     gpu = _read_gpu(f)
     weights = _bytes(f, "weights_memory")
+    needs_memory = get_engine(settings["engine"]).needs_memory
     if spec.num_params is None and weights is None and settings["kv_memory_bytes"] is None \
-            and settings["engine"] != "llamacpp":
+            and needs_memory:
         raise f.error("model", f"{spec.name} has no parameter count, so its weights cannot be "
                       "estimated", "give `weights_memory: 15GiB` (vLLM's 'Model loading took'), "
                       "or the KV budget itself as `engine: {kv_memory: 57.65GiB}`")
-    if gpu is None and settings["kv_memory_bytes"] is None \
-            and settings["engine"] != "llamacpp":
+    if gpu is None and settings["kv_memory_bytes"] is None and needs_memory:
         raise f.error(None, "names no memory to plan with",
                       "give `gpu: h100` (a catalog GPU), `gpu_memory: 24GiB`, or the KV budget "
                       "the engine logged as `engine: {kv_memory: 57.65GiB}`")
@@ -283,18 +284,21 @@ def _read_deployment(f: _LinedFields, base: Path) -> PlannedDeployment:
 
 
 def _read_engine(f: _LinedFields) -> dict[str, Any]:
-    from kvplan.engines import ENGINES, parse_version
+    from kvplan.engines import parse_version
+    from kvplan.engines.registry import DEFAULT, names
 
     raw = f.raw.get("engine")
     if raw is None or isinstance(raw, str):
-        e = _LinedFields({"name": raw or "vllm"}, f.source, f.where("engine"), f.lines)
+        e = _LinedFields({"name": raw or DEFAULT}, f.source, f.where("engine"), f.lines)
     else:
         e = f.sub("engine")
         e.check_known(_ENGINE)
-    engine = e.str("name", "vllm")
-    if engine not in ENGINES:
+    engine = e.str("name", DEFAULT)
+    try:
+        get_engine(engine)
+    except KvplanError:
         raise e.error("name" if raw is not None and not isinstance(raw, str) else None,
-                      f"unknown engine {engine!r}", "one of: " + ", ".join(ENGINES))
+                      f"unknown engine {engine!r}", "one of: " + ", ".join(names())) from None
     version = e.raw.get("version")
     if isinstance(version, (int, float)) and not isinstance(version, bool):
         raise e.error("version", f"must be quoted text such as \"0.11\", got {version!r}",
@@ -422,9 +426,12 @@ def _possible(at: _LinedFields, dep: Deployment, ctx: int, limit: int,
         raise at.error("context", f"{ctx:,} tokens is longer than the deployment's "
                        f"max_model_len {limit:,}: no request this long is ever admitted",
                        "raise max_model_len or ask for a shorter context")
-    if dep.engine == "llamacpp" and concurrency and concurrency > dep.parallel:
-        raise at.error("concurrency", f"{concurrency} requests but llama.cpp serves at most "
-                       f"`parallel` = {dep.parallel} at once", "raise engine.parallel")
+    engine = get_engine(dep.engine)
+    limit_setting = engine.concurrency_limit(dep)
+    if limit_setting is not None and concurrency and concurrency > limit_setting[0]:
+        most, setting = limit_setting
+        raise at.error("concurrency", f"{concurrency} requests but {engine.display_name} "
+                       f"serves at most `{setting}` = {most} at once", f"raise engine.{setting}")
 
 
 # --- evaluation ----------------------------------------------------------------------------
@@ -523,9 +530,10 @@ def check_deployment(planned: PlannedDeployment, source: str = "plan"
             planned.name, planned.line, dep.spec.name, dep.gpu_name, dep.num_gpus, dep.tp,
             dep.pp, dep.engine, dep.kv_dtype, dep.context_limit(),
             core.weights_per_gpu(dep) or None, 0), row.rows
-    if dep.engine == "vllm" and not cap.engine_profile.fits_max_model_len:
-        # vLLM refuses to start when one request of max_model_len does not fit
-        est = cap.engine_profile.estimated_max_model_len
+    start = cap.engine.start_check(cap)
+    if not start.starts:
+        # the engine refuses to start (vLLM: one request of max_model_len does not fit)
+        est = start.max_request_tokens
         row.add("engine_starts", "tokens", dep.context_limit(), est, est - dep.context_limit(),
                 planned.line, context_tokens=dep.context_limit(), limited_by="memory")
     for req in planned.requirements:

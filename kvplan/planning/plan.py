@@ -23,437 +23,54 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvplan.core.dtypes import cdiv
 from kvplan.core.errors import BadInputError
-from kvplan.core.layers import ATTENTION_KINDS
 from kvplan.core.spec import ModelSpec
-from kvplan.engines import ENGINES
-from kvplan.engines.budget import Budget, ModelDims
+from kvplan.engines.base import (  # re-exported: the planner's vocabulary
+    Capacity,
+    Constraint,
+    Deployment,
+    Need,
+    Pool,
+    weights_per_gpu,
+)
+from kvplan.engines.registry import get as get_engine
 
 if TYPE_CHECKING:
     from kvplan.core.dtypes import KVFormat
-    from kvplan.engines.vllm import VllmConfig
-    from kvplan.sources.gpus import GPU
 
 SCHEMA = "kvplan.plan/1"
 COMPARE_SCHEMA = "kvplan.compare/1"
 
 
-# --- the deployment -----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Deployment:
-    """Everything that decides the KV capacity of one serving instance."""
-
-    spec: ModelSpec
-    engine: str = "vllm"
-    engine_version: str | None = None
-    gpu_name: str | None = None
-    gpu_memory_bytes: int | None = None  # what the GPU reports (kvplan.sources.gpus memory_bytes)
-    gpu_bandwidth_bytes_per_s: int = 0
-    gpu_arch: str = ""  # e.g. "hopper 9.0", picks vLLM's MLA block size
-    tp: int = 1
-    pp: int = 1
-    kv_dtype: str = "auto"
-    max_model_len: int | None = None  # None: the model's maximum context
-    block_size: int | None = None
-    kv_memory_bytes: int | None = None  # a measured KV budget (per GPU)
-    memory_fraction: float | None = None  # vLLM gpu_memory_utilization / SGLang
-    # mem_fraction_static / TRT-LLM free_gpu_memory_fraction
-    weights_dtype: str = "auto"
-    weights_bytes: int | None = None  # the whole model's measured weight size
-    activation_bytes: int | None = None
-    non_torch_bytes: int | None = None
-    cudagraph_bytes: int | None = None
-    max_num_batched_tokens: int | None = None
-    max_num_seqs: int | None = None
-    dims: ModelDims | None = None
-    num_draft_layers: int = 0
-    parallel: int = 1  # llama.cpp --parallel
-    hf_cache: str = "dynamic"
-
-    @property
-    def num_gpus(self) -> int:
-        return self.tp * self.pp
-
-    def with_gpu(self, gpu: GPU) -> Deployment:
-        """This deployment on `gpu` (a catalog or custom GPU): its name, the memory it
-        reports, its bandwidth, and the architecture that picks vLLM's MLA block size."""
-        arch = f"{gpu.architecture} sm{gpu.compute_capability}" if gpu.compute_capability \
-            else ""
-        return replace(self, gpu_name=gpu.name, gpu_memory_bytes=gpu.memory_bytes,
-                       gpu_bandwidth_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s, gpu_arch=arch)
-
-    def context_limit(self) -> int:
-        return self.max_model_len or self.spec.max_context_tokens or 8192
-
-
-# --- how requests use memory --------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Need:
-    """How one request of L tokens uses one pool.
-
-    kind: full (every token), window (at most `cap` tokens), fixed (`fixed` blocks whatever
-    L is: recurrent state, cross attention). A request holds `cdiv(held, block_size) +
-    extra_blocks` blocks of `weight` units each.
-    """
-
-    kind: str
-    block_size: int = 1
-    cap: int = 0
-    extra_blocks: int = 0
-    fixed: int = 0
-    weight: int = 1
-    shareable: bool = False  # whole blocks of a common prefix can be shared (prefix caching)
-
-    def units(self, tokens: int) -> int:
-        if self.kind == "fixed":
-            return self.fixed * self.weight
-        held = min(tokens, self.cap) if self.kind == "window" else tokens
-        return (cdiv(held, self.block_size) + self.extra_blocks) * self.weight
-
-    def shared_units(self, prefix_tokens: int) -> int:
-        """Units of a common prefix that requests can share: whole blocks only."""
-        if not self.shareable:
-            return 0
-        return prefix_tokens // self.block_size * self.weight
-
-
-@dataclass(frozen=True)
-class Constraint:
-    """One pool with a fixed capacity (blocks, tokens, cells, slots or bytes)."""
-
-    name: str
-    unit: str
-    capacity: int
-    needs: tuple[Need, ...]
-
-    def units(self, tokens: int) -> int:
-        return sum(n.units(tokens) for n in self.needs)
-
-    def shared_units(self, prefix_tokens: int) -> int:
-        return sum(n.shared_units(prefix_tokens) for n in self.needs)
-
-
-@dataclass(frozen=True)
-class Pool:
-    engine: str
-    constraints: tuple[Constraint, ...]
-    max_request_tokens: int  # max_model_len, or llama.cpp's per-slot context
-    max_requests: int | None = None  # llama.cpp --parallel
-    tokens_per_unit: int = 1  # block size of the first constraint (for token figures)
-
-    def fits(self, tokens: int, count: int) -> bool:
-        if count <= 0:
-            return True
-        if tokens > self.max_request_tokens:
-            return False
-        if self.max_requests is not None and count > self.max_requests:
-            return False
-        return all(count * c.units(tokens) <= c.capacity for c in self.constraints)
-
-
-@dataclass(frozen=True)
-class Capacity:
-    """A deployment's KV capacity: the engine's numbers and the pool they imply."""
-
-    deployment: Deployment
-    budget: Budget | None
-    engine_profile: Any  # VllmProfile | SglangProfile | TrtllmProfile | LlamacppProfile | Hf
-    pool: Pool
-    kv_format: str
-    weights_per_gpu_bytes: int  # the fullest GPU (0 when unknown)
-    kv_bytes_per_token: int  # per GPU, every layer still growing (the fullest stage)
-    notes: tuple[str, ...] = ()
-
-    @property
-    def engine_numbers(self) -> dict[str, Any]:
-        return engine_numbers(self)
-
-
-# --- building a Capacity ------------------------------------------------------------------
-
-def _version(dep: Deployment) -> tuple[int, ...] | None:
-    from kvplan.engines import parse_version
-
-    return parse_version(dep.engine_version)
+# --- the deployment, its pool and capacity (kvplan.engines.base) --------------------------
 
 
 def capacity(dep: Deployment) -> Capacity:
     """The engine's start-up numbers and request pool for a deployment."""
     from kvplan.core.sizing import check_parallelism
 
-    if dep.engine not in ENGINES:
-        raise BadInputError(f"unknown engine {dep.engine!r}", "one of: " + ", ".join(ENGINES))
+    engine = get_engine(dep.engine)  # an unknown name is a BadInputError naming the known
     check_parallelism(dep.spec, dep.tp, dep.pp)
-    if dep.kv_memory_bytes is None and dep.gpu_memory_bytes is None \
-            and dep.engine not in ("llamacpp",):
+    if dep.kv_memory_bytes is None and dep.gpu_memory_bytes is None and engine.needs_memory:
         raise BadInputError("no memory to plan with",
                             "give --gpu (a catalog GPU), --gpu-memory 24GiB, or the KV budget "
                             "the engine logged with --kv-memory 57.65GiB")
-    build: dict[str, Callable[[Deployment], Capacity]] = {
-        "vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm, "llamacpp": _llamacpp, "hf": _hf}
-    return build[dep.engine](dep)
-
-
-def _vllm_config(dep: Deployment) -> VllmConfig:
-    from kvplan.engines import vllm
-
-    ver = _version(dep) or vllm.LATEST
-    mbt = dep.max_num_batched_tokens or vllm.default_max_num_batched_tokens(
-        dep.gpu_memory_bytes, dep.gpu_name, version=ver)
-    return vllm.VllmConfig(
-        max_model_len=dep.context_limit(), version=ver,
-        kv_cache_dtype=_vllm_dtype(dep.kv_dtype), block_size=dep.block_size, tp=dep.tp,
-        pp=dep.pp, max_num_batched_tokens=mbt, num_draft_layers=dep.num_draft_layers,
-        gpu_name=f"{dep.gpu_name or ''} {dep.gpu_arch}".strip() or None)
-
-
-def _vllm_dtype(name: str) -> str:
-    # kvplan's names for the same formats
-    return {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(name, name)
-
-
-def _vllm(dep: Deployment) -> Capacity:
-    from kvplan.engines import vllm
-    from kvplan.engines.budget import measured_budget, vllm_budget
-
-    config = _vllm_config(dep)
-    if dep.kv_memory_bytes is not None:
-        budget = measured_budget(dep.kv_memory_bytes, "vllm", ".".join(map(str, config.version)),
-                                 dep.pp)
-    else:
-        assert dep.gpu_memory_bytes is not None
-        budget = vllm_budget(
-            dep.spec, dep.gpu_memory_bytes, version=config.version, tp=dep.tp, pp=dep.pp,
-            gpu_memory_utilization=dep.memory_fraction, weights=dep.weights_dtype,
-            weights_bytes=dep.weights_bytes, activation_bytes=dep.activation_bytes,
-            non_torch_bytes=dep.non_torch_bytes, cudagraph_bytes=dep.cudagraph_bytes,
-            max_num_batched_tokens=config.max_num_batched_tokens,
-            max_num_seqs=dep.max_num_seqs, dims=dep.dims, gpu_name=dep.gpu_name)
-    prof = vllm.profile(dep.spec, config, budget.available_kv_cache_bytes)
-    constraints = []
-    t = config.in_flight_tokens()
-    for i, stage in enumerate(prof.stages):
-        needs = []
-        for g in stage.groups:
-            if g.kind in ("full", "mla"):
-                needs.append(Need("full", g.block_size, shareable=True))
-            elif g.kind == "sliding":
-                needs.append(Need("window", g.block_size, cap=g.window - 1 + t, extra_blocks=1))
-            elif g.kind == "chunked":
-                needs.append(Need("window", g.block_size, cap=g.window + t))
-            else:  # mamba, cross: a fixed number of blocks per request
-                needs.append(Need("fixed", g.block_size, fixed=g.blocks_per_request))
-        name = "KV blocks" + (f" (stage {i})" if len(prof.stages) > 1 else "")
-        # every worker allocates the min over workers; one block is the permanent null
-        # block (block_pool.py)
-        constraints.append(Constraint(name, "block", prof.usable_blocks, tuple(needs)))
-    pool = Pool("vllm", tuple(constraints), config.max_model_len,
-                tokens_per_unit=prof.block_size)
-    return Capacity(dep, budget, prof, pool, prof.kv_cache_dtype,
-                    max(budget.weights_bytes) or weights_per_gpu(dep), prof.per_token_bytes,
-                    budget.notes)
-
-
-def _sglang(dep: Deployment) -> Capacity:
-    from kvplan.engines import sglang
-    from kvplan.engines.budget import sglang_memory
-
-    config = sglang.SglangConfig(tp=dep.tp, pp=dep.pp, kv_cache_dtype=dep.kv_dtype,
-                                 page_size=dep.block_size or 1)
-    ver = _version(dep)
-    if dep.kv_memory_bytes is not None:
-        # rest = after - before x (1 - f): with before = 0 the budget is used as given
-        prof = sglang.profile(dep.spec, config, 0, dep.kv_memory_bytes, 0.5)
-        weights, budget_notes = weights_per_gpu(dep), ("KV budget given directly",)
-    else:
-        assert dep.gpu_memory_bytes is not None
-        mem = sglang_memory(dep.spec, dep.gpu_memory_bytes, tp=dep.tp, pp=dep.pp, version=ver,
-                            mem_fraction_static=dep.memory_fraction,
-                            weights=dep.weights_dtype, weights_bytes=dep.weights_bytes,
-                            dims=dep.dims)
-        prof = sglang.profile(dep.spec, config, mem.free_before_load_bytes,
-                              mem.free_after_load_bytes, mem.mem_fraction_static)
-        weights = mem.weights_bytes
-        budget_notes = (f"mem_fraction_static {mem.mem_fraction_static}",)
-    page = config.page_size
-    constraints = [Constraint("tokens", "token", prof.max_total_num_tokens,
-                              (Need("full", page, weight=page, shareable=True),))]
-    if prof.swa_max_total_num_tokens is not None:
-        window = max(x.window_tokens for x in dep.spec.layers if isinstance(x, ATTENTION_KINDS))
-        constraints.append(Constraint("SWA tokens", "token", prof.swa_max_total_num_tokens,
-                                      (Need("window", page, cap=window, weight=page),)))
-    if prof.max_mamba_cache_size is not None:
-        constraints.append(Constraint("Mamba state slots", "slot", prof.max_mamba_cache_size,
-                                      (Need("fixed", fixed=1),)))
-    pool = Pool("sglang", tuple(constraints), dep.context_limit())
-    return Capacity(dep, None, prof, pool, prof.kv_cache_dtype, weights,
-                    prof.cell_size_bytes, budget_notes)
-
-
-def _trtllm(dep: Deployment) -> Capacity:
-    from kvplan.engines import trtllm
-    from kvplan.engines.budget import trtllm_free_bytes
-
-    fraction = dep.memory_fraction if dep.memory_fraction is not None else \
-        trtllm.FREE_GPU_MEMORY_FRACTION
-    config = trtllm.TrtllmConfig(tp=dep.tp, pp=dep.pp, kv_cache_dtype=dep.kv_dtype,
-                                 tokens_per_block=dep.block_size or trtllm.TOKENS_PER_BLOCK,
-                                 free_gpu_memory_fraction=fraction)
-    if dep.kv_memory_bytes is not None:
-        prof = trtllm.profile(dep.spec, config, 0, kv_cache_bytes=dep.kv_memory_bytes)
-    else:
-        assert dep.gpu_memory_bytes is not None
-        free = trtllm_free_bytes(dep.spec, dep.gpu_memory_bytes, tp=dep.tp, pp=dep.pp,
-                                 weights=dep.weights_dtype, weights_bytes=dep.weights_bytes,
-                                 activation_bytes=dep.activation_bytes,
-                                 non_torch_bytes=dep.non_torch_bytes,
-                                 max_num_tokens=dep.max_num_batched_tokens or 8192,
-                                 dims=dep.dims)
-        prof = trtllm.profile(dep.spec, config, free)
-    bs = config.tokens_per_block
-    pool = Pool("trtllm", (Constraint("KV blocks", "block", prof.num_blocks,
-                                      (Need("full", bs, shareable=True),)),),
-                dep.context_limit(), tokens_per_unit=bs)
-    return Capacity(dep, None, prof, pool, prof.kv_cache_dtype, weights_per_gpu(dep),
-                    prof.bytes_per_token, (f"free_gpu_memory_fraction {fraction}",))
-
-
-def _llamacpp(dep: Deployment) -> Capacity:
-    from kvplan.engines import llamacpp
-
-    kv = "f16" if dep.kv_dtype in ("auto", "fp16", "bf16") else dep.kv_dtype
-    ctx = dep.context_limit()
-    config = llamacpp.LlamacppConfig(ctx=ctx, parallel=dep.parallel, cache_type_k=kv,
-                                     cache_type_v=kv)
-    prof = llamacpp.profile(dep.spec, config)
-    pool = Pool("llamacpp", (Constraint("cells", "cell", prof.cells, (Need("full", 1),)),),
-                prof.cells_per_seq, max_requests=dep.parallel)
-    notes = [f"llama.cpp allocates all {prof.cells:,} cells (--ctx {ctx:,}) at start-up"]
-    weights = weights_per_gpu(dep)
-    memory = dep.gpu_memory_bytes
-    if memory is not None and weights + prof.total_bytes > memory:
-        from kvplan.output.render import human_bytes
-
-        notes.append(f"weights {human_bytes(weights)} + KV {human_bytes(prof.total_bytes)} do "
-                     f"not fit in {human_bytes(memory)}: offload layers (-ngl) or shrink --ctx")
-        pool = replace(pool, constraints=(replace(pool.constraints[0], capacity=0),))
-    per_token = prof.total_bytes // max(1, prof.cells)
-    return Capacity(dep, None, prof, pool, prof.cache_type_k, weights, per_token, tuple(notes))
-
-
-def _hf(dep: Deployment) -> Capacity:
-    from kvplan.core.layers import CrossAttention, NoCache, RecurrentState
-    from kvplan.engines import hf
-    from kvplan.engines.budget import hf_free_bytes
-
-    fmt = hf.kv_format(dep.spec, dep.kv_dtype)
-    budget = dep.kv_memory_bytes
-    if budget is None:
-        assert dep.gpu_memory_bytes is not None
-        budget = hf_free_bytes(dep.spec, dep.gpu_memory_bytes, weights=dep.weights_dtype,
-                               weights_bytes=dep.weights_bytes,
-                               activation_bytes=dep.activation_bytes, dims=dep.dims)
-    max_len = dep.context_limit()
-    needs: list[Need] = []
-    growing = 0  # bytes per token of the layers that grow with the text
-    for layer in dep.spec.layers:
-        if isinstance(layer, NoCache):
-            continue
-        if isinstance(layer, RecurrentState):
-            state = hf.profile(replace(dep.spec, layers=(layer,)), seq_len=1, tp=dep.tp)
-            needs.append(Need("fixed", fixed=1, weight=state.state_bytes))
-            continue
-        per_token = layer.bytes_for_tokens(1, fmt, dep.tp)
-        if isinstance(layer, CrossAttention):  # the encoder's tokens, whatever the length
-            needs.append(Need("fixed", fixed=layer.encoder_tokens, weight=per_token))
-            continue
-        growing += per_token
-        window = layer.window_tokens if isinstance(layer, ATTENTION_KINDS) else 0  # MLA: 0
-        if dep.hf_cache == "static":
-            slots = min(window, max_len) if window else max_len
-            needs.append(Need("fixed", fixed=slots, weight=per_token))
-        elif window:
-            needs.append(Need("window", 1, cap=window - 1, weight=per_token))
-        else:
-            needs.append(Need("full", 1, weight=per_token))
-    prof = hf.profile(dep.spec, cache=dep.hf_cache, seq_len=max_len, kv_dtype=dep.kv_dtype,
-                      tp=dep.tp)
-    pool = Pool("hf", (Constraint("bytes", "byte", budget, _merge(needs)),), max_len)
-    return Capacity(dep, None, prof, pool, fmt.name, weights_per_gpu(dep), growing,
-                    (f"transformers {dep.hf_cache} cache; nothing reserved up front",))
-
-
-def _merge(needs: list[Need]) -> tuple[Need, ...]:
-    """Needs that differ only in weight are one need (62 layers -> 2 needs for Gemma 3)."""
-    merged: dict[Need, int] = {}
-    for n in needs:
-        key = replace(n, weight=1)
-        merged[key] = merged.get(key, 0) + n.weight
-    return tuple(replace(k, weight=w) for k, w in merged.items())
-
-
-def weights_per_gpu(dep: Deployment) -> int:
-    """Weight bytes on the fullest GPU (0 when the parameter count is unknown)."""
-    from kvplan.engines.budget import stage_weight_bytes, weight_format, weight_split
-
-    if dep.spec.num_params is None and dep.weights_bytes is None:
-        return 0
-    fmt = weight_format(dep.weights_dtype, dep.spec.dtype)
-    split = weight_split(dep.spec, fmt, dep.dims, dep.weights_bytes)
-    return max(stage_weight_bytes(dep.spec, split, dep.tp, dep.pp))
+    return engine.capacity(dep)
 
 
 def engine_numbers(cap: Capacity) -> dict[str, Any]:
     """The engine's own log figures under the names it logs them with (raw ints)."""
-    p = cap.engine_profile
-    eng = cap.deployment.engine
-    if eng == "vllm":
-        return {"available_kv_cache_bytes": p.available_kv_cache_bytes,
-                "num_blocks": p.num_blocks, "block_size": p.block_size,
-                "kv_cache_tokens": p.kv_cache_tokens, "max_concurrency": p.max_concurrency,
-                "max_concurrency_fraction": f"{p.max_concurrency_exact.numerator}/"
-                                            f"{p.max_concurrency_exact.denominator}",
-                "max_model_len": p.max_model_len, "blocks_per_request": p.blocks_per_request,
-                "num_kv_cache_groups": p.num_kv_cache_groups,
-                "num_padding_layers": p.num_padding_layers,
-                "bytes_per_block": p.bytes_per_block,
-                "fits_max_model_len": p.fits_max_model_len,
-                "estimated_max_model_len": p.estimated_max_model_len}
-    if eng == "sglang":
-        return {"available_bytes": p.available_bytes, "cell_size_bytes": p.cell_size_bytes,
-                "max_total_num_tokens": p.max_total_num_tokens,
-                "swa_max_total_num_tokens": p.swa_max_total_num_tokens,
-                "max_mamba_cache_size": p.max_mamba_cache_size,
-                "k_size_bytes": p.k_size_bytes, "v_size_bytes": p.v_size_bytes}
-    if eng == "trtllm":
-        return {"free_bytes": p.free_bytes, "kv_cache_bytes": p.kv_cache_bytes,
-                "bytes_per_token": p.bytes_per_token, "max_tokens": p.max_tokens,
-                "num_blocks": p.num_blocks, "tokens_per_block": p.tokens_per_block,
-                "kv_cache_tokens": p.kv_cache_tokens, "allocated_bytes": p.allocated_bytes}
-    if eng == "llamacpp":
-        return {"cells": p.cells, "cells_per_seq": p.cells_per_seq, "k_bytes": p.k_bytes,
-                "v_bytes": p.v_bytes, "total_bytes": p.total_bytes,
-                "k_mib": p.k_mib, "v_mib": p.v_mib, "kv_mib": p.kv_mib}
-    return {"cache": p.cache, "cache_bytes": p.cache_bytes, "seq_len": p.seq_len,
-            "budget_bytes": cap.pool.constraints[0].capacity}
+    return cap.engine.numbers(cap)
 
 
 def engine_log_lines(cap: Capacity) -> list[str]:
-    p = cap.engine_profile
-    if hasattr(p, "log_lines"):
-        return list(p.log_lines())
-    if hasattr(p, "log_line"):
-        return [p.log_line()]
-    return []
+    return cap.engine.log_lines(cap)
 
 
 # --- question 1: concurrency at a context -------------------------------------------------
@@ -484,9 +101,8 @@ def max_concurrency(cap: Capacity, context_tokens: int) -> ConcurrencyResult:
     assert best is not None
     if pool.max_requests is not None and pool.max_requests < best:
         best, why = pool.max_requests, "max requests (--parallel)"
-    # the engine's float: vLLM divides all num_blocks (the null block included)
-    whole = caps[0] + (1 if pool.engine == "vllm" else 0)
-    engine_x = whole / units[0] if units[0] else 0.0
+    # the engine's own float (vLLM divides all num_blocks, the null block included)
+    engine_x = cap.engine.max_concurrency(cap, context_tokens)
     return ConcurrencyResult(context_tokens, best, why, units, caps, engine_x)
 
 
@@ -898,19 +514,8 @@ def _read_fraction(spec: ModelSpec, batch: int) -> Fraction:
 
 
 def format_for_sizing(cap: Capacity) -> KVFormat:
-    from kvplan.core.dtypes import parse_format
-
-    eng = cap.deployment.engine
-    if eng == "vllm":
-        from kvplan.engines import vllm
-
-        return vllm.kv_format(cap.deployment.spec, _vllm_dtype(cap.deployment.kv_dtype))
-    if eng == "llamacpp":
-        from kvplan.engines import llamacpp
-
-        return llamacpp.cache_type(cap.kv_format)
-    return parse_format(cap.kv_format if cap.kv_format != "f16" else "fp16",
-                        cap.deployment.spec.dtype)
+    """The format the engine stores, for kvplan.core.sizing's exact byte formulas."""
+    return cap.engine.sizing_format(cap)
 
 
 # --- question 6: KV offload to host memory -------------------------------------------------
@@ -930,16 +535,12 @@ def offload_capacity(cap: Capacity, host_memory_bytes: int,
     same layout, `host // bytes_per_block`, as V0 printed "# CPU blocks")."""
     if host_memory_bytes <= 0:
         raise BadInputError("the host memory must be positive")
-    p = cap.engine_profile
-    if cap.deployment.engine == "vllm":
-        per_block, tokens_per_block = p.bytes_per_block, p.block_size
-    else:
-        per_block, tokens_per_block = max(1, cap.kv_bytes_per_token), 1
+    unit = cap.engine.host_blocks(cap, context_tokens)
+    per_block, tokens_per_block = unit.bytes_per_unit, unit.tokens_per_unit
     blocks = host_memory_bytes // per_block if per_block else 0
     reqs = None
     if context_tokens:
-        need = cap.pool.constraints[0].units(context_tokens) if cap.deployment.engine == \
-            "vllm" else context_tokens
+        need = unit.units_per_request
         reqs = blocks // need if need else None
     return OffloadResult(host_memory_bytes, per_block, blocks, blocks * tokens_per_block, reqs)
 
@@ -955,11 +556,7 @@ class Suggestions:
 
 
 def smaller_kv_dtypes(engine: str) -> tuple[str, ...]:
-    from kvplan.engines import hf, llamacpp, sglang, trtllm, vllm
-
-    return {"vllm": vllm.SMALLER_KV_DTYPES, "sglang": sglang.SMALLER_KV_DTYPES,
-            "trtllm": trtllm.SMALLER_KV_DTYPES, "llamacpp": llamacpp.SMALLER_KV_DTYPES,
-            "hf": hf.SMALLER_KV_DTYPES}[engine]
+    return get_engine(engine).smaller_kv_dtypes
 
 
 def suggestions(cap: Capacity, target: Target) -> Suggestions:
@@ -990,30 +587,25 @@ def suggestions(cap: Capacity, target: Target) -> Suggestions:
 
 def kv_budget_bytes(cap: Capacity) -> int:
     """The bytes the engine gives its KV pool on one GPU."""
-    p = cap.engine_profile
-    eng = cap.deployment.engine
-    if eng == "vllm":
-        return int(p.available_kv_cache_bytes)
-    if eng == "sglang":
-        return int(p.available_bytes)
-    if eng == "trtllm":
-        return int(p.kv_cache_bytes)
-    if eng == "llamacpp":
-        return int(p.total_bytes)
-    return cap.pool.constraints[0].capacity
+    return cap.engine.kv_budget_bytes(cap)
 
 
 def token_capacity(cap: Capacity) -> int:
     """Token slots of the pool: vLLM num_blocks x block, SGLang tokens, TRT blocks x 32,
-    llama.cpp cells, transformers budget / bytes per token."""
-    n = engine_numbers(cap)
-    eng = cap.deployment.engine
-    if eng == "vllm":
-        return n["num_blocks"] * n["block_size"]
-    if eng == "sglang":
-        return n["max_total_num_tokens"]
-    if eng == "trtllm":
-        return n["kv_cache_tokens"]
-    if eng == "llamacpp":
-        return n["cells"]
-    return n["budget_bytes"] // max(1, cap.kv_bytes_per_token)
+    llama.cpp cells, transformers budget / bytes per token (each engine says)."""
+    return cap.engine.token_capacity(cap)
+
+
+__all__ = [
+    # the vocabulary shared with the engines (defined in kvplan.engines.base)
+    "Deployment", "Need", "Constraint", "Pool", "Capacity", "weights_per_gpu",
+    # the questions
+    "capacity", "engine_numbers", "engine_log_lines", "max_concurrency", "max_context",
+    "parse_workload", "check_workload", "workload_units", "fewest_gpus", "candidate_layouts",
+    "decode_floor", "format_for_sizing", "offload_capacity", "suggestions",
+    "smaller_kv_dtypes", "kv_budget_bytes", "token_capacity",
+    # results
+    "ConcurrencyResult", "ContextResult", "RequestGroup", "Workload", "ConstraintUse",
+    "WorkloadResult", "Target", "LayoutOption", "LayoutResult", "DecodeFloor",
+    "OffloadResult", "Suggestions", "SCHEMA", "COMPARE_SCHEMA",
+]

@@ -1,0 +1,357 @@
+"""What every engine plugin provides, and the data it shares with the planner.
+
+An engine turns a `Deployment` (model, GPU memory, parallelism, KV dtype, engine settings)
+into a `Capacity`: its own start-up numbers (the profile it logs), the memory budget it
+computed, and a `Pool` that says how requests use that memory. Planning (kvplan.planning),
+`check`, `sweep`, the reports, `validate` and the CLI only ask an `Engine` object (found with
+`kvplan.engines.registry.get(name)`); none of them tests an engine's name.
+
+- `Need`        how one request of L tokens uses one pool (blocks of a group, tokens, bytes)
+- `Constraint`  one pool with a fixed capacity and the needs that draw from it
+- `Pool`        every constraint of a deployment, the longest request, the slot limit
+- `Capacity`    a deployment's KV capacity: the engine's numbers and its pool
+- `Engine`      the protocol a plugin implements; `BaseEngine` gives the common defaults
+
+Every integer is a count of whole units (blocks, tokens, cells, bytes); the engine modules
+own the rules that make them (vLLM's `cdiv(len, block_size)`, its sliding window's extra
+block, its null block, llama.cpp's 256-cell padding, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from kvplan.core.dtypes import cdiv
+from kvplan.core.errors import BadInputError
+from kvplan.core.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from kvplan.core.dtypes import KVFormat
+    from kvplan.engines.budget import Budget, ModelDims
+
+
+# --- the deployment -----------------------------------------------------------------------
+
+class GPULike(Protocol):
+    """What a deployment reads from a GPU (kvplan.sources.gpus.GPU has these)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def memory_bytes(self) -> int: ...
+    @property
+    def hbm_bandwidth_bytes_per_s(self) -> int: ...
+    @property
+    def architecture(self) -> str: ...
+    @property
+    def compute_capability(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Everything that decides the KV capacity of one serving instance."""
+
+    spec: ModelSpec
+    engine: str = "vllm"  # a name the engine registry knows
+    engine_version: str | None = None
+    gpu_name: str | None = None
+    gpu_memory_bytes: int | None = None  # what the GPU reports (kvplan.sources.gpus memory_bytes)
+    gpu_bandwidth_bytes_per_s: int = 0
+    gpu_arch: str = ""  # e.g. "hopper 9.0", picks vLLM's MLA block size
+    tp: int = 1
+    pp: int = 1
+    kv_dtype: str = "auto"
+    max_model_len: int | None = None  # None: the model's maximum context
+    block_size: int | None = None
+    kv_memory_bytes: int | None = None  # a measured KV budget (per GPU)
+    memory_fraction: float | None = None  # vLLM gpu_memory_utilization / SGLang
+    # mem_fraction_static / TRT-LLM free_gpu_memory_fraction
+    weights_dtype: str = "auto"
+    weights_bytes: int | None = None  # the whole model's measured weight size
+    activation_bytes: int | None = None
+    non_torch_bytes: int | None = None
+    cudagraph_bytes: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    dims: ModelDims | None = None
+    num_draft_layers: int = 0
+    parallel: int = 1  # llama.cpp --parallel
+    hf_cache: str = "dynamic"
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp
+
+    def with_gpu(self, gpu: GPULike) -> Deployment:
+        """This deployment on `gpu` (a catalog or custom GPU): its name, the memory it
+        reports, its bandwidth, and the architecture that picks vLLM's MLA block size."""
+        arch = f"{gpu.architecture} sm{gpu.compute_capability}" if gpu.compute_capability \
+            else ""
+        return replace(self, gpu_name=gpu.name, gpu_memory_bytes=gpu.memory_bytes,
+                       gpu_bandwidth_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s, gpu_arch=arch)
+
+    def context_limit(self) -> int:
+        return self.max_model_len or self.spec.max_context_tokens or 8192
+
+
+# --- how requests use memory --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Need:
+    """How one request of L tokens uses one pool.
+
+    kind: full (every token), window (at most `cap` tokens), fixed (`fixed` blocks whatever
+    L is: recurrent state, cross attention). A request holds `cdiv(held, block_size) +
+    extra_blocks` blocks of `weight` units each.
+    """
+
+    kind: str
+    block_size: int = 1
+    cap: int = 0
+    extra_blocks: int = 0
+    fixed: int = 0
+    weight: int = 1
+    shareable: bool = False  # whole blocks of a common prefix can be shared (prefix caching)
+
+    def units(self, tokens: int) -> int:
+        if self.kind == "fixed":
+            return self.fixed * self.weight
+        held = min(tokens, self.cap) if self.kind == "window" else tokens
+        return (cdiv(held, self.block_size) + self.extra_blocks) * self.weight
+
+    def shared_units(self, prefix_tokens: int) -> int:
+        """Units of a common prefix that requests can share: whole blocks only."""
+        if not self.shareable:
+            return 0
+        return prefix_tokens // self.block_size * self.weight
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One pool with a fixed capacity (blocks, tokens, cells, slots or bytes)."""
+
+    name: str
+    unit: str
+    capacity: int
+    needs: tuple[Need, ...]
+
+    def units(self, tokens: int) -> int:
+        return sum(n.units(tokens) for n in self.needs)
+
+    def shared_units(self, prefix_tokens: int) -> int:
+        return sum(n.shared_units(prefix_tokens) for n in self.needs)
+
+
+@dataclass(frozen=True)
+class Pool:
+    engine: str
+    constraints: tuple[Constraint, ...]
+    max_request_tokens: int  # max_model_len, or llama.cpp's per-slot context
+    max_requests: int | None = None  # a slot limit (llama.cpp --parallel)
+    tokens_per_unit: int = 1  # block size of the first constraint (for token figures)
+    # units the engine owns but never gives a request (vLLM's null block); the engine's own
+    # concurrency figure divides capacity + reserved_units
+    reserved_units: int = 0
+
+    def fits(self, tokens: int, count: int) -> bool:
+        if count <= 0:
+            return True
+        if tokens > self.max_request_tokens:
+            return False
+        if self.max_requests is not None and count > self.max_requests:
+            return False
+        return all(count * c.units(tokens) <= c.capacity for c in self.constraints)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """A deployment's KV capacity: the engine's numbers and the pool they imply."""
+
+    deployment: Deployment
+    budget: Budget | None
+    engine_profile: Any  # the engine's own profile (VllmProfile, SglangProfile, ...)
+    pool: Pool
+    kv_format: str
+    weights_per_gpu_bytes: int  # the fullest GPU (0 when unknown)
+    kv_bytes_per_token: int  # per GPU, every layer still growing (the fullest stage)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def engine(self) -> Engine:
+        from kvplan.engines.registry import get
+
+        return get(self.deployment.engine)
+
+    @property
+    def engine_numbers(self) -> dict[str, Any]:
+        return self.engine.numbers(self)
+
+
+@dataclass(frozen=True)
+class StartCheck:
+    """Whether the engine starts at all with this capacity (vLLM refuses to start when one
+    request of max_model_len does not fit) and the longest request it would accept."""
+
+    starts: bool
+    max_request_tokens: int
+
+
+@dataclass(frozen=True)
+class HostBlocks:
+    """The unit a host-memory (offload) pool is counted in: bytes and tokens per unit."""
+
+    bytes_per_unit: int
+    tokens_per_unit: int
+    units_per_request: int = 0  # for one request of the asked context (0: none asked)
+
+
+# --- the protocol -------------------------------------------------------------------------
+
+@runtime_checkable
+class Engine(Protocol):
+    """A serving engine as the planner sees it. Implement it (or subclass BaseEngine) and
+    `kvplan.engines.registry.register` it; nothing else in kvplan needs to change."""
+
+    name: str  # the --engine value and the registry key
+    display_name: str  # how the engine names itself in messages ("vLLM")
+    kv_dtypes: tuple[str, ...]  # the KV dtype names it accepts (option choices)
+    smaller_kv_dtypes: tuple[str, ...]  # what to suggest when the default does not fit
+    needs_memory: bool  # False: plans without a GPU memory or budget (llama.cpp)
+
+    def capacity(self, dep: Deployment) -> Capacity:
+        """The engine's budget, start-up numbers and request pool for `dep`."""
+        ...
+
+    def numbers(self, cap: Capacity) -> dict[str, Any]:
+        """Its start-up figures under the names it logs them with (raw ints)."""
+        ...
+
+    def log_lines(self, cap: Capacity) -> list[str]:
+        """The lines it prints at start-up."""
+        ...
+
+    def kv_budget_bytes(self, cap: Capacity) -> int:
+        """The bytes it gives its KV pool on one GPU."""
+        ...
+
+    def token_capacity(self, cap: Capacity) -> int:
+        """Token slots of its pool."""
+        ...
+
+    def blocks_per_request(self, cap: Capacity, tokens: int) -> tuple[int, ...]:
+        """Units one request of `tokens` tokens holds in each pool constraint."""
+        ...
+
+    def max_concurrency(self, cap: Capacity, tokens: int) -> float:
+        """The engine's own concurrency figure for requests of `tokens` tokens."""
+        ...
+
+    def sizing_format(self, cap: Capacity) -> KVFormat:
+        """The stored KV format, for the exact byte formulas of kvplan.core.sizing."""
+        ...
+
+    def start_check(self, cap: Capacity) -> StartCheck:
+        """Whether it starts at all, and the longest request it admits."""
+        ...
+
+    def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
+        """A hard limit on requests at once and the setting that sets it, or None."""
+        ...
+
+    def host_blocks(self, cap: Capacity, context_tokens: int | None = None) -> HostBlocks:
+        """The unit KV offload to host memory is counted in, and how many one request of
+        `context_tokens` needs."""
+        ...
+
+    def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
+                 gpu_memory_bytes: int | None = None,
+                 version: str | None = None) -> dict[str, Any]:
+        """Its defaults for this model, GPU and version (block size, memory fraction, ...)."""
+        ...
+
+
+class BaseEngine:
+    """Defaults an engine can inherit: a profile with `log_lines()` or `log_line()`, a pool
+    whose first constraint is the KV pool, every format parsed by kvplan's names."""
+
+    name = ""
+    display_name = ""
+    kv_dtypes: tuple[str, ...] = ("auto",)
+    smaller_kv_dtypes: tuple[str, ...] = ()
+    needs_memory = True
+
+    def capacity(self, dep: Deployment) -> Capacity:
+        raise NotImplementedError
+
+    def numbers(self, cap: Capacity) -> dict[str, Any]:
+        return {}
+
+    def log_lines(self, cap: Capacity) -> list[str]:
+        p = cap.engine_profile
+        if hasattr(p, "log_lines"):
+            return list(p.log_lines())
+        if hasattr(p, "log_line"):
+            return [p.log_line()]
+        return []
+
+    def kv_budget_bytes(self, cap: Capacity) -> int:
+        return cap.pool.constraints[0].capacity
+
+    def token_capacity(self, cap: Capacity) -> int:
+        return cap.pool.constraints[0].capacity * cap.pool.tokens_per_unit
+
+    def blocks_per_request(self, cap: Capacity, tokens: int) -> tuple[int, ...]:
+        return tuple(c.units(tokens) for c in cap.pool.constraints)
+
+    def max_concurrency(self, cap: Capacity, tokens: int) -> float:
+        first = cap.pool.constraints[0]
+        units = first.units(tokens)
+        return (first.capacity + cap.pool.reserved_units) / units if units else 0.0
+
+    def sizing_format(self, cap: Capacity) -> KVFormat:
+        from kvplan.core.dtypes import parse_format
+
+        return parse_format(cap.kv_format, cap.deployment.spec.dtype)
+
+    def start_check(self, cap: Capacity) -> StartCheck:
+        return StartCheck(True, cap.pool.max_request_tokens)
+
+    def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
+        return None
+
+    def host_blocks(self, cap: Capacity, context_tokens: int | None = None) -> HostBlocks:
+        return HostBlocks(max(1, cap.kv_bytes_per_token), 1, context_tokens or 0)
+
+    def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
+                 gpu_memory_bytes: int | None = None,
+                 version: str | None = None) -> dict[str, Any]:
+        return {}
+
+
+def check_choice(value: str, choices: Sequence[str], engine: str, flag: str) -> str:
+    """`value` if it is one of an engine's `choices`, else one clear error."""
+    if value not in choices:
+        raise BadInputError(f"{engine} has no {flag} {value!r}", "valid: " + ", ".join(choices))
+    return value
+
+
+def merge_needs(needs: Sequence[Need]) -> tuple[Need, ...]:
+    """Needs that differ only in weight are one need (62 layers -> 2 needs for Gemma 3)."""
+    merged: dict[Need, int] = {}
+    for n in needs:
+        key = replace(n, weight=1)
+        merged[key] = merged.get(key, 0) + n.weight
+    return tuple(replace(k, weight=w) for k, w in merged.items())
+
+
+def weights_per_gpu(dep: Deployment) -> int:
+    """Weight bytes on the fullest GPU (0 when the parameter count is unknown)."""
+    from kvplan.engines.budget import stage_weight_bytes, weight_format, weight_split
+
+    if dep.spec.num_params is None and dep.weights_bytes is None:
+        return 0
+    fmt = weight_format(dep.weights_dtype, dep.spec.dtype)
+    split = weight_split(dep.spec, fmt, dep.dims, dep.weights_bytes)
+    return max(stage_weight_bytes(dep.spec, split, dep.tp, dep.pp))
