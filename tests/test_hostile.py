@@ -207,3 +207,69 @@ def test_limits_hold_without_libyaml(monkeypatch):
         parse_yaml(BOMB, "x.yaml")
     assert parse_yaml("a: &x {b: 1}\nc: {<<: *x, d: 2}\n", "x.yaml") == {
         "a": {"b": 1}, "c": {"b": 1, "d": 2}}
+
+
+# --- config.json values that decide the cache: present but null or nonsense is an error ---
+
+CONFIGS = ROOT / "tests" / "fixtures" / "hf-configs"
+
+
+def _config(tmp_path: Path, fixture: str, **changes: object) -> str:
+    import json
+
+    raw = json.loads((CONFIGS / fixture).read_text())
+    for key, value in changes.items():
+        if value is _DELETE:
+            del raw[key]
+        else:
+            raw[key] = value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    return str(path)
+
+
+_DELETE = object()
+
+
+@pytest.mark.parametrize(("fixture", "changes", "field"), [
+    # sized as plain attention before: 128 heads x (192 + 128) per layer, ~40x the latent
+    ("deepseek-ai--DeepSeek-V3.json", {"kv_lora_rank": None}, "kv_lora_rank"),
+    ("moonshotai--Kimi-K2-Instruct.json", {"kv_lora_rank": None}, "kv_lora_rank"),
+    # became bf16
+    ("meta-llama--Meta-Llama-3-8B.json", {"torch_dtype": "bfloat61"}, "torch_dtype"),
+    ("meta-llama--Meta-Llama-3-8B.json", {"torch_dtype": 16}, "torch_dtype"),
+    # became the LlamaConfig default of 32 layers
+    ("meta-llama--Meta-Llama-3-8B.json", {"num_hidden_layers": _DELETE}, "num_hidden_layers"),
+    ("meta-llama--Meta-Llama-3-8B.json", {"num_hidden_layers": None}, "num_hidden_layers"),
+    # accepted
+    ("meta-llama--Meta-Llama-3-8B.json", {"hidden_size": 1e9}, "hidden_size"),
+    ("meta-llama--Meta-Llama-3-8B.json", {"num_attention_heads": 10**9}, "num_attention_heads"),
+    ("meta-llama--Meta-Llama-3-8B.json", {"num_hidden_layers": 1e20}, "num_hidden_layers"),
+    ("meta-llama--Meta-Llama-3-8B.json", {"num_key_value_heads": True}, "num_key_value_heads"),
+    ("meta-llama--Meta-Llama-3-8B.json", {"max_position_embeddings": float("nan")},
+     "max_position_embeddings"),
+    ("ai21labs--AI21-Jamba-1.5-Mini.json", {"attn_layer_offset": 8}, "attn_layer_offset"),
+])
+def test_cache_deciding_config_fields(tmp_path, fixture, changes, field):
+    res = invoke("size", _config(tmp_path, fixture, **changes), "-t", "1k")
+    assert res.exit_code == 2, res.output
+    assert f"field '{field}'" in res.stderr, res.stderr
+    assert "Traceback" not in res.output
+
+
+def test_full_attention_interval_beyond_the_layers(tmp_path):
+    # 1e9 gave a model with no attention layers at all
+    raw = {"model_type": "qwen3_next", "num_hidden_layers": 48, "full_attention_interval": 1e9,
+           "torch_dtype": "bfloat16"}
+    path = tmp_path / "config.json"
+    path.write_text(__import__("json").dumps(raw))
+    res = invoke("size", str(path), "-t", "1k")
+    assert res.exit_code == 2, res.output
+    assert "full_attention_interval" in res.stderr
+
+
+def test_the_untouched_fixtures_still_read(tmp_path):
+    for name in ("deepseek-ai--DeepSeek-V3.json", "meta-llama--Meta-Llama-3-8B.json",
+                 "ai21labs--AI21-Jamba-1.5-Mini.json"):
+        res = invoke("size", _config(tmp_path, name), "-t", "1k", "-f", "json")
+        assert res.exit_code == 0, (name, res.output)

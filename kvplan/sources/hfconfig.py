@@ -48,6 +48,15 @@ from kvplan.sources.reader import parse_json, read_bytes
 # (or integers too long to print in an error message).
 MAX_LAYERS = 100_000
 MAX_NUMBER = 2**53
+# A width, head count, rank, layer period or expert count: real ones are below 2**18, and a
+# config with hidden_size 1e9 is a mistake, not a model.
+MAX_SHAPE = 2**24
+# Lengths in tokens (contexts, windows, chunks) may be larger: some configs write 2**30 or more
+# for "unbounded".
+_LENGTH_FIELDS = {"max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                  "model_max_length", "max_sequence_length", "max_seq_length", "seq_len",
+                  "sliding_window", "sliding_window_size", "window_size", "window_length",
+                  "attention_chunk_size", "max_window_layers"}
 
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16",
            "fp16": "fp16", "fp32": "fp32", "float": "fp32", "half": "fp16"}
@@ -155,6 +164,8 @@ _TEXT_CONFIG_TYPES = {
 # Where wrappers nest the language model: transformers' `text_config`; InternVL's remote code
 # `llm_config`; DeepSeek-VL2 `language_config`.
 _TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config")
+# Model types whose attention is MLA (a kv_lora_rank latent), so a null rank is an error.
+_MLA_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa"}
 
 # Architectures whose layers hold two caches at once (attention *and* a recurrent state):
 # one kind per layer cannot express them, so they are refused rather than half-counted.
@@ -267,7 +278,7 @@ def _opt_int(cfg: Fields, *names: str, minimum: int = 0) -> int | None:
         value = cfg.raw.get(name)
         if isinstance(value, bool) or not isinstance(value, int):
             continue
-        if minimum <= value <= MAX_NUMBER:
+        if minimum <= value <= MAX_SHAPE:
             return value
     return None
 
@@ -362,7 +373,9 @@ def _text_config(top: Fields) -> Fields:
     outer_type = top.raw.get("model_type")
     outer_type = outer_type if isinstance(outer_type, str) else ""
     if key is None:
-        return _with_defaults(top, outer_type)
+        # a top-level config that omits its layer count is damaged (every real one sets
+        # it): do not size it with the class default of 32
+        return _with_defaults(top, outer_type, keep_missing=("num_hidden_layers",))
     nested = top.sub(key)
     inner_type = nested.raw.get("model_type")
     if not isinstance(inner_type, str) or not inner_type:
@@ -370,9 +383,10 @@ def _text_config(top: Fields) -> Fields:
     return _with_defaults(nested, inner_type)
 
 
-def _with_defaults(cfg: Fields, model_type: str) -> Fields:
+def _with_defaults(cfg: Fields, model_type: str, keep_missing: tuple[str, ...] = ()
+                   ) -> Fields:
     defaults = _ARCH_DEFAULTS.get(model_type, {})
-    merged = dict(defaults)
+    merged = {k: v for k, v in defaults.items() if k not in keep_missing}
     merged.update(cfg.raw)
     if model_type:
         merged.setdefault("model_type", model_type)
@@ -381,15 +395,17 @@ def _with_defaults(cfg: Fields, model_type: str) -> Fields:
 
 def _num(f: Fields, name: str, default: Any = ..., minimum: int = 1) -> Any:
     """A whole number field (Fields.int), saying "is null" for an explicit null of a required
-    field and refusing numbers above MAX_NUMBER."""
+    field and refusing numbers no real model has: above MAX_SHAPE for a width, head count,
+    rank or period, above MAX_NUMBER for a length in tokens."""
     if default is ...:
         if name in f.raw and f.raw[name] is None:
             raise f.error(name, "is null but must be a whole number")
         value = f.int(name, minimum=minimum)
     else:
         value = f.int(name, default, minimum=minimum)
-    if isinstance(value, int) and value > MAX_NUMBER:
-        raise f.error(name, f"is {value:.3g}, larger than any real model's")
+    limit = MAX_NUMBER if name in _LENGTH_FIELDS else MAX_SHAPE
+    if isinstance(value, int) and value > limit:
+        raise f.error(name, f"is {value:,}, larger than any real model's")
     return value
 
 
@@ -441,9 +457,15 @@ class _Reader:
     @property
     def dtype(self) -> str:
         for f in (self.cfg, self.top):
-            value = f.raw.get("torch_dtype") or f.raw.get("dtype")
-            if isinstance(value, str) and value in _DTYPES:
-                return _DTYPES[value]
+            name = f.first("torch_dtype", "dtype")
+            if name is None:
+                continue
+            value = f.raw[name]
+            if not isinstance(value, str) or value not in _DTYPES:
+                # --kv-dtype auto follows this: a typo must not quietly become bf16
+                raise f.error(name, f"is {value!r}, not a dtype kvplan knows",
+                              "one of: " + ", ".join(_DTYPES))
+            return _DTYPES[value]
         return "bf16"  # the usual serving dtype when a config does not say
 
     def max_context(self) -> int | None:
@@ -568,7 +590,17 @@ class _Reader:
         # MLA (DeepSeek V2/V3/R1, Kimi K2, GLM-5): kv_lora_rank decides, whatever
         # num_key_value_heads says (DeepSeek-V3 lists 128, which is not the cache shape).
         # DeepSeek-VL2-Tiny's language model turns it off with use_mla: false (plain MHA).
-        return self.cfg.has("kv_lora_rank") and self.cfg.bool("use_mla", True)
+        cfg = self.cfg
+        if ("kv_lora_rank" in cfg.raw and cfg.raw["kv_lora_rank"] is None
+                and cfg.bool("use_mla", True)
+                and (cfg.has("qk_rope_head_dim") or self.model_type in _MLA_TYPES)):
+            # read as plain attention it would be ~40x too large (DeepSeek-V3: 128 KV heads
+            # of 192+128 against one 512+64 latent)
+            raise cfg.error("kv_lora_rank", "is null on an MLA (DeepSeek-style) model, so "
+                            "the cache shape is unknown",
+                            "give the latent rank (512 for DeepSeek-V2/V3), or set "
+                            "use_mla: false if the model really has plain attention")
+        return cfg.has("kv_lora_rank") and cfg.bool("use_mla", True)
 
     # --- the schedule -----------------------------------------------------------------
 
@@ -621,6 +653,10 @@ class _Reader:
         if cfg.has("attn_layer_period"):
             period = self._int("attn_layer_period")
             offset = self._int("attn_layer_offset", minimum=0)
+            if offset >= min(period, n):
+                raise self.cfg.error("attn_layer_offset", f"is {offset} but "
+                                     f"attn_layer_period is {period} and the model has {n} "
+                                     "layers, so no layer would have attention")
             return (["full" if i % period == offset else "recurrent" for i in range(n)],
                     "attn_layer_period")
         # Bamba: attention at the listed layers, Mamba2 elsewhere.
@@ -632,6 +668,9 @@ class _Reader:
         # delta-net elsewhere.
         if cfg.has("full_attention_interval"):
             k = self._int("full_attention_interval")
+            if k > n:
+                raise self.cfg.error("full_attention_interval", f"is {k:,} but the model has "
+                                     f"{n} layers, so no layer would have attention")
             return (["full" if (i + 1) % k == 0 else "recurrent" for i in range(n)],
                     "full_attention_interval")
         # Mllama (Llama 3.2 Vision): cross-attention layers listed by index.
