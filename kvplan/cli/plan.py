@@ -339,10 +339,23 @@ class _Question:
                                     "give --context and/or --concurrency, or --requests")
             layout = core.fewest_gpus(dep, target)
             extra.append(_layout_table(layout))
-            if layout.best is not None:
-                from dataclasses import replace
+            shown = layout.best or layout.closest
+            if shown is None:
+                from kvplan.core.errors import TargetNotMetError
 
-                dep = replace(dep, tp=layout.best.tp, pp=layout.best.pp)
+                raise TargetNotMetError(
+                    f"no layout of up to {layout.options[-1].num_gpus} GPUs meets "
+                    f"{layout.target}: {layout.options[-1].error}",
+                    "a larger GPU (--gpu), a smaller weight or KV format, or a shorter "
+                    "--max-model-len")
+            if layout.best is None:
+                warnings.append(
+                    f"no layout of up to {shown.num_gpus} GPUs meets {layout.target}; the "
+                    f"figures below are for the largest one tried (TP {shown.tp} x PP "
+                    f"{shown.pp})")
+            from dataclasses import replace
+
+            dep = replace(dep, tp=shown.tp, pp=shown.pp)
         cap = core.capacity(dep)
         answer, met = self._ask(cap, target, extra)
         if layout is not None:

@@ -37,6 +37,12 @@ class NoKVMemoryError(BadInputError):
     """The weights and reserves leave nothing for the KV cache: the engine would not start."""
 
 
+class TargetNotMetError(KvplanError):
+    """A stated target that nothing kvplan tried meets (and no figures to show instead)."""
+
+    exit_code = EXIT_TARGET_NOT_MET
+
+
 class SpecError(KvplanError):
     """A model file (YAML or config.json) with a missing, wrong or contradictory field."""
 

@@ -21,12 +21,9 @@ null block.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvplan.core.errors import BadInputError
@@ -40,6 +37,9 @@ from kvplan.engines.base import (  # re-exported: the planner's vocabulary
     weights_per_gpu,
 )
 from kvplan.engines.registry import get as get_engine
+from kvplan.sources.workload import RequestGroup as RequestGroup  # re-exported
+from kvplan.sources.workload import Workload
+from kvplan.sources.workload import parse_workload as parse_workload  # re-exported
 
 if TYPE_CHECKING:
     from kvplan.core.dtypes import KVFormat
@@ -138,170 +138,8 @@ def max_context(cap: Capacity, concurrency: int) -> ContextResult:
 
 # --- question 3: a workload ----------------------------------------------------------------
 
-@dataclass(frozen=True)
-class RequestGroup:
-    count: int
-    prompt_tokens: int
-    output_tokens: int
-    n: int = 1  # parallel samples sharing the prompt
-
-    @property
-    def tokens(self) -> int:
-        return self.prompt_tokens + self.output_tokens
-
-
-@dataclass(frozen=True)
-class Workload:
-    groups: tuple[RequestGroup, ...]
-    shared_prefix_tokens: int = 0
-    source: str = ""
-
-    @property
-    def num_requests(self) -> int:
-        return sum(g.count for g in self.groups)
-
-    @property
-    def num_sequences(self) -> int:
-        return sum(g.count * g.n for g in self.groups)
-
-    @property
-    def longest(self) -> int:
-        return max(g.tokens for g in self.groups)
-
-
-_MIX_RE = re.compile(r"^\s*(\d+)\s*[x*]\s*\(\s*([\w.,]+)\s*\+\s*([\w.,]+)\s*\)\s*$", re.I)
-_ONE_RE = re.compile(r"^\s*\(?\s*([\w.,]+)\s*\+\s*([\w.,]+)\s*\)?\s*$")
-
-
-def parse_workload(text: str, shared_prefix: int = 0, n: int = 1) -> Workload:
-    """'64x(2k+512)', '64x(2k+512),8x(32k+1k)', '(4k+256)', or a .jsonl/.csv file of
-    prompt/output lengths (one request per line)."""
-    from kvplan.core.units import parse_tokens
-
-    path = Path(text)
-    if text.endswith((".jsonl", ".csv", ".json")) or (path.exists() and path.is_file()):
-        return _read_workload_file(path, shared_prefix, n)
-    parts = _split_mix(text)
-    if not parts:
-        raise BadInputError("the request mix is empty",
-                            "write COUNTx(PROMPT+OUTPUT), e.g. 64x(2k+512),8x(32k+1k), "
-                            "or give a .jsonl/.csv file")
-    groups = []
-    for part in parts:
-        m = _MIX_RE.match(part) or _ONE_RE.match(part)
-        if not m:
-            raise BadInputError(f"cannot read the request mix {part!r}",
-                                "write COUNTx(PROMPT+OUTPUT), e.g. 64x(2k+512),8x(32k+1k), "
-                                "or give a .jsonl/.csv file")
-        count = int(m.group(1)) if len(m.groups()) == 3 else 1
-        prompt, output = m.groups()[-2:]
-        if count <= 0:
-            raise BadInputError(f"the request count in {part!r} must be positive")
-        groups.append(RequestGroup(count, parse_tokens(prompt, "prompt tokens"),
-                                   _tokens_or_zero(output), n))
-    return _workload(tuple(groups), shared_prefix, text)
-
-
-def _split_mix(text: str) -> list[str]:
-    """Split on commas outside parentheses (8,192 inside a group stays one number)."""
-    parts, depth, cur = [], 0, ""
-    for ch in text:
-        depth += ch == "("
-        depth -= ch == ")"
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
-    return [p for p in parts if p.strip()]
-
-
-def _tokens_or_zero(text: str) -> int:
-    from kvplan.core.units import parse_tokens
-
-    return 0 if text.strip() == "0" else parse_tokens(text, "output tokens")
-
-
-_PROMPT_KEYS = ("prompt_tokens", "prompt", "input_tokens", "input", "prompt_len", "input_len")
-_OUTPUT_KEYS = ("output_tokens", "output", "max_tokens", "completion_tokens", "output_len")
-
-
-def _read_workload_file(path: Path, shared_prefix: int, n: int) -> Workload:
-    from kvplan.sources.reader import MAX_WORKLOAD_BYTES, read_text
-
-    try:
-        text = read_text(str(path), "the workload file", MAX_WORKLOAD_BYTES)
-    except BadInputError as exc:
-        raise BadInputError(exc.message, "give COUNTx(PROMPT+OUTPUT) or an existing "
-                            ".jsonl/.csv file") from None
-    rows: list[tuple[int, dict[str, Any]]] = []
-    if path.suffix == ".csv":
-        import csv
-
-        reader = csv.DictReader(text.splitlines())
-        for i, row in enumerate(reader, start=2):
-            rows.append((i, dict(row)))
-    else:
-        for i, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise BadInputError(f"{path} line {i}: not valid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise BadInputError(f"{path} line {i}: expected an object with prompt and "
-                                    "output lengths")
-            rows.append((i, obj))
-    groups: dict[tuple[int, int, int], int] = {}
-    for line_no, row in rows:
-        prompt = _field(row, _PROMPT_KEYS, path, line_no, "prompt")
-        output = _field(row, _OUTPUT_KEYS, path, line_no, "output")
-        samples = _field(row, ("n",), path, line_no, "n", default=n)
-        if prompt <= 0 or output < 0 or samples <= 0:
-            raise BadInputError(f"{path} line {line_no}: lengths must be positive "
-                                f"(prompt {prompt}, output {output}, n {samples})")
-        key = (prompt, output, samples)
-        groups[key] = groups.get(key, 0) + 1
-    if not groups:
-        raise BadInputError(f"{path} holds no requests")
-    return _workload(tuple(RequestGroup(c, p, o, s) for (p, o, s), c in groups.items()),
-                     shared_prefix, str(path))
-
-
-def _field(row: dict[str, Any], keys: Sequence[str], path: Path, line: int, what: str,
-           default: int | None = None) -> int:
-    for key in keys:
-        if key in row and row[key] not in (None, ""):
-            value = row[key]
-            try:
-                if isinstance(value, bool):
-                    raise ValueError
-                if isinstance(value, str):
-                    value = value.strip()
-                    if not value.isdigit():
-                        raise ValueError
-                elif isinstance(value, float) and not value.is_integer():
-                    raise ValueError
-                return int(value)
-            except (TypeError, ValueError):
-                raise BadInputError(f"{path} line {line}: {key} must be a whole number of "
-                                    f"tokens, got {row[key]!r}") from None
-    if default is not None:
-        return default
-    raise BadInputError(f"{path} line {line}: no {what} length",
-                        f"name it one of: {', '.join(keys)}")
-
-
-def _workload(groups: tuple[RequestGroup, ...], shared_prefix: int, source: str) -> Workload:
-    if shared_prefix < 0:
-        raise BadInputError("--shared-prefix cannot be negative")
-    shortest = min(g.prompt_tokens for g in groups)
-    if shared_prefix > shortest:
-        raise BadInputError(f"--shared-prefix {shared_prefix:,} is longer than the shortest "
-                            f"prompt ({shortest:,} tokens)")
-    return Workload(groups, shared_prefix, source)
+# The workload itself (a histogram of request shapes, read once) is
+# kvplan.sources.workload's; the planner sums over its distinct shapes.
 
 
 @dataclass(frozen=True)
@@ -325,14 +163,21 @@ class WorkloadResult:
 
 
 def workload_units(constraint: Constraint, workload: Workload) -> tuple[int, int]:
-    """(units needed, units saved by sharing) for a whole workload on one constraint."""
-    needed = saved = 0
-    for g in workload.groups:
-        per_seq = constraint.units(g.tokens)
-        # the n samples of one request share the prompt's whole blocks
-        sample_saving = (g.n - 1) * constraint.shared_units(g.prompt_tokens)
-        needed += g.count * (g.n * per_seq - sample_saving)
-        saved += g.count * sample_saving
+    """(units needed, units saved by sharing) for a whole workload on one constraint.
+
+    Closed form over the workload's histogram: sum over distinct lengths of count x units,
+    each need's sum computed once per workload (the layouts `fewest_gpus` tries share
+    their needs, so trying 30 layouts does not sum 30 times)."""
+    needed = sum(workload.sum_over_sequences(need, need.units) for need in constraint.needs)
+    # the n samples of one request share the prompt's whole blocks: only requests with
+    # n > 1 and only shareable needs save anything
+    saved = 0
+    samples = workload.extra_samples_by_prompt
+    if samples:
+        for need in constraint.needs:
+            if need.shareable:
+                saved += sum(c * need.shared_units(p) for p, c in samples)
+    needed -= saved
     if workload.shared_prefix_tokens and workload.num_requests > 1:
         prefix = constraint.shared_units(workload.shared_prefix_tokens)
         needed -= (workload.num_requests - 1) * prefix
@@ -409,8 +254,15 @@ class LayoutOption:
 @dataclass(frozen=True)
 class LayoutResult:
     target: str
-    best: LayoutOption | None
+    best: LayoutOption | None  # None: no layout tried meets the target
     options: tuple[LayoutOption, ...]
+
+    @property
+    def closest(self) -> LayoutOption | None:
+        """The layout to show when none meets the target: the most GPUs that the engine can
+        start on (then the highest TP). None when it starts on none of them."""
+        possible = [o for o in self.options if not o.error]
+        return max(possible, key=lambda o: (o.num_gpus, o.tp)) if possible else None
 
 
 def candidate_layouts(spec: ModelSpec, num_gpus: int) -> list[tuple[int, int]]:

@@ -1,0 +1,373 @@
+"""Request mixes: `64x(2k+512),8x(32k+1k)` or a .jsonl/.csv file of prompt/output lengths.
+
+A workload is reduced once, as it is read, to its distinct request shapes - a histogram
+(prompt, output, samples) -> count - so that everything after (each layout `plan --find-gpus`
+tries, each KV dtype a suggestion tries) costs as many steps as there are distinct shapes,
+not requests. A file of 100,000 requests drawn from 72 shapes is 72 groups; a file of random
+lengths is at most one group per distinct length pair. Identical lines are parsed once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import repeat
+from pathlib import Path
+from typing import Any
+
+from kvplan.core.errors import BadInputError
+
+
+@dataclass(frozen=True)
+class RequestGroup:
+    count: int
+    prompt_tokens: int
+    output_tokens: int
+    n: int = 1  # parallel samples sharing the prompt
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.output_tokens
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A request mix as a histogram: ((prompt, output, samples), count) per distinct shape."""
+
+    shapes: tuple[tuple[tuple[int, int, int], int], ...]
+    shared_prefix_tokens: int = 0
+    source: str = ""
+    # sums over the sequences already asked for, by the caller's key (see sum_over_sequences)
+    _sums: dict[Hashable, int] = field(default_factory=dict, init=False, repr=False,
+                                       compare=False, hash=False)
+
+    @classmethod
+    def of(cls, groups: Iterable[RequestGroup], shared_prefix_tokens: int = 0,
+           source: str = "") -> Workload:
+        """From groups (the same shape twice is one shape with the counts added)."""
+        hist: dict[tuple[int, int, int], int] = {}
+        for g in groups:
+            key = (g.prompt_tokens, g.output_tokens, g.n)
+            hist[key] = hist.get(key, 0) + g.count
+        return cls(tuple(hist.items()), shared_prefix_tokens, source)
+
+    @cached_property
+    def groups(self) -> tuple[RequestGroup, ...]:
+        return tuple(RequestGroup(c, p, o, n) for (p, o, n), c in self.shapes)
+
+    @cached_property
+    def num_requests(self) -> int:
+        return sum(c for _, c in self.shapes)
+
+    @cached_property
+    def num_sequences(self) -> int:
+        return sum(c * n for (_, _, n), c in self.shapes)
+
+    @cached_property
+    def longest(self) -> int:
+        return max(p + o for (p, o, _), _ in self.shapes)
+
+    @cached_property
+    def sequences_by_tokens(self) -> tuple[tuple[int, int], ...]:
+        """(length in tokens, sequences of that length): every sample is a sequence."""
+        hist: dict[int, int] = {}
+        for (p, o, n), c in self.shapes:
+            hist[p + o] = hist.get(p + o, 0) + c * n
+        return tuple(hist.items())
+
+    @cached_property
+    def extra_samples_by_prompt(self) -> tuple[tuple[int, int], ...]:
+        """(prompt tokens, samples beyond the first): the sequences that can share their
+        request's prompt. Empty when every request has one sample."""
+        hist: dict[int, int] = {}
+        for (p, _, n), c in self.shapes:
+            if n > 1:
+                hist[p] = hist.get(p, 0) + c * (n - 1)
+        return tuple(hist.items())
+
+    def sum_over_sequences(self, key: Hashable, per_sequence: Callable[[int], int]) -> int:
+        """sum over sequences of per_sequence(length), computed once per `key` (a caller's
+        hashable description of `per_sequence`, e.g. a frozen Need)."""
+        total = self._sums.get(key)
+        if total is None:
+            total = sum(c * per_sequence(t) for t, c in self.sequences_by_tokens)
+            self._sums[key] = total
+        return total
+
+
+_MIX_RE = re.compile(r"^\s*(\d+)\s*[x*]\s*\(\s*([\w.,]+)\s*\+\s*([\w.,]+)\s*\)\s*$", re.I)
+_ONE_RE = re.compile(r"^\s*\(?\s*([\w.,]+)\s*\+\s*([\w.,]+)\s*\)?\s*$")
+
+
+def parse_workload(text: str, shared_prefix: int = 0, n: int = 1) -> Workload:
+    """'64x(2k+512)', '64x(2k+512),8x(32k+1k)', '(4k+256)', or a .jsonl/.csv file of
+    prompt/output lengths (one request per line)."""
+    from kvplan.core.units import parse_tokens
+
+    path = Path(text)
+    if text.endswith((".jsonl", ".csv", ".json")) or _is_file(path):
+        return _read_workload_file(path, shared_prefix, n)
+    parts = _split_mix(text)
+    if not parts:
+        raise BadInputError("the request mix is empty",
+                            "write COUNTx(PROMPT+OUTPUT), e.g. 64x(2k+512),8x(32k+1k), "
+                            "or give a .jsonl/.csv file")
+    groups: dict[tuple[int, int, int], int] = {}
+    for part in parts:
+        m = _MIX_RE.match(part) or _ONE_RE.match(part)
+        if not m:
+            raise BadInputError(f"cannot read the request mix {part!r}",
+                                "write COUNTx(PROMPT+OUTPUT), e.g. 64x(2k+512),8x(32k+1k), "
+                                "or give a .jsonl/.csv file")
+        count = int(m.group(1)) if len(m.groups()) == 3 else 1
+        prompt, output = m.groups()[-2:]
+        if count <= 0:
+            raise BadInputError(f"the request count in {part!r} must be positive")
+        key = (parse_tokens(prompt, "prompt tokens"), _tokens_or_zero(output), n)
+        groups[key] = groups.get(key, 0) + count
+    return _workload(groups, shared_prefix, text)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a long mix is not a file name (ENAMETOOLONG)
+        return False
+
+
+def _split_mix(text: str) -> list[str]:
+    """Split on commas outside parentheses (8,192 inside a group stays one number)."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return [p for p in parts if p.strip()]
+
+
+def _tokens_or_zero(text: str) -> int:
+    from kvplan.core.units import parse_tokens
+
+    return 0 if text.strip() == "0" else parse_tokens(text, "output tokens")
+
+
+PROMPT_KEYS = ("prompt_tokens", "prompt", "input_tokens", "input", "prompt_len", "input_len")
+OUTPUT_KEYS = ("output_tokens", "output", "max_tokens", "completion_tokens", "output_len")
+
+
+def _read_workload_file(path: Path, shared_prefix: int, n: int) -> Workload:
+    from kvplan.sources.reader import MAX_WORKLOAD_BYTES, read_text
+
+    try:
+        text = read_text(str(path), "the workload file", MAX_WORKLOAD_BYTES)
+    except BadInputError as exc:
+        raise BadInputError(exc.message, "give COUNTx(PROMPT+OUTPUT) or an existing "
+                            ".jsonl/.csv file") from None
+    rows = _CsvRows(text) if path.suffix == ".csv" else _JsonlRows(text, path)
+    groups = _columns(rows, n)
+    if groups is None:
+        groups = _row_by_row(rows, n, path)
+    if not groups:
+        raise BadInputError(f"{path} holds no requests")
+    return _workload(groups, shared_prefix, str(path))
+
+
+def _columns(rows: _Lines, n: int) -> dict[tuple[int, int, int], int] | None:
+    """The usual file read a column at a time (C loops, no Python per row): every row has
+    the same keys and plain whole numbers in range. None when not: read row by row."""
+    from operator import itemgetter
+
+    if not rows.rows:
+        return {}
+    keysets = set(map(tuple, rows.rows))
+    if len(keysets) != 1:
+        return None
+    keys = keysets.pop()
+    pk, ok, nk = (_first_key(keys, PROMPT_KEYS), _first_key(keys, OUTPUT_KEYS),
+                  _first_key(keys, ("n",)))
+    if pk is None or ok is None:
+        return None
+    columns = [list(map(itemgetter(k), rows.rows)) for k in (pk, ok, nk) if k is not None]
+    if rows.text_values:
+        columns = [list(map(_digits, col)) for col in columns]
+    if any(set(map(type, col)) != {int} for col in columns):
+        return None
+    if min(columns[0]) <= 0 or min(columns[1]) < 0 or (nk is not None and min(columns[2]) <= 0):
+        return None
+    shapes = zip(columns[0], columns[1], columns[2] if nk is not None else repeat(n),
+                 strict=False)
+    if max(rows.counts) == 1:
+        return dict(Counter(shapes))
+    groups: dict[tuple[int, int, int], int] = {}
+    for key, count in zip(shapes, rows.counts, strict=False):
+        groups[key] = groups.get(key, 0) + count
+    return groups
+
+
+def _row_by_row(rows: _Lines, n: int, path: Path) -> dict[tuple[int, int, int], int]:
+    groups: dict[tuple[int, int, int], int] = {}
+    # which of the accepted names each distinct set of keys uses (files use one naming)
+    plans: dict[tuple[Any, ...], tuple[str | None, str | None, str | None]] = {}
+    for i, row in enumerate(rows.rows):
+        keys = tuple(row)
+        plan = plans.get(keys)
+        if plan is None:
+            plan = plans[keys] = (_first_key(keys, PROMPT_KEYS), _first_key(keys, OUTPUT_KEYS),
+                                  _first_key(keys, ("n",)))
+        pk, ok, nk = plan
+        # the common case, plain whole numbers under the file's usual names, read inline;
+        # anything else (strings, floats, nulls, other names, errors) by _field
+        prompt = row[pk] if pk is not None else None
+        output = row[ok] if ok is not None else None
+        samples = row[nk] if nk is not None else n
+        if rows.text_values:  # CSV: every value is text
+            prompt, output, samples = _digits(prompt), _digits(output), _digits(samples)
+        if type(prompt) is not int or type(output) is not int or type(samples) is not int \
+                or prompt <= 0 or output < 0 or samples <= 0:
+            line_no = rows.line_of(i)
+            prompt = _field(row, PROMPT_KEYS, path, line_no, "prompt")
+            output = _field(row, OUTPUT_KEYS, path, line_no, "output")
+            samples = _field(row, ("n",), path, line_no, "n", default=n)
+            if prompt <= 0 or output < 0 or samples <= 0:
+                raise BadInputError(f"{path} line {line_no}: lengths must be positive "
+                                    f"(prompt {prompt}, output {output}, n {samples})")
+        key = (prompt, output, samples)
+        groups[key] = groups.get(key, 0) + rows.counts[i]
+    return groups
+
+
+def _digits(value: Any) -> Any:
+    """'123' -> 123; anything else as it is (for _field to accept or name)."""
+    return int(value) if type(value) is str and value.isascii() and value.isdigit() else value
+
+
+def _first_key(keys: tuple[Any, ...], names: Sequence[str]) -> str | None:
+    return next((name for name in names if name in keys), None)
+
+
+# A line whose only braces are one '{' then one '}', with no brackets, is at most one flat
+# JSON object: such lines can be parsed together as one JSON array (one C call instead of
+# one per line) with no risk of one line's text running into the next.
+_FLAT_LINE = re.compile(r"[^{}\[\]]*\{[^{}\[\]]*\}[^{}\[\]]*")
+
+
+class _Lines:
+    """A file's distinct lines, each read once: `rows[i]` was found on `counts[i]` lines,
+    first on line `line_of(i)`."""
+
+    rows: list[dict[str, Any]]
+    counts: list[int]
+    text_values = False
+
+    def __init__(self, lines: list[str], distinct: list[str], offset: int = 0) -> None:
+        self._lines, self._distinct, self._offset = lines, distinct, offset
+        self._first: dict[str, int] | None = None
+
+    def line_of(self, i: int) -> int:
+        if self._first is None:  # only for a message: no cost while all is well
+            self._first = {}
+            for no, line in enumerate(self._lines, start=1 + self._offset):
+                self._first.setdefault(line, no)
+        return self._first[self._distinct[i]]
+
+
+class _JsonlRows(_Lines):
+    def __init__(self, text: str, path: Path) -> None:
+        lines = text.splitlines()
+        counts = Counter(lines)  # identical lines are one row, counted
+        distinct = [line for line in counts if line.strip()]
+        super().__init__(lines, distinct)
+        self.counts = list(map(counts.__getitem__, distinct))
+        parsed: Any = None
+        if all(map(_FLAT_LINE.fullmatch, distinct)):
+            try:
+                parsed = json.loads("[" + ",\n".join(distinct) + "]")
+            except (json.JSONDecodeError, RecursionError):
+                parsed = None  # some line is not JSON: line by line says which
+        if parsed is None or len(parsed) != len(distinct) or \
+                (parsed and set(map(type, parsed)) != {dict}):
+            parsed = [self._one(i, path) for i in range(len(distinct))]
+        self.rows = parsed
+
+    def _one(self, i: int, path: Path) -> dict[str, Any]:
+        try:
+            obj = json.loads(self._distinct[i])
+        except (json.JSONDecodeError, RecursionError) as exc:
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            raise BadInputError(f"{path} line {self.line_of(i)}: not valid JSON ({why})"
+                                ) from None
+        if not isinstance(obj, dict):
+            raise BadInputError(f"{path} line {self.line_of(i)}: expected an object with "
+                                "prompt and output lengths")
+        return obj
+
+
+class _CsvRows(_Lines):
+    text_values = True
+
+    def __init__(self, text: str) -> None:
+        import csv
+
+        lines = text.splitlines()
+        if '"' in text or not lines:
+            # quoted fields may span lines: every record on its own (numbered from line 2)
+            records = [dict(row) for row in csv.DictReader(lines)]
+            super().__init__([str(i) for i in range(len(records))],
+                             [str(i) for i in range(len(records))], offset=1)
+            self.rows, self.counts = records, [1] * len(records)
+            return
+        header = next(csv.reader(lines[:1]))
+        counts = Counter(lines[1:])
+        distinct = [line for line in counts if line]  # csv skips blank lines too
+        super().__init__(lines[1:], distinct, offset=1)
+        self.counts = list(map(counts.__getitem__, distinct))
+        self.rows = []
+        for fields in csv.reader(distinct):
+            row: dict[Any, Any] = dict(zip(header, fields, strict=False))
+            if len(fields) > len(header):
+                row[None] = fields[len(header):]  # as csv.DictReader keeps extra fields
+            self.rows.append(row)
+
+
+def _field(row: dict[str, Any], keys: Sequence[str], path: Path, line: int, what: str,
+           default: int | None = None) -> int:
+    for key in keys:
+        if key in row and row[key] not in (None, ""):
+            value = row[key]
+            try:
+                if isinstance(value, bool):
+                    raise ValueError
+                if isinstance(value, str):
+                    value = value.strip()
+                    if not value.isdigit():
+                        raise ValueError
+                elif isinstance(value, float) and not value.is_integer():
+                    raise ValueError
+                return int(value)
+            except (TypeError, ValueError):
+                raise BadInputError(f"{path} line {line}: {key} must be a whole number of "
+                                    f"tokens, got {row[key]!r}") from None
+    if default is not None:
+        return default
+    raise BadInputError(f"{path} line {line}: no {what} length",
+                        f"name it one of: {', '.join(keys)}")
+
+
+def _workload(groups: dict[tuple[int, int, int], int], shared_prefix: int,
+              source: str) -> Workload:
+    if shared_prefix < 0:
+        raise BadInputError("--shared-prefix cannot be negative")
+    shortest = min(p for p, _, _ in groups)
+    if shared_prefix > shortest:
+        raise BadInputError(f"--shared-prefix {shared_prefix:,} is longer than the shortest "
+                            f"prompt ({shortest:,} tokens)")
+    return Workload(tuple(groups.items()), shared_prefix, source)
