@@ -85,10 +85,66 @@ def test_forward_activation_matches_rtx3090_log():
     assert abs(29000 * per_token / GIB - 2.99) < 0.01
 
 
-def test_sampler_activation_matches_rtx4080_log():
-    # 256 sequences x 152,064 vocabulary x 28.69 B = 1.04 GiB (the log's activation peak)
-    dims = b.ModelDims(3584, 18944, 152064)
-    assert f"{b.sampler_activation_bytes(dims, 256) / GIB:.2f}" == "1.04"
+def test_sampler_warmup_bytes_per_logit():
+    from kvplan.engines import vllm_profile as vp
+
+    # sort path (<= 0.17): bf16 logits 2 + fp32 copy 4 + sort values/int64 indices 12 + iota 8
+    # + cub's alternate key (4) and value (8) buffers
+    assert vp.sampler_bytes_per_logit((0, 11, 0)) == 2 + 4 + 4 + 8 + 8 + 4 + 8 == 38
+    assert vp.sampler_bytes_per_logit((0, 11, 0), flashinfer=True) == 2 + 4
+    # RTX 4080 log (0.26): activation peak 1.04 GiB with 256 x 152,064 logits and 2,048 x 3,584
+    # bf16 hidden states alive
+    shapes = vp.Shapes(3584, 152064, 18944)
+    total = vp.sampler_bytes(shapes, 256, 2048, (0, 26, 0))
+    assert total == 256 * 152064 * 28 + 2048 * 3584 * 2
+    assert f"{total / GIB:.2f}" == "1.03"  # logged 1.04
+
+
+def test_batch_defaults_by_version():
+    from kvplan.engines import vllm_profile as vp
+
+    # V0 (0.6): no chunked prefill under 32K tokens: the batch is max(max_model_len, 2048)
+    v0 = vp.batch_settings((0, 6, 4), 25318916096, "RTX 3090", 29000)
+    assert (v0.max_num_batched_tokens, v0.max_num_seqs, v0.chunked_prefill) == (29000, 256, False)
+    # V0 above 32K on the OpenAI server: chunked prefill, 512 tokens
+    assert vp.batch_settings((0, 6, 4), 80 * GIB, "H100", 65536).max_num_batched_tokens == 512
+    # V1: by GPU class (arg_utils.get_batch_defaults); max_num_seqs <= max_num_batched_tokens
+    h100 = vp.batch_settings((0, 11, 0), 85028896768, "H100 SXM", 131072)
+    assert (h100.max_num_batched_tokens, h100.max_num_seqs) == (8192, 1024)
+    l4 = vp.batch_settings((0, 11, 0), 23612293120, "L4", 1024)
+    assert (l4.max_num_batched_tokens, l4.max_num_seqs) == (2048, 256)
+    off = vp.batch_settings((0, 11, 0), 23612293120, "L4", 4096, enable_chunked_prefill=False)
+    assert off.max_num_batched_tokens == 4096
+
+
+def test_non_torch_by_version():
+    from kvplan.engines import vllm_profile as vp
+
+    # absolute before 0.9 (the CUDA context counts), growth only from 0.9, NCCL not from 0.11
+    assert vp.non_torch_bytes((0, 6, 4)) == vp.CUDA_CONTEXT_BYTES + vp.KERNELS_BYTES
+    assert vp.non_torch_bytes((0, 9, 1)) == vp.KERNELS_BYTES
+    assert vp.non_torch_bytes((0, 10, 0), tp=2, pp=2) == vp.KERNELS_BYTES + \
+        2 * vp.NCCL_COMMUNICATOR_BYTES + vp.CUSTOM_ALLREDUCE_BYTES
+    assert vp.non_torch_bytes((0, 11, 0), tp=8) == vp.KERNELS_BYTES
+
+
+def test_cudagraphs_from_0_21_unless_eager():
+    from kvplan.engines import vllm_profile as vp
+
+    shapes = vp.Shapes(4096, 128256, 14336)
+    batch = vp.batch_settings((0, 21, 0), 85028896768, "H100 SXM", 8192)
+    assert vp.cudagraph_bytes(shapes, batch, (0, 20, 0)) == 0
+    assert vp.cudagraph_bytes(shapes, batch, (0, 21, 0), enforce_eager=True) == 0
+    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16))
+    assert vp.capture_sizes(1024, (0, 21, 0)) == sizes
+    # the largest capture measured whole + 1 MiB for each other graph (piecewise for every
+    # size, full decode graphs for sizes <= max_num_seqs)
+    first = 512 * (3 * 14336 + 3 * 4096) * 2
+    assert vp.cudagraph_bytes(shapes, batch, (0, 21, 0)) == first + (2 * len(sizes) - 1) * 2**20
+    spec = model("llama-3.1-8b")
+    eager = b.vllm_budget(spec, 85028896768, version=(0, 26, 0), enforce_eager=True)
+    graphs = b.vllm_budget(spec, 85028896768, version=(0, 26, 0))
+    assert eager.available - graphs.available == graphs.cudagraph_bytes > 0
 
 
 def test_estimated_dims():
@@ -184,7 +240,7 @@ def test_sglang_memory_and_trtllm_free():
 
 @dataclass(frozen=True)
 class Case:
-    """One engine log: the settings it states and what kvplan assumes where it is silent."""
+    """One engine log: the GPU and the settings it states, nothing it measured."""
 
     log_id: str
     model: str
@@ -192,42 +248,50 @@ class Case:
     gpu_memory_bytes: int  # the catalog's reported memory (kept here: tests_catalog_agrees)
     version: tuple[int, ...]
     max_model_len: int
-    logged_gib: float
-    logged_tokens: int
-    dims: b.ModelDims  # from the model's config.json
+    logged_gib: tuple[float, ...]  # "Available KV cache memory" per PP stage
+    logged_count: int  # the token count (or GPU blocks, `unit`) the log printed
+    unit: str = "tokens"
     tp: int = 1
     pp: int = 1
     weights: str = "auto"
     settings: dict = field(default_factory=dict)
     gpu_name: str | None = None
-    counted: bool = True  # part of the 5% criterion
+    # reserve terms the log prints, GiB: weights, activation, non_torch, cudagraph
+    logged_terms: dict = field(default_factory=dict)
+    counted: bool = True  # part of the 2% criterion
     why: str = ""
 
 
 CASES = (
     Case("vllm-i10517-llama31-8b-rtx3090-mml29000", "llama-3.1-8b", "RTX 3090", 25318916096,
-         (0, 6, 4), 29000, 2.89, 23648, LLAMA8B_DIMS, settings=dict(
-             # V0 without chunked prefill: the profile batch is max_model_len tokens
-             gpu_memory_utilization=0.9, max_num_batched_tokens=29000, max_num_seqs=256),
-         why="V0 engine; calibrates the forward activation and non-torch terms"),
+         (0, 6, 4), 29000, (2.89,), 1478, unit="blocks",
+         settings=dict(gpu_memory_utilization=0.9),
+         # "Memory profiling results: ... peak_torch_memory=17.98GiB ... non_torch_memory=
+         # 0.35GiB" (the 0.6.4 line); the activation peak is peak torch - weights
+         logged_terms=dict(weights=14.9888, activation=round(17.98 - 14.9888, 2),
+                           non_torch=0.35),
+         why="V0 (0.6.4 log format): no chunked prefill under 32K, batch = max_model_len"),
     Case("vllm-i19996-llama31-8b-eagle-h100", "llama-3.1-8b", "H100", 85028896768,
-         (0, 9, 1), 131072, 51.63, 410128, LLAMA8B_DIMS, settings=dict(
+         (0, 9, 1), 131072, (51.63,), 410128, settings=dict(
              # the EAGLE head: one Llama-8B decoder layer + the 2h -> h fc, bf16
              extra_weights_bytes=2 * 251666432), gpu_name="H100 SXM",
          why="one EAGLE draft layer in the pool and its weights"),
     Case("vllm-pr20665-deepseek-v2-lite-4xl4-tp2-pp2", "deepseek-v2-lite", "L4", 23612293120,
-         (0, 10, 0), 1024, 12.13, 807792, b.ModelDims(2048, 8 * 1408, 102400), tp=2, pp=2,
-         gpu_name="L4 ada-lovelace sm8.9",
-         why="MoE: active width = 6 routed + 2 shared experts of 1,408"),
+         (0, 10, 0), 1024, (12.13, 11.33), 807792, tp=2, pp=2,
+         settings=dict(enforce_eager=True), gpu_name="L4 ada-lovelace sm8.9",
+         why="MoE + MLA, TP 2 x PP 2, --enforce-eager; one budget per stage"),
     Case("vllm-doc-qwen25-7b-awq-rtx4080", "qwen2.5-7b", "15.99GiB", parse_bytes("15.99GiB"),
-         (0, 26, 0), 32768, 8.0,
-         149712, b.ModelDims(3584, 18944, 152064), weights="awq",
-         settings=dict(gpu_memory_utilization=0.9),
-         why="RTX 4080 not in the catalog: the log's total; calibrates the sampler term"),
+         (0, 26, 0), 32768, (8.0,), 149712, weights="awq",
+         # the log's own sum: 15.99 x 0.9 - 5.29 - 1.04 - 0.06 = 8.00, its 0.48 GiB of
+         # graphs not subtracted (WSL2): the run behaved as VLLM_MEMORY_PROFILER_ESTIMATE_
+         # CUDAGRAPHS=0, so the case says so
+         settings=dict(gpu_memory_utilization=0.9, cudagraph_bytes=0),
+         logged_terms=dict(weights=5.29, activation=1.04, non_torch=0.06, cudagraph=0.48),
+         why="RTX 4080 not in the catalog: the log's total"),
     Case("vllm-doc-mistral7b-gptq-dgx-spark", "mistral-7b-v0.2", "119.70GiB",
-         parse_bytes("119.70GiB"), (0, 11, 0),
-         32768, 102.56, 840160, b.ModelDims(4096, 14336, 32000), weights="gptq",
-         settings=dict(gpu_memory_utilization=0.9), counted=False,
+         parse_bytes("119.70GiB"), (0, 11, 0), 32768, (102.56,), 840160, weights="gptq",
+         settings=dict(gpu_memory_utilization=0.9), logged_terms=dict(weights=3.8844),
+         counted=False,
          why="unified memory: the total is neither logged nor in the catalog; 119.70 GiB "
              "assumed (GB10's OS-visible memory), so not counted"),
 )
@@ -240,47 +304,80 @@ def test_catalog_agrees(case):
     assert gpus.find_gpu(case.gpu).memory_bytes == case.gpu_memory_bytes
 
 
-def predict(case: Case, with_dims: bool) -> tuple[int, int]:
-    """(predicted available KV bytes of the limiting stage, predicted token line)."""
-    spec = model(case.model)
-    budget = b.vllm_budget(spec, case.gpu_memory_bytes, version=case.version, tp=case.tp,
-                           pp=case.pp, weights=case.weights, dims=case.dims if with_dims else None,
-                           gpu_name=case.gpu_name, **case.settings)
+def budget_of(case: Case) -> b.Budget:
+    return b.vllm_budget(model(case.model), case.gpu_memory_bytes, version=case.version,
+                         tp=case.tp, pp=case.pp, weights=case.weights, gpu_name=case.gpu_name,
+                         max_model_len=case.max_model_len, **case.settings)
+
+
+def predict(case: Case) -> tuple[b.Budget, int]:
+    """(the predicted budget, the predicted count the log printed)."""
+    budget = budget_of(case)
     config = vllm.VllmConfig(max_model_len=case.max_model_len, version=case.version,
                              tp=case.tp, pp=case.pp, gpu_name=case.gpu_name,
                              num_draft_layers=1 if "eagle" in case.log_id else 0)
-    p = vllm.profile(spec, config, budget.available_kv_cache_bytes)
-    return p.available_kv_cache_bytes, p.kv_cache_tokens
+    p = vllm.profile(model(case.model), config, budget.available_kv_cache_bytes)
+    return budget, p.num_blocks if case.unit == "blocks" else p.kv_cache_tokens
 
 
 def error(predicted: float, logged: float) -> float:
     return (predicted - logged) / logged
 
 
+TERMS = (("weights", "weights_bytes"), ("activation", "activation_bytes"),
+         ("non_torch", "non_torch_bytes"), ("cudagraph", "cudagraph_bytes"))
+
+
 def accuracy_table() -> str:
     lines = [
-        "| log | GPU | logged KV GiB | predicted (estimated dims) | error | predicted "
-        "(config dims) | error | logged tokens | predicted tokens | error | counted |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| log | vLLM | GPU | logged KV GiB | predicted KV GiB | logged count | predicted "
+        "count | error | counted |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
+    terms = ["", "Reserve terms the logs print (GiB, limiting stage; `-` = not printed):", "",
+             "| log | term | logged | kvplan |", "| --- | --- | ---: | ---: |"]
     for c in CASES:
-        est_bytes, _ = predict(c, with_dims=False)
-        dims_bytes, tokens = predict(c, with_dims=True)
+        budget, count = predict(c)
+        gib = " / ".join(f"{x / GIB:.2f}" for x in budget.available_kv_cache_bytes)
         lines.append(
-            f"| {c.log_id} | {c.gpu} | {c.logged_gib:.2f} | {est_bytes / GIB:.2f} | "
-            f"{error(est_bytes / GIB, c.logged_gib):+.1%} | {dims_bytes / GIB:.2f} | "
-            f"{error(dims_bytes / GIB, c.logged_gib):+.1%} | {c.logged_tokens:,} | "
-            f"{tokens:,} | {error(tokens, c.logged_tokens):+.1%} | "
+            f"| {c.log_id} | {'.'.join(map(str, c.version))} | {c.gpu} | "
+            f"{' / '.join(f'{x:.2f}' for x in c.logged_gib)} | {gib} | "
+            f"{c.logged_count:,} {c.unit} | {count:,} | {error(count, c.logged_count):+.2%} | "
             f"{'yes' if c.counted else 'no'} |")
-    return "\n".join(lines) + "\n"
+        for name, attr in TERMS:
+            value = getattr(budget, attr)
+            value = value[0] if isinstance(value, tuple) else value
+            logged = c.logged_terms.get(name)
+            terms.append(f"| {c.log_id} | {name} | "
+                         f"{'-' if logged is None else f'{logged:.2f}'} | {value / GIB:.2f} |")
+    return "\n".join(lines + terms) + "\n"
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.counted], ids=lambda c: c.log_id)
-def test_predicted_kv_cache_size_within_5_percent(case):
-    _, tokens = predict(case, with_dims=True)
-    assert abs(error(tokens, case.logged_tokens)) <= 0.05
-    est, _ = predict(case, with_dims=False)
-    assert abs(error(est / GIB, case.logged_gib)) <= 0.05
+def test_predicted_count_within_2_percent(case):
+    _, count = predict(case)
+    assert abs(error(count, case.logged_count)) <= 0.02
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.log_id)
+def test_predicted_budget_per_stage_within_2_percent(case):
+    budget, _ = predict(case)
+    for predicted, logged in zip(budget.available_kv_cache_bytes, case.logged_gib, strict=True):
+        assert abs(error(predicted / GIB, logged)) <= 0.02
+
+
+def test_logged_reserve_terms():
+    """Each reserve term within 2% or 0.1 GiB of the line the log prints (the RTX 4080's graphs
+    excepted: that run did not subtract them, see its case)."""
+    for c in CASES:
+        budget = budget_of(c)
+        for name, attr in TERMS:
+            if name not in c.logged_terms or name == "cudagraph":
+                continue
+            value = getattr(budget, attr)
+            value = value[0] if isinstance(value, tuple) else value
+            logged = c.logged_terms[name]
+            assert abs(value / GIB - logged) <= max(0.1, 0.02 * logged), (c.log_id, name)
 
 
 def test_accuracy_doc_is_current():

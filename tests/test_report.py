@@ -70,10 +70,13 @@ def test_capacity_rows_follow_the_budget():
     bf16, fp8 = r.capacity
     # Llama-3.1-8B's 8,030,261,248 parameters in bf16, whatever the KV dtype
     assert bf16.weights_per_gpu_bytes == fp8.weights_per_gpu_bytes == 8030261248 * 2
-    # vLLM 0.33 estimate (kvplan.engines.budget's documented terms): ceil(total x 0.92) - weights
-    # - sampler peak (1,024 seqs x 128,256 vocab x 28.69 B) - 0.35 GiB non-torch
-    budget = (math.ceil(85_028_896_768 * 0.92) - 8030261248 * 2 - int(1024 * 128256 * 28.69)
-              - int(0.35 * GIB))
+    # vLLM 0.33 estimate (kvplan.engines.vllm_profile's documented terms): ceil(total x 0.92)
+    # - weights - sampler warm-up (1,024 seqs x 128,256 vocab x 28 B + the 8,192 x 4,096 bf16
+    # hidden states) - 64 MiB non-torch growth - CUDA graphs (the 512-token capture's forward
+    # buffers + 1 MiB for each of the other 2 x 51 - 1 graphs)
+    graphs = 512 * (3 * 14336 + 3 * 4096) * 2 + (2 * 51 - 1) * 2**20
+    budget = (math.ceil(85_028_896_768 * 0.92) - 8030261248 * 2
+              - (1024 * 128256 * 28 + 8192 * 4096 * 2) - 64 * 2**20 - graphs)
     assert bf16.kv_budget_bytes == fp8.kv_budget_bytes == budget
     for row, per_block in ((bf16, 16 * LLAMA_TOKEN_BF16), (fp8, 8 * LLAMA_TOKEN_BF16)):
         usable = row.kv_budget_bytes // per_block - 1  # whole blocks of 16, one null block

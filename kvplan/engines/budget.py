@@ -1,7 +1,7 @@
 """The memory budget: how many bytes each engine leaves for the KV cache on one GPU.
 
     vLLM     total x gpu_memory_utilization - weights - activation peak - non-torch
-             (- CUDA graphs from 0.21, when an estimate is given)
+             (- CUDA graphs from 0.21, unless --enforce-eager)
     SGLang   free_after_load - free_before_load x (1 - mem_fraction_static)
     TRT-LLM  (total - profiled peak) x free_gpu_memory_fraction
     HF       total - weights - activations (nothing is reserved up front)
@@ -18,24 +18,13 @@ Estimating what only a profile run measures (documented in docs/engine-accuracy.
   over pipeline stages as `get_pp_indices` splits them, the input embedding sits on the first
   stage and the LM head on the last; tensor parallelism divides everything (vocab-parallel
   embeddings included).
-- Activation peak of vLLM's profile run = the larger of
-  * the forward pass over `max_num_batched_tokens` tokens: per token the MLP's gate/up output,
-    its activation and the hidden states, `(3 x intermediate / tp + 3 x hidden) x 2` bytes
-    (Llama-3.1-8B: 110,592 B/token; the RTX 3090 log measured 2.99 GiB at 29,000 tokens =
-    110,700 B/token), and
-  * the sampler's dummy run (last stage only): `max_num_seqs x vocab x 28.69` bytes (fp32
-    logits plus the sampler's sort/softmax temporaries; calibrated on the RTX 4080 log,
-    1.04 GiB for 256 sequences x 152,064 vocabulary).
-- Non-torch memory (CUDA context growth, cuBLAS/attention workspaces, NCCL): 0.35 GiB, the
-  RTX 3090 log's value.
-- CUDA graphs: vLLM >= 0.21 subtracts its profiled estimate when
-  VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is on; kvplan has no config-only model of graph
-  memory and the one log of such a version (0.26.0, RTX 4080) shows none subtracted
-  (8.0 = 7.52 + 0.48 GiB), so the default is 0; give a measured value to subtract it.
+- vLLM's profile run (activation peak, non-torch memory, CUDA graphs, the dummy batch's
+  defaults by version and GPU): kvplan.engines.vllm_profile, each term citing the vLLM
+  source it follows.
 
 When the model's hidden size, MLP width and vocabulary are unknown they are estimated
 (`estimate_dims`): hidden = attention heads x head_dim, MLP width from the parameters per
-layer, vocabulary 128,256 (Llama 3's). Give ModelDims for better numbers.
+layer, vocabulary 128,256 (Llama 3's). Specs read from config.json carry the real ones.
 """
 
 from __future__ import annotations
@@ -49,12 +38,20 @@ from kvplan.core.errors import BadInputError, NoKVMemoryError
 from kvplan.core.layers import MLA, FullAttention
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
+from kvplan.engines.vllm_profile import (
+    CUDA_CONTEXT_BYTES,
+    KERNELS_BYTES,
+    Shapes,
+    forward_bytes_per_token,
+    shapes_of,
+)
 
 SCHEMA = "kvplan.budget/1"
 GIB = 2**30
 
-NON_TORCH_BYTES = int(0.35 * GIB)  # RTX 3090 log (issue 10517): non_torch_memory=0.35GiB
-SAMPLER_BYTES_PER_LOGIT = Fraction(2869, 100)  # RTX 4080 log: 1.04 GiB / (256 x 152,064)
+# CUDA memory outside torch that TRT-LLM and transformers see (the CUDA context and the
+# kernels a forward pass loads): vllm_profile's device constants.
+NON_TORCH_BYTES = CUDA_CONTEXT_BYTES + KERNELS_BYTES
 ACTIVATION_BYTES = 2  # activations in bf16/fp16
 DEFAULT_VOCAB = 128_256  # Llama 3's vocabulary, when the model's is unknown
 SGLANG_INIT_BYTES = int(0.5 * GIB)  # CUDA context + NCCL before SGLang measures free memory
@@ -195,14 +192,17 @@ def weight_split(spec: ModelSpec, fmt: WeightFormat, dims: ModelDims | None = No
     return WeightSplit(embedding, head, layers)
 
 
-def stage_weight_bytes(spec: ModelSpec, split: WeightSplit, tp: int = 1, pp: int = 1
-                       ) -> tuple[int, ...]:
-    """Weight bytes on one GPU of each pipeline stage (layers as get_pp_indices splits them;
-    the input embedding on the first stage, the LM head on the last; all divided by TP)."""
+def stage_weight_bytes(spec: ModelSpec, split: WeightSplit, tp: int = 1, pp: int = 1,
+                       shares: Sequence[int] | None = None) -> tuple[int, ...]:
+    """Weight bytes on one GPU of each pipeline stage (layers as get_pp_indices splits them,
+    in proportion to `shares` when the layers differ; the input embedding on the first stage,
+    the LM head on the last; all divided by TP)."""
     stages = pp_stages(spec.num_layers, pp)
+    weights = list(shares) if shares else [1] * spec.num_layers
+    whole = max(1, sum(weights))
     out = []
     for i, (a, b) in enumerate(stages):
-        part = split.layer_bytes * (b - a) // max(1, spec.num_layers)
+        part = split.layer_bytes * sum(weights[a:b]) // whole
         if i == 0:
             part += split.embedding_bytes
         if i == pp - 1:
@@ -215,15 +215,10 @@ def stage_weight_bytes(spec: ModelSpec, split: WeightSplit, tp: int = 1, pp: int
 # --- activations --------------------------------------------------------------------------
 
 def forward_activation_bytes(dims: ModelDims, num_tokens: int, tp: int = 1) -> int:
-    """Peak of one forward pass over `num_tokens` tokens: the MLP's gate/up output (2 x
-    intermediate), its activation (intermediate) and ~3 hidden-sized buffers, in bf16."""
-    per_token = (3 * dims.intermediate_size // tp + 3 * dims.hidden_size) * ACTIVATION_BYTES
-    return num_tokens * per_token
-
-
-def sampler_activation_bytes(dims: ModelDims, num_seqs: int) -> int:
-    """vLLM V1's dummy sampler run over `num_seqs` rows of logits (fp32 + temporaries)."""
-    return int(num_seqs * dims.vocab_size * SAMPLER_BYTES_PER_LOGIT)
+    """Peak of one forward pass over `num_tokens` tokens (vllm_profile.forward_bytes_per_token:
+    the MLP's gate/up output and activation, three hidden-size buffers, in bf16)."""
+    shapes = Shapes(dims.hidden_size, dims.vocab_size, dims.intermediate_size)
+    return num_tokens * forward_bytes_per_token(shapes, tp)
 
 
 # --- budgets ------------------------------------------------------------------------------
@@ -245,6 +240,8 @@ class Budget:
     cudagraph_bytes: int
     available_kv_cache_bytes: tuple[int, ...]  # per stage ("Available KV cache memory")
     notes: tuple[str, ...] = ()
+    max_num_seqs: int | None = None  # the engine's sequence cap (vLLM max_num_seqs)
+    max_num_batched_tokens: int | None = None
 
     @property
     def available(self) -> int:
@@ -273,18 +270,72 @@ def _check_positive(engine: str, stages: Sequence[int], total: int, weights: Seq
             f"on a {human_bytes(total)} GPU", hint)
 
 
+def dims_of(spec: ModelSpec) -> ModelDims:
+    """The spec's own shapes (config.json) when it has them, else `estimate_dims`."""
+    if spec.hidden_size and spec.vocab_size:
+        inter = spec.intermediate_size or 0
+        if not inter and spec.num_experts_per_token and spec.moe_intermediate_size:
+            inter = spec.num_experts_per_token * spec.moe_intermediate_size + \
+                (spec.shared_expert_intermediate_size or 0)
+        return ModelDims(spec.hidden_size, inter or round(3.5 * spec.hidden_size),
+                         spec.vocab_size, bool(spec.tie_word_embeddings))
+    return estimate_dims(spec)
+
+
+def profile_shapes(spec: ModelSpec, dims: ModelDims | None) -> Shapes:
+    """What vLLM's profile run allocates by: given dims, else the spec's shapes (MoE
+    layers included), else the estimate."""
+    if dims is None:
+        own = shapes_of(spec)
+        if own is not None:
+            return own
+        dims = estimate_dims(spec)
+    return Shapes(dims.hidden_size, dims.vocab_size, dims.intermediate_size,
+                  estimated=dims.estimated)
+
+
+def layer_weight_shares(spec: ModelSpec) -> tuple[int, ...] | None:
+    """Relative parameter counts of the decoder layers when they differ (DeepSeek's dense
+    first layers beside MoE ones, interleaved MoE): attention is the same in every layer, the
+    MLP is dense (3 x hidden x I) or MoE (experts x 3 x hidden x N + shared + router). None
+    when every layer is alike or the shapes are unknown."""
+    h, experts = spec.hidden_size, spec.num_experts
+    if not (h and experts and spec.moe_intermediate_size and spec.intermediate_size
+            and spec.num_params and spec.vocab_size):
+        return None
+    first = spec.first_dense_layers or 0
+    step = spec.moe_layer_step or 1
+    moe_mlp = experts * 3 * h * spec.moe_intermediate_size + experts * h + \
+        3 * h * (spec.shared_expert_intermediate_size or 0)
+    dense_mlp = 3 * h * spec.intermediate_size
+    is_moe = [i >= first and (i + 1) % step == 0 for i in range(spec.num_layers)]
+    if all(is_moe) or not any(is_moe):
+        return None
+    embeddings = spec.vocab_size * h * (1 if spec.tie_word_embeddings else 2)
+    mlp_total = sum(moe_mlp if m else dense_mlp for m in is_moe)
+    attention = max(0, spec.num_params - embeddings - mlp_total) // spec.num_layers
+    return tuple(attention + (moe_mlp if m else dense_mlp) for m in is_moe)
+
+
 def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, ...] | None = None,
                 tp: int = 1, pp: int = 1, gpu_memory_utilization: float | None = None,
                 weights: str | WeightFormat = "auto", weights_bytes: int | None = None,
                 extra_weights_bytes: int = 0, activation_bytes: int | None = None,
                 non_torch_bytes: int | None = None, cudagraph_bytes: int | None = None,
                 max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
-                dims: ModelDims | None = None, gpu_name: str | None = None) -> Budget:
+                dims: ModelDims | None = None, gpu_name: str | None = None,
+                max_model_len: int | None = None, enforce_eager: bool = False,
+                enable_chunked_prefill: bool | None = None, usage: str = "server",
+                flashinfer_sampler: bool = False,
+                stage_weights_bytes: Sequence[int] | None = None) -> Budget:
     """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
     `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11:
-    one float, `int` at the end; 0.33: `ceil(total x util) - ...`), minus CUDA graphs from
-    0.21 when an estimate is given. `weights_bytes` is the whole model's measured size."""
+    one float, `int` at the end; 0.33: `ceil(total x util) - ...`), minus the CUDA-graph
+    estimate from 0.21 (not with enforce_eager). The reserves are kvplan.engines.vllm_profile's
+    model of the profile run unless given. `weights_bytes` is the whole model's measured size;
+    `stage_weights_bytes` the bytes one GPU of each stage holds (overrides the estimate)."""
     from kvplan.engines import vllm as engine
+    from kvplan.engines import vllm_profile as vp
 
     ver = version or engine.LATEST
     util = gpu_memory_utilization if gpu_memory_utilization is not None else \
@@ -292,23 +343,33 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     if not 0 < util <= 1:
         raise BadInputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
     fmt = weights if isinstance(weights, WeightFormat) else weight_format(weights, spec.dtype)
-    dims = dims or estimate_dims(spec)
-    split = weight_split(spec, fmt, dims, weights_bytes)
-    stage_weights = list(stage_weight_bytes(spec, split, tp, pp))
+    if stage_weights_bytes is not None:
+        stage_weights = list(stage_weights_bytes)
+    else:
+        wdims = dims or dims_of(spec)
+        split = weight_split(spec, fmt, wdims, weights_bytes)
+        stage_weights = list(stage_weight_bytes(spec, split, tp, pp,
+                                                shares=layer_weight_shares(spec)))
     stage_weights[-1] += extra_weights_bytes // tp  # draft model on the last stage
-    tokens = max_num_batched_tokens or engine.default_max_num_batched_tokens(
-        gpu_memory_bytes, gpu_name, version=ver)
-    seqs = max_num_seqs or engine.default_max_num_seqs(gpu_memory_bytes, gpu_name)
+    batch = vp.batch_settings(ver, gpu_memory_bytes, gpu_name,
+                              max_model_len or spec.max_context_tokens or 8192, usage=usage,
+                              max_num_batched_tokens=max_num_batched_tokens,
+                              max_num_seqs=max_num_seqs,
+                              enable_chunked_prefill=enable_chunked_prefill)
+    shapes = profile_shapes(spec, dims)
     if activation_bytes is not None:
         acts = [activation_bytes] * pp
     else:
-        fwd = forward_activation_bytes(dims, tokens, tp)
-        acts = [fwd] * pp
-        acts[-1] = max(fwd, sampler_activation_bytes(dims, seqs))
-    non_torch = NON_TORCH_BYTES if non_torch_bytes is None else non_torch_bytes
-    graphs = 0
-    if cudagraph_bytes and ver >= engine.TOKEN_LINE_FROM_CONCURRENCY:
-        graphs = cudagraph_bytes  # subtracted from 0.21 (profiler estimate on by default)
+        acts = [vp.activation_peak(shapes, batch, ver, tp=tp, last_stage=i == pp - 1,
+                                   flashinfer_sampler=flashinfer_sampler).peak_bytes
+                for i in range(pp)]
+    non_torch = vp.non_torch_bytes(ver, tp, pp) if non_torch_bytes is None else non_torch_bytes
+    if ver < vp.CUDAGRAPH_ESTIMATE or enforce_eager:
+        graphs = 0  # captured after the KV cache, inside 1 - gpu_memory_utilization
+    elif cudagraph_bytes is not None:
+        graphs = cudagraph_bytes
+    else:
+        graphs = vp.cudagraph_bytes(shapes, batch, ver, tp=tp)
     requested = gpu_memory_bytes * util  # 0.11 keeps the float until the final int()
     requested_int = math.ceil(requested) if ver >= engine.V033 else int(requested)
     base = requested_int if ver >= engine.V033 else requested  # 0.33 request_memory: ceil
@@ -319,14 +380,20 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                     "--gpu-memory-utilization, or give --kv-memory as vLLM logged it")
     notes = [f"gpu_memory_utilization {util} ({'given' if gpu_memory_utilization else 'default'} "
              f"for vLLM {'.'.join(map(str, ver))})",
-             f"weights: {'measured' if weights_bytes else fmt.description}",
+             f"weights: {'measured' if weights_bytes or stage_weights_bytes else fmt.description}",
              f"activations: {'given' if activation_bytes is not None else 'estimated'} "
-             f"(max_num_batched_tokens {tokens:,}, max_num_seqs {seqs:,})"]
-    if dims.estimated and activation_bytes is None:
+             f"({batch.engine} profile batch: max_num_batched_tokens "
+             f"{batch.max_num_batched_tokens:,}, max_num_seqs {batch.max_num_seqs:,}, chunked "
+             f"prefill {'on' if batch.chunked_prefill else 'off'})"]
+    if graphs:
+        notes.append(f"CUDA graphs: {'given' if cudagraph_bytes is not None else 'estimated'},"
+                     " subtracted from vLLM 0.21 (--enforce-eager: none)")
+    if shapes.estimated and activation_bytes is None:
         notes.append("model dimensions estimated from the spec (hidden = heads x head_dim)")
     return Budget(SCHEMA, "vllm", ".".join(map(str, ver)), "estimated", gpu_memory_bytes, util,
                   requested_int, tuple(stage_weights), tuple(acts), non_torch, graphs,
-                  available, tuple(notes))
+                  available, tuple(notes), max_num_seqs=batch.max_num_seqs,
+                  max_num_batched_tokens=batch.max_num_batched_tokens)
 
 
 # --- SGLang ---------------------------------------------------------------------------------

@@ -1,0 +1,246 @@
+"""vLLM's start-up profile run as a model, per version: what it reserves besides the KV cache.
+
+vLLM sizes the KV cache as `requested - weights - torch peak increase - non-torch - CUDA graphs`
+(kvplan.engines.budget.vllm_budget). The last three are what the engine *measures* while it runs
+a dummy batch; this module predicts each from the mechanism that produces it, citing the source
+it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8.5, 0.9.1,
+0.10.1, 0.11.0, 0.12.0-0.20.0 and 0.26.0 source distributions):
+
+1. The dummy batch (`batch_settings`): `max_num_batched_tokens` and `max_num_seqs` as
+   `engine/arg_utils.py` defaults them -- V0 (< 0.8, `EngineArgs.create_engine_config`):
+   chunked prefill on by default only for the OpenAI server with `max_model_len > 32,768`
+   (then 512 tokens), otherwise the batch is `max(max_model_len, 2048)` tokens and 256
+   sequences. V1 (>= 0.8, `_set_default_args` / `get_batch_defaults`): chunked prefill always
+   on; GPUs with >= 70 GiB that are not A100s get 8,192 tokens (OpenAI server) or 16,384
+   (`LLM` class) and 1,024 sequences, others 2,048 / 8,192 tokens and 256 sequences; 0.33 adds
+   a >= 160 GiB tier (16,384). `max_num_seqs = min(default, max_num_batched_tokens)`.
+2. The torch peak (`activation_peak`): the larger of
+   * the forward pass over `max_num_batched_tokens` tokens
+     (`gpu_model_runner.py::profile_run` -> `_dummy_run(max_num_tokens, is_profile=True)`):
+     per token, the widest MLP's intermediate (gate/up `2 x I/tp`, the activation `I/tp`) and
+     three hidden-size buffers (residual, the layer's input, its output), in the activation
+     dtype; for a fused-MoE layer (`fused_moe.py::fused_experts_impl`) the three caches
+     `topk x (2N + N + hidden)` with N = expert width / tp, plus the shared experts' MLP;
+   * on the last pipeline stage, the sampler warm-up over `max_num_seqs` rows
+     (`_dummy_sampler_run`, `sampler.py::Sampler.forward`), while the forward's hidden states
+     (tokens x hidden) are still alive. The dummy metadata asks for top-k and top-p. Up to
+     0.17 `ops/topk_topp_sampler.py::apply_top_k_top_p` sorts the fp32 logits: per logit the
+     model-dtype logits (2 B) and their fp32 copy (4) are alive while torch's segmented radix
+     sort (`aten/src/ATen/native/cuda/SortStable.cu::segmented_sort_pairs`) writes its values
+     and int64 indices (4 + 8) through an int64 iota and cub's alternate key/value buffers
+     (8 + 4 + 8): 38 bytes at the sort. From 0.18 batches of 8 rows or more take the Triton
+     top-k/top-p kernel (`apply_top_k_top_p_triton`, no sort); its peak is not derived here
+     but read off the one such log that prints it (0.26, RTX 4080: 1.04 GiB over 256 x
+     152,064 logits, 28 B/logit). With the FlashInfer sampler (0.9-0.11 whenever flashinfer
+     is installed, as in the Docker image) only the logits and their fp32 copy remain
+     (6 B/logit).
+3. Non-torch memory (`non_torch_bytes`): what `cudaMemGetInfo` sees beyond torch's reserved
+   pool. V0 and V1 before 0.9 (`worker.py::determine_num_available_blocks`, 0.8
+   `gpu_worker.py::determine_available_memory`) count it absolutely after the profile, so the
+   CUDA context is in it; from 0.9 (`utils.py::memory_profiling` against the worker's
+   `init_snapshot`) only its growth since start-up: kernels loaded lazily on first launch and
+   library handles/workspaces; NCCL communicators are counted in 0.9-0.10 (the snapshot is
+   taken before `init_worker_distributed_environment`) and not from 0.11 ("take memory
+   snapshot after NCCL is initialized").
+4. CUDA graphs (`cudagraph_bytes`): from 0.21 (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`
+   default on; 0.26 `gpu_worker.py::determine_available_memory`,
+   `gpu_model_runner.py::profile_cudagraph_memory`) the estimate is subtracted: the first
+   (largest) capture measured whole plus `(n - 1) x` the second capture, at least 1 MiB per
+   graph. Not with `--enforce-eager` (`cudagraph_mode` NONE), and never before 0.21 (graphs
+   are captured after the KV cache, inside `1 - gpu_memory_utilization`).
+
+The device/driver constants (CUDA context, lazily loaded kernels, NCCL buffers) cannot be
+derived from a model's config; their values and where they come from are stated below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.core.spec import ModelSpec
+
+GIB = 2**30
+MIB = 2**20
+
+V1_DEFAULT = (0, 8)  # envs.py VLLM_USE_V1 defaults to "1"
+INIT_SNAPSHOT = (0, 9)  # V1 gpu_worker: memory_profiling against init_snapshot
+SNAPSHOT_AFTER_NCCL = (0, 11)  # gpu_worker.init_device: snapshot after NCCL init
+CUDAGRAPH_ESTIMATE = (0, 21)  # "CUDA graph memory profiling is enabled (default since v0.21.0)"
+TIER_160GIB = (0, 33)  # get_batch_defaults: >= 160 GiB tier
+
+V0_LONG_CONTEXT = 32768  # arg_utils: use_long_context = max_model_len > 32768
+V0_CHUNKED_TOKENS = 512  # arg_utils (0.6): max_num_batched_tokens with chunked prefill
+V0_MIN_TOKENS = 2048  # max(max_model_len, 2048) without chunked prefill
+V0_MAX_NUM_SEQS = 256
+
+ACTIVATION_BYTES = 2  # bf16/fp16 activations
+# Per logit of the sampler warm-up (see the module docstring, item 2).
+SAMPLER_SORT_BYTES_PER_LOGIT = 2 + 4 + (4 + 8) + (8 + 4 + 8)
+SAMPLER_TRITON_BYTES_PER_LOGIT = 28  # 0.26 RTX 4080 log: 1.04 GiB / (256 x 152,064)
+SAMPLER_FLASHINFER_BYTES_PER_LOGIT = 2 + 4
+TRITON_TOPK_TOPP = (0, 18)  # topk_topp_sampler.apply_top_k_top_p -> apply_top_k_top_p_triton
+# Device constants. The CUDA context of a CUDA 12 process with lazy module loading, and the
+# kernels/library workspaces a forward pass loads on first use: the two vLLM logs that print
+# a non-torch line give 0.35 GiB absolute (RTX 3090, V0: context + kernels) and 0.06 GiB of
+# growth (RTX 4080, 0.26: kernels only); kvplan splits them so.
+CUDA_CONTEXT_BYTES = 296 * MIB
+KERNELS_BYTES = 64 * MIB
+# One NCCL communicator's buffers: NCCL_BUFFSIZE (4 MiB) for the Simple protocol plus
+# LL/LL128 buffers, send and receive, over a handful of channels (NCCL docs, env NCCL_BUFFSIZE);
+# vLLM sets up one per TP group (pynccl, plus the custom all-reduce's 8 MiB IPC buffer) and per
+# PP group.
+NCCL_COMMUNICATOR_BYTES = 64 * MIB
+CUSTOM_ALLREDUCE_BYTES = 8 * MIB
+CUDAGRAPH_MIN_PER_GRAPH = MIB  # profile_cudagraph_memory: "at least 1 MiB per graph"
+
+
+# --- 1. the dummy batch -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BatchSettings:
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    chunked_prefill: bool
+    engine: str  # "V0" | "V1"
+
+
+def is_v1(version: tuple[int, ...]) -> bool:
+    return version >= V1_DEFAULT
+
+
+def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
+                   gpu_name: str | None, max_model_len: int, *, usage: str = "server",
+                   max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
+                   enable_chunked_prefill: bool | None = None) -> BatchSettings:
+    """The profile batch vLLM `version` runs with these settings (None = engine default)."""
+    from kvplan.engines import vllm
+
+    if not is_v1(version):
+        chunked = (usage == "server" and max_model_len > V0_LONG_CONTEXT) \
+            if enable_chunked_prefill is None else enable_chunked_prefill
+        tokens = max_num_batched_tokens or (
+            V0_CHUNKED_TOKENS if chunked else max(max_model_len, V0_MIN_TOKENS))
+        seqs = max_num_seqs or V0_MAX_NUM_SEQS
+        return BatchSettings(tokens, seqs, chunked, "V0")
+    chunked = True if enable_chunked_prefill is None else enable_chunked_prefill
+    if max_num_batched_tokens:
+        tokens = max_num_batched_tokens
+    elif not chunked:
+        tokens = max_model_len
+    else:
+        tokens = vllm.default_max_num_batched_tokens(gpu_memory_bytes, gpu_name, usage,
+                                                     version=version)
+    seqs = max_num_seqs or min(vllm.default_max_num_seqs(gpu_memory_bytes, gpu_name), tokens)
+    return BatchSettings(tokens, seqs, chunked, "V1")
+
+
+# --- 2. the torch peak --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Shapes:
+    """The model sizes the profile run's buffers depend on (config.json)."""
+
+    hidden_size: int
+    vocab_size: int
+    intermediate_size: int = 0  # a dense MLP layer's width (0: none)
+    moe_intermediate_size: int = 0  # one routed expert's width
+    num_experts_per_token: int = 0
+    shared_intermediate_size: int = 0  # the shared experts' MLP together
+    estimated: bool = False
+
+
+def forward_bytes_per_token(shapes: Shapes, tp: int = 1) -> int:
+    """The widest layer's transient buffers plus three hidden-size ones, per token."""
+    h = shapes.hidden_size
+    dense = 3 * shapes.intermediate_size // tp
+    moe = 0
+    if shapes.num_experts_per_token and shapes.moe_intermediate_size:
+        n = shapes.moe_intermediate_size // tp
+        # fused_experts_impl: intermediate_cache1 (topk x 2N), cache2 (topk x N), cache3
+        # (topk x hidden); the shared experts' gate/up + activation run beside them
+        moe = shapes.num_experts_per_token * (3 * n + h) + 3 * shapes.shared_intermediate_size // tp
+    return (max(dense, moe) + 3 * h) * ACTIVATION_BYTES
+
+
+def sampler_bytes_per_logit(version: tuple[int, ...], flashinfer: bool = False) -> int:
+    if flashinfer:
+        return SAMPLER_FLASHINFER_BYTES_PER_LOGIT
+    return SAMPLER_TRITON_BYTES_PER_LOGIT if version >= TRITON_TOPK_TOPP else \
+        SAMPLER_SORT_BYTES_PER_LOGIT
+
+
+def sampler_bytes(shapes: Shapes, num_seqs: int, num_tokens: int, version: tuple[int, ...],
+                  flashinfer: bool = False) -> int:
+    per_logit = sampler_bytes_per_logit(version, flashinfer)
+    hidden_alive = num_tokens * shapes.hidden_size * ACTIVATION_BYTES
+    return num_seqs * shapes.vocab_size * per_logit + hidden_alive
+
+
+@dataclass(frozen=True)
+class ActivationPeak:
+    forward_bytes: int
+    sampler_bytes: int  # 0 on stages other than the last
+
+    @property
+    def peak_bytes(self) -> int:
+        return max(self.forward_bytes, self.sampler_bytes)
+
+
+def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ...], *,
+                    tp: int = 1,
+                    last_stage: bool = True, flashinfer_sampler: bool = False
+                    ) -> ActivationPeak:
+    fwd = batch.max_num_batched_tokens * forward_bytes_per_token(shapes, tp)
+    if not last_stage:
+        return ActivationPeak(fwd, 0)
+    rows = min(batch.max_num_seqs, batch.max_num_batched_tokens)
+    return ActivationPeak(fwd, sampler_bytes(shapes, rows, batch.max_num_batched_tokens,
+                                             version, flashinfer_sampler))
+
+
+# --- 3. non-torch memory ------------------------------------------------------------------
+
+def non_torch_bytes(version: tuple[int, ...], tp: int = 1, pp: int = 1) -> int:
+    """CUDA memory outside torch's pool that the version counts against the KV budget."""
+    counted = KERNELS_BYTES
+    if version < INIT_SNAPSHOT:
+        counted += CUDA_CONTEXT_BYTES  # absolute: mem_get_info used - torch allocated
+    if version < SNAPSHOT_AFTER_NCCL:
+        if tp > 1:
+            counted += NCCL_COMMUNICATOR_BYTES + CUSTOM_ALLREDUCE_BYTES
+        if pp > 1:
+            counted += NCCL_COMMUNICATOR_BYTES
+    return counted
+
+
+# --- 4. CUDA graphs -----------------------------------------------------------------------
+
+def capture_sizes(max_num_seqs: int, version: tuple[int, ...]) -> list[int]:
+    """cudagraph_capture_sizes: 1, 2, 4, then multiples of 8 below 256 and of 16 from 256, up
+    to max_cudagraph_capture_size = min(2 x max_num_seqs, 512) (config/compilation.py)."""
+    top = min(2 * max_num_seqs, 512)
+    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
+    return [s for s in sizes if s <= top]
+
+
+def cudagraph_bytes(shapes: Shapes, batch: BatchSettings, version: tuple[int, ...], *,
+                    tp: int = 1, enforce_eager: bool = False) -> int:
+    """profile_cudagraph_memory's estimate, subtracted from 0.21 unless --enforce-eager: the
+    first capture (the largest size: its forward buffers stay in the graph pool) plus one
+    small graph's overhead for every other graph, piecewise graphs for every size and full
+    decode graphs for sizes up to max_num_seqs (FULL_AND_PIECEWISE)."""
+    if enforce_eager or version < CUDAGRAPH_ESTIMATE:
+        return 0
+    sizes = capture_sizes(batch.max_num_seqs, version)
+    num_graphs = len(sizes) + len([s for s in sizes if s <= batch.max_num_seqs])
+    first = sizes[-1] * forward_bytes_per_token(shapes, tp)
+    return first + (num_graphs - 1) * CUDAGRAPH_MIN_PER_GRAPH
+
+
+def shapes_of(spec: ModelSpec) -> Shapes | None:
+    """The spec's own shapes (config.json), or None when it lacks hidden size or vocabulary."""
+    if not spec.hidden_size or not spec.vocab_size:
+        return None
+    return Shapes(spec.hidden_size, spec.vocab_size, spec.intermediate_size or 0,
+                  spec.moe_intermediate_size or 0, spec.num_experts_per_token or 0,
+                  spec.shared_expert_intermediate_size or 0)
