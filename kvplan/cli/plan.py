@@ -15,7 +15,6 @@ import typer
 from kvplan.cli.options import (
     FormatOpt,
     KVDtypeOpt,
-    ModelArg,
     ModelsArg,
     UnitsOpt,
     _emit,
@@ -210,7 +209,16 @@ def _show(value: Any) -> str:
 
 @handle_errors
 def plan(
-    model: ModelArg,
+    model: Annotated[str | None, typer.Argument(
+        help="Library name (llama-3.1-8b), a YAML spec, a config.json / directory holding one, "
+        "or a Hugging Face Hub repo: hf:org/name[@revision]. Omit it with --from-command.",
+        show_default=False)] = None,
+    from_command: Annotated[str | None, typer.Option(
+        "--from-command", help="The engine's launch command as you run it (vllm serve ..., "
+        "python -m sglang.launch_server ..., llama-server ..., trtllm-serve ..., "
+        "text-generation-launcher ..., or inside docker run ...); @FILE reads it (or a "
+        "container's command:/args:) from a file. Its memory flags set the deployment.",
+        show_default=False)] = None,
     gpu: GpuOpt = None,
     count: CountOpt = None,
     tp: TPOptional = None,
@@ -279,9 +287,25 @@ def plan(
 
       kvplan plan deepseek-v3 --gpu h200 --context 128k --concurrency 32 --find-gpus
     """
+    from dataclasses import replace
+
     from kvplan.core.errors import BadInputError
     from kvplan.engines.registry import get as get_engine
 
+    overrides: dict[str, Any] = {}
+    launch_warnings: list[str] = []
+    if from_command is not None:
+        from kvplan.planning.launch import from_command as read_command
+
+        if model is not None:
+            raise BadInputError("give MODEL or --from-command, not both",
+                                "the launch command names its model")
+        launched = read_command(_command_text(from_command))
+        model, engine, overrides = launched.model, launched.engine, launched.overrides
+        launch_warnings = list(launched.warnings)
+    elif model is None:
+        raise BadInputError("MODEL is missing", "give a model, or --from-command \"vllm serve "
+                            "MODEL ...\"")
     get_engine(engine)  # an unknown --engine is an error naming the registered engines
     if requests is not None and (context is not None or concurrency is not None):
         raise BadInputError("--requests replaces --context and --concurrency; give one or "
@@ -297,14 +321,26 @@ def plan(
         weights_bytes=_bytes(weights_memory), activation_bytes=_bytes(activation_memory),
         cudagraph_bytes=_bytes(cudagraph_memory), max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, parallel=parallel)
+    if overrides:
+        dep = replace(dep, **overrides)
     question = _Question(_tokens(context, "--context"), concurrency, requests,
                          _tokens(shared_prefix, "--shared-prefix") or 0, samples, find_gpus,
                          _bytes(host_memory))
     report, met = question.answer(dep)
+    report.warnings[:0] = launch_warnings
     _emit(report, fmt, units)
     if met is False:
         typer.echo("kvplan: the target is not met (exit 1)", err=True)
         raise typer.Exit(1)
+
+
+def _command_text(value: str) -> str:
+    """--from-command's text: as given, or read from the file after @."""
+    if not value.startswith("@"):
+        return value
+    from kvplan.sources.reader import read_text
+
+    return read_text(value[1:], "the launch command file")
 
 
 class _Question:

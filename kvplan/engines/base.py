@@ -30,6 +30,7 @@ from kvplan.core.spec import ModelSpec
 if TYPE_CHECKING:
     from kvplan.core.dtypes import KVFormat
     from kvplan.engines.budget import Budget, ModelDims
+    from kvplan.sources.launch import EngineLaunch
 
 
 # --- the deployment -----------------------------------------------------------------------
@@ -328,6 +329,12 @@ class BaseEngine:
                  gpu_memory_bytes: int | None = None,
                  version: str | None = None) -> dict[str, Any]:
         return {}
+
+    def launch(self) -> EngineLaunch | None:
+        """Its launch program and flag table (kvplan.sources.launch reads a command line
+        with it), or None when kvplan reads no launch command for it. Optional: the launch
+        reader asks for it with getattr, so a minimal plugin need not define it."""
+        return None
 
 
 def check_choice(value: str, choices: Sequence[str], engine: str, flag: str) -> str:

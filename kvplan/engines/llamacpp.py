@@ -20,14 +20,18 @@ MiB = 2^20 bytes. Values are exact for the llama.cpp log lines in tests/fixtures
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import KVFormat, cdiv
 from kvplan.core.errors import BadInputError
 from kvplan.core.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
 from kvplan.core.spec import ModelSpec
 from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
+
+if TYPE_CHECKING:
+    from kvplan.sources.launch import EngineLaunch
 
 SCHEMA = "kvplan.engine.llamacpp/1"
 MIB = 2**20
@@ -183,6 +187,42 @@ def _cache_type_of(kv_dtype: str) -> str:
     return "f16" if kv_dtype in ("auto", "fp16", "bf16") else kv_dtype
 
 
+# --- the launch command (`llama-server`), read by kvplan.sources.launch ------------------------
+# Flags from common/arg.cpp (common_params_parser_init); short and long spellings.
+@functools.cache
+def launch_flags() -> EngineLaunch:
+    from kvplan.sources.launch import EngineLaunch
+
+    setting = {
+        "-m": ("model", "str"), "--model": ("model", "str"),
+        "-hf": ("hf_repo", "str"), "--hf-repo": ("hf_repo", "str"),
+        "-c": ("max_model_len", "tokens"), "--ctx-size": ("max_model_len", "tokens"),
+        "-np": ("parallel", "int"), "--parallel": ("parallel", "int"),
+        "-ctk": ("kv_dtype", "str"), "--cache-type-k": ("kv_dtype", "str"),
+        "-ctv": ("kv_dtype_v", "str"), "--cache-type-v": ("kv_dtype_v", "str"),
+        "-ngl": ("n_gpu_layers", "str"), "--n-gpu-layers": ("n_gpu_layers", "str"),
+        "--gpu-layers": ("n_gpu_layers", "str"),
+        "-b": ("n_batch", "int"), "--batch-size": ("n_batch", "int"),
+        "-ub": ("n_ubatch", "int"), "--ubatch-size": ("n_ubatch", "int"),
+        "-fa": ("flash_attn", "optional"), "--flash-attn": ("flash_attn", "optional"),
+        "-kvu": ("kv_unified", "flag"), "--kv-unified": ("kv_unified", "flag"),
+        "--swa-full": ("swa_full", "flag"), "-sm": ("split_mode", "str"),
+        "--split-mode": ("split_mode", "str"), "-ts": ("tensor_split", "str"),
+        "--tensor-split": ("tensor_split", "str"),
+    }
+    ignored = ("--host", "--port", "-t", "--threads", "-tb", "--threads-batch", "-a", "--alias",
+               "--api-key", "-n", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
+               "--seed", "-s", "--chat-template", "--log-file", "--timeout", "--slot-save-path",
+               "--rope-scaling", "--rope-freq-base", "--rope-freq-scale")
+    ignored_flags = ("--jinja", "--mlock", "--no-mmap", "--metrics", "-cb", "--cont-batching",
+                     "--no-webui", "--verbose", "-v", "--embedding", "--embeddings")
+    flags = {**setting, **{f: ("", "ignore") for f in ignored},
+             **{f: ("", "ignore-flag") for f in ignored_flags}}
+    return EngineLaunch("llamacpp", (("llama-server",), ("llama-cli",)),
+                        images=("ggml-org/llama.cpp", "ggerganov/llama.cpp"), flags=flags,
+                        underscores_match_dashes=False)
+
+
 class LlamacppEngine(BaseEngine):
     name = "llamacpp"
     display_name = "llama.cpp"
@@ -229,6 +269,9 @@ class LlamacppEngine(BaseEngine):
 
     def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
         return dep.parallel, "parallel"
+
+    def launch(self) -> EngineLaunch:
+        return launch_flags()
 
     def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
                  gpu_memory_bytes: int | None = None,

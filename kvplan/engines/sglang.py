@@ -13,9 +13,10 @@ layers x bytes` (no x2, not split by TP). Each K/V buffer holds `tokens + page_s
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import BF16, FP8_DS_MLA, FP8_E4M3, FP8_E5M2, FP16, FP32, KVFormat
 from kvplan.core.errors import BadInputError
@@ -33,6 +34,9 @@ from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
 from kvplan.engines import named_kv_format
 from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
+
+if TYPE_CHECKING:
+    from kvplan.sources.launch import EngineLaunch
 
 SCHEMA = "kvplan.engine.sglang/1"
 GIB = 2**30
@@ -200,6 +204,40 @@ def _stage(spec: ModelSpec, layers: Sequence[Layer], fmt: KVFormat, config: Sgla
 
 # --- the engine plugin ---------------------------------------------------------------------
 
+# --- the launch command (`python -m sglang.launch_server`), read by kvplan.sources.launch -----
+# Flags from python/sglang/srt/server_args.py ServerArgs.add_cli_args.
+@functools.cache
+def launch_flags() -> EngineLaunch:
+    from kvplan.sources.launch import EngineLaunch
+
+    setting = {
+        "--model-path": ("model", "str"), "--model": ("model", "str"),
+        "--tp-size": ("tp", "int"), "--tp": ("tp", "int"), "--pp-size": ("pp", "int"),
+        "--dp-size": ("dp", "int"), "--dp": ("dp", "int"), "--ep-size": ("ep", "int"),
+        "--enable-dp-attention": ("dp_attention", "flag"),
+        "--mem-fraction-static": ("memory_fraction", "float"),
+        "--context-length": ("max_model_len", "tokens"), "--kv-cache-dtype": ("kv_dtype", "str"),
+        "--max-running-requests": ("max_num_seqs", "int"),
+        "--max-total-tokens": ("max_total_tokens", "int"), "--page-size": ("block_size", "int"),
+        "--chunked-prefill-size": ("max_num_batched_tokens", "int"),
+        "--max-prefill-tokens": ("max_prefill_tokens", "int"),
+        "--quantization": ("quantization", "str"), "--dtype": ("model_dtype", "str"),
+        "--disable-cuda-graph": ("enforce_eager", "flag"),
+        "--cuda-graph-max-bs": ("cuda_graph_max_bs", "int"), "--revision": ("revision", "str"),
+        "--speculative-algorithm": ("speculative", "str"),
+    }
+    ignored = ("--host", "--port", "--served-model-name", "--api-key", "--tokenizer-path",
+               "--tokenizer-mode", "--chat-template", "--tool-call-parser", "--reasoning-parser",
+               "--log-level", "--random-seed", "--download-dir", "--load-format",
+               "--attention-backend", "--sampling-backend", "--grammar-backend")
+    ignored_flags = ("--trust-remote-code", "--enable-metrics", "--log-requests",
+                     "--skip-tokenizer-init", "--disable-radix-cache", "--enable-torch-compile")
+    flags = {**setting, **{f: ("", "ignore") for f in ignored},
+             **{f: ("", "ignore-flag") for f in ignored_flags}}
+    return EngineLaunch("sglang", (("-m", "sglang.launch_server"), ("sglang", "serve")),
+                        images=("lmsysorg/sglang",), flags=flags)
+
+
 class SglangEngine(BaseEngine):
     name = "sglang"
     display_name = "SGLang"
@@ -257,6 +295,9 @@ class SglangEngine(BaseEngine):
 
     def token_capacity(self, cap: Capacity) -> int:
         return int(cap.engine_profile.max_total_num_tokens)
+
+    def launch(self) -> EngineLaunch:
+        return launch_flags()
 
     def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
                  gpu_memory_bytes: int | None = None,

@@ -14,9 +14,10 @@ The log prints "Allocated X GiB for max tokens in paged KV cache (N)" with N = b
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import BF16, FP8_E4M3, FP16, FP32, INT8, NVFP4, KVFormat, cdiv
 from kvplan.core.errors import BadInputError
@@ -25,6 +26,9 @@ from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
 from kvplan.engines import named_kv_format
 from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
+
+if TYPE_CHECKING:
+    from kvplan.sources.launch import EngineLaunch
 
 SCHEMA = "kvplan.engine.trtllm/1"
 GIB = 2**30
@@ -138,6 +142,30 @@ def profile(spec: ModelSpec, config: TrtllmConfig, free_bytes: int,
 
 # --- the engine plugin ---------------------------------------------------------------------
 
+# --- the launch command (`trtllm-serve`), read by kvplan.sources.launch ------------------------
+# Flags from tensorrt_llm/commands/serve.py (click options, underscore spelling).
+@functools.cache
+def launch_flags() -> EngineLaunch:
+    from kvplan.sources.launch import EngineLaunch
+
+    setting = {
+        "--tp_size": ("tp", "int"), "--pp_size": ("pp", "int"), "--ep_size": ("ep", "int"),
+        "--max_batch_size": ("max_num_seqs", "int"),
+        "--max_num_tokens": ("max_num_batched_tokens", "int"),
+        "--max_seq_len": ("max_model_len", "tokens"),
+        "--kv_cache_free_gpu_memory_fraction": ("memory_fraction", "float"),
+        "--backend": ("backend", "str"), "--tokenizer": ("", "ignore"),
+        "--extra_llm_api_options": ("extra_options", "str"),
+    }
+    ignored = ("--host", "--port", "--log_level", "--num_postprocess_workers",
+               "--server_role", "--metadata_server_config_file", "--reasoning_parser")
+    flags = {**setting, **{f: ("", "ignore") for f in ignored},
+             "--trust_remote_code": ("", "ignore-flag")}
+    return EngineLaunch("trtllm", (("trtllm-serve", "serve"), ("trtllm-serve",)),
+                        images=("nvidia/tensorrt-llm/release", "tensorrt_llm/release"),
+                        flags=flags, positional="model")
+
+
 class TrtllmEngine(BaseEngine):
     name = "trtllm"
     display_name = "TensorRT-LLM"
@@ -183,6 +211,9 @@ class TrtllmEngine(BaseEngine):
 
     def token_capacity(self, cap: Capacity) -> int:
         return int(cap.engine_profile.kv_cache_tokens)
+
+    def launch(self) -> EngineLaunch:
+        return launch_flags()
 
     def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
                  gpu_memory_bytes: int | None = None,

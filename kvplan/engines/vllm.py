@@ -20,10 +20,11 @@ The memory budget ("Available KV cache memory") comes from kvplan.engines.budget
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import (
     BF16,
@@ -62,6 +63,9 @@ from kvplan.engines.base import (
     Pool,
     StartCheck,
 )
+
+if TYPE_CHECKING:
+    from kvplan.sources.launch import EngineLaunch
 
 SCHEMA = "kvplan.engine.vllm/1"
 LATEST = (0, 33, 0)
@@ -649,6 +653,54 @@ def group_needs(group: KVCacheGroup, config: VllmConfig) -> Need:
     return Need("fixed", group.block_size, fixed=group.blocks_per_request)
 
 
+# --- the launch command (`vllm serve`), read by kvplan.sources.launch -------------------------
+# Flags from vllm/engine/arg_utils.py EngineArgs.add_cli_args (0.33). Those that change what the
+# memory holds map to a deployment setting; the rest are read and ignored.
+@functools.cache
+def launch_flags() -> EngineLaunch:
+    from kvplan.sources.launch import EngineLaunch
+
+    setting = {
+        "--model": ("model", "str"), "--tensor-parallel-size": ("tp", "int"),
+        "-tp": ("tp", "int"), "--pipeline-parallel-size": ("pp", "int"), "-pp": ("pp", "int"),
+        "--data-parallel-size": ("dp", "int"), "-dp": ("dp", "int"),
+        "--decode-context-parallel-size": ("dcp", "int"), "-dcp": ("dcp", "int"),
+        "--enable-expert-parallel": ("expert_parallel", "flag"),
+        "--max-model-len": ("max_model_len", "tokens"),
+        "--gpu-memory-utilization": ("memory_fraction", "float"),
+        "--kv-cache-dtype": ("kv_dtype", "str"), "--block-size": ("block_size", "int"),
+        "--max-num-seqs": ("max_num_seqs", "int"),
+        "--max-num-batched-tokens": ("max_num_batched_tokens", "int"),
+        "--quantization": ("quantization", "str"), "-q": ("quantization", "str"),
+        "--dtype": ("model_dtype", "str"),
+        "--enforce-eager": ("enforce_eager", "flag"),
+        "--kv-cache-memory-bytes": ("kv_memory_bytes", "int"),
+        "--enable-prefix-caching": ("prefix_caching", "flag"),
+        "--no-enable-prefix-caching": ("prefix_caching", "no-flag"),
+        "--enable-chunked-prefill": ("chunked_prefill", "flag"),
+        "--no-enable-chunked-prefill": ("chunked_prefill", "no-flag"),
+        "--revision": ("revision", "str"), "--swap-space": ("swap_space_gib", "float"),
+    }
+    ignored = ("--host", "--port", "--served-model-name", "--api-key", "--tokenizer",
+               "--tokenizer-mode", "--download-dir", "--chat-template", "--tool-call-parser",
+               "--reasoning-parser", "--seed", "--max-logprobs", "--root-path",
+               "--uvicorn-log-level", "--allowed-origins", "--generation-config",
+               "--distributed-executor-backend", "--config-format", "--load-format",
+               "--tokenizer-revision", "--code-revision", "--response-role", "--ssl-keyfile",
+               "--ssl-certfile", "--log-config-file", "--hf-overrides",
+               "--override-generation-config", "--worker-cls", "--max-log-len")
+    ignored_flags = ("--trust-remote-code", "--disable-log-requests", "--disable-log-stats",
+                     "--enable-auto-tool-choice", "--disable-fastapi-docs",
+                     "--enable-log-requests", "--disable-frontend-multiprocessing",
+                     "--enable-prompt-tokens-details", "--enable-server-load-tracking")
+    flags = {**setting, **{f: ("", "ignore") for f in ignored},
+             **{f: ("", "ignore-flag") for f in ignored_flags}}
+    return EngineLaunch("vllm", (("vllm", "serve"), ("-m", "vllm.entrypoints.openai.api_server"),
+                                 ("-m", "vllm.entrypoints.api_server")),
+                        images=("vllm/vllm-openai", "vllm-openai"), flags=flags,
+                        positional="model")
+
+
 class VllmEngine(BaseEngine):
     name = "vllm"
     display_name = "vLLM"
@@ -720,6 +772,9 @@ class VllmEngine(BaseEngine):
         p: VllmProfile = cap.engine_profile
         need = cap.pool.constraints[0].units(context_tokens) if context_tokens else 0
         return HostBlocks(p.bytes_per_block, p.block_size, need)
+
+    def launch(self) -> EngineLaunch:
+        return launch_flags()
 
     def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
                  gpu_memory_bytes: int | None = None,

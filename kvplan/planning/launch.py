@@ -1,0 +1,128 @@
+"""A launch command -> the deployment it starts: the engine, the model, and every setting that
+changes memory, with the engine's own defaults for the rest (kvplan.sources.launch reads the
+text; each engine's `launch()` supplies its programs and flag table)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from typing import Any
+
+from kvplan.core.errors import BadInputError
+from kvplan.sources.launch import EngineLaunch, Launch, parse_launch
+
+# --quantization / --quantize values -> kvplan's --weights-dtype (load-time or checkpoint)
+_QUANTIZATION = {
+    "fp8": "fp8", "fbgemm_fp8": "fp8", "awq": "awq", "awq_marlin": "awq", "gptq": "gptq",
+    "gptq_marlin": "gptq", "marlin": "gptq", "bitsandbytes": "int4", "bitsandbytes-nf4": "int4",
+    "bitsandbytes-fp4": "int4", "eetq": "int8", "mxfp4": "mxfp4", "modelopt_fp4": "nvfp4",
+    "nvfp4": "nvfp4", "compressed-tensors": "auto", "modelopt": "auto",
+}
+# settings the deployment takes as they are (the flag tables name them so)
+_DIRECT = ("tp", "pp", "kv_dtype", "max_model_len", "block_size", "memory_fraction",
+           "max_num_seqs", "max_num_batched_tokens", "kv_memory_bytes", "parallel")
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    launch: Launch
+    model: str  # what resolves the model: a library name, hf:org/name, a path
+    engine: str
+    overrides: dict[str, Any]  # Deployment field -> value read from the command
+    warnings: tuple[str, ...]
+
+
+# checkpoint-name suffixes that say how the weights are stored (Qwen3-235B-A22B-FP8)
+_NAME_QUANT = (("-fp8-dynamic", "fp8"), ("-fp8", "fp8"), ("-awq", "awq"),
+               ("-gptq-int4", "gptq"), ("-gptq-int8", "gptq"), ("-gptq", "gptq"),
+               ("-mxfp4", "mxfp4"), ("-nvfp4", "nvfp4"), ("-fp4", "nvfp4"))
+
+
+def _resolvable(model: str, warnings: list[str]) -> tuple[str, str | None]:
+    """The model as the library or Hub knows it; a quantized checkpoint's name that kvplan
+    does not hold is read as its base model with the weight format its suffix names."""
+    from kvplan.core.errors import KvplanError
+    from kvplan.sources.library import resolve
+
+    try:
+        resolve(model)
+        return model, None
+    except KvplanError:
+        lowered = model.lower()
+        for suffix, quant in _NAME_QUANT:
+            if lowered.endswith(suffix):
+                base = model[: -len(suffix)]
+                try:
+                    resolve(base)
+                except KvplanError:
+                    break
+                warnings.append(f"{model!r} is read as {base!r} with {quant} weights (its "
+                                "name's suffix); kvplan holds no spec of that checkpoint")
+                return base, quant
+        return model, None  # resolving it again will give the library's own error
+
+
+def engine_launches() -> list[EngineLaunch]:
+    """Every registered engine's launch table (engines without one are skipped)."""
+    from kvplan.engines import registry
+
+    found = []
+    for name in registry.names():
+        launch = getattr(registry.get(name), "launch", None)
+        table = launch() if callable(launch) else None
+        if table is not None:
+            found.append(table)
+    return found
+
+
+def from_command(text: str) -> LaunchPlan:
+    from kvplan.engines.base import Deployment
+
+    launch = parse_launch(text, engine_launches())
+    s = dict(launch.settings)
+    warnings: list[str] = []
+    model = s.pop("model", None) or s.pop("hf_repo", None)
+    if not model:
+        raise BadInputError(f"the {launch.program} command names no model",
+                            "include the model (vllm serve MODEL, --model-path, -m, --model-id)")
+    model = str(model)  # org/name: the library's aliases first, then the Hub
+    if model.startswith(("/", "./", "../", "~")) and not os.path.exists(os.path.expanduser(model)):
+        # a path on the serving machine (/models/Qwen3-8B): its last part names the model
+        name = model.rstrip("/").rsplit("/", 1)[-1]
+        warnings.append(f"{model} is not a path here; read as the model {name!r}")
+        model = name
+    model, quant_from_name = _resolvable(model, warnings)
+    known = {f.name for f in fields(Deployment)}
+    overrides: dict[str, Any] = {}
+    for key in _DIRECT:
+        if key in s:
+            overrides[key] = s.pop(key)
+    quant = s.pop("quantization", None) or quant_from_name
+    if quant is not None:
+        mapped = _QUANTIZATION.get(str(quant).lower())
+        if mapped is None:
+            warnings.append(f"quantization {quant!r} is not one kvplan reads: the checkpoint's "
+                            "own format is assumed")
+        elif mapped != "auto":
+            overrides["weights_dtype"] = mapped
+    dtype = s.pop("model_dtype", None)
+    if dtype not in (None, "auto"):
+        warnings.append(f"--dtype {dtype}: kvplan sizes the checkpoint's own dtype")
+    value_v = s.pop("kv_dtype_v", None)
+    if value_v is not None and value_v != overrides.get("kv_dtype", value_v):
+        warnings.append(f"K and V caches in different types ({overrides.get('kv_dtype')} / "
+                        f"{value_v}): kvplan sizes both as {overrides.get('kv_dtype')}")
+    elif value_v is not None and "kv_dtype" not in overrides:
+        overrides["kv_dtype"] = value_v
+    for key, value in sorted(s.items()):
+        if key in known:
+            overrides[key] = value
+        elif value not in (False, None):
+            warnings.append(f"read {key}={value!r} from the command; kvplan does not model it "
+                            "yet (the engine default is assumed)")
+    if launch.image_version and "engine_version" in known:
+        overrides["engine_version"] = launch.image_version
+    for flag in launch.unknown_flags:
+        warnings.append(f"{flag}: not a flag kvplan knows for {launch.engine}; it might change "
+                        "memory")
+    return LaunchPlan(launch, model, launch.engine, overrides, tuple(warnings))

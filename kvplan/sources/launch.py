@@ -1,0 +1,276 @@
+"""Launch commands as input: `vllm serve ...`, `python -m sglang.launch_server ...`,
+`llama-server ...`, `trtllm-serve ...`, `text-generation-launcher ...`, as typed, inside a
+`docker run ...` line, or as a container's `command:`/`args:` lists (Kubernetes YAML or JSON).
+
+This module only reads text: it finds the engine's program, unwraps Docker and env-var
+prefixes, and reads flags through a table the engine supplies (`LAUNCH` in each
+kvplan.engines module: flag -> the deployment setting it sets and how to read its value).
+Flags the table marks as not affecting memory are ignored; flags it does not know are
+reported, since they might.
+
+Never runs anything: the text is split with shlex (POSIX shell words), nothing is evaluated.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvplan.core.errors import BadInputError
+
+MAX_COMMAND_CHARS = 64 * 1024  # a launch line or a container spec; real ones are < 2 KB
+
+#: value kinds a flag table may name: how the text after the flag becomes a value
+VALUE_KINDS = ("int", "float", "str", "tokens", "bytes", "flag", "no-flag", "ignore",
+               "ignore-flag", "optional")  # optional: a value if one follows, else "on"
+
+
+@dataclass(frozen=True)
+class EngineLaunch:
+    """What an engine module tells the reader: its programs, images and flags."""
+
+    engine: str
+    # token sequences that start the program: ("vllm", "serve"), ("-m", "sglang.launch_server")
+    programs: tuple[tuple[str, ...], ...]
+    # Docker images whose entrypoint is the program (matched on the repository name)
+    images: tuple[str, ...] = ()
+    # flag -> (setting, kind); setting "" with kind "ignore"/"ignore-flag" = no memory effect
+    flags: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # the setting a first positional argument fills (vllm serve MODEL), if any
+    positional: str | None = None
+    # "--flag value" and "--flag=value" both; flags in underscore_spelling match dashes too
+    underscores_match_dashes: bool = True
+
+
+@dataclass(frozen=True)
+class Launch:
+    engine: str
+    program: str  # the words that started it, e.g. "vllm serve"
+    settings: dict[str, Any]  # deployment setting -> value
+    image: str | None = None  # the Docker image, when wrapped in docker run
+    image_version: str | None = None  # the image tag when it is a version (v0.10.1 -> 0.10.1)
+    unknown_flags: tuple[str, ...] = ()  # not in the engine's table: might affect memory
+    ignored_flags: tuple[str, ...] = ()  # known not to affect memory
+    env: dict[str, str] = field(default_factory=dict)  # VAR=value prefixes and docker -e
+
+
+# docker/podman run options that take a value (the image is the first word after them)
+_DOCKER_VALUE_OPTIONS = frozenset({
+    "-p", "--publish", "-v", "--volume", "-e", "--env", "--env-file", "--name", "--gpus",
+    "--shm-size", "--ipc", "--runtime", "--network", "--net", "-w", "--workdir", "--entrypoint",
+    "--mount", "--ulimit", "--device", "--cpus", "--memory", "-m", "-u", "--user", "--label",
+    "-l", "--restart", "--platform", "--hostname", "-h", "--cap-add", "--cap-drop",
+    "--security-opt", "--add-host", "--dns", "--log-driver", "--log-opt", "--pull",
+    "--memory-swap", "--cpuset-cpus", "--group-add", "--tmpfs", "--pid", "--uts",
+})
+_ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_VERSION_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?)")
+
+
+def command_words(text: str) -> list[str]:
+    """The shell words of a launch line, or of a container spec's command + args lists."""
+    if len(text) > MAX_COMMAND_CHARS:
+        raise BadInputError(f"the launch command is {len(text):,} characters; at most "
+                            f"{MAX_COMMAND_CHARS:,} are read")
+    stripped = text.strip()
+    if not stripped:
+        raise BadInputError("--from-command is empty", "give the line that starts the engine, "
+                            "e.g. \"vllm serve meta-llama/Llama-3.1-8B-Instruct --tp 2\"")
+    if stripped[0] in "[{" or re.search(r"^\s*(command|args)\s*:", stripped, re.M):
+        words = _container_words(stripped)
+        if words is not None:
+            return words
+    try:
+        return shlex.split(stripped.replace("\\\n", " "), comments=True)
+    except ValueError as exc:
+        raise BadInputError(f"cannot split the launch command: {exc}",
+                            "check its quotes") from None
+
+
+def _container_words(text: str) -> list[str] | None:
+    """A Kubernetes/compose container (`command:` and `args:` lists) or a JSON word list."""
+    from kvplan.sources.reader import parse_yaml
+
+    data = parse_yaml(text, "the launch command")
+    found: list[str] = []
+
+    def visit(node: Any, depth: int = 0) -> bool:
+        if depth > 16:
+            return False
+        if isinstance(node, list) and node and all(isinstance(w, (str, int, float))
+                                                   for w in node):
+            found.extend(str(w) for w in node)
+            return True
+        if isinstance(node, dict):
+            if "command" in node or "args" in node:
+                for key in ("command", "args"):
+                    value = node.get(key)
+                    if isinstance(value, str):
+                        found.extend(shlex.split(value))
+                    elif isinstance(value, list):
+                        found.extend(str(w) for w in value)
+                return True
+            return any(visit(v, depth + 1) for v in node.values())
+        if isinstance(node, list):
+            return any(visit(v, depth + 1) for v in node)
+        return False
+
+    return found if visit(data) and found else None
+
+
+def _unwrap(words: list[str], engines: Sequence[EngineLaunch]
+            ) -> tuple[list[str], str | None, dict[str, str]]:
+    """Strip VAR=value prefixes and a docker/podman run wrapper: (words, image, env)."""
+    env: dict[str, str] = {}
+    i = 0
+    while i < len(words) and _ENV_WORD.match(words[i]):
+        key, _, value = words[i].partition("=")
+        env[key] = value
+        i += 1
+    words = words[i:]
+    if words[:1] == ["env"]:
+        return _unwrap(words[1:], engines)
+    if len(words) >= 2 and words[0] in ("docker", "podman", "nvidia-docker") and \
+            words[1] == "run":
+        j = 2
+        while j < len(words) and words[j].startswith("-"):
+            option, eq, value = words[j].partition("=")
+            if option in ("-e", "--env"):
+                text = value if eq else (words[j + 1] if j + 1 < len(words) else "")
+                key, _, val = text.partition("=")
+                if key:
+                    env[key] = val
+            j += 1 if eq or option not in _DOCKER_VALUE_OPTIONS else 2
+        if j >= len(words):
+            raise BadInputError("the docker run line names no image")
+        return words[j + 1:], words[j], env
+    return words, None, env
+
+
+def _image_engine(image: str, engines: Sequence[EngineLaunch]) -> EngineLaunch | None:
+    repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+    for eng in engines:
+        if any(repo == name or repo.endswith("/" + name) or repo.endswith(name)
+               for name in eng.images):
+            return eng
+    return None
+
+
+def _image_version(image: str | None) -> str | None:
+    if not image or ":" not in image.rsplit("/", 1)[-1]:
+        return None
+    m = _VERSION_TAG.match(image.rsplit(":", 1)[1])
+    return m.group(1) if m else None
+
+
+def _find_program(words: list[str], engines: Sequence[EngineLaunch]
+                  ) -> tuple[EngineLaunch, int, str] | None:
+    """The engine whose program appears in the words, where its arguments start, and the
+    words that named it."""
+    for start in range(len(words)):
+        for eng in engines:
+            for program in eng.programs:
+                n = len(program)
+                window = words[start:start + n]
+                if [w.rsplit("/", 1)[-1] if k == 0 else w for k, w in enumerate(window)] == \
+                        list(program):
+                    return eng, start + n, " ".join(program)
+    return None
+
+
+def parse_launch(text: str, engines: Sequence[EngineLaunch]) -> Launch:
+    """Read a launch command with the engines' flag tables. Raises BadInputError when no
+    engine's program is found, or a flag's value cannot be read (naming the flag)."""
+    words = command_words(text)
+    words, image, env = _unwrap(words, engines)
+    found = _find_program(words, engines)
+    if found is not None:
+        eng, start, program = found
+    elif image is not None and (eng_ := _image_engine(image, engines)) is not None:
+        eng, start, program = eng_, 0, f"{image} (entrypoint)"
+        if words[:1] == ["serve"] and ("vllm", "serve") in eng.programs:
+            start = 1  # vllm/vllm-openai's entrypoint is `vllm`, given `serve MODEL ...`
+    else:
+        names = sorted({" ".join(p).lstrip("-m ") for e in engines for p in e.programs})
+        raise BadInputError("no engine's launch program in the command",
+                            "kvplan reads: " + ", ".join(names))
+    settings, unknown, ignored = read_flags(words[start:], eng)
+    return Launch(eng.engine, program, settings, image, _image_version(image), unknown,
+                  ignored, env)
+
+
+def _normalise(flag: str, eng: EngineLaunch) -> str:
+    return flag.replace("_", "-") if eng.underscores_match_dashes and flag.startswith("--") \
+        else flag
+
+
+def read_flags(args: Sequence[str], eng: EngineLaunch
+               ) -> tuple[dict[str, Any], tuple[str, ...], tuple[str, ...]]:
+    """(settings, unknown flags, ignored flags) from an engine's arguments."""
+    table = {_normalise(k, eng): v for k, v in eng.flags.items()}
+    settings: dict[str, Any] = {}
+    unknown: list[str] = []
+    ignored: list[str] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if not word.startswith("-") or word == "-":
+            if eng.positional and eng.positional not in settings:
+                settings[eng.positional] = word
+            else:
+                unknown.append(word)
+            i += 1
+            continue
+        flag, eq, inline = word.partition("=")
+        key = _normalise(flag, eng)
+        entry = table.get(key)
+        if entry is None:
+            unknown.append(flag)
+            # an unknown flag's value (if any) is the next word unless it is another flag
+            i += 1 if eq or i + 1 >= len(args) or args[i + 1].startswith("-") else 2
+            continue
+        setting, kind = entry
+        if kind in ("flag", "no-flag", "ignore-flag"):
+            if kind == "ignore-flag":
+                ignored.append(flag)
+            else:
+                settings[setting] = kind == "flag"
+            i += 1
+            continue
+        if eq:
+            value, i = inline, i + 1
+        elif kind == "optional" and (i + 1 >= len(args) or args[i + 1].startswith("-")):
+            value, i = "on", i + 1
+        elif i + 1 < len(args):
+            value, i = args[i + 1], i + 2
+        else:
+            raise BadInputError(f"{flag} in the launch command has no value")
+        if kind == "ignore":
+            ignored.append(flag)
+            continue
+        settings[setting] = _value(value, kind, flag)
+    return settings, tuple(unknown), tuple(ignored)
+
+
+def _value(text: str, kind: str, flag: str) -> Any:
+    from kvplan.core.units import parse_bytes, parse_tokens
+
+    try:
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            value = float(text)
+            if value != value or value in (float("inf"), float("-inf")):
+                raise ValueError(text)
+            return value
+        if kind == "tokens":
+            return parse_tokens(text, flag)
+        if kind == "bytes":
+            return parse_bytes(text)
+    except (ValueError, BadInputError):
+        raise BadInputError(f"{flag} {text!r} in the launch command is not a valid "
+                            f"{'number' if kind in ('int', 'float') else kind}") from None
+    return text

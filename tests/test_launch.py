@@ -1,0 +1,144 @@
+"""Launch commands as input (`kvplan plan --from-command`): each engine's program and flags,
+Docker and Kubernetes wrappers, and the shared engine logs that quote their command."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.core.errors import BadInputError
+from kvplan.planning.launch import engine_launches, from_command
+from kvplan.sources.launch import command_words, parse_launch
+
+runner = CliRunner()
+GIB = 2**30
+
+
+def _plan(command: str, *args: str) -> tuple[dict, str]:
+    result = runner.invoke(app, ["plan", "--from-command", command, *args, "-f", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout), result.stderr
+
+
+def test_vllm_serve_flags_set_the_deployment():
+    lp = from_command("vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4 "
+                      "--max-model-len 32768 --gpu-memory-utilization 0.9 --kv-cache-dtype fp8 "
+                      "--host 0.0.0.0 --port 8000 --trust-remote-code")
+    assert (lp.engine, lp.model) == ("vllm", "meta-llama/Llama-3.1-70B-Instruct")
+    assert lp.overrides == {"tp": 4, "max_model_len": 32768, "memory_fraction": 0.9,
+                            "kv_dtype": "fp8"}
+    assert lp.warnings == ()  # host, port and trust-remote-code are known not to matter
+    assert set(lp.launch.ignored_flags) == {"--host", "--port", "--trust-remote-code"}
+
+
+def test_equals_spelling_short_flags_and_line_continuations():
+    lp = from_command("vllm serve meta-llama/Llama-3.1-8B-Instruct \\\n  -tp=2 \\\n"
+                      "  --max-model-len=16k --enforce-eager")
+    assert lp.overrides["tp"] == 2 and lp.overrides["max_model_len"] == 16 * 1024
+
+
+def test_unknown_flags_are_named_as_possibly_affecting_memory():
+    lp = from_command("vllm serve meta-llama/Llama-3.1-8B-Instruct --frobnicate 3")
+    assert any("--frobnicate" in w and "might change memory" in w for w in lp.warnings)
+
+
+def test_docker_run_wrapper_image_tag_and_env():
+    launch = parse_launch("docker run --runtime nvidia --gpus all -v ~/.cache:/root/.cache "
+                          "--env HF_TOKEN=abc -p 8000:8000 --ipc=host vllm/vllm-openai:v0.10.1 "
+                          "--model Qwen/Qwen3-8B --max-model-len 8192", engine_launches())
+    assert launch.engine == "vllm" and launch.image == "vllm/vllm-openai:v0.10.1"
+    assert launch.image_version == "0.10.1" and launch.env == {"HF_TOKEN": "abc"}
+    assert launch.settings == {"model": "Qwen/Qwen3-8B", "max_model_len": 8192}
+
+
+def test_kubernetes_container_command_and_args():
+    spec = """
+containers:
+  - name: vllm
+    image: vllm/vllm-openai:latest
+    command: ["vllm", "serve"]
+    args:
+      - meta-llama/Llama-3.1-8B-Instruct
+      - --tensor-parallel-size=2
+      - --max-num-seqs
+      - "128"
+"""
+    lp = from_command(spec)
+    assert lp.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert lp.overrides == {"tp": 2, "max_num_seqs": 128}
+
+
+def test_sglang_trtllm_and_llamacpp_tables():
+    sg = parse_launch("python3 -m sglang.launch_server --model-path Qwen/QwQ-32B --tp 4 "
+                      "--mem-fraction-static 0.85 --context-length 32768 --kv-cache-dtype "
+                      "fp8_e4m3 --max-running-requests 64", engine_launches())
+    assert sg.engine == "sglang" and sg.settings == {
+        "model": "Qwen/QwQ-32B", "tp": 4, "memory_fraction": 0.85, "max_model_len": 32768,
+        "kv_dtype": "fp8_e4m3", "max_num_seqs": 64}
+    trt = parse_launch("trtllm-serve meta-llama/Llama-3.1-8B-Instruct --tp_size 2 "
+                       "--max_batch_size 64 --max_seq_len 4096 "
+                       "--kv_cache_free_gpu_memory_fraction 0.85", engine_launches())
+    assert trt.engine == "trtllm" and trt.settings == {
+        "model": "meta-llama/Llama-3.1-8B-Instruct", "tp": 2, "max_num_seqs": 64,
+        "max_model_len": 4096, "memory_fraction": 0.85}
+    cpp = parse_launch("./llama-server -m /models/qwen3-8b-q4_k_m.gguf -c 16384 -np 4 "
+                       "-ctk q8_0 -ctv q8_0 -fa -ngl 99 --port 8080", engine_launches())
+    assert cpp.engine == "llamacpp" and cpp.settings == {
+        "model": "/models/qwen3-8b-q4_k_m.gguf", "max_model_len": 16384, "parallel": 4,
+        "kv_dtype": "q8_0", "kv_dtype_v": "q8_0", "flash_attn": "on", "n_gpu_layers": "99"}
+
+
+@pytest.mark.parametrize("text,match", [
+    ("", "empty"),
+    ("python train.py --lr 3", "no engine's launch program"),
+    ("vllm serve m --max-model-len", "has no value"),
+    ("vllm serve m --tensor-parallel-size two", "not a valid number"),
+    ("vllm serve m --gpu-memory-utilization nan", "not a valid number"),
+    ("vllm serve 'unbalanced", "quotes"),
+    ("docker run --gpus all", "names no image"),
+])
+def test_bad_commands_are_one_clear_error(text, match):
+    with pytest.raises(BadInputError, match=match):
+        from_command(text)
+
+
+def test_cli_without_model_or_command_is_exit_2():
+    result = runner.invoke(app, ["plan", "--gpu", "h100"])
+    assert result.exit_code == 2 and "MODEL is missing" in result.output
+    both = runner.invoke(app, ["plan", "llama-3.1-8b", "--from-command", "vllm serve x"])
+    assert both.exit_code == 2 and "not both" in both.output
+
+
+# --- the shared engine logs that quote their launch command --------------------------------
+
+def test_shared_log_deepseek_v2_lite_tp2_pp2_from_its_command():
+    # engine-logs.yaml vllm-pr20665: the command as quoted, 4x L4, the budget rank 0 logged;
+    # "GPU KV cache size: 807,792 tokens", "Maximum concurrency for 1,024 tokens: 788.86x"
+    out, _ = _plan("vllm serve deepseek-ai/DeepSeek-V2-Lite --trust-remote-code "
+                   "--max-model-len=1024 --enforce-eager --tensor-parallel-size=2 "
+                   "--pipeline-parallel-size=2", "--gpu", "l4", "--kv-memory", "12.13GiB")
+    numbers = out["engine"]
+    assert numbers["kv_cache_tokens"] == pytest.approx(807_792, rel=0.005)
+    assert numbers["max_concurrency"] == pytest.approx(788.86, rel=0.005)
+
+
+def test_shared_log_sglang_qwen3_235b_fp8_from_its_command():
+    # engine-logs.yaml sglang-i21348: "KV Cache is allocated. #tokens: 367404, K size: 8.23 GB,
+    # V size: 8.23 GB" (SGLang's GB are 2^30): the pool is K + V = 16.46 GiB
+    out, err = _plan("python3 -m sglang.launch_server --model /path/to/Qwen3-235B-A22B-FP8 "
+                     "--tp 4 --trust-remote-code --host 0.0.0.0 --port 8000 "
+                     "--mem-fraction-static 0.93", "--gpu", "h100", "--kv-memory", "16.46GiB")
+    assert out["engine"]["max_total_num_tokens"] == pytest.approx(367_404, rel=0.005)
+    assert "fp8 weights" in err
+    # by hand: 94 layers x 1 KV head per rank (4 / TP 4) x 128 x 2 bytes, K and V
+    assert out["engine"]["max_total_num_tokens"] == math.floor(
+        int(16.46 * GIB) / (94 * 1 * 128 * 2 * 2))
+
+
+def test_command_words_never_evaluate_anything():
+    words = command_words("vllm serve $(rm -rf /) `reboot` --port 1 ; echo hi")
+    assert "$(rm" in words and "`reboot`" in words  # plain words, nothing run
