@@ -229,3 +229,94 @@ def test_same_shape_twice_in_a_mix_is_one_shape():
     w = parse_workload("8x(2k+512),8x(2k+512),(1k+1)")
     assert w.shapes == (((2048, 512, 1), 16), ((1024, 1, 1), 1))
     assert w.num_requests == 17
+
+
+# --- size: a batch is a multiplier ---------------------------------------------------------
+
+def _size_per_request(spec, fmt, lengths, tp, pp, block, max_len):
+    """`kvplan size`'s figures summed one request at a time (the rule before batches were
+    multiplied): exact, paged (whole blocks per layer; state layers one state) and
+    contiguous (every request at max_len), the largest pipeline stage each."""
+    from kvplan.core.sizing import pp_stages
+
+    stages = [spec.layers[a:b] for a, b in pp_stages(spec.num_layers, pp)]
+
+    def per_stage(stage, slots_of):
+        total = 0
+        for n in lengths:
+            for layer in stage:
+                slots = slots_of(layer, n)
+                total += (layer.bytes_for_tokens(slots, fmt, tp) if slots
+                          else layer.request_bytes(n, fmt, tp))
+        return total
+
+    exact = [sum(layer.request_bytes(n, fmt, tp) for n in lengths for layer in stage)
+             for stage in stages]
+    return {
+        "batch_bytes": sum(layer.request_bytes(n, fmt) for n in lengths for layer in spec.layers),
+        "per_gpu_batch_bytes": max(exact), "all_gpus_batch_bytes": sum(exact) * tp,
+        "paged_batch_bytes": max(per_stage(s, lambda ly, n: ly.paged_tokens(n, block))
+                                 for s in stages),
+        "contiguous_batch_bytes": max(per_stage(s, lambda ly, n: ly.contiguous_tokens(
+            max(max_len, n))) for s in stages),
+    }
+
+
+def _model_of(kinds: list[str]):
+    from factories import (
+        MLA,
+        ChunkedLocal,
+        FullAttention,
+        ModelSpec,
+        RecurrentState,
+        SlidingWindow,
+        StateTensor,
+    )
+
+    make = {"full": FullAttention(8, 128), "sliding": SlidingWindow(8, 128, window=4096),
+            "chunked": ChunkedLocal(8, 64, chunk=8192), "mla": MLA(512, 64),
+            "state": RecurrentState("mamba2", (StateTensor("ssm", (8, 64, 16), 4, tp_axis=0),))}
+    return ModelSpec("gen", tuple(make[k] for k in kinds), num_attention_heads=64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(spec=st.lists(st.sampled_from(["full", "sliding", "chunked", "mla", "state"]),
+                     min_size=1, max_size=6),
+       lengths=st.lists(st.integers(1, 40_000), min_size=1, max_size=12),
+       tp=st.sampled_from([1, 2, 8]), pp=st.sampled_from([1, 2]),
+       block=st.sampled_from([1, 16, 256]))
+def test_size_by_multiplying_equals_request_by_request(spec, lengths, tp, pp, block):
+    from kvplan.core.dtypes import BF16
+    from kvplan.core.sizing import size
+
+    model = _model_of(spec)
+    pp = min(pp, model.num_layers)
+    max_len = max(lengths)
+    listed = size(model, BF16, lengths=lengths, tp=tp, pp=pp, block_size=block,
+                  max_len=max_len)
+    want = _size_per_request(model, BF16, lengths, tp, pp, block, max_len)
+    assert {k: getattr(listed, k) for k in want} == want
+    assert listed.lengths == tuple(lengths) and listed.batch == len(lengths)
+    # B requests of N tokens, given as a count, as a list, or as a mapping: one answer
+    n, b = lengths[0], len(lengths)
+    counted = size(model, BF16, tokens=n, batch=b, tp=tp, pp=pp, block_size=block,
+                   max_len=max_len)
+    assert counted == size(model, BF16, lengths=[n] * b, tp=tp, pp=pp, block_size=block,
+                           max_len=max_len)
+    assert counted == size(model, BF16, lengths={n: b}, tp=tp, pp=pp, block_size=block,
+                           max_len=max_len)
+
+
+def test_a_million_requests_are_one_length_times_a_million(monkeypatch):
+    from kvplan.core.dtypes import BF16
+    from kvplan.core.layers import FullAttention
+    from kvplan.core.sizing import size
+
+    calls = []
+    real = FullAttention.request_bytes
+    monkeypatch.setattr(FullAttention, "request_bytes",
+                        lambda self, *a, **k: calls.append(a) or real(self, *a, **k))
+    r = size(dense(layers=32), BF16, tokens=8192, batch=10**6)
+    assert r.batch_bytes == 10**6 * 32 * 2 * 8 * 128 * 2 * 8192
+    assert r.length_runs == ((8192, 10**6),) and r.batch == 10**6
+    assert len(calls) < 32 * 10  # a few passes over the 32 layers, none per request

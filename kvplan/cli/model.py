@@ -67,9 +67,11 @@ def size(
     spec = resolve(model)
     fmt_kv = parse_format(kv_dtype, spec.dtype)
     warnings: list[str] = []
-    request_lengths = (parse_int_list(lengths, "--lengths") if lengths is not None else
-                       [parse_tokens(tokens, "--tokens") if tokens is not None
-                        else spec.max_context_tokens or 8192] * batch)
+    # a batch is one length times a count, never a list as long as the batch
+    request_lengths: list[int] | dict[int, int] = (
+        parse_int_list(lengths, "--lengths") if lengths is not None else
+        {parse_tokens(tokens, "--tokens") if tokens is not None
+         else spec.max_context_tokens or 8192: batch})
     longest = max(request_lengths)
     explicit_max = parse_tokens(max_len, "--max-len") if max_len is not None else None
     if spec.max_context_tokens and longest > spec.max_context_tokens and explicit_max is None:

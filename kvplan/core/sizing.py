@@ -5,7 +5,7 @@ Pure functions over a ModelSpec; every result is a frozen dataclass of Python in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kvplan.core.dtypes import KVFormat
@@ -32,7 +32,7 @@ class SizeResult:
     model: str
     tokens: int
     batch: int
-    lengths: tuple[int, ...]
+    length_runs: tuple[tuple[int, int], ...]  # (length, that many requests), in order
     kv_dtype: str
     tp: int
     pp: int
@@ -52,6 +52,11 @@ class SizeResult:
     paged_waste_bytes: int
     contiguous_batch_bytes: int
     contiguous_waste_bytes: int
+
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        """One length per request, in order (as long as the batch: prefer length_runs)."""
+        return tuple(n for n, count in self.length_runs for _ in range(count))
 
 
 def check_parallelism(spec: ModelSpec, tp: int, pp: int) -> None:
@@ -108,57 +113,90 @@ def request_bytes(layers: Sequence[Layer], tokens: int, fmt: KVFormat, tp: int =
     return sum(layer.request_bytes(tokens, fmt, tp) for layer in layers)
 
 
-def batch_bytes(layers: Sequence[Layer], lengths: Sequence[int], fmt: KVFormat,
+Lengths = Sequence[int] | Mapping[int, int]  # one length per request, or length -> requests
+
+
+def length_counts(lengths: Lengths) -> tuple[tuple[int, int], ...]:
+    """(length, requests of that length), in order of first appearance: a batch is summed
+    once per distinct length and multiplied, never once per request."""
+    if isinstance(lengths, Mapping):
+        return tuple(lengths.items())
+    counts: dict[int, int] = {}
+    for n in lengths:
+        counts[n] = counts.get(n, 0) + 1
+    return tuple(counts.items())
+
+
+def _runs(lengths: Lengths) -> tuple[tuple[int, int], ...]:
+    """(length, requests in a row of that length): the batch in its order, compressed."""
+    if isinstance(lengths, Mapping):
+        return tuple(lengths.items())
+    runs: list[list[int]] = []
+    for n in lengths:
+        if runs and runs[-1][0] == n:
+            runs[-1][1] += 1
+        else:
+            runs.append([n, 1])
+    return tuple((n, c) for n, c in runs)
+
+
+def batch_bytes(layers: Sequence[Layer], lengths: Lengths, fmt: KVFormat,
                 tp: int = 1) -> int:
-    return sum(request_bytes(layers, n, fmt, tp) for n in lengths)
+    return sum(count * request_bytes(layers, n, fmt, tp) for n, count in length_counts(lengths))
 
 
-def paged_bytes(layers: Sequence[Layer], lengths: Sequence[int], fmt: KVFormat, tp: int,
+def paged_bytes(layers: Sequence[Layer], lengths: Lengths, fmt: KVFormat, tp: int,
                 block_size: int) -> int:
     """Each request rounded up to whole blocks in every layer (state layers: one state each)."""
     total = 0
-    for n in lengths:
+    for n, count in length_counts(lengths):
         for layer in layers:
             slots = layer.paged_tokens(n, block_size)
-            total += layer.bytes_for_tokens(slots, fmt, tp) if slots else layer.request_bytes(
-                n, fmt, tp)
+            total += count * (layer.bytes_for_tokens(slots, fmt, tp) if slots
+                              else layer.request_bytes(n, fmt, tp))
     return total
 
 
-def contiguous_bytes(layers: Sequence[Layer], lengths: Sequence[int], fmt: KVFormat, tp: int,
+def contiguous_bytes(layers: Sequence[Layer], lengths: Lengths, fmt: KVFormat, tp: int,
                      max_len: int) -> int:
     """Every request preallocated at the maximum length (HF StaticCache style)."""
     total = 0
-    for n in lengths:
+    for n, count in length_counts(lengths):
         for layer in layers:
             slots = layer.contiguous_tokens(max(max_len, n))
-            total += layer.bytes_for_tokens(slots, fmt, tp) if slots else layer.request_bytes(
-                n, fmt, tp)
+            total += count * (layer.bytes_for_tokens(slots, fmt, tp) if slots
+                              else layer.request_bytes(n, fmt, tp))
     return total
 
 
 def size(spec: ModelSpec, fmt: KVFormat, tokens: int | None = None, batch: int = 1,
-         lengths: Sequence[int] | None = None, tp: int = 1, pp: int = 1,
+         lengths: Lengths | None = None, tp: int = 1, pp: int = 1,
          block_size: int = 16, max_len: int | None = None) -> SizeResult:
-    """Everything `kvplan size` reports, for B requests of N tokens or a list of lengths."""
+    """Everything `kvplan size` reports, for B requests of N tokens or a list of lengths
+    (or a mapping length -> requests). The cost grows with the distinct lengths, not B."""
     if lengths is None:
         if tokens is None or tokens <= 0:
             raise BadInputError("tokens must be a positive number")
         if batch <= 0:
             raise BadInputError(f"batch must be positive, got {batch}")
-        lengths = [tokens] * batch
-    if not lengths or min(lengths) <= 0:
+        runs: tuple[tuple[int, int], ...] = ((tokens, batch),)
+    else:
+        runs = _runs(lengths)
+    if not runs or min(n for n, _ in runs) <= 0 or min(c for _, c in runs) <= 0:
         raise BadInputError("every request length must be positive")
     if block_size <= 0:
         raise BadInputError(f"--block-size must be positive, got {block_size}")
     check_parallelism(spec, tp, pp)
-    lengths = tuple(lengths)
-    longest = max(lengths)
+    longest = max(n for n, _ in runs)
+    first = runs[0][0]
     max_len = max_len or spec.max_context_tokens or longest
     if max_len < longest:
         raise BadInputError(
             f"a request of {longest:,} tokens is longer than --max-len {max_len:,}")
 
+    hist: dict[int, int] = {}  # each distinct length once, with its number of requests
+    for n, count in runs:
+        hist[n] = hist.get(n, 0) + count
     layers = spec.layers
     breakdown = []
     for kind in dict.fromkeys(layer.kind for layer in layers):
@@ -168,24 +206,24 @@ def size(spec: ModelSpec, fmt: KVFormat, tokens: int | None = None, batch: int =
             kind=kind,
             num_layers=len(members),
             per_token_bytes=per_token_bytes(members, fmt),
-            request_bytes=request_bytes(members, lengths[0], fmt),
-            batch_bytes=batch_bytes(members, lengths, fmt),
+            request_bytes=request_bytes(members, first, fmt),
+            batch_bytes=batch_bytes(members, hist, fmt),
             detail="; ".join(details),
         ))
 
     # Each figure is the largest over pipeline stages: in a hybrid model the stage with the
     # most exact bytes need not be the one with the most paged or preallocated bytes.
     stages = [layers[a:b] for a, b in pp_stages(len(layers), pp)]
-    stage_bytes = [batch_bytes(stage, lengths, fmt, tp) for stage in stages]
+    stage_bytes = [batch_bytes(stage, hist, fmt, tp) for stage in stages]
     per_gpu = max(stage_bytes)
-    paged = max(paged_bytes(stage, lengths, fmt, tp, block_size) for stage in stages)
-    contig = max(contiguous_bytes(stage, lengths, fmt, tp, max_len) for stage in stages)
+    paged = max(paged_bytes(stage, hist, fmt, tp, block_size) for stage in stages)
+    contig = max(contiguous_bytes(stage, hist, fmt, tp, max_len) for stage in stages)
     return SizeResult(
-        model=spec.name, tokens=lengths[0], batch=len(lengths), lengths=lengths,
+        model=spec.name, tokens=first, batch=sum(c for _, c in runs), length_runs=runs,
         kv_dtype=fmt.name, tp=tp, pp=pp, block_size=block_size, max_len=max_len,
         per_token_bytes=per_token_bytes(layers, fmt),
-        request_bytes=request_bytes(layers, lengths[0], fmt),
-        batch_bytes=batch_bytes(layers, lengths, fmt),
+        request_bytes=request_bytes(layers, first, fmt),
+        batch_bytes=batch_bytes(layers, hist, fmt),
         breakdown=tuple(breakdown),
         per_gpu_batch_bytes=per_gpu,
         all_gpus_batch_bytes=sum(stage_bytes) * tp,

@@ -38,8 +38,9 @@ SIZE_ROW_KEYS = (
 def size_report(result: SizeResult, spec: ModelSpec, fmt: KVFormat,
                 warnings: list[str]) -> Report:
     r = result
-    batch_label = (f"batch {r.batch}" if len(set(r.lengths)) == 1
-                   else f"{r.batch} requests of {min(r.lengths):,}..{max(r.lengths):,} tokens")
+    distinct = {n for n, _ in r.length_runs}
+    batch_label = (f"batch {r.batch}" if len(distinct) == 1
+                   else f"{r.batch} requests of {min(distinct):,}..{max(distinct):,} tokens")
     head = f"{spec.name}: {r.tokens:,} tokens x {batch_label}, KV {r.kv_dtype}"
     breakdown = Table(
         title=head,
