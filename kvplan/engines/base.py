@@ -29,8 +29,8 @@ from kvplan.core.spec import ModelSpec
 
 if TYPE_CHECKING:
     from kvplan.core.dtypes import KVFormat
+    from kvplan.core.launch import EngineLaunch
     from kvplan.engines.budget import Budget, ModelDims
-    from kvplan.sources.launch import EngineLaunch
 
 
 # --- the deployment -----------------------------------------------------------------------

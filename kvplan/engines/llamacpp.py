@@ -31,7 +31,7 @@ from kvplan.core.spec import ModelSpec
 from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
 
 if TYPE_CHECKING:
-    from kvplan.sources.launch import EngineLaunch
+    from kvplan.core.launch import EngineLaunch
 
 SCHEMA = "kvplan.engine.llamacpp/1"
 MIB = 2**20
@@ -191,7 +191,7 @@ def _cache_type_of(kv_dtype: str) -> str:
 # Flags from common/arg.cpp (common_params_parser_init); short and long spellings.
 @functools.cache
 def launch_flags() -> EngineLaunch:
-    from kvplan.sources.launch import EngineLaunch
+    from kvplan.core.launch import EngineLaunch
 
     setting = {
         "-m": ("model", "str"), "--model": ("model", "str"),

@@ -36,7 +36,7 @@ from kvplan.engines import named_kv_format
 from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
 
 if TYPE_CHECKING:
-    from kvplan.sources.launch import EngineLaunch
+    from kvplan.core.launch import EngineLaunch
 
 SCHEMA = "kvplan.engine.sglang/1"
 GIB = 2**30
@@ -208,7 +208,7 @@ def _stage(spec: ModelSpec, layers: Sequence[Layer], fmt: KVFormat, config: Sgla
 # Flags from python/sglang/srt/server_args.py ServerArgs.add_cli_args.
 @functools.cache
 def launch_flags() -> EngineLaunch:
-    from kvplan.sources.launch import EngineLaunch
+    from kvplan.core.launch import EngineLaunch
 
     setting = {
         "--model-path": ("model", "str"), "--model": ("model", "str"),

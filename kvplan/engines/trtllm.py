@@ -28,7 +28,7 @@ from kvplan.engines import named_kv_format
 from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
 
 if TYPE_CHECKING:
-    from kvplan.sources.launch import EngineLaunch
+    from kvplan.core.launch import EngineLaunch
 
 SCHEMA = "kvplan.engine.trtllm/1"
 GIB = 2**30
@@ -146,7 +146,7 @@ def profile(spec: ModelSpec, config: TrtllmConfig, free_bytes: int,
 # Flags from tensorrt_llm/commands/serve.py (click options, underscore spelling).
 @functools.cache
 def launch_flags() -> EngineLaunch:
-    from kvplan.sources.launch import EngineLaunch
+    from kvplan.core.launch import EngineLaunch
 
     setting = {
         "--tp_size": ("tp", "int"), "--pp_size": ("pp", "int"), "--ep_size": ("ep", "int"),

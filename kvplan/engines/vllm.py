@@ -65,7 +65,7 @@ from kvplan.engines.base import (
 )
 
 if TYPE_CHECKING:
-    from kvplan.sources.launch import EngineLaunch
+    from kvplan.core.launch import EngineLaunch
 
 SCHEMA = "kvplan.engine.vllm/1"
 LATEST = (0, 33, 0)
@@ -658,7 +658,7 @@ def group_needs(group: KVCacheGroup, config: VllmConfig) -> Need:
 # memory holds map to a deployment setting; the rest are read and ignored.
 @functools.cache
 def launch_flags() -> EngineLaunch:
-    from kvplan.sources.launch import EngineLaunch
+    from kvplan.core.launch import EngineLaunch
 
     setting = {
         "--model": ("model", "str"), "--tensor-parallel-size": ("tp", "int"),

@@ -15,35 +15,14 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.core.errors import BadInputError
+from kvplan.core.launch import EngineLaunch
 
 MAX_COMMAND_CHARS = 64 * 1024  # a launch line or a container spec; real ones are < 2 KB
-
-#: value kinds a flag table may name: how the text after the flag becomes a value
-VALUE_KINDS = ("int", "float", "str", "tokens", "bytes", "flag", "no-flag", "ignore",
-               "ignore-flag", "optional")  # optional: a value if one follows, else "on"
-
-
-@dataclass(frozen=True)
-class EngineLaunch:
-    """What an engine module tells the reader: its programs, images and flags."""
-
-    engine: str
-    # token sequences that start the program: ("vllm", "serve"), ("-m", "sglang.launch_server")
-    programs: tuple[tuple[str, ...], ...]
-    # Docker images whose entrypoint is the program (matched on the repository name)
-    images: tuple[str, ...] = ()
-    # flag -> (setting, kind); setting "" with kind "ignore"/"ignore-flag" = no memory effect
-    flags: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-    # the setting a first positional argument fills (vllm serve MODEL), if any
-    positional: str | None = None
-    # "--flag value" and "--flag=value" both; flags in underscore_spelling match dashes too
-    underscores_match_dashes: bool = True
-
 
 @dataclass(frozen=True)
 class Launch:
