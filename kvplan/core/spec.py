@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kvplan.core.layers import ATTENTION_KINDS, MLA, Layer
+from kvplan.core.quant import NONE, Quantization
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,19 @@ class Source:
             rev = f"@{self.revision}" if self.revision else ""
             return f"hf:{self.repo}{rev}" + (f" ({self.file})" if self.file else "")
         return self.paper or self.file or self.note or "unknown"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The published checkpoint's weights: bytes per safetensors dtype, summed from its
+    headers (or the Hub's listing), and where that figure comes from."""
+
+    bytes_by_dtype: tuple[tuple[str, int], ...]  # (safetensors dtype, bytes), largest first
+    source: str
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(b for _, b in self.bytes_by_dtype)
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,9 @@ class ModelSpec:
     # decoder_sparse_step); a dense MLP otherwise.
     first_dense_layers: int | None = None
     moe_layer_step: int | None = None
+    # the router keeps a per-expert score correction bias (DeepSeek-V3 topk_method noaux_tc,
+    # MiniMax use_routing_bias)
+    routing_bias: bool | None = None
     # MLA projections (DeepSeek-V2/V3): the query's low rank (None: a full-rank query), the
     # non-rotary part of a query/key head and the value head size.
     q_lora_rank: int | None = None
@@ -66,6 +83,9 @@ class ModelSpec:
     mla_v_head_dim: int | None = None
     attention_bias: bool | None = None  # q/k/v (and o) projections carry biases
     num_nextn_predict_layers: int | None = None  # DeepSeek MTP layers stored in the checkpoint
+    # --- the checkpoint ------------------------------------------------------------------
+    quantization: Quantization = NONE  # its weight format (config.json quantization_config)
+    checkpoint: Checkpoint | None = None  # its published bytes, when known
 
     @property
     def num_layers(self) -> int:

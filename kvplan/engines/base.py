@@ -354,11 +354,15 @@ def merge_needs(needs: Sequence[Need]) -> tuple[Need, ...]:
 
 
 def weights_per_gpu(dep: Deployment) -> int:
-    """Weight bytes on the fullest GPU (0 when the parameter count is unknown)."""
-    from kvplan.engines.budget import stage_weight_bytes, weight_format, weight_split
+    """Weight bytes on the fullest GPU (kvplan.engines.budget.stage_weights); 0 when neither
+    the tensor inventory nor a parameter count can size them."""
+    from kvplan.core.errors import BadInputError
+    from kvplan.engines.budget import stage_weights
 
-    if dep.spec.num_params is None and dep.weights_bytes is None:
-        return 0
-    fmt = weight_format(dep.weights_dtype, dep.spec.dtype)
-    split = weight_split(dep.spec, fmt, dep.dims, dep.weights_bytes)
-    return max(stage_weight_bytes(dep.spec, split, dep.tp, dep.pp))
+    try:
+        return max(stage_weights(dep.spec, dep.weights_dtype, dep.weights_bytes, dep.tp,
+                                 dep.pp, dep.dims)[0])
+    except BadInputError:
+        if dep.spec.num_params is None and dep.weights_bytes is None:
+            return 0
+        raise

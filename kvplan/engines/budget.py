@@ -38,6 +38,7 @@ from kvplan.core.errors import BadInputError, NoKVMemoryError
 from kvplan.core.layers import MLA, FullAttention
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
+from kvplan.core.weights import ExpertLoad
 from kvplan.engines.vllm_profile import (
     CUDA_CONTEXT_BYTES,
     KERNELS_BYTES,
@@ -212,6 +213,39 @@ def stage_weight_bytes(spec: ModelSpec, split: WeightSplit, tp: int = 1, pp: int
     return tuple(out)
 
 
+def stage_weights(spec: ModelSpec, weights: str | WeightFormat = "auto",
+                  weights_bytes: int | None = None, tp: int = 1, pp: int = 1,
+                  dims: ModelDims | None = None, ep: int = 1,
+                  expert_load: ExpertLoad | None = None
+                  ) -> tuple[tuple[int, ...], str]:
+    """Weight bytes on one GPU of each pipeline stage, and the format assumed and why: the
+    one place every engine's weights term comes from.
+
+    In order: a measured total (`weights_bytes`, --weights-memory) spread as `weight_split`
+    spreads it; else the tensor inventory (kvplan.core.weights) in the checkpoint's own format
+    (its quantization_config) or the one `weights` names (--weights-dtype: an engine
+    quantizing at load), tensor by tensor as the engine places them; else, for families the
+    inventory does not model, the published checkpoint total or `num_params` in the format,
+    spread over embeddings and layers."""
+    from kvplan.core.weights import weight_plan
+
+    fmt = weights if isinstance(weights, WeightFormat) else weight_format(weights, spec.dtype)
+    shares = layer_weight_shares(spec)
+    if weights_bytes is None:
+        name = "auto" if weights == "auto" and spec.dtype != "fp32" else fmt.name
+        plan = weight_plan(spec, name, tp, pp, ep, expert_load)
+        if plan is not None:
+            return plan.stage_bytes, f"{plan.format}, from {plan.why}, tensor by tensor"
+        if weights == "auto" and spec.checkpoint is not None:
+            split = weight_split(spec, fmt, dims, spec.checkpoint.total_bytes)
+            return (stage_weight_bytes(spec, split, tp, pp, shares=shares),
+                    f"the published checkpoint's {spec.checkpoint.total_bytes:,} bytes "
+                    f"({spec.checkpoint.source})")
+    split = weight_split(spec, fmt, dims or dims_of(spec), weights_bytes)
+    how = "measured" if weights_bytes else f"{fmt.description}, from num_params"
+    return stage_weight_bytes(spec, split, tp, pp, shares=shares), how
+
+
 # --- activations --------------------------------------------------------------------------
 
 def forward_activation_bytes(dims: ModelDims, num_tokens: int, tp: int = 1) -> int:
@@ -327,7 +361,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                 max_model_len: int | None = None, enforce_eager: bool = False,
                 enable_chunked_prefill: bool | None = None, usage: str = "server",
                 flashinfer_sampler: bool = False,
-                stage_weights_bytes: Sequence[int] | None = None) -> Budget:
+                stage_weights_bytes: Sequence[int] | None = None, gpu_arch: str = "") -> Budget:
     """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
     `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11:
     one float, `int` at the end; 0.33: `ceil(total x util) - ...`), minus the CUDA-graph
@@ -342,15 +376,13 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
         engine.default_gpu_memory_utilization(ver)
     if not 0 < util <= 1:
         raise BadInputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
-    fmt = weights if isinstance(weights, WeightFormat) else weight_format(weights, spec.dtype)
     if stage_weights_bytes is not None:
-        stage_weights = list(stage_weights_bytes)
+        per_stage, weights_how = list(stage_weights_bytes), "given per stage"
     else:
-        wdims = dims or dims_of(spec)
-        split = weight_split(spec, fmt, wdims, weights_bytes)
-        stage_weights = list(stage_weight_bytes(spec, split, tp, pp,
-                                                shares=layer_weight_shares(spec)))
-    stage_weights[-1] += extra_weights_bytes // tp  # draft model on the last stage
+        stages, weights_how = stage_weights(spec, weights, weights_bytes, tp, pp, dims,
+                                            expert_load=engine.mxfp4_expert_load(gpu_arch))
+        per_stage = list(stages)
+    per_stage[-1] += extra_weights_bytes // tp  # draft model on the last stage
     batch = vp.batch_settings(ver, gpu_memory_bytes, gpu_name,
                               max_model_len or spec.max_context_tokens or 8192, usage=usage,
                               max_num_batched_tokens=max_num_batched_tokens,
@@ -374,13 +406,13 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     requested_int = math.ceil(requested) if ver >= engine.V033 else int(requested)
     base = requested_int if ver >= engine.V033 else requested  # 0.33 request_memory: ceil
     available = tuple(int(base - (w + a + non_torch) - graphs)
-                      for w, a in zip(stage_weights, acts, strict=True))
-    _check_positive("vLLM", available, gpu_memory_bytes, stage_weights,
+                      for w, a in zip(per_stage, acts, strict=True))
+    _check_positive("vLLM", available, gpu_memory_bytes, per_stage,
                     "use more GPUs (--tp/--pp), a smaller weight format, a larger "
                     "--gpu-memory-utilization, or give --kv-memory as vLLM logged it")
     notes = [f"gpu_memory_utilization {util} ({'given' if gpu_memory_utilization else 'default'} "
              f"for vLLM {'.'.join(map(str, ver))})",
-             f"weights: {'measured' if weights_bytes or stage_weights_bytes else fmt.description}",
+             f"weights: {weights_how}",
              f"activations: {'given' if activation_bytes is not None else 'estimated'} "
              f"({batch.engine} profile batch: max_num_batched_tokens "
              f"{batch.max_num_batched_tokens:,}, max_num_seqs {batch.max_num_seqs:,}, chunked "
@@ -391,7 +423,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     if shapes.estimated and activation_bytes is None:
         notes.append("model dimensions estimated from the spec (hidden = heads x head_dim)")
     return Budget(SCHEMA, "vllm", ".".join(map(str, ver)), "estimated", gpu_memory_bytes, util,
-                  requested_int, tuple(stage_weights), tuple(acts), non_torch, graphs,
+                  requested_int, tuple(per_stage), tuple(acts), non_torch, graphs,
                   available, tuple(notes), max_num_seqs=batch.max_num_seqs,
                   max_num_batched_tokens=batch.max_num_batched_tokens)
 
@@ -441,9 +473,7 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
                   weights_bytes: int | None = None, init_bytes: int | None = None,
                   dims: ModelDims | None = None) -> SglangMemory:
     """Predicted free memory before and after loading the weights on the fullest GPU."""
-    fmt = weight_format(weights, spec.dtype)
-    split = weight_split(spec, fmt, dims, weights_bytes)
-    per_gpu = max(stage_weight_bytes(spec, split, tp, pp))
+    per_gpu = max(stage_weights(spec, weights, weights_bytes, tp, pp, dims)[0])
     before = gpu_memory_bytes - (SGLANG_INIT_BYTES if init_bytes is None else init_bytes)
     fraction = mem_fraction_static if mem_fraction_static is not None else \
         sglang_default_mem_fraction(gpu_memory_bytes, tp, pp, version)
@@ -468,8 +498,7 @@ def trtllm_free_bytes(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp
     """`total - profiled peak` (weights + activations + non-torch) on the fullest GPU:
     the "available" TRT-LLM logs before applying free_gpu_memory_fraction."""
     dims = dims or estimate_dims(spec)
-    fmt = weight_format(weights, spec.dtype)
-    per_gpu = max(stage_weight_bytes(spec, weight_split(spec, fmt, dims, weights_bytes), tp, pp))
+    per_gpu = max(stage_weights(spec, weights, weights_bytes, tp, pp, dims)[0])
     acts = forward_activation_bytes(dims, max_num_tokens, tp) if activation_bytes is None \
         else activation_bytes
     non_torch = NON_TORCH_BYTES if non_torch_bytes is None else non_torch_bytes
@@ -485,8 +514,7 @@ def hf_free_bytes(spec: ModelSpec, gpu_memory_bytes: int, *, weights: str = "aut
     """transformers reserves nothing: the cache may grow into whatever the weights and the
     forward pass leave (plus the CUDA context, counted as non-torch)."""
     dims = dims or estimate_dims(spec)
-    fmt = weight_format(weights, spec.dtype)
-    w = weight_split(spec, fmt, dims, weights_bytes).total_bytes
+    w = sum(stage_weights(spec, weights, weights_bytes, 1, 1, dims)[0])
     acts = forward_activation_bytes(dims, batch_tokens) if activation_bytes is None \
         else activation_bytes
     free = gpu_memory_bytes - w - acts - NON_TORCH_BYTES

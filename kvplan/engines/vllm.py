@@ -52,6 +52,7 @@ from kvplan.core.layers import (
 )
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
+from kvplan.core.weights import ExpertLoad
 from kvplan.engines import named_kv_format
 from kvplan.engines.base import (
     BaseEngine,
@@ -176,6 +177,31 @@ def _big_gpu(gpu_memory_bytes: int | None, gpu_name: str | None) -> bool:
     """The larger default tier of arg_utils.py: >= 70 GiB and not an A100."""
     return gpu_memory_bytes is not None and gpu_memory_bytes >= 70 * 2**30 and \
         "a100" not in (gpu_name or "").lower()
+
+
+def mxfp4_expert_load(gpu_arch: str = "") -> ExpertLoad | None:
+    """How vLLM holds MXFP4 MoE experts on a GPU (quantization/mxfp4.py, default settings:
+    `get_mxfp4_backend` picks the backend, `Mxfp4MoEMethod.create_weights` pads, and
+    `process_weights_after_loading` re-lays them out). `gpu_arch` holds the compute capability
+    ("hopper 9.0"); None when it does not (the checkpoint's own layout is used).
+
+    - Hopper (9.0): Triton kernels; width rounded to 64; the biases become fp32 and the block
+      scales are swizzled into a second tensor while the checkpoint's stay registered (two
+      copies).
+    - Datacenter Blackwell (10.x): FlashInfer; width and hidden rounded to 256.
+    - Other CUDA GPUs (Ampere 8.x, Ada 8.9, consumer Blackwell 12.x): Marlin; width rounded
+      to 128, hidden to 256 (the Marlin MoE kernel needs n % 256 and k % 128)."""
+    import re
+
+    found = re.search(r"(\d+)\.(\d+)", gpu_arch or "")
+    if found is None:
+        return None
+    major, minor = int(found.group(1)), int(found.group(2))
+    if (major, minor) == (9, 0):
+        return ExpertLoad(width_align=64, scale_copies=2, bias_dtype="F32")
+    if major == 10:
+        return ExpertLoad(width_align=256, hidden_align=256)
+    return ExpertLoad(width_align=128, hidden_align=256)
 
 
 def default_gpu_memory_utilization(version: tuple[int, ...] = LATEST) -> float:
@@ -723,7 +749,8 @@ class VllmEngine(BaseEngine):
                 weights_bytes=dep.weights_bytes, activation_bytes=dep.activation_bytes,
                 non_torch_bytes=dep.non_torch_bytes, cudagraph_bytes=dep.cudagraph_bytes,
                 max_num_batched_tokens=config.max_num_batched_tokens,
-                max_num_seqs=dep.max_num_seqs, dims=dep.dims, gpu_name=dep.gpu_name)
+                max_num_seqs=dep.max_num_seqs, dims=dep.dims, gpu_name=dep.gpu_name,
+                gpu_arch=dep.gpu_arch)
         prof = profile(dep.spec, config, budget.available_kv_cache_bytes)
         constraints = []
         for i, stage in enumerate(prof.stages):

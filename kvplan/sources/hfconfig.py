@@ -42,6 +42,7 @@ from kvplan.core.layers import (
 )
 from kvplan.core.spec import ModelSpec, Source
 from kvplan.sources.fields import Fields
+from kvplan.sources.quant import quantization_from_config
 from kvplan.sources.reader import parse_json, read_bytes
 
 # No real model comes near these; they stop absurd numbers from building huge layer lists
@@ -248,6 +249,7 @@ def spec_from_config(raw: Any, source: str, name: str, source_info: Source | Non
         dtype=reader.dtype,
         max_context_tokens=reader.max_context(),
         num_attention_heads=reader.heads if has_attention else None,
+        quantization=quantization_from_config(raw, source),
         **shapes(reader),
     )
 
@@ -325,6 +327,8 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         out["num_shared_experts"] = shared
         out["shared_expert_intermediate_size"] = shared_width
         out["first_dense_layers"], out["moe_layer_step"] = _moe_layout(cfg, reader)
+        out["routing_bias"] = (cfg.raw.get("topk_method") == "noaux_tc"
+                               or cfg.raw.get("use_routing_bias") is True)
     out["intermediate_size"] = inter
     if reader.mla:
         out["q_lora_rank"] = _opt_int(cfg, "q_lora_rank", minimum=1)

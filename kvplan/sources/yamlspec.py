@@ -20,7 +20,8 @@ from kvplan.core.layers import (
     SlidingWindow,
     StateTensor,
 )
-from kvplan.core.spec import ModelSpec, Source
+from kvplan.core.quant import NONE
+from kvplan.core.spec import Checkpoint, ModelSpec, Source
 from kvplan.sources.fields import Fields, read_yaml
 
 SCHEMA = "kvplan.model/1"
@@ -29,13 +30,14 @@ STATE_DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 
 _BYTES_TO_DTYPE = {4: "fp32", 2: "bf16", 1: "fp8"}
 
 _TOP = {"schema", "name", "display_name", "family", "aliases", "source", "dtype",
-        "max_context_tokens", "num_params", "num_attention_heads", "shapes", "layers", "notes"}
+        "max_context_tokens", "num_params", "num_attention_heads", "shapes", "quantization_config",
+        "checkpoint", "layers", "notes"}
 # `shapes:` (optional, each field optional): ModelSpec's shapes beyond the KV cache.
 SHAPE_INTS = ("hidden_size", "vocab_size", "intermediate_size", "num_experts",
               "num_experts_per_token", "moe_intermediate_size", "num_shared_experts",
               "shared_expert_intermediate_size", "first_dense_layers", "moe_layer_step",
               "q_lora_rank", "qk_nope_head_dim", "mla_v_head_dim", "num_nextn_predict_layers")
-SHAPE_BOOLS = ("tie_word_embeddings", "attention_bias")
+SHAPE_BOOLS = ("tie_word_embeddings", "attention_bias", "routing_bias")
 # fields that may be 0 (no shared experts, no dense layers, no MTP layer)
 _SHAPE_ZERO_OK = {"num_shared_experts", "shared_expert_intermediate_size",
                   "first_dense_layers", "num_nextn_predict_layers", "qk_nope_head_dim"}
@@ -92,6 +94,22 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
         for key in SHAPE_BOOLS:
             if sh.has(key):
                 shapes[key] = sh.bool(key, False)
+    quant = NONE
+    if top.has("quantization_config"):
+        from kvplan.sources.quant import read_quantization
+
+        quant = read_quantization(top.raw["quantization_config"], source)
+    checkpoint = None
+    if top.has("checkpoint"):
+        ck = top.sub("checkpoint")
+        ck.check_known({"bytes", "source"})
+        by = ck.sub("bytes")
+        if not by.raw:
+            raise ck.error("bytes", "is empty", "give bytes per safetensors dtype, e.g. "
+                           "{BF16: 16060522496}")
+        pairs = tuple((str(k), by.int(str(k), minimum=0)) for k in by.raw)
+        checkpoint = Checkpoint(tuple(sorted(pairs, key=lambda kv: (-kv[1], kv[0]))),
+                                ck.str("source"))
     return ModelSpec(
         name=name,
         layers=tuple(layers),
@@ -103,6 +121,8 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
         num_params=top.int("num_params", None),
         num_attention_heads=top.int("num_attention_heads", None),
         aliases=tuple(aliases),
+        quantization=quant,
+        checkpoint=checkpoint,
         **shapes,
     )
 
@@ -262,10 +282,17 @@ def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
         if getattr(spec, key) is not None:
             out[key] = getattr(spec, key)
     shapes = {k: getattr(spec, k) for k in (*SHAPE_INTS[:2], "tie_word_embeddings",
-                                             *SHAPE_INTS[2:], "attention_bias")
+                                             *SHAPE_INTS[2:], "attention_bias", "routing_bias")
               if getattr(spec, k) is not None}
     if shapes:
         out["shapes"] = shapes
+    if spec.quantization.config_json:
+        import json
+
+        out["quantization_config"] = json.loads(spec.quantization.config_json)
+    if spec.checkpoint is not None:
+        out["checkpoint"] = {"bytes": dict(spec.checkpoint.bytes_by_dtype),
+                             "source": spec.checkpoint.source}
     out["layers"] = layers_to_groups(spec.layers)
     return out
 

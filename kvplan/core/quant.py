@@ -1,0 +1,203 @@
+"""How a checkpoint stores one linear layer's weight: the tensors and their exact shapes.
+
+A `Quantization` says which scheme a checkpoint uses (read from config.json's
+`quantization_config` / `compression_config` by kvplan.sources.quant) and which modules it
+leaves in the model dtype. `linear_tensors` turns one logical linear layer (out x in, as
+torch's nn.Linear stores it) into the tensors the checkpoint holds for it, scales and zero
+points included, with the shapes the engines' quantized layers create (vLLM
+`vllm/model_executor/layers/quantization/*.py` `create_weights`) and the HF checkpoints hold:
+
+    none        weight [out, in] model dtype
+    fp8         weight [out, in] F8_E4M3; block-wise (weight_block_size [bo, bi]):
+                weight_scale_inv [ceil(out/bo), ceil(in/bi)] F32 (fp8.py); else one F32
+                weight_scale per tensor
+    fp8-ct      compressed-tensors float-quantized: weight F8_E4M3, weight_scale [1] (tensor),
+                [out, 1] (channel), [ceil(out/bo), ceil(in/bi)] (block), in the model dtype
+    int8-ct     compressed-tensors int-quantized: weight I8 [out, in], weight_scale as fp8-ct
+    int-packed  compressed-tensors pack-quantized (W4A16/W8A16): weight_packed I32
+                [out, in x bits / 32], weight_scale [out, in / group] model dtype,
+                weight_shape I64 [2], weight_zero_point I32 [ceil(out x bits / 32), in / group]
+                when asymmetric (compressed_tensors_wNa16.py)
+    nvfp4-ct    compressed-tensors nvfp4-pack-quantized: weight_packed U8 [out, in / 2],
+                weight_scale F8_E4M3 [out, in / 16], weight_global_scale F32 [1],
+                input_global_scale F32 [1] (compressed_tensors_w4a4_nvfp4.py)
+    awq         qweight I32 [in, out / 8], qzeros I32 [in / g, out / 8], scales F16
+                [in / g, out] (awq.py; pack factor 32 / bits)
+    gptq        qweight I32 [in / 8, out], qzeros I32 [in / g, out / 8], scales F16
+                [in / g, out], g_idx I32 [in] (gptq.py)
+    mxfp4       blocks U8 [out, in / 32, 16] (two e2m1 values a byte), scales U8 [out, in / 32]
+                (one e8m0 exponent per 32 values) (mxfp4.py; gpt-oss: MoE experts only)
+    nvfp4       ModelOpt: weight U8 [out, in / 2], weight_scale F8_E4M3 [out, in / 16],
+                weight_scale_2 F32 [], input_scale F32 [] (modelopt.py)
+    fp8-modelopt  ModelOpt FP8: weight F8_E4M3 [out, in], weight_scale F32 [], input_scale
+                F32 []
+    bnb-4bit    weight U8 [ceil(out x in / 2), 1]; absmax F32 [ceil(n / 64)], or with double
+                quantization absmax U8 [ceil(n / 64)] + nested_absmax F32 [ceil(n / 64 / 256)]
+                + nested_quant_map F32 [256]; quant_map F32 [16] (bitsandbytes Params4bit,
+                blocksize 64; the few-hundred-byte quant_state JSON tensor is not counted)
+    bnb-8bit    weight I8 [out, in], SCB F32 [out] (bitsandbytes Int8Params)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# Bytes per element of the safetensors dtypes used below (sub-byte formats are stored packed
+# in U8/I32 containers, so every stored tensor has a whole-byte element).
+ELEMENT_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E8M0": 1, "U8": 1, "I8": 1,
+                 "I32": 4, "I64": 8}
+MODEL_DTYPE_NAMES = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}
+
+LAYOUTS = ("none", "fp8", "fp8-ct", "int8-ct", "int-packed", "nvfp4-ct", "awq", "gptq", "mxfp4",
+           "nvfp4", "fp8-modelopt", "bnb-4bit", "bnb-8bit")
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """A checkpoint's weight format: the layout of its quantized linear layers and which
+    modules it leaves unquantized.
+
+    `skip`: module-name patterns stored in the model dtype (the config's
+    modules_to_not_convert / ignore / exclude_modules; `re:` prefixes a regular expression,
+    `*` a glob). `only`: when set, the kinds of linear layers quantized at all ("experts":
+    MXFP4 gpt-oss quantizes only the MoE experts).
+    """
+
+    method: str  # the config's quant_method (or "none")
+    layout: str = "none"
+    bits: int = 16
+    group_size: int | None = None  # values per scale along the input (None: per channel)
+    block: tuple[int, int] | None = None  # 2-D block scales (out, in)
+    per_tensor: bool = False  # one scale per tensor
+    symmetric: bool = True  # False: zero points stored
+    static_input_scale: bool = False  # an input (activation) scale per layer
+    double_quant: bool = False  # bitsandbytes nested quantization of the absmax
+    skip: tuple[str, ...] = ()
+    only: tuple[str, ...] | None = None
+    scale_dtype: str | None = None  # None: the layout's default (model dtype where it says)
+    description: str = ""
+    warnings: tuple[str, ...] = ()
+    # the mapping it was read from (JSON text, keys sorted), so that a spec written back to
+    # YAML carries the config's own quantization_config
+    config_json: str | None = None
+
+    @property
+    def quantized(self) -> bool:
+        return self.layout != "none"
+
+
+NONE = Quantization("none", description="unquantized: every weight in the model dtype")
+
+
+@dataclass(frozen=True)
+class StoredTensor:
+    """One tensor as the checkpoint stores it: a name suffix, a shape, a safetensors dtype."""
+
+    suffix: str  # "weight", "weight_scale_inv", "qweight", ...
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def num_elements(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def num_bytes(self) -> int:
+        return self.num_elements * ELEMENT_BYTES[self.dtype]
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def linear_tensors(q: Quantization, out_features: int, in_features: int, model_dtype: str,
+                   quantized: bool = True) -> tuple[StoredTensor, ...]:
+    """The tensors one linear layer's weight is stored as (its bias is the caller's: it stays
+    in the model dtype in every scheme here). `quantized=False`: a module the scheme skips."""
+    md = MODEL_DTYPE_NAMES.get(model_dtype, "BF16")
+    o, i = out_features, in_features
+    layout = q.layout if quantized else "none"
+    if layout == "none":
+        return (StoredTensor("weight", (o, i), md),)
+    if layout == "fp8":
+        if q.block is not None:
+            bo, bi = q.block
+            return (StoredTensor("weight", (o, i), "F8_E4M3"),
+                    StoredTensor("weight_scale_inv", (_cdiv(o, bo), _cdiv(i, bi)),
+                                 q.scale_dtype or "F32"))
+        out = [StoredTensor("weight", (o, i), "F8_E4M3"),
+               StoredTensor("weight_scale", (), q.scale_dtype or "F32")]
+        if q.static_input_scale:
+            out.append(StoredTensor("input_scale", (), "F32"))
+        return tuple(out)
+    if layout in ("fp8-ct", "int8-ct"):
+        sd = q.scale_dtype or md
+        scale: tuple[int, ...]
+        if q.block is not None:
+            scale = (_cdiv(o, q.block[0]), _cdiv(i, q.block[1]))
+        elif q.per_tensor:
+            scale = (1,)
+        else:
+            scale = (o, 1)
+        out = [StoredTensor("weight", (o, i), "F8_E4M3" if layout == "fp8-ct" else "I8"),
+               StoredTensor("weight_scale", scale, sd)]
+        if q.static_input_scale:
+            out.append(StoredTensor("input_scale", (1,), sd))
+        return tuple(out)
+    if layout == "int-packed":
+        per_int = 32 // q.bits
+        groups = _cdiv(i, q.group_size) if q.group_size else 1
+        out = [StoredTensor("weight_packed", (o, _cdiv(i, per_int)), "I32"),
+               StoredTensor("weight_scale", (o, groups), q.scale_dtype or md),
+               StoredTensor("weight_shape", (2,), "I64")]
+        if not q.symmetric:
+            out.append(StoredTensor("weight_zero_point", (_cdiv(o, per_int), groups), "I32"))
+        return tuple(out)
+    if layout == "nvfp4-ct":
+        g = q.group_size or 16
+        return (StoredTensor("weight_packed", (o, _cdiv(i, 2)), "U8"),
+                StoredTensor("weight_scale", (o, _cdiv(i, g)), "F8_E4M3"),
+                StoredTensor("weight_global_scale", (1,), "F32"),
+                StoredTensor("input_global_scale", (1,), "F32"))
+    if layout in ("awq", "gptq"):
+        per_int = 32 // q.bits
+        g = q.group_size if q.group_size and q.group_size > 0 else i  # -1: one group
+        groups = _cdiv(i, g)
+        sd = q.scale_dtype or "F16"
+        if layout == "awq":
+            return (StoredTensor("qweight", (i, _cdiv(o, per_int)), "I32"),
+                    StoredTensor("qzeros", (groups, _cdiv(o, per_int)), "I32"),
+                    StoredTensor("scales", (groups, o), sd))
+        return (StoredTensor("qweight", (_cdiv(i, per_int), o), "I32"),
+                StoredTensor("qzeros", (groups, _cdiv(o, per_int)), "I32"),
+                StoredTensor("scales", (groups, o), sd),
+                StoredTensor("g_idx", (i,), "I32"))
+    if layout == "mxfp4":
+        return (StoredTensor("blocks", (o, _cdiv(i, 32), 16), "U8"),
+                StoredTensor("scales", (o, _cdiv(i, 32)), "U8"))
+    if layout == "nvfp4":
+        g = q.group_size or 16
+        return (StoredTensor("weight", (o, _cdiv(i, 2)), "U8"),
+                StoredTensor("weight_scale", (o, _cdiv(i, g)), "F8_E4M3"),
+                StoredTensor("weight_scale_2", (), "F32"),
+                StoredTensor("input_scale", (), "F32"))
+    if layout == "fp8-modelopt":
+        return (StoredTensor("weight", (o, i), "F8_E4M3"),
+                StoredTensor("weight_scale", (), "F32"),
+                StoredTensor("input_scale", (), "F32"))
+    if layout == "bnb-4bit":
+        n = o * i
+        blocks = _cdiv(n, q.group_size or 64)
+        out = [StoredTensor("weight", (_cdiv(n, 2), 1), "U8")]
+        if q.double_quant:
+            out += [StoredTensor("weight.absmax", (blocks,), "U8"),
+                    StoredTensor("weight.nested_absmax", (_cdiv(blocks, 256),), "F32"),
+                    StoredTensor("weight.nested_quant_map", (256,), "F32")]
+        else:
+            out.append(StoredTensor("weight.absmax", (blocks,), "F32"))
+        out.append(StoredTensor("weight.quant_map", (16,), "F32"))
+        return tuple(out)
+    if layout == "bnb-8bit":
+        return (StoredTensor("weight", (o, i), "I8"), StoredTensor("SCB", (o,), "F32"))
+    raise ValueError(f"unknown layout {layout!r}")

@@ -1,0 +1,549 @@
+"""A per-tensor weight inventory computed from a ModelSpec's shapes and its checkpoint format,
+and the bytes each rank holds when an engine loads it.
+
+`inventory(spec, q)` lists every tensor of the checkpoint (embeddings, per layer attention /
+MLA, MLP or MoE experts, router, norms, LM head, DeepSeek's MTP layers) with its exact shape
+and dtype in the checkpoint's format, scales included (kvplan.core.quant). With `tp` > 1 the
+shapes are one rank's shard, as vLLM creates them: column-parallel layers split their outputs,
+row-parallel ones their inputs, replicated ones (MLA's kv_a / q_a projections, routers, norms)
+are whole on every rank, and the vocabulary is padded to a multiple of 64 and split
+(VocabParallelEmbedding / ParallelLMHead, `vllm/model_executor/layers/vocab_parallel_embedding.py`
+`pad_vocab_size`). With expert parallelism each rank holds whole experts, ceil(E / size) of
+them. `placement(...)` adds the pipeline stages: layers as vLLM's get_pp_indices splits them,
+the embedding on the first stage, the final norm and the LM head on the last.
+
+This is an account computed from config.json, not read from safetensors headers: where the
+headers are at hand (kvplan.sources.weights) they are the truth.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from kvplan.core.errors import BadInputError
+from kvplan.core.layers import MLA, RecurrentState, SlidingWindow
+from kvplan.core.quant import (
+    ELEMENT_BYTES,
+    MODEL_DTYPE_NAMES,
+    NONE,
+    Quantization,
+    linear_tensors,
+)
+from kvplan.core.sizing import pp_stages
+from kvplan.core.spec import ModelSpec
+
+VOCAB_PADDING = 64  # vLLM DEFAULT_VOCAB_PADDING_SIZE
+
+# Families whose decoder layers the inventory knows tensor by tensor. Others (hybrids with
+# Mamba / delta-net mixers, per-layer NAS blocks, cross-attention, vision towers) are not
+# computed: a caller falls back to a published total.
+SUPPORTED_FAMILIES = {
+    "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "qwen2_moe", "phi3",
+    "gemma2", "gemma3", "gemma3_text", "deepseek", "deepseek_v2", "deepseek_v3", "deepseek_v32",
+    "kimi_k2", "gpt_oss", "llama4", "llama4_text", "olmo2", "olmo3", "cohere", "chatglm",
+    "falcon", "gpt2", "minimax_m2", "glm_moe_dsa", "llava", "mimo_v2_flash",
+}
+# Families with a vision tower (or other modules) the text inventory leaves out.
+MULTIMODAL_FAMILIES = {"llava", "llama4", "llama4_text", "mllama", "gemma3"}
+
+
+@dataclass(frozen=True)
+class ExpertLoad:
+    """How an engine's MoE kernel holds quantized experts beside the checkpoint's layout:
+    widths padded to an alignment, the block scales kept twice (the checkpoint's and a
+    re-laid-out copy), biases widened to fp32. The engine module says which applies."""
+
+    width_align: int = 1  # the expert width (per rank) rounded up to this
+    hidden_align: int = 1  # the hidden size the experts see rounded up to this
+    scale_copies: int = 1
+    bias_dtype: str | None = None  # None: the model dtype
+
+
+@dataclass(frozen=True)
+class WeightTensor:
+    """One tensor (or `count` identical ones) of the checkpoint, on one rank."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    layer: int | None  # decoder layer index; None for embeddings, final norm, LM head
+    place: str  # "embed", "layer", "final", "head", "mtp"
+    count: int = 1
+    # parameters of the model this tensor stores (a quantized weight: out x in, however
+    # packed; its scales and zero points: 0), times count
+    num_params: int = -1
+
+    def __post_init__(self) -> None:
+        if self.num_params < 0:
+            object.__setattr__(self, "num_params", self.num_elements)
+
+    @property
+    def num_elements(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n * self.count
+
+    @property
+    def num_bytes(self) -> int:
+        return self.num_elements * ELEMENT_BYTES[self.dtype]
+
+
+@dataclass(frozen=True)
+class Inventory:
+    tensors: tuple[WeightTensor, ...]
+    quantization: Quantization
+    tp: int = 1
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(t.num_bytes for t in self.tensors)
+
+    @property
+    def total_params(self) -> int:
+        return sum(t.num_params for t in self.tensors)
+
+    def bytes_by_dtype(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.tensors:
+            out[t.dtype] = out.get(t.dtype, 0) + t.num_bytes
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def elements_by_dtype(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.tensors:
+            out[t.dtype] = out.get(t.dtype, 0) + t.num_elements
+        return out
+
+    def bytes_where(self, place: str | None = None, layers: range | None = None) -> int:
+        return sum(t.num_bytes for t in self.tensors
+                   if (place is None or t.place == place)
+                   and (layers is None or (t.layer is not None and t.layer in layers)))
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def matches(name: str, patterns: Iterable[str]) -> bool:
+    """Whether a module name matches one of a config's skip patterns: `re:` a regular
+    expression (compressed-tensors), a glob with `*` (gpt-oss "model.layers.*.self_attn"),
+    else a dotted name matched at component boundaries ("gate" is mlp.gate, not gate_proj;
+    "lm_head"; "model.layers.0.mlp")."""
+    dotted = f".{name}."
+    for p in patterns:
+        if p.startswith("re:"):
+            if re.search(p[3:], name):
+                return True
+        elif "*" in p:
+            if fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(name, p + ".*"):
+                return True
+        elif f".{p.strip('.')}." in dotted:
+            return True
+    return False
+
+
+class _Builder:
+    def __init__(self, spec: ModelSpec, q: Quantization, tp: int, ep: int,
+                 padded_vocab: bool, expert_load: ExpertLoad | None) -> None:
+        self.spec, self.q, self.tp, self.ep = spec, q, tp, ep
+        self.padded_vocab = padded_vocab
+        self.expert_load = expert_load
+        self.md = MODEL_DTYPE_NAMES.get(spec.dtype, "BF16")
+        self.out: list[WeightTensor] = []
+        self.family = spec.family or ""
+
+    # --- primitives ---------------------------------------------------------------------
+
+    def plain(self, name: str, shape: tuple[int, ...], layer: int | None, place: str,
+              dtype: str | None = None, count: int = 1) -> None:
+        self.out.append(WeightTensor(name, shape, dtype or self.md, layer, place, count))
+
+    def shard(self, n: int, split: bool) -> int:
+        if not split or self.tp == 1:
+            return n
+        if n % self.tp:
+            raise BadInputError(f"{self.spec.name}: a dimension of {n} cannot be split over "
+                                f"tensor parallelism {self.tp}",
+                                "choose a --tp that divides the model's heads and widths")
+        return n // self.tp
+
+    def linear(self, name: str, out_f: int, in_f: int, layer: int | None, place: str,
+               split: str = "column", bias: bool = False, kind: str = "other",
+               count: int = 1, quantizable: bool = True) -> None:
+        """A linear layer (out x in); split: column (outputs), row (inputs), replicated."""
+        o = self.shard(out_f, split == "column")
+        i = self.shard(in_f, split == "row")
+        q = self.q
+        quantize = quantizable and q.quantized and not matches(name, q.skip) and (
+            q.only is None or kind in q.only)
+        for k, t in enumerate(linear_tensors(q, o, i, self.spec.dtype, quantized=quantize)):
+            self.out.append(WeightTensor(f"{name}.{t.suffix}", t.shape, t.dtype, layer, place,
+                                         count, o * i * count if k == 0 else 0))
+        if bias:
+            self.plain(f"{name}.bias", (o,), layer, place, count=count)
+
+    # --- whole model --------------------------------------------------------------------
+
+    def build(self) -> None:
+        s = self.spec
+        hidden, vocab = _need(s, "hidden_size"), _need(s, "vocab_size")
+        rows = vocab
+        if self.padded_vocab:
+            rows = _cdiv(vocab, VOCAB_PADDING) * VOCAB_PADDING
+        rows_per_rank = _cdiv(rows, self.tp) if self.tp > 1 else rows
+        self.plain("model.embed_tokens.weight", (rows_per_rank, hidden), None, "embed")
+        if self.family == "gpt2" and s.max_context_tokens:
+            self.plain("wpe.weight", (s.max_context_tokens, hidden), None, "embed")
+        for i in range(s.num_layers):
+            self.layer(i, f"model.layers.{i}", "layer")
+        for k in range(s.num_nextn_predict_layers or 0):
+            self.mtp(s.num_layers + k, rows_per_rank)
+        self.norm("model.norm", hidden, None, "final")
+        if not s.tie_word_embeddings:
+            self.plain("lm_head.weight", (rows_per_rank, hidden), None, "head")
+
+    def norm(self, name: str, width: int, layer: int | None, place: str) -> None:
+        self.plain(f"{name}.weight", (width,), layer, place)
+        if self.family in ("gpt2", "falcon"):  # LayerNorm with a bias
+            self.plain(f"{name}.bias", (width,), layer, place)
+
+    def layer(self, i: int, p: str, place: str) -> None:
+        s, fam = self.spec, self.family
+        hidden = _need(s, "hidden_size")
+        layer = s.layers[i] if i < s.num_layers else s.layers[-1]
+        if isinstance(layer, RecurrentState):
+            raise BadInputError(f"{s.name}: layer {i} is a recurrent mixer; the weight "
+                                "inventory does not model it")
+        # norms around attention and MLP
+        norms: tuple[str, ...]
+        if fam in ("olmo2", "olmo3"):
+            norms = ("post_attention_layernorm", "post_feedforward_layernorm")
+        elif fam in ("gemma2", "gemma3", "gemma3_text"):
+            norms = ("input_layernorm", "post_attention_layernorm",
+                     "pre_feedforward_layernorm", "post_feedforward_layernorm")
+        elif fam == "cohere" or (fam == "falcon" and _kv_heads(s, i) == 1):
+            norms = ("input_layernorm",)  # one norm before the parallel attention + MLP
+        else:
+            norms = ("input_layernorm", "post_attention_layernorm")
+        for n in norms:
+            self.norm(f"{p}.{n}", hidden, i, place)
+        if isinstance(layer, MLA):
+            self.mla(i, p, place, layer)
+        else:
+            self.attention(i, p, place)
+        self.mlp(i, p, place)
+
+    def attention(self, i: int, p: str, place: str) -> None:
+        s, fam = self.spec, self.family
+        hidden = _need(s, "hidden_size")
+        layer = s.layers[i] if i < s.num_layers else s.layers[-1]
+        heads = _need(s, "num_attention_heads")
+        kv = getattr(layer, "num_kv_heads", heads)
+        hd = getattr(layer, "head_dim", hidden // heads)
+        vd = getattr(layer, "v_head_dim", None) or hd
+        if isinstance(layer, SlidingWindow) and fam == "mimo_v2_flash":
+            pass  # MiMo's sliding layers carry their own head counts in the layer itself
+        bias = bool(s.attention_bias) or fam == "chatglm"
+        o_bias = bool(s.attention_bias) and fam not in ("qwen2", "chatglm")
+        if self.tp > 1 and kv < self.tp:
+            # vLLM replicates KV heads when TP exceeds them: each rank holds one
+            kv_rank = 1
+            kv_total = self.tp
+        else:
+            kv_rank, kv_total = None, kv
+        if fam == "gpt2":
+            self.linear(f"{p}.attn.c_attn", 3 * hidden, hidden, i, place, "column", True, "attn")
+            self.linear(f"{p}.attn.c_proj", hidden, hidden, i, place, "row", True, "attn")
+            return
+        self.linear(f"{p}.self_attn.q_proj", heads * hd, hidden, i, place, "column", bias, "attn")
+        for name, width in (("k_proj", hd), ("v_proj", vd)):
+            if kv_rank is not None:
+                self.linear(f"{p}.self_attn.{name}", kv_total * width, hidden, i, place,
+                            "column", bias, "attn")
+            else:
+                self.linear(f"{p}.self_attn.{name}", kv * width, hidden, i, place, "column",
+                            bias, "attn")
+        self.linear(f"{p}.self_attn.o_proj", hidden, heads * vd, i, place, "row", o_bias, "attn")
+        if fam in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"):
+            self.plain(f"{p}.self_attn.q_norm.weight", (hd,), i, place)
+            self.plain(f"{p}.self_attn.k_norm.weight", (hd,), i, place)
+        elif fam in ("olmo2", "olmo3"):
+            self.plain(f"{p}.self_attn.q_norm.weight", (self.shard(heads * hd, True),), i, place)
+            self.plain(f"{p}.self_attn.k_norm.weight", (self.shard(kv * hd, True),), i, place)
+        elif fam == "minimax_m2":  # per-layer q/k RMSNorm over all heads
+            self.plain(f"{p}.self_attn.q_norm.weight", (self.shard(heads * hd, True),), i, place)
+            self.plain(f"{p}.self_attn.k_norm.weight", (self.shard(kv * hd, True),), i, place)
+        if fam == "gpt_oss":  # attention sinks, one per head
+            self.plain(f"{p}.self_attn.sinks", (self.shard(heads, True),), i, place)
+
+    def mla(self, i: int, p: str, place: str, layer: MLA) -> None:
+        s = self.spec
+        hidden, heads = _need(s, "hidden_size"), _need(s, "num_attention_heads")
+        nope, vd = _need(s, "qk_nope_head_dim"), _need(s, "mla_v_head_dim")
+        rope, rank = layer.qk_rope_head_dim, layer.kv_lora_rank
+        a = f"{p}.self_attn"
+        if s.q_lora_rank:
+            self.linear(f"{a}.q_a_proj", s.q_lora_rank, hidden, i, place, "replicated",
+                        kind="attn")
+            self.plain(f"{a}.q_a_layernorm.weight", (s.q_lora_rank,), i, place)
+            self.linear(f"{a}.q_b_proj", heads * (nope + rope), s.q_lora_rank, i, place,
+                        "column", kind="attn")
+        else:
+            self.linear(f"{a}.q_proj", heads * (nope + rope), hidden, i, place, "column",
+                        kind="attn")
+        self.linear(f"{a}.kv_a_proj_with_mqa", rank + rope, hidden, i, place, "replicated",
+                    kind="attn")
+        self.plain(f"{a}.kv_a_layernorm.weight", (rank,), i, place)
+        self.linear(f"{a}.kv_b_proj", heads * (nope + vd), rank, i, place, "column", kind="attn")
+        self.linear(f"{a}.o_proj", hidden, heads * vd, i, place, "row", kind="attn")
+
+    def mlp(self, i: int, p: str, place: str) -> None:
+        s, fam = self.spec, self.family
+        hidden = _need(s, "hidden_size")
+        if s.is_moe_layer(i) if i < s.num_layers else s.is_moe:
+            self.moe(i, p, place)
+            return
+        inter = _need(s, "intermediate_size")
+        if fam in ("gpt2",):
+            self.linear(f"{p}.mlp.c_fc", inter, hidden, i, place, "column", True, "mlp")
+            self.linear(f"{p}.mlp.c_proj", hidden, inter, i, place, "row", True, "mlp")
+            return
+        if fam == "falcon":
+            self.linear(f"{p}.mlp.dense_h_to_4h", inter, hidden, i, place, "column", kind="mlp")
+            self.linear(f"{p}.mlp.dense_4h_to_h", hidden, inter, i, place, "row", kind="mlp")
+            return
+        self.linear(f"{p}.mlp.gate_proj", inter, hidden, i, place, "column", kind="mlp")
+        self.linear(f"{p}.mlp.up_proj", inter, hidden, i, place, "column", kind="mlp")
+        self.linear(f"{p}.mlp.down_proj", hidden, inter, i, place, "row", kind="mlp")
+
+    def moe(self, i: int, p: str, place: str) -> None:
+        s, fam = self.spec, self.family
+        hidden, experts = _need(s, "hidden_size"), _need(s, "num_experts")
+        width = _need(s, "moe_intermediate_size")
+        bias = fam == "gpt_oss"
+        router = "mlp.router" if fam == "gpt_oss" else "mlp.gate"
+        # the router is replicated and never quantized (vLLM builds it without quant_config)
+        self.linear(f"{p}.{router}", experts, hidden, i, place, "replicated", bias, "router",
+                    quantizable=False)
+        if s.routing_bias:
+            # noaux_tc routing: a per-expert score correction bias, kept in fp32
+            self.plain(f"{p}.mlp.gate.e_score_correction_bias", (experts,), i, place, "F32")
+        load = self.expert_load or ExpertLoad()
+        hid_in = _cdiv(hidden, load.hidden_align) * load.hidden_align
+        # expert parallelism: whole experts, ceil(E / ep) per rank; else with TP every rank
+        # holds each expert's slice of the width
+        count = _cdiv(experts, self.ep) if self.ep > 1 else experts
+        tp_split = self.ep == 1 and self.tp > 1
+        if tp_split and width % self.tp:
+            raise BadInputError(f"{s.name}: expert width {width} cannot be split over tensor "
+                                f"parallelism {self.tp}")
+        w_local = width // self.tp if tp_split else width
+        w_local = _cdiv(w_local, load.width_align) * load.width_align
+        ex = f"{p}.mlp.experts"
+        first = len(self.out)
+        saved_tp = self.tp
+        self.tp = 1  # shapes below are already per rank
+        try:
+            self.linear(f"{ex}.gate_proj", w_local, hid_in, i, place, "replicated", bias,
+                        "expert", count)
+            self.linear(f"{ex}.up_proj", w_local, hid_in, i, place, "replicated", bias,
+                        "expert", count)
+            self.linear(f"{ex}.down_proj", hid_in, w_local, i, place, "replicated", bias,
+                        "expert", count)
+        finally:
+            self.tp = saved_tp
+        if load != ExpertLoad():
+            extra = []
+            for k in range(first, len(self.out)):
+                t = self.out[k]
+                if t.name.endswith(".bias") and load.bias_dtype:
+                    self.out[k] = replace(t, dtype=load.bias_dtype)
+                elif t.num_params == 0 and load.scale_copies > 1:  # a scale tensor
+                    extra += [replace(t, name=f"{t.name}.copy{c}")
+                              for c in range(1, load.scale_copies)]
+            self.out.extend(extra)
+        shared = s.shared_expert_intermediate_size or 0
+        if shared:
+            sh = f"{p}.mlp.shared_experts"
+            self.linear(f"{sh}.gate_proj", shared, hidden, i, place, "column", kind="mlp")
+            self.linear(f"{sh}.up_proj", shared, hidden, i, place, "column", kind="mlp")
+            self.linear(f"{sh}.down_proj", hidden, shared, i, place, "row", kind="mlp")
+            if fam == "qwen2_moe":
+                self.linear(f"{p}.mlp.shared_expert_gate", 1, hidden, i, place, "replicated",
+                            kind="router", quantizable=False)
+
+    def mtp(self, i: int, rows: int) -> None:
+        """DeepSeek-V3's multi-token-prediction layer: a full decoder layer plus its own
+        embedding, two norms, the 2H -> H projection and a shared head (norm + LM head);
+        the projection, norms, embedding and head in the model dtype."""
+        hidden = _need(self.spec, "hidden_size")
+        p = f"model.layers.{i}"
+        self.layer(i, p, "mtp")
+        self.out[:] = [t if t.layer != i else replace(t, place="mtp") for t in self.out]
+        self.plain(f"{p}.embed_tokens.weight", (rows, hidden), i, "mtp")
+        for n in ("enorm", "hnorm", "shared_head.norm"):
+            self.plain(f"{p}.{n}.weight", (hidden,), i, "mtp")
+        self.linear(f"{p}.eh_proj", hidden, 2 * hidden, i, "mtp", "replicated",
+                    quantizable=False)
+        self.plain(f"{p}.shared_head.head.weight", (rows, hidden), i, "mtp")
+
+
+def _need(spec: ModelSpec, name: str) -> int:
+    value = getattr(spec, name)
+    if value is None:
+        raise BadInputError(f"{spec.name}: the weight inventory needs {name}, which the "
+                            "model's spec does not give",
+                            "import the model from its config.json, or give the weights' size "
+                            "(--weights-memory)")
+    return value
+
+
+def _kv_heads(spec: ModelSpec, i: int) -> int:
+    layer = spec.layers[i] if i < spec.num_layers else spec.layers[-1]
+    return getattr(layer, "num_kv_heads", 0)
+
+
+def supported(spec: ModelSpec) -> str | None:
+    """None when the inventory can be computed for this spec, else why not."""
+    if (spec.family or "") not in SUPPORTED_FAMILIES:
+        return f"the weight inventory does not model the {spec.family or 'unknown'} family"
+    if any(isinstance(x, RecurrentState) for x in spec.layers):
+        return "the weight inventory does not model recurrent mixers"
+    for name in ("hidden_size", "vocab_size"):
+        if getattr(spec, name) is None:
+            return f"the spec has no {name}"
+    if spec.num_experts and spec.moe_layer_step is None:
+        return "the spec does not say which layers are MoE"
+    if spec.tie_word_embeddings is None:
+        return "the spec does not say whether the embeddings are tied"
+    return None
+
+
+def inventory(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, ep: int = 1,
+              padded_vocab: bool = False, include_mtp: bool = True,
+              expert_load: ExpertLoad | None = None) -> Inventory:
+    """Every tensor of the checkpoint (tp=1, padded_vocab False) or of one tensor-parallel
+    rank as an engine loads it (padded_vocab True). `include_mtp=False` leaves out DeepSeek's
+    MTP layers (vLLM loads them only for MTP speculative decoding). `expert_load` holds the
+    quantized experts as an engine's MoE kernel does (padding, scale copies)."""
+    why = supported(spec)
+    if why is not None:
+        raise BadInputError(f"{spec.name}: {why}")
+    if include_mtp:
+        b = _Builder(spec, q, tp, ep, padded_vocab, expert_load)
+        b.build()
+        tensors = b.out
+    else:
+        b = _Builder(replace(spec, num_nextn_predict_layers=0), q, tp, ep, padded_vocab,
+                     expert_load)
+        b.build()
+        tensors = b.out
+    return Inventory(tuple(tensors), q, tp)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Weight bytes on one GPU of each pipeline stage (every TP rank of a stage alike)."""
+
+    stage_bytes: tuple[int, ...]
+    inventory: Inventory
+
+    @property
+    def max_bytes(self) -> int:
+        return max(self.stage_bytes)
+
+
+def placement(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp: int = 1, ep: int = 1,
+              include_mtp: bool = False, expert_load: ExpertLoad | None = None
+              ) -> Placement:
+    """Bytes per GPU of each pipeline stage as vLLM loads the checkpoint: vocabulary padded to
+    64 and split over TP, embedding on the first stage, final norm and LM head on the last
+    (a tied head: the last stage keeps its own copy when pp > 1), layers by get_pp_indices;
+    MTP layers (when loaded) on the last stage."""
+    inv = inventory(spec, q, tp, ep, padded_vocab=True, include_mtp=include_mtp,
+                    expert_load=expert_load)
+    stages = pp_stages(spec.num_layers, pp)
+    out = []
+    embed = inv.bytes_where("embed")
+    for k, (a, b) in enumerate(stages):
+        part = inv.bytes_where("layer", range(a, b))
+        if k == 0:
+            part += embed
+        if k == pp - 1:
+            part += inv.bytes_where("final") + inv.bytes_where("head") + inv.bytes_where("mtp")
+            if pp > 1 and spec.tie_word_embeddings:
+                part += embed  # the last stage's own copy of the tied matrix
+        out.append(part)
+    return Placement(tuple(out), inv)
+
+
+# --- what a deployment loads ----------------------------------------------------------------
+
+# Formats an engine can quantize an unquantized checkpoint into at load (`--weights-dtype`,
+# vLLM `--quantization`): the linear layers take the format, embeddings, LM head, norms and
+# routers stay in the model dtype.
+LOAD_FORMATS: dict[str, Quantization] = {
+    "fp8": Quantization("fp8", "fp8", 8, per_tensor=True,
+                        description="FP8 e4m3 quantized at load, one fp32 scale per tensor"),
+    "int8": Quantization("int8", "int8-ct", 8,
+                         description="int8 (W8A8), one scale per output channel"),
+    "awq": Quantization("awq", "awq", 4, group_size=128, symmetric=False,
+                        description="AWQ int4, group 128: fp16 scale and packed zero per group"),
+    "gptq": Quantization("gptq", "gptq", 4, group_size=128, symmetric=False,
+                         description="GPTQ int4, group 128: fp16 scale, packed zero, g_idx"),
+    "int4": Quantization("int4", "int-packed", 4, group_size=128,
+                         description="int4, group 128, one scale per group"),
+    "mxfp4": Quantization("mxfp4", "mxfp4", 4, group_size=32,
+                          description="MXFP4 on every linear layer (e8m0 scale per 32)"),
+    "nvfp4": Quantization("nvfp4", "nvfp4", 4, group_size=16,
+                          description="NVFP4 on every linear layer (fp8 scale per 16, fp32 "
+                                      "global scales)"),
+}
+
+
+@dataclass(frozen=True)
+class WeightPlan:
+    """Weight bytes on one GPU of each pipeline stage, the format assumed and why."""
+
+    stage_bytes: tuple[int, ...]
+    format: str  # the format, in words
+    why: str  # where it came from: the checkpoint's config, a flag, the parameter count
+    exact: bool  # computed tensor by tensor (True) or spread from a total (False)
+
+    @property
+    def max_bytes(self) -> int:
+        return max(self.stage_bytes)
+
+
+def weight_plan(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1, ep: int = 1,
+                expert_load: ExpertLoad | None = None, include_mtp: bool = False
+                ) -> WeightPlan | None:
+    """Per-stage weight bytes from the tensor inventory, in the checkpoint's own format
+    (`weights` "auto") or the one an engine quantizes into at load (`weights` a canonical
+    name of LOAD_FORMATS, or bf16/fp16/fp32). None when the inventory cannot be computed for
+    the spec (the caller spreads a parameter count or a measured total instead)."""
+    if supported(spec) is not None:
+        return None
+    q = spec.quantization
+    target = spec
+    if weights == "auto":
+        why = ("the checkpoint's quantization_config" if q.quantized else
+               f"the checkpoint's dtype ({spec.dtype}; no quantization_config)")
+        if q.warnings:
+            why += "; " + " ".join(q.warnings)
+    elif weights in LOAD_FORMATS:
+        q, why = LOAD_FORMATS[weights], f"--weights-dtype {weights} (quantized at load)"
+    elif weights in MODEL_DTYPE_NAMES:
+        q, why = NONE, f"--weights-dtype {weights}"
+        target = replace(spec, dtype=weights)
+    else:
+        raise BadInputError(f"unknown weights format {weights!r}",
+                            "valid: auto, bf16, fp16, fp32, " + ", ".join(LOAD_FORMATS))
+    plan = placement(target, q, tp, pp, ep, include_mtp=include_mtp,
+                     expert_load=expert_load if q.layout == "mxfp4" else None)
+    fmt = q.description if q.quantized else f"{target.dtype} (unquantized)"
+    return WeightPlan(plan.stage_bytes, fmt, why, exact=True)

@@ -1,0 +1,235 @@
+"""A checkpoint's weight format from config.json: `quantization_config` (transformers, vLLM),
+`compression_config` (older compressed-tensors checkpoints), top level or inside a nested
+text config -> kvplan.core.quant.Quantization.
+
+Known `quant_method`s and what they store (shapes in kvplan.core.quant):
+- `fp8` (DeepSeek-V3/R1, Kimi-K2, MiniMax-M2, Qwen3-FP8): e4m3 weights; `weight_block_size`
+  [128, 128] -> one fp32 scale per 128x128 block (`weight_scale_inv`), else per tensor;
+  `modules_to_not_convert` stay in the model dtype.
+- `compressed-tensors` (llm-compressor): `config_groups.*.weights` {num_bits, type int/float,
+  strategy tensor/channel/group/block, group_size, symmetric, block_structure} and `format`
+  (float-quantized, int-quantized, pack-quantized, nvfp4-pack-quantized); `ignore` (names or
+  `re:` patterns).
+- `awq` / `gptq` (and their Marlin/GEMM variants): `bits`, `group_size`, zero points
+  (AWQ `zero_point`; GPTQ always stores qzeros), `modules_to_not_convert`.
+- `mxfp4` (gpt-oss): e2m1 values with one e8m0 scale per 32, on the MoE experts only
+  (vLLM's Mxfp4Config quantizes FusedMoE layers and nothing else); `modules_to_not_convert`.
+- `modelopt` (NVIDIA ModelOpt): `quant_algo` NVFP4 (fp8 scale per 16 values plus fp32 global
+  scales) or FP8 (per-tensor), `exclude_modules`; also the nested `quantization` block of
+  hf_quant_config.json.
+- `bitsandbytes` (`load_in_4bit` / `load_in_8bit`): nf4/fp4 with blocksize 64 absmax, double
+  quantization (`bnb_4bit_use_double_quant`); `llm_int8_skip_modules`.
+An unknown `quant_method` is not silently taken as the model dtype: the result carries a
+warning naming it and what was assumed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from kvplan.core.quant import NONE, Quantization
+from kvplan.sources.fields import Fields
+
+_TEXT_KEYS = ("text_config", "llm_config", "language_config")
+
+
+def find_quantization_config(raw: Any) -> tuple[Any, str] | None:
+    """(the raw quantization mapping, the key path it was found at), or None."""
+    if not isinstance(raw, dict):
+        return None
+    for key in ("quantization_config", "compression_config"):
+        if isinstance(raw.get(key), dict):
+            return raw[key], key
+    for text in _TEXT_KEYS:
+        nested = raw.get(text)
+        if isinstance(nested, dict):
+            for key in ("quantization_config", "compression_config"):
+                if isinstance(nested.get(key), dict):
+                    return nested[key], f"{text}.{key}"
+    # hf_quant_config.json (ModelOpt): {"producer": ..., "quantization": {...}}
+    if isinstance(raw.get("quantization"), dict) and "producer" in raw:
+        return raw["quantization"], "quantization"
+    return None
+
+
+def quantization_from_config(raw: Any, source: str) -> Quantization:
+    """The checkpoint format of a config.json (NONE when it states no quantization)."""
+    found = find_quantization_config(raw)
+    if found is None:
+        return NONE
+    qc, where = found
+    return read_quantization(qc, source, where)
+
+
+def _names(f: Fields, *keys: str) -> tuple[str, ...]:
+    for key in keys:
+        value = f.raw.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise f.error(key, f"must be a list of module names, got {value!r}")
+        return tuple(value)
+    return ()
+
+
+def read_quantization(qc: Any, source: str, where: str = "quantization_config"
+                      ) -> Quantization:
+    """One quantization mapping -> Quantization (carrying the mapping as JSON text)."""
+    import json
+
+    q = _read(qc, source, where)
+    try:
+        text = json.dumps(qc, sort_keys=True)
+    except (TypeError, ValueError):
+        text = None
+    return replace(q, config_json=text) if q is not NONE or text else q
+
+
+def _read(qc: Any, source: str, where: str) -> Quantization:
+    f = Fields(qc, source, where)
+    method = f.raw.get("quant_method")
+    if method is None and f.has("quant_algo"):
+        method = "modelopt"  # hf_quant_config.json's nested block names only the algorithm
+    if method is None and (f.raw.get("load_in_4bit") or f.raw.get("load_in_8bit")):
+        method = "bitsandbytes"
+    if method is None and f.has("config_groups"):
+        method = "compressed-tensors"
+    if not isinstance(method, str):
+        raise f.error("quant_method", f"must name the quantization method, got {method!r}")
+    m = method.lower()
+    if m == "fp8":
+        return _fp8(f, m)
+    if m == "compressed-tensors":
+        return _compressed_tensors(f)
+    if m in ("awq", "awq_marlin", "gptq", "gptq_marlin"):
+        return _awq_gptq(f, m)
+    if m == "mxfp4":
+        skip = _names(f, "modules_to_not_convert")
+        return Quantization(
+            "mxfp4", "mxfp4", 4, group_size=32, skip=skip, only=("expert",),
+            description="MXFP4 MoE experts (e2m1 values, one e8m0 scale per 32); attention, "
+                        "router, embeddings and LM head in the model dtype")
+    if m == "modelopt":
+        return _modelopt(f)
+    if m == "bitsandbytes":
+        return _bnb(f)
+    if m in ("bf16", "fp16", "none"):
+        return NONE
+    return Quantization(
+        m, "none", description=f"unknown quant_method {method!r}: counted as unquantized",
+        warnings=(f"{source}: {where}.quant_method {method!r} is a format kvplan does not "
+                  "know; its weights are counted in the model dtype (16 bits each), which "
+                  "overstates a quantized checkpoint; give --weights-dtype or "
+                  "--weights-memory",))
+
+
+def _fp8(f: Fields, method: str) -> Quantization:
+    skip = _names(f, "modules_to_not_convert", "ignored_layers")
+    block = f.raw.get("weight_block_size")
+    static = f.raw.get("activation_scheme") == "static"
+    if block is not None:
+        if (not isinstance(block, list) or len(block) != 2
+                or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0
+                           for b in block)):
+            raise f.error("weight_block_size", f"must be two positive whole numbers, got "
+                          f"{block!r}")
+        return Quantization(method, "fp8", 8, block=(block[0], block[1]), skip=skip,
+                            static_input_scale=static,
+                            description=f"FP8 e4m3, one fp32 scale per {block[0]}x{block[1]} "
+                                        "block")
+    return Quantization(method, "fp8", 8, per_tensor=True, skip=skip, static_input_scale=static,
+                        description="FP8 e4m3, one fp32 scale per tensor")
+
+
+def _compressed_tensors(f: Fields) -> Quantization:
+    fmt = f.raw.get("format") or ""
+    groups = f.sub("config_groups") if f.has("config_groups") else None
+    skip = _names(f, "ignore")
+    warnings: list[str] = []
+    if groups is None or not groups.raw:
+        return Quantization("compressed-tensors", "none", skip=skip,
+                            description="compressed-tensors without quantization groups")
+    if len(groups.raw) > 1:
+        warnings.append(f"{f.source}: {f.where('config_groups')} has {len(groups.raw)} "
+                        "groups; kvplan applies the first to every quantized linear layer")
+    name = next(iter(groups.raw))
+    g = groups.sub(name)
+    w = g.sub("weights")
+    bits = w.int("num_bits")
+    kind = w.str("type", "int")
+    strategy = w.str("strategy", "tensor")
+    group_size = w.int("group_size", None)
+    symmetric = w.bool("symmetric", True)
+    block = w.raw.get("block_structure")
+    acts = g.raw.get("input_activations")
+    static = isinstance(acts, dict) and acts.get("dynamic") is False
+    block_t = (block[0], block[1]) if isinstance(block, list) and len(block) == 2 else None
+    base = Quantization("compressed-tensors", skip=skip, warnings=tuple(warnings),
+                        symmetric=symmetric, static_input_scale=static)
+    if fmt == "nvfp4-pack-quantized" or (kind == "float" and bits == 4):
+        return replace(base, layout="nvfp4-ct", bits=4, group_size=group_size or 16,
+                       description="compressed-tensors NVFP4 (fp8 scale per 16 values, fp32 "
+                                   "global scale)")
+    if kind == "float" and bits == 8:
+        return replace(base, layout="fp8-ct", bits=8, block=block_t,
+                       per_tensor=strategy == "tensor",
+                       description=f"compressed-tensors FP8, {strategy} scales")
+    if fmt in ("pack-quantized", "marlin-24") or (kind == "int" and bits < 8):
+        return replace(base, layout="int-packed", bits=bits,
+                       group_size=group_size if strategy == "group" else None,
+                       description=f"compressed-tensors int{bits} packed, {strategy} scales"
+                                   + (f" (group {group_size})" if group_size else ""))
+    if kind == "int" and bits == 8:
+        return replace(base, layout="int8-ct", bits=8, block=block_t,
+                       per_tensor=strategy == "tensor",
+                       description=f"compressed-tensors int8, {strategy} scales")
+    return Quantization("compressed-tensors", "none", description="compressed-tensors scheme "
+                        "kvplan does not know: counted as unquantized",
+                        warnings=(f"{f.source}: compressed-tensors {kind}{bits} format "
+                                  f"{fmt!r} is not known; weights counted in the model dtype",))
+
+
+def _awq_gptq(f: Fields, method: str) -> Quantization:
+    bits = f.int("bits", None) or f.int("w_bit", 4)
+    group = f.raw.get("group_size", f.raw.get("q_group_size", 128))
+    if isinstance(group, bool) or not isinstance(group, int):
+        raise f.error("group_size", f"must be a whole number, got {group!r}")
+    skip = _names(f, "modules_to_not_convert")
+    if method.startswith("awq"):
+        zero = f.bool("zero_point", True)
+        return Quantization("awq", "awq", bits, group_size=group, symmetric=not zero,
+                            skip=skip, description=f"AWQ int{bits}, group {group}: fp16 scale "
+                            f"and packed {bits}-bit zero point per group")
+    return Quantization("gptq", "gptq", bits, group_size=group, symmetric=False, skip=skip,
+                        description=f"GPTQ int{bits}, group {group}: fp16 scale, packed zero "
+                                    "point per group, g_idx per input")
+
+
+def _modelopt(f: Fields) -> Quantization:
+    algo = (f.raw.get("quant_algo") or "").upper()
+    skip = _names(f, "exclude_modules", "ignore")
+    if algo in ("NVFP4", "W4A16_NVFP4"):
+        group = f.int("group_size", 16)
+        return Quantization("modelopt", "nvfp4", 4, group_size=group, skip=skip,
+                            description=f"NVFP4 (ModelOpt): e2m1 values, one fp8 scale per "
+                                        f"{group}, fp32 global scales")
+    if algo == "FP8":
+        return Quantization("modelopt", "fp8-modelopt", 8, per_tensor=True, skip=skip,
+                            description="FP8 (ModelOpt), one fp32 scale per tensor")
+    return Quantization("modelopt", "none", skip=skip,
+                        description=f"ModelOpt {algo or 'unknown'}: counted as unquantized",
+                        warnings=(f"{f.source}: ModelOpt quant_algo {algo!r} is not known; "
+                                  "weights counted in the model dtype",))
+
+
+def _bnb(f: Fields) -> Quantization:
+    skip = _names(f, "llm_int8_skip_modules") or ("lm_head",)
+    if f.raw.get("load_in_4bit"):
+        kind = f.raw.get("bnb_4bit_quant_type", "fp4")
+        double = f.bool("bnb_4bit_use_double_quant", False)
+        return Quantization("bitsandbytes", "bnb-4bit", 4, group_size=64, double_quant=double,
+                            skip=skip, description=f"bitsandbytes {kind}, blocksize 64"
+                            + (", double quantization" if double else ""))
+    return Quantization("bitsandbytes", "bnb-8bit", 8, skip=skip,
+                        description="bitsandbytes LLM.int8: int8 weights, fp32 row scales")

@@ -1,0 +1,407 @@
+"""Weights as the checkpoint stores them: the format reader (quantization_config), the
+per-tensor inventory against published checkpoint figures, and per-rank placement.
+
+Every expected number is either a published figure with its source in a comment, or a
+per-tensor sum written out here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kvplan.core.layers import FullAttention
+from kvplan.core.quant import NONE, Quantization, linear_tensors
+from kvplan.core.spec import ModelSpec
+from kvplan.core.weights import inventory, matches, placement, supported, weight_plan
+from kvplan.engines.vllm import mxfp4_expert_load
+from kvplan.sources.hfconfig import load_config_file
+from kvplan.sources.library import load_library
+from kvplan.sources.quant import quantization_from_config, read_quantization
+
+CONFIGS = Path(__file__).parent / "fixtures" / "hf-configs"
+LIB = {s.name: s for s in load_library()}
+GIB = 2**30
+
+
+def _shapes(q: Quantization, out_f: int, in_f: int) -> dict[str, tuple[tuple[int, ...], str]]:
+    return {t.suffix: (t.shape, t.dtype) for t in linear_tensors(q, out_f, in_f, "bf16")}
+
+
+# --- reading the format -----------------------------------------------------------------
+
+def test_fp8_block_scales():
+    # DeepSeek-V3 config.json quantization_config; vLLM fp8.py create_weights:
+    # weight_scale_inv (ceil(out / 128), ceil(in / 128)) float32.
+    q = read_quantization({"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                           "weight_block_size": [128, 128]}, "x")
+    assert (q.layout, q.block) == ("fp8", (128, 128))
+    shapes = _shapes(q, 24576, 1536)  # q_b_proj: 128 heads x 192 from the 1536 q rank
+    assert shapes == {"weight": ((24576, 1536), "F8_E4M3"),
+                      "weight_scale_inv": ((24576 // 128, 1536 // 128), "F32")}
+    # a width that 128 does not divide rounds the block count up: kv_a_proj 512 + 64
+    assert _shapes(q, 576, 7168)["weight_scale_inv"][0] == (5, 56)
+
+
+def test_fp8_per_tensor_and_static_input_scale():
+    q = read_quantization({"quant_method": "fp8", "activation_scheme": "static"}, "x")
+    assert _shapes(q, 8, 4) == {"weight": ((8, 4), "F8_E4M3"), "weight_scale": ((), "F32"),
+                                "input_scale": ((), "F32")}
+
+
+def test_compressed_tensors_fp8_channel():
+    # llm-compressor FP8_DYNAMIC: float 8-bit, channel strategy, dynamic tokens; scales in the
+    # model dtype, one per output row.
+    qc = {"quant_method": "compressed-tensors", "format": "float-quantized",
+          "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+              "num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True},
+              "input_activations": {"num_bits": 8, "type": "float", "dynamic": True}}},
+          "ignore": ["lm_head"]}
+    q = read_quantization(qc, "x")
+    assert q.skip == ("lm_head",)
+    assert _shapes(q, 4096, 14336) == {"weight": ((4096, 14336), "F8_E4M3"),
+                                       "weight_scale": ((4096, 1), "BF16")}
+
+
+def test_compressed_tensors_w4a16_group_asymmetric():
+    # pack-quantized int4, group 128, asymmetric: weight_packed (out, in / 8) int32,
+    # weight_scale (out, in / 128), weight_zero_point (out / 8, in / 128) int32,
+    # weight_shape [2] int64 (vLLM compressed_tensors_wNa16.py).
+    qc = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+          "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int",
+                                              "strategy": "group", "group_size": 128,
+                                              "symmetric": False}}}}
+    q = read_quantization(qc, "x")
+    assert _shapes(q, 4096, 14336) == {
+        "weight_packed": ((4096, 14336 // 8), "I32"),
+        "weight_scale": ((4096, 14336 // 128), "BF16"),
+        "weight_shape": ((2,), "I64"),
+        "weight_zero_point": ((4096 // 8, 14336 // 128), "I32")}
+
+
+def test_compressed_tensors_nvfp4():
+    qc = {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+          "config_groups": {"g": {"weights": {"num_bits": 4, "type": "float",
+                                              "strategy": "tensor_group", "group_size": 16}}}}
+    assert _shapes(read_quantization(qc, "x"), 64, 256) == {
+        "weight_packed": ((64, 128), "U8"), "weight_scale": ((64, 16), "F8_E4M3"),
+        "weight_global_scale": ((1,), "F32"), "input_global_scale": ((1,), "F32")}
+
+
+def test_awq_and_gptq_layouts():
+    # vLLM awq.py: qweight (in, out / 8), qzeros (in / g, out / 8) int32, scales (in / g, out);
+    # gptq.py: qweight (in / 8, out), same qzeros and scales, g_idx (in,) int32.
+    awq = read_quantization({"quant_method": "awq", "bits": 4, "group_size": 128,
+                             "zero_point": True, "version": "gemm"}, "x")
+    assert _shapes(awq, 512, 3584) == {"qweight": ((3584, 64), "I32"),
+                                       "qzeros": ((28, 64), "I32"),
+                                       "scales": ((28, 512), "F16")}
+    gptq = read_quantization({"quant_method": "gptq", "bits": 4, "group_size": 128,
+                              "desc_act": True}, "x")
+    assert _shapes(gptq, 512, 3584) == {"qweight": ((448, 512), "I32"),
+                                        "qzeros": ((28, 64), "I32"),
+                                        "scales": ((28, 512), "F16"),
+                                        "g_idx": ((3584,), "I32")}
+
+
+def test_mxfp4_quantizes_only_experts():
+    # gpt-oss: blocks (out, in / 32, 16) uint8 and one e8m0 scale per 32 values
+    q = quantization_from_config(json.loads((CONFIGS / "openai--gpt-oss-20b.json").read_text()),
+                                 "x")
+    assert (q.layout, q.only) == ("mxfp4", ("expert",))
+    assert _shapes(q, 5760, 2880) == {"blocks": ((5760, 90, 16), "U8"),
+                                      "scales": ((5760, 90), "U8")}
+
+
+def test_modelopt_nvfp4_and_bitsandbytes():
+    q = read_quantization({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16,
+                           "exclude_modules": ["lm_head"]}, "x")
+    assert _shapes(q, 64, 256) == {"weight": ((64, 128), "U8"),
+                                   "weight_scale": ((64, 16), "F8_E4M3"),
+                                   "weight_scale_2": ((), "F32"), "input_scale": ((), "F32")}
+    bnb = read_quantization({"quant_method": "bitsandbytes", "load_in_4bit": True,
+                             "bnb_4bit_quant_type": "nf4",
+                             "bnb_4bit_use_double_quant": True}, "x")
+    n = 4096 * 4096
+    assert _shapes(bnb, 4096, 4096) == {
+        "weight": ((n // 2, 1), "U8"), "weight.absmax": ((n // 64,), "U8"),
+        "weight.nested_absmax": ((n // 64 // 256,), "F32"),
+        "weight.nested_quant_map": ((256,), "F32"), "weight.quant_map": ((16,), "F32")}
+    int8 = read_quantization({"quant_method": "bitsandbytes", "load_in_8bit": True}, "x")
+    assert _shapes(int8, 8, 4) == {"weight": ((8, 4), "I8"), "SCB": ((8,), "F32")}
+
+
+def test_unknown_method_warns_and_names_it():
+    q = read_quantization({"quant_method": "hqq", "nbits": 4}, "cfg.json")
+    assert not q.quantized
+    assert "'hqq'" in q.warnings[0] and "model dtype" in q.warnings[0]
+
+
+def test_nested_text_config_quantization_is_found():
+    raw = {"model_type": "llava", "text_config": {
+        "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}}
+    assert quantization_from_config(raw, "x").block == (128, 128)
+    assert quantization_from_config({"model_type": "llama"}, "x") is NONE
+
+
+def test_skip_patterns_match_at_name_boundaries():
+    assert matches("model.layers.3.mlp.gate", ["gate"])
+    assert not matches("model.layers.3.mlp.gate_proj", ["gate"])
+    assert matches("model.layers.7.self_attn.q_proj", ["model.layers.*.self_attn"])
+    assert matches("model.layers.7.mlp.gate", ["re:.*mlp.gate$"])
+
+
+# --- the inventory against published checkpoints -------------------------------------------
+
+def test_deepseek_v3_and_r1_match_the_hub_listing_by_dtype():
+    # Hub safetensors listing of deepseek-ai/DeepSeek-V3 and -R1 (library source notes):
+    # BF16 3,918,786,560 + F8_E4M3 680,571,043,840 + F32 41,555,600 values, MTP layer included.
+    for name in ("deepseek-v3", "deepseek-r1"):
+        spec = LIB[name]
+        inv = inventory(spec, spec.quantization)
+        assert inv.elements_by_dtype() == {"BF16": 3_918_786_560, "F8_E4M3": 680_571_043_840,
+                                           "F32": 41_555_600}
+
+
+def test_kimi_k2_matches_total_size():
+    # moonshotai/Kimi-K2-Instruct model.safetensors.index.json total_size 1,029,173,256,720 B
+    # (library source note). The inventory is 6,832 B (3,416 bf16 values) short: tensors the
+    # config does not describe; 7e-9 of the total.
+    spec = LIB["kimi-k2"]
+    total = inventory(spec, spec.quantization).total_bytes
+    assert 1_029_173_256_720 - total == 6_832
+
+
+def test_gpt_oss_match_their_safetensors_totals():
+    # openai/gpt-oss-20b model.safetensors.index.json: "metadata": {"total_size": 13761264768};
+    # openai/gpt-oss-120b: the tensor bytes of its 15 safetensors headers, 65,248,815,744 (a
+    # public repository's test fixture summing them).
+    for name, total in (("gpt-oss-20b", 13_761_264_768), ("gpt-oss-120b", 65_248_815_744)):
+        spec = LIB[name]
+        assert inventory(spec, spec.quantization).total_bytes == total
+
+
+def test_gpt_oss_20b_tensor_by_tensor():
+    # the same total written out: 24 layers of attention (q 4096, k/v 512 wide, with biases;
+    # 64 sinks), norms, router (32 x 2880 + bias), MXFP4 experts (blocks + scales) with bf16
+    # biases; embedding and untied head bf16.
+    h, e, i, v = 2880, 32, 2880, 201088
+    attn = (h * 4096 + 4096 + 2 * (h * 512 + 512) + 4096 * h + h + 64) * 2
+    norms = 2 * h * 2
+    router = (e * h + e) * 2
+    experts = (e * 2 * i * h // 2 + e * 2 * i * h // 32 + e * 2 * i * 2
+               + e * h * i // 2 + e * h * i // 32 + e * h * 2)
+    total = 24 * (attn + norms + router + experts) + 2 * v * h * 2 + h * 2
+    spec = LIB["gpt-oss-20b"]
+    assert inventory(spec, spec.quantization).total_bytes == total
+
+
+SHARED_QUANTIZED = sorted(p.name for p in CONFIGS.glob("*.json")
+                          if "quantization_config" in p.read_text())
+
+
+@pytest.mark.parametrize("name", SHARED_QUANTIZED)
+def test_every_quantized_config_has_an_independent_check(name):
+    """Each config with a quantization_config: its format is read, and its bytes are checked
+    against a published figure (here or in the tests above)."""
+    spec = load_config_file(CONFIGS / name)
+    assert spec.quantization.quantized
+    published = {
+        # library models, checked exactly above
+        "deepseek-ai--DeepSeek-V3.json": 688_574_839_360,  # 2 x BF16 + F8 + 4 x F32 above
+        "deepseek-ai--DeepSeek-R1.json": 688_574_839_360,
+        "moonshotai--Kimi-K2-Instruct.json": 1_029_173_256_720,
+        "openai--gpt-oss-20b.json": 13_761_264_768,
+        "openai--gpt-oss-120b.json": 65_248_815_744,
+    }
+    if name in published:
+        total = inventory(spec, spec.quantization).total_bytes
+        assert abs(total - published[name]) <= published[name] * 0.005
+    else:
+        # MiniMax-M2.7, MiMo-V2-Flash, DeepSeek-V3.2: families whose extra modules
+        # (DSA indexer, attention sink biases, per-layer q/k norms) the inventory does not
+        # name yet; the planner falls back to num_params for them (weights.md).
+        assert spec.quantization.block == (128, 128)
+
+
+# --- every library model ------------------------------------------------------------------
+
+# Vision towers the text inventory leaves out, as per-tensor sums:
+# CLIP ViT-L/14-336 (llava-1.5): patch 1024x3x14x14, class 1024, positions 577x1024, pre and
+# post LayerNorm (w+b), 24 layers of q/k/v/o 1024x1024 (+b), two LayerNorms, fc1 4096x1024
+# (+b), fc2 1024x4096 (+b); projector 4096x1024 (+b) and 4096x4096 (+b).
+_CLIP_LAYER = 4 * (1024 * 1024 + 1024) + 2 * 2048 + (4096 * 1024 + 4096) + (1024 * 4096 + 1024)
+LLAVA_VISION = (1024 * 3 * 14 * 14 + 1024 + 577 * 1024 + 2 * 2048 + 24 * _CLIP_LAYER
+                + (4096 * 1024 + 4096) + (4096 * 4096 + 4096))
+# SigLIP so400m/14 at 896 (gemma-3-4b): patch 1152x3x14x14 (+b), positions 4096x1152, 27 layers
+# of q/k/v/o 1152x1152 (+b), two LayerNorms, fc1 4304x1152 (+b), fc2 1152x4304 (+b), post
+# LayerNorm; projector 1152x2560 and its RMSNorm 1152.
+_SIGLIP_LAYER = 4 * (1152 * 1152 + 1152) + 2 * 2304 + (4304 * 1152 + 4304) + (1152 * 4304 + 1152)
+GEMMA3_VISION = (1152 * 3 * 14 * 14 + 1152 + 4096 * 1152 + 27 * _SIGLIP_LAYER + 2304
+                 + 1152 * 2560 + 1152)
+EXPLAINED = {"llava-1.5-7b": LLAVA_VISION, "gemma-3-4b": GEMMA3_VISION}
+# Llama 4's vision encoder (34-layer ViT, 1408 wide) and projector are not written out here:
+# the text inventory is 0.22% (Maverick) and 0.80% (Scout) below the Hub totals.
+NOT_WITHIN = {"llama-4-scout": 0.0081, "llama-4-maverick": 0.0022}
+
+
+def _library_cases():
+    for spec in sorted(LIB.values(), key=lambda s: s.name):
+        if supported(spec) is None and spec.num_params:
+            yield pytest.param(spec, id=spec.name)
+
+
+@pytest.mark.parametrize("spec", list(_library_cases()))
+def test_library_params_match_their_published_counts(spec):
+    """The inventory's parameters (a quantized weight counts out x in, its scales nothing)
+    against the library's num_params, the Hub safetensors totals each YAML cites. FP8
+    checkpoints' Hub totals also count the scale values (DeepSeek: 41,540,496 fp32 scales;
+    Kimi: the scales minus 3,416 unnamed values): compared by stored values instead."""
+    inv = inventory(spec, spec.quantization)
+    if spec.quantization.layout == "fp8":
+        stored = sum(inv.elements_by_dtype().values())
+        assert abs(stored - spec.num_params) <= spec.num_params * 0.0001
+        return
+    params = inv.total_params + EXPLAINED.get(spec.name, 0)
+    if spec.name in NOT_WITHIN:
+        assert 0 < spec.num_params - params <= spec.num_params * NOT_WITHIN[spec.name]
+        return
+    assert params == spec.num_params
+
+
+def test_library_models_the_inventory_does_not_model_say_why():
+    missing = sorted(s.name for s in LIB.values() if supported(s) is not None)
+    # hybrids with recurrent mixers, NAS blocks, cross-attention, or no config at hand
+    for name in missing:
+        assert supported(LIB[name])
+    assert "nemotron-h-56b" in missing and "llama-3-8b" not in missing
+
+
+# --- per-rank placement -------------------------------------------------------------------
+
+def _tiny(**kw) -> ModelSpec:
+    base = dict(name="t", layers=(FullAttention(2, 64),) * 4, family="llama",
+                num_attention_heads=4, hidden_size=256, vocab_size=1000, intermediate_size=512,
+                tie_word_embeddings=False)
+    base.update(kw)
+    return ModelSpec(**base)  # type: ignore[arg-type]
+
+
+def test_tp_shards_columns_rows_and_pads_the_vocabulary():
+    spec = _tiny()
+    # per layer: q 256x256, k/v 128x256 each, o 256x256, MLP 3 x 512x256, two norms of 256
+    layer = 256 * 256 + 2 * 128 * 256 + 256 * 256 + 3 * 512 * 256
+    one = 2 * (4 * (layer + 2 * 256) + 2 * 1000 * 256 + 256)
+    assert inventory(spec).total_bytes == one
+    # vLLM pads the vocabulary to 64 (1000 -> 1024) and splits it; norms stay whole
+    padded = 1024
+    tp2 = 2 * (4 * (layer // 2 + 2 * 256) + 2 * (padded // 2) * 256 + 256)
+    assert placement(spec, tp=2).stage_bytes == (tp2,)
+
+
+def test_kv_heads_replicate_when_tp_exceeds_them():
+    spec = _tiny()  # 2 KV heads
+    k_proj = [t for t in inventory(spec, tp=4).tensors
+              if t.name == "model.layers.0.self_attn.k_proj.weight"]
+    assert k_proj[0].shape == (64, 256)  # one whole KV head per rank
+
+
+def test_pipeline_stages_put_embedding_first_and_head_last():
+    spec = _tiny()
+    layer = 2 * (256 * 256 + 2 * 128 * 256 + 256 * 256 + 3 * 512 * 256 + 2 * 256)
+    emb = 2 * 1024 * 256
+    assert placement(spec, pp=2).stage_bytes == (2 * layer + emb, 2 * layer + emb + 2 * 256)
+    tied = _tiny(tie_word_embeddings=True)
+    # a tied head: the last stage holds its own copy of the matrix
+    assert placement(tied, pp=2).stage_bytes == (2 * layer + emb, 2 * layer + emb + 2 * 256)
+    assert placement(tied).stage_bytes == (4 * layer + emb + 2 * 256,)
+
+
+def test_expert_parallelism_holds_whole_experts():
+    spec = LIB["mixtral-8x7b"]
+    tp = placement(spec, tp=8).max_bytes
+    ep = placement(spec, tp=8, ep=8).max_bytes
+    # 8 experts over 8 ranks: one whole expert each = the same bytes as 1/8 of every expert
+    assert tp == ep
+    ep3 = inventory(spec, ep=3)
+    experts = [t for t in ep3.tensors if t.name == "model.layers.0.mlp.experts.up_proj.weight"]
+    assert experts[0].count == 3  # ceil(8 / 3)
+
+
+def test_deepseek_v3_per_rank_bytes_at_tp8():
+    # The FP8 checkpoint without its MTP layer over TP 8: everything splits 8 ways (every
+    # width and 128-block count divides by 8) except what vLLM replicates on every rank:
+    # MLA's q_a (1536 x 7168) and kv_a (576 x 7168) projections with their fp32 block scales,
+    # the norms, the routers (256 x 7168 bf16) and their fp32 score-correction biases.
+    spec = LIB["deepseek-v3"]
+    plan = weight_plan(spec, "auto", tp=8)
+    assert plan is not None and "FP8" in plan.format and "quantization_config" in plan.why
+    whole = inventory(spec, spec.quantization, include_mtp=False).total_bytes
+    per_layer = (1536 * 7168 + 12 * 56 * 4 + 576 * 7168 + 5 * 56 * 4
+                 + (7168 + 7168 + 1536 + 512) * 2)
+    replicated = 61 * per_layer + 58 * (256 * 7168 * 2 + 256 * 4) + 7168 * 2
+    assert plan.max_bytes == (whole - replicated) // 8 + replicated
+    assert plan.max_bytes / GIB < 80  # of an H200's 139.8 GiB
+
+
+def test_weights_dtype_overrides_the_checkpoint_format():
+    spec = LIB["llama-3-8b"]
+    bf16 = weight_plan(spec, "auto")
+    fp8 = weight_plan(spec, "fp8")
+    assert bf16 is not None and fp8 is not None and "--weights-dtype fp8" in fp8.why
+    # linear layers 1 byte (+ a 4-byte scale each), embedding and head stay bf16
+    embed_head = 2 * 128256 * 4096 * 2
+    linears = 32 * (4096 * 4096 * 2 + 1024 * 4096 * 2 + 3 * 14336 * 4096)
+    norms = (32 * 2 + 1) * 4096 * 2
+    assert fp8.max_bytes == embed_head + linears + 32 * 7 * 4 + norms
+    assert bf16.max_bytes == embed_head + 2 * linears + norms
+
+
+# --- as vLLM loads them: the published logs -------------------------------------------------
+
+def _loaded_gib(spec: ModelSpec, gpu_arch: str = "", tp: int = 1) -> float:
+    plan = placement(spec, spec.quantization, tp=tp, expert_load=mxfp4_expert_load(gpu_arch))
+    return plan.max_bytes / GIB
+
+
+@pytest.mark.parametrize(("name", "arch", "logged", "within"), [
+    # myoceane.fr "vLLM 部署地端模型系統訊息記錄 A100" (vLLM 0.19.0, A100 80GB, gmu 0.65):
+    # "Model loading took 13.72 GiB memory"; Marlin pads 2880 -> 2944 / hidden -> 3072
+    ("gpt-oss-20b", "ampere 8.0", 13.72, 0.005),
+    # vllm-project/vllm#23278 (H100, Marlin backend, Aug 2025): "Model loading took 65.9651 GiB"
+    ("gpt-oss-120b", "ampere 8.0", 65.9651, 0.005),
+    # vllm-project/vllm#33155 (H100, v0.14.1, "Using Triton backend"): "Model loading took
+    # 64.38 GiB": fp32 biases and the swizzled scales beside the checkpoint's
+    ("gpt-oss-120b", "hopper 9.0", 64.38, 0.005),
+])
+def test_gpt_oss_loaded_size_matches_vllm_logs(name, arch, logged, within):
+    got = _loaded_gib(LIB[name], arch)
+    assert abs(got - logged) <= logged * within
+
+
+def test_engine_logs_weights_within_two_percent():
+    """engine-logs.yaml entries that print the loaded weight size, from config shapes alone
+    (docs/engine-accuracy.md has the table)."""
+    awq = read_quantization({"quant_method": "awq", "bits": 4, "group_size": 128,
+                             "zero_point": True, "version": "gemm"}, "x")
+    gptq = read_quantization({"quant_method": "gptq", "bits": 4, "group_size": 128,
+                              "desc_act": True}, "x")
+    # QwQ-32B config.json: hidden 5120, MLP 27648, 64 layers, 40 heads / 8 KV, vocab 152064
+    qwq = ModelSpec(name="qwq-32b", layers=(FullAttention(8, 128),) * 64, family="qwen2",
+                    num_attention_heads=40, hidden_size=5120, vocab_size=152064,
+                    intermediate_size=27648, tie_word_embeddings=False, attention_bias=True)
+    cases = [
+        # vLLM #10517, Llama-3.1-8B bf16 (same shapes as Llama-3-8B): 14.9888 GiB
+        (placement(LIB["llama-3-8b"]).max_bytes, 14.9888),
+        # Qwen2.5-7B-Instruct-AWQ on an RTX 4080 (vLLM 0.26): weights 5.29 GiB
+        (placement(replace(LIB["qwen2.5-7b"], dtype="fp16"), awq).max_bytes, 5.29),
+        # TheBloke/Mistral-7B-Instruct-v0.2-GPTQ (Mistral-7B shapes): 3.8844 GiB
+        (placement(replace(LIB["mistral-7b-v0.1"], dtype="fp16"), gptq).max_bytes, 3.8844),
+        # SGLang QwQ-32B TP 4: "mem usage=15.54 GB" (GiB) per rank
+        (placement(qwq, tp=4).max_bytes, 15.54),
+    ]
+    for got, logged in cases:
+        assert abs(got / GIB - logged) <= logged * 0.02, (got / GIB, logged)
