@@ -566,3 +566,21 @@ def test_parse_version():
     assert parse_version(None) is None
     with pytest.raises(BadInputError):
         parse_version("latest")
+
+
+@pytest.mark.parametrize("window", [1, 7, 16, 20, 24, 33, 64])
+@pytest.mark.parametrize("block", [1, 16, 64])
+def test_vllm_held_blocks_agree_with_the_layers_paged_tokens(window, block):
+    """The engine's peak blocks per request (a replay of its managers freeing blocks) and the
+    layer kinds' own paged-token formulas are written independently; they must agree."""
+    from kvplan.core.layers import ChunkedLocal, SlidingWindow
+    from kvplan.engines import vllm
+
+    config = vllm.VllmConfig(max_model_len=4096)
+    sliding = vllm.KVCacheGroup("sliding", 1, 1, block, 0, 0, window=window)
+    chunked = vllm.KVCacheGroup("chunked", 1, 1, block, 0, 0, window=window)
+    for tokens in range(1, 3 * (window + block) + 2):
+        assert vllm.held_blocks(sliding, tokens, config) * block == \
+            SlidingWindow(1, 8, window=window).paged_tokens(tokens, block), tokens
+        assert vllm.held_blocks(chunked, tokens, config) * block == \
+            ChunkedLocal(1, 8, chunk=window).paged_tokens(tokens, block), tokens

@@ -34,6 +34,7 @@ from kvplan.core.layers import (
     StateTensor,
 )
 from kvplan.core.spec import ModelSpec
+from kvplan.validate import allocate
 
 HAS_TORCH = find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
@@ -172,9 +173,9 @@ def test_vllm_pool_is_the_blocks_plus_the_null_block():
 def test_vllm_pools_are_raw_int8_pages_viewed_per_layer():
     spec = MODELS["gqa"]
     fmt = parse_format("int4:g64")
-    plan = v.vllm_plan(spec.layers, fmt, 1, 16)
-    assert not plan.shared and [g.layers for g in plan.groups] == [(0, 1, 2)]
-    pools = v.vllm_pools(spec.layers, fmt, 50, 2, 1, plan)
+    plan = v.vllm_plan(spec, fmt, 1, 16, 50)  # the engine's own layout
+    assert not plan.shared and [g.layers for g in plan.groups] == [("0", "1", "2")]
+    pools = v.vllm_pools(spec.layers, fmt, 2, 1, plan)
     assert len(pools) == 3  # one tensor per layer
     pool = pools[0]
     assert pool.num_blocks == 2 * -(-50 // 16) + 1  # 4 blocks per request + the null block
@@ -272,7 +273,7 @@ def test_a_wrong_packing_rule_is_caught(monkeypatch):
 @needs_torch
 def test_a_wrong_layout_rule_is_caught(monkeypatch):
     # the allocation really follows HF's rule: with the window uncapped it no longer matches
-    monkeypatch.setattr(v, "_static_slots", lambda layer, max_len: max_len)
+    monkeypatch.setattr(allocate, "_static_slots", lambda layer, max_len: max_len)
     result = _run(MODELS["sliding"], "bf16", "hf-static", max_len=64)
     assert not result.ok
     sliding = {k.kind: k for k in result.ranks[0].kinds}["sliding"]
@@ -304,13 +305,14 @@ def test_chunk_not_a_multiple_of_the_block():
 
 @needs_torch
 def test_refuses_what_does_not_fit_and_says_what_does(monkeypatch):
-    monkeypatch.setattr(v, "_available_cpu_bytes", lambda: 100 * 2**20)  # 100 MiB free
+    monkeypatch.setattr(allocate, "_available_cpu_bytes", lambda: 100 * 2**20)  # 100 MiB free
     import torch
 
     def no_alloc(*a, **k):
         raise AssertionError("allocated despite the refusal")
 
     monkeypatch.setattr(torch, "zeros", no_alloc)
+    monkeypatch.setattr(torch, "empty", no_alloc)
     res = invoke("llama-3.1-8b", "-t", "1k", "-b", "4", "--layout", "hf-dynamic")
     assert res.exit_code == 2
     # 128 KiB per token: one request of 1,024 tokens is 128 MiB > 90 MiB (the budget), so no
@@ -324,18 +326,18 @@ def test_ctrl_c_frees_every_tensor(monkeypatch):
     import torch
 
     alive: list[weakref.ref] = []
-    real_zeros = torch.zeros
+    real_empty = torch.empty
 
     def tracked(*a, **k):
-        t = real_zeros(*a, **k)
+        t = real_empty(*a, **k)
         alive.append(weakref.ref(t))
         return t
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(torch, "zeros", tracked)
-    monkeypatch.setattr(v, "_rank_result", interrupted)
+    monkeypatch.setattr(torch, "empty", tracked)
+    monkeypatch.setattr(allocate, "_rank_result", interrupted)
     for layout in ("vllm", "hf-static"):
         with pytest.raises(KeyboardInterrupt):
             _run(MODELS["sliding"], "bf16", layout)
@@ -473,3 +475,61 @@ def test_two_nccl_ranks():
 def test_results_are_frozen_dataclasses_of_ints():
     for cls in (v.KindResult, v.RankResult, v.ValidateResult, v.DecodeResult):
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen
+
+
+# --- within memory ----------------------------------------------------------------------------
+
+@needs_torch
+def test_says_what_it_will_allocate_before_allocating():
+    res = invoke("llama-3.1-8b", "-t", "64", "--layout", "hf-dynamic", "-f", "json")
+    assert res.exit_code == 0, res.output
+    # K and V of 32 layers: 64 tensors, 2 x 8 heads x 128 x 2 B x 64 tokens x 32 layers
+    expected = 2 * 8 * 128 * 2 * 64 * 32
+    assert f"({expected:,} bytes) in 64 tensors on cpu" in res.stderr
+    assert json.loads(res.stdout)["measured_bytes"] == expected
+
+
+@needs_torch
+def test_allocations_never_touch_their_pages(monkeypatch):
+    import torch
+
+    def no_zeros(*a, **k):
+        raise AssertionError("zero-filled an allocation")
+
+    monkeypatch.setattr(torch, "zeros", no_zeros)
+    for layout in v.LAYOUTS:
+        assert _run(MODELS["sliding"], "bf16", layout, max_len=64).ok, layout
+
+
+@needs_torch
+def test_memory_running_out_midway_stops_before_the_next_tensor_and_frees(monkeypatch):
+    import torch
+
+    # enough free memory for the up-front check, then another process takes it all: the check
+    # before each tensor refuses the next one
+    readings = iter([10 * 2**30] * 3)
+    monkeypatch.setattr(allocate, "_available_cpu_bytes", lambda: next(readings, 2**20))
+    alive: list[weakref.ref] = []
+    real_empty = torch.empty
+
+    def tracked(*a, **k):
+        t = real_empty(*a, **k)
+        if t.numel():
+            alive.append(weakref.ref(t))
+        return t
+
+    monkeypatch.setattr(torch, "empty", tracked)
+    res = invoke("llama-3.1-8b", "-t", "64", "--layout", "hf-dynamic")
+    assert res.exit_code == 2, res.output
+    assert "everything allocated was freed" in res.output
+    assert "kvplan: validate allocates" in res.output  # said before it started
+    assert alive and all(ref() is None for ref in alive)
+
+
+@needs_torch
+def test_all_reports_progress_only_to_its_listener():
+    seen: list[v.Progress] = []
+    result = v.validate_all(specs=[MODELS["gqa"], MODELS["hybrid"]], progress=seen.append)
+    assert result.ok and len(result.rows) == 2 * len(v.LAYOUTS)
+    assert [s.done for s in seen] == list(range(2 * len(v.LAYOUTS)))
+    assert seen[0].total == 2 * len(v.LAYOUTS) and seen[0].label == "gqa vllm"

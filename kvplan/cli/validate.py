@@ -46,8 +46,11 @@ def validate(
     units: UnitsOpt = "iec",
 ) -> None:
     """Allocate real KV caches with torch, exactly as a layout stores them, and compare the
-    measured bytes with kvplan's prediction (exit 1 on any difference). Needs torch:
-    pip install 'kvplan[validate]'.
+    measured bytes with kvplan's prediction (exit 1 on any difference). The vllm layout is
+    the one kvplan's vLLM engine plans (its groups, block sizes and blocks per request).
+    Tensors are allocated without touching their pages, after a free-memory check before each
+    one; what will be allocated is said on stderr first. Exit 2 when it would not fit (nothing
+    is left allocated). Needs torch: pip install 'kvplan[validate]'.
 
     Examples:
 
@@ -61,13 +64,18 @@ def validate(
     from kvplan.core.dtypes import parse_format
     from kvplan.core.errors import BadInputError
     from kvplan.core.units import parse_tokens
+    from kvplan.output import validate as out
     from kvplan.sources.library import resolve
 
+    tty = _stderr_is_terminal()
     if all_models:
         if model is not None:
             raise BadInputError("--all validates every library model; give no MODEL with it")
-        every = v.validate_all(kv_dtype)
-        report, ok = v.all_report(every), every.ok
+        every = v.validate_all(kv_dtype, progress=(
+            (lambda step: _status(out.progress_line(step))) if tty else None))
+        if tty:
+            _status("")
+        report, ok = out.all_report(every), every.ok
     else:
         if model is None:
             raise BadInputError("give a MODEL to validate, or --all")
@@ -75,8 +83,26 @@ def validate(
         one = v.validate(v.ValidateRequest(
             spec, parse_format(kv_dtype, spec.dtype), parse_tokens(tokens, "--tokens"), batch,
             layout, block_size, parse_tokens(max_len, "--max-len") if max_len else None, tp,
-            device, layers, decode_steps))
-        report, ok = v.to_report(one), one.ok
+            device, layers, decode_steps),
+            announce=lambda plan: typer.echo(out.plan_line(plan, units), err=True))
+        report, ok = out.to_report(one), one.ok
     _emit(report, fmt, units)
     if not ok:
         raise typer.Exit(1)
+
+
+def _stderr_is_terminal() -> bool:
+    import sys
+
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _status(line: str) -> None:
+    """One progress line, rewritten in place on the terminal (stderr only)."""
+    import sys
+
+    sys.stderr.write("\r\033[K" + line)
+    sys.stderr.flush()

@@ -21,6 +21,7 @@ The memory budget ("Available KV cache memory") comes from kvplan.engines.budget
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -293,12 +294,13 @@ def _token_bytes(layer: Layer, fmt: KVFormat, tp: int) -> int:
     return sum(layer.kv_token_bytes(fmt, tp))
 
 
-def layer_page_specs(spec: ModelSpec, layers: Sequence[Layer], config: VllmConfig
-                     ) -> list[PageSpec | None]:
+def layer_page_specs(spec: ModelSpec, layers: Sequence[Layer], config: VllmConfig,
+                     fmt: KVFormat | None = None) -> list[PageSpec | None]:
     """One PageSpec per layer (None for layers without cache), after the block-size rules:
     MLA backends' block sizes, the hybrid attention/Mamba alignment and Mamba page padding,
-    and the unification of sliding/chunked into full when the hybrid manager is off."""
-    fmt = kv_format(spec, config.kv_cache_dtype)
+    and the unification of sliding/chunked into full when the hybrid manager is off.
+    `fmt`: a stored format given directly (validate's formats beyond vLLM's flag names)."""
+    fmt = fmt or kv_format(spec, config.kv_cache_dtype)
     block = config.block_size or default_block_size(spec, config.gpu_name)
     tp = config.tp
     disable_hybrid = config.disable_hybrid_kv_cache_manager
@@ -359,19 +361,20 @@ def _stage_layers(spec: ModelSpec, config: VllmConfig) -> list[list[Layer]]:
     return stages
 
 
-def _indexer_specs(spec: ModelSpec, layers: Sequence[Layer], block: int) -> list[PageSpec]:
+def _indexer_specs(spec: ModelSpec, layers: Sequence[Layer], block: int
+                   ) -> list[tuple[int, PageSpec]]:
     # DSA models (DeepSeek-V3.2, GLM-5): an MLA layer with an indexer also caches its keys
     # (DeepseekV32IndexerCache), an MLAAttentionSpec with one uint8 "head" of
     # index_head_dim fp8 values + fp32 scales (132 bytes for 128). A DeepSeek-V3.2 spec that
     # does not name its indexer (no index_head_dim) gets the 128-wide one on every MLA layer.
     sparse = is_sparse_mla(spec)
     out = []
-    for layer in layers:
+    for i, layer in enumerate(layers):
         if not isinstance(layer, MLA):
             continue
         per_token = layer.index_token_bytes() or (INDEXER_BYTES_PER_TOKEN if sparse else 0)
         if per_token:
-            out.append(PageSpec("mla", block, block * per_token, block * per_token))
+            out.append((i, PageSpec("mla", block, block * per_token, block * per_token)))
     return out
 
 
@@ -388,6 +391,10 @@ class KVCacheGroup:
     page_bytes: int  # per layer slot; for a uniform-type group the summed page of all layers
     blocks_per_request: int  # at max_model_len
     window: int = 0
+    # the cache layers in the group, named as vLLM names them by position: "12" is layer 12
+    # of the model, "12.indexer" the DSA indexer-key cache of MLA layer 12
+    layer_names: tuple[str, ...] = ()
+    encoder_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -405,16 +412,20 @@ class StageLayout:
     per_token_bytes: int  # bytes per token while every layer still grows (no rounding)
 
 
-def _bucket_groups(specs: list[PageSpec], config: VllmConfig, max_model_len: int
+def _bucket_groups(specs: list[PageSpec], config: VllmConfig, max_model_len: int,
+                   names: Sequence[str] = ()
                    ) -> tuple[list[KVCacheGroup], int, int, int, Fraction]:
-    """get_kv_cache_groups: (groups, group_size, bytes_per_block, padding, waste)."""
+    """get_kv_cache_groups: (groups, group_size, bytes_per_block, padding, waste).
+    `names`: the layers' names, parallel to `specs` (kept on the groups)."""
     if not specs:
         return [], 0, 0, 0, Fraction(0)
+    names = tuple(names) or tuple(str(i) for i in range(len(specs)))
     if len(set(specs)) == 1:
         # all layers identical: one group of every layer (the common case)
         s = specs[0]
         group = KVCacheGroup(s.kind, len(specs), len(specs), s.block_size, s.page_bytes,
-                             s.blocks_per_request(max_model_len, config), s.window)
+                             s.blocks_per_request(max_model_len, config), s.window, names,
+                             s.encoder_tokens)
         return [group], len(specs), len(specs) * s.page_bytes, 0, Fraction(0)
     if len({s.token_slots for s in specs}) == 1 and specs[0].kind != "mamba":
         # one type, different pages (MLA + indexer, per-layer head counts):
@@ -422,25 +433,29 @@ def _bucket_groups(specs: list[PageSpec], config: VllmConfig, max_model_len: int
         s = specs[0]
         summed = sum(x.page_bytes for x in specs)
         group = KVCacheGroup(s.kind, len(specs), 1, s.block_size, summed,
-                             s.blocks_per_request(max_model_len, config), s.window)
+                             s.blocks_per_request(max_model_len, config), s.window, names,
+                             s.encoder_tokens)
         return [group], 1, summed, 0, Fraction(0)
 
     specs = _unify_pages(specs, config)
-    buckets: dict[PageSpec, int] = {}
-    for s in specs:
-        buckets[s] = buckets.get(s, 0) + 1
-    counts = list(buckets.values())
+    buckets: dict[PageSpec, list[str]] = {}
+    for s, name in zip(specs, names, strict=True):
+        buckets.setdefault(s, []).append(name)
+    counts = [len(members) for members in buckets.values()]
     group_size = min(counts)
     if config.version >= LARGEST_BUCKET_GROUPING and max(counts) < 1.5 * min(counts):
         group_size = max(counts)
     groups: list[KVCacheGroup] = []
     padding = padded_real = 0
-    for s, n in buckets.items():
+    for s, bucket in buckets.items():
+        n = len(bucket)
         num_groups = cdiv(n, group_size)
         for j in range(num_groups):
-            members = len(range(j, n, num_groups))  # layers j::num_groups of the bucket
-            groups.append(KVCacheGroup(s.kind, members, group_size, s.block_size, s.page_bytes,
-                                       s.blocks_per_request(max_model_len, config), s.window))
+            members = tuple(bucket[j::num_groups])  # layers j::num_groups of the bucket
+            groups.append(KVCacheGroup(s.kind, len(members), group_size, s.block_size,
+                                       s.page_bytes,
+                                       s.blocks_per_request(max_model_len, config), s.window,
+                                       members, s.encoder_tokens))
         if num_groups * group_size > n:
             padding += num_groups * group_size - n
             padded_real += n
@@ -474,8 +489,10 @@ def _unify_pages(specs: list[PageSpec], config: VllmConfig) -> list[PageSpec]:
     return out
 
 
-def layout(spec: ModelSpec, config: VllmConfig) -> tuple[StageLayout, ...]:
-    """The KV-cache layout of every pipeline stage (independent of the memory budget)."""
+def layout(spec: ModelSpec, config: VllmConfig, fmt: KVFormat | None = None
+           ) -> tuple[StageLayout, ...]:
+    """The KV-cache layout of every pipeline stage (independent of the memory budget).
+    `fmt`: a stored format given directly instead of config.kv_cache_dtype's."""
     if config.max_model_len <= 0:
         raise BadInputError(f"--max-model-len must be positive, got {config.max_model_len}")
     if config.tp < 1 or config.pp < 1:
@@ -483,12 +500,15 @@ def layout(spec: ModelSpec, config: VllmConfig) -> tuple[StageLayout, ...]:
     out = []
     start = 0
     for layers in _stage_layers(spec, config):
-        page_specs = layer_page_specs(spec, layers, config)
+        page_specs = layer_page_specs(spec, layers, config, fmt)
+        names = [str(start + i) for i, s in enumerate(page_specs) if s is not None]
         real = [s for s in page_specs if s is not None]
         block = real[0].block_size if real else (config.block_size or DEFAULT_BLOCK_SIZE)
-        real += _indexer_specs(spec, layers, block)
+        indexers = _indexer_specs(spec, layers, block)
+        real += [s for _, s in indexers]
+        names += [f"{start + i}.indexer" for i, _ in indexers]
         groups, gs, per_block, padding, waste = _bucket_groups(real, config,
-                                                               config.max_model_len)
+                                                               config.max_model_len, names)
         per_token = sum(s.real_page_bytes // s.block_size for s in real if s.kind != "mamba")
         out.append(StageLayout(
             first_layer=start, last_layer=start + len(layers), groups=tuple(groups),
@@ -498,6 +518,33 @@ def layout(spec: ModelSpec, config: VllmConfig) -> tuple[StageLayout, ...]:
         ))
         start += len(layers)
     return tuple(out)
+
+
+def held_blocks(group: KVCacheGroup, tokens: int, config: VllmConfig) -> int:
+    """Blocks one request of `tokens` tokens holds in `group` at its peak, growing one token
+    per step with no prefix caching (what the managers really hold, at most
+    group_needs(...).units(tokens), the admission bound).
+
+    Before computing token m the sliding-window manager frees blocks wholly before
+    m - window (remove_skipped_blocks: (computed - window + 1) // block_size); the chunked
+    manager frees those before the current chunk's start. A request that reached `tokens`
+    passed through every shorter length, so the pool held the largest count.
+    """
+    bs = group.block_size
+    if group.kind == "mamba":
+        return config.mamba_pages_per_request()
+    if group.kind == "cross":
+        return cdiv(group.encoder_tokens, bs)
+    if group.kind == "sliding":
+        w = group.window
+        last = min(tokens, w + 2 * bs)  # periodic after this
+        return max(cdiv(m, bs) - max(0, (m - w) // bs) for m in range(1, last + 1))
+    if group.kind == "chunked":
+        c = group.window
+        period = c * bs // math.gcd(c, bs)
+        last = min(tokens, period + c)
+        return max(cdiv(m, bs) - ((m - 1) // c * c) // bs for m in range(1, last + 1))
+    return cdiv(tokens, bs)
 
 
 def blocks_for_request(stage: StageLayout, tokens: int, config: VllmConfig) -> int:

@@ -2,6 +2,6 @@
 
 import sys
 
-from kvplan.validate import _rank_main
+from kvplan.validate.ranks import _rank_main
 
 sys.exit(_rank_main(sys.argv[1:]))
