@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli import check, gpus, model, plan, plot, report, sweep, validate, whatif
+from kvplan.cli import check, explain, gpus, model, plan, plot, report, sweep, validate, whatif
 
 app = typer.Typer(
     name="kvplan",
@@ -37,6 +37,7 @@ app.command()(check.check)
 app.command()(plot.plot)
 app.command()(report.report)
 app.command()(whatif.whatif)
+app.command()(explain.explain)
 
 
 @app.callback()

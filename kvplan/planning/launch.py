@@ -38,9 +38,19 @@ _NAME_QUANT = (("-fp8-dynamic", "fp8"), ("-fp8", "fp8"), ("-awq", "awq"),
                ("-mxfp4", "mxfp4"), ("-nvfp4", "nvfp4"), ("-fp4", "nvfp4"))
 
 
+def model_name(model: str, warnings: list[str]) -> tuple[str, str | None]:
+    """The model an engine was started with, as kvplan can resolve it: a path on the serving
+    machine (/models/Qwen3-8B) that is not here is read by its last part, and a quantized
+    checkpoint's name that kvplan does not hold as its base model with the weight format its
+    suffix names. Returns (model, weights dtype or None); notes go to `warnings`."""
+    if model.startswith(("/", "./", "../", "~")) and not os.path.exists(os.path.expanduser(model)):
+        name = model.rstrip("/").rsplit("/", 1)[-1]
+        warnings.append(f"{model} is not a path here; read as the model {name!r}")
+        model = name
+    return _resolvable(model, warnings)
+
+
 def _resolvable(model: str, warnings: list[str]) -> tuple[str, str | None]:
-    """The model as the library or Hub knows it; a quantized checkpoint's name that kvplan
-    does not hold is read as its base model with the weight format its suffix names."""
     from kvplan.core.errors import KvplanError
     from kvplan.sources.library import resolve
 
@@ -85,13 +95,7 @@ def from_command(text: str) -> LaunchPlan:
     if not model:
         raise BadInputError(f"the {launch.program} command names no model",
                             "include the model (vllm serve MODEL, --model-path, -m, --model-id)")
-    model = str(model)  # org/name: the library's aliases first, then the Hub
-    if model.startswith(("/", "./", "../", "~")) and not os.path.exists(os.path.expanduser(model)):
-        # a path on the serving machine (/models/Qwen3-8B): its last part names the model
-        name = model.rstrip("/").rsplit("/", 1)[-1]
-        warnings.append(f"{model} is not a path here; read as the model {name!r}")
-        model = name
-    model, quant_from_name = _resolvable(model, warnings)
+    model, quant_from_name = model_name(str(model), warnings)
     known = {f.name for f in fields(Deployment)}
     overrides: dict[str, Any] = {}
     for key in _DIRECT:

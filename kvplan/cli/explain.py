@@ -1,0 +1,65 @@
+"""`kvplan explain LOGFILE`: an engine's start-up log reconciled with kvplan."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kvplan.cli.options import FormatOpt, UnitsOpt, _emit, handle_errors
+
+
+@handle_errors
+def explain(
+    logfile: Annotated[str, typer.Argument(
+        help="A vLLM (V0/V1), SGLang, llama.cpp/Ollama, TensorRT-LLM or TGI start-up log; - "
+        "reads standard input.", show_default=False)],
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", help="The model, when the log does not name one kvplan knows.",
+        show_default=False)] = None,
+    gpu: Annotated[str | None, typer.Option(
+        "--gpu", help="The GPU, to predict the budget when the log does not print the total.",
+        show_default=False)] = None,
+    kv_dtype: Annotated[str | None, typer.Option(
+        "--kv-dtype", help="The KV cache dtype, when the log does not print it.",
+        show_default=False)] = None,
+    tp: Annotated[int | None, typer.Option(
+        "--tp", help="Tensor-parallel size, when the log does not print it.",
+        show_default=False)] = None,
+    engine: Annotated[str | None, typer.Option(
+        "--engine", help="Which engine wrote the log (default: recognised from its lines).",
+        show_default=False)] = None,
+    fmt: FormatOpt = "table",
+    units: UnitsOpt = "iec",
+) -> None:
+    """Read an engine's start-up log, recompute every KV line it printed (and, from the GPU
+    and settings alone, its budget and reserves) and show logged beside kvplan.
+
+    Exit 1 when a KV line recomputed from the logged budget differs by more than 0.5%: a CI
+    check that kvplan still matches the engine version a team deploys.
+
+    Examples:
+
+      kvplan explain vllm-startup.log
+
+      docker logs my-vllm 2>&1 | kvplan explain - --gpu h100
+
+      kvplan explain llama-server.log --model llama-3.2-3b
+    """
+    import sys
+
+    from kvplan.output.explain import explain_report
+    from kvplan.planning.explain import explain as run
+    from kvplan.sources.reader import read_text
+    from kvplan.sources.startlog import MAX_LOG_BYTES
+
+    if logfile == "-":
+        text = sys.stdin.read(MAX_LOG_BYTES + 1)
+    else:
+        text = read_text(logfile, "the log", MAX_LOG_BYTES)
+    result = run(text, model, gpu, engine, kv_dtype, tp)
+    _emit(explain_report(result), fmt, units)
+    if not result.ok:
+        typer.echo("kvplan: a KV line differs from the log by more than 0.5% (exit 1)",
+                   err=True)
+        raise typer.Exit(1)

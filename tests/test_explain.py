@@ -1,0 +1,137 @@
+"""kvplan explain: start-up logs read and reconciled. The shared engine logs go through it
+and their KV lines agree within 0.5% given the logged budget; a hand-written log in each
+engine's own format checks the reader; a wrong line exits 1."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.core.errors import BadInputError
+from kvplan.planning.explain import explain
+from kvplan.sources.startlog import detect_engine, read_log
+
+FIXTURES = Path(__file__).parent / "fixtures" / "engines"
+MODELS = FIXTURES / "models"
+LOGS = {e["id"]: e for e in yaml.safe_load((FIXTURES / "engine-logs.yaml").read_text())
+        ["entries"]}
+runner = CliRunner()
+GIB = 2**30
+
+# the model (and, where the excerpt does not print it, the KV dtype) each excerpt ran: the
+# entry's own `model` / `kv_cache_dtype` fields, as kvplan names them
+# (the SGLang QwQ excerpt is rank TP0's: the entry says TP 4)
+TP = {"sglang-doc-qwq-32b-tp4-24gb": 4}
+RUNS = {
+    "vllm-i10517-llama31-8b-rtx3090-mml29000": ("llama-3.1-8b", None),
+    "vllm-pr20665-deepseek-v2-lite-4xl4-tp2-pp2": (None, None),  # the log names it
+    "lmcache-i1739-qwen3-14b-1gpu": (str(MODELS / "qwen3-14b.yaml"), None),
+    "vllm-doc-qwen25-7b-awq-rtx4080": (str(MODELS / "qwen2.5-7b.yaml"), None),
+    "vllm-doc-mistral7b-gptq-dgx-spark": (str(MODELS / "mistral-7b-v0.2.yaml"), None),
+    "vllm-doc-llama2-7b-rocm-throughput": ("llama-2-7b", None),
+    "sglang-i21348-qwen3-235b-fp8-4xh100-tp4": (None, None),  # the log names it
+    "sglang-doc-qwq-32b-tp4-24gb": (str(MODELS / "qwq-32b.yaml"), None),
+    "trtllm-doc-llama31-8b-fp8-rtx5090": ("llama-3.1-8b", "fp8"),
+}
+
+
+@pytest.mark.parametrize("log_id", sorted(RUNS))
+def test_shared_logs_kv_lines_agree_given_the_logged_budget(log_id):
+    model, kv = RUNS[log_id]
+    if model and model.endswith(".yaml") and not Path(model).exists():
+        pytest.skip(f"no fixture spec {model}")
+    e = LOGS[log_id]
+    result = explain(e["excerpt"], model=model, kv_dtype=kv, tp=TP.get(log_id))
+    checked = [r for r in result.rows if r.basis == "given the logged budget"]
+    assert checked, f"{log_id}: no KV line recomputed"
+    for row in checked:
+        assert row.status == "ok", (log_id, row)
+
+
+def test_eagle_draft_layer_is_a_difference_the_log_cannot_explain():
+    # vllm-i19996: the KV pool also holds one EAGLE draft layer (33 layers, not 32): a plain
+    # Llama-3.1-8B plan from the logged budget is 32/33 too small a layer count -> DIFF
+    result = explain(LOGS["vllm-i19996-llama31-8b-eagle-h100"]["excerpt"], model="llama-3.1-8b")
+    tokens = next(r for r in result.rows if r.quantity == "kv_cache_tokens")
+    assert tokens.status == "DIFF"
+    assert tokens.kvplan == pytest.approx(410_128 * 33 / 32, rel=0.001)
+
+
+def _v1_log(tokens: int, model: str = "meta-llama/Llama-3.1-8B-Instruct") -> str:
+    return (
+        "INFO 06-23 14:20:01 [core.py:69] Initializing a V1 LLM engine (v0.9.1) with config: "
+        f"model='{model}', speculative_config=None, tokenizer='{model}', dtype=torch.bfloat16, "
+        "max_seq_len=32768, download_dir=None, load_format=auto, tensor_parallel_size=1, "
+        "pipeline_parallel_size=1, quantization=None, enforce_eager=False, "
+        "kv_cache_dtype=auto, device_config=cuda\n"
+        "INFO 06-23 14:20:40 [gpu_model_runner.py:1595] Model loading took 14.9889 GiB and "
+        "3.1 seconds\n"
+        "INFO 06-23 14:21:48 [gpu_worker.py:232] Available KV cache memory: 50.00 GiB\n"
+        f"INFO 06-23 14:21:48 [kv_cache_utils.py:716] GPU KV cache size: {tokens:,} tokens\n"
+        "INFO 06-23 14:21:48 [kv_cache_utils.py:720] Maximum concurrency for 32,768 tokens "
+        f"per request: {tokens / 32768:.2f}x\n")
+
+
+def test_a_v1_log_in_vllms_own_words():
+    # 50 GiB / (16 tokens x 131,072 B) = 25,600 blocks; vLLM keeps one as the null block:
+    # 25,599 x 16 = 409,584 tokens
+    tokens = (50 * GIB // (16 * 131_072) - 1) * 16
+    facts = read_log(_v1_log(tokens))
+    assert (facts.engine, facts.version, facts.model) == ("vllm", "0.9.1",
+                                                          "meta-llama/Llama-3.1-8B-Instruct")
+    assert facts.settings["max_model_len"] == 32768 and facts.settings["tp"] == 1
+    assert facts.weights_bytes == round(14.9889 * GIB)
+    result = explain(_v1_log(tokens))
+    assert result.ok and result.model == "llama-3.1-8b"
+
+
+def test_cli_exits_1_when_a_kv_line_differs(tmp_path):
+    good = tmp_path / "good.log"
+    good.write_text(_v1_log((50 * GIB // (16 * 131_072) - 1) * 16))
+    ok = runner.invoke(app, ["explain", str(good), "-f", "json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout)["ok"] is True
+    bad = tmp_path / "bad.log"
+    bad.write_text(_v1_log(300_000))  # 27% fewer tokens than the budget gives
+    result = runner.invoke(app, ["explain", str(bad)])
+    assert result.exit_code == 1
+    assert "DIFF" in result.stdout
+
+
+def test_llamacpp_kv_line():
+    # Llama-3.2-3B, 4,096 cells: 28 layers x 8 KV heads x 128 x 2 bytes x 4,096 = 224 MiB each
+    log = ("llama_model_loader: - kv   2: general.name str = Llama 3.2 3B Instruct\n"
+           "llama_context: n_ctx         = 4096\nllama_context: n_seq_max     = 1\n"
+           "llama_kv_cache_unified:        CPU KV buffer size =   448.00 MiB\n"
+           "llama_kv_cache_unified: size =  448.00 MiB (  4096 cells,  28 layers,  1/1 seqs), "
+           "K (f16):  224.00 MiB, V (f16):  224.00 MiB\n")
+    facts = read_log(log)
+    assert facts.engine == "llamacpp" and facts.kv["cells"] == 4096
+    assert facts.kv["k_mib"] == 224.0 and facts.settings["kv_dtype"] == "f16"
+    result = explain(log, model="llama-3.2-3b")
+    rows = {r.quantity: r for r in result.rows}
+    assert rows["k_mib"].kvplan == 28 * 8 * 128 * 2 * 4096 / 2**20
+    assert result.ok
+
+
+def test_sglang_and_trtllm_are_recognised():
+    assert detect_engine(LOGS["sglang-doc-qwq-32b-tp4-24gb"]["excerpt"]) == "sglang"
+    assert detect_engine(LOGS["trtllm-doc-llama31-8b-fp8-rtx5090"]["excerpt"]) == "trtllm"
+
+
+@pytest.mark.parametrize("text", ["", "hello world\n", "INFO some other server started\n"])
+def test_a_log_with_nothing_to_read_is_exit_2(text, tmp_path):
+    path = tmp_path / "x.log"
+    path.write_text(text)
+    result = runner.invoke(app, ["explain", str(path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_model_must_be_known():
+    with pytest.raises(BadInputError, match="does not name its model"):
+        explain("INFO [gpu_worker.py:232] Available KV cache memory: 5.00 GiB\n")
