@@ -442,3 +442,41 @@ def test_suggestions_for_a_workload():
     assert tips.max_concurrency_at_context == 30719 // cdiv(33792, 16)
     assert tips.max_context_at_concurrency == 30719 // 100 * 16
     assert tips.kv_dtype_that_fits is None  # fp8: 61,439 // 2,112 = 29 requests < 100
+
+
+# --- which limit binds: KV blocks, max_num_seqs or max_model_len ----------------------------
+
+def _answer(*args: str) -> dict:
+    res = invoke("plan", *args, "--format", "json")
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)["answer"]
+
+
+def test_max_num_seqs_flag_caps_concurrency():
+    # 128-token requests hold 128 / 16 = 8 blocks each; thousands fit in an H100's blocks,
+    # but vLLM's scheduler never runs more than max_num_seqs at once
+    answer = _answer("llama-3.1-8b", "--gpu", "h100", "--context", "128", "--max-num-seqs", "4")
+    assert answer["max_concurrency"] == 4
+    assert answer["limited_by"] == "max_num_seqs"
+    assert answer["engine_concurrency"] > 1000  # the blocks would allow far more
+
+
+def test_max_num_seqs_engine_default_caps_concurrency():
+    # vllm/engine/arg_utils.py get_batch_defaults: >= 70 GiB and not an A100 -> 1,024
+    # sequences for the OpenAI server (at most max_num_batched_tokens = 8,192)
+    answer = _answer("llama-3.1-8b", "--gpu", "h100", "--context", "128")
+    assert (answer["max_concurrency"], answer["limited_by"]) == (min(1024, 8192), "max_num_seqs")
+    # below 70 GiB: 256 sequences (the L4)
+    answer = _answer("llama-3.1-8b", "--gpu", "l4", "--context", "16", "--max-model-len", "4k")
+    assert (answer["max_concurrency"], answer["limited_by"]) == (256, "max_num_seqs")
+
+
+def test_kv_blocks_and_max_model_len_bind():
+    cap = cap60()  # 30,720 blocks, one of them the null block
+    long = plan.max_concurrency(cap, 131072)
+    assert long.limited_by == "KV blocks"
+    assert long.max_requests == (30720 - 1) // (131072 // 16)
+    past = plan.max_concurrency(cap, 131073)
+    assert (past.max_requests, past.limited_by) == (0, "max_model_len")
+    capped = plan.max_concurrency(cap60(max_num_seqs=2), 131072)
+    assert (capped.max_requests, capped.limited_by) == (2, "max_num_seqs")

@@ -260,8 +260,12 @@ def plan(
         "--max-num-batched-tokens", help="Tokens per scheduler step (default: by GPU).",
         show_default=False)] = None,
     max_num_seqs: Annotated[int | None, typer.Option(
-        "--max-num-seqs", help="Sequences per step (default: by GPU).",
+        "--max-num-seqs", help="Requests running at once, a cap on concurrency (default: by "
+        "GPU and vLLM version).",
         show_default=False)] = None,
+    enforce_eager: Annotated[bool, typer.Option(
+        "--enforce-eager", help="vLLM without CUDA graphs (nothing reserved for them).")
+    ] = False,
     parallel: Annotated[int, typer.Option("--parallel", help="llama.cpp slots.")] = 1,
     host_memory: Annotated[str | None, typer.Option(
         "--host-memory", help="Host memory per GPU for KV offload, e.g. 64GiB.",
@@ -320,7 +324,7 @@ def plan(
         memory_fraction=gpu_memory_utilization, weights_dtype=weights_dtype,
         weights_bytes=_bytes(weights_memory), activation_bytes=_bytes(activation_memory),
         cudagraph_bytes=_bytes(cudagraph_memory), max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs, parallel=parallel)
+        max_num_seqs=max_num_seqs, parallel=parallel, enforce_eager=enforce_eager)
     if overrides:
         dep = replace(dep, **overrides)
     question = _Question(_tokens(context, "--context"), concurrency, requests,

@@ -76,6 +76,7 @@ class Deployment:
     cudagraph_bytes: int | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
+    enforce_eager: bool = False  # vLLM --enforce-eager: no CUDA graphs (none reserved)
     dims: ModelDims | None = None
     num_draft_layers: int = 0
     parallel: int = 1  # llama.cpp --parallel
@@ -150,11 +151,12 @@ class Pool:
     engine: str
     constraints: tuple[Constraint, ...]
     max_request_tokens: int  # max_model_len, or llama.cpp's per-slot context
-    max_requests: int | None = None  # a slot limit (llama.cpp --parallel)
+    max_requests: int | None = None  # a slot limit (llama.cpp --parallel, vLLM max_num_seqs)
     tokens_per_unit: int = 1  # block size of the first constraint (for token figures)
     # units the engine owns but never gives a request (vLLM's null block); the engine's own
     # concurrency figure divides capacity + reserved_units
     reserved_units: int = 0
+    max_requests_setting: str = "parallel"  # the setting that sets max_requests
 
     def fits(self, tokens: int, count: int) -> bool:
         if count <= 0:

@@ -68,6 +68,7 @@ from kvplan.engines.base import (
 
 if TYPE_CHECKING:
     from kvplan.core.launch import EngineLaunch
+    from kvplan.engines.vllm_profile import BatchSettings
 
 SCHEMA = "kvplan.engine.vllm/1"
 LATEST = (0, 33, 0)
@@ -698,17 +699,28 @@ def _flag_dtype(name: str) -> str:
     return {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(name, name)
 
 
+def batch_for(dep: Deployment) -> BatchSettings:
+    """The scheduler's batch limits for a deployment (flags, else the version's defaults by
+    GPU: kvplan.engines.vllm_profile.batch_settings)."""
+    from kvplan.engines import parse_version
+    from kvplan.engines.vllm_profile import batch_settings
+
+    ver = parse_version(dep.engine_version) or LATEST
+    return batch_settings(ver, dep.gpu_memory_bytes, dep.gpu_name, dep.context_limit(),
+                          max_num_batched_tokens=dep.max_num_batched_tokens,
+                          max_num_seqs=dep.max_num_seqs)
+
+
 def config_for(dep: Deployment) -> VllmConfig:
     """The vLLM settings a deployment implies (defaults by version and GPU filled in)."""
     from kvplan.engines import parse_version
 
     ver = parse_version(dep.engine_version) or LATEST
-    mbt = dep.max_num_batched_tokens or default_max_num_batched_tokens(
-        dep.gpu_memory_bytes, dep.gpu_name, version=ver)
     return VllmConfig(
         max_model_len=dep.context_limit(), version=ver,
         kv_cache_dtype=_flag_dtype(dep.kv_dtype), block_size=dep.block_size, tp=dep.tp,
-        pp=dep.pp, max_num_batched_tokens=mbt, num_draft_layers=dep.num_draft_layers,
+        pp=dep.pp, max_num_batched_tokens=batch_for(dep).max_num_batched_tokens,
+        num_draft_layers=dep.num_draft_layers,
         gpu_name=f"{dep.gpu_name or ''} {dep.gpu_arch}".strip() or None)
 
 
@@ -797,7 +809,8 @@ class VllmEngine(BaseEngine):
                 non_torch_bytes=dep.non_torch_bytes, cudagraph_bytes=dep.cudagraph_bytes,
                 max_num_batched_tokens=config.max_num_batched_tokens,
                 max_num_seqs=dep.max_num_seqs, dims=dep.dims, gpu_name=dep.gpu_name,
-                gpu_arch=dep.gpu_arch)
+                gpu_arch=dep.gpu_arch, max_model_len=config.max_model_len,
+                enforce_eager=dep.enforce_eager)
         prof = profile(dep.spec, config, budget.available_kv_cache_bytes)
         constraints = []
         for i, stage in enumerate(prof.stages):
@@ -806,8 +819,11 @@ class VllmEngine(BaseEngine):
             # every worker allocates the min over workers; one block is the permanent null
             # block (block_pool.py)
             constraints.append(Constraint(name, "block", prof.usable_blocks, needs))
+        # the scheduler never runs more than max_num_seqs requests at once
+        # (core/sched/scheduler.py: `len(self.running) == self.max_num_running_reqs`)
         pool = Pool(self.name, tuple(constraints), config.max_model_len,
-                    tokens_per_unit=prof.block_size, reserved_units=1)
+                    max_requests=batch_for(dep).max_num_seqs, tokens_per_unit=prof.block_size,
+                    reserved_units=1, max_requests_setting="max_num_seqs")
         return Capacity(dep, budget, prof, pool, prof.kv_cache_dtype,
                         max(budget.weights_bytes) or weights_per_gpu(dep), prof.per_token_bytes,
                         budget.notes)
@@ -841,6 +857,9 @@ class VllmEngine(BaseEngine):
         p: VllmProfile = cap.engine_profile
         return StartCheck(p.fits_max_model_len, p.estimated_max_model_len)
 
+    def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
+        return batch_for(dep).max_num_seqs, "max_num_seqs"
+
     def host_blocks(self, cap: Capacity, context_tokens: int | None = None) -> HostBlocks:
         # swap space / CPU offload: whole blocks of the same layout ("# CPU blocks")
         p: VllmProfile = cap.engine_profile
@@ -860,7 +879,9 @@ class VllmEngine(BaseEngine):
                 "gpu_memory_utilization": default_gpu_memory_utilization(ver),
                 "max_num_batched_tokens": default_max_num_batched_tokens(
                     gpu_memory_bytes, gpu_name, version=ver),
-                "max_num_seqs": default_max_num_seqs(gpu_memory_bytes, gpu_name)}
+                "max_num_seqs": min(default_max_num_seqs(gpu_memory_bytes, gpu_name),
+                                    default_max_num_batched_tokens(
+                                        gpu_memory_bytes, gpu_name, version=ver))}
 
 
 ENGINE = VllmEngine()

@@ -100,7 +100,7 @@ def max_concurrency(cap: Capacity, context_tokens: int) -> ConcurrencyResult:
             best, why = n, c.name
     assert best is not None
     if pool.max_requests is not None and pool.max_requests < best:
-        best, why = pool.max_requests, "max requests (--parallel)"
+        best, why = pool.max_requests, pool.max_requests_setting
     # the engine's own float (vLLM divides all num_blocks, the null block included)
     engine_x = cap.engine.max_concurrency(cap, context_tokens)
     return ConcurrencyResult(context_tokens, best, why, units, caps, engine_x)
@@ -204,7 +204,7 @@ def check_workload(cap: Capacity, workload: Workload) -> WorkloadResult:
         scale = Fraction(0)
     if pool.max_requests is not None and workload.num_sequences > pool.max_requests:
         reason = reason or (f"{workload.num_sequences} sequences but only "
-                            f"{pool.max_requests} slots (--parallel)")
+                            f"{pool.max_requests} slots ({pool.max_requests_setting})")
         slots = Fraction(pool.max_requests, workload.num_sequences)
         scale = slots if scale is None else min(scale, slots)
     return WorkloadResult(workload.num_requests, workload.num_sequences, workload.longest,
