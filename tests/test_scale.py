@@ -77,11 +77,9 @@ def test_100k_requests_answer_as_the_mix_with_the_same_histogram(tmp_path):
 
 
 def test_identical_lines_are_parsed_once(tmp_path, monkeypatch):
-    import kvplan.sources.workload as wl
-
     calls = []
-    real = wl.json.loads
-    monkeypatch.setattr(wl.json, "loads", lambda s, *a, **k: calls.append(s) or real(s))
+    real = json.loads
+    monkeypatch.setattr(json, "loads", lambda s, *a, **k: calls.append(s) or real(s))
     path = _write_jsonl(tmp_path / "w.jsonl", [(100, 10)] * 5000 + [(200, 20)] * 5000)
     w = parse_workload(str(path))
     assert w.shapes == (((100, 10, 1), 5000), ((200, 20, 1), 5000))

@@ -8,40 +8,26 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli import check, explain, gpus, model, plan, plot, report, sweep, validate, whatif
-
-app = typer.Typer(
-    name="kvplan",
-    help=(
-        "Exact KV-cache memory sizes for LLM serving.\n\n"
-        "Exit codes: 0 success; 1 a stated target is not met; 2 bad input (unknown model, "
-        "bad file or field, bad flag); 3 the Hugging Face Hub unreachable with nothing cached. "
-        "Set KVPLAN_DEBUG=1 for tracebacks."
-    ),
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    add_completion=False,
+# (command, module in kvplan.cli, function), in the order --help lists them
+COMMANDS = (
+    ("size", "model", "size"),
+    ("models", "model", "models"),
+    ("show", "model", "show"),
+    ("gpus", "gpus", "gpus"),
+    ("plan", "plan", "plan"),
+    ("compare", "plan", "compare"),
+    ("sweep", "sweep", "sweep"),
+    ("validate", "validate", "validate"),
+    ("import", "model", "import_model"),
+    ("check", "check", "check"),
+    ("plot", "plot", "plot"),
+    ("report", "report", "report"),
+    ("whatif", "whatif", "whatif"),
+    ("explain", "explain", "explain"),
 )
 
-app.command()(model.size)
-app.command()(model.models)
-app.command()(model.show)
-app.command()(gpus.gpus)
-app.command()(plan.plan)
-app.command()(plan.compare)
-app.command()(sweep.sweep)
-app.command()(validate.validate)
-app.command("import")(model.import_model)
-app.command()(check.check)
-app.command()(plot.plot)
-app.command()(report.report)
-app.command()(whatif.whatif)
-app.command()(explain.explain)
 
-
-@app.callback()
-def _main(
+def _version_option(
     version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")]
     = False,
 ) -> None:
@@ -52,23 +38,53 @@ def _main(
         raise typer.Exit(0)
 
 
+def build_app(only: str | None = None) -> typer.Typer:
+    """The typer app with every command, or with command `only` alone.
+
+    Start-up builds just the invoked command: typer turns each registered command's
+    signature into a click command (about 20 ms for a dozen), and importing a command's
+    module costs its options and imports (the planner's for `plan`); `size` should pay for
+    neither. `kvplan --help` and unknown names build them all."""
+    from importlib import import_module
+
+    app = typer.Typer(
+        name="kvplan",
+        help=(
+            "Exact KV-cache memory sizes for LLM serving.\n\n"
+            "Exit codes: 0 success; 1 a stated target is not met; 2 bad input (unknown "
+            "model, bad file or field, bad flag); 3 the Hugging Face Hub unreachable with "
+            "nothing cached. Set KVPLAN_DEBUG=1 for tracebacks."
+        ),
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        add_completion=False,
+    )
+    app.callback()(_version_option)
+    for name, module, function in COMMANDS:
+        if only is None or name == only:
+            app.command(name)(getattr(import_module(f"kvplan.cli.{module}"), function))
+    return app
+
+
 def main() -> None:
-    _build_only_the_invoked_command(sys.argv[1:])
-    app()
+    name = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    known = {c for c, _, _ in COMMANDS}
+    build_app(name if name in known else None)()
 
 
-def _build_only_the_invoked_command(args: list[str]) -> None:
-    """typer turns every registered command's signature into a click command at each start
-    (about 20 ms for a dozen commands) though only one runs: keep just the one named, when
-    one is. `kvplan --help` and unknown names still see them all."""
-    name = next((a for a in args if not a.startswith("-")), None)
-    if name is None:
-        return
-    keep = [c for c in app.registered_commands
-            if (c.name or getattr(c.callback, "__name__", "").replace("_", "-")) == name]
-    if keep:
-        app.registered_commands[:] = keep
+_full: typer.Typer | None = None
 
 
-# Commands defined in their own modules register themselves on `app` when imported; each
-# imports its heavy parts inside the command function, so this costs little at start-up.
+def full_app() -> typer.Typer:
+    """Every command (built once): `kvplan.cli.app` as tests and the docs scripts use it."""
+    global _full
+    if _full is None:
+        _full = build_app()
+    return _full
+
+
+def __getattr__(name: str) -> typer.Typer:
+    if name == "app":  # `from kvplan.cli.app import app`, as before commands were lazy
+        return full_app()
+    raise AttributeError(name)

@@ -27,7 +27,6 @@ type, in range), since only there can a message name the field.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -217,6 +216,8 @@ def parse_json(data: bytes | str, source: str) -> Any:
     """JSON bytes -> Python values, nesting checked. The bare Infinity/NaN Python's json
     writes (Nemotron-H's "time_step_limit") are accepted here; fields that must be finite
     numbers refuse them where they are read."""
+    import json  # here: the library's YAML path never needs it
+
     try:
         text = data.decode("utf-8-sig") if isinstance(data, bytes) else data
         value = json.loads(text)

@@ -9,7 +9,6 @@ lengths is at most one group per distinct length pair. Identical lines are parse
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -282,6 +281,8 @@ class _Lines:
 
 class _JsonlRows(_Lines):
     def __init__(self, text: str, path: Path) -> None:
+        import json
+
         lines = text.splitlines()
         counts = Counter(lines)  # identical lines are one row, counted
         distinct = [line for line in counts if line.strip()]
@@ -299,6 +300,8 @@ class _JsonlRows(_Lines):
         self.rows = parsed
 
     def _one(self, i: int, path: Path) -> dict[str, Any]:
+        import json
+
         try:
             obj = json.loads(self._distinct[i])
         except (json.JSONDecodeError, RecursionError) as exc:
