@@ -103,14 +103,62 @@ def pp_stages(num_layers: int, pp: int) -> list[tuple[int, int]]:
     return ranges
 
 
+@dataclass(frozen=True)
+class Sizer:
+    """The exact bytes of a list of layers in one format on one rank, each distinct layer
+    computed once with how often it occurs: the one sizing path of `size`, `sweep` and every
+    caller of per_token_bytes / request_bytes / batch_bytes.
+
+    For formats whose cost is linear in tokens (no residual window, no KIVI key groups) a
+    layer's request bytes are `fixed + rate * held_tokens(N)`, with fixed and rate taken from
+    the layer's own formula at 0 and 1 token; other formats call the formula per length.
+    """
+
+    groups: tuple[tuple[Layer, int, int, int], ...]  # (layer, count, fixed bytes, bytes/token)
+    fmt: KVFormat
+    tp: int
+    linear: bool
+
+    @classmethod
+    def of(cls, layers: Sequence[Layer], fmt: KVFormat, tp: int = 1) -> Sizer:
+        counts: dict[Layer, int] = {}
+        for layer in layers:
+            counts[layer] = counts.get(layer, 0) + 1
+        linear = fmt.residual is None and not fmt.per_channel_keys
+        groups = []
+        for layer, count in counts.items():
+            fixed = rate = 0
+            if linear:
+                fixed = layer.bytes_for_tokens(0, fmt, tp)
+                rate = layer.bytes_for_tokens(1, fmt, tp) - fixed
+            groups.append((layer, count, fixed, rate))
+        return cls(tuple(groups), fmt, tp, linear)
+
+    def per_token(self) -> int:
+        """Bytes one more token adds while every layer still grows (before windows cap)."""
+        return sum(n * layer.token_bytes(self.fmt, self.tp) for layer, n, _, _ in self.groups)
+
+    def request(self, tokens: int) -> int:
+        """Exact bytes one request of `tokens` tokens holds."""
+        if self.linear:
+            return sum(n * (fixed + rate * layer.held_tokens(tokens))
+                       for layer, n, fixed, rate in self.groups)
+        return sum(n * layer.request_bytes(tokens, self.fmt, self.tp)
+                   for layer, n, _, _ in self.groups)
+
+    def batch(self, lengths: Lengths) -> int:
+        """Exact bytes of a batch: each distinct length once, times its requests."""
+        return sum(count * self.request(n) for n, count in length_counts(lengths))
+
+
 def per_token_bytes(layers: Sequence[Layer], fmt: KVFormat, tp: int = 1) -> int:
     """Bytes one more token adds while every layer still grows (before windows cap)."""
-    return sum(layer.token_bytes(fmt, tp) for layer in layers)
+    return Sizer.of(layers, fmt, tp).per_token()
 
 
 def request_bytes(layers: Sequence[Layer], tokens: int, fmt: KVFormat, tp: int = 1) -> int:
     """Exact bytes one request of `tokens` tokens holds (windows, chunks and state included)."""
-    return sum(layer.request_bytes(tokens, fmt, tp) for layer in layers)
+    return Sizer.of(layers, fmt, tp).request(tokens)
 
 
 Lengths = Sequence[int] | Mapping[int, int]  # one length per request, or length -> requests
@@ -142,7 +190,7 @@ def _runs(lengths: Lengths) -> tuple[tuple[int, int], ...]:
 
 def batch_bytes(layers: Sequence[Layer], lengths: Lengths, fmt: KVFormat,
                 tp: int = 1) -> int:
-    return sum(count * request_bytes(layers, n, fmt, tp) for n, count in length_counts(lengths))
+    return Sizer.of(layers, fmt, tp).batch(lengths)
 
 
 def paged_bytes(layers: Sequence[Layer], lengths: Lengths, fmt: KVFormat, tp: int,

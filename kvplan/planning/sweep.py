@@ -9,14 +9,11 @@ tokens), and a batch is that times B (a batch of equal requests is linear in B).
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError
-from kvplan.core.sizing import check_parallelism
+from kvplan.core.sizing import Sizer, check_parallelism
 from kvplan.core.spec import ModelSpec
 from kvplan.core.units import parse_tokens
 
@@ -62,40 +59,6 @@ def parse_int_values(text: str, flag: str) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-@dataclass(frozen=True)
-class _Sizer:
-    """One (model, dtype, TP degree): each distinct layer once, with how often it occurs.
-
-    For formats whose cost is linear in tokens (no residual window, no KIVI key groups) a
-    layer's request bytes are `fixed + rate * held_tokens(N)`, with fixed and rate taken from
-    the layer's own formula at 0 and 1 token; other formats call the formula per length.
-    """
-
-    groups: tuple[tuple[Any, int, int, int], ...]  # (layer, count, fixed bytes, bytes/token)
-    fmt: KVFormat
-    tp: int
-    linear: bool
-
-    @classmethod
-    def build(cls, spec: ModelSpec, fmt: KVFormat, tp: int) -> _Sizer:
-        groups = []
-        for layer, count in Counter(spec.layers).items():
-            fixed = layer.bytes_for_tokens(0, fmt, tp)
-            groups.append((layer, count, fixed, layer.bytes_for_tokens(1, fmt, tp) - fixed))
-        linear = fmt.residual is None and not fmt.per_channel_keys
-        return cls(tuple(groups), fmt, tp, linear)
-
-    def per_token(self) -> int:
-        return sum(n * layer.token_bytes(self.fmt, self.tp) for layer, n, _, _ in self.groups)
-
-    def request(self, tokens: int) -> int:
-        if self.linear:
-            return sum(n * (fixed + rate * layer.held_tokens(tokens))
-                       for layer, n, fixed, rate in self.groups)
-        return sum(n * layer.request_bytes(tokens, self.fmt, self.tp)
-                   for layer, n, _, _ in self.groups)
-
-
 def count_rows(models: Sequence[ModelSpec], formats: Sequence[KVFormat], tps: Sequence[int],
                tokens: Sequence[int], batches: Sequence[int]) -> int:
     return len(models) * len(formats) * len(tps) * len(tokens) * len(batches)
@@ -111,8 +74,10 @@ def sweep(models: Sequence[ModelSpec], formats: Sequence[KVFormat], tps: Sequenc
     for spec, tp in itertools.product(models, tps):
         check_parallelism(spec, tp, 1)
     for spec, fmt, tp in itertools.product(models, formats, tps):
-        whole = _Sizer.build(spec, fmt, 1)
-        rank = _Sizer.build(spec, fmt, tp) if tp > 1 else whole
+        # the sizing path of `kvplan size` (core.sizing.Sizer), built once per model, format
+        # and TP degree
+        whole = Sizer.of(spec.layers, fmt, 1)
+        rank = Sizer.of(spec.layers, fmt, tp) if tp > 1 else whole
         per_token = whole.per_token()
         for n in tokens:
             request = whole.request(n)
