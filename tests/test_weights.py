@@ -248,6 +248,10 @@ def test_import_local_checkpoint_records_exact_params(checkpoint, tmp_path):
     assert res.exit_code == 0, res.output
     doc = yaml.safe_load(out.read_text())
     assert doc["num_params"] == 69
+    # the published checkpoint: bytes per dtype from the headers (MIXED above)
+    assert doc["checkpoint"]["bytes"] == {"BF16": 80, "F32": 16, "F8_E4M3": 15, "I64": 8,
+                                          "F4": 5}
+    assert doc["checkpoint"]["source"] == f"the safetensors headers of 1 file of {checkpoint}"
     assert doc["source"]["file"] == str(checkpoint / "config.json")
     assert len(doc["source"]["sha256"]) == 64
     assert "exact, from the safetensors headers of 1 file" in res.stderr

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvplan.core.errors import SpecError
-from kvplan.core.spec import ModelSpec
+from kvplan.core.spec import Checkpoint, ModelSpec
 from kvplan.sources.fields import Fields
 
 if TYPE_CHECKING:
@@ -197,10 +197,22 @@ def hub_weights(fetched: HubConfig) -> Weights | None:
 # --- estimate: config.json ----------------------------------------------------------------
 
 def estimate_weights(raw: Any, source: str, dtype: str = "bf16") -> Weights:
-    """Parameters of a decoder estimated from its config.json (kvplan.sources.hfconfig reads it),
-    stored in the model dtype: an estimate (exact=False)."""
-    from kvplan.sources.hfconfig import estimate_params
+    """Weights of a decoder computed from its config.json alone (exact=False): tensor by
+    tensor in the checkpoint's own format (kvplan.core.weights, its quantization_config
+    included) where the inventory models the family, else the parameter estimate of
+    kvplan.sources.hfconfig stored in the model dtype."""
+    from kvplan.core.weights import inventory, supported
+    from kvplan.sources.hfconfig import estimate_params, spec_from_config
 
+    try:
+        spec = replace(spec_from_config(raw, source, name="estimate"), dtype=dtype)
+    except SpecError:
+        spec = None
+    if spec is not None and supported(spec) is None:
+        inv = inventory(spec, spec.quantization)
+        elements = inv.elements_by_dtype()
+        by_dtype = tuple(DtypeWeights(d, elements[d], b) for d, b in inv.bytes_by_dtype().items())
+        return Weights(sum(elements.values()), inv.total_bytes, by_dtype, exact=False)
     total = estimate_params(raw, source)
     name = _MODEL_DTYPE.get(dtype, "BF16")
     nbytes = total * DTYPE_BITS[name] // 8
@@ -248,7 +260,11 @@ def import_spec(model: str) -> tuple[ModelSpec, Weights | None]:
             weights = _try_estimate(parse_json(fetched.data, fetched.label), fetched.label,
                                     spec.dtype)
     if weights is not None and weights.exact:
-        spec = replace(spec, num_params=weights.total_params)
+        where = f"hf:{ref.repo}@{spec.source.revision or ref.rev}" if ref is not None else model
+        spec = replace(spec, num_params=weights.total_params, checkpoint=Checkpoint(
+            tuple((d.dtype, d.num_bytes) for d in weights.by_dtype),
+            f"the safetensors headers of {weights.num_files} file"
+            f"{'s' if weights.num_files != 1 else ''} of {where}"))
     return spec, weights
 
 
