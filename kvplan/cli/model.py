@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from kvplan.cli.options import (
+    AssumeStandardOpt,
     FormatOpt,
     KVDtypeOpt,
     ModelArg,
@@ -42,6 +43,7 @@ def size(
         "Default: the model's maximum context.", show_default=False)] = None,
     fmt: FormatOpt = "table",
     units: UnitsOpt = "iec",
+    assume_standard: AssumeStandardOpt = False,
 ) -> None:
     """KV-cache bytes per token, per request, per batch and per GPU.
 
@@ -64,9 +66,9 @@ def size(
         raise BadInputError("--lengths replaces --tokens and --batch; give one or the other")
     if batch <= 0:
         raise BadInputError(f"--batch must be positive, got {batch}")
-    spec = resolve(model)
+    spec = resolve(model, assume_standard)
     fmt_kv = parse_format(kv_dtype, spec.dtype)
-    warnings: list[str] = []
+    warnings: list[str] = list(spec.warnings)
     # a batch is one length times a count, never a list as long as the batch
     request_lengths: list[int] | dict[int, int] = (
         parse_int_list(lengths, "--lengths") if lengths is not None else
@@ -120,6 +122,7 @@ def show(
     model: ModelArg,
     fmt: Annotated[str, typer.Option(
         "--format", "-f", help="table, markdown, json, or yaml (a library spec file).")] = "table",
+    assume_standard: AssumeStandardOpt = False,
 ) -> None:
     """Print the resolved spec of a model: its layers, kinds, shapes and source.
 
@@ -136,7 +139,9 @@ def show(
     from kvplan.sources.weights import cheap_weights, weights_note
 
     _check_choice(fmt, ("table", "markdown", "json", "yaml", "csv"), "--format")
-    spec = resolve(model)
+    spec = resolve(model, assume_standard)
+    for warning in spec.warnings:
+        typer.echo(f"kvplan: warning: {warning}", err=True)
     weights = cheap_weights(model)  # a local checkpoint with safetensors: exact, no network
     if weights is not None:
         spec = replace(spec, num_params=weights.total_params)

@@ -50,6 +50,11 @@ KVDtypeOpt = Annotated[str, typer.Option(
     "--kv-dtype", help="auto (the model's dtype), fp32, fp16, bf16, fp8, fp8_e5m2, int8, int4, "
     "int2, nvfp4, fp8_ds_mla, or group-wise like int4:g64, int2:g32:kivi:r128.")]
 TPOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs (KV heads split).")]
+AssumeStandardOpt = Annotated[bool, typer.Option(
+    "--assume-standard-attention",
+    help="Size a config.json kvplan would refuse (an architecture it has no reader for, or a "
+    "cache-deciding key it does not model) as plain attention on every layer, with a warning. "
+    "See docs/architectures.md.")]
 PPOpt = Annotated[int, typer.Option("--pp", help="Pipeline stages (layers split).")]
 
 

@@ -86,6 +86,8 @@ class ModelSpec:
     # --- the checkpoint ------------------------------------------------------------------
     quantization: Quantization = NONE  # its weight format (config.json quantization_config)
     checkpoint: Checkpoint | None = None  # its published bytes, when known
+    # what the reader assumed (--assume-standard-attention): printed with every result
+    warnings: tuple[str, ...] = ()
 
     @property
     def num_layers(self) -> int:

@@ -41,6 +41,7 @@ from kvplan.core.layers import (
     StateTensor,
 )
 from kvplan.core.spec import ModelSpec, Source
+from kvplan.sources import hfarch
 from kvplan.sources.fields import Fields
 from kvplan.sources.quant import quantization_from_config
 from kvplan.sources.reader import parse_json, read_bytes
@@ -219,7 +220,7 @@ _STATE_MARKERS = ("mamba_d_state", "ssm_state_size", "mamba_n_heads", "mamba_num
 _STATE_DTYPE_KEYS = ("mamba_ssm_cache_dtype", "mamba_ssm_dtype")
 
 
-def load_config_file(path: Path) -> ModelSpec:
+def load_config_file(path: Path, assume_standard_attention: bool = False) -> ModelSpec:
     """Read a local config.json (or a directory holding one)."""
     if path.is_dir():
         path = path / "config.json"
@@ -228,17 +229,23 @@ def load_config_file(path: Path) -> ModelSpec:
     raw = parse_json(data, source)
     name = path.parent.name if path.name == "config.json" else path.stem
     return spec_from_config(raw, source, name=name.lower(), source_info=Source(
-        file=source, sha256=hashlib.sha256(data).hexdigest()))
+        file=source, sha256=hashlib.sha256(data).hexdigest()),
+        assume_standard_attention=assume_standard_attention)
 
 
-def spec_from_config(raw: Any, source: str, name: str, source_info: Source | None = None
-                     ) -> ModelSpec:
+def spec_from_config(raw: Any, source: str, name: str, source_info: Source | None = None,
+                     assume_standard_attention: bool = False) -> ModelSpec:
+    """`assume_standard_attention`: size an architecture kvplan has no reader for, or one
+    carrying a cache-deciding key it does not model, as plain attention (with warnings)
+    instead of refusing it (kvplan.sources.hfarch)."""
     top = Fields(raw, source)
     if top.bool("is_encoder_decoder", False):
         raise top.error("is_encoder_decoder", "is true: encoder-decoder models (T5, BART, "
                         "Whisper) are not read from config.json",
                         "write the decoder as a YAML spec (docs/model-schema.md)")
-    reader = _Reader(top, _text_config(top))
+    cfg = _text_config(top)
+    warnings = _check_architecture(top, cfg, assume_standard_attention)
+    reader = _Reader(top, cfg, generic=bool(warnings))
     layers = reader.layers()
     has_attention = any(not isinstance(layer, (RecurrentState, NoCache)) for layer in layers)
     return ModelSpec(
@@ -250,8 +257,20 @@ def spec_from_config(raw: Any, source: str, name: str, source_info: Source | Non
         max_context_tokens=reader.max_context(),
         num_attention_heads=reader.heads if has_attention else None,
         quantization=quantization_from_config(raw, source),
+        warnings=tuple(warnings),
         **shapes(reader),
     )
+
+
+def _check_architecture(top: Fields, cfg: Fields, assume: bool) -> list[str]:
+    """The fail-closed table (kvplan.sources.hfarch): refuse an architecture without a
+    reader or a cache-deciding key its reader does not model; warnings when assumed."""
+    model_type = cfg.raw.get("model_type") or top.raw.get("model_type") or ""
+    archs = top.raw.get("architectures")
+    archs = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+    if not isinstance(model_type, str):
+        return []  # _Reader reports a model_type that is not text
+    return hfarch.check(cfg.raw, model_type, archs, cfg.source, cfg.path, assume)
 
 
 # tie_word_embeddings when a config leaves it out: the default of its transformers config
@@ -416,14 +435,16 @@ def _num(f: Fields, name: str, default: Any = ..., minimum: int = 1) -> Any:
 class _Reader:
     """Reads one (text) config; each quantity is read once, when first needed."""
 
-    def __init__(self, top: Fields, cfg: Fields) -> None:
+    def __init__(self, top: Fields, cfg: Fields, generic: bool = False) -> None:
         self.top = top
         self.cfg = cfg
         model_type = cfg.raw.get("model_type") or top.raw.get("model_type") or ""
         if not isinstance(model_type, str):
             raise cfg.error("model_type", f"must be text, got {model_type!r}")
         self.model_type = model_type
-        if model_type in _UNSUPPORTED_TYPES:
+        # --assume-standard-attention on a refused config: read the plain attention shape only
+        self.generic = generic
+        if model_type in _UNSUPPORTED_TYPES and not generic:
             raise cfg.error("model_type", f"is {model_type!r}: "
                             f"{_UNSUPPORTED_TYPES[model_type]}, which kvplan cannot express "
                             "as one cache kind per layer",
@@ -773,6 +794,13 @@ class _Reader:
     # --- layers -----------------------------------------------------------------------
 
     def layers(self) -> list[Layer]:
+        if self.generic:
+            # Standard attention, as asked: every layer keeps every token (an MLA latent
+            # when kv_lora_rank is set), whatever schedule or state the config describes.
+            one: Layer = (self._mla(None) if self.mla else
+                          FullAttention(self.kv_heads, self.head_dim, self._int("v_head_dim",
+                                                                                None)))
+            return [one] * self.num_layers()
         if self.cfg.has("block_configs"):
             return self._block_config_layers()
         kinds, field = self.schedule()

@@ -117,17 +117,19 @@ def _hub_ref(model: str) -> HubRef | None:
     return HubRef(repo, revision or None) if valid else None
 
 
-def load_hub_spec(ref: HubRef) -> ModelSpec:
+def load_hub_spec(ref: HubRef, assume_standard_attention: bool = False) -> ModelSpec:
     """Fetch the repo's config.json (or use the cached copy) and read it into a ModelSpec."""
-    return spec_from_hub_config(fetch_config(ref))
+    return spec_from_hub_config(fetch_config(ref), assume_standard_attention)
 
 
-def spec_from_hub_config(fetched: HubConfig) -> ModelSpec:
+def spec_from_hub_config(fetched: HubConfig, assume_standard_attention: bool = False
+                         ) -> ModelSpec:
     from kvplan.sources.hfconfig import parse_json, spec_from_config
 
     raw = parse_json(fetched.data, fetched.label)
     return spec_from_config(raw, fetched.label, name=fetched.ref.name,
-                            source_info=fetched.source())
+                            source_info=fetched.source(),
+                            assume_standard_attention=assume_standard_attention)
 
 
 def fetch_config(ref: HubRef) -> HubConfig:

@@ -90,18 +90,22 @@ def _route(model: str) -> HubRef | Path | ModelSpec | str:
     return model
 
 
-def resolve(model: str) -> ModelSpec:
-    """A MODEL argument -> ModelSpec (see _route for the order of the rules)."""
+def resolve(model: str, assume_standard_attention: bool = False) -> ModelSpec:
+    """A MODEL argument -> ModelSpec (see _route for the order of the rules).
+
+    `assume_standard_attention`: a config.json kvplan would refuse (an architecture without
+    a reader, a cache-deciding key it does not model) is sized as plain attention instead,
+    the reasons kept in spec.warnings."""
     target = _route(model)
     if isinstance(target, ModelSpec):
         return target
     if isinstance(target, Path):
-        return load_path(target)
+        return load_path(target, assume_standard_attention)
     if isinstance(target, str):
         return load_named(target)
     from kvplan.sources.hub import load_hub_spec
 
-    return load_hub_spec(target)
+    return load_hub_spec(target, assume_standard_attention)
 
 
 def hub_ref_of(model: str) -> HubRef | None:
@@ -131,11 +135,11 @@ def find_alias(repo: str, revision: str | None = None) -> ModelSpec | None:
     return None
 
 
-def load_path(path: Path) -> ModelSpec:
+def load_path(path: Path, assume_standard_attention: bool = False) -> ModelSpec:
     if path.is_dir() or path.suffix == ".json":
         from kvplan.sources.hfconfig import load_config_file
 
-        return load_config_file(path)
+        return load_config_file(path, assume_standard_attention)
     from kvplan.sources.yamlspec import load_yaml_file
 
     return load_yaml_file(path)

@@ -1,0 +1,346 @@
+"""Which `config.json` architectures kvplan reads, and the keys that decide their cache.
+
+The fail-closed table. Every family lists the `model_type`s (and `architectures` class names)
+it reads and the configuration keys its reader uses to lay out the KV cache. A config is
+refused (SpecError, exit 2) when
+
+- its `model_type` / `architectures` has no reader here: kvplan does not know which of its
+  keys decide the cache, so a number would be a guess; or
+- it carries a cache-deciding key that its family's reader does not model: a key another
+  family reads (`mamba_d_state` on a Llama), a key known to change the cache layout that no
+  reader models yet (`UNMODELLED_KEYS`), or an unknown key whose name says it shapes the
+  cache (`_CACHE_WORDS`: compression, sharing, windows, states, layer kinds ...).
+
+`--assume-standard-attention` (assume=True) turns each refusal into a warning and sizes the
+model with the generic attention reader. docs/architectures.md is generated from FAMILIES
+(scripts/gen_architectures.py; tests/test_architectures.py checks it for drift).
+
+Which keys decide the cache comes from the engines' model files: vLLM
+`vllm/model_executor/models/<family>.py` (`get_kv_cache_spec`, `get_mamba_state_shape_from_
+config`) and SGLang `python/sglang/srt/models/<family>.py` with its memory pools.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kvplan.core.errors import SpecError
+
+# Keys every attention reader reads: layer and head counts, head sizes, windows, chunks and
+# the per-layer schedule (kvplan.sources.hfconfig._Reader).
+_ATTENTION_KEYS = (
+    "num_hidden_layers", "n_layer", "num_layers", "n_layers",
+    "num_attention_heads", "n_head", "num_heads", "n_heads",
+    "num_key_value_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num",
+    "num_attention_groups", "multi_query", "multi_query_attention", "new_decoder_architecture",
+    "attn_config", "head_dim", "attention_head_dim", "kv_channels", "hidden_size_per_head",
+    "hidden_size", "n_embd", "d_model", "v_head_dim",
+    "sliding_window", "sliding_window_size", "use_sliding_window", "max_window_layers",
+    "layer_types", "sliding_window_pattern", "_sliding_window_pattern",
+    "attention_chunk_size", "no_rope_layers", "no_rope_layer_interval",
+    "num_kv_shared_layers",
+)
+_MLA_KEYS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "q_lora_rank", "use_mla",
+             "index_topk", "index_head_dim", "index_n_heads", "indexer_types",
+             "index_topk_pattern", "index_topk_freq", "index_skip_topk_offset", "qk_head_dim")
+_MAMBA2_KEYS = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups",
+                "mamba_d_conv", "mamba_expand", "mamba_ssm_cache_dtype", "mamba_ssm_dtype",
+                "mamba_d_ssm", "mamba_num_heads", "mamba_head_dim", "ssm_state_size",
+                "n_groups", "conv_kernel", "attn_layer_indices", "layers_block_type",
+                "hybrid_override_pattern", "attn_layer_period", "attn_layer_offset",
+                "mamba_chunk_size", "chunk_size")
+
+
+@dataclass(frozen=True)
+class Family:
+    """One reader: the architectures it reads and the keys that decide their cache."""
+
+    name: str
+    model_types: tuple[str, ...]
+    cache_keys: tuple[str, ...]
+    engines: str  # where the layout is read in the engines (vLLM / SGLang model files)
+    architectures: tuple[str, ...] = ()
+    # key prefixes of the family's own non-cache settings (Mamba's dt limits, conv biases)
+    benign_prefixes: tuple[str, ...] = ()
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family(
+        "Decoder attention (full, GQA/MQA, sliding window, chunked local)",
+        ("llama", "mistral", "mixtral", "ministral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+         "gemma", "gemma2", "gemma3", "gemma3_text", "cohere", "cohere2", "phi", "phi3",
+         "phimoe", "gpt2", "gpt_neox", "gptj", "gpt_neo", "gpt_bigcode", "starcoder2", "falcon",
+         "mpt", "dbrx", "bloom", "opt", "olmo", "olmo2", "olmo3", "olmoe", "internlm",
+         "internlm2", "internlm3", "baichuan", "chatglm", "glm", "glm4", "glm4_moe", "granite",
+         "granitemoe", "granitemoeshared", "stablelm", "exaone", "exaone4", "ernie4_5",
+         "ernie4_5_moe", "hunyuan_v1_dense", "hunyuan_v1_moe", "seed_oss", "apertus", "arcee",
+         "smollm3", "minicpm", "nemotron", "gpt_oss", "llama4", "llama4_text", "mistral3",
+         "llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "idefics3",
+         "internvl", "internvl_chat", "aya_vision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
+         "qwen3_vl_moe", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text",
+         "qwen3_vl_moe_text", "bailing_moe", "RefinedWebModel", "RefinedWeb", "dots1",
+         "laguna", "step3_text", "step3p5", "step3p7", "xverse", "orion", "solar",
+         "persimmon", "codegen", "jais"),
+        _ATTENTION_KEYS + ("attention_types", "window_size"),
+        "vLLM `Attention` layers -> FullAttentionSpec / SlidingWindowSpec / "
+        "ChunkedLocalAttentionSpec; SGLang MHATokenToKVPool / SWAKVPool",
+        ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
+         "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
+         "Phi3ForCausalLM", "GPT2LMHeadModel", "GPTNeoXForCausalLM", "FalconForCausalLM",
+         "GptOssForCausalLM", "Olmo2ForCausalLM", "MistralForCausalLM"),
+    ),
+    Family(
+        "Gemma 3n / Gemma 4 (per-type head sizes, cross-layer KV sharing)",
+        ("gemma3n", "gemma3n_text", "gemma4", "gemma4_text"),
+        _ATTENTION_KEYS + ("global_head_dim", "attention_k_eq_v", "num_global_key_value_heads"),
+        "vLLM gemma3n.py / gemma4.py: the last num_kv_shared_layers set "
+        "kv_sharing_target_layer_name and allocate no cache",
+        ("Gemma3nForConditionalGeneration", "Gemma3nForCausalLM"),
+        ("altup", "laurel"),
+    ),
+    Family(
+        "MiMo-V2-Flash (hybrid full/sliding with per-kind shapes)",
+        ("mimo_v2_flash", "mimo_v2"),
+        _ATTENTION_KEYS + ("hybrid_layer_pattern", "swa_num_attention_heads",
+                           "swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim"),
+        "vLLM mimo_v2_flash.py: SlidingWindowSpec with swa_* shapes",
+        benign_prefixes=("add_swa_attention_sink", "add_full_attention_sink", "swa_rope",
+                         "sliding_window_attention"),
+    ),
+    Family(
+        "Llama-Nemotron NAS (per-layer block_configs)",
+        ("nemotron-nas", "deci", "decilm"),
+        _ATTENTION_KEYS + ("block_configs",),
+        "vLLM nemotron_nas.py: no_op / replace_with_linear layers have no attention",
+    ),
+    Family(
+        "Mllama (Llama 3.2 Vision: cross-attention to image tokens)",
+        ("mllama", "mllama_text_model"),
+        _ATTENTION_KEYS + ("cross_attention_layers",),
+        "vLLM mllama.py: CrossAttentionSpec sized by the vision tokens",
+    ),
+    Family(
+        "MLA (DeepSeek V2/V3/R1, Kimi K2, MiniCPM3) and DSA indexers (DeepSeek-V3.2, GLM-5)",
+        ("deepseek", "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25",
+         "glm_moe_dsa", "minicpm3", "deepseek_vl_v2", "mistral_large_3"),
+        _ATTENTION_KEYS + _MLA_KEYS,
+        "vLLM MLAAttention -> MLAAttentionSpec, DeepseekV32IndexerCache; SGLang MLATokenToKVPool, "
+        "DSATokenToKVPool",
+        ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"),
+        ("indexer_rope",),
+    ),
+    Family(
+        "DeepSeek-V4 compressed attention (sliding window + ratio-4/128 compressed KV, indexer)",
+        ("deepseek_v4",),
+        _ATTENTION_KEYS + _MLA_KEYS + ("compress_ratios", "o_lora_rank", "o_groups",
+                                       "compress_rope_theta"),
+        "SGLang pool_configurator.py DSV4PoolConfigurator; vLLM models/deepseek_v4/attention.py",
+        ("DeepseekV4ForCausalLM",),
+        ("hc_",),
+    ),
+    Family(
+        "Mamba2 / Mamba hybrids (Jamba, Bamba, Granite-4.0-H, Nemotron-H)",
+        ("jamba", "bamba", "granitemoehybrid", "nemotron_h", "falcon_h1"),
+        _ATTENTION_KEYS + _MAMBA2_KEYS + ("attn_layer_indices",),
+        "vLLM MambaSpec via get_mamba_state_shape_from_config (jamba.py, bamba.py, "
+        "granitemoehybrid.py, nemotron_h.py, falcon_h1.py)",
+        ("JambaForCausalLM", "BambaForCausalLM", "GraniteMoeHybridForCausalLM",
+         "NemotronHForCausalLM", "FalconH1ForCausalLM"),
+        ("mamba_", "ssm_", "time_step", "use_mamba", "mamba", "projectors_bias",
+         "lm_head_multiplier", "key_multiplier", "attention_in_multiplier",
+         "attention_out_multiplier", "ssm_multipliers", "ssm_in_multiplier",
+         "ssm_out_multiplier", "mlp_multipliers"),
+    ),
+    Family(
+        "Gated delta-net hybrids (Qwen3-Next, Qwen3.5)",
+        ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"),
+        _ATTENTION_KEYS + ("full_attention_interval", "linear_conv_kernel_dim",
+                           "linear_key_head_dim", "linear_value_head_dim",
+                           "linear_num_key_heads", "linear_num_value_heads",
+                           "mamba_ssm_dtype"),
+        "vLLM qwen3_next.py: MambaSpec gated_delta_net_state_shape",
+    ),
+    Family(
+        "MiniMax lightning-attention hybrids (MiniMax-Text-01, MiniMax-M1)",
+        ("minimax", "minimax_text_01", "minimax_m1", "minimax_m2"),
+        _ATTENTION_KEYS + ("attn_type_list", "layernorm_full_attention_alpha"),
+        "vLLM minimax_text_01.py: MambaSpec linear_attention_state_shape",
+        ("MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM"),
+        ("layernorm_", "postnorm", "block_size"),
+    ),
+    Family(
+        "LFM2 (short convolutions + attention)",
+        ("lfm2", "lfm2_moe", "lfm2_vl"),
+        _ATTENTION_KEYS + ("full_attn_idxs", "conv_L_cache", "conv_dim", "conv_bias",
+                           "conv_use_xavier_init", "conv_dim_out"),
+        "vLLM lfm2.py: MambaSpec short_conv_state_shape",
+    ),
+    Family(
+        "Attention-free state models (Mamba, Falcon-Mamba, Mamba-2)",
+        ("mamba", "falcon_mamba", "mamba2"),
+        ("num_hidden_layers", "n_layer", "hidden_size", "state_size", "conv_kernel", "expand",
+         "intermediate_size", "num_heads", "head_dim", "n_groups", "chunk_size",
+         "time_step_rank", "mamba_ssm_cache_dtype"),
+        "vLLM mamba.py / mamba2.py: one MambaSpec per layer, no KV",
+        ("MambaForCausalLM", "Mamba2ForCausalLM", "FalconMambaForCausalLM"),
+        ("time_step", "use_", "rescale_prenorm", "residual_in_fp32"),
+    ),
+)
+
+# Keys known to change the cache layout that no reader here models. The engines' model
+# files show each one allocating something other than one K/V (or latent) row per token.
+UNMODELLED_KEYS: dict[str, str] = {
+    "compress_ratios": "DeepSeek-V4 compressed attention: per layer, one compressed entry per "
+                       "4 or 128 tokens beside a sliding window, and indexer keys",
+    "kv_source_layer_ids": "layers that read another layer's K/V (cross-layer KV sharing)",
+    "kv_source_layers": "layers that read another layer's K/V (cross-layer KV sharing)",
+    "index_source_layer_ids": "layers that reuse another layer's indexer keys",
+    "yoco_cross_layer": "YOCO cross-decoder layers reuse one self-decoder layer's K/V",
+    "yoco_kv": "YOCO cross-decoder layers reuse one self-decoder layer's K/V",
+    "mb_per_layer": "Phi-4-mini-flash (SambaY): Mamba / sliding / GMU layers and a YOCO "
+                    "cross-decoder",
+    "sparse_attention_config": "MiniMax sparse attention: an indexer pool beside the K/V",
+    "linear_attn_config": "Kimi-Linear KDA linear attention: a recurrent state per layer",
+    "attention_window_size": "a per-layer attention window (Phi-4-mini-flash, Zamba)",
+    "hybrid_layer_ids": "Zamba hybrid layers (a Mamba block plus a shared attention block)",
+    "num_mem_blocks": "Zamba2 shared transformer blocks",
+    "rwkv_version": "RWKV: a recurrent state, no KV",
+    "attention_hidden_size": "RWKV: a recurrent state, no KV",
+    "block_types": "per-layer block kinds kvplan does not read",
+}
+
+# Words in a key's name that say it shapes the cache. An unknown key with one (and a value
+# that is set) is refused: kvplan cannot know what it does to the layout.
+_CACHE_WORDS = re.compile(
+    r"compress|kv_?shar|shared?_kv|share_kv|kv_source|kv_reuse|reuse_kv|yoco|cross_?decoder|"
+    r"cross_?layer|kv_lora|mamba|ssm|linear_attn|linear_attention|lightning|kda|rwkv|"
+    r"recurrent|d_state|state_size|sliding|(^|_)swa_|sparse|indexer_types|index_source|"
+    r"layer_types|block_type|attn_type|attention_type|kv_cache|num_kv|kv_heads?$|"
+    r"key_value_heads|kv_group|cross_attention")
+
+# Keys transformers' PretrainedConfig writes with defaults (older configs saved them all),
+# and common keys that name a cache word but decide nothing about the layout.
+_BENIGN_KEYS = frozenset({
+    "use_cache", "chunk_size_feed_forward", "add_cross_attention",
+    "cross_attention_hidden_size", "is_encoder_decoder", "tie_encoder_decoder",
+    "mlp_layer_types", "num_attention_heads_per_layer", "rope_local_base_freq",
+    "sliding_window_rope_theta", "rope_parameters", "partial_rotary_factor",
+    "index_n_heads", "head_dim_scale", "qk_layernorm", "use_qk_norm", "attention_dropout",
+    "attn_pdrop", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers",
+    "sliding_window_pattern_offset", "query_pre_attn_scalar", "cache_implementation",
+    "kv_cache_quant_algo", "image_token_index", "video_token_index", "context_window_size",
+})
+# Prefixes of settings that never shape the cache (RoPE, the towers of multimodal wrappers).
+_BENIGN_PREFIXES = ("rope", "vision_", "audio_", "image_", "video_")
+
+
+def family_of(model_type: str, architectures: list[str]) -> Family | None:
+    for family in FAMILIES:
+        if model_type and model_type in family.model_types:
+            return family
+    for family in FAMILIES:
+        if any(a in family.architectures for a in architectures):
+            return family
+    return None
+
+
+# Keys some family reads whose names are too common to mean anything elsewhere.
+_GENERIC_KEYS = frozenset({"intermediate_size", "expand", "num_heads", "n_groups",
+                           "conv_kernel", "chunk_size", "state_size", "time_step_rank",
+                           "hidden_size", "head_dim", "block_size", "conv_bias"})
+
+
+def _all_cache_keys() -> frozenset[str]:
+    keys: set[str] = set(UNMODELLED_KEYS)
+    for family in FAMILIES:
+        keys.update(family.cache_keys)
+    return frozenset(keys - _GENERIC_KEYS)
+
+
+ALL_CACHE_KEYS = _all_cache_keys()
+
+
+def _is_set(value: Any) -> bool:
+    return value not in (None, False, 0, "", [], {})
+
+
+def refusals(raw: Mapping[str, Any], model_type: str, architectures: list[str]
+             ) -> list[tuple[str, str]]:
+    """(field, problem) for everything that makes this config's cache layout unknown."""
+    arch = model_type or (architectures[0] if architectures else "")
+    family = family_of(model_type, architectures)
+    if family is None and (model_type or architectures):
+        field = "model_type" if model_type else "architectures"
+        return [(field, f"is {arch!r}, an architecture kvplan has no reader for (it does not "
+                 "know which of its keys decide the KV cache); supported architectures are "
+                 "listed in docs/architectures.md")]
+    # No model_type nor architectures (a hand-written config): the reader goes by the keys
+    # alone, so every key some reader knows is read; only unmodelled ones are refused.
+    own = set(family.cache_keys) if family else set(ALL_CACHE_KEYS - set(UNMODELLED_KEYS))
+    prefixes = _BENIGN_PREFIXES + (family.benign_prefixes if family else ())
+    out = []
+    for key, value in raw.items():
+        if key in own or key in _BENIGN_KEYS or not _is_set(value):
+            continue
+        if key in UNMODELLED_KEYS:
+            out.append((key, f"is set: {UNMODELLED_KEYS[key]}; kvplan does not model that "
+                        f"cache on {arch or 'this architecture'}"))
+        elif key in ALL_CACHE_KEYS:
+            out.append((key, f"is set, a key that decides the cache of other architectures "
+                        f"but not one {arch or 'this architecture'}'s reader knows"))
+        elif _CACHE_WORDS.search(key) and not key.startswith(prefixes):
+            out.append((key, f"is set and looks cache-deciding, but {arch or 'this config'}'s "
+                        "reader does not know it"))
+    return out
+
+
+def check(raw: Mapping[str, Any], model_type: str, architectures: list[str], source: str,
+          where: str, assume_standard: bool) -> list[str]:
+    """Raise SpecError for the first refusal, or (assume_standard) return them as warnings."""
+    found = refusals(raw, model_type, architectures)
+    if not found:
+        return []
+    if not assume_standard:
+        field, problem = found[0]
+        name = f"{where}.{field}" if where else field
+        raise SpecError(source, name, problem,
+                        "kvplan refuses to guess; --assume-standard-attention sizes it as "
+                        "plain attention anyway (with a warning), or write the model as a YAML "
+                        "spec (docs/model-schema.md)")
+    return [f"{source}: {field} {problem}; sized as standard attention "
+            "(--assume-standard-attention)" for field, problem in found]
+
+
+def architectures_markdown() -> str:
+    """docs/architectures.md, generated from FAMILIES and UNMODELLED_KEYS."""
+    lines = [
+        "# Architectures kvplan reads from config.json",
+        "",
+        "Generated from `kvplan/sources/hfarch.py` by `scripts/gen_architectures.py`; a test",
+        "fails when this page and the code disagree.",
+        "",
+        "A `config.json` whose `model_type` (or `architectures` class) is not listed here, or",
+        "that sets a key that decides the KV-cache layout but that its family's reader does not",
+        "model, is refused with exit code 2 and a message naming the key and the architecture.",
+        "`--assume-standard-attention` sizes it as plain attention instead, with a warning.",
+        "",
+    ]
+    for family in FAMILIES:
+        lines += [f"## {family.name}", "",
+                  "- model_type: " + ", ".join(f"`{t}`" for t in family.model_types)]
+        if family.architectures:
+            lines.append("- architectures: " + ", ".join(
+                f"`{a}`" for a in sorted(set(family.architectures))))
+        lines.append("- cache-deciding keys read: " + ", ".join(
+            f"`{k}`" for k in sorted(set(family.cache_keys))))
+        lines += [f"- engines: {family.engines}", ""]
+    lines += ["## Keys refused wherever no reader models them", "",
+              "| key | what it does to the cache |", "|---|---|"]
+    lines += [f"| `{key}` | {why} |" for key, why in sorted(UNMODELLED_KEYS.items())]
+    lines += ["", "Any other key whose name says it shapes the cache (compression, sharing, "
+              "windows, states, layer kinds, KV heads) and that the family's reader does not "
+              "read is refused too.", ""]
+    return "\n".join(lines)
