@@ -133,15 +133,6 @@ FAMILIES: tuple[Family, ...] = (
         ("indexer_rope",),
     ),
     Family(
-        "DeepSeek-V4 compressed attention (sliding window + ratio-4/128 compressed KV, indexer)",
-        ("deepseek_v4",),
-        _ATTENTION_KEYS + _MLA_KEYS + ("compress_ratios", "o_lora_rank", "o_groups",
-                                       "compress_rope_theta"),
-        "SGLang pool_configurator.py DSV4PoolConfigurator; vLLM models/deepseek_v4/attention.py",
-        ("DeepseekV4ForCausalLM",),
-        ("hc_",),
-    ),
-    Family(
         "Mamba2 / Mamba hybrids (Jamba, Bamba, Granite-4.0-H, Nemotron-H)",
         ("jamba", "bamba", "granitemoehybrid", "nemotron_h", "falcon_h1"),
         _ATTENTION_KEYS + _MAMBA2_KEYS + ("attn_layer_indices",),
