@@ -244,12 +244,12 @@ _CORE = (
     "from kvplan.sources.library import resolve\n"
     "from kvplan.core.dtypes import parse_format\n"
     "from kvplan.core.sizing import size\n"
-    "from kvplan.output.tables import size_report\n"
+    "from kvplan.output.tables import size_view\n"
     "from kvplan.output.render import render\n"
     "spec = resolve('llama-3.1-8b')\n"
     "fmt = parse_format('auto', spec.dtype)\n"
     "result = size(spec, fmt, tokens=spec.max_context_tokens)\n"
-    "sys.stdout.write(render(size_report(result, spec, fmt, []), 'json'))\n"
+    "sys.stdout.write(render(size_view(result, spec, fmt, []), 'json'))\n"
 )
 
 

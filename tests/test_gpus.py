@@ -18,7 +18,7 @@ from kvplan.sources.gpus import (
     MEMORY_BASES,
     custom_gpu,
     find_gpu,
-    gpus_report,
+    gpus_view,
     load_catalog,
     normalize,
 )
@@ -306,7 +306,7 @@ def test_bad_format_exits_2():
 
 
 def test_report_of_a_custom_gpu_has_no_bandwidth():
-    report = gpus_report([custom_gpu("24GiB")])
+    report = gpus_view([custom_gpu("24GiB")])
     assert report.tables[0].rows[0]["bandwidth_tb_s"] is None
     assert report.payload["gpus"][0]["memory_bytes"] == 24 * GIB
 

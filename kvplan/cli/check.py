@@ -47,7 +47,7 @@ def check(
                   core.step_summary(None, exc.message))
         raise
     _write_ci(junit, core.junit_xml(result), core.step_summary(result, units=units))
-    _emit(core.check_report(result, units), fmt, units)
+    _emit(core.check_view(result, units), fmt, units)
     if not result.passed:
         typer.echo(f"kvplan: {result.num_failed} of {len(result.results)} requirements not "
                    "met (exit 1)", err=True)

@@ -48,7 +48,7 @@ def explain(
     """
     import sys
 
-    from kvplan.output.explain import explain_report
+    from kvplan.output.explain import explain_view
     from kvplan.planning.explain import explain as run
     from kvplan.sources.reader import read_text
     from kvplan.sources.startlog import MAX_LOG_BYTES
@@ -58,7 +58,7 @@ def explain(
     else:
         text = read_text(logfile, "the log", MAX_LOG_BYTES)
     result = run(text, model, gpu, engine, kv_dtype, tp)
-    _emit(explain_report(result), fmt, units)
+    _emit(explain_view(result), fmt, units)
     if not result.ok:
         typer.echo("kvplan: a KV line differs from the log by more than 0.5% (exit 1)",
                    err=True)

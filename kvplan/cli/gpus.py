@@ -28,11 +28,11 @@ def gpus(
 
       kvplan gpus amd -f json
     """
-    from kvplan.sources.gpus import filter_gpus, find_gpu, gpus_report, load_catalog
+    from kvplan.sources.gpus import filter_gpus, find_gpu, gpus_view, load_catalog
 
     catalog = load_catalog()
     selected = filter_gpus(catalog, filter_text)
     if filter_text and not selected:
         # a typo: find_gpu raises "unknown GPU" with the closest names (exit 2)
         selected = [find_gpu(filter_text, catalog)]
-    _emit(gpus_report(selected), fmt, units)
+    _emit(gpus_view(selected), fmt, units)

@@ -59,7 +59,7 @@ def size(
     from kvplan.core.errors import BadInputError
     from kvplan.core.sizing import size as compute
     from kvplan.core.units import parse_int_list, parse_tokens
-    from kvplan.output.tables import size_report
+    from kvplan.output.tables import size_view
     from kvplan.sources.library import resolve
 
     if lengths is not None and (tokens is not None or batch != 1):
@@ -84,7 +84,7 @@ def size(
         warnings.append(f"{spec.name} has no known maximum context; sized at 8,192 tokens")
     result = compute(spec, fmt_kv, lengths=request_lengths, tp=tp, pp=pp,
                      block_size=block_size, max_len=explicit_max)
-    _emit(size_report(result, spec, fmt_kv, warnings), fmt, units)
+    _emit(size_view(result, spec, fmt_kv, warnings), fmt, units)
 
 
 @handle_errors
@@ -110,11 +110,11 @@ def models(
       kvplan models qwen --kind sliding -f csv
     """
     from kvplan.core.dtypes import parse_format
-    from kvplan.output.tables import models_report
+    from kvplan.output.tables import models_view
     from kvplan.sources.library import filter_models, load_library
 
     specs = filter_models(load_library(), filter_text, kind)
-    _emit(models_report(specs, parse_format(kv_dtype) if kv_dtype else None), fmt, units)
+    _emit(models_view(specs, parse_format(kv_dtype) if kv_dtype else None), fmt, units)
 
 
 @handle_errors
@@ -134,7 +134,7 @@ def show(
     """
     from dataclasses import asdict, replace
 
-    from kvplan.output.tables import show_report
+    from kvplan.output.tables import show_view
     from kvplan.sources.library import resolve
     from kvplan.sources.weights import cheap_weights, weights_note
 
@@ -150,7 +150,7 @@ def show(
 
         sys.stdout.write(dump_yaml(spec))
         return
-    report = show_report(spec)
+    report = show_view(spec)
     if weights is not None:
         report.notes.append(weights_note(weights))
         report.payload["weights"] = asdict(weights)

@@ -1,5 +1,5 @@
 """Options and helpers every command shares: declared once (Annotated aliases), the error
-mapping to exit codes, and the one path from a Report to stdout."""
+mapping to exit codes, and the one path from a View to stdout."""
 
 from __future__ import annotations
 

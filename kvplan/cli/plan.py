@@ -1,6 +1,6 @@
 """`kvplan plan` and `kvplan compare`, registered in kvplan.cli.app.
 
-Each command checks its flags, calls kvplan.planning.plan once, and renders a Report (reports are
+Each command checks its flags, calls kvplan.planning.plan once, and renders a View (views are
 built here from the plan's frozen dataclasses; JSON keys are the library's field names).
 Exit codes: 1 when a stated target is not met, 2 for bad input.
 """
@@ -23,7 +23,7 @@ from kvplan.cli.options import (
 from kvplan.engines.registry import names as engine_names
 
 if TYPE_CHECKING:
-    from kvplan.output.render import Report, Table
+    from kvplan.output.render import Table, View
     from kvplan.planning.plan import Capacity, Deployment, LayoutResult, Target, WorkloadResult
 
 # --- options shared by plan and compare --------------------------------------------------
@@ -143,10 +143,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def plan_report(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
-                extra_tables: list[Table], warnings: list[str]) -> Report:
+def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
+                extra_tables: list[Table], warnings: list[str]) -> View:
     from kvplan import __version__
-    from kvplan.output.render import Column, Report, Table
+    from kvplan.output.render import Column, Table, View
     from kvplan.planning.plan import SCHEMA, engine_log_lines, engine_numbers
 
     dep = cap.deployment
@@ -192,7 +192,7 @@ def plan_report(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
         if engine_log_lines(cap) else []
     notes += list(cap.notes)
     notes += _formula_notes()
-    return Report(tables, payload, csv_table, notes, warnings)
+    return View(tables, payload, csv_table, notes, warnings)
 
 
 def _show(value: Any) -> str:
@@ -348,7 +348,7 @@ def _command_text(value: str) -> str:
 
 
 class _Question:
-    """The flags that pick the question; `answer` calls the core and builds the Report."""
+    """The flags that pick the question; `answer` calls the core and builds the View."""
 
     def __init__(self, context: int | None, concurrency: int | None, requests: str | None,
                  shared_prefix: int, samples: int, find_gpus: bool, host: int | None):
@@ -363,7 +363,7 @@ class _Question:
                     if self.requests is not None else None)
         return Target(self.context, self.concurrency, workload)
 
-    def answer(self, dep: Deployment) -> tuple[Report, bool | None]:
+    def answer(self, dep: Deployment) -> tuple[View, bool | None]:
         from kvplan.planning import plan as core
 
         target = self.target()
@@ -415,7 +415,7 @@ class _Question:
                 "max_context_at_concurrency": tips.max_context_at_concurrency,
                 "max_concurrency_at_context": tips.max_concurrency_at_context,
                 "kv_dtype_that_fits": tips.kv_dtype_that_fits}))
-        return plan_report(cap, answer, met, extra, warnings), met
+        return plan_view(cap, answer, met, extra, warnings), met
 
     def _ask(self, cap: Capacity, target: Target, extra: list[Table]
              ) -> tuple[dict[str, Any], bool | None]:
@@ -550,7 +550,7 @@ def compare(
     rows = [_compare_row(m, g, gpu_memory, tp, pp, e, d, engine_version, max_model_len,
                          _tokens(context, "--context"), concurrency, _bytes(kv_memory),
                          weights_dtype) for m, g, e, d in combos]
-    _emit(compare_report(rows), fmt, units)
+    _emit(compare_view(rows), fmt, units)
 
 
 def _compare_row(model: str, gpu: str | None, gpu_memory: str | None, tp: int, pp: int,
@@ -580,9 +580,9 @@ def _compare_row(model: str, gpu: str | None, gpu_memory: str | None, tp: int, p
     return row
 
 
-def compare_report(rows: list[dict[str, Any]]) -> Report:
+def compare_view(rows: list[dict[str, Any]]) -> View:
     from kvplan import __version__
-    from kvplan.output.render import Column, Report, Table
+    from kvplan.output.render import Column, Table, View
     from kvplan.planning.plan import COMPARE_SCHEMA
 
     full = [{k: r.get(k) for k in COMPARE_KEYS} for r in rows]
@@ -607,7 +607,7 @@ def compare_report(rows: list[dict[str, Any]]) -> Report:
              "max requests: whole requests of `context` tokens at once, blocks rounded up."]
     csv_table = Table("compare", tuple(Column(k, k) for k in COMPARE_KEYS), tuple(full))
     notes += _formula_notes()
-    return Report([table], payload, csv_table, notes)
+    return View([table], payload, csv_table, notes)
 
 
 def _formula_notes() -> list[str]:

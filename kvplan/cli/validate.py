@@ -75,7 +75,7 @@ def validate(
             (lambda step: _status(out.progress_line(step))) if tty else None))
         if tty:
             _status("")
-        report, ok = out.all_report(every), every.ok
+        report, ok = out.validate_all_view(every), every.ok
     else:
         if model is None:
             raise BadInputError("give a MODEL to validate, or --all")
@@ -85,7 +85,7 @@ def validate(
             layout, block_size, parse_tokens(max_len, "--max-len") if max_len else None, tp,
             device, layers, decode_steps),
             announce=lambda plan: typer.echo(out.plan_line(plan, units), err=True))
-        report, ok = out.to_report(one), one.ok
+        report, ok = out.validate_view(one), one.ok
     _emit(report, fmt, units)
     if not ok:
         raise typer.Exit(1)

@@ -126,7 +126,7 @@ def whatif(
     from kvplan.cli.plan import _bytes, _deployment, _layout, _tokens
     from kvplan.core.errors import BadInputError
     from kvplan.core.units import parse_tokens
-    from kvplan.output.whatif import whatif_report
+    from kvplan.output.whatif import whatif_view
     from kvplan.planning.policies import parse_policy
     from kvplan.planning.whatif import WhatIfQuestion, parse_tier, run
 
@@ -172,4 +172,4 @@ def whatif(
         efficiency=_fraction(efficiency, "--efficiency", Fraction(1, 2)),
         active_params=active, decode_batch=decode_batch,
         tiers=tuple(parse_tier(t) for t in tier or ()), link=link, decode=decode)
-    _emit(whatif_report(run(dep, question)), fmt, units)
+    _emit(whatif_view(run(dep, question)), fmt, units)

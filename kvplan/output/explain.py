@@ -1,4 +1,4 @@
-"""`kvplan explain` as a Report: each figure the log printed beside kvplan's, the difference,
+"""`kvplan explain` as a View: each figure the log printed beside kvplan's, the difference,
 and the log line it came from."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from kvplan.output.render import Column, Report, Table
+from kvplan.output.render import Column, Table, View
 from kvplan.planning.explain import TOLERANCE, Explanation
 
 SCHEMA = "kvplan.explain/1"
@@ -18,7 +18,7 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def explain_report(e: Explanation) -> Report:
+def explain_view(e: Explanation) -> View:
     from kvplan import __version__
 
     rows = tuple({"quantity": r.quantity, "basis": r.basis, "logged": _cell(r.logged),
@@ -37,4 +37,4 @@ def explain_report(e: Explanation) -> Report:
     notes += [f"{r.quantity}: {r.line}" for r in e.rows if r.line]
     payload = {"schema": SCHEMA, "kvplan_version": __version__, "ok": e.ok,
                **asdict(e)}
-    return Report([table], payload, table, notes, list(e.notes))
+    return View([table], payload, table, notes, list(e.notes))

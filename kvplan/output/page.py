@@ -21,7 +21,7 @@ from kvplan.planning.plan import Deployment, kv_budget_bytes
 
 if TYPE_CHECKING:
     from kvplan.output.chart import Chart
-    from kvplan.output.render import Report
+    from kvplan.output.render import View
 
 SCHEMA = "kvplan.report/1"
 
@@ -127,11 +127,11 @@ def _ctx(n: int) -> str:
     return f"{n // 1024}k" if n % 1024 == 0 else f"{n:,}"
 
 
-def report_tables(r: SizingReport) -> Report:
-    """The page's tables and notes as one Report for kvplan.output.render."""
+def report_view(r: SizingReport) -> View:
+    """The page's tables and notes as one View for kvplan.output.render."""
     from dataclasses import asdict
 
-    from kvplan.output.render import Column, Report, Table
+    from kvplan.output.render import Column, Table, View
     from kvplan.output.tables import FORMULA
 
     spec = r.spec
@@ -178,7 +178,7 @@ def report_tables(r: SizingReport) -> Report:
                "sizes": [asdict(s) for s in r.sizes],
                "grid": [list(row) for row in r.grid],
                "capacity": [asdict(c) for c in r.capacity]}
-    return Report(tables, payload, tables[-1], notes)
+    return View(tables, payload, tables[-1], notes)
 
 
 def _inputs(r: SizingReport) -> str:
@@ -213,4 +213,4 @@ def report_markdown(r: SizingReport, chart: str | None = None, units: str = "iec
     if chart:
         out += [f"![KV cache per GPU against context length, with each GPU's KV budget]"
                 f"({chart})", ""]
-    return "\n".join(out) + "\n" + render(report_tables(r), "markdown", units)
+    return "\n".join(out) + "\n" + render(report_view(r), "markdown", units)

@@ -1,4 +1,4 @@
-"""The one renderer: a Report -> rich table, Markdown, CSV or JSON text.
+"""The one renderer: a View -> rich table, Markdown, CSV or JSON text.
 
 Commands build Reports from raw ints; human strings (GiB, GB, thousands separators) are made
 here and nowhere else. JSON is written with json.dumps (never through a pretty-printer that
@@ -51,7 +51,12 @@ class Table:
 
 
 @dataclass
-class Report:
+class View:
+    """A result made ready to show: its tables, its JSON document, the one table CSV writes,
+    and the notes and warnings around them. Each result type has one builder returning a View
+    (kvplan.output); `render` turns it into a table, Markdown, CSV or JSON. ("report" names
+    only the `kvplan report` page.)"""
+
     tables: list[Table]
     payload: dict[str, Any]  # the JSON document (schema, inputs, raw ints)
     csv_table: Table  # the one table CSV writes, with raw values
@@ -69,16 +74,16 @@ def _cell(value: Any, kind: str, units: str) -> str:
     return str(value)
 
 
-def render(report: Report, fmt: str, units: str = "iec", width: int | None = None) -> str:
+def render(view: View, fmt: str, units: str = "iec", width: int | None = None) -> str:
     if fmt == "json":
         import json
 
-        return json.dumps(report.payload, indent=2) + "\n"
+        return json.dumps(view.payload, indent=2) + "\n"
     if fmt == "csv":
-        return _csv(report.csv_table)
+        return _csv(view.csv_table)
     if fmt == "markdown":
-        return _markdown(report, units)
-    return _rich(report, units, width)
+        return _markdown(view, units)
+    return _rich(view, units, width)
 
 
 def _csv(table: Table) -> str:
@@ -96,9 +101,9 @@ def _escape_md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _markdown(report: Report, units: str) -> str:
+def _markdown(view: View, units: str) -> str:
     out: list[str] = []
-    for table in report.tables:
+    for table in view.tables:
         out.append(f"**{_escape_md(table.title)}**\n")
         out.append("| " + " | ".join(_escape_md(c.header) for c in table.columns) + " |")
         out.append("| " + " | ".join(
@@ -107,12 +112,12 @@ def _markdown(report: Report, units: str) -> str:
             out.append("| " + " | ".join(
                 _escape_md(_cell(row.get(c.key), c.kind, units)) for c in table.columns) + " |")
         out.append("")
-    for note in [*report.notes, unit_note(units)]:
+    for note in [*view.notes, unit_note(units)]:
         out.append(f"- {note}")
     return "\n".join(out) + "\n"
 
 
-def _rich(report: Report, units: str, width: int | None) -> str:
+def _rich(view: View, units: str, width: int | None) -> str:
     from rich import box
     from rich.console import Console
     from rich.table import Table as RichTable
@@ -122,7 +127,7 @@ def _rich(report: Report, units: str, width: int | None) -> str:
     # about 10 ms to import, a tenth of the command's start-up)
     console = Console(file=buf, width=width or 120, force_terminal=False, color_system=None,
                       highlight=False, soft_wrap=False, markup=False, emoji=False)
-    for table in report.tables:
+    for table in view.tables:
         rt = RichTable(title=table.title, title_justify="left", box=box.SIMPLE_HEAD)
         for i, c in enumerate(table.columns):
             # the first column names the row (a model, a GPU): never cut it short
@@ -133,7 +138,7 @@ def _rich(report: Report, units: str, width: int | None) -> str:
         for row in table.rows:
             rt.add_row(*(_cell(row.get(c.key), c.kind, units) for c in table.columns))
         console.print(rt)
-    for note in [*report.notes, unit_note(units)]:
+    for note in [*view.notes, unit_note(units)]:
         console.print(note, markup=False)
     return buf.getvalue()
 

@@ -10,7 +10,7 @@ from kvplan.core.dtypes import KVFormat
 from kvplan.core.sizing import SCHEMA as SIZE_SCHEMA
 from kvplan.core.sizing import SizeResult
 from kvplan.core.spec import ModelSpec
-from kvplan.output.render import Column, Report, Table
+from kvplan.output.render import Column, Table, View
 
 BUDGET_FORMULA = (
     "Budget: KV cache = the GPU's reported memory x utilization - weights per GPU - activation "
@@ -35,8 +35,8 @@ SIZE_ROW_KEYS = (
 )
 
 
-def size_report(result: SizeResult, spec: ModelSpec, fmt: KVFormat,
-                warnings: list[str]) -> Report:
+def size_view(result: SizeResult, spec: ModelSpec, fmt: KVFormat,
+                warnings: list[str]) -> View:
     r = result
     distinct = {n for n, _ in r.length_runs}
     batch_label = (f"batch {r.batch}" if len(distinct) == 1
@@ -97,14 +97,14 @@ def size_report(result: SizeResult, spec: ModelSpec, fmt: KVFormat,
     ]
     csv_row = {k: getattr(r, k) for k in SIZE_ROW_KEYS}
     csv_table = Table("size", tuple(Column(k, k) for k in SIZE_ROW_KEYS), (csv_row,))
-    return Report([breakdown, summary], payload, csv_table, notes, list(warnings))
+    return View([breakdown, summary], payload, csv_table, notes, list(warnings))
 
 
 def _kinds(spec: ModelSpec) -> str:
     return ", ".join(f"{n} {k}" for k, n in spec.kind_counts().items())
 
 
-def models_report(specs: list[ModelSpec], fmt: KVFormat | None) -> Report:
+def models_view(specs: list[ModelSpec], fmt: KVFormat | None) -> View:
     from kvplan.core.sizing import per_token_bytes
 
     rows = []
@@ -131,10 +131,10 @@ def models_report(specs: list[ModelSpec], fmt: KVFormat | None) -> Report:
     csv_table = Table("models", columns + (Column("source", "source"),), tuple(rows))
     notes = ["KV per token: every layer still growing, in the model's dtype unless --kv-dtype "
              "is given.", FORMULA]
-    return Report([table], payload, csv_table, notes)
+    return View([table], payload, csv_table, notes)
 
 
-def show_report(spec: ModelSpec) -> Report:
+def show_view(spec: ModelSpec) -> View:
     from kvplan.sources.yamlspec import spec_to_dict
 
     runs: list[tuple[int, int]] = []  # (first layer index, count) of identical neighbours
@@ -162,4 +162,4 @@ def show_report(spec: ModelSpec) -> Report:
     table = Table(f"{spec.name}: layers", columns, rows)
     payload = {"schema": "kvplan.show/1", "kvplan_version": __version__,
                "spec": spec_to_dict(spec)}
-    return Report([table], payload, table, info)
+    return View([table], payload, table, info)

@@ -10,7 +10,7 @@ from kvplan import __version__
 from kvplan.output.render import human_bytes
 
 if TYPE_CHECKING:
-    from kvplan.output.render import Report
+    from kvplan.output.render import View
     from kvplan.validate.results import (
         AllocationPlan,
         AllResult,
@@ -18,8 +18,8 @@ if TYPE_CHECKING:
         ValidateResult,
     )
 
-def to_report(result: ValidateResult) -> Report:
-    from kvplan.output.render import Column, Report, Table
+def validate_view(result: ValidateResult) -> View:
+    from kvplan.output.render import Column, Table, View
     from kvplan.validate.results import SCHEMA
 
     r = result
@@ -104,7 +104,7 @@ def to_report(result: ValidateResult) -> Report:
         "kinds": [asdict(k) for k in rank0.kinds],
         "ranks": [asdict(x) for x in r.ranks],
     }
-    return Report(tables, payload, kinds, notes)
+    return View(tables, payload, kinds, notes)
 
 
 def _layout_note(r: ValidateResult) -> str:
@@ -123,8 +123,8 @@ def _layout_note(r: ValidateResult) -> str:
     }[r.layout]
 
 
-def all_report(result: AllResult) -> Report:
-    from kvplan.output.render import Column, Report, Table
+def validate_all_view(result: AllResult) -> View:
+    from kvplan.output.render import Column, Table, View
     from kvplan.validate.results import SCHEMA_ALL
 
     columns = (Column("model", "model"), Column("layout", "layout"),
@@ -142,7 +142,7 @@ def all_report(result: AllResult) -> Report:
                "elapsed_ms": result.elapsed_ms, "rows": [asdict(r) for r in result.rows]}
     notes = [f"{'OK' if not bad else f'{bad} DIFF'}: {len(rows)} validations in "
              f"{result.elapsed_ms:,} ms."]
-    return Report([table], payload, table, notes)
+    return View([table], payload, table, notes)
 
 
 

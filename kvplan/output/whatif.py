@@ -1,4 +1,4 @@
-"""The `kvplan whatif` result as a Report: policies beside the baseline, prefix reuse, prefill
+"""The `kvplan whatif` result as a View: policies beside the baseline, prefix reuse, prefill
 beside decode, offload tiers and the disaggregated plan."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import asdict
 from fractions import Fraction
 from typing import Any
 
-from kvplan.output.render import Column, Report, Table
+from kvplan.output.render import Column, Table, View
 from kvplan.planning.whatif import WhatIfResult
 
 SCHEMA = "kvplan.whatif/1"
@@ -31,7 +31,7 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:,.3f}"
 
 
-def whatif_report(r: WhatIfResult) -> Report:
+def whatif_view(r: WhatIfResult) -> View:
     tables: list[Table] = []
     notes = [f"{r.model} on {r.deployment}: requests of {r.prompt_tokens:,} prompt + "
              f"{r.output_tokens:,} output tokens, blocks of {r.block_size} tokens.", WHATIF_NOTE]
@@ -123,4 +123,4 @@ def whatif_report(r: WhatIfResult) -> Report:
     from kvplan import __version__
 
     payload["kvplan_version"] = __version__
-    return Report(tables, payload, policies, notes)
+    return View(tables, payload, policies, notes)

@@ -27,7 +27,7 @@ from kvplan.planning.plan import Deployment, Workload
 from kvplan.sources.fields import Fields
 
 if TYPE_CHECKING:
-    from kvplan.output.render import Report
+    from kvplan.output.render import View
     from kvplan.planning.plan import Capacity
     from kvplan.sources.gpus import GPU
 
@@ -624,12 +624,12 @@ def _margin(r: RequirementResult, units: str) -> str:
     return text + (f" ({r.margin / r.required:+.1%})" if r.required else "")
 
 
-def check_report(result: CheckResult, units: str = "iec") -> Report:
-    """A Report: the pass/fail table, the deployments, and what each figure means."""
+def check_view(result: CheckResult, units: str = "iec") -> View:
+    """A View: the pass/fail table, the deployments, and what each figure means."""
     from dataclasses import asdict
 
     from kvplan import __version__
-    from kvplan.output.render import Column, Report, Table
+    from kvplan.output.render import Column, Table, View
 
     rows = tuple({
         "deployment": r.deployment, "kind": r.kind, "requirement": describe(r),
@@ -669,7 +669,7 @@ def check_report(result: CheckResult, units: str = "iec") -> Report:
         "KV per request: the whole model's exact KV bytes for one request (one copy) in the "
         "engine's KV format; headroom: how many times the workload fits, minus 1, in %.",
     ]
-    return Report([checks, deps], payload, csv_table, notes)
+    return View([checks, deps], payload, csv_table, notes)
 
 
 def junit_xml(result: CheckResult | None, error: str | None = None,
@@ -728,5 +728,5 @@ def step_summary(result: CheckResult | None, error: str | None = None,
     mark = "passed" if result.passed else "failed"
     head = (f"### kvplan check {mark}: {len(result.results) - result.num_failed} of "
             f"{len(result.results)} requirements met\n\n")
-    return head + render(check_report(result, units), "markdown", units) + "\n"
+    return head + render(check_view(result, units), "markdown", units) + "\n"
 

@@ -17,7 +17,7 @@ from kvplan.core.errors import BadInputError, SpecError
 from kvplan.sources.fields import Fields, read_yaml
 
 if TYPE_CHECKING:
-    from kvplan.output.render import Report
+    from kvplan.output.render import View
 
 SCHEMA = "kvplan.gpus/1"
 LIST_SCHEMA = "kvplan.gpu-list/1"  # the JSON that `kvplan gpus -f json` prints
@@ -253,10 +253,10 @@ def _tb_per_s(bytes_per_s: int) -> str | None:
     return f"{bytes_per_s / 10**12:.2f}" if bytes_per_s else None
 
 
-def gpus_report(gpus: list[GPU]) -> Report:
-    """A Report for `kvplan gpus`: one row per GPU; JSON carries every source."""
+def gpus_view(gpus: list[GPU]) -> View:
+    """A View for `kvplan gpus`: one row per GPU; JSON carries every source."""
     from kvplan import __version__
-    from kvplan.output.render import Column, Report, Table
+    from kvplan.output.render import Column, Table, View
 
     rows = tuple({
         "name": g.name, "vendor": g.vendor, "memory_bytes": g.memory_bytes,
@@ -286,4 +286,4 @@ def gpus_report(gpus: list[GPU]) -> Report:
         "vendor figure: GB there is 2^30 bytes of installed memory. Bandwidth: vendor peak, "
         "TB/s = 10^12 B/s. `--format json` gives the source of every number.",
     ]
-    return Report([table], payload, csv_table, notes)
+    return View([table], payload, csv_table, notes)
