@@ -75,16 +75,25 @@ def _tokens(text: str | None, what: str) -> int | None:
     return parse_tokens(text, what) if text is not None else None
 
 
-def _layout(count: int | None, tp: int | None, pp: int | None) -> tuple[int, int]:
+def _layout(count: int | None, tp: int | None, pp: int | None, dp: int = 1,
+            dp_attention: bool = False) -> tuple[int, int]:
+    """TP and PP from --count/--tp/--pp: GPUs = TP x PP x DP (vLLM's data-parallel ranks
+    each have their own GPUs; SGLang's DP attention splits the TP group instead)."""
     from kvplan.core.errors import BadInputError
 
     if count is not None and count < 1:
         raise BadInputError(f"--count must be at least 1, got {count}")
+    if dp < 1:
+        raise BadInputError(f"--dp must be at least 1, got {dp}")
+    ranks = 1 if dp_attention else dp
     pp = pp or 1
-    tp = tp or ((count // pp) if count else 1)
-    if count is not None and tp * pp != count:
-        raise BadInputError(f"--tp {tp} x --pp {pp} = {tp * pp} GPUs, but --count is {count}",
-                            "give --count alone (TP = count), or --tp/--pp that multiply to it")
+    tp = tp or ((count // (pp * ranks)) if count else 1)
+    if count is not None and tp * pp * ranks != count:
+        dp_part = f" x --dp {dp}" if ranks > 1 else ""
+        raise BadInputError(f"--tp {tp} x --pp {pp}{dp_part} = {tp * pp * ranks} GPUs, but "
+                            f"--count is {count}",
+                            "give --count alone (TP = count), or --tp/--pp/--dp that multiply "
+                            "to it")
     return tp, pp
 
 
@@ -124,7 +133,9 @@ def _bytes_table(title: str, rows: list[tuple[str, int]]) -> Table:
 def _deployment_dict(dep: Deployment) -> dict[str, Any]:
     return {"model": dep.spec.name, "engine": dep.engine, "engine_version": dep.engine_version,
             "gpu": dep.gpu_name, "gpu_memory_bytes": dep.gpu_memory_bytes,
-            "tp": dep.tp, "pp": dep.pp, "num_gpus": dep.num_gpus, "kv_dtype": dep.kv_dtype,
+            "tp": dep.tp, "pp": dep.pp, "dp": dep.dp, "dcp": dep.dcp,
+            "expert_parallel": dep.expert_parallel, "dp_attention": dep.dp_attention,
+            "num_gpus": dep.num_gpus, "kv_dtype": dep.kv_dtype,
             "max_model_len": dep.context_limit(), "block_size": dep.block_size,
             "kv_memory_bytes": dep.kv_memory_bytes, "memory_fraction": dep.memory_fraction,
             "weights_dtype": dep.weights_dtype}
@@ -151,7 +162,12 @@ def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
 
     dep = cap.deployment
     where = (f"{dep.num_gpus} x {dep.gpu_name}" if dep.gpu_name else "given KV budget")
-    head = (f"{dep.spec.name} on {where} (TP {dep.tp} x PP {dep.pp}), {dep.engine}"
+    dp_attention = dep.dp_attention and dep.dp > 1
+    par = f"TP {dep.tp} x PP {dep.pp}" + \
+        (f" x DP {dep.dp}" if dep.dp > 1 and not dp_attention else "") + \
+        (f", DP attention {dep.dp}" if dp_attention else "") + \
+        (f", DCP {dep.dcp}" if dep.dcp > 1 else "") + (", EP" if dep.expert_parallel else "")
+    head = (f"{dep.spec.name} on {where} ({par}), {dep.engine}"
             f"{' ' + dep.engine_version if dep.engine_version else ''}, KV {cap.kv_format}, "
             f"max length {dep.context_limit():,}")
     tables = []
@@ -263,6 +279,18 @@ def plan(
         "--max-num-seqs", help="Requests running at once, a cap on concurrency (default: by "
         "GPU and vLLM version).",
         show_default=False)] = None,
+    dp: Annotated[int, typer.Option(
+        "--dp", help="Data-parallel ranks, each with its own requests and KV cache (vLLM "
+        "--data-parallel-size: TP x PP GPUs each; SGLang --dp).")] = 1,
+    dcp: Annotated[int, typer.Option(
+        "--dcp", help="vLLM decode context parallel: the TP ranks split each request's "
+        "tokens (MLA caches are no longer replicated); must divide --tp.")] = 1,
+    enable_expert_parallel: Annotated[bool, typer.Option(
+        "--enable-expert-parallel", help="vLLM: whole experts over the TP x DP GPUs.")
+    ] = False,
+    enable_dp_attention: Annotated[bool, typer.Option(
+        "--enable-dp-attention", help="SGLang: attention data-parallel inside the TP group "
+        "(--dp must divide --tp; GPUs = TP).")] = False,
     enforce_eager: Annotated[bool, typer.Option(
         "--enforce-eager", help="vLLM without CUDA graphs (nothing reserved for them).")
     ] = False,
@@ -290,6 +318,10 @@ def plan(
       kvplan plan llama-3.1-8b --kv-memory 57.65GiB --max-model-len 131072
 
       kvplan plan deepseek-v3 --gpu h200 --context 128k --concurrency 32 --find-gpus
+
+      kvplan plan deepseek-v3 --gpu h200 --count 8 --dp 8 --enable-expert-parallel
+
+      kvplan plan deepseek-v3 --gpu h200 --tp 8 --dcp 8 --context 128k
     """
     from dataclasses import replace
 
@@ -316,7 +348,7 @@ def plan(
                             "the other")
     if samples < 1:
         raise BadInputError(f"--samples must be at least 1, got {samples}")
-    tp_, pp_ = _layout(count, tp, pp)
+    tp_, pp_ = _layout(count, tp, pp, dp, enable_dp_attention)
     dep = _deployment(
         model, gpu, gpu_memory, tp_, pp_, engine=engine, engine_version=engine_version,
         kv_dtype=kv_dtype, max_model_len=_tokens(max_model_len, "--max-model-len"),
@@ -324,7 +356,8 @@ def plan(
         memory_fraction=gpu_memory_utilization, weights_dtype=weights_dtype,
         weights_bytes=_bytes(weights_memory), activation_bytes=_bytes(activation_memory),
         cudagraph_bytes=_bytes(cudagraph_memory), max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs, parallel=parallel, enforce_eager=enforce_eager)
+        max_num_seqs=max_num_seqs, parallel=parallel, enforce_eager=enforce_eager, dp=dp,
+        dcp=dcp, expert_parallel=enable_expert_parallel, dp_attention=enable_dp_attention)
     if overrides:
         dep = replace(dep, **overrides)
     question = _Question(_tokens(context, "--context"), concurrency, requests,
@@ -395,7 +428,7 @@ class _Question:
                     f"{shown.pp})")
             from dataclasses import replace
 
-            dep = replace(dep, tp=shown.tp, pp=shown.pp)
+            dep = replace(dep, tp=shown.tp, pp=shown.pp, dp=shown.dp, dcp=shown.dcp)
         cap = core.capacity(dep)
         answer, met = self._ask(cap, target, extra)
         if layout is not None:
@@ -487,13 +520,15 @@ def _uses_table(result: WorkloadResult) -> Table:
 def _layout_table(layout: LayoutResult) -> Table:
     from kvplan.output.render import Column, Table
 
-    rows = tuple({"num_gpus": o.num_gpus, "tp": o.tp, "pp": o.pp,
+    rows = tuple({"num_gpus": o.num_gpus, "tp": o.tp, "pp": o.pp, "dp": o.dp, "dcp": o.dcp,
                   "meets_target": "yes" if o.meets_target else "no",
                   "max_requests": o.max_requests, "kv_budget_bytes": o.kv_budget_bytes,
                   "error": o.error} for o in layout.options)
+    extra = [Column("dp", "DP", "int")] if any(o.dp > 1 for o in layout.options) else []
+    extra += [Column("dcp", "DCP", "int")] if any(o.dcp > 1 for o in layout.options) else []
     return Table(f"Layouts tried for {layout.target}", (
         Column("num_gpus", "GPUs", "int"), Column("tp", "TP", "int"), Column("pp", "PP", "int"),
-        Column("meets_target", "meets target"), Column("max_requests", "requests", "int"),
+        *extra, Column("meets_target", "meets target"), Column("max_requests", "requests", "int"),
         Column("kv_budget_bytes", "KV budget/GPU", "bytes"), Column("error", "why not")), rows)
 
 

@@ -63,6 +63,12 @@ class Deployment:
     gpu_arch: str = ""  # e.g. "hopper 9.0", picks vLLM's MLA block size
     tp: int = 1
     pp: int = 1
+    # data parallel: `dp` engine ranks, each with its own scheduler, requests and KV cache
+    # (vLLM --data-parallel-size; SGLang --dp with --enable-dp-attention, inside the TP group)
+    dp: int = 1
+    dcp: int = 1  # vLLM --decode-context-parallel-size: TP ranks split each request's tokens
+    expert_parallel: bool = False  # vLLM --enable-expert-parallel: whole experts per GPU
+    dp_attention: bool = False  # SGLang --enable-dp-attention (attention TP = tp // dp)
     kv_dtype: str = "auto"
     max_model_len: int | None = None  # None: the model's maximum context
     block_size: int | None = None
@@ -84,7 +90,8 @@ class Deployment:
 
     @property
     def num_gpus(self) -> int:
-        return self.tp * self.pp
+        # SGLang's DP attention splits the TP group; vLLM's DP ranks each have their own GPUs
+        return self.tp * self.pp * (1 if self.dp_attention else self.dp)
 
     def with_gpu(self, gpu: GPULike) -> Deployment:
         """This deployment on `gpu` (a catalog or custom GPU): its name, the memory it
@@ -157,10 +164,14 @@ class Pool:
     # concurrency figure divides capacity + reserved_units
     reserved_units: int = 0
     max_requests_setting: str = "parallel"  # the setting that sets max_requests
+    # data-parallel ranks with a pool like this one each, serving their own requests
+    # (max_requests is per rank)
+    replicas: int = 1
 
     def fits(self, tokens: int, count: int) -> bool:
         if count <= 0:
             return True
+        count = cdiv(count, self.replicas)  # the busiest data-parallel rank
         if tokens > self.max_request_tokens:
             return False
         if self.max_requests is not None and count > self.max_requests:

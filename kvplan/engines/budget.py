@@ -361,13 +361,16 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                 max_model_len: int | None = None, enforce_eager: bool = False,
                 enable_chunked_prefill: bool | None = None, usage: str = "server",
                 flashinfer_sampler: bool = False,
-                stage_weights_bytes: Sequence[int] | None = None, gpu_arch: str = "") -> Budget:
+                stage_weights_bytes: Sequence[int] | None = None, gpu_arch: str = "",
+                ep: int = 1) -> Budget:
     """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
     `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11:
     one float, `int` at the end; 0.33: `ceil(total x util) - ...`), minus the CUDA-graph
     estimate from 0.21 (not with enforce_eager). The reserves are kvplan.engines.vllm_profile's
     model of the profile run unless given. `weights_bytes` is the whole model's measured size;
-    `stage_weights_bytes` the bytes one GPU of each stage holds (overrides the estimate)."""
+    `stage_weights_bytes` the bytes one GPU of each stage holds (overrides the estimate);
+    `ep` the expert-parallel size (whole experts over `ep` GPUs: tp x dp with
+    --enable-expert-parallel)."""
     from kvplan.engines import vllm as engine
     from kvplan.engines import vllm_profile as vp
 
@@ -379,7 +382,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     if stage_weights_bytes is not None:
         per_stage, weights_how = list(stage_weights_bytes), "given per stage"
     else:
-        stages, weights_how = stage_weights(spec, weights, weights_bytes, tp, pp, dims,
+        stages, weights_how = stage_weights(spec, weights, weights_bytes, tp, pp, dims, ep=ep,
                                             expert_load=engine.mxfp4_expert_load(gpu_arch))
         per_stage = list(stages)
     per_stage[-1] += extra_weights_bytes // tp  # draft model on the last stage
@@ -431,13 +434,16 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
 # --- SGLang ---------------------------------------------------------------------------------
 
 def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
-                                version: tuple[int, ...] | None = None) -> float:
+                                version: tuple[int, ...] | None = None, dp: int = 1,
+                                dp_attention: bool = False) -> float:
     """mem_fraction_static when unset (engine-kv-sizing.md §2.2).
 
     Classic (<= 0.4): tp >= 16: 0.79, >= 8: 0.81, >= 4: 0.85, >= 2: 0.87, else 0.88.
     0.5.x: `round((gpu_MB - reserved_MB) / gpu_MB, 3)` with
     `reserved_MB = 512 + max(chunked_prefill, 2048) x 1.5 + tp x pp / 8 x 1024 + 2 x max_bs`,
-    at least 10 GiB on GPUs > 60 GiB.
+    at least 10 GiB on GPUs > 60 GiB. With --enable-dp-attention (0.5.3
+    `server_args.py::_handle_gpu_memory_settings`, "DP attention needs more padding")
+    `+ max_bs x dp x 3`, and `+ max_bs x dp x 1.5` more when max_bs > 300 (before the floor).
     """
     if version is not None and version < (0, 5):
         for limit, fraction in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
@@ -452,6 +458,8 @@ def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
                        (8192, 512 if tp >= 4 else 256) if gib < 90 else
                        (8192, 256) if gib < 160 else (16384, 512))
     reserved = 512 + max(chunked, 2048) * 1.5 + tp * pp / 8 * 1024 + 2 * max_bs
+    if dp_attention and dp > 1:
+        reserved += max_bs * dp * 3 + (max_bs * dp * 1.5 if max_bs > 300 else 0)
     if gib > 60:
         reserved = max(reserved, 10 * 1024)
     return round((gpu_mb - reserved) / gpu_mb, 3)
@@ -471,12 +479,17 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
                   version: tuple[int, ...] | None = None,
                   mem_fraction_static: float | None = None, weights: str = "auto",
                   weights_bytes: int | None = None, init_bytes: int | None = None,
-                  dims: ModelDims | None = None) -> SglangMemory:
-    """Predicted free memory before and after loading the weights on the fullest GPU."""
-    per_gpu = max(stage_weights(spec, weights, weights_bytes, tp, pp, dims)[0])
+                  dims: ModelDims | None = None, dp: int = 1,
+                  dp_attention: bool = False) -> SglangMemory:
+    """Predicted free memory before and after loading the weights on the fullest GPU. With
+    DP attention the attention weights are split over tp // dp ranks only (replicated across
+    the DP groups) while the MoE layers still span all tp ranks."""
+    attn_tp = tp // dp if dp_attention and dp > 1 else tp
+    ep = tp if attn_tp != tp and spec.num_experts else 1
+    per_gpu = max(stage_weights(spec, weights, weights_bytes, attn_tp, pp, dims, ep=ep)[0])
     before = gpu_memory_bytes - (SGLANG_INIT_BYTES if init_bytes is None else init_bytes)
     fraction = mem_fraction_static if mem_fraction_static is not None else \
-        sglang_default_mem_fraction(gpu_memory_bytes, tp, pp, version)
+        sglang_default_mem_fraction(gpu_memory_bytes, tp, pp, version, dp, dp_attention)
     after = before - per_gpu
     if after - before * (1 - fraction) <= 0:
         from kvplan.output.render import human_bytes

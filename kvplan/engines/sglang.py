@@ -249,7 +249,14 @@ class SglangEngine(BaseEngine):
         from kvplan.engines.base import weights_per_gpu
         from kvplan.engines.budget import sglang_memory
 
-        config = SglangConfig(tp=dep.tp, pp=dep.pp, kv_cache_dtype=dep.kv_dtype,
+        dp_attention = dep.dp_attention and dep.dp > 1
+        if dp_attention and dep.tp % dep.dp:
+            raise BadInputError(f"--dp {dep.dp} must divide --tp {dep.tp} with "
+                                "--enable-dp-attention", "server_args.py: tp_size % dp_size == 0")
+        # DP attention: each DP group runs attention over tp // dp ranks (attn_tp_size), so
+        # the KV heads per rank follow attn_tp (configs/model_config.py get_num_kv_heads)
+        attn_tp = dep.tp // dep.dp if dp_attention else dep.tp
+        config = SglangConfig(tp=attn_tp, pp=dep.pp, kv_cache_dtype=dep.kv_dtype,
                               page_size=dep.block_size or 1)
         if dep.kv_memory_bytes is not None:
             # rest = after - before x (1 - f): with before = 0 the budget is used as given
@@ -261,7 +268,7 @@ class SglangEngine(BaseEngine):
                                 version=parse_version(dep.engine_version),
                                 mem_fraction_static=dep.memory_fraction,
                                 weights=dep.weights_dtype, weights_bytes=dep.weights_bytes,
-                                dims=dep.dims)
+                                dims=dep.dims, dp=dep.dp, dp_attention=dp_attention)
             prof = profile(dep.spec, config, mem.free_before_load_bytes,
                            mem.free_after_load_bytes, mem.mem_fraction_static)
             weights = mem.weights_bytes
@@ -278,7 +285,9 @@ class SglangEngine(BaseEngine):
         if prof.max_mamba_cache_size is not None:
             constraints.append(Constraint("Mamba state slots", "slot",
                                           prof.max_mamba_cache_size, (Need("fixed", fixed=1),)))
-        pool = Pool(self.name, tuple(constraints), dep.context_limit())
+        # each DP-attention rank schedules its own requests with its own KV pool
+        pool = Pool(self.name, tuple(constraints), dep.context_limit(),
+                    replicas=dep.dp)
         return Capacity(dep, None, prof, pool, prof.kv_cache_dtype, weights,
                         prof.cell_size_bytes, budget_notes)
 

@@ -233,6 +233,9 @@ class VllmConfig:
     num_draft_layers: int = 0  # EAGLE/MTP draft layers sharing the pool (last PP stage)
     num_gpu_blocks_override: int | None = None
     gpu_name: str | None = None  # picks the MLA backend's block size
+    # decode context parallel: the TP group's ranks split each request's tokens instead of
+    # each holding all of them (config/parallel.py decode_context_parallel_size; tp % dcp == 0)
+    dcp: int = 1
 
     def in_flight_tokens(self) -> int:
         """T in the sliding/chunked per-request need (SlidingWindowSpec.max_memory_usage)."""
@@ -268,7 +271,8 @@ class PageSpec:
         """cdiv(max_memory_usage_bytes, page) for one request of max_model_len (§1.2)."""
         bs, t = self.block_size, config.in_flight_tokens()
         if self.kind in ("full", "mla"):
-            return cdiv(max_model_len, bs)
+            # kv_cache_interface.py (0.11): each DCP rank keeps cdiv(max_model_len, dcp)
+            return cdiv(cdiv(max_model_len, config.dcp), bs)
         if self.kind == "sliding":
             # the window may start mid-block, hence one block more
             return cdiv(min(self.window - 1 + t, max_model_len), bs) + 1
@@ -498,6 +502,14 @@ def layout(spec: ModelSpec, config: VllmConfig, fmt: KVFormat | None = None
         raise BadInputError(f"--max-model-len must be positive, got {config.max_model_len}")
     if config.tp < 1 or config.pp < 1:
         raise BadInputError("tensor and pipeline parallel sizes must be at least 1")
+    if config.dcp < 1 or config.tp % config.dcp:
+        # parallel_state.py: the TP group is split into tp // dcp DCP groups
+        raise BadInputError(f"--dcp {config.dcp} must divide --tp {config.tp}",
+                            "decode context parallel reuses the TP group's GPUs")
+    if config.dcp > 1 and any(s.kind not in ("full", "mla") for s in spec.layers):
+        raise BadInputError("vLLM's decode context parallel serves full-attention and MLA "
+                            "models only", "kv_cache_coordinator.py: 'DCP not support hybrid "
+                            "attn now'")
     out = []
     start = 0
     for layers in _stage_layers(spec, config):
@@ -640,7 +652,8 @@ def profile(spec: ModelSpec, config: VllmConfig,
     if config.version >= TOKEN_LINE_FROM_CONCURRENCY:
         tokens = int(concurrency * config.max_model_len)
     else:
-        tokens = num_blocks // max(1, len(stage.groups)) * min(block_sizes)
+        # "Multiplying the GPU KV cache size by the dcp_world_size" (0.11 kv_cache_utils.py)
+        tokens = num_blocks // max(1, len(stage.groups)) * min(block_sizes) * config.dcp
     mamba = [g for g in stage.groups if g.kind == "mamba"]
     mamba_padding = Fraction(0)
     if mamba:
@@ -711,6 +724,16 @@ def batch_for(dep: Deployment) -> BatchSettings:
                           max_num_seqs=dep.max_num_seqs)
 
 
+def expert_parallel_size(dep: Deployment) -> int:
+    """GPUs the routed experts are spread over: with --enable-expert-parallel the EP group is
+    the TP x DP ranks, each holding whole experts (config/parallel.py, fused_moe/config.py
+    FusedMoEParallelConfig.make: ep_size = tp_size x dp_size); without it the experts are
+    tensor-parallel over the same tp x dp ranks, the same bytes per GPU up to rounding."""
+    if dep.spec.num_experts and (dep.expert_parallel or dep.dp > 1):
+        return dep.tp * dep.dp
+    return 1
+
+
 def config_for(dep: Deployment) -> VllmConfig:
     """The vLLM settings a deployment implies (defaults by version and GPU filled in)."""
     from kvplan.engines import parse_version
@@ -720,7 +743,7 @@ def config_for(dep: Deployment) -> VllmConfig:
         max_model_len=dep.context_limit(), version=ver,
         kv_cache_dtype=_flag_dtype(dep.kv_dtype), block_size=dep.block_size, tp=dep.tp,
         pp=dep.pp, max_num_batched_tokens=batch_for(dep).max_num_batched_tokens,
-        num_draft_layers=dep.num_draft_layers,
+        num_draft_layers=dep.num_draft_layers, dcp=dep.dcp,
         gpu_name=f"{dep.gpu_name or ''} {dep.gpu_arch}".strip() or None)
 
 
@@ -730,7 +753,9 @@ def group_needs(group: KVCacheGroup, config: VllmConfig) -> Need:
     C + T; Mamba and cross attention a fixed number of blocks)."""
     t = config.in_flight_tokens()
     if group.kind in ("full", "mla"):
-        return Need("full", group.block_size, shareable=True)
+        # with DCP the manager's block covers block_size x dcp tokens, block_size per rank
+        # (v1/core/single_type_kv_cache_manager.py: `self.block_size *= dcp_world_size`)
+        return Need("full", group.block_size * config.dcp, shareable=True)
     if group.kind == "sliding":
         return Need("window", group.block_size, cap=group.window - 1 + t, extra_blocks=1)
     if group.kind == "chunked":
@@ -810,7 +835,7 @@ class VllmEngine(BaseEngine):
                 max_num_batched_tokens=config.max_num_batched_tokens,
                 max_num_seqs=dep.max_num_seqs, dims=dep.dims, gpu_name=dep.gpu_name,
                 gpu_arch=dep.gpu_arch, max_model_len=config.max_model_len,
-                enforce_eager=dep.enforce_eager)
+                enforce_eager=dep.enforce_eager, ep=expert_parallel_size(dep))
         prof = profile(dep.spec, config, budget.available_kv_cache_bytes)
         constraints = []
         for i, stage in enumerate(prof.stages):
@@ -823,7 +848,7 @@ class VllmEngine(BaseEngine):
         # (core/sched/scheduler.py: `len(self.running) == self.max_num_running_reqs`)
         pool = Pool(self.name, tuple(constraints), config.max_model_len,
                     max_requests=batch_for(dep).max_num_seqs, tokens_per_unit=prof.block_size,
-                    reserved_units=1, max_requests_setting="max_num_seqs")
+                    reserved_units=1, max_requests_setting="max_num_seqs", replicas=dep.dp)
         return Capacity(dep, budget, prof, pool, prof.kv_cache_dtype,
                         max(budget.weights_bytes) or weights_per_gpu(dep), prof.per_token_bytes,
                         budget.notes)

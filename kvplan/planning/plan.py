@@ -101,6 +101,7 @@ def max_concurrency(cap: Capacity, context_tokens: int) -> ConcurrencyResult:
     assert best is not None
     if pool.max_requests is not None and pool.max_requests < best:
         best, why = pool.max_requests, pool.max_requests_setting
+    best *= pool.replicas  # each data-parallel rank holds its own requests
     # the engine's own float (vLLM divides all num_blocks, the null block included)
     engine_x = cap.engine.max_concurrency(cap, context_tokens)
     return ConcurrencyResult(context_tokens, best, why, units, caps, engine_x)
@@ -192,20 +193,23 @@ def check_workload(cap: Capacity, workload: Workload) -> WorkloadResult:
     scale: Fraction | None = None
     for c in pool.constraints:
         needed, saved = workload_units(c, workload)
-        uses.append(ConstraintUse(c.name, c.unit, needed, c.capacity, saved))
-        if needed > c.capacity and not reason:
-            reason = f"{c.name}: needs {needed:,} {c.unit}s, has {c.capacity:,}"
-        ratio = Fraction(c.capacity, needed) if needed else None
+        # data-parallel ranks each bring a pool (requests spread evenly over them)
+        have = c.capacity * pool.replicas
+        uses.append(ConstraintUse(c.name, c.unit, needed, have, saved))
+        if needed > have and not reason:
+            reason = f"{c.name}: needs {needed:,} {c.unit}s, has {have:,}"
+        ratio = Fraction(have, needed) if needed else None
         if ratio is not None and (scale is None or ratio < scale):
             scale = ratio
     if workload.longest > pool.max_request_tokens:
         reason = (f"a request of {workload.longest:,} tokens is longer than the maximum "
                   f"length {pool.max_request_tokens:,}")
         scale = Fraction(0)
-    if pool.max_requests is not None and workload.num_sequences > pool.max_requests:
+    slots_total = None if pool.max_requests is None else pool.max_requests * pool.replicas
+    if slots_total is not None and workload.num_sequences > slots_total:
         reason = reason or (f"{workload.num_sequences} sequences but only "
-                            f"{pool.max_requests} slots ({pool.max_requests_setting})")
-        slots = Fraction(pool.max_requests, workload.num_sequences)
+                            f"{slots_total} slots ({pool.max_requests_setting})")
+        slots = Fraction(slots_total, workload.num_sequences)
         scale = slots if scale is None else min(scale, slots)
     return WorkloadResult(workload.num_requests, workload.num_sequences, workload.longest,
                           not reason, tuple(uses), reason,
@@ -249,6 +253,8 @@ class LayoutOption:
     max_requests: int | None  # at the target context (None without one)
     kv_budget_bytes: int | None  # the smallest stage's (None when the engine has none)
     error: str  # why the layout is impossible ("" when it is possible)
+    dp: int = 1  # data-parallel ranks (vLLM --data-parallel-size, SGLang --dp)
+    dcp: int = 1  # vLLM decode context parallel
 
 
 @dataclass(frozen=True)
@@ -283,6 +289,32 @@ def candidate_layouts(spec: ModelSpec, num_gpus: int) -> list[tuple[int, int]]:
     return out
 
 
+def candidate_deployments(dep: Deployment, num_gpus: int) -> list[Deployment]:
+    """`dep` laid out over `num_gpus` GPUs in the parallel style it asks for:
+    - data parallel (dp > 1): the same TP x PP group per DP rank, as many ranks as fit;
+    - SGLang DP attention: TP over every GPU, DP so that attention keeps tp // dp ranks;
+    - decode context parallel (dcp > 1): each TP layout with dcp = tp // (KV-head groups);
+    - otherwise every TP x PP split (`candidate_layouts`)."""
+    if dep.dp_attention and dep.dp > 1:
+        attn_tp = max(1, dep.tp // dep.dp)
+        if num_gpus % attn_tp:
+            return []
+        return [replace(dep, tp=num_gpus, pp=1, dp=num_gpus // attn_tp)]
+    if dep.dp > 1:
+        group = dep.tp * dep.pp
+        return [replace(dep, dp=num_gpus // group)] if num_gpus % group == 0 else []
+    out = []
+    for tp, pp in candidate_layouts(dep.spec, num_gpus):
+        if dep.dcp > 1:
+            heads_groups = max(1, dep.tp // dep.dcp)
+            if tp % heads_groups:
+                continue
+            out.append(replace(dep, tp=tp, pp=pp, dcp=tp // heads_groups))
+        else:
+            out.append(replace(dep, tp=tp, pp=pp))
+    return out
+
+
 def fewest_gpus(dep: Deployment, target: Target, max_gpus: int = 64,
                 counts: Sequence[int] | None = None) -> LayoutResult:
     """The smallest number of GPUs (then the highest TP) whose capacity meets `target`.
@@ -294,18 +326,19 @@ def fewest_gpus(dep: Deployment, target: Target, max_gpus: int = 64,
     if counts is None:
         counts = [2**i for i in range(max_gpus.bit_length()) if 2**i <= max_gpus]
     for count in counts:
-        for tp, pp in candidate_layouts(dep.spec, count):
-            trial = replace(dep, tp=tp, pp=pp)
+        for trial in candidate_deployments(dep, count):
+            tp, pp, dp, dcp = trial.tp, trial.pp, trial.dp, trial.dcp
             try:
                 cap = capacity(trial)
             except BadInputError as exc:
-                options.append(LayoutOption(tp, pp, count, False, None, None, exc.message))
+                options.append(LayoutOption(tp, pp, count, False, None, None, exc.message,
+                                            dp, dcp))
                 continue
             ok = target.met_by(cap)
             reqs = (max_concurrency(cap, target.context_tokens).max_requests
                     if target.context_tokens else None)
             budget = cap.budget.available if cap.budget is not None else None
-            option = LayoutOption(tp, pp, count, ok, reqs, budget, "")
+            option = LayoutOption(tp, pp, count, ok, reqs, budget, "", dp, dcp)
             options.append(option)
             if ok and best is None:
                 best = option
