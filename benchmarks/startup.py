@@ -15,6 +15,7 @@ Usage (from the repository root, with the venv that has kvplan installed):
     .venv/bin/python benchmarks/startup.py --runs 30 --json
     .venv/bin/python benchmarks/startup.py --importtime    # which imports cost the time
     .venv/bin/python benchmarks/startup.py --ladder        # what each layer of the CLI costs
+    .venv/bin/python benchmarks/startup.py --floor         # size/plan as ratios to the floor
     .venv/bin/python benchmarks/startup.py --check         # exit 1 when the target is missed
     .venv/bin/python benchmarks/startup.py --bytecode as-is # keep PYTHONDONTWRITEBYTECODE etc.
 
@@ -108,14 +109,14 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_once(argv: list[str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one process, spawn to exit."""
+def run_once(argv: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one process, spawn to exit (exit codes in `ok`)."""
     cpu_before = _children_cpu_s()
     start = time.perf_counter()
     proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           cwd=REPO_ROOT, env=_env(), check=False)
     elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
+    if proc.returncode not in ok:
         raise SystemExit(f"command failed (exit {proc.returncode}): {' '.join(argv)}\n"
                          + proc.stderr.decode(errors="replace"))
     return elapsed, _children_cpu_s() - cpu_before
@@ -235,6 +236,61 @@ def importtime_report(runs: int, top: int, as_json: bool) -> None:
         print(f"{self_us / 1e3:>8.1f}  {share:>6.1%}  {package}")
 
 
+# --- floor mode: ratios against typer + rich + PyYAML ----------------------------------------
+
+FLOOR_CODE = "import typer, rich.console, rich.table, yaml"
+# (label, kvplan arguments, the most its median ratio to the floor may be: issue 13)
+FLOOR_TARGETS = (
+    ("size --format json", ("size", "llama-3.1-8b", "--format", "json"), 1.0),
+    ("size (table)", ("size", "llama-3.1-8b"), 1.1),
+    ("plan (table)", ("plan", "llama-3.1-8b", "--gpu", "h100", "--context", "8k"), 1.1),
+)
+
+
+def floor_report(runs: int, warmup: int, as_json: bool) -> bool:
+    """Each command against `python -c "import typer, rich.console, rich.table, yaml"` (the
+    libraries every kvplan command loads, with nothing of kvplan's): the ratio is taken
+    round by round, the command and the floor run back to back, so that load elsewhere on
+    the machine moves both; the median over rounds is reported. True when all are met."""
+    py = sys.executable
+    cmds = [("floor: python -c '" + FLOOR_CODE + "'", [py, "-c", FLOOR_CODE])]
+    cmds += [(label, [py, "-m", "kvplan", *args]) for label, args, _ in FLOOR_TARGETS]
+    for _ in range(warmup):
+        for _, argv in cmds:
+            run_once(argv)
+    wall: list[list[float]] = [[] for _ in cmds]
+    cpu: list[list[float]] = [[] for _ in cmds]
+    for _ in range(runs):
+        for i, (_, argv) in enumerate(cmds):
+            w, c = run_once(argv)
+            wall[i].append(w)
+            cpu[i].append(c)
+    rows = []
+    for i, (label, argv) in enumerate(cmds):
+        target = FLOOR_TARGETS[i - 1][2] if i else None
+        rw = statistics.median(x / y for x, y in zip(wall[i], wall[0], strict=True))
+        rc = statistics.median(x / y for x, y in zip(cpu[i], cpu[0], strict=True))
+        rows.append({"command": label, "argv": argv, "median_s": statistics.median(wall[i]),
+                     "cpu_median_s": statistics.median(cpu[i]), "wall_ratio": rw,
+                     "cpu_ratio": rc, "target_ratio": target,
+                     "met": None if target is None else rw <= target})
+    met = all(r["met"] is not False for r in rows)
+    if as_json:
+        print(json.dumps({"schema": "kvplan.startup-floor/1", "machine": machine(),
+                          "runs": runs, "rows": rows, "met": met}, indent=2))
+        return met
+    print(f"start-up against the floor, median of {runs} rounds (ratios taken round by round)")
+    width = max(len(str(r["command"])) for r in rows)
+    print(f"{'command':<{width}}  {'wall s':>7}  {'CPU s':>6}  {'wall x':>6}  {'CPU x':>6}  "
+          f"{'target':>6}")
+    for r in rows:
+        target = "" if r["target_ratio"] is None else (
+            f"{r['target_ratio']:.1f} " + ("met" if r["met"] else "MISSED"))
+        print(f"{r['command']:<{width}}  {r['median_s']:>7.3f}  {r['cpu_median_s']:>6.3f}  "
+              f"{r['wall_ratio']:>6.2f}  {r['cpu_ratio']:>6.2f}  {target}")
+    return met
+
+
 # --- ladder mode ------------------------------------------------------------------------
 
 # The size command's work without the CLI: the same library calls and JSON text, no typer.
@@ -296,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ladder", action="store_true",
                         help="instead: time the size command's steps (bare calculation, "
                         "+ typer, + typer's pydantic adapters, the CLI) to see what each costs")
+    parser.add_argument("--floor", action="store_true",
+                        help="instead: size (JSON and table) and plan as ratios to `python -c "
+                        f"\"{FLOOR_CODE}\"` (targets 1.0, 1.1, 1.1)")
     parser.add_argument("--top", type=int, default=15, help="rows in --importtime (15)")
     parser.add_argument("--bytecode", choices=("cached", "as-is"), default="cached",
                         help="cached: compiled .pyc in a private cache, as an installed tool "
@@ -322,6 +381,9 @@ def _run(args: argparse.Namespace) -> int:
 
     # In "cached" mode the first run of each command compiles into the fresh private cache.
     warmup = max(args.warmup, 1) if _BYTECODE["mode"] == "cached" else args.warmup
+    if args.floor:
+        met = floor_report(args.runs, warmup, args.json)
+        return 1 if (args.check and not met) else 0
     if args.ladder:
         steps = measure(args.runs, warmup, ladder_commands())
         if args.json:

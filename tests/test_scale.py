@@ -318,3 +318,19 @@ def test_a_million_requests_are_one_length_times_a_million(monkeypatch):
     assert r.batch_bytes == 10**6 * 32 * 2 * 8 * 128 * 2 * 8192
     assert r.length_runs == ((8192, 10**6),) and r.batch == 10**6
     assert len(calls) < 32 * 10  # a few passes over the 32 layers, none per request
+
+
+def test_weight_inventory_is_built_once_per_tp_not_per_layout(monkeypatch):
+    from kvplan.core import weights
+    from kvplan.sources.gpus import find_gpu
+    from kvplan.sources.library import resolve
+
+    built = []
+    real = weights._inventory
+    monkeypatch.setattr(weights, "_inventory", lambda *a: built.append(a[2]) or real(*a))
+    monkeypatch.setattr(weights, "_INVENTORIES", {})
+    dep = plan.Deployment(resolve("llama-3.1-70b")).with_gpu(find_gpu("h100"))
+    result = plan.fewest_gpus(dep, plan.Target(context_tokens=131072, concurrency=10**6))
+    assert result.best is None and len(result.options) == 28  # every layout up to 64 GPUs
+    # 28 layouts, seven tensor-parallel degrees (1..64): one inventory each
+    assert sorted(built) == sorted({o.tp for o in result.options}) == [1, 2, 4, 8, 16, 32, 64]

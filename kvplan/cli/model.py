@@ -84,7 +84,8 @@ def size(
         warnings.append(f"{spec.name} has no known maximum context; sized at 8,192 tokens")
     result = compute(spec, fmt_kv, lengths=request_lengths, tp=tp, pp=pp,
                      block_size=block_size, max_len=explicit_max)
-    _emit(size_view(result, spec, fmt_kv, warnings), fmt, units)
+    # the JSON payload lists every request's length; only JSON output reads it
+    _emit(size_view(result, spec, fmt_kv, warnings, list_lengths=fmt == "json"), fmt, units)
 
 
 @handle_errors

@@ -56,7 +56,10 @@ class SizeResult:
     @property
     def lengths(self) -> tuple[int, ...]:
         """One length per request, in order (as long as the batch: prefer length_runs)."""
-        return tuple(n for n, count in self.length_runs for _ in range(count))
+        out: list[int] = []
+        for n, count in self.length_runs:
+            out += [n] * count
+        return tuple(out)
 
 
 def check_parallelism(spec: ModelSpec, tp: int, pp: int) -> None:

@@ -22,6 +22,8 @@ import fnmatch
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.layers import MLA, RecurrentState, SlidingWindow
@@ -119,9 +121,21 @@ class Inventory:
         return out
 
     def bytes_where(self, place: str | None = None, layers: range | None = None) -> int:
+        if place is not None and layers is not None:  # a pipeline stage: summed per layer once
+            by_layer = self._bytes_by_place_and_layer.get(place, {})
+            return sum(by_layer.get(i, 0) for i in layers)
         return sum(t.num_bytes for t in self.tensors
                    if (place is None or t.place == place)
                    and (layers is None or (t.layer is not None and t.layer in layers)))
+
+    @cached_property
+    def _bytes_by_place_and_layer(self) -> dict[str, dict[int, int]]:
+        out: dict[str, dict[int, int]] = {}
+        for t in self.tensors:
+            if t.layer is not None:
+                per = out.setdefault(t.place, {})
+                per[t.layer] = per.get(t.layer, 0) + t.num_bytes
+        return out
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -426,6 +440,26 @@ def supported(spec: ModelSpec) -> str | None:
 def inventory(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, ep: int = 1,
               padded_vocab: bool = False, include_mtp: bool = True,
               expert_load: ExpertLoad | None = None) -> Inventory:
+    """_inventory, kept for the last few arguments asked: `plan --find-gpus` tries up to 28
+    layouts and each KV dtype a suggestion tries asks again, while the inventory depends
+    only on the model, the format and TP (seven values of TP among those 28 layouts)."""
+    key = (spec, q, tp, ep, padded_vocab, include_mtp, expert_load)
+    try:
+        found = _INVENTORIES.get(key)
+    except TypeError:  # an unhashable field somewhere in the spec: no cache
+        return _inventory(*key)
+    if found is None:
+        found = _INVENTORIES[key] = _inventory(*key)
+        while len(_INVENTORIES) > 16:
+            del _INVENTORIES[next(iter(_INVENTORIES))]
+    return found
+
+
+_INVENTORIES: dict[tuple[Any, ...], Inventory] = {}
+
+
+def _inventory(spec: ModelSpec, q: Quantization, tp: int, ep: int, padded_vocab: bool,
+               include_mtp: bool, expert_load: ExpertLoad | None) -> Inventory:
     """Every tensor of the checkpoint (tp=1, padded_vocab False) or of one tensor-parallel
     rank as an engine loads it (padded_vocab True). `include_mtp=False` leaves out DeepSeek's
     MTP layers (vLLM loads them only for MTP speculative decoding). `expert_load` holds the
