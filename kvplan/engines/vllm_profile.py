@@ -8,9 +8,9 @@ it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8
 
 1. The dummy batch (`batch_settings`): `max_num_batched_tokens` and `max_num_seqs` as
    `engine/arg_utils.py` defaults them -- V0 (< 0.8, `EngineArgs.create_engine_config`):
-   chunked prefill on by default only for the OpenAI server with `max_model_len > 32,768`
-   (then 512 tokens), otherwise the batch is `max(max_model_len, 2048)` tokens and 256
-   sequences. V1 (>= 0.8, `_set_default_args` / `get_batch_defaults`): chunked prefill always
+   chunked prefill on by default on CUDA when `max_model_len > 32,768` (no sliding window,
+   no speculative decoding), then 512 tokens (0.6, `config.py::SchedulerConfig`) or 2,048
+   (0.7); otherwise the batch is `max(max_model_len, 2048)` tokens; 256 sequences. V1 (>= 0.8, `_set_default_args` / `get_batch_defaults`): chunked prefill always
    on; GPUs with >= 70 GiB that are not A100s get 8,192 tokens (OpenAI server) or 16,384
    (`LLM` class) and 1,024 sequences, others 2,048 / 8,192 tokens and 256 sequences; 0.33 adds
    a >= 160 GiB tier (16,384). `max_num_seqs = min(default, max_num_batched_tokens)`.
@@ -35,13 +35,14 @@ it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8
      is installed, as in the Docker image) only the logits and their fp32 copy remain
      (6 B/logit).
 3. Non-torch memory (`non_torch_bytes`): what `cudaMemGetInfo` sees beyond torch's reserved
-   pool. V0 and V1 before 0.9 (`worker.py::determine_num_available_blocks`, 0.8
-   `gpu_worker.py::determine_available_memory`) count it absolutely after the profile, so the
-   CUDA context is in it; from 0.9 (`utils.py::memory_profiling` against the worker's
-   `init_snapshot`) only its growth since start-up: kernels loaded lazily on first launch and
-   library handles/workspaces; NCCL communicators are counted in 0.9-0.10 (the snapshot is
-   taken before `init_worker_distributed_environment`) and not from 0.11 ("take memory
-   snapshot after NCCL is initialized").
+   pool. V0 up to 0.6.4 (`worker.py::determine_num_available_blocks`) and V1 in 0.8
+   (`gpu_worker.py::determine_available_memory`) count it absolutely after the profile, so
+   the CUDA context is in it; V0 from 0.6.5 (`utils.py::memory_profiling` against the
+   worker's `baseline_snapshot`, PR #10511) and V1 from 0.9 (against `init_snapshot`) count
+   only its growth since start-up: kernels loaded lazily on first launch and library
+   handles/workspaces; NCCL communicators are counted while that snapshot is taken before
+   `init_worker_distributed_environment` (V0 0.7, V1 0.9-0.10) and not from 0.11 ("take
+   memory snapshot after NCCL is initialized").
 4. CUDA graphs (`cudagraph_bytes`): from 0.21 (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`
    default on; 0.26 `gpu_worker.py::determine_available_memory`,
    `gpu_model_runner.py::profile_cudagraph_memory`) the estimate is subtracted: the first
@@ -69,7 +70,9 @@ CUDAGRAPH_ESTIMATE = (0, 21)  # "CUDA graph memory profiling is enabled (default
 TIER_160GIB = (0, 33)  # get_batch_defaults: >= 160 GiB tier
 
 V0_LONG_CONTEXT = 32768  # arg_utils: use_long_context = max_model_len > 32768
-V0_CHUNKED_TOKENS = 512  # arg_utils (0.6): max_num_batched_tokens with chunked prefill
+V0_CHUNKED_TOKENS = 512  # config.py SchedulerConfig (0.6): tokens with chunked prefill
+V0_CHUNKED_TOKENS_07 = 2048  # config.py SchedulerConfig.__post_init__ (0.7)
+V0_INCREASE = (0, 6, 5)  # worker.py: memory_profiling against baseline_snapshot (PR #10511)
 V0_MIN_TOKENS = 2048  # max(max_model_len, 2048) without chunked prefill
 V0_MAX_NUM_SEQS = 256
 
@@ -116,10 +119,11 @@ def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
     from kvplan.engines import vllm
 
     if not is_v1(version):
-        chunked = (usage == "server" and max_model_len > V0_LONG_CONTEXT) \
-            if enable_chunked_prefill is None else enable_chunked_prefill
+        chunked = max_model_len > V0_LONG_CONTEXT if enable_chunked_prefill is None \
+            else enable_chunked_prefill
+        chunk = V0_CHUNKED_TOKENS_07 if version >= (0, 7) else V0_CHUNKED_TOKENS
         tokens = max_num_batched_tokens or (
-            V0_CHUNKED_TOKENS if chunked else max(max_model_len, V0_MIN_TOKENS))
+            chunk if chunked else max(max_model_len, V0_MIN_TOKENS))
         seqs = max_num_seqs or V0_MAX_NUM_SEQS
         return BatchSettings(tokens, seqs, chunked, "V0")
     chunked = True if enable_chunked_prefill is None else enable_chunked_prefill
@@ -203,7 +207,7 @@ def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ..
 def non_torch_bytes(version: tuple[int, ...], tp: int = 1, pp: int = 1) -> int:
     """CUDA memory outside torch's pool that the version counts against the KV budget."""
     counted = KERNELS_BYTES
-    if version < INIT_SNAPSHOT:
+    if version < V0_INCREASE or V1_DEFAULT <= version < INIT_SNAPSHOT:
         counted += CUDA_CONTEXT_BYTES  # absolute: mem_get_info used - torch allocated
     if version < SNAPSHOT_AFTER_NCCL:
         if tp > 1:
