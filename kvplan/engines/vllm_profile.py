@@ -11,9 +11,10 @@ it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8
    chunked prefill on by default on CUDA when `max_model_len > 32,768` (no sliding window,
    no speculative decoding), then 512 tokens (0.6, `config.py::SchedulerConfig`) or 2,048
    (0.7); otherwise the batch is `max(max_model_len, 2048)` tokens; 256 sequences.
-   V1 (>= 0.8, `_set_default_args` / `get_batch_defaults`): chunked prefill always on; GPUs with >= 70 GiB that are not A100s get 8,192 tokens (OpenAI server) or 16,384
-   (`LLM` class) and 1,024 sequences, others 2,048 / 8,192 tokens and 256 sequences; 0.33 adds
-   a >= 160 GiB tier (16,384). `max_num_seqs = min(default, max_num_batched_tokens)`.
+   V1 (>= 0.8, `_set_default_args` / `get_batch_defaults`): chunked prefill always on;
+   GPUs with >= 70 GiB that are not A100s get 8,192 tokens (OpenAI server) or 16,384
+   (`LLM` class) and 1,024 sequences, others 2,048 / 8,192 tokens and 256 sequences; 0.33
+   adds a >= 160 GiB tier (16,384). `max_num_seqs = min(default, max_num_batched_tokens)`.
 2. The torch peak (`activation_peak`): the larger of
    * the forward pass over `max_num_batched_tokens` tokens
      (`gpu_model_runner.py::profile_run` -> `_dummy_run(max_num_tokens, is_profile=True)`):
