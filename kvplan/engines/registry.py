@@ -29,6 +29,7 @@ _BUILTIN: dict[str, str] = {
     "trtllm": "kvplan.engines.trtllm",
     "llamacpp": "kvplan.engines.llamacpp",
     "hf": "kvplan.engines.hf",
+    "tgi": "kvplan.engines.tgi",
 }
 _LOADED: dict[str, Engine] = {}
 _REGISTERED: dict[str, Engine] = {}

@@ -192,7 +192,8 @@ def _predicted(eng: Any, dep: Any, facts: LogFacts, warnings: list[str]) -> list
         rows.append(Row(label, "from settings", int(logged), int(ours), _diff(logged, ours),
                         "info", facts.lines.get(key, facts.lines.get("weights_bytes", ""))))
     numbers = eng.numbers(cap)
-    for figure in ("kv_cache_tokens", "num_blocks", "max_total_num_tokens"):
+    for figure in ("kv_cache_tokens", "num_blocks", "max_total_num_tokens",
+                   "max_batch_total_tokens"):
         if figure in facts.kv and figure in numbers:
             rows.append(Row(figure, "from settings", facts.kv[figure], numbers[figure],
                             _diff(float(facts.kv[figure]), float(numbers[figure])), "info",

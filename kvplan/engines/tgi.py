@@ -1,0 +1,218 @@
+"""Text Generation Inference (TGI, `text-generation-launcher`): the KV blocks its warm-up
+leaves room for and the "Setting max batch total tokens to N" line its router prints.
+
+From TGI's source (huggingface/text-generation-inference, server/text_generation_server):
+- `models/flash_causal_lm.py::FlashCausalLM.warmup`: after loading the weights, a prefill of
+  `max_batch_prefill_tokens` runs (its KV blocks allocated), then
+      free_memory = get_free_memory(device, MEMORY_FRACTION * TGI_WIGGLE_ROOM)
+      num_blocks  = int(free_memory // total_cache_size) + batch_num_blocks
+  and it returns `num_blocks * BLOCK_SIZE`, which the router logs as the max batch total tokens.
+- `utils/import_utils.py::get_cuda_free_memory`:
+      free = max(0, mem_get_info free - (1 - memory_fraction) * total)
+  so, with the warm-up's own blocks added back, num_blocks = floor((total x fraction x wiggle
+  - weights - activation peak - CUDA context) / total_cache_size).
+- `total_cache_size = num_layers * BLOCK_SIZE * num_kv_heads * head_size * 2 * dtype_size`
+  (K and V for every layer, heads per shard; every layer gets a full cache: no sliding-window
+  savings).
+- `models/globals.py`: TGI_WIGGLE_ROOM 0.90 (env), BLOCK_SIZE by attention backend: flashinfer
+  1, flashdecoding 256, paged 16; `utils/dist.py`: MEMORY_FRACTION = CUDA_MEMORY_FRACTION
+  (launcher --cuda-memory-fraction, default 1.0).
+- `launcher/src/main.rs::resolve_attention`: flashinfer by default; head dims other than 64,
+  128, 256 (and falcon / deepseek_v2) fall back to flashdecoding, or to paged on GPUs below
+  compute capability 8.0. `max_batch_prefill_tokens` defaults to 4096 (capped at
+  max_position_embeddings; the launcher may lower it further from a FLOPs estimate).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kvplan.core.dtypes import BF16, FP8_E4M3, FP8_E5M2, FP16, KVFormat
+from kvplan.core.errors import BadInputError
+from kvplan.core.layers import ATTENTION_KINDS, CrossAttention
+from kvplan.core.spec import ModelSpec
+from kvplan.engines import named_kv_format
+from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
+
+if TYPE_CHECKING:
+    from kvplan.core.launch import EngineLaunch
+
+SCHEMA = "kvplan.engine.tgi/1"
+WIGGLE_ROOM = 0.90  # TGI_WIGGLE_ROOM default (models/globals.py)
+MEMORY_FRACTION = 1.0  # CUDA_MEMORY_FRACTION / --cuda-memory-fraction default
+DEFAULT_PREFILL_TOKENS = 4096  # launcher default max_batch_prefill_tokens
+BLOCK_SIZES = {"flashinfer": 1, "flashdecoding": 256, "paged": 16}
+FLASHINFER_HEAD_DIMS = (64, 128, 256)
+KV_DTYPES = ("auto", "fp8_e4m3fn", "fp8_e5m2")
+_FORMATS = {"bf16": BF16, "fp16": FP16, "fp8_e4m3fn": FP8_E4M3, "fp8_e5m2": FP8_E5M2}
+
+
+def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
+    """The model's dtype unless --kv-cache-dtype fp8_e4m3fn / fp8_e5m2."""
+    return named_kv_format(spec, kv_cache_dtype, _FORMATS, "TGI", KV_DTYPES)
+
+
+def attention_backend(spec: ModelSpec, compute_major: int | None) -> str:
+    """launcher resolve_attention: flashinfer unless the head dim (or the GPU) rules it out."""
+    heads = {layer.head_dim for layer in spec.layers if isinstance(layer, ATTENTION_KINDS)}
+    fallback = "paged" if compute_major is not None and compute_major < 8 else "flashdecoding"
+    if not heads <= set(FLASHINFER_HEAD_DIMS) or (spec.family or "") in ("falcon",
+                                                                          "deepseek_v2"):
+        return fallback
+    return "flashinfer"
+
+
+@dataclass(frozen=True)
+class TgiProfile:
+    schema: str
+    attention: str
+    block_size: int
+    bytes_per_block: int  # total_cache_size: every layer's K and V for one block
+    kv_budget_bytes: int  # total x fraction x wiggle - weights - activation - CUDA context
+    num_blocks: int
+    max_batch_total_tokens: int
+    max_batch_prefill_tokens: int
+    memory_fraction: float
+    wiggle_room: float
+
+    def log_lines(self) -> list[str]:
+        return [f"KV-cache blocks: {self.num_blocks}, size: {self.block_size}",
+                f"Setting max batch total tokens to {self.max_batch_total_tokens}"]
+
+
+def bytes_per_block(spec: ModelSpec, fmt: KVFormat, tp: int, block_size: int) -> int:
+    """total_cache_size: num_layers x BLOCK_SIZE x kv_heads per shard x head_size x 2 x dtype."""
+    layers = [layer for layer in spec.layers if isinstance(layer, ATTENTION_KINDS)
+              and not isinstance(layer, CrossAttention)]
+    if len(layers) != spec.num_layers:
+        kinds = sorted({layer.kind for layer in spec.layers})
+        raise BadInputError(f"kvplan's TGI profile covers models whose every layer is "
+                            f"K/V attention; {spec.name} has {', '.join(kinds)} layers")
+    return sum(block_size * layer.token_bytes(fmt, tp) for layer in layers)
+
+
+def profile(spec: ModelSpec, dep: Deployment, compute_major: int | None) -> TgiProfile:
+    from kvplan.engines.base import weights_per_gpu
+    from kvplan.engines.budget import NON_TORCH_BYTES, estimate_dims, forward_activation_bytes
+
+    fmt = kv_format(spec, dep.kv_dtype)
+    attention = attention_backend(spec, compute_major)
+    block = dep.block_size or BLOCK_SIZES[attention]
+    per_block = bytes_per_block(spec, fmt, dep.tp, block)
+    fraction = dep.memory_fraction if dep.memory_fraction is not None else MEMORY_FRACTION
+    prefill = dep.max_num_batched_tokens or min(DEFAULT_PREFILL_TOKENS,
+                                                spec.max_context_tokens or 10**9)
+    if dep.kv_memory_bytes is not None:
+        budget = dep.kv_memory_bytes
+    else:
+        if dep.gpu_memory_bytes is None:
+            raise BadInputError("TGI's budget needs the GPU's memory", "give --gpu")
+        weights = weights_per_gpu(dep)
+        acts = dep.activation_bytes if dep.activation_bytes is not None else \
+            forward_activation_bytes(dep.dims or estimate_dims(spec), prefill, dep.tp)
+        context = dep.non_torch_bytes if dep.non_torch_bytes is not None else NON_TORCH_BYTES
+        budget = math.floor(dep.gpu_memory_bytes * fraction * WIGGLE_ROOM) - weights - acts \
+            - context
+    if budget < per_block:
+        raise BadInputError(f"TGI would find no memory for KV blocks ({budget:,} bytes left)",
+                            "use more GPUs (--num-shard), a larger --cuda-memory-fraction or "
+                            "a smaller --max-batch-prefill-tokens")
+    blocks = budget // per_block
+    return TgiProfile(SCHEMA, attention, block, per_block, budget, blocks, blocks * block,
+                      prefill, fraction, WIGGLE_ROOM)
+
+
+@functools.cache
+def launch_flags() -> EngineLaunch:
+    """`text-generation-launcher` flags (launcher/src/main.rs Args)."""
+    from kvplan.core.launch import EngineLaunch
+
+    setting = {
+        "--model-id": ("model", "str"), "--revision": ("revision", "str"),
+        "--num-shard": ("tp", "int"), "--quantize": ("quantization", "str"),
+        "--dtype": ("model_dtype", "str"), "--kv-cache-dtype": ("kv_dtype", "str"),
+        "--max-total-tokens": ("max_model_len", "tokens"),
+        "--max-input-tokens": ("max_input_tokens", "tokens"),
+        "--max-input-length": ("max_input_tokens", "tokens"),
+        "--max-batch-prefill-tokens": ("max_num_batched_tokens", "int"),
+        "--max-batch-total-tokens": ("max_batch_total_tokens", "int"),
+        "--max-batch-size": ("max_num_seqs", "int"),
+        "--cuda-memory-fraction": ("memory_fraction", "float"),
+        "--cuda-graphs": ("cuda_graphs", "str"),
+    }
+    ignored = ("--port", "--hostname", "--max-concurrent-requests", "--max-best-of",
+               "--max-stop-sequences", "--max-top-n-tokens", "--waiting-served-ratio",
+               "--max-waiting-tokens", "--huggingface-hub-cache", "--weights-cache-override",
+               "--api-key", "--shard-uds-path", "--master-addr", "--master-port",
+               "--tokenizer-config-path", "--otlp-endpoint", "--payload-limit", "--sharded")
+    flags = {**setting, **{f: ("", "ignore") for f in ignored},
+             "--trust-remote-code": ("", "ignore-flag"), "--json-output": ("", "ignore-flag")}
+    return EngineLaunch("tgi", (("text-generation-launcher",),),
+                        images=("huggingface/text-generation-inference",
+                                "text-generation-inference"), flags=flags)
+
+
+class TgiEngine(BaseEngine):
+    name = "tgi"
+    display_name = "TGI"
+    kv_dtypes = KV_DTYPES
+    smaller_kv_dtypes = ("fp8_e4m3fn",)
+
+    def capacity(self, dep: Deployment) -> Capacity:
+        from kvplan.engines.base import weights_per_gpu
+
+        if dep.pp != 1:
+            raise BadInputError("TGI shards tensors only (--num-shard); it has no pipeline "
+                                "parallelism", "use --tp")
+        prof = profile(dep.spec, dep, _compute_major(dep.gpu_arch))
+        pool = Pool(self.name, (Constraint("KV blocks", "block", prof.num_blocks,
+                                           (Need("full", prof.block_size,
+                                                 shareable=True),)),),
+                    dep.context_limit(), tokens_per_unit=prof.block_size)
+        fmt = kv_format(dep.spec, dep.kv_dtype)
+        return Capacity(dep, None, prof, pool, fmt.name, weights_per_gpu(dep),
+                        prof.bytes_per_block // prof.block_size,
+                        (f"attention {prof.attention}, BLOCK_SIZE {prof.block_size}",
+                         f"cuda_memory_fraction {prof.memory_fraction} x TGI_WIGGLE_ROOM "
+                         f"{prof.wiggle_room}"))
+
+    def numbers(self, cap: Capacity) -> dict[str, Any]:
+        p: TgiProfile = cap.engine_profile
+        return {"kv_budget_bytes": p.kv_budget_bytes, "num_blocks": p.num_blocks,
+                "block_size": p.block_size, "bytes_per_block": p.bytes_per_block,
+                "max_batch_total_tokens": p.max_batch_total_tokens,
+                "max_batch_prefill_tokens": p.max_batch_prefill_tokens}
+
+    def kv_budget_bytes(self, cap: Capacity) -> int:
+        return int(cap.engine_profile.kv_budget_bytes)
+
+    def token_capacity(self, cap: Capacity) -> int:
+        return int(cap.engine_profile.max_batch_total_tokens)
+
+    def sizing_format(self, cap: Capacity) -> KVFormat:
+        return kv_format(cap.deployment.spec, cap.deployment.kv_dtype)
+
+    def launch(self) -> EngineLaunch:
+        return launch_flags()
+
+    def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
+                 gpu_memory_bytes: int | None = None,
+                 version: str | None = None) -> dict[str, Any]:
+        return {"cuda_memory_fraction": MEMORY_FRACTION, "wiggle_room": WIGGLE_ROOM,
+                "max_batch_prefill_tokens": DEFAULT_PREFILL_TOKENS}
+
+
+def _compute_major(arch: str) -> int | None:
+    """'hopper sm9.0' -> 9 (the catalog's compute capability), None when unknown."""
+    if "sm" not in arch:
+        return None
+    try:
+        return int(arch.split("sm", 1)[1].split(".")[0])
+    except ValueError:
+        return None
+
+
+ENGINE = TgiEngine()

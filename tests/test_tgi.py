@@ -1,0 +1,105 @@
+"""Text Generation Inference as an engine plugin: the warm-up's block count and the router's
+"Setting max batch total tokens to N" line, derived here from TGI's own source:
+
+    free       = max(0, mem_get_info free - (1 - MEMORY_FRACTION * TGI_WIGGLE_ROOM) * total)
+    num_blocks = int(free // total_cache_size) + warm-up blocks     (flash_causal_lm.warmup)
+    total_cache_size = num_layers * BLOCK_SIZE * num_kv_heads * head_size * 2 * dtype_size
+    max batch total tokens = num_blocks * BLOCK_SIZE
+
+with TGI_WIGGLE_ROOM 0.90 and MEMORY_FRACTION 1.0 by default, BLOCK_SIZE 1 for flashinfer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.core.layers import FullAttention
+from kvplan.core.spec import ModelSpec
+from kvplan.core.errors import BadInputError
+from kvplan.engines.base import Deployment
+from kvplan.engines.registry import get, names
+from kvplan.planning.launch import from_command
+from kvplan.sources.gpus import find_gpu
+from kvplan.sources.library import resolve
+
+H100_TOTAL = 85_028_896_768  # deviceQuery, the catalog's H100 SXM
+
+
+def test_tgi_is_a_registered_engine():
+    assert "tgi" in names() and get("tgi").display_name == "TGI"
+
+
+def test_max_batch_total_tokens_from_tgis_warmup_formula():
+    weights, activation, context = 16_060_522_496, 2 * 2**30, 500 * 2**20  # measured terms
+    dep = Deployment(resolve("llama-3.1-8b"), engine="tgi", weights_bytes=weights,
+                     activation_bytes=activation, non_torch_bytes=context).with_gpu(
+        find_gpu("h100"))
+    cap = get("tgi").capacity(dep)
+    # Llama-3.1-8B: 32 layers x 1 (flashinfer block) x 8 KV heads x 128 x 2 (K, V) x 2 bytes
+    total_cache_size = 32 * 1 * 8 * 128 * 2 * 2
+    free = math.floor(H100_TOTAL * 1.0 * 0.90) - weights - activation - context
+    blocks = free // total_cache_size
+    assert cap.engine_numbers["num_blocks"] == blocks
+    assert cap.engine_numbers["max_batch_total_tokens"] == blocks * 1
+    assert get("tgi").log_lines(cap)[-1] == f"Setting max batch total tokens to {blocks}"
+
+
+def test_cuda_memory_fraction_and_shards():
+    base = Deployment(resolve("llama-3.1-70b"), engine="tgi", tp=4, memory_fraction=0.8,
+                      weights_bytes=141_107_412_992, activation_bytes=2**30,
+                      non_torch_bytes=2**29).with_gpu(find_gpu("h100"))
+    cap = get("tgi").capacity(base)
+    # per shard: 141.1 GB / 4 of weights; 8 KV heads / 4 shards = 2 per layer, 80 layers
+    per_token = 80 * 2 * 128 * 2 * 2
+    free = math.floor(H100_TOTAL * 0.8 * 0.90) - 141_107_412_992 // 4 - 2**30 - 2**29
+    assert cap.engine_numbers["max_batch_total_tokens"] == free // per_token
+
+
+def test_block_size_follows_the_attention_backend():
+    from kvplan.engines import tgi
+
+    llama = resolve("llama-3.1-8b")
+    assert tgi.attention_backend(llama, 9) == "flashinfer"  # head dim 128
+    # resolve_attention falls back only for head dims flashinfer lacks (here 96): to
+    # flashdecoding (BLOCK_SIZE 256), or to paged (16) below compute capability 8
+    odd = ModelSpec("odd", (FullAttention(32, 96),) * 32, max_context_tokens=4096)
+    assert tgi.attention_backend(odd, 9) == "flashdecoding"
+    assert tgi.attention_backend(odd, 7) == "paged"
+    assert tgi.BLOCK_SIZES == {"flashinfer": 1, "flashdecoding": 256, "paged": 16}
+    dep = Deployment(llama, engine="tgi", weights_bytes=16_060_522_496).with_gpu(find_gpu("t4"))
+    with pytest.raises(BadInputError):
+        get("tgi").capacity(dep)  # 16 GB of weights do not leave room on a 16 GB T4
+
+
+def test_tgi_refuses_what_it_does_not_model():
+    dep = Deployment(resolve("llama-3.1-8b"), engine="tgi", pp=2).with_gpu(find_gpu("h100"))
+    with pytest.raises(BadInputError, match="pipeline"):
+        get("tgi").capacity(dep)
+
+
+def test_launcher_line_through_docker():
+    lp = from_command("docker run --gpus all --shm-size 1g -p 8080:80 -v $PWD/data:/data "
+                      "ghcr.io/huggingface/text-generation-inference:3.0.1 --model-id "
+                      "meta-llama/Llama-3.1-8B-Instruct --num-shard 2 --max-total-tokens 8192 "
+                      "--cuda-memory-fraction 0.85 --max-batch-prefill-tokens 8192")
+    assert lp.engine == "tgi" and lp.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert lp.overrides["tp"] == 2 and lp.overrides["memory_fraction"] == 0.85
+    assert lp.overrides["max_model_len"] == 8192
+    assert lp.overrides["max_num_batched_tokens"] == 8192
+    assert lp.launch.image_version == "3.0.1"
+
+
+def test_cli_plan_with_a_tgi_launch_line():
+    result = CliRunner().invoke(app, [
+        "plan", "--from-command", "text-generation-launcher --model-id "
+        "meta-llama/Llama-3.1-8B-Instruct --max-total-tokens 8192", "--gpu", "h100",
+        "--context", "8k", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    tokens = out["engine"]["max_batch_total_tokens"]
+    assert out["answer"]["max_concurrency"] == tokens // 8192  # block size 1: whole tokens
