@@ -99,8 +99,8 @@ def test_plan_with_a_registered_engine_through_the_library(toy):
 
 
 def test_unknown_engines_name_the_registered_ones(toy):
-    with pytest.raises(BadInputError, match="unknown engine 'tgi'") as err:
-        registry.get("tgi")
+    with pytest.raises(BadInputError, match="unknown engine 'lmdeploy'") as err:
+        registry.get("lmdeploy")
     assert "toy" in (err.value.hint or "")
 
 

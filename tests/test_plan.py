@@ -277,7 +277,7 @@ def test_other_engines_build_pools():
     with pytest.raises(BadInputError, match="no memory to plan with"):
         plan.capacity(plan.Deployment(spec))
     with pytest.raises(BadInputError, match="unknown engine"):
-        plan.capacity(plan.Deployment(spec, engine="tgi", kv_memory_bytes=GIB))
+        plan.capacity(plan.Deployment(spec, engine="lmdeploy", kv_memory_bytes=GIB))
 
 
 # --- the CLI -----------------------------------------------------------------------------------
@@ -378,7 +378,7 @@ def test_cli_bad_input_exit_2():
     assert both.exit_code == 2
     count = invoke("plan", LLAMA8B, "--gpu", "h100", "--count", "4", "--tp", "2")
     assert count.exit_code == 2 and "--count is 4" in count.stderr
-    engine = invoke("plan", LLAMA8B, "--kv-memory", "1GiB", "--engine", "tgi")
+    engine = invoke("plan", LLAMA8B, "--kv-memory", "1GiB", "--engine", "lmdeploy")
     assert engine.exit_code == 2
     dtype = invoke("plan", LLAMA8B, "--kv-memory", "1GiB", "--kv-dtype", "int4:g64")
     assert dtype.exit_code == 2 and "vLLM has no --kv-cache-dtype" in dtype.stderr

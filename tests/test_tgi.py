@@ -18,9 +18,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli import app
+from kvplan.core.errors import BadInputError
 from kvplan.core.layers import FullAttention
 from kvplan.core.spec import ModelSpec
-from kvplan.core.errors import BadInputError
 from kvplan.engines.base import Deployment
 from kvplan.engines.registry import get, names
 from kvplan.planning.launch import from_command
