@@ -101,6 +101,19 @@ class KVFormat:
             total += residual * rows * self.residual.row_bytes(n)
         return total
 
+    def last_flush_peak(self, tokens: int) -> int | None:
+        """KIVI quantizes keys a whole group of tokens at a time, so key bytes drop at each
+        flush. The token count of the last peak before `tokens` (R + G - 1 past a whole
+        number of groups), which a request that reached `tokens` has held; None when there is
+        none or `tokens` is itself one."""
+        if not (self.per_channel_keys and self.residual is not None and self.group_size):
+            return None
+        span = self.residual_tokens + self.group_size - 1
+        if tokens <= span:
+            return None
+        peak = span + (tokens - span) // self.group_size * self.group_size
+        return peak if peak < tokens else None
+
     def token_row_bytes(self, n: int, role: str) -> int:
         """Marginal bytes of one more quantized token's row (no residual, no per-channel scales)."""
         return self.key_row_bytes(n) if role == "key" else self.value_row_bytes(n)

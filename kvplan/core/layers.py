@@ -92,7 +92,11 @@ class _Attention(_KeepsEveryToken):
                 + fmt.tensor_bytes(tokens, heads, self.value_dim, "value"))
 
     def request_bytes(self, tokens: int, fmt: KVFormat, tp: int = 1) -> int:
-        return self.bytes_for_tokens(self.held_tokens(tokens), fmt, tp)
+        held = self.held_tokens(tokens)
+        now = self.bytes_for_tokens(held, fmt, tp)
+        # a KIVI key cache shrinks when a group is flushed: the request held its last peak
+        peak = fmt.last_flush_peak(held)
+        return max(now, self.bytes_for_tokens(peak, fmt, tp)) if peak else now
 
     def describe(self) -> str:
         v = f"/{self.v_head_dim}" if self.v_head_dim not in (None, self.head_dim) else ""

@@ -240,11 +240,17 @@ def _layer_bytes(layer: Layer, tokens: int, kept: int | None, fmt: KVFormat, tp:
         if not block_size:
             return layer.request_bytes(tokens, fmt, tp)
         slots = layer.paged_tokens(tokens, block_size)
-        return layer.bytes_for_tokens(slots, fmt, tp) if slots else layer.request_bytes(
-            tokens, fmt, tp)
+        return _peak(layer, slots, fmt, tp) if slots else layer.request_bytes(tokens, fmt, tp)
     # the policy keeps fewer slots than the layer would (a window can only get shorter)
     held = cdiv(kept, block_size) * block_size if block_size else kept
-    return layer.bytes_for_tokens(held, fmt, tp)
+    return _peak(layer, held, fmt, tp)
+
+
+def _peak(layer: Layer, slots: int, fmt: KVFormat, tp: int) -> int:
+    """Bytes of `slots` token slots, or of the last KIVI flush peak before them if larger."""
+    now = layer.bytes_for_tokens(slots, fmt, tp)
+    peak = fmt.last_flush_peak(slots)
+    return max(now, layer.bytes_for_tokens(peak, fmt, tp)) if peak else now
 
 
 def request_bytes(layers: Sequence[Layer], policies: Sequence[Policy], fmt: KVFormat,
