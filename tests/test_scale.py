@@ -334,3 +334,45 @@ def test_weight_inventory_is_built_once_per_tp_not_per_layout(monkeypatch):
     assert result.best is None and len(result.options) == 28  # every layout up to 64 GPUs
     # 28 layouts, seven tensor-parallel degrees (1..64): one inventory each
     assert sorted(built) == sorted({o.tp for o in result.options}) == [1, 2, 4, 8, 16, 32, 64]
+
+
+# --- the library: names and aliases from an index, one file parsed -------------------------
+
+def test_library_index_agrees_with_parsing_every_spec():
+    from kvplan.sources.library import _normalise, library_index, load_library
+
+    parsed: dict[str, set[str]] = {}
+    for spec in load_library():
+        for alias in (spec.name, *spec.aliases):
+            parsed.setdefault(_normalise(alias), set()).add(spec.name)
+    index = library_index()
+    assert {k: {p.stem for p in v} for k, v in index.aliases.items()} == parsed
+    assert sorted(index.names) == sorted(s.name for s in load_library())
+
+
+def test_a_name_or_alias_parses_one_spec_and_a_miss_parses_none(monkeypatch):
+    import kvplan.sources.yamlspec as yamlspec
+    from kvplan.core.errors import UnknownModelError
+    from kvplan.sources.library import resolve
+
+    parsed = []
+    real = yamlspec.load_yaml_file
+    monkeypatch.setattr(yamlspec, "load_yaml_file", lambda p: parsed.append(p) or real(p))
+    assert resolve("llama-3.1-8b").name == "llama-3.1-8b"
+    assert resolve("meta-llama/Llama-3.1-8B-Instruct").name == "llama-3.1-8b"
+    assert resolve("Meta-Llama/Llama-3.1-8B-INSTRUCT").name == "llama-3.1-8b"  # any case
+    assert len(parsed) == 3
+    with pytest.raises(UnknownModelError, match="did you mean: llama-3.1-8b"):
+        resolve("llama-3.1-8")
+    assert len(parsed) == 3  # the suggestion came from the index, no spec was parsed
+
+
+def test_a_library_file_written_by_hand_is_parsed_for_its_aliases(tmp_path, monkeypatch):
+    from kvplan.sources.library import resolve
+
+    (tmp_path / "mine.yaml").write_text(
+        "schema: kvplan.model/1\nname: mine\naliases:\n  - acme/mine-7b\n  - 'mine, v2'\n"
+        "layers:\n  - {kind: full, count: 2, num_kv_heads: 2, head_dim: 64}\n")
+    monkeypatch.setenv("KVPLAN_MODEL_PATH", str(tmp_path))
+    assert resolve("mine, v2").name == "mine"
+    assert resolve("acme/mine-7b").name == "mine"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -116,23 +117,79 @@ def hub_ref_of(model: str) -> HubRef | None:
 
 def find_alias(repo: str, revision: str | None = None) -> ModelSpec | None:
     """The library model that lists Hub repo `repo` among its aliases. With a revision, only
-    a model pinned to that revision (source.revision) matches. Only files whose text
-    mentions the repo are parsed."""
-    key = _normalise(repo)
-    for path in library_files().values():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
-            continue
-        if key not in _normalise(text):
-            continue
-        from kvplan.sources.yamlspec import load_yaml_file
+    a model pinned to that revision (source.revision) matches. Only the files the index
+    names for it are parsed."""
+    from kvplan.sources.yamlspec import load_yaml_file
 
+    key = _normalise(repo)
+    for path in library_index().aliases.get(key, ()):
         spec = load_yaml_file(path)
         if key in {_normalise(a) for a in spec.aliases} and (
                 revision is None or spec.source.revision == revision):
             return spec
     return None
+
+
+class LibraryIndex:
+    """Every library model's name, and normalised name or alias -> the files that declare
+    it, read from each file's `name:` and `aliases: [...]` lines (no YAML parse); a file
+    written otherwise is parsed. Built per look-up that misses a file name: 56 small reads."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.aliases: dict[str, list[Path]] = {}
+        for path in library_files().values():
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            found = _header(text)
+            if found is None:
+                found = _parsed_header(path)
+                if found is None:
+                    continue
+            name, aliases = found
+            self.names.append(name)
+            for alias in (name, *aliases):
+                paths = self.aliases.setdefault(_normalise(alias), [])
+                if path not in paths:
+                    paths.append(path)
+
+
+def library_index() -> LibraryIndex:
+    return LibraryIndex()
+
+
+_NAME_LINE = re.compile(r"^name:[ \t]*(\S+)[ \t]*$", re.M)
+# a flow list, on one line or wrapped over several
+_ALIASES_LINE = re.compile(r"^aliases:[ \t]*\[([^\]]*)\][ \t]*$", re.M)
+
+
+def _header(text: str) -> tuple[str, list[str]] | None:
+    """(name, aliases) from a library file's own lines, or None when they are not written as
+    the library writes them (one `name:` line, `aliases:` absent or a flow list of plain
+    names)."""
+    names = _NAME_LINE.findall(text)
+    if len(names) != 1 or names[0][0] in "'\"&*!|>{[":
+        return None
+    lists = _ALIASES_LINE.findall(text)
+    if len(lists) > 1 or (not lists and re.search(r"^aliases:", text, re.M)):
+        return None
+    aliases = [a.strip() for a in lists[0].split(",")] if lists else []
+    if any(not a or a[0] in "'\"&*!|>{[" or "#" in a for a in aliases):
+        return None  # quoted or unusual items: let YAML read them
+    return names[0], aliases
+
+
+def _parsed_header(path: Path) -> tuple[str, list[str]] | None:
+    from kvplan.core.errors import KvplanError
+    from kvplan.sources.yamlspec import load_yaml_file
+
+    try:
+        spec = load_yaml_file(path)
+    except KvplanError:
+        return None
+    return spec.name, list(spec.aliases)
 
 
 def load_path(path: Path, assume_standard_attention: bool = False) -> ModelSpec:
@@ -153,12 +210,13 @@ def load_named(model: str) -> ModelSpec:
         candidate = d / f"{key}.yaml"
         if candidate.is_file():
             return load_yaml_file(candidate)
-    # slow path: aliases (e.g. the Hub repo id) of every library model
-    specs = load_library()
-    for spec in specs:
-        if key in {_normalise(a) for a in spec.aliases}:
+    # an alias (e.g. the Hub repo id): the index names the files, only they are parsed
+    index = library_index()
+    for path in index.aliases.get(key, ()):
+        spec = load_yaml_file(path)
+        if key in {_normalise(a) for a in spec.aliases} or key == _normalise(spec.name):
             return spec
-    names = [s.name for s in specs]
+    names = index.names
     close = difflib.get_close_matches(key, names, n=5, cutoff=0.5)
     close += [n for n in names if key in n and n not in close][: 5 - len(close)]
     hint = ("did you mean: " + ", ".join(close) + "?") if close else (
