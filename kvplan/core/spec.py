@@ -81,6 +81,7 @@ class ModelSpec:
     q_lora_rank: int | None = None
     qk_nope_head_dim: int | None = None
     mla_v_head_dim: int | None = None
+    index_n_heads: int | None = None  # DeepSeek sparse attention indexer heads (V3.2, GLM-5)
     attention_bias: bool | None = None  # q/k/v (and o) projections carry biases
     num_nextn_predict_layers: int | None = None  # DeepSeek MTP layers stored in the checkpoint
     # --- the checkpoint ------------------------------------------------------------------

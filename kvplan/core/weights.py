@@ -314,6 +314,18 @@ class _Builder:
         self.plain(f"{a}.kv_a_layernorm.weight", (rank,), i, place)
         self.linear(f"{a}.kv_b_proj", heads * (nope + vd), rank, i, place, "column", kind="attn")
         self.linear(f"{a}.o_proj", hidden, heads * vd, i, place, "row", kind="attn")
+        if layer.index_head_dim and s.index_n_heads and s.q_lora_rank:
+            # DeepSeek sparse attention's indexer (vLLM deepseek_v2.py Indexer): wq_b and wk
+            # quantized like the layer, replicated; weights_proj unquantized; k_norm a
+            # LayerNorm (weight and bias)
+            d, n = layer.index_head_dim, s.index_n_heads
+            self.linear(f"{a}.indexer.wq_b", n * d, s.q_lora_rank, i, place, "replicated",
+                        kind="attn")
+            self.linear(f"{a}.indexer.wk", d, hidden, i, place, "replicated", kind="attn")
+            self.plain(f"{a}.indexer.k_norm.weight", (d,), i, place)
+            self.plain(f"{a}.indexer.k_norm.bias", (d,), i, place)
+            self.linear(f"{a}.indexer.weights_proj", n, hidden, i, place, "replicated",
+                        kind="router", quantizable=False)
 
     def mlp(self, i: int, p: str, place: str) -> None:
         s, fam = self.spec, self.family

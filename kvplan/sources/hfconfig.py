@@ -353,6 +353,8 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         out["q_lora_rank"] = _opt_int(cfg, "q_lora_rank", minimum=1)
         out["qk_nope_head_dim"] = _opt_int(cfg, "qk_nope_head_dim", minimum=0)
         out["mla_v_head_dim"] = _opt_int(cfg, "v_head_dim", minimum=1)
+        if cfg.has("index_topk"):
+            out["index_n_heads"] = _opt_int(cfg, "index_n_heads", minimum=1)
     bias = cfg.raw.get("attention_bias", cfg.raw.get("bias"))
     if isinstance(bias, bool):
         out["attention_bias"] = bias

@@ -36,7 +36,8 @@ _TOP = {"schema", "name", "display_name", "family", "aliases", "source", "dtype"
 SHAPE_INTS = ("hidden_size", "vocab_size", "intermediate_size", "num_experts",
               "num_experts_per_token", "moe_intermediate_size", "num_shared_experts",
               "shared_expert_intermediate_size", "first_dense_layers", "moe_layer_step",
-              "q_lora_rank", "qk_nope_head_dim", "mla_v_head_dim", "num_nextn_predict_layers")
+              "q_lora_rank", "qk_nope_head_dim", "mla_v_head_dim", "index_n_heads",
+              "num_nextn_predict_layers")
 SHAPE_BOOLS = ("tie_word_embeddings", "attention_bias", "routing_bias")
 # fields that may be 0 (no shared experts, no dense layers, no MTP layer)
 _SHAPE_ZERO_OK = {"num_shared_experts", "shared_expert_intermediate_size",
