@@ -4,7 +4,7 @@ import json
 
 from probes import probe
 
-HEAVY = ("torch", "huggingface_hub", "transformers", "numpy")
+HEAVY = ("torch", "huggingface_hub", "transformers", "numpy", "gguf")
 
 def _heavy_imports(argv):
     result = probe(argv, HEAVY)

@@ -80,7 +80,7 @@ def _route(model: str) -> HubRef | Path | ModelSpec | str:
     path = Path(model).expanduser()
     if path.exists():
         return path
-    if model.endswith((".yaml", ".yml", ".json")):
+    if model.endswith((".yaml", ".yml", ".json", ".gguf")):
         raise UnknownModelError(f"no such file: {model}")
     if "/" in model:
         from kvplan.sources.hub import bare_hub_ref
@@ -193,6 +193,10 @@ def _parsed_header(path: Path) -> tuple[str, list[str]] | None:
 
 
 def load_path(path: Path, assume_standard_attention: bool = False) -> ModelSpec:
+    if path.suffix == ".gguf":
+        from kvplan.sources.gguf import load_gguf
+
+        return load_gguf(path)
     if path.is_dir() or path.suffix == ".json":
         from kvplan.sources.hfconfig import load_config_file
 
