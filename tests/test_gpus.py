@@ -267,10 +267,12 @@ def test_gpus_json_keys(catalog):
     assert len(doc["gpus"]) == len(catalog)
     for row in doc["gpus"]:
         assert set(row) == {
-            "name", "display_name", "aliases", "vendor", "architecture", "compute_capability",
-            "memory_bytes", "memory_basis", "marketing_memory", "hbm_bandwidth_bytes_per_s",
-            "fp8", "fp4", "sources", "notes"}
+            "name", "id", "display_name", "aliases", "vendor", "architecture",
+            "compute_capability", "memory_bytes", "memory_basis", "marketing_memory",
+            "hbm_bandwidth_bytes_per_s", "fp8", "fp4", "sources", "notes"}
         assert isinstance(row["memory_bytes"], int) and isinstance(row["fp8"], bool)
+        # the id shown is one `--gpu` finds this very GPU by
+        assert find_gpu(row["id"], catalog).name == row["name"]
         assert row["sources"]["memory_bytes"]
 
 
@@ -291,7 +293,7 @@ def test_gpus_table_and_markdown():
     md = invoke("gpus", "amd", "-f", "markdown", "--units", "si")
     assert md.exit_code == 0
     assert md.stdout.startswith("**3 GPUs**")
-    assert "| MI300X | amd | 206,141,652,992 | 206.142 GB |" in md.stdout
+    assert "| MI300X | mi300x | amd | 206,141,652,992 | 206.142 GB |" in md.stdout
 
 
 def test_unknown_gpu_exits_2_with_suggestions():

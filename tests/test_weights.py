@@ -275,6 +275,8 @@ def test_import_replaces_the_output_whole(checkpoint, tmp_path):
 
 
 def test_import_to_an_unwritable_place(checkpoint, tmp_path):
+    # a missing folder is created (as `report -o` does); a folder that is a file cannot be
+    (tmp_path / "no").write_text("a file, not a folder")
     res = runner.invoke(app, ["import", str(checkpoint), "-o", str(tmp_path / "no" / "x.yaml")])
     assert res.exit_code == 2
     assert f"kvplan: error: cannot write {tmp_path / 'no' / 'x.yaml'}: " in res.stderr

@@ -27,15 +27,22 @@ COMMANDS = (
 )
 
 
-def _version_option(
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")]
-    = False,
-) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    # eager: runs while the options are parsed, before click asks for a command (without it
+    # `kvplan --version` was "Missing command")
+    if value:
         from kvplan import __version__
 
         typer.echo(f"kvplan {__version__}")
         raise typer.Exit(0)
+
+
+def _version_option(
+    version: Annotated[bool, typer.Option(
+        "--version", help="Print the version and exit.", is_eager=True,
+        callback=_print_version)] = False,
+) -> None:
+    pass
 
 
 def build_app(only: str | None = None) -> typer.Typer:
@@ -51,14 +58,14 @@ def build_app(only: str | None = None) -> typer.Typer:
         name="kvplan",
         help=(
             "Exact KV-cache memory sizes for LLM serving.\n\n"
-            "Exit codes: 0 success; 1 a stated target is not met; 2 bad input (unknown "
-            "model, bad file or field, bad flag); 3 the Hugging Face Hub unreachable with "
-            "nothing cached. Set KVPLAN_DEBUG=1 for tracebacks."
+            "Exit codes: 0 success; 1 a stated target is not met, or the model does not "
+            "fit; 2 bad input (unknown model, bad file or field, bad flag); 3 the Hugging Face "
+            "Hub unreachable with nothing cached. Set KVPLAN_DEBUG=1 for tracebacks."
         ),
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
-        add_completion=False,
+        add_completion=True,  # --install-completion / --show-completion: bash, zsh, fish
     )
     app.callback()(_version_option)
     for name, module, function in COMMANDS:

@@ -58,7 +58,6 @@ def _write_ci(junit: Path | None, xml: str, summary: str) -> None:
     from kvplan.cli.options import _write_atomic
 
     if junit is not None:
-        junit.parent.mkdir(parents=True, exist_ok=True)
         _write_atomic(junit, xml)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:

@@ -58,7 +58,7 @@ def size(
     from kvplan.core.dtypes import parse_format
     from kvplan.core.errors import BadInputError
     from kvplan.core.sizing import size as compute
-    from kvplan.core.units import parse_int_list, parse_tokens
+    from kvplan.core.units import MAX_BATCH, parse_int_list, parse_tokens
     from kvplan.output.tables import size_view
     from kvplan.sources.library import resolve
 
@@ -66,6 +66,14 @@ def size(
         raise BadInputError("--lengths replaces --tokens and --batch; give one or the other")
     if batch <= 0:
         raise BadInputError(f"--batch must be positive, got {batch}")
+    if batch > MAX_BATCH:
+        raise BadInputError(f"--batch {batch:,} is more than the {MAX_BATCH:,} requests kvplan "
+                            "sizes at once")
+    if block_size < 1 or block_size & (block_size - 1):
+        # engines page in powers of two (vLLM 1..128, TRT-LLM tokens_per_block, SGLang
+        # page_size); `plan` checks the engine's own list
+        raise BadInputError(f"--block-size must be a power of two (1, 8, 16, ...), got "
+                            f"{block_size}")
     spec = resolve(model, assume_standard)
     fmt_kv = parse_format(kv_dtype, spec.dtype)
     warnings: list[str] = list(spec.warnings)

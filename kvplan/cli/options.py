@@ -47,15 +47,19 @@ UnitsOpt = Annotated[str, typer.Option(
     "--units", help="iec: KiB/MiB/GiB (powers of 2); si: KB/MB/GB (powers of 10).",
     callback=_one_of(("iec", "si")))]
 KVDtypeOpt = Annotated[str, typer.Option(
-    "--kv-dtype", help="auto (the model's dtype), fp32, fp16, bf16, fp8, fp8_e5m2, int8, int4, "
+    "--kv-dtype", "--kv-cache-dtype", help="auto (the model's dtype), fp32, fp16, bf16, fp8, "
+    "fp8_e5m2, int8, int4, "
     "int2, nvfp4, fp8_ds_mla, or group-wise like int4:g64, int2:g32:kivi:r128.")]
-TPOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs (KV heads split).")]
+# each engine's own spelling is accepted too (vLLM --tensor-parallel-size, ...)
+TPOpt = Annotated[int, typer.Option("--tp", "--tensor-parallel-size",
+                                    help="Tensor-parallel GPUs (KV heads split).")]
 AssumeStandardOpt = Annotated[bool, typer.Option(
     "--assume-standard-attention",
     help="Size a config.json kvplan would refuse (an architecture it has no reader for, or a "
     "cache-deciding key it does not model) as plain attention on every layer, with a warning. "
     "See docs/architectures.md.")]
-PPOpt = Annotated[int, typer.Option("--pp", help="Pipeline stages (layers split).")]
+PPOpt = Annotated[int, typer.Option("--pp", "--pipeline-parallel-size",
+                                    help="Pipeline stages (layers split).")]
 
 
 def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
@@ -94,15 +98,20 @@ def _emit(report: Any, fmt: str, units: str) -> None:
 
 
 def _terminal_width() -> int:
+    """COLUMNS, else the width of whichever of stdout, stderr or stdin is a terminal (piped
+    output still fits the terminal it is read on), else 80."""
     try:
-        return int(os.environ["COLUMNS"])
+        columns = int(os.environ["COLUMNS"])
+        if columns > 0:
+            return max(columns, 40)
     except (KeyError, ValueError):
         pass
-    try:
-        return os.get_terminal_size(sys.stdout.fileno()).columns
-    except (OSError, ValueError, AttributeError):
-        return 120
-
+    for stream in (sys.stdout, sys.stderr, sys.stdin):
+        try:
+            return max(os.get_terminal_size(stream.fileno()).columns, 40)
+        except (OSError, ValueError, AttributeError):
+            continue
+    return 80
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -114,6 +123,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
     tmp: str | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # as `report -o`, `import -o`, --junit
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)

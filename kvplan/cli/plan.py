@@ -34,9 +34,11 @@ CountOpt = Annotated[int | None, typer.Option(
     "--count", "-n", help="GPUs in the instance; default TP = count, PP = 1.",
     show_default=False)]
 TPOptional = Annotated[int | None, typer.Option(
-    "--tp", help="Tensor-parallel GPUs (KV heads split; default: --count).", show_default=False)]
+    "--tp", "--tensor-parallel-size", help="Tensor-parallel GPUs (KV heads split; default: "
+    "--count).", show_default=False)]
 PPOptional = Annotated[int | None, typer.Option(
-    "--pp", help="Pipeline stages (layers split).", show_default=False)]
+    "--pp", "--pipeline-parallel-size", help="Pipeline stages (layers split).",
+    show_default=False)]
 EngineOpt = Annotated[str, typer.Option(
     "--engine", help=f"{', '.join(engine_names()[:-1])} or {engine_names()[-1]} (or an engine "
     "registered with kvplan.engines.registry).")]
@@ -44,8 +46,9 @@ EngineVersionOpt = Annotated[str | None, typer.Option(
     "--engine-version", help="The engine's version (vLLM: 0.11, 0.21, ...; default: newest "
     "read).", show_default=False)]
 MaxModelLenOpt = Annotated[str | None, typer.Option(
-    "--max-model-len", help="The engine's maximum length per request (default: the model's "
-    "maximum context). llama.cpp: --ctx.", show_default=False)]
+    "--max-model-len", "--ctx-size", "-c", help="The engine's maximum length per request "
+    "(default: the model's maximum context); llama.cpp's -c/--ctx-size, the context all slots "
+    "share.", show_default=False)]
 KVMemoryOpt = Annotated[str | None, typer.Option(
     "--kv-memory", help="A measured KV budget per GPU, as the engine logged it: 57.65GiB "
     "(vLLM 'Available KV cache memory').", show_default=False)]
@@ -53,12 +56,13 @@ GpuMemoryOpt = Annotated[str | None, typer.Option(
     "--gpu-memory", help="A GPU not in the catalog: the memory it reports, e.g. 24GiB.",
     show_default=False)]
 UtilOpt = Annotated[float | None, typer.Option(
-    "--gpu-memory-utilization", help="vLLM gpu_memory_utilization (0.9; 0.92 from 0.20), "
+    "--gpu-memory-utilization", "--mem-fraction-static",
+    help="vLLM gpu_memory_utilization (0.9; 0.92 from 0.20), "
     "SGLang mem_fraction_static, TRT-LLM free_gpu_memory_fraction (0.9).", show_default=False)]
 WeightsDtypeOpt = Annotated[str, typer.Option(
     "--weights-dtype", help="auto, bf16, fp16, fp8, int8, awq, gptq, int4, mxfp4, nvfp4.")]
 ContextOpt = Annotated[str | None, typer.Option(
-    "--context", "-c", help="Tokens per request: 8k, 32768.", show_default=False)]
+    "--context", help="Tokens per request: 8k, 32768.", show_default=False)]
 ConcurrencyOpt = Annotated[int | None, typer.Option(
     "--concurrency", help="Requests at once.", show_default=False)]
 
@@ -73,6 +77,22 @@ def _tokens(text: str | None, what: str) -> int | None:
     from kvplan.core.units import parse_tokens
 
     return parse_tokens(text, what) if text is not None else None
+
+
+def _cache_types(kv_dtype: str, k: str | None, v: str | None) -> str:
+    """llama.cpp's -ctk/-ctv as kvplan's one --kv-dtype."""
+    from kvplan.core.errors import BadInputError
+
+    given = {x for x in (k, v) if x is not None}
+    if not given:
+        return kv_dtype
+    if len(given) > 1:
+        raise BadInputError(f"-ctk {k} and -ctv {v} differ; kvplan plans K and V in one type",
+                            "give the same type to both (or --kv-dtype)")
+    if kv_dtype != "auto" and kv_dtype not in given:
+        raise BadInputError(f"--kv-dtype {kv_dtype} and -ctk/-ctv {given.pop()} both name the "
+                            "cache type; give one")
+    return given.pop()
 
 
 def _layout(count: int | None, tp: int | None, pp: int | None, dp: int = 1,
@@ -200,7 +220,10 @@ def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
     }
     csv_row = {"model": dep.spec.name, "engine": dep.engine, "gpu": dep.gpu_name,
                "tp": dep.tp, "pp": dep.pp, "kv_dtype": cap.kv_format,
-               **{k: v for k, v in numbers.items() if not isinstance(v, (list, tuple))},
+               # the engine's own figure under a name the answer also uses (vLLM's
+               # max_concurrency is at max_model_len, the answer's at --context): both kept
+               **{(f"engine_{k}" if k in answer else k): v for k, v in numbers.items()
+                  if not isinstance(v, (list, tuple))},
                **{k: _plain(v) for k, v in answer.items()}, "target_met": target_met}
     csv_table = Table("plan", tuple(Column(k, k) for k in csv_row), (csv_row,))
     notes = [f"Deployment: {head}."]
@@ -294,7 +317,13 @@ def plan(
     enforce_eager: Annotated[bool, typer.Option(
         "--enforce-eager", help="vLLM without CUDA graphs (nothing reserved for them).")
     ] = False,
-    parallel: Annotated[int, typer.Option("--parallel", help="llama.cpp slots.")] = 1,
+    parallel: Annotated[int, typer.Option("--parallel", "-np", help="llama.cpp slots.")] = 1,
+    cache_type_k: Annotated[str | None, typer.Option(
+        "--cache-type-k", "-ctk", help="llama.cpp's K cache type (f16, q8_0, ...): the same "
+        "as --kv-dtype.", show_default=False)] = None,
+    cache_type_v: Annotated[str | None, typer.Option(
+        "--cache-type-v", "-ctv", help="llama.cpp's V cache type; kvplan plans K and V in "
+        "one type, so it must equal -ctk.", show_default=False)] = None,
     host_memory: Annotated[str | None, typer.Option(
         "--host-memory", help="Host memory per GPU for KV offload, e.g. 64GiB.",
         show_default=False)] = None,
@@ -349,6 +378,7 @@ def plan(
     if samples < 1:
         raise BadInputError(f"--samples must be at least 1, got {samples}")
     tp_, pp_ = _layout(count, tp, pp, dp, enable_dp_attention)
+    kv_dtype = _cache_types(kv_dtype, cache_type_k, cache_type_v)
     dep = _deployment(
         model, gpu, gpu_memory, tp_, pp_, engine=engine, engine_version=engine_version,
         kv_dtype=kv_dtype, max_model_len=_tokens(max_model_len, "--max-model-len"),

@@ -2,7 +2,7 @@
 
 Exit codes (documented in the README and `kvplan --help`):
   0  success
-  1  a stated target is not met (capacity checks)
+  1  a stated target is not met (capacity checks), or the deployment does not fit at all
   2  bad input: unknown model, unparsable file, invalid field or flag value
   3  the Hugging Face Hub is unreachable and nothing usable is cached
 """
@@ -34,7 +34,10 @@ class BadInputError(KvplanError):
 
 
 class NoKVMemoryError(BadInputError):
-    """The weights and reserves leave nothing for the KV cache: the engine would not start."""
+    """The weights and reserves leave nothing for the KV cache: the engine would not start.
+    "Does not fit" is a capacity answer, not bad input: exit 1 in `plan` as in `check`."""
+
+    exit_code = EXIT_TARGET_NOT_MET
 
 
 class TargetNotMetError(KvplanError):

@@ -14,6 +14,12 @@ from kvplan.core.errors import BadInputError
 GIB = 2**30
 GB = 10**9
 
+# Upper bounds on what people type: far above any real deployment, low enough that nothing
+# sized from them can exhaust memory (a list per request) or overflow an index.
+MAX_TOKENS = 2**40  # tokens in one request or one pool
+MAX_BATCH = 2**24  # requests sized at once
+MAX_BYTES = 2**60  # one size (an exbibyte)
+
 _TOKEN_SUFFIX = {"": 1, "k": 2**10, "m": 2**20}
 _TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
 
@@ -44,6 +50,9 @@ def parse_tokens(text: str | int, what: str = "tokens") -> int:
         value = scaled
     if value <= 0:
         raise BadInputError(f"{what} must be positive, got {value}")
+    if value > MAX_TOKENS:
+        raise BadInputError(f"{what} {text!r} is more than the {MAX_TOKENS:,} tokens kvplan "
+                            "accepts")
     return value
 
 
@@ -62,6 +71,8 @@ def parse_bytes(text: str) -> int:
     scaled = int(whole + frac) * _BYTE_UNITS[unit] // 10 ** len(frac)
     if scaled <= 0:
         raise BadInputError(f"the size {text!r} must be positive")
+    if scaled > MAX_BYTES:
+        raise BadInputError(f"the size {text!r} is more than an exbibyte (2^60 bytes)")
     return scaled
 
 
@@ -77,7 +88,12 @@ def _exact_scale(number: str, factor: int) -> int | None:
 
 def parse_int_list(text: str, what: str) -> list[int]:
     """'2048,4096,8k' -> [2048, 4096, 8192] (a batch of requests of different lengths)."""
-    parts = [p for p in text.split(",") if p.strip()]
-    if not parts:
+    parts = text.split(",")
+    if not text.strip():
         raise BadInputError(f"{what} is empty")
+    if any(not p.strip() for p in parts):
+        raise BadInputError(f"{what} {text!r} has an empty item",
+                            "separate lengths with single commas: 2k,4k,8k")
+    if len(parts) > MAX_BATCH:
+        raise BadInputError(f"{what} lists more than {MAX_BATCH:,} lengths")
     return [parse_tokens(p, what) for p in parts]

@@ -292,6 +292,10 @@ class BaseEngine:
 
     name = ""
     display_name = ""
+    # the block sizes it accepts (None: any positive number of tokens)
+    block_sizes: tuple[int, ...] | None = None
+    # the newest version whose rules kvplan implements (None: it has no version rules)
+    latest_version: tuple[int, ...] | None = None
     kv_dtypes: tuple[str, ...] = ("auto",)
     smaller_kv_dtypes: tuple[str, ...] = ()
     needs_memory = True
@@ -348,6 +352,38 @@ class BaseEngine:
         with it), or None when kvplan reads no launch command for it. Optional: the launch
         reader asks for it with getattr, so a minimal plugin need not define it."""
         return None
+
+
+def check_settings(dep: Deployment, engine: Any) -> None:
+    """Settings no engine starts with are bad input, the same from flags and plan files: a
+    zero or negative count, a block size the engine refuses, a version newer than kvplan's
+    rules (it would be planned with older rules without a word)."""
+    from kvplan.engines import parse_version
+
+    label = getattr(engine, "display_name", "") or dep.engine
+    for name, flag, value in (("tp", "--tp", dep.tp), ("pp", "--pp", dep.pp),
+                              ("block_size", "--block-size", dep.block_size),
+                              ("max_num_seqs", "--max-num-seqs", dep.max_num_seqs),
+                              ("max_num_batched_tokens", "--max-num-batched-tokens",
+                               dep.max_num_batched_tokens),
+                              ("parallel", "--parallel", dep.parallel)):
+        if value is not None and value < 1:
+            raise BadInputError(f"{name} ({flag}) must be at least 1, got {value}")
+    if dep.memory_fraction is not None and not 0 < dep.memory_fraction <= 1:
+        raise BadInputError("the GPU memory fraction (--gpu-memory-utilization) must be above "
+                            f"0 and at most 1, got {dep.memory_fraction}")
+    sizes = getattr(engine, "block_sizes", None)
+    if dep.block_size is not None and sizes and dep.block_size not in sizes:
+        raise BadInputError(f"{label} has no block size {dep.block_size} (--block-size)",
+                            "valid: " + ", ".join(map(str, sizes)))
+    latest = getattr(engine, "latest_version", None)
+    version = parse_version(dep.engine_version)
+    if version is not None and latest is not None and version[:2] > latest[:2]:
+        newest = ".".join(map(str, latest[:2]))
+        raise BadInputError(f"kvplan's {label} rules go up to version {newest}; "
+                            f"--engine-version {dep.engine_version} is newer than any it knows",
+                            f"give a version up to {newest}, or leave it out for the newest "
+                            "rules")
 
 
 def check_choice(value: str, choices: Sequence[str], engine: str, flag: str) -> str:

@@ -814,6 +814,9 @@ def launch_flags() -> EngineLaunch:
 class VllmEngine(BaseEngine):
     name = "vllm"
     display_name = "vLLM"
+    # vllm/config/cache.py `BlockSize = Literal[1, 8, 16, 32, 64, 128]`
+    block_sizes = (1, 8, 16, 32, 64, 128)
+    latest_version = LATEST
     kv_dtypes = KV_DTYPES
     smaller_kv_dtypes = SMALLER_KV_DTYPES
 

@@ -118,27 +118,83 @@ def _markdown(view: View, units: str) -> str:
 
 
 def _rich(view: View, units: str, width: int | None) -> str:
+    """Terminal tables that never cut a number: a table whose numbers do not fit the width
+    side by side (headers may wrap onto several lines) is printed one record per row
+    instead, label beside value."""
     from rich import box
     from rich.console import Console
     from rich.table import Table as RichTable
 
+    width = width or 80
     buf = io.StringIO()
     # text is printed as it is: no [markup] or :emoji: codes (that look-up table alone costs
     # about 10 ms to import, a tenth of the command's start-up)
-    console = Console(file=buf, width=width or 120, force_terminal=False, color_system=None,
+    console = Console(file=buf, width=width, force_terminal=False, color_system=None,
                       highlight=False, soft_wrap=False, markup=False, emoji=False)
     for table in view.tables:
+        cells = [[_cell(row.get(c.key), c.kind, units) for c in table.columns]
+                 for row in table.rows]
+        widths = _layout(table, cells, width)
+        if widths is None:
+            console.print(_vertical(table, cells, width), markup=False, highlight=False)
+            continue
         rt = RichTable(title=table.title, title_justify="left", box=box.SIMPLE_HEAD)
-        for i, c in enumerate(table.columns):
-            # the first column names the row (a model, a GPU): never cut it short
-            width = max([len(c.header)] + [len(_cell(r.get(c.key), c.kind, units))
-                                           for r in table.rows]) if i == 0 else None
+        for c, w in zip(table.columns, widths, strict=True):
             rt.add_column(c.header, justify="left" if c.kind == "text" else "right",
-                          min_width=width, no_wrap=i == 0)
-        for row in table.rows:
-            rt.add_row(*(_cell(row.get(c.key), c.kind, units) for c in table.columns))
+                          width=w, no_wrap=c.kind != "text", overflow="fold")
+        for row_cells in cells:
+            rt.add_row(*row_cells)
         console.print(rt)
     for note in [*view.notes, unit_note(units)]:
         console.print(note, markup=False)
     return buf.getvalue()
 
+
+def _layout(table: Table, cells: list[list[str]], width: int) -> list[int] | None:
+    """Each column's width, chosen here (not by rich, which shrinks any column to fit): every
+    column at least its _min_width, text columns then widened toward their natural width with
+    what is left. None when even the minimum does not fit: print it vertically."""
+    columns = [[r[i] for r in cells] for i in range(len(table.columns))]
+    low = [_min_width(c, col) for c, col in zip(table.columns, columns, strict=True)]
+    natural = [max([len(c.header), *map(len, col)]) for c, col in zip(table.columns, columns,
+                                                                      strict=True)]
+    # rich's SIMPLE_HEAD layout: one space of padding each side of a cell, a separator
+    # between columns and an edge each side
+    room = width - (3 * len(low) + 1)
+    if sum(low) > room:
+        return None
+    if sum(natural) <= room:
+        return natural
+    spare = room - sum(low)
+    want = [n - lo for n, lo in zip(natural, low, strict=True)]
+    total = sum(want)
+    out = [lo + (w * spare) // total for lo, w in zip(low, want, strict=True)]
+    return out
+
+
+def _min_width(column: Column, cells: list[str]) -> int:
+    """The narrowest a column may be: its longest value whole (numbers never wrap, text
+    wraps at spaces) and its header's longest word."""
+    words = [w for text in cells for w in (text.split() if column.kind == "text" else [text])]
+    header = column.header.split() or [""]
+    return max(len(w) for w in [*words, *header])
+
+
+def _vertical(table: Table, cells: list[list[str]], width: int) -> str:
+    """One block per row: the row's first cell, then `label  value` lines."""
+    import textwrap
+
+    labels = [c.header for c in table.columns[1:]]
+    pad = min(max((len(h) for h in labels), default=0), max(8, width // 3))
+    out = [table.title, ""]
+    for row_cells in cells:
+        out.append(row_cells[0])
+        for label, value in zip(labels, row_cells[1:], strict=True):
+            room = max(20, width - pad - 4)
+            lines = textwrap.wrap(value, room, break_long_words=False,
+                                  break_on_hyphens=False) or [""]
+            head = label if len(label) <= pad else label[:pad - 1] + "."
+            out.append(f"  {head:<{pad}}  {lines[0]}")
+            out.extend(f"  {'':<{pad}}  {line}" for line in lines[1:])
+        out.append("")
+    return "\n".join(out)

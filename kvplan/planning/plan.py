@@ -54,8 +54,10 @@ COMPARE_SCHEMA = "kvplan.compare/1"
 def capacity(dep: Deployment) -> Capacity:
     """The engine's start-up numbers and request pool for a deployment."""
     from kvplan.core.sizing import check_parallelism
+    from kvplan.engines.base import check_settings
 
     engine = get_engine(dep.engine)  # an unknown name is a BadInputError naming the known
+    check_settings(dep, engine)
     check_parallelism(dep.spec, dep.tp, dep.pp)
     if dep.kv_memory_bytes is None and dep.gpu_memory_bytes is None and engine.needs_memory:
         raise BadInputError("no memory to plan with",

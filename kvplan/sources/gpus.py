@@ -72,6 +72,14 @@ def normalize(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text)
 
 
+def gpu_id(gpu: GPU) -> str:
+    """The shortest spelling `--gpu` takes for this GPU ('h100' for the H100 SXM): names and
+    aliases are unique in the catalog, so any of them finds it."""
+    spellings = [re.sub(r"\s+", "-", n.strip().lower()) for n in (gpu.name, *gpu.aliases)]
+    worded = [n for n in spellings if re.search(r"[a-z]", n)] or spellings  # rtx-3090, not 3090
+    return min(worded, key=lambda n: (len(n), n))
+
+
 def _keys(gpu: GPU) -> list[str]:
     return [normalize(n) for n in (gpu.name, *gpu.aliases)]
 
@@ -233,14 +241,15 @@ def filter_gpus(gpus: list[GPU], text: str | None) -> list[GPU]:
 # --- the report ---------------------------------------------------------------------------
 
 LIST_ROW_KEYS = (
-    "name", "vendor", "architecture", "compute_capability", "memory_bytes", "memory_basis",
+    "name", "id", "vendor", "architecture", "compute_capability", "memory_bytes", "memory_basis",
     "marketing_memory", "hbm_bandwidth_bytes_per_s", "fp8", "fp4",
 )
 
 
 def gpu_to_dict(gpu: GPU) -> dict[str, Any]:
     return {
-        "name": gpu.name, "display_name": gpu.display_name, "aliases": list(gpu.aliases),
+        "name": gpu.name, "id": gpu_id(gpu), "display_name": gpu.display_name,
+        "aliases": list(gpu.aliases),
         "vendor": gpu.vendor, "architecture": gpu.architecture,
         "compute_capability": gpu.compute_capability, "memory_bytes": gpu.memory_bytes,
         "memory_basis": gpu.memory_basis, "marketing_memory": gpu.marketing_memory,
@@ -259,14 +268,14 @@ def gpus_view(gpus: list[GPU]) -> View:
     from kvplan.output.render import Column, Table, View
 
     rows = tuple({
-        "name": g.name, "vendor": g.vendor, "memory_bytes": g.memory_bytes,
+        "name": g.name, "id": gpu_id(g), "vendor": g.vendor, "memory_bytes": g.memory_bytes,
         "memory": g.memory_bytes, "memory_basis": g.memory_basis,
         "marketing_memory": g.marketing_memory,
         "bandwidth_tb_s": _tb_per_s(g.hbm_bandwidth_bytes_per_s),
         "fp8": "yes" if g.fp8 else "no", "fp4": "yes" if g.fp4 else "no",
     } for g in gpus)
     columns = (
-        Column("name", "GPU"), Column("vendor", "vendor"),
+        Column("name", "GPU"), Column("id", "--gpu"), Column("vendor", "vendor"),
         Column("memory_bytes", "reported (B)", "exact"), Column("memory", "reported", "bytes"),
         Column("memory_basis", "basis"), Column("marketing_memory", "vendor figure"),
         Column("bandwidth_tb_s", "bandwidth TB/s"), Column("fp8", "FP8"), Column("fp4", "FP4"),
@@ -274,7 +283,8 @@ def gpus_view(gpus: list[GPU]) -> View:
     table = Table(f"{len(rows)} GPU{'s' if len(rows) != 1 else ''}", columns, rows)
     payload = {"schema": LIST_SCHEMA, "kvplan_version": __version__,
                "gpus": [gpu_to_dict(g) for g in gpus]}
-    csv_rows = tuple({k: getattr(g, k) for k in LIST_ROW_KEYS} for g in gpus)
+    csv_rows = tuple({k: gpu_id(g) if k == "id" else getattr(g, k) for k in LIST_ROW_KEYS}
+                     for g in gpus)
     csv_table = Table("gpus", tuple(Column(k, k) for k in LIST_ROW_KEYS), csv_rows)
     notes = [
         "reported: the total the device reports to the framework "

@@ -62,6 +62,12 @@ def filter_models(specs: list[ModelSpec], text: str | None = None, kind: str | N
                  or needle in s.source.describe().lower()
                  or any(needle in a.lower() for a in s.aliases)]
     if kind:
+        from kvplan.core.errors import BadInputError
+        from kvplan.core.layers import LAYER_KINDS
+
+        if kind not in LAYER_KINDS:
+            raise BadInputError(f"--kind {kind!r} is not a layer kind",
+                                "one of: " + ", ".join(LAYER_KINDS))
         specs = [s for s in specs if kind in s.kind_counts()]
     return list(specs)
 

@@ -1,0 +1,218 @@
+"""A new user's first ten minutes (issue 11): --version, the engines' own flag spellings, and
+the same answer to the same mistake in every command. Each case failed on the code before."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+
+runner = CliRunner()
+FIXTURES = Path(__file__).parent / "fixtures"
+TINY = str(FIXTURES / "tiny.yaml")
+LLAMA = "llama-3.1-8b"
+
+
+def invoke(*args: str, env: dict[str, str] | None = None):
+    return runner.invoke(app, list(args), env={"COLUMNS": "100", **(env or {})})
+
+
+def test_version():
+    from kvplan import __version__
+
+    res = invoke("--version")  # was "Missing command", exit 2
+    assert res.exit_code == 0, res.output
+    assert res.stdout == f"kvplan {__version__}\n"
+
+
+def test_shell_completion_is_offered():
+    res = invoke("--help")
+    assert "--install-completion" in res.stdout and "--show-completion" in res.stdout
+
+
+# --- one rule, every command --------------------------------------------------------------
+
+def _plan_file(tmp_path: Path, engine: str, requires: str = "min_concurrency: "
+               "{concurrency: 1, context: 8k}", model: str = LLAMA, gpu: str = "h100") -> str:
+    path = tmp_path / "plan.yaml"
+    path.write_text(f"schema: kvplan.capacity/1\ndeployments:\n  - name: a\n    model: {model}\n"
+                    f"    gpu: {gpu}\n    engine: {engine}\n    requires: {{{requires}}}\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("block", ["0", "7", "-16"])
+def test_block_size_is_refused_the_same_everywhere(tmp_path, block):
+    # plan --block-size 0 became 16, 7 was accepted; size refused 0 only
+    for args in (["size", TINY, "--block-size", block],
+                 ["plan", LLAMA, "--gpu", "h100", "--block-size", block],
+                 ["check", _plan_file(tmp_path, f"{{name: vllm, block_size: {block}}}")]):
+        res = invoke(*args)
+        assert res.exit_code == 2, (args, res.output)
+        assert "block" in res.stderr and "Traceback" not in res.output
+
+
+def test_vllm_block_sizes_are_vllms():
+    # vllm/config/cache.py: BlockSize = Literal[1, 8, 16, 32, 64, 128]
+    for block in ("1", "8", "16", "32", "64", "128"):
+        assert invoke("plan", LLAMA, "--gpu", "h100", "--block-size", block).exit_code == 0
+    res = invoke("plan", LLAMA, "--gpu", "h100", "--block-size", "256")
+    assert res.exit_code == 2 and "valid: 1, 8, 16, 32, 64, 128" in res.stderr
+
+
+@pytest.mark.parametrize("flag", ["--max-num-seqs", "--max-num-batched-tokens", "--parallel"])
+def test_zero_counts_are_refused(flag):
+    res = invoke("plan", LLAMA, "--gpu", "h100", flag, "0")  # accepted before
+    assert res.exit_code == 2, res.output
+    assert flag in res.stderr
+
+
+def test_unknown_engine_version_lists_what_kvplan_knows(tmp_path):
+    res = invoke("plan", LLAMA, "--gpu", "h100", "--engine-version", "99.0")  # accepted before
+    assert res.exit_code == 2, res.output
+    assert "99.0" in res.stderr and "0.33" in res.stderr
+    plan = _plan_file(tmp_path, '{name: vllm, version: "99.0"}')
+    res = invoke("check", plan)
+    assert res.exit_code == 2 and "0.33" in res.stderr
+    # a patch release of a known minor version is that version's rules
+    assert invoke("plan", LLAMA, "--gpu", "h100", "--engine-version", "0.11.2").exit_code == 0
+
+
+def test_models_kind_must_be_a_layer_kind():
+    res = invoke("models", "--kind", "nonsense")  # exit 0 and an empty list before
+    assert res.exit_code == 2, res.output
+    assert "full, sliding, chunked, mla, cross, state, none" in res.stderr
+    assert invoke("models", "--kind", "mla").exit_code == 0
+
+
+@pytest.mark.parametrize("lengths", ["2k,,4k", ",2k", "2k,", " , "])
+def test_lengths_with_an_empty_item(lengths):
+    res = invoke("size", TINY, "--lengths", lengths)  # the empty item was dropped before
+    assert res.exit_code == 2, res.output
+    assert "--lengths" in res.stderr
+
+
+def test_import_creates_the_folder_like_report(tmp_path):
+    out = tmp_path / "new" / "deeper" / "tiny.yaml"
+    res = invoke("import", TINY, "-o", str(out))  # "cannot write" before
+    assert res.exit_code == 0, res.output
+    assert out.read_text().startswith("schema: kvplan.model/1")
+
+
+def test_junit_in_an_impossible_place_is_one_message(tmp_path):
+    # /proc/x/r.xml was a FileNotFoundError traceback from mkdir
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for target in ("/proc/x/r.xml", str(blocker / "r.xml")):
+        res = invoke("check", str(Path(__file__).parent.parent / "docs" /
+                                  "capacity.example.yaml"), "--junit", target)
+        assert res.exit_code == 2, res.output
+        assert res.stderr.startswith("kvplan: error: cannot write")
+
+
+def test_gpus_shows_the_id_that_gpu_takes():
+    res = invoke("gpus", "-f", "csv")
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    by_name = {r["name"]: r["id"] for r in rows}
+    assert by_name["H100 SXM"] == "h100"  # as the README writes --gpu h100
+    from kvplan.sources.gpus import find_gpu
+
+    for row in rows:  # every id shown finds its own GPU
+        assert find_gpu(row["id"]).name == row["name"]
+    shown = invoke("plan", LLAMA, "--gpu", by_name["RTX 4090"], "--kv-memory", "10GiB",
+                   "-f", "json")
+    assert json.loads(shown.stdout)["deployment"]["gpu"] == "RTX 4090"
+    table = invoke("gpus", "h100", env={"COLUMNS": "200"})
+    assert "--gpu" in table.stdout and " h100 " in table.stdout
+
+
+@pytest.mark.parametrize("question", [["--context", "32k"], ["--concurrency", "8"],
+                                      ["--requests", "8x(1k+1k)"], []])
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "llamacpp", "hf"])
+def test_plan_csv_has_each_column_once(engine, question):
+    res = invoke("plan", LLAMA, "--gpu", "h100", "--engine", engine, *question, "-f", "csv")
+    assert res.exit_code in (0, 1), res.output
+    header = next(csv.reader(io.StringIO(res.stdout)))
+    assert len(header) == len(set(header)), sorted(h for h in header if header.count(h) > 1)
+    assert header.count("max_concurrency") <= 1
+
+
+def test_plan_csv_keeps_the_engines_and_the_answers_concurrency():
+    # vLLM's "Maximum concurrency" is at max_model_len; the answer's at --context. One CSV
+    # column held the answer while max_concurrency_fraction beside it was the engine's.
+    res = invoke("plan", LLAMA, "--gpu", "h100", "--context", "32k", "-f", "csv")
+    row = next(csv.DictReader(io.StringIO(res.stdout)))
+    doc = json.loads(invoke("plan", LLAMA, "--gpu", "h100", "--context", "32k",
+                            "-f", "json").stdout)
+    assert int(row["max_concurrency"]) == doc["answer"]["max_concurrency"]
+    assert float(row["engine_max_concurrency"]) == doc["engine"]["max_concurrency"]
+    # 32k requests fit 131,072 / 32,768 = 4 times more often than max_model_len ones
+    assert int(row["max_concurrency"]) > float(row["engine_max_concurrency"])
+
+
+def test_does_not_fit_is_exit_1_in_plan_and_check(tmp_path):
+    # 70B in bf16 (~131 GiB of weights) on one 24 GB card: exit 2 in plan, 1 in check before
+    plan = invoke("plan", "llama-3.1-70b", "--gpu", "rtx-4090", "--context", "8k")
+    assert plan.exit_code == 1, plan.output
+    assert "no memory is left for the KV cache" in plan.stderr
+    check = invoke("check", _plan_file(tmp_path, "vllm", model="llama-3.1-70b", gpu="rtx-4090"))
+    assert check.exit_code == 1, check.output
+
+
+@pytest.mark.parametrize("batch", ["100000000000000000000", "16777217"])
+def test_batch_beyond_any_deployment(batch):
+    res = invoke("size", TINY, "--batch", batch, "-t", "1")  # OverflowError traceback before
+    assert res.exit_code == 2, res.output
+    assert "--batch" in res.stderr
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--tokens", "1099511627777"),
+                                             ("--tokens", "99999999999999999999999k"),
+                                             ("--max-len", "2000000000000")])
+def test_token_counts_beyond_any_deployment(flag, value):
+    res = invoke("size", TINY, flag, value)
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+
+
+# --- the engines' own flag spellings --------------------------------------------------------
+
+def _plan_json(*args: str) -> dict:
+    res = invoke("plan", LLAMA, "--gpu", "h100", "--context", "8k", *args, "-f", "json")
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [
+    (["--tp", "2"], ["--tensor-parallel-size", "2"]),
+    (["--pp", "2", "--tp", "1"], ["--pipeline-parallel-size", "2", "--tp", "1"]),
+    (["--kv-dtype", "fp8"], ["--kv-cache-dtype", "fp8"]),
+    (["--gpu-memory-utilization", "0.8"], ["--mem-fraction-static", "0.8"]),
+    (["--engine", "llamacpp", "--max-model-len", "16k"], ["--engine", "llamacpp", "-c", "16k"]),
+    (["--engine", "llamacpp", "--max-model-len", "16k"],
+     ["--engine", "llamacpp", "--ctx-size", "16k"]),
+    (["--engine", "llamacpp", "--parallel", "4"], ["--engine", "llamacpp", "-np", "4"]),
+    (["--engine", "llamacpp", "--kv-dtype", "q8_0"],
+     ["--engine", "llamacpp", "-ctk", "q8_0", "-ctv", "q8_0"]),
+    (["--engine", "llamacpp", "--kv-dtype", "q8_0"], ["--engine", "llamacpp", "-ctk", "q8_0"]),
+])
+def test_engine_spellings_are_aliases(ours, theirs):
+    assert _plan_json(*theirs) == _plan_json(*ours)
+
+
+def test_different_k_and_v_cache_types_are_refused():
+    res = invoke("plan", LLAMA, "--gpu", "h100", "--engine", "llamacpp", "-ctk", "q8_0",
+                 "-ctv", "f16")
+    assert res.exit_code == 2 and "-ctk" in res.stderr
+
+
+def test_size_takes_the_engine_spellings_too():
+    ours = invoke("size", TINY, "--tp", "2", "--kv-dtype", "fp8", "-t", "1k", "-f", "json")
+    theirs = invoke("size", TINY, "--tensor-parallel-size", "2", "--kv-cache-dtype", "fp8",
+                    "-t", "1k", "-f", "json")
+    assert ours.exit_code == 0 and ours.stdout == theirs.stdout
