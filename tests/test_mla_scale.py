@@ -114,3 +114,19 @@ def test_find_gpus_keeps_the_parallel_style():
     assert dp.best is not None and all(o.tp == 1 and o.dp == o.num_gpus for o in dp.options)
     dcp = plan.fewest_gpus(deployment(tp=8, dcp=8), target)
     assert dcp.best is not None and all(o.dcp == o.tp for o in dcp.options)
+
+
+def test_sglang_max_running_requests_caps_concurrency():
+    from kvplan.engines.sglang import max_running_requests
+
+    # managers/tp_worker.py (0.5.3): min(tokens // 2, max_num_reqs); model_runner.py:
+    # max_num_reqs = min(max(int(tokens / context_len x 512), 2048), 4096)
+    assert max_running_requests(46611, 131072) == min(46611 // 2, 2048)
+    assert max_running_requests(10_000_000, 8192) == 4096
+    assert max_running_requests(3000, 8192) == 3000 // 2
+    assert max_running_requests(10_000_000, 8192, flag=64, dp_attention_size=8) == 64 // 8
+    cap = plan.capacity(replace(deployment(engine="sglang", tp=8), max_model_len=8192))
+    r = plan.max_concurrency(cap, 128)
+    tokens = cap.engine_profile.max_total_num_tokens
+    assert (r.max_requests, r.limited_by) == (max_running_requests(tokens, 8192),
+                                              "max_running_requests")

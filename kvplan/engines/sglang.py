@@ -238,6 +238,19 @@ def launch_flags() -> EngineLaunch:
                         images=("lmsysorg/sglang",), flags=flags)
 
 
+def max_running_requests(max_total_num_tokens: int, context_len: int,
+                         flag: int | None = None, dp_attention_size: int = 1) -> int:
+    """Requests one scheduler runs at once (0.5.3): the request-to-token pool holds
+    `max_num_reqs = min(max(int(tokens / context_len x 512), 2048), 4096)` rows
+    (`model_executor/model_runner.py::init_memory_pool`) and the scheduler takes
+    `min(tokens // 2, or --max-running-requests // dp with DP attention, max_num_reqs)`
+    (`managers/tp_worker.py`). Older builds had one more pool row (the 2025-03 QwQ log
+    prints 2,049)."""
+    rows = min(max(int(max_total_num_tokens / max(1, context_len) * 512), 2048), 4096)
+    want = max_total_num_tokens // 2 if flag is None else flag // max(1, dp_attention_size)
+    return max(1, min(want, rows))
+
+
 class SglangEngine(BaseEngine):
     name = "sglang"
     display_name = "SGLang"
@@ -287,9 +300,15 @@ class SglangEngine(BaseEngine):
                                           prof.max_mamba_cache_size, (Need("fixed", fixed=1),)))
         # each DP-attention rank schedules its own requests with its own KV pool
         pool = Pool(self.name, tuple(constraints), dep.context_limit(),
-                    replicas=dep.dp)
+                    max_requests=max_running_requests(
+                        prof.max_total_num_tokens, dep.context_limit(), dep.max_num_seqs,
+                        dep.dp if dp_attention else 1),
+                    max_requests_setting="max_running_requests", replicas=dep.dp)
         return Capacity(dep, None, prof, pool, prof.kv_cache_dtype, weights,
                         prof.cell_size_bytes, budget_notes)
+
+    def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
+        return (dep.max_num_seqs, "max_running_requests") if dep.max_num_seqs else None
 
     def numbers(self, cap: Capacity) -> dict[str, Any]:
         p: SglangProfile = cap.engine_profile
