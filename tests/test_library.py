@@ -130,6 +130,17 @@ EXPECTED: dict[str, tuple[int, int, int]] = {
     # Others (config.json)
     "aya-23-8b": (_kv(32, 8, 128), 8192, _kv(32, 8, 128, 8192)),
     "chatglm3-6b": (_kv(28, 2, 128), 8192, _kv(28, 2, 128, 8192)),  # multi_query_group_num 2
+    # DeepSeek-V4-Flash (config.json): 43 layers keep a 128-token window of 512 bf16 values;
+    # 21 ratio-4 layers add one entry + a 132-byte indexer key per 4 tokens, 20 ratio-128
+    # layers one entry per 128; compressor states fp32: ratio 4 2 x (8 x 1024 + 8 x 256) x 4,
+    # ratio 128 2 x 128 x 512 x 4. Per token: the window entry + the ratio share rounded up.
+    "deepseek-v4-flash": (43 * 1024 + 21 * 289 + 20 * 8, 131072,
+                          43 * 128 * 1024 + 21 * (32768 * (1024 + 132) + 2 * (8192 + 2048) * 4)
+                          + 20 * (1024 * 1024 + 2 * 128 * 512 * 4)),
+    # Kimi K3 (config.json): 24 MLA layers; 69 KDA layers keep q/k/v convolutions (3 x 3 x 96 x
+    # 128, bf16) and a 96 x 128 x 128 fp32 state (vLLM kda_state_shape)
+    "kimi-k3": (_mla(24), 131072,
+                _mla(24, 131072) + 69 * (3 * 3 * 96 * 128 * 2 + 96 * 128 * 128 * 4)),
 }
 
 REQUIRED = {

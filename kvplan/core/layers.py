@@ -352,8 +352,113 @@ class NoCache:
         return "no cache"
 
 
+@dataclass(frozen=True)
+class CompressedAttention:
+    """DeepSeek-V4 attention: one shared K=V row of `head_dim` per cached entry, kept for
+    the last `window` tokens of every layer, plus, on layers with a `compress_ratio` of 4 or
+    128, one compressed entry per `compress_ratio` tokens of the whole history; ratio-4 layers
+    also keep indexer keys (one per compressed entry), and each compressing layer keeps its
+    compressor's running state per request.
+
+    What the engines allocate (SGLang `pool_configurator.py` DSV4PoolConfigurator: a SWA pool
+    for every layer, c4/c128 pools of full_tokens // 4 and // 128, a c4 indexer pool; vLLM
+    `models/deepseek_v4/attention.py`: DeepseekV4SWACache per layer, an MLAAttentionSpec with
+    storage_block_size = block_size // compress_ratio, DeepseekV4IndexerCache on ratio-4
+    layers only). An entry is `head_dim` bf16 values (1,024 B for 512), or in fp8 the
+    fp8_ds_mla V4 row: NoPE part in fp8, RoPE part in bf16, 8 bytes of scales (448 + 128 + 8
+    = 584 B; vLLM MLAAttentionSpec "448B NoPE + 128B RoPE + 8B fp8 scale", SGLang
+    `qk_nope_head_dim + qk_rope_head_dim * 2 + 8`). Indexer keys keep indexer_key_bytes
+    whatever --kv-dtype is. The compressor state is fp32 kv and score buffers of
+    (coff * ratio, coff * head_dim), coff = 2 on ratio-4 layers (overlapping windows) else 1
+    (DeepSeek-V4's reference inference/model.py Compressor; SGLang sizes its c4/c128 state
+    rings the same: 2 * 2 * head_dim * 4 bytes a slot, 8 slots, and 2 * head_dim * 4 bytes,
+    128 slots); the ratio-4 indexer's compressor likewise with index_head_dim.
+    """
+
+    head_dim: int
+    rope_dim: int
+    window: int
+    compress_ratio: int = 0  # 0 or 1: the window only
+    index_head_dim: int | None = None
+    kind: str = field(default="compressed", init=False)
+
+    @property
+    def ratio(self) -> int:
+        """Tokens per compressed entry; 0 for a window-only layer."""
+        return self.compress_ratio if self.compress_ratio > 1 else 0
+
+    def entry_bytes(self, fmt: KVFormat) -> int:
+        """Bytes of one cached entry (a window token or a compressed one)."""
+        if fmt.bits == 16 and fmt.group_size == 0 and fmt.residual is None:
+            return self.head_dim * 2
+        if fmt.bits == 8 and fmt.residual is None and not fmt.per_channel_keys:
+            # fp8_ds_mla V4 row: NoPE in fp8, RoPE in bf16, 8 bytes of UE8M0 scales
+            return (self.head_dim - self.rope_dim) + self.rope_dim * 2 + 8
+        raise BadInputError(
+            f"KV dtype {fmt.name} is not a DeepSeek-V4 cache format",
+            "the engines store it in bf16 (auto) or their fp8 record: use auto or fp8")
+
+    def _coff(self) -> int:
+        return 2 if self.ratio == 4 else 1
+
+    def compressed_entries(self, tokens: int) -> int:
+        return tokens // self.ratio if self.ratio else 0
+
+    def index_entry_bytes(self) -> int:
+        return indexer_key_bytes(self.index_head_dim) if self.index_head_dim else 0
+
+    def state_bytes(self, tp: int = 1) -> int:
+        """Per request: the compressors' fp32 kv and score buffers (none without a ratio)."""
+        if not self.ratio:
+            return 0
+        rows = self._coff() * self.ratio
+        state = 2 * rows * self._coff() * self.head_dim * 4
+        if self.index_head_dim:
+            state += 2 * rows * self._coff() * self.index_head_dim * 4
+        return state
+
+    def token_bytes(self, fmt: KVFormat, tp: int = 1) -> int:
+        # one window entry per token while the window fills, plus the compressed entries
+        # (and indexer keys) averaged over their ratio, rounded up
+        if not self.ratio:
+            return self.entry_bytes(fmt)
+        return (self.entry_bytes(fmt)
+                + cdiv(self.entry_bytes(fmt) + self.index_entry_bytes(), self.ratio))
+
+    def bytes_for_tokens(self, tokens: int, fmt: KVFormat, tp: int = 1) -> int:
+        """Bytes of a request that has seen `tokens` tokens (window, history, state)."""
+        compressed = self.compressed_entries(tokens)
+        return (min(tokens, self.window) * self.entry_bytes(fmt)
+                + compressed * (self.entry_bytes(fmt) + self.index_entry_bytes())
+                + self.state_bytes(tp))
+
+    def request_bytes(self, tokens: int, fmt: KVFormat, tp: int = 1) -> int:
+        return self.bytes_for_tokens(tokens, fmt, tp)
+
+    def held_tokens(self, tokens: int) -> int:
+        return min(tokens, self.window)
+
+    def paged_tokens(self, tokens: int, block_size: int) -> int:
+        return 0  # not one slot per token: sized by request_bytes
+
+    def contiguous_tokens(self, max_len: int) -> int:
+        return 0
+
+    @property
+    def grows(self) -> bool:
+        return self.ratio > 0
+
+    def describe(self) -> str:
+        parts = [f"1 x {self.head_dim} (rope {self.rope_dim}), window {self.window:,}"]
+        if self.ratio:
+            parts.append(f"1 entry per {self.ratio} tokens")
+        if self.index_head_dim:
+            parts.append(f"indexer {self.index_head_dim}")
+        return ", ".join(parts)
+
+
 Layer = (FullAttention | SlidingWindow | ChunkedLocal | CrossAttention | MLA | RecurrentState
-         | NoCache)
+         | NoCache | CompressedAttention)
 AttentionLayer = FullAttention | SlidingWindow | ChunkedLocal | CrossAttention
 ATTENTION_KINDS = (FullAttention, SlidingWindow, ChunkedLocal, CrossAttention)
 # every layer's `kind`, in the order docs and --kind list them

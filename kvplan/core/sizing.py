@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError
-from kvplan.core.layers import Layer
+from kvplan.core.layers import CompressedAttention, Layer
 from kvplan.core.spec import ModelSpec
 
 SCHEMA = "kvplan.size/1"
@@ -127,7 +127,9 @@ class Sizer:
         counts: dict[Layer, int] = {}
         for layer in layers:
             counts[layer] = counts.get(layer, 0) + 1
-        linear = fmt.residual is None and not fmt.per_channel_keys
+        # CompressedAttention (DeepSeek-V4) is not one rate times its held tokens
+        linear = fmt.residual is None and not fmt.per_channel_keys and not any(
+            isinstance(layer, CompressedAttention) for layer in counts)
         groups = []
         for layer, count in counts.items():
             fixed = rate = 0

@@ -59,11 +59,25 @@ def capacity(dep: Deployment) -> Capacity:
     engine = get_engine(dep.engine)  # an unknown name is a BadInputError naming the known
     check_settings(dep, engine)
     check_parallelism(dep.spec, dep.tp, dep.pp)
+    _refuse_unmodelled_layout(dep)
     if dep.kv_memory_bytes is None and dep.gpu_memory_bytes is None and engine.needs_memory:
         raise BadInputError("no memory to plan with",
                             "give --gpu (a catalog GPU), --gpu-memory 24GiB, or the KV budget "
                             "the engine logged with --kv-memory 57.65GiB")
     return engine.capacity(dep)
+
+
+def _refuse_unmodelled_layout(dep: Deployment) -> None:
+    """DeepSeek-V4's compressed attention is sized exactly by `kvplan size`, but no engine
+    module models its pools (vLLM's per-ratio storage blocks and 576-byte page alignment,
+    SGLang's swa_full_tokens_ratio split and compressor rings): refuse rather than guess."""
+    from kvplan.core.layers import CompressedAttention
+
+    if any(isinstance(layer, CompressedAttention) for layer in dep.spec.layers):
+        raise BadInputError(
+            f"{dep.spec.name} has DeepSeek-V4 compressed attention (compress_ratios), whose "
+            f"{dep.engine} KV-cache pools kvplan does not model",
+            "use `kvplan size` for its exact per-request bytes")
 
 
 def engine_numbers(cap: Capacity) -> dict[str, Any]:

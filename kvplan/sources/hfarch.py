@@ -83,7 +83,7 @@ FAMILIES: tuple[Family, ...] = (
          "qwen3_vl_moe", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text",
          "qwen3_vl_moe_text", "bailing_moe", "RefinedWebModel", "RefinedWeb", "dots1",
          "laguna", "step3_text", "step3p5", "step3p7", "xverse", "orion", "solar",
-         "persimmon", "codegen", "jais"),
+         "persimmon", "codegen", "jais", "mimo"),
         _ATTENTION_KEYS + ("attention_types", "window_size"),
         "vLLM `Attention` layers -> FullAttentionSpec / SlidingWindowSpec / "
         "ChunkedLocalAttentionSpec; SGLang MHATokenToKVPool / SWAKVPool",
@@ -133,7 +133,37 @@ FAMILIES: tuple[Family, ...] = (
         ("indexer_rope",),
     ),
     Family(
-        "Mamba2 / Mamba hybrids (Jamba, Bamba, Granite-4.0-H, Nemotron-H)",
+        "DeepSeek-V4 compressed attention (sliding window + ratio-4/128 compressed KV, indexer)",
+        ("deepseek_v4", "deepseek_ref"),
+        _ATTENTION_KEYS + _MLA_KEYS + ("compress_ratios", "o_lora_rank", "o_groups",
+                                       "compress_rope_theta"),
+        "SGLang pool_configurator.py DSV4PoolConfigurator; vLLM models/deepseek_v4/attention.py "
+        "(DeepseekV4SWACache, MLAAttentionSpec compress_ratio, DeepseekV4IndexerCache); "
+        "sized by `kvplan size` only: engine pools are refused",
+        ("DeepseekV4ForCausalLM",),
+        ("hc_",),
+    ),
+    Family(
+        "Kimi-Linear (MLA full layers + KDA linear attention)",
+        ("kimi_linear",),
+        _ATTENTION_KEYS + _MLA_KEYS + ("linear_attn_config", "mla_use_nope"),
+        "vLLM kimi_linear.py: MLAAttentionSpec on full_attn_layers, MambaSpec kda_state_shape "
+        "on kda_layers",
+        ("KimiLinearForCausalLM",),
+    ),
+    Family(
+        "Whisper (encoder-decoder: self-attention + cross-attention to 1,500 encoder frames)",
+        ("whisper",),
+        ("decoder_layers", "decoder_attention_heads", "d_model", "max_source_positions",
+         "max_target_positions", "encoder_layers", "encoder_attention_heads",
+         "is_encoder_decoder", "num_hidden_layers"),
+        "vLLM whisper.py: Attention + CrossAttention (CrossAttentionSpec) per decoder layer",
+        ("WhisperForConditionalGeneration",),
+        ("encoder_", "decoder_", "num_mel_bins", "apply_spec_augment", "mask_", "median_"),
+    ),
+    Family(
+        "Mamba2 / Mamba hybrids (Jamba, Bamba, Granite-4.0-H, Nemotron-H; Falcon-H1 with "
+        "attention and Mamba2 side by side in every layer)",
         ("jamba", "bamba", "granitemoehybrid", "nemotron_h", "falcon_h1"),
         _ATTENTION_KEYS + _MAMBA2_KEYS + ("attn_layer_indices",),
         "vLLM MambaSpec via get_mamba_state_shape_from_config (jamba.py, bamba.py, "
@@ -224,8 +254,27 @@ _BENIGN_KEYS = frozenset({
     "sliding_window_pattern_offset", "query_pre_attn_scalar", "cache_implementation",
     "kv_cache_quant_algo", "image_token_index", "video_token_index", "context_window_size",
 })
-# Prefixes of settings that never shape the cache (RoPE, the towers of multimodal wrappers).
-_BENIGN_PREFIXES = ("rope", "vision_", "audio_", "image_", "video_")
+# Prefixes of settings that never shape the cache (RoPE, the towers of multimodal wrappers,
+# multi-token-prediction layers, which serve as a draft outside the model's own cache).
+_BENIGN_PREFIXES = ("rope", "vision_", "audio_", "image_", "video_", "mtp_")
+
+# Architectures refused by name: what their cache is and why kvplan does not size it.
+REFUSED: dict[str, str] = {
+    "zamba": "Zamba's hybrid layers add a shared attention block (its own K/V per use) to a "
+             "Mamba layer",
+    "zamba2": "Zamba2's hybrid layers add a shared transformer block (attention over "
+              "2 x hidden_size, its own K/V per hybrid layer) to a Mamba2 layer",
+    "rwkv": "RWKV keeps a recurrent state (no KV cache) that no engine kvplan models serves",
+    "rwkv5": "RWKV keeps a recurrent state (no KV cache) that no engine kvplan models serves",
+    "rwkv6": "RWKV keeps a recurrent state (no KV cache) that no engine kvplan models serves",
+    "rwkv7": "RWKV keeps a recurrent state (no KV cache) that no engine kvplan models serves",
+    "phi4flash": "Phi-4-mini-flash (SambaY) mixes Mamba, sliding-window and GMU layers and a "
+                 "YOCO cross-decoder that reuses one layer's K/V",
+    "minimax_m3": "MiniMax-M3's sparse attention keeps an indexer pool beside the K/V "
+                  "(sparse_attention_config)",
+    "minimax_m3_vl": "MiniMax-M3's sparse attention keeps an indexer pool beside the K/V "
+                     "(sparse_attention_config)",
+}
 
 
 def family_of(model_type: str, architectures: list[str]) -> Family | None:
@@ -262,6 +311,9 @@ def refusals(raw: Mapping[str, Any], model_type: str, architectures: list[str]
              ) -> list[tuple[str, str]]:
     """(field, problem) for everything that makes this config's cache layout unknown."""
     arch = model_type or (architectures[0] if architectures else "")
+    if model_type in REFUSED:
+        return [("model_type", f"is {model_type!r}: {REFUSED[model_type]}; kvplan does not "
+                 "model that cache")]
     family = family_of(model_type, architectures)
     if family is None and (model_type or architectures):
         field = "model_type" if model_type else "architectures"
@@ -328,6 +380,11 @@ def architectures_markdown() -> str:
         lines.append("- cache-deciding keys read: " + ", ".join(
             f"`{k}`" for k in sorted(set(family.cache_keys))))
         lines += [f"- engines: {family.engines}", ""]
+    lines += ["## Architectures refused by name", "", "| model_type | why |", "|---|---|"]
+    lines += [f"| `{t}` | {why} |" for t, why in sorted(REFUSED.items())]
+    lines += ["", "Encoder-decoder models other than Whisper (T5, BART, ...) are refused too: "
+              "their cross-attention cache is as long as the encoder's input, which "
+              "config.json does not fix.", ""]
     lines += ["## Keys refused wherever no reader models them", "",
               "| key | what it does to the cache |", "|---|---|"]
     lines += [f"| `{key}` | {why} |" for key, why in sorted(UNMODELLED_KEYS.items())]

@@ -32,6 +32,7 @@ from typing import Any
 from kvplan.core.layers import (
     MLA,
     ChunkedLocal,
+    CompressedAttention,
     CrossAttention,
     FullAttention,
     Layer,
@@ -171,11 +172,7 @@ _MLA_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_
 
 # Architectures whose layers hold two caches at once (attention *and* a recurrent state):
 # one kind per layer cannot express them, so they are refused rather than half-counted.
-_UNSUPPORTED_TYPES = {
-    "falcon_h1": "every Falcon-H1 layer runs attention and a Mamba2 mixer side by side",
-    "zamba": "Zamba's hybrid layers add a shared attention block to a Mamba layer",
-    "zamba2": "Zamba2's hybrid layers add a shared attention block to a Mamba2 layer",
-}
+_UNSUPPORTED_TYPES = {t: hfarch.REFUSED[t] for t in ("zamba", "zamba2")}
 
 # Layer-type names (transformers `layer_types`, legacy names remapped as
 # configuration_utils._LEGACY_LAYER_TYPE_REMAP does) -> this reader's kinds.
@@ -239,10 +236,16 @@ def spec_from_config(raw: Any, source: str, name: str, source_info: Source | Non
     carrying a cache-deciding key it does not model, as plain attention (with warnings)
     instead of refusing it (kvplan.sources.hfarch)."""
     top = Fields(raw, source)
+    if top.raw.get("model_type") == "whisper":
+        return _whisper_spec(top, name, source_info, assume_standard_attention)
     if top.bool("is_encoder_decoder", False):
-        raise top.error("is_encoder_decoder", "is true: encoder-decoder models (T5, BART, "
-                        "Whisper) are not read from config.json",
-                        "write the decoder as a YAML spec (docs/model-schema.md)")
+        model_type = top.raw.get("model_type")
+        raise top.error("is_encoder_decoder", f"is true ({model_type!r}): the decoder's "
+                        "cross-attention cache is as long as the encoder's input, which this "
+                        "config.json does not fix (kvplan reads Whisper, whose encoder length "
+                        "is max_source_positions)",
+                        "write the decoder as a YAML spec with its cross-attention layers "
+                        "and encoder_tokens (docs/model-schema.md)")
     cfg = _text_config(top)
     warnings = _check_architecture(top, cfg, assume_standard_attention)
     reader = _Reader(top, cfg, generic=bool(warnings))
@@ -259,6 +262,37 @@ def spec_from_config(raw: Any, source: str, name: str, source_info: Source | Non
         quantization=quantization_from_config(raw, source),
         warnings=tuple(warnings),
         **shapes(reader),
+    )
+
+
+def _whisper_spec(top: Fields, name: str, source_info: Source | None, assume: bool
+                  ) -> ModelSpec:
+    """Whisper: each decoder layer caches its self-attention K/V (up to max_target_positions
+    tokens) and the cross-attention K/V of the encoder's output, max_source_positions (1,500)
+    frames whatever the text length (vLLM whisper.py: an Attention and a CrossAttention per
+    decoder layer; CrossAttentionSpec sized by max_num_encoder_input_tokens, "1500 for
+    Whisper"). Multi-head: as many K/V heads as decoder_attention_heads."""
+    warnings = hfarch.check(top.raw, "whisper", [], top.source, "", assume)
+    n = _num(top, "decoder_layers")
+    heads = _num(top, "decoder_attention_heads")
+    d_model = _num(top, "d_model")
+    if d_model % heads:
+        raise top.error("d_model", f"is {d_model}, which the {heads} decoder heads do not "
+                        "divide")
+    encoder_tokens = _num(top, "max_source_positions", 1500)
+    self_attention = FullAttention(heads, d_model // heads)
+    cross = CrossAttention(heads, d_model // heads, encoder_tokens=encoder_tokens)
+    dtype = next((_DTYPES[v] for v in (top.raw.get("torch_dtype"), top.raw.get("dtype"))
+                  if isinstance(v, str) and v in _DTYPES), "bf16")
+    return ModelSpec(
+        name=name,
+        layers=tuple(layer for _ in range(n) for layer in (self_attention, cross)),
+        source=source_info or Source(file=top.source),
+        family="whisper",
+        dtype=dtype,
+        max_context_tokens=_num(top, "max_target_positions", 448),
+        num_attention_heads=heads,
+        warnings=tuple(warnings),
     )
 
 
@@ -805,6 +839,18 @@ class _Reader:
             return [one] * self.num_layers()
         if self.cfg.has("block_configs"):
             return self._block_config_layers()
+        # by the keys themselves, so a config naming its model_type differently (SGLang's
+        # "deepseek_ref" copies of DeepSeek-V4) is never read as plain attention
+        if self.cfg.has("compress_ratios"):
+            return self._compressed_layers()
+        if self.model_type == "kimi_linear" or (
+                isinstance(self.cfg.raw.get("linear_attn_config"), dict)
+                and "kda_layers" in self.cfg.raw["linear_attn_config"]):
+            return self._kimi_linear_layers()
+        archs = self.top.raw.get("architectures")
+        if self.model_type == "falcon_h1" or (
+                isinstance(archs, list) and "FalconH1ForCausalLM" in archs):
+            return self._parallel_hybrid_layers()
         kinds, field = self.schedule()
         indexers = self._indexer_layers(kinds) if self.mla else None
         out = []
@@ -819,6 +865,76 @@ class _Reader:
                 self._layer_cache[kind] = self._layer(kind, field, i)
             out.append(self._layer_cache[kind])
         return out
+
+    def _compressed_layers(self) -> list[Layer]:
+        """DeepSeek-V4: compress_ratios[i] per layer (0 = the sliding window alone, 4 or 128 =
+        one compressed entry per that many tokens beside it). The list is one longer than the
+        layers when it covers the MTP layer (vLLM reads compress_ratios[layer_id] only for
+        layer_id < num_hidden_layers). Ratio-4 layers carry the indexer (vLLM
+        DeepseekV4Attention: "Only C4A uses sparse attention and hence has indexer")."""
+        cfg, n = self.cfg, self.num_layers()
+        ratios = self._int_list("compress_ratios")
+        if len(ratios) < n:
+            raise cfg.error("compress_ratios", f"lists {len(ratios)} layers but the model has "
+                            f"{n}")
+        for i, r in enumerate(ratios[:n]):
+            if r not in (0, 1, 4, 128):
+                raise cfg.error("compress_ratios", f"layer {i} has ratio {r}; kvplan models "
+                                "0/1 (window only), 4 and 128 (the engines' c4 and c128 pools)")
+        window = self._int("sliding_window")
+        head_dim, rope = self._int("head_dim"), self._int("qk_rope_head_dim")
+        index = self._int("index_head_dim", None)
+        kv = self.kv_heads
+        if kv != 1:
+            raise cfg.error("num_key_value_heads", f"is {kv}; DeepSeek-V4 attention keeps one "
+                            "shared K=V head")
+        cache: dict[int, Layer] = {}
+        for r in ratios[:n]:
+            if r not in cache:
+                cache[r] = CompressedAttention(head_dim, rope, window, r,
+                                               index if r == 4 else None)
+        return [cache[r] for r in ratios[:n]]
+
+    def _kimi_linear_layers(self) -> list[Layer]:
+        """Kimi-Linear: linear_attn_config lists, 1-based, the KDA layers and the full (MLA)
+        ones (KimiLinearConfig.is_kda_layer: layer_idx + 1 in kda_layers). A KDA layer keeps,
+        per request, the short convolutions of q, k and v ((kernel - 1) x heads * head_dim each,
+        model dtype) and a (heads, head_dim, head_dim) recurrent state in fp32 (vLLM
+        MambaStateShapeCalculator.kda_state_shape / kda_state_dtype)."""
+        cfg, n = self.cfg, self.num_layers()
+        lin = cfg.sub("linear_attn_config")
+        kda = lin.list("kda_layers")
+        full = lin.list("full_attn_layers")
+        index: dict[int, str] = {}
+        for name, values in (("kda_layers", kda), ("full_attn_layers", full)):
+            for v in values:
+                if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= n:
+                    raise lin.error(name, f"has {v!r}; expected layer numbers 1..{n}")
+                if v in index:
+                    raise lin.error(name, f"lists layer {v}, which {index[v]} lists too")
+                index[v] = name
+        if len(index) != n:
+            missing = min(set(range(1, n + 1)) - set(index))
+            raise lin.error("kda_layers", f"and full_attn_layers leave layer {missing} out")
+        heads = _num(lin, "num_heads")
+        head_dim = _num(lin, "head_dim")
+        kernel = _num(lin, "short_conv_kernel_size", 4, minimum=2)
+        state = RecurrentState("kda", (
+            StateTensor("conv", (kernel - 1, 3 * heads * head_dim), self._dtype_bytes(),
+                        tp_axis=1),
+            StateTensor("recurrent", (heads, head_dim, head_dim), 4, tp_axis=0),
+        ))
+        mla = self._mla(None)
+        return [state if index[i + 1] == "kda_layers" else mla for i in range(n)]
+
+    def _parallel_hybrid_layers(self) -> list[Layer]:
+        """Falcon-H1: every decoder layer runs attention and a Mamba2 mixer side by side, so
+        each holds a K/V cache and a state: two cache layers per decoder layer, as vLLM
+        registers them (FalconH1ParallelHybrid: self_attn's Attention and mamba's
+        MambaMixer2, each its own KV-cache spec)."""
+        attention = self._layer("full", "num_hidden_layers", 0)
+        state = self._recurrent("model_type", 0)
+        return [layer for _ in range(self.num_layers()) for layer in (attention, state)]
 
     def _layer(self, kind: str, field: str, i: int) -> Layer:
         if kind == "none":
@@ -1001,9 +1117,10 @@ class _Reader:
                 "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups",
                 "conv_kernel", inner=None)
         if cfg.has("mamba_n_heads"):
-            return self._mamba2_state(         # Bamba, Granite 4.0-H
+            return self._mamba2_state(         # Bamba, Granite 4.0-H, Falcon-H1
                 "mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups",
-                "mamba_d_conv", inner=("mamba_expand", "hidden_size"))
+                "mamba_d_conv", inner=("mamba_expand", "hidden_size"),
+                inner_field="mamba_d_ssm")
         if mt == "mamba2":
             return self._mamba2_state(         # Mamba2 / Codestral-Mamba
                 "num_heads", "head_dim", "state_size", "n_groups", "conv_kernel",
@@ -1038,7 +1155,8 @@ class _Reader:
         ))
 
     def _mamba2_state(self, heads: str, head_dim: str, state: str, groups: str, conv: str,
-                      inner: tuple[str, str] | None) -> RecurrentState:
+                      inner: tuple[str, str] | None, inner_field: str | None = None
+                      ) -> RecurrentState:
         # Mamba2 (vLLM mamba2_state_shape): conv (k - 1, inner + 2 * n_groups * state) in the
         # model dtype; ssm (heads, head_dim, state) in the SSM state dtype. inner is
         # heads * head_dim for Nemotron-H (vLLM nemotron_h.py), expand * hidden_size for
@@ -1048,6 +1166,10 @@ class _Reader:
         n_groups = self._int(groups)
         d_inner = (self._int(inner[0]) * self._int(inner[1]) if inner is not None
                    else None)
+        if inner_field is not None and cfg.has(inner_field):
+            # Falcon-H1: mamba_d_ssm, when set, is the inner size (vLLM falcon_h1.py
+            # get_mamba_state_shape_from_config; expand * hidden_size otherwise)
+            d_inner = self._int(inner_field)
         raw_dim = cfg.raw.get(head_dim)
         if raw_dim == "auto" and d_inner is not None:
             # Bamba / Granite: mamba_d_head "auto" = the inner size split over the heads.

@@ -12,6 +12,7 @@ from typing import Any
 from kvplan.core.layers import (
     MLA,
     ChunkedLocal,
+    CompressedAttention,
     CrossAttention,
     FullAttention,
     Layer,
@@ -52,6 +53,9 @@ _KIND_FIELDS = {
     "mla": {"kind", "count", "kv_lora_rank", "qk_rope_head_dim", "index_head_dim"},
     "state": {"kind", "count", "variant", "tensors"},
     "none": {"kind", "count"},
+    # DeepSeek-V4 compressed attention (kvplan.core.layers.CompressedAttention)
+    "compressed": {"kind", "count", "head_dim", "rope_dim", "window", "compress_ratio",
+                   "index_head_dim"},
 }
 MAX_LAYERS = 100_000
 MAX_DIM = 2**20  # a head size, head count, rank or state dimension (real ones: < 2**15)
@@ -165,6 +169,16 @@ def _read_layer(f: Fields) -> Layer:
                    f.int("index_head_dim", None, maximum=MAX_DIM))
     if kind == "none":
         return NoCache()
+    if kind == "compressed":
+        ratio = f.int("compress_ratio", 0, minimum=0)
+        if ratio not in (0, 1, 4, 128):
+            raise f.error("compress_ratio", f"is {ratio}; kvplan models 0/1, 4 and 128")
+        head_dim = f.int("head_dim", maximum=MAX_DIM)
+        rope = f.int("rope_dim", maximum=MAX_DIM)
+        if rope >= head_dim:
+            raise f.error("rope_dim", f"is {rope}, not less than head_dim {head_dim}")
+        return CompressedAttention(head_dim, rope, f.int("window", maximum=MAX_DIM), ratio,
+                                   f.int("index_head_dim", None, maximum=MAX_DIM))
     if kind == "state":
         return RecurrentState(f.str("variant"), tuple(
             _read_tensor(Fields(t, f.source, f"{f.where('tensors')}[{j}]"))
@@ -213,6 +227,13 @@ def layer_to_dict(layer: Layer) -> dict[str, Any]:
             {"name": t.name, "shape": list(t.shape), "dtype": _BYTES_TO_DTYPE[t.dtype_bytes],
              **({"tp_axis": t.tp_axis} if t.tp_axis is not None else {})}
             for t in layer.tensors]}
+    if isinstance(layer, CompressedAttention):
+        out_c: dict[str, Any] = {"kind": "compressed", "head_dim": layer.head_dim,
+                                 "rope_dim": layer.rope_dim, "window": layer.window,
+                                 "compress_ratio": layer.compress_ratio}
+        if layer.index_head_dim is not None:
+            out_c["index_head_dim"] = layer.index_head_dim
+        return out_c
     out: dict[str, Any] = {"kind": layer.kind, "num_kv_heads": layer.num_kv_heads,
                            "head_dim": layer.head_dim}
     if layer.v_head_dim is not None and layer.v_head_dim != layer.head_dim:
