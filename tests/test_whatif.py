@@ -319,3 +319,26 @@ def test_a_kv_format_the_engine_lacks_is_a_what_if_row():
     # int4 in groups of 64, asymmetric (a bf16 scale and zero point per group):
     # 32 layers x (K, V) x 8 heads x (128 / 2 + 2 groups x (2 + 2)) bytes per token
     assert rows[2]["request_bytes"] == 1024 * 32 * 2 * 8 * (128 // 2 + 2 * (2 + 2))
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json"])
+def test_compare_shows_policies_side_by_side_in_every_format(fmt):
+    args = ["compare", "llama-3.1-8b", "--kv-memory", "10GiB", "--max-model-len", "32k",
+            "--context", "32k", "-p", "sinks+window:4,1020", "-p", "share:2", "-f", fmt]
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    for name in ("none", "sinks+window:4,1020", "share:2"):
+        assert name in result.stdout
+    if fmt == "json":
+        rows = {r["policy"]: r for r in json.loads(result.stdout)["rows"]}
+        assert rows["sinks+window:4,1020"]["policy_request_bytes"] == 1024 * LLAMA_TOKEN_BYTES
+        assert rows["sinks+window:4,1020"]["policy_max_requests"] == \
+            10 * 2**30 // (1024 * LLAMA_TOKEN_BYTES)
+        assert rows["share:2"]["policy_request_bytes"] == 16 * 32768 * TOKEN_LAYER_BYTES
+
+
+def test_compare_without_policy_keeps_its_columns():
+    result = runner.invoke(app, ["compare", "llama-3.1-8b", "--kv-memory", "10GiB", "-f",
+                                 "csv"])
+    assert result.exit_code == 0, result.output
+    assert "policy" not in result.stdout.splitlines()[0]

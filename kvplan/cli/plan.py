@@ -567,6 +567,8 @@ def _layout_table(layout: LayoutResult) -> Table:
 COMPARE_KEYS = ("model", "engine", "gpu", "num_gpus", "kv_dtype", "weights_per_gpu_bytes",
                 "kv_budget_bytes", "kv_bytes_per_token", "token_capacity", "context_tokens",
                 "max_concurrency", "max_context_tokens", "error")
+# with --policy: each deployment once per policy (the baseline first), side by side
+POLICY_KEYS = ("policy", "policy_kv_dtype", "policy_request_bytes", "policy_max_requests")
 
 
 @handle_errors
@@ -587,6 +589,10 @@ def compare(
     kv_memory: KVMemoryOpt = None,
     gpu_memory: GpuMemoryOpt = None,
     weights_dtype: WeightsDtypeOpt = "auto",
+    policy: Annotated[list[str] | None, typer.Option(
+        "--policy", "-p", help="Also show each deployment under a cache policy (repeat): "
+        "sinks+window:S,W, budget:N, snapkv:N, pyramid:N, share:K (see kvplan whatif).",
+        show_default=False)] = None,
     fmt: FormatOpt = "table",
     units: UnitsOpt = "iec",
 ) -> None:
@@ -599,9 +605,12 @@ def compare(
       kvplan compare llama-3.1-70b --gpu h100 --count 4 --kv-dtype auto,fp8
 
       kvplan compare qwen3-32b llama-3.1-70b --gpu h200 --engine vllm,sglang -f csv
+
+      kvplan compare llama-3.1-8b --gpu h100 --context 32k -p sinks+window:4,1020 -p share:2
     """
     from kvplan.core.errors import BadInputError
     from kvplan.engines.registry import get as get_engine
+    from kvplan.planning.policies import parse_policy
 
     gpus = [g.strip() for g in gpu.split(",")] if gpu else [None]
     engines = [e.strip() for e in engine.split(",")]
@@ -612,10 +621,43 @@ def compare(
     if len(combos) > 64:
         raise BadInputError(f"{len(combos)} combinations; compare at most 64 at once")
     tp, pp = _layout(count, None, None)
-    rows = [_compare_row(m, g, gpu_memory, tp, pp, e, d, engine_version, max_model_len,
-                         _tokens(context, "--context"), concurrency, _bytes(kv_memory),
-                         weights_dtype) for m, g, e, d in combos]
-    _emit(compare_view(rows), fmt, units)
+    policies = [("none", ())] + [(p, parse_policy(p)) for p in policy] if policy else []
+    rows = [row for m, g, e, d in combos
+            for row in _compare_rows(m, g, gpu_memory, tp, pp, e, d, engine_version,
+                                     max_model_len, _tokens(context, "--context"), concurrency,
+                                     _bytes(kv_memory), weights_dtype, policies)]
+    _emit(compare_view(rows, with_policies=bool(policies)), fmt, units)
+
+
+def _compare_rows(model: str, gpu: str | None, gpu_memory: str | None, tp: int, pp: int,
+                  engine: str, kv_dtype: str, version: str | None, max_model_len: str | None,
+                  context: int | None, concurrency: int | None, kv_memory: int | None,
+                  weights_dtype: str, policies: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """One row per policy (or one row without --policy): the baseline deployment, then the
+    same request under each policy with its bytes and the requests the budget holds."""
+    from kvplan.core.sizing import pp_stages
+    from kvplan.planning import plan as core
+    from kvplan.planning.policies import evaluate
+
+    row = _compare_row(model, gpu, gpu_memory, tp, pp, engine, kv_dtype, version,
+                       max_model_len, context, concurrency, kv_memory, weights_dtype)
+    cap = row.pop("_cap", None)
+    if not policies or cap is None:
+        return [row]
+    dep = cap.deployment
+    layers = max((dep.spec.layers[a:b] for a, b in pp_stages(dep.spec.num_layers, dep.pp)),
+                 key=len)
+    fmt = core.format_for_sizing(cap)
+    numbers = cap.engine_numbers
+    block = int(numbers.get("block_size") or numbers.get("tokens_per_block") or 16)
+    out = []
+    for text, parsed in policies:
+        r = evaluate(layers, parsed, fmt, row["context_tokens"], 0, dep.tp, block,
+                     core.kv_budget_bytes(cap))
+        out.append({**row, "policy": text, "policy_kv_dtype": r.kv_dtype,
+                    "policy_request_bytes": r.request_bytes,
+                    "policy_max_requests": r.max_requests})
+    return out
 
 
 def _compare_row(model: str, gpu: str | None, gpu_memory: str | None, tp: int, pp: int,
@@ -642,15 +684,17 @@ def _compare_row(model: str, gpu: str | None, gpu_memory: str | None, tp: int, p
                max_concurrency=core.max_concurrency(cap, ctx).max_requests)
     if concurrency:
         row["max_context_tokens"] = core.max_context(cap, concurrency).max_context_tokens
+    row["_cap"] = cap
     return row
 
 
-def compare_view(rows: list[dict[str, Any]]) -> View:
+def compare_view(rows: list[dict[str, Any]], with_policies: bool = False) -> View:
     from kvplan import __version__
     from kvplan.output.render import Column, Table, View
     from kvplan.planning.plan import COMPARE_SCHEMA
 
-    full = [{k: r.get(k) for k in COMPARE_KEYS} for r in rows]
+    keys = COMPARE_KEYS + (POLICY_KEYS if with_policies else ())
+    full = [{k: r.get(k) for k in keys} for r in rows]
     columns = (
         Column("model", "model"), Column("engine", "engine"), Column("gpu", "GPU"),
         Column("num_gpus", "GPUs", "int"), Column("kv_dtype", "KV dtype"),
@@ -660,7 +704,11 @@ def compare_view(rows: list[dict[str, Any]]) -> View:
         Column("token_capacity", "token slots", "int"),
         Column("context_tokens", "context", "int"),
         Column("max_concurrency", "max requests", "int"),
-        Column("max_context_tokens", "max context", "int"), Column("error", "error"))
+        Column("max_context_tokens", "max context", "int"),
+        *((Column("policy", "policy"), Column("policy_request_bytes", "request", "bytes"),
+           Column("policy_max_requests", "requests (policy)", "int"))
+          if with_policies else ()),
+        Column("error", "error"))
     shown = tuple(c for c in columns
                   if any(r.get(c.key) not in (None, "") for r in full) or c.key == "model")
     table = Table(f"{len(full)} deployment(s) side by side", shown, tuple(full))
@@ -670,7 +718,11 @@ def compare_view(rows: list[dict[str, Any]]) -> View:
              "token slots: the engine's KV pool in tokens (vLLM num_blocks x block size, "
              "SGLang max_total_num_tokens, TRT-LLM blocks x 32, llama.cpp cells).",
              "max requests: whole requests of `context` tokens at once, blocks rounded up."]
-    csv_table = Table("compare", tuple(Column(k, k) for k in COMPARE_KEYS), tuple(full))
+    csv_table = Table("compare", tuple(Column(k, k) for k in keys), tuple(full))
+    if with_policies:
+        notes.append("policy rows: the same request under a cache policy (a what-if the engine "
+                     "must implement; kvplan whatif cites each paper); requests (policy) = the "
+                     "KV budget // the request's bytes in whole blocks, the baseline row alike.")
     notes += _formula_notes()
     return View([table], payload, csv_table, notes)
 
