@@ -362,3 +362,31 @@ def test_check_imports_no_matplotlib(tmp_path):
     assert result.loaded == []
     # it ran to the end: the example plan fails 2 of its 8 requirements by design (exit 1)
     assert result.exit_code == 1 and json.loads(result.stdout)["schema"] == "kvplan.check/1"
+
+
+def test_plan_file_reads_data_and_context_parallel(tmp_path):
+    # 60 GiB of KV per rank and 8 data-parallel ranks: each rank holds its own requests
+    # (usable blocks 30,720 - 1, a 32k request 2,048 blocks of 16), so 8 x 14 fit
+    plan_yaml = """\
+schema: kvplan.capacity/1
+deployments:
+  - name: dp8
+    model: llama-3.1-8b
+    count: 8
+    dp: 8
+    engine: {name: vllm, version: "0.11", kv_memory: 60GiB, enforce_eager: true}
+    max_model_len: 32k
+    requires:
+      min_concurrency: {concurrency: 112, context: 32k}
+"""
+    res = invoke("check", str(write(tmp_path, plan_yaml)), "-f", "json")
+    assert res.exit_code == 0, res.output
+    planned = check.load_plan(write(tmp_path, plan_yaml))
+    dep = planned.deployments[0].deployment
+    assert (dep.tp, dep.dp, dep.num_gpus, dep.enforce_eager) == (1, 8, 8, True)
+    assert 8 * ((60 * GIB // BLOCK_BF16 - 1) // (32768 // 16)) == 112
+    over = plan_yaml.replace("concurrency: 112", "concurrency: 113")
+    assert invoke("check", str(write(tmp_path, over, "over.yaml"))).exit_code == 1
+    bad = plan_yaml.replace("dp: 8", "dp: 3")
+    res = invoke("check", str(write(tmp_path, bad, "bad.yaml")))
+    assert res.exit_code == 2 and "count" in res.stderr

@@ -35,11 +35,13 @@ SCHEMA = "kvplan.capacity/1"  # the plan file
 RESULT_SCHEMA = "kvplan.check/1"  # what `kvplan check -f json` prints
 
 _TOP = {"schema", "deployments", "notes"}  # and x-anything: room for YAML anchors
-_DEPLOYMENT = {"name", "model", "gpu", "gpu_memory", "count", "tp", "pp", "engine", "kv_dtype",
+_DEPLOYMENT = {"name", "model", "gpu", "gpu_memory", "count", "tp", "pp", "dp", "dcp", "engine",
+               "kv_dtype",
                "max_model_len", "weights_dtype", "weights_memory", "workload", "requires",
                "notes"}
 _ENGINE = {"name", "version", "gpu_memory_utilization", "block_size", "max_num_batched_tokens",
-           "max_num_seqs", "parallel", "kv_memory", "activation_memory", "cudagraph_memory"}
+           "max_num_seqs", "parallel", "kv_memory", "activation_memory", "cudagraph_memory",
+           "enforce_eager", "expert_parallel", "dp_attention"}
 _WORKLOAD = {"requests", "shared_prefix", "samples"}
 _REQUIRES = {"min_concurrency", "max_kv_bytes_per_request", "min_context", "headroom_percent"}
 _AT = {"concurrency", "context"}
@@ -249,7 +251,7 @@ def _read_deployment(f: _LinedFields, base: Path) -> PlannedDeployment:
     except KvplanError as exc:
         raise f.wrap("model", exc) from None
     settings = _read_engine(f)
-    tp, pp = _layout(f, spec)
+    tp, pp, dp, dcp = _layout(f, spec, settings["dp_attention"])
     gpu = _read_gpu(f)
     weights = _bytes(f, "weights_memory")
     needs_memory = get_engine(settings["engine"]).needs_memory
@@ -262,7 +264,7 @@ def _read_deployment(f: _LinedFields, base: Path) -> PlannedDeployment:
         raise f.error(None, "names no memory to plan with",
                       "give `gpu: h100` (a catalog GPU), `gpu_memory: 24GiB`, or the KV budget "
                       "the engine logged as `engine: {kv_memory: 57.65GiB}`")
-    dep = Deployment(spec=spec, tp=tp, pp=pp, kv_dtype=f.str("kv_dtype", "auto"),
+    dep = Deployment(spec=spec, tp=tp, pp=pp, dp=dp, dcp=dcp, kv_dtype=f.str("kv_dtype", "auto"),
                      max_model_len=_tokens(f, "max_model_len"),
                      weights_dtype=f.str("weights_dtype", "auto"),
                      weights_bytes=weights, **settings)
@@ -314,23 +316,32 @@ def _read_engine(f: _LinedFields) -> dict[str, Any]:
             "kv_memory_bytes": _bytes(e, "kv_memory"),
             "activation_bytes": _bytes(e, "activation_memory"),
             "cudagraph_bytes": _bytes(e, "cudagraph_memory"),
-            "parallel": e.int("parallel", 1), **ints}
+            "parallel": e.int("parallel", 1), **ints,
+            **{k: e.bool(k, False) for k in ("enforce_eager", "expert_parallel",
+                                              "dp_attention")}}
 
 
-def _layout(f: _LinedFields, spec: Any) -> tuple[int, int]:
+def _layout(f: _LinedFields, spec: Any, dp_attention: bool = False
+            ) -> tuple[int, int, int, int]:
+    """tp, pp, dp, dcp; count = tp x pp x dp (SGLang's DP attention splits the TP group)."""
     from kvplan.core.sizing import check_parallelism
 
     count = f.int("count", None)
     pp = f.int("pp", 1)
-    tp = f.int("tp", None) or ((count // pp) if count else 1)
-    if count is not None and tp * pp != count:
-        raise f.error("count", f"is {count}, but tp {tp} x pp {pp} = {tp * pp} GPUs",
-                      "give count alone (TP = count), or tp/pp that multiply to it")
+    dp = f.int("dp", 1)
+    dcp = f.int("dcp", 1)
+    ranks = 1 if dp_attention else dp
+    tp = f.int("tp", None) or ((count // (pp * ranks)) if count else 1)
+    if count is not None and tp * pp * ranks != count:
+        dp_part = f" x dp {dp}" if ranks > 1 else ""
+        raise f.error("count", f"is {count}, but tp {tp} x pp {pp}{dp_part} = "
+                      f"{tp * pp * ranks} GPUs",
+                      "give count alone (TP = count), or tp/pp/dp that multiply to it")
     try:
         check_parallelism(spec, tp, pp)
     except KvplanError as exc:
         raise f.wrap("tp" if f.has("tp") else "count" if f.has("count") else "pp", exc) from None
-    return tp, pp
+    return tp, pp, dp, dcp
 
 
 def _read_gpu(f: _LinedFields) -> GPU | None:
