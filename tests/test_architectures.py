@@ -102,3 +102,16 @@ def test_architectures_page_has_not_drifted():
     done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True,
                           cwd=ROOT)
     assert done.returncode == 0, done.stderr
+
+
+def test_plan_takes_the_flag_too(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**LLAMA, "model_type": "brand_new_lm",
+                                "architectures": ["BrandNewLM"]}))
+    runner = CliRunner()
+    args = ["plan", str(path), "--kv-memory", "1GiB", "--max-model-len", "1024"]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2 and "brand_new_lm" in refused.output
+    planned = runner.invoke(app, [*args, "--assume-standard-attention"])
+    assert planned.exit_code == 0, planned.output
+    assert "brand_new_lm" in planned.stderr

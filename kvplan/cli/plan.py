@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kvplan.cli.options import (
+    AssumeStandardOpt,
     FormatOpt,
     KVDtypeOpt,
     ModelsArg,
@@ -118,15 +119,18 @@ def _layout(count: int | None, tp: int | None, pp: int | None, dp: int = 1,
 
 
 def _deployment(model: str, gpu: str | None, gpu_memory: str | None, tp: int, pp: int,
-                **settings: Any) -> Deployment:
-    """MODEL and the GPU flags -> a Deployment (the GPU is looked up once, here)."""
+                assume_standard: bool = False, **settings: Any) -> Deployment:
+    """MODEL and the GPU flags -> a Deployment (the GPU is looked up once, here).
+    `assume_standard`: --assume-standard-attention (its warnings go to stderr here)."""
     from kvplan.core.errors import BadInputError
     from kvplan.planning.plan import Deployment
     from kvplan.sources.library import resolve
 
     if gpu is not None and gpu_memory is not None:
         raise BadInputError("--gpu and --gpu-memory both name the GPU; give one")
-    spec = resolve(model)
+    spec = resolve(model, assume_standard)
+    for warning in spec.warnings:
+        typer.echo(f"kvplan: warning: {warning}", err=True)
     found = None
     if gpu is not None:
         from kvplan.sources.gpus import find_gpu
@@ -329,6 +333,7 @@ def plan(
         show_default=False)] = None,
     fmt: FormatOpt = "table",
     units: UnitsOpt = "iec",
+    assume_standard: AssumeStandardOpt = False,
 ) -> None:
     """Capacity of one serving instance: what the engine will print, how many requests fit,
     how long they can be, whether a workload fits, and the fewest GPUs for a target.
@@ -387,7 +392,8 @@ def plan(
         weights_bytes=_bytes(weights_memory), activation_bytes=_bytes(activation_memory),
         cudagraph_bytes=_bytes(cudagraph_memory), max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, parallel=parallel, enforce_eager=enforce_eager, dp=dp,
-        dcp=dcp, expert_parallel=enable_expert_parallel, dp_attention=enable_dp_attention)
+        dcp=dcp, expert_parallel=enable_expert_parallel, dp_attention=enable_dp_attention,
+        assume_standard=assume_standard)
     if overrides:
         dep = replace(dep, **overrides)
     question = _Question(_tokens(context, "--context"), concurrency, requests,

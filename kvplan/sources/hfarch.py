@@ -83,7 +83,9 @@ FAMILIES: tuple[Family, ...] = (
          "qwen3_vl_moe", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text",
          "qwen3_vl_moe_text", "bailing_moe", "RefinedWebModel", "RefinedWeb", "dots1",
          "laguna", "step3_text", "step3p5", "step3p7", "xverse", "orion", "solar",
-         "persimmon", "codegen", "jais", "mimo"),
+         "persimmon", "codegen", "jais", "mimo", "qwen", "ministral3", "glm4v", "glm4v_text",
+         "glm4v_moe", "glm4v_moe_text", "paligemma", "smolvlm", "idefics2", "pixtral",
+         "kimi_vl"),
         _ATTENTION_KEYS + ("attention_types", "window_size"),
         "vLLM `Attention` layers -> FullAttentionSpec / SlidingWindowSpec / "
         "ChunkedLocalAttentionSpec; SGLang MHATokenToKVPool / SWAKVPool",
