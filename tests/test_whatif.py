@@ -342,3 +342,16 @@ def test_compare_without_policy_keeps_its_columns():
                                  "csv"])
     assert result.exit_code == 0, result.output
     assert "policy" not in result.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("model,total,active", [
+    ("deepseek-v3", 671e9, 37e9),  # DeepSeek-V3 technical report: 671B total, 37B activated
+    ("kimi-k2", 1.0e12, 32e9),  # Kimi K2 model card: 1T total, 32B activated
+    ("qwen3-235b-a22b", 235e9, 22e9),  # Qwen3 model card: 235B total, 22B activated
+])
+def test_active_parameters_from_the_inventory_match_the_model_cards(model, total, active):
+    from kvplan.sources.library import resolve
+
+    split = compute.param_split(resolve(model))
+    assert split.total_params == pytest.approx(total, rel=0.03)  # MTP layers not counted
+    assert split.active_params == pytest.approx(active, rel=0.03)

@@ -94,17 +94,19 @@ class ParamSplit:
 
 
 def param_split(spec: ModelSpec, active_params: int | None = None) -> ParamSplit:
-    """Total and routed-expert parameters. Routed experts from the spec's MoE shapes: a SwiGLU
-    expert holds gate, up and down projections, 3 x hidden x moe_intermediate parameters
-    (Mixtral, DeepSeek, Qwen-MoE; gpt-oss adds biases, under 0.1%). `active_params` (a
-    published figure) overrides the split."""
+    """Total and routed-expert parameters of what the engine runs, from the weight inventory
+    (kvplan.core.weights: every tensor of the architecture; DeepSeek's MTP layers left out,
+    as engines load them only for speculative decoding). `active_params` (a published figure)
+    overrides the split."""
+    from kvplan.core.weights import inventory, supported
+
     if not spec.num_params:
         raise BadInputError(f"{spec.name} has no parameter count",
                             "add num_params to its spec, or use a library model that has one")
     experts = spec.num_experts or 0
+    per_token = spec.num_experts_per_token or 0
     tables = (spec.vocab_size or 0) * (spec.hidden_size or 0)
     tied = bool(spec.tie_word_embeddings)
-    per_token = spec.num_experts_per_token or 0
     if active_params is not None:
         if not 0 < active_params <= spec.num_params:
             raise BadInputError(f"--active-params must be between 1 and {spec.num_params:,}")
@@ -113,16 +115,19 @@ def param_split(spec: ModelSpec, active_params: int | None = None) -> ParamSplit
         # routed = (total - active) x E / (E - k): the experts a token does not use
         routed = (spec.num_params - active_params) * experts // (experts - per_token)
         return ParamSplit(spec.num_params, routed, experts, per_token, "given", tables, tied)
+    if supported(spec) is None:
+        tensors = inventory(spec, include_mtp=False).tensors
+        total = sum(t.num_params for t in tensors)
+        routed = sum(t.num_params for t in tensors if ".experts." in t.name)
+        if experts and not per_token:
+            raise BadInputError(f"{spec.name}: experts per token unknown",
+                                "give --active-params (the published active count)")
+        return ParamSplit(total, routed, experts, per_token, "the weight inventory", tables,
+                          tied)
     if not experts:
         return ParamSplit(spec.num_params, table_params=tables, tied_embeddings=tied)
-    hidden = spec.hidden_size
-    width = spec.moe_intermediate_size
-    if not hidden or not width or not per_token:
-        raise BadInputError(f"{spec.name} is a mixture of experts whose expert shapes are not "
-                            "known", "give --active-params (the published active count)")
-    routed = spec.num_moe_layers * experts * 3 * hidden * width
-    return ParamSplit(spec.num_params, routed, experts, per_token, "the spec's MoE shapes",
-                      tables, tied)
+    raise BadInputError(f"{spec.name} is a mixture of experts whose expert shapes are not "
+                        "known", "give --active-params (the published active count)")
 
 
 @dataclass(frozen=True)
