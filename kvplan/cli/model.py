@@ -103,7 +103,7 @@ def models(
         show_default=False)] = None,
     kind: Annotated[str | None, typer.Option(
         "--kind", help="Keep models with a layer of this kind: full, sliding, chunked, mla, "
-        "cross, state, none.", show_default=False)] = None,
+        "cross, state, compressed, none.", show_default=False)] = None,
     kv_dtype: Annotated[str | None, typer.Option(
         "--kv-dtype", help="Per-token bytes in this KV dtype (default: each model's own).",
         show_default=False)] = None,
