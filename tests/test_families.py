@@ -315,3 +315,16 @@ def test_minimax_m3_sparse_attention_is_refused():
     with pytest.raises(SpecError) as err:
         load("MiniMaxAI--MiniMax-M3")
     assert "minimax_m3" in err.value.message and "sparse" in err.value.message
+
+
+# --- Nemotron-H variants: layers_block_type, an MTP layer outside the model's cache ---------
+
+def test_nemotron_3_ultra_layers_block_type():
+    spec = load("nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16")
+    assert spec.kind_counts() == {"state": 48, "none": 48, "full": 12}
+    # Mamba2 (inner = 256 heads x 64): conv 3 x (16384 + 2 x 8 groups x 128) in bf16, SSM
+    # (256, 64, 128) in fp32 (mamba_ssm_cache_dtype float32)
+    state = 3 * (256 * 64 + 2 * 8 * 128) * 2 + 256 * 64 * 128 * 4
+    row = 2 * 2 * 128 * 2  # K and V of 2 KV heads x 128, bf16
+    assert per_token_bytes(spec.layers, BF16) == 12 * row
+    assert request_bytes(spec.layers, 65_536, BF16) == 12 * row * 65_536 + 48 * state
