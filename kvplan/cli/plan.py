@@ -69,15 +69,15 @@ ConcurrencyOpt = Annotated[int | None, typer.Option(
 
 
 def _bytes(text: str | None) -> int | None:
-    from kvplan.core.units import parse_bytes
+    from kvplan.planning.deployment import memory
 
-    return parse_bytes(text) if text is not None else None
+    return memory(text)
 
 
 def _tokens(text: str | None, what: str) -> int | None:
-    from kvplan.core.units import parse_tokens
+    from kvplan.planning.deployment import tokens
 
-    return parse_tokens(text, what) if text is not None else None
+    return tokens(text, what.lstrip("-").replace("-", "_"))
 
 
 def _cache_types(kv_dtype: str, k: str | None, v: str | None) -> str:
@@ -94,54 +94,6 @@ def _cache_types(kv_dtype: str, k: str | None, v: str | None) -> str:
         raise BadInputError(f"--kv-dtype {kv_dtype} and -ctk/-ctv {given.pop()} both name the "
                             "cache type; give one")
     return given.pop()
-
-
-def _layout(count: int | None, tp: int | None, pp: int | None, dp: int = 1,
-            dp_attention: bool = False) -> tuple[int, int]:
-    """TP and PP from --count/--tp/--pp: GPUs = TP x PP x DP (vLLM's data-parallel ranks
-    each have their own GPUs; SGLang's DP attention splits the TP group instead)."""
-    from kvplan.core.errors import BadInputError
-
-    if count is not None and count < 1:
-        raise BadInputError(f"--count must be at least 1, got {count}")
-    if dp < 1:
-        raise BadInputError(f"--dp must be at least 1, got {dp}")
-    ranks = 1 if dp_attention else dp
-    pp = pp or 1
-    tp = tp or ((count // (pp * ranks)) if count else 1)
-    if count is not None and tp * pp * ranks != count:
-        dp_part = f" x --dp {dp}" if ranks > 1 else ""
-        raise BadInputError(f"--tp {tp} x --pp {pp}{dp_part} = {tp * pp * ranks} GPUs, but "
-                            f"--count is {count}",
-                            "give --count alone (TP = count), or --tp/--pp/--dp that multiply "
-                            "to it")
-    return tp, pp
-
-
-def _deployment(model: str, gpu: str | None, gpu_memory: str | None, tp: int, pp: int,
-                assume_standard: bool = False, **settings: Any) -> Deployment:
-    """MODEL and the GPU flags -> a Deployment (the GPU is looked up once, here).
-    `assume_standard`: --assume-standard-attention (its warnings go to stderr here)."""
-    from kvplan.core.errors import BadInputError
-    from kvplan.planning.plan import Deployment
-    from kvplan.sources.library import resolve
-
-    if gpu is not None and gpu_memory is not None:
-        raise BadInputError("--gpu and --gpu-memory both name the GPU; give one")
-    spec = resolve(model, assume_standard)
-    for warning in spec.warnings:
-        typer.echo(f"kvplan: warning: {warning}", err=True)
-    found = None
-    if gpu is not None:
-        from kvplan.sources.gpus import find_gpu
-
-        found = find_gpu(gpu)
-    elif gpu_memory is not None:
-        from kvplan.sources.gpus import custom_gpu
-
-        found = custom_gpu(gpu_memory)
-    dep = Deployment(spec=spec, tp=tp, pp=pp, **settings)
-    return dep.with_gpu(found) if found is not None else dep
 
 
 # --- reports -------------------------------------------------------------------------------
@@ -361,6 +313,7 @@ def plan(
 
     from kvplan.core.errors import BadInputError
     from kvplan.engines.registry import get as get_engine
+    from kvplan.planning.deployment import deployment
 
     overrides: dict[str, Any] = {}
     launch_warnings: list[str] = []
@@ -382,18 +335,19 @@ def plan(
                             "the other")
     if samples < 1:
         raise BadInputError(f"--samples must be at least 1, got {samples}")
-    tp_, pp_ = _layout(count, tp, pp, dp, enable_dp_attention)
     kv_dtype = _cache_types(kv_dtype, cache_type_k, cache_type_v)
-    dep = _deployment(
-        model, gpu, gpu_memory, tp_, pp_, engine=engine, engine_version=engine_version,
-        kv_dtype=kv_dtype, max_model_len=_tokens(max_model_len, "--max-model-len"),
-        block_size=block_size, kv_memory_bytes=_bytes(kv_memory),
-        memory_fraction=gpu_memory_utilization, weights_dtype=weights_dtype,
-        weights_bytes=_bytes(weights_memory), activation_bytes=_bytes(activation_memory),
-        cudagraph_bytes=_bytes(cudagraph_memory), max_num_batched_tokens=max_num_batched_tokens,
+    dep = deployment(
+        model, gpu=gpu, gpu_memory=gpu_memory, count=count, tp=tp, pp=pp, engine=engine,
+        engine_version=engine_version, kv_dtype=kv_dtype, max_model_len=max_model_len,
+        block_size=block_size, kv_memory=kv_memory,
+        gpu_memory_utilization=gpu_memory_utilization, weights_dtype=weights_dtype,
+        weights_memory=weights_memory, activation_memory=activation_memory,
+        cudagraph_memory=cudagraph_memory, max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, parallel=parallel, enforce_eager=enforce_eager, dp=dp,
         dcp=dcp, expert_parallel=enable_expert_parallel, dp_attention=enable_dp_attention,
-        assume_standard=assume_standard)
+        assume_standard_attention=assume_standard)
+    for warning in dep.spec.warnings:  # --assume-standard-attention says what it assumed
+        typer.echo(f"kvplan: warning: {warning}", err=True)
     if overrides:
         dep = replace(dep, **overrides)
     question = _Question(_tokens(context, "--context"), concurrency, requests,
@@ -616,6 +570,7 @@ def compare(
     """
     from kvplan.core.errors import BadInputError
     from kvplan.engines.registry import get as get_engine
+    from kvplan.planning.deployment import layout
     from kvplan.planning.policies import parse_policy
 
     gpus = [g.strip() for g in gpu.split(",")] if gpu else [None]
@@ -626,16 +581,16 @@ def compare(
     combos = [(m, g, e, d) for m in models for g in gpus for e in engines for d in dtypes]
     if len(combos) > 64:
         raise BadInputError(f"{len(combos)} combinations; compare at most 64 at once")
-    tp, pp = _layout(count, None, None)
+    layout(count)  # a bad --count is one error, not one per row
     policies = [("none", ())] + [(p, parse_policy(p)) for p in policy] if policy else []
     rows = [row for m, g, e, d in combos
-            for row in _compare_rows(m, g, gpu_memory, tp, pp, e, d, engine_version,
+            for row in _compare_rows(m, g, gpu_memory, count, e, d, engine_version,
                                      max_model_len, _tokens(context, "--context"), concurrency,
                                      _bytes(kv_memory), weights_dtype, policies)]
     _emit(compare_view(rows, with_policies=bool(policies)), fmt, units)
 
 
-def _compare_rows(model: str, gpu: str | None, gpu_memory: str | None, tp: int, pp: int,
+def _compare_rows(model: str, gpu: str | None, gpu_memory: str | None, count: int | None,
                   engine: str, kv_dtype: str, version: str | None, max_model_len: str | None,
                   context: int | None, concurrency: int | None, kv_memory: int | None,
                   weights_dtype: str, policies: list[tuple[str, Any]]) -> list[dict[str, Any]]:
@@ -645,7 +600,7 @@ def _compare_rows(model: str, gpu: str | None, gpu_memory: str | None, tp: int, 
     from kvplan.planning import plan as core
     from kvplan.planning.policies import evaluate
 
-    row = _compare_row(model, gpu, gpu_memory, tp, pp, engine, kv_dtype, version,
+    row = _compare_row(model, gpu, gpu_memory, count, engine, kv_dtype, version,
                        max_model_len, context, concurrency, kv_memory, weights_dtype)
     cap = row.pop("_cap", None)
     if not policies or cap is None:
@@ -666,16 +621,17 @@ def _compare_rows(model: str, gpu: str | None, gpu_memory: str | None, tp: int, 
     return out
 
 
-def _compare_row(model: str, gpu: str | None, gpu_memory: str | None, tp: int, pp: int,
+def _compare_row(model: str, gpu: str | None, gpu_memory: str | None, count: int | None,
                  engine: str, kv_dtype: str, version: str | None, max_model_len: str | None,
                  context: int | None, concurrency: int | None, kv_memory: int | None,
                  weights_dtype: str) -> dict[str, Any]:
     from kvplan.core.errors import BadInputError
     from kvplan.planning import plan as core
+    from kvplan.planning.deployment import deployment
 
-    dep = _deployment(model, gpu, gpu_memory, tp, pp, engine=engine, engine_version=version,
-                      kv_dtype=kv_dtype, max_model_len=_tokens(max_model_len, "--max-model-len"),
-                      kv_memory_bytes=kv_memory, weights_dtype=weights_dtype)
+    dep = deployment(model, gpu=gpu, gpu_memory=gpu_memory, count=count, engine=engine,
+                     engine_version=version, kv_dtype=kv_dtype, max_model_len=max_model_len,
+                     kv_memory=kv_memory, weights_dtype=weights_dtype)
     row: dict[str, Any] = {"model": dep.spec.name, "engine": engine, "gpu": dep.gpu_name,
                            "num_gpus": dep.num_gpus, "kv_dtype": kv_dtype, "error": ""}
     try:

@@ -16,10 +16,6 @@ from kvplan.cli.plan import (
     GpuMemoryOpt,
     KVMemoryOpt,
     MaxModelLenOpt,
-    _bytes,
-    _deployment,
-    _layout,
-    _tokens,
 )
 
 GpusOpt = Annotated[str | None, typer.Option(
@@ -67,6 +63,7 @@ def plot(
     """
     from kvplan.core.errors import BadInputError
     from kvplan.output import chart as core
+    from kvplan.planning.deployment import deployment, layout
     from kvplan.planning.sweep import parse_int_values, parse_token_range
     from kvplan.sources.library import resolve
 
@@ -76,16 +73,15 @@ def plot(
     longest = max(s.max_context_tokens or 131072 for s in specs)
     lengths = parse_token_range(tokens or f"1k..{longest}")
     dtypes = [d.strip() for d in kv_dtype.split(",") if d.strip()]
-    tp, pp = _layout(count, None, None)
+    tp, pp = layout(count)
     gpus: list[str | None] = [g.strip() for g in gpu.split(",")] if gpu else []
     if y == "concurrency" and not (gpus or kv_memory or gpu_memory):
         raise BadInputError("--y concurrency needs memory to plan with",
                             "give --gpu h100, --gpu-memory 24GiB or --kv-memory 57.65GiB")
-    deployments = [_deployment(m, g, gpu_memory, tp, pp, engine=engine, kv_dtype=d,
-                               engine_version=engine_version, kv_memory_bytes=_bytes(kv_memory),
-                               max_model_len=_tokens(max_model_len, "--max-model-len"),
-                               weights_bytes=_bytes(weights_memory))
-                   for m in models for g in (gpus or [None])
+    deployments = [deployment(spec, gpu=g, gpu_memory=gpu_memory, count=count, engine=engine,
+                              kv_dtype=d, engine_version=engine_version, kv_memory=kv_memory,
+                              max_model_len=max_model_len, weights_memory=weights_memory)
+                   for spec in specs for g in (gpus or [None])
                    for d in (dtypes if y == "concurrency" else dtypes[:1])
                    if gpus or kv_memory or gpu_memory]
     warnings: list[str] = []

@@ -16,10 +16,6 @@ from kvplan.cli.plan import (
     EngineVersionOpt,
     MaxModelLenOpt,
     WeightsDtypeOpt,
-    _bytes,
-    _deployment,
-    _layout,
-    _tokens,
 )
 from kvplan.cli.plot import GpusOpt, WeightsMemoryOpt
 
@@ -61,17 +57,17 @@ def report(
     """
     from kvplan.core.errors import BadInputError
     from kvplan.output import page as core
+    from kvplan.planning.deployment import deployment, layout
     from kvplan.planning.sweep import parse_int_values, parse_token_range
     from kvplan.sources.library import resolve
 
     if chart is not None and no_chart:
         raise BadInputError("--chart and --no-chart contradict each other; give one")
     spec = resolve(model)
-    tp, pp = _layout(count, None, None)
-    deps = [_deployment(model, g.strip(), None, tp, pp, engine=engine,
-                        engine_version=engine_version, weights_dtype=weights_dtype,
-                        max_model_len=_tokens(max_model_len, "--max-model-len"),
-                        weights_bytes=_bytes(weights_memory))
+    layout(count)  # a bad --count is an error even without --gpu
+    deps = [deployment(spec, gpu=g.strip(), count=count, engine=engine,
+                       engine_version=engine_version, weights_dtype=weights_dtype,
+                       max_model_len=max_model_len, weights_memory=weights_memory)
             for g in (gpu.split(",") if gpu else [])]
     dtypes = [d.strip() for d in kv_dtype.split(",") if d.strip()]
     figures = core.sizing_report(spec, deps, dtypes, parse_token_range(contexts),

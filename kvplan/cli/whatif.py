@@ -123,10 +123,11 @@ def whatif(
     """
     from dataclasses import replace
 
-    from kvplan.cli.plan import _bytes, _deployment, _layout, _tokens
+    from kvplan.cli.plan import _tokens
     from kvplan.core.errors import BadInputError
     from kvplan.core.units import parse_tokens
     from kvplan.output.whatif import whatif_view
+    from kvplan.planning.deployment import deployment, layout
     from kvplan.planning.policies import parse_policy
     from kvplan.planning.whatif import WhatIfQuestion, parse_tier, run
 
@@ -135,20 +136,19 @@ def whatif(
     prompt_tokens = parse_tokens(prompt if prompt is not None else tokens or "32k",
                                  "--prompt" if prompt is not None else "--tokens")
     output_tokens = _tokens(output, "--output") or 0
-    tp_, pp_ = _layout(count, tp, pp)
-    dep = _deployment(model, gpu, gpu_memory, tp_, pp_, engine=engine,
-                      engine_version=engine_version, kv_dtype=kv_dtype,
-                      max_model_len=_tokens(max_model_len, "--max-model-len"),
-                      kv_memory_bytes=_bytes(kv_memory), memory_fraction=gpu_memory_utilization,
-                      weights_dtype=weights_dtype)
+    dep = deployment(model, gpu=gpu, gpu_memory=gpu_memory, count=count, tp=tp, pp=pp,
+                     engine=engine, engine_version=engine_version, kv_dtype=kv_dtype,
+                     max_model_len=max_model_len, kv_memory=kv_memory,
+                     gpu_memory_utilization=gpu_memory_utilization, weights_dtype=weights_dtype)
     decode = None
     if link is not None and (decode_gpu or decode_count or decode_kv_dtype):
-        dtp, dpp = _layout(decode_count, None, None) if decode_count else (dep.tp, dep.pp)
-        base = _deployment(model, decode_gpu or gpu, gpu_memory, dtp, dpp, engine=engine,
-                           engine_version=engine_version,
-                           kv_dtype=decode_kv_dtype or kv_dtype,
-                           max_model_len=dep.max_model_len, memory_fraction=dep.memory_fraction,
-                           weights_dtype=weights_dtype)
+        dtp, dpp = layout(decode_count) if decode_count else (dep.tp, dep.pp)
+        base = deployment(dep.spec, gpu=decode_gpu or gpu, gpu_memory=gpu_memory, tp=dtp,
+                          pp=dpp, engine=engine, engine_version=engine_version,
+                          kv_dtype=decode_kv_dtype or kv_dtype,
+                          max_model_len=dep.max_model_len,
+                          gpu_memory_utilization=dep.memory_fraction,
+                          weights_dtype=weights_dtype)
         decode = replace(base, spec=dep.spec)
     elif decode_gpu or decode_count or decode_kv_dtype:
         raise BadInputError("--decode-gpu, --decode-count and --decode-kv-dtype describe the "

@@ -239,6 +239,7 @@ def _number(f: _LinedFields, name: str, low: float, high: float | None = None) -
 
 
 def _read_deployment(f: _LinedFields, base: Path) -> PlannedDeployment:
+    from kvplan.planning.deployment import deployment
     from kvplan.sources.library import resolve
 
     f.check_known(_DEPLOYMENT)
@@ -255,21 +256,19 @@ def _read_deployment(f: _LinedFields, base: Path) -> PlannedDeployment:
     gpu = _read_gpu(f)
     weights = _bytes(f, "weights_memory")
     needs_memory = get_engine(settings["engine"]).needs_memory
-    if spec.num_params is None and weights is None and settings["kv_memory_bytes"] is None \
+    if spec.num_params is None and weights is None and settings["kv_memory"] is None \
             and needs_memory:
         raise f.error("model", f"{spec.name} has no parameter count, so its weights cannot be "
                       "estimated", "give `weights_memory: 15GiB` (vLLM's 'Model loading took'), "
                       "or the KV budget itself as `engine: {kv_memory: 57.65GiB}`")
-    if gpu is None and settings["kv_memory_bytes"] is None and needs_memory:
+    if gpu is None and settings["kv_memory"] is None and needs_memory:
         raise f.error(None, "names no memory to plan with",
                       "give `gpu: h100` (a catalog GPU), `gpu_memory: 24GiB`, or the KV budget "
                       "the engine logged as `engine: {kv_memory: 57.65GiB}`")
-    dep = Deployment(spec=spec, tp=tp, pp=pp, dp=dp, dcp=dcp, kv_dtype=f.str("kv_dtype", "auto"),
-                     max_model_len=_tokens(f, "max_model_len"),
+    dep = deployment(spec, gpu=gpu, tp=tp, pp=pp, dp=dp, dcp=dcp,
+                     kv_dtype=f.str("kv_dtype", "auto"), max_model_len=_tokens(f, "max_model_len"),
                      weights_dtype=f.str("weights_dtype", "auto"),
-                     weights_bytes=weights, **settings)
-    if gpu is not None:
-        dep = dep.with_gpu(gpu)
+                     weights_memory=weights, spell=str, **settings)
     if dep.max_model_len and spec.max_context_tokens and dep.max_model_len > \
             spec.max_context_tokens:
         raise f.error("max_model_len", f"{dep.max_model_len:,} is more than {spec.name}'s "
@@ -311,11 +310,12 @@ def _read_engine(f: _LinedFields) -> dict[str, Any]:
     except KvplanError as exc:
         raise e.wrap("version", exc) from None
     ints = {k: e.int(k, None) for k in ("block_size", "max_num_batched_tokens", "max_num_seqs")}
+    # the deployment builder's settings (kvplan.planning.deployment), named as in the file
     return {"engine": engine, "engine_version": version,
-            "memory_fraction": _number(e, "gpu_memory_utilization", 0.01, 1.0),
-            "kv_memory_bytes": _bytes(e, "kv_memory"),
-            "activation_bytes": _bytes(e, "activation_memory"),
-            "cudagraph_bytes": _bytes(e, "cudagraph_memory"),
+            "gpu_memory_utilization": _number(e, "gpu_memory_utilization", 0.01, 1.0),
+            "kv_memory": _bytes(e, "kv_memory"),
+            "activation_memory": _bytes(e, "activation_memory"),
+            "cudagraph_memory": _bytes(e, "cudagraph_memory"),
             "parallel": e.int("parallel", 1), **ints,
             **{k: e.bool(k, False) for k in ("enforce_eager", "expert_parallel",
                                               "dp_attention")}}
@@ -325,18 +325,15 @@ def _layout(f: _LinedFields, spec: Any, dp_attention: bool = False
             ) -> tuple[int, int, int, int]:
     """tp, pp, dp, dcp; count = tp x pp x dp (SGLang's DP attention splits the TP group)."""
     from kvplan.core.sizing import check_parallelism
+    from kvplan.planning.deployment import SettingError, layout
 
-    count = f.int("count", None)
-    pp = f.int("pp", 1)
     dp = f.int("dp", 1)
     dcp = f.int("dcp", 1)
-    ranks = 1 if dp_attention else dp
-    tp = f.int("tp", None) or ((count // (pp * ranks)) if count else 1)
-    if count is not None and tp * pp * ranks != count:
-        dp_part = f" x dp {dp}" if ranks > 1 else ""
-        raise f.error("count", f"is {count}, but tp {tp} x pp {pp}{dp_part} = "
-                      f"{tp * pp * ranks} GPUs",
-                      "give count alone (TP = count), or tp/pp/dp that multiply to it")
+    try:
+        tp, pp = layout(f.int("count", None), f.int("tp", None), f.int("pp", 1), dp,
+                        dp_attention, spell=str)
+    except SettingError as exc:
+        raise f.wrap(exc.setting, exc) from None
     try:
         check_parallelism(spec, tp, pp)
     except KvplanError as exc:

@@ -1,0 +1,182 @@
+"""The one deployment builder: model + GPU (or its memory) + count/TP/PP + engine settings ->
+a `Deployment` (kvplan.engines.base).
+
+`plan`, `compare`, `report`, `plot`, `whatif`, capacity-plan files (kvplan.planning.check) and
+the Python front door (`kvplan.deploy`) all build their deployments here. It lives in planning,
+not sources: the result is an engines type, and sources may not import engines (the layering
+contract keeps them independent siblings).
+
+Values are accepted as the CLI accepts them: a model name, path or `hf:` reference; a catalog
+GPU name; token counts as `8k` or 8192; memory as `57.65GiB` or an int of bytes; the KV dtype
+as a name (`fp8`, `int4:g64`) or a `KVFormat`. Error messages name each setting the way the
+caller's user typed it (`spell`): `--max-model-len` on the command line, `max_model_len` in a
+capacity-plan file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any
+
+from kvplan.core.errors import BadInputError
+
+if TYPE_CHECKING:
+    from kvplan.core.dtypes import KVFormat
+    from kvplan.core.spec import ModelSpec
+    from kvplan.engines.base import Deployment, GPULike
+
+Spelling = Callable[[str], str]
+
+
+def flag(setting: str) -> str:
+    """How the command line spells a setting: max_model_len -> --max-model-len."""
+    return "--" + setting.replace("_", "-")
+
+
+class SettingError(BadInputError):
+    """A deployment setting that cannot be used; `setting` names it (count, gpu, tp, ...), so a
+    capacity-plan reader can point at the field and its line."""
+
+    def __init__(self, setting: str, message: str, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.setting = setting
+
+
+def layout(count: int | None = None, tp: int | None = None, pp: int | None = None,
+           dp: int = 1, dp_attention: bool = False, spell: Spelling = flag) -> tuple[int, int]:
+    """(TP, PP) from a GPU count and/or explicit sizes: GPUs = TP x PP x DP (vLLM's
+    data-parallel ranks each have their own GPUs; SGLang's DP attention splits the TP group
+    instead). TP defaults to what the count leaves, PP to 1."""
+    if count is not None and count < 1:
+        raise SettingError("count", f"{spell('count')} must be at least 1, got {count}")
+    if dp < 1:
+        raise SettingError("dp", f"{spell('dp')} must be at least 1, got {dp}")
+    ranks = 1 if dp_attention else dp
+    pp = pp or 1
+    tp = tp or ((count // (pp * ranks)) if count else 1)
+    if count is not None and tp * pp * ranks != count:
+        dp_part = f" x {spell('dp')} {dp}" if ranks > 1 else ""
+        raise SettingError(
+            "count", f"{spell('tp')} {tp} x {spell('pp')} {pp}{dp_part} = {tp * pp * ranks} "
+            f"GPUs, but {spell('count')} is {count}",
+            f"give {spell('count')} alone (TP = count), or {spell('tp')}/{spell('pp')}/"
+            f"{spell('dp')} that multiply to it")
+    return tp, pp
+
+
+def tokens(value: str | int | None, setting: str, spell: Spelling = flag) -> int | None:
+    """'8k' / '32768' / 8192 -> tokens (k and m are binary, as context lengths are quoted)."""
+    if value is None or isinstance(value, int):
+        return value
+    from kvplan.core.units import parse_tokens
+
+    return parse_tokens(value, spell(setting))
+
+
+def memory(value: str | int | None) -> int | None:
+    """'57.65GiB' / '24GB' / an int of bytes -> bytes."""
+    if value is None or isinstance(value, int):
+        return value
+    from kvplan.core.units import parse_bytes
+
+    return parse_bytes(value)
+
+
+def kv_dtype_name(kv_dtype: str | KVFormat) -> str:
+    """The KV dtype as a Deployment keeps it: a --kv-dtype string (a KVFormat gives its name,
+    which parses back to the same format)."""
+    return kv_dtype if isinstance(kv_dtype, str) else kv_dtype.name
+
+
+def find_gpu(gpu: str | GPULike | None, gpu_memory: str | int | None,
+             spell: Spelling = flag) -> GPULike | None:
+    """A catalog GPU by name, or a GPU known only by the memory it reports."""
+    if gpu is not None and gpu_memory is not None:
+        raise SettingError("gpu_memory", f"{spell('gpu')} and {spell('gpu_memory')} both name "
+                           "the GPU; give one")
+    if gpu is not None and not isinstance(gpu, str):
+        return gpu
+    if gpu is not None:
+        from kvplan.sources.gpus import find_gpu as catalog_gpu
+
+        return catalog_gpu(gpu)
+    if gpu_memory is not None:
+        from kvplan.sources.gpus import custom_gpu
+
+        return custom_gpu(gpu_memory if isinstance(gpu_memory, str) else f"{gpu_memory}B")
+    return None
+
+
+def deployment(
+    model: str | ModelSpec, *,
+    gpu: str | GPULike | None = None,
+    gpu_memory: str | int | None = None,
+    count: int | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    engine: str | None = None,
+    engine_version: str | None = None,
+    kv_dtype: str | KVFormat = "auto",
+    max_model_len: str | int | None = None,
+    block_size: int | None = None,
+    kv_memory: str | int | None = None,
+    gpu_memory_utilization: float | None = None,
+    weights_dtype: str = "auto",
+    weights_memory: str | int | None = None,
+    activation_memory: str | int | None = None,
+    cudagraph_memory: str | int | None = None,
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+    parallel: int = 1,
+    dp: int = 1,
+    dp_attention: bool = False,
+    assume_standard_attention: bool = False,
+    spell: Spelling = flag,
+    **settings: Any,
+) -> Deployment:
+    """Build the Deployment every capacity question starts from.
+
+    model: a library name, a path, `hf:org/name[@rev]`, or a ModelSpec. gpu: a catalog name
+    (`h100`) or a GPU object; gpu_memory: what an uncatalogued GPU reports (`24GiB`). count,
+    tp, pp, dp: GPUs and their split (TP defaults to count / (PP x DP)); dp_attention: SGLang's
+    DP attention (the DP ranks share the TP group's GPUs). assume_standard_attention: read a
+    config.json kvplan would refuse as standard attention (the spec's `warnings` say so).
+    engine: a registered engine name (default vLLM). The memory settings (kv_memory,
+    weights_memory, activation_memory, cudagraph_memory) are what the engine logged, per GPU
+    except weights_memory (the whole model). `settings` passes further Deployment fields
+    through (enforce_eager, dcp, expert_parallel, hf_cache, ...).
+    """
+    from kvplan.engines.base import Deployment
+    from kvplan.engines.registry import DEFAULT
+    from kvplan.engines.registry import get as get_engine
+
+    engine = engine or DEFAULT
+    get_engine(engine)  # an unknown name is an error listing the registered engines
+    known = {f.name for f in fields(Deployment)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise BadInputError(f"unknown deployment setting(s): {', '.join(unknown)}")
+    tp_, pp_ = layout(count, tp, pp, dp, dp_attention, spell)
+    max_len = tokens(max_model_len, "max_model_len", spell)
+    kv_bytes, weights_bytes = memory(kv_memory), memory(weights_memory)
+    activation_bytes, cudagraph_bytes = memory(activation_memory), memory(cudagraph_memory)
+    if gpu is not None and gpu_memory is not None:
+        find_gpu(gpu, gpu_memory, spell)  # the conflict, before the model is read
+    if isinstance(model, str):
+        from kvplan.sources.library import resolve
+
+        spec = resolve(model, assume_standard_attention)
+    else:
+        spec = model
+    found = find_gpu(gpu, gpu_memory, spell)
+    dep = Deployment(
+        spec=spec, tp=tp_, pp=pp_, engine=engine, engine_version=engine_version,
+        kv_dtype=kv_dtype_name(kv_dtype), block_size=block_size,
+        memory_fraction=gpu_memory_utilization, weights_dtype=weights_dtype,
+        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+        parallel=parallel, dp=dp, dp_attention=dp_attention, max_model_len=max_len,
+        kv_memory_bytes=kv_bytes,
+        weights_bytes=weights_bytes, activation_bytes=activation_bytes,
+        cudagraph_bytes=cudagraph_bytes, **settings)
+    return dep.with_gpu(found) if found is not None else dep
