@@ -100,6 +100,36 @@ def test_sampler_warmup_bytes_per_logit():
     assert f"{total / GIB:.2f}" == "1.03"  # logged 1.04
 
 
+def test_flashinfer_sampler_by_version_and_launch():
+    from kvplan.engines import vllm_profile as vp
+    from kvplan.planning.launch import from_command
+
+    # V1 with flashinfer installed: only the logits and their fp32 copy
+    assert vp.sampler_bytes_per_logit((0, 10, 1), flashinfer=True) == 2 + 4
+    # V0 never used it; from 0.26 the native path is warmed too and sets the peak
+    assert vp.sampler_bytes_per_logit((0, 6, 4), flashinfer=True) == 38
+    assert vp.sampler_bytes_per_logit((0, 26, 0), flashinfer=True) == 28
+    # the vllm/vllm-openai image installs flashinfer (docker/Dockerfile): 0.8-0.11 sample with
+    # it unless VLLM_USE_FLASHINFER_SAMPLER=0; from 0.12 it is opt-in
+    model = "--model meta-llama/Llama-3.1-8B-Instruct"
+    docker = from_command(f"docker run --gpus all vllm/vllm-openai:v0.10.1 {model}")
+    assert docker.overrides["flashinfer_sampler"] is True
+    off = from_command(f"docker run -e VLLM_USE_FLASHINFER_SAMPLER=0 "
+                       f"vllm/vllm-openai:v0.10.1 {model}")
+    assert off.overrides["flashinfer_sampler"] is False
+    assert "flashinfer_sampler" not in from_command(f"vllm serve {model}").overrides
+    assert "flashinfer_sampler" not in from_command(
+        f"docker run vllm/vllm-openai:v0.20.0 {model}").overrides
+    # the budget grows by the sampler bytes saved: 1,024 x 128,256 x (38 - 6) on an H100
+    spec = model_of(CASES[1])
+    pip = b.vllm_budget(spec, 85028896768, version=(0, 10, 1), gpu_name="H100 SXM")
+    image = b.vllm_budget(spec, 85028896768, version=(0, 10, 1), gpu_name="H100 SXM",
+                          flashinfer_sampler=True)
+    forward = 8192 * (3 * 14336 + 3 * 4096) * 2
+    assert image.activation_bytes[0] == max(forward, 1024 * 128256 * 6 + 8192 * 4096 * 2)
+    assert pip.activation_bytes[0] == 1024 * 128256 * 38 + 8192 * 4096 * 2
+
+
 def test_batch_defaults_by_version():
     from kvplan.engines import vllm_profile as vp
 

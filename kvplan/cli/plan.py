@@ -270,6 +270,9 @@ def plan(
     enable_dp_attention: Annotated[bool, typer.Option(
         "--enable-dp-attention", help="SGLang: attention data-parallel inside the TP group "
         "(--dp must divide --tp; GPUs = TP).")] = False,
+    flashinfer_sampler: Annotated[bool, typer.Option(
+        "--flashinfer-sampler", help="vLLM with flashinfer installed (the vllm/vllm-openai "
+        "image): 0.8-0.11 sample with FlashInfer, a smaller warm-up peak.")] = False,
     enforce_eager: Annotated[bool, typer.Option(
         "--enforce-eager", help="vLLM without CUDA graphs (nothing reserved for them).")
     ] = False,
@@ -343,7 +346,8 @@ def plan(
         gpu_memory_utilization=gpu_memory_utilization, weights_dtype=weights_dtype,
         weights_memory=weights_memory, activation_memory=activation_memory,
         cudagraph_memory=cudagraph_memory, max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs, parallel=parallel, enforce_eager=enforce_eager, dp=dp,
+        max_num_seqs=max_num_seqs, parallel=parallel, enforce_eager=enforce_eager,
+        flashinfer_sampler=flashinfer_sampler or None, dp=dp,
         dcp=dcp, expert_parallel=enable_expert_parallel, dp_attention=enable_dp_attention,
         assume_standard_attention=assume_standard)
     for warning in dep.spec.warnings:  # --assume-standard-attention says what it assumed

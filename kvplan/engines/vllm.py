@@ -838,7 +838,8 @@ class VllmEngine(BaseEngine):
                 max_num_batched_tokens=config.max_num_batched_tokens,
                 max_num_seqs=dep.max_num_seqs, dims=dep.dims, gpu_name=dep.gpu_name,
                 gpu_arch=dep.gpu_arch, max_model_len=config.max_model_len,
-                enforce_eager=dep.enforce_eager, ep=expert_parallel_size(dep))
+                enforce_eager=dep.enforce_eager, ep=expert_parallel_size(dep),
+                flashinfer_sampler=bool(dep.flashinfer_sampler))
         prof = profile(dep.spec, config, budget.available_kv_cache_bytes)
         constraints = []
         for i, stage in enumerate(prof.stages):
@@ -887,6 +888,24 @@ class VllmEngine(BaseEngine):
 
     def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
         return batch_for(dep).max_num_seqs, "max_num_seqs"
+
+    def launch_overrides(self, image: str | None, image_version: str | None,
+                         env: dict[str, str]) -> dict[str, Any]:
+        """The sampler a launch implies: VLLM_USE_FLASHINFER_SAMPLER when set; else the
+        vllm/vllm-openai image (it installs flashinfer: docker/Dockerfile) of 0.8-0.11, whose
+        V1 sampler takes FlashInfer whenever it is importable (topk_topp_sampler.py:
+        `VLLM_USE_FLASHINFER_SAMPLER is not False`)."""
+        from kvplan.engines import parse_version
+        from kvplan.engines.vllm_profile import FLASHINFER_DEFAULT_UNTIL, V1_DEFAULT
+
+        flag = env.get("VLLM_USE_FLASHINFER_SAMPLER")
+        if flag in ("0", "1"):
+            return {"flashinfer_sampler": flag == "1"}
+        ver = parse_version(image_version) if image_version else None
+        if image and "vllm-openai" in image and ver is not None and \
+                V1_DEFAULT <= ver < FLASHINFER_DEFAULT_UNTIL:
+            return {"flashinfer_sampler": True}
+        return {}
 
     def host_blocks(self, cap: Capacity, context_tokens: int | None = None) -> HostBlocks:
         # swap space / CPU offload: whole blocks of the same layout ("# CPU blocks")

@@ -32,9 +32,9 @@ it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8
      (8 + 4 + 8): 38 bytes at the sort. From 0.18 batches of 8 rows or more take the Triton
      top-k/top-p kernel (`apply_top_k_top_p_triton`, no sort); its peak is not derived here
      but read off the one such log that prints it (0.26, RTX 4080: 1.04 GiB over 256 x
-     152,064 logits, 28 B/logit). With the FlashInfer sampler (0.9-0.11 whenever flashinfer
-     is installed, as in the Docker image) only the logits and their fp32 copy remain
-     (6 B/logit).
+     152,064 logits, 28 B/logit). With the FlashInfer sampler (V1 up to 0.11 whenever
+     flashinfer is installed, as in the vllm/vllm-openai image; opt-in later) only the
+     logits and their fp32 copy remain (6 B/logit).
 3. Non-torch memory (`non_torch_bytes`): what `cudaMemGetInfo` sees beyond torch's reserved
    pool. V0 up to 0.6.4 (`worker.py::determine_num_available_blocks`) and V1 in 0.8
    (`gpu_worker.py::determine_available_memory`) count it absolutely after the profile, so
@@ -83,6 +83,11 @@ SAMPLER_SORT_BYTES_PER_LOGIT = 2 + 4 + (4 + 8) + (8 + 4 + 8)
 SAMPLER_TRITON_BYTES_PER_LOGIT = 28  # 0.26 RTX 4080 log: 1.04 GiB / (256 x 152,064)
 SAMPLER_FLASHINFER_BYTES_PER_LOGIT = 2 + 4
 TRITON_TOPK_TOPP = (0, 18)  # topk_topp_sampler.apply_top_k_top_p -> apply_top_k_top_p_triton
+# FlashInfer's sampler is the default whenever flashinfer is importable in V1 up to 0.11
+# ("is not False"); opt-in (VLLM_USE_FLASHINFER_SAMPLER=1) from 0.12; from 0.26 the
+# profile also warms the native path, so it no longer lowers the peak.
+FLASHINFER_DEFAULT_UNTIL = (0, 12)
+NATIVE_WARMUP = (0, 26)
 # Device constants. The CUDA context of a CUDA 12 process with lazy module loading, and the
 # kernels/library workspaces a forward pass loads on first use: the two vLLM logs that print
 # a non-torch line give 0.35 GiB absolute (RTX 3090, V0: context + kernels) and 0.06 GiB of
@@ -168,7 +173,9 @@ def forward_bytes_per_token(shapes: Shapes, tp: int = 1) -> int:
 
 
 def sampler_bytes_per_logit(version: tuple[int, ...], flashinfer: bool = False) -> int:
-    if flashinfer:
+    """Bytes per logit of the warm-up's peak; `flashinfer`: the FlashInfer sampler runs (V1
+    with flashinfer installed up to 0.11, or VLLM_USE_FLASHINFER_SAMPLER=1)."""
+    if flashinfer and is_v1(version) and version < NATIVE_WARMUP:
         return SAMPLER_FLASHINFER_BYTES_PER_LOGIT
     return SAMPLER_TRITON_BYTES_PER_LOGIT if version >= TRITON_TOPK_TOPP else \
         SAMPLER_SORT_BYTES_PER_LOGIT

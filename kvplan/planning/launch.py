@@ -126,6 +126,14 @@ def from_command(text: str) -> LaunchPlan:
                             "yet (the engine default is assumed)")
     if launch.image_version and "engine_version" in known:
         overrides["engine_version"] = launch.image_version
+    # what the engine reads from its image and environment (vLLM: the sampler flashinfer
+    # gives its image); an engine without the hook reads nothing
+    from kvplan.engines.registry import get as get_engine
+
+    hook = getattr(get_engine(launch.engine), "launch_overrides", None)
+    if callable(hook):
+        overrides.update({k: v for k, v in hook(launch.image, launch.image_version,
+                                                launch.env).items() if k in known})
     for flag in launch.unknown_flags:
         warnings.append(f"{flag}: not a flag kvplan knows for {launch.engine}; it might change "
                         "memory")
