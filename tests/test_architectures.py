@@ -115,3 +115,10 @@ def test_plan_takes_the_flag_too(tmp_path):
     planned = runner.invoke(app, [*args, "--assume-standard-attention"])
     assert planned.exit_code == 0, planned.output
     assert "brand_new_lm" in planned.stderr
+
+
+def test_names_that_merely_contain_a_cache_word_are_not_refused():
+    # RedHat's FP8 Llama 4 Scout carries "for_llm_compressor" (a quantization tool's flag)
+    spec = spec_from_config({**LLAMA, "for_llm_compressor": True, "prefill_chunk_size": 8192,
+                             "context_window_size": 4096}, "config.json", name="m")
+    assert spec.warnings == () and spec.num_layers == 4

@@ -238,7 +238,7 @@ UNMODELLED_KEYS: dict[str, str] = {
 # Words in a key's name that say it shapes the cache. An unknown key with one (and a value
 # that is set) is refused: kvplan cannot know what it does to the layout.
 _CACHE_WORDS = re.compile(
-    r"compress|kv_?shar|shared?_kv|share_kv|kv_source|kv_reuse|reuse_kv|yoco|cross_?decoder|"
+    r"compress_ratio|compression_ratio|kv_compress|compressed_(kv|attention|cache)|kv_?shar|shared?_kv|share_kv|kv_source|kv_reuse|reuse_kv|yoco|cross_?decoder|"
     r"cross_?layer|kv_lora|mamba|ssm|linear_attn|linear_attention|lightning|kda|rwkv|"
     r"recurrent|d_state|state_size|sliding|(^|_)swa_|sparse|indexer_types|index_source|"
     r"layer_types|block_type|attn_type|attention_type|kv_cache|num_kv|kv_heads?$|"
