@@ -376,3 +376,22 @@ def test_a_library_file_written_by_hand_is_parsed_for_its_aliases(tmp_path, monk
     monkeypatch.setenv("KVPLAN_MODEL_PATH", str(tmp_path))
     assert resolve("mine, v2").name == "mine"
     assert resolve("acme/mine-7b").name == "mine"
+
+
+# --- start-up: each command imports what it uses -------------------------------------------
+
+def test_size_imports_neither_the_planner_nor_other_commands():
+    from probes import probe
+
+    result = probe(["size", "llama-3.1-8b", "--tokens", "8k"],
+                   ("kvplan.cli.plan", "kvplan.planning.plan", "kvplan.cli.validate",
+                    "kvplan.cli.sweep", "rich._emoji_codes", "csv", "json"))
+    assert result.ran and result.loaded == []
+
+
+def test_plan_without_requests_does_not_read_workloads():
+    from probes import probe
+
+    result = probe(["plan", "llama-3.1-8b", "--gpu", "h100", "--context", "8k"],
+                   ("kvplan.planning.plan", "kvplan.sources.workload", "kvplan.cli.model"))
+    assert result.ran and result.loaded == ["kvplan.planning.plan"]

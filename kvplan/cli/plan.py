@@ -384,10 +384,13 @@ class _Question:
             shared_prefix, samples, find_gpus, host)
 
     def target(self) -> Target:
-        from kvplan.planning.plan import Target, parse_workload
+        from kvplan.planning.plan import Target
 
-        workload = (parse_workload(self.requests, self.shared_prefix, self.samples)
-                    if self.requests is not None else None)
+        workload = None
+        if self.requests is not None:  # the workload reader is imported only to read one
+            from kvplan.sources.workload import parse_workload
+
+            workload = parse_workload(self.requests, self.shared_prefix, self.samples)
         return Target(self.context, self.concurrency, workload)
 
     def answer(self, dep: Deployment) -> tuple[View, bool | None]:

@@ -37,12 +37,21 @@ from kvplan.engines.base import (  # re-exported: the planner's vocabulary
     weights_per_gpu,
 )
 from kvplan.engines.registry import get as get_engine
-from kvplan.sources.workload import RequestGroup as RequestGroup  # re-exported
-from kvplan.sources.workload import Workload
-from kvplan.sources.workload import parse_workload as parse_workload  # re-exported
 
 if TYPE_CHECKING:
     from kvplan.core.dtypes import KVFormat
+    from kvplan.sources.workload import RequestGroup as RequestGroup
+    from kvplan.sources.workload import Workload as Workload
+    from kvplan.sources.workload import parse_workload as parse_workload
+
+
+def __getattr__(name: str) -> Any:
+    """The workload's names, re-exported on first use: `plan --context` never reads one."""
+    if name in ("RequestGroup", "Workload", "parse_workload"):
+        from kvplan.sources import workload
+
+        return getattr(workload, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 SCHEMA = "kvplan.plan/1"
 COMPARE_SCHEMA = "kvplan.compare/1"
