@@ -216,3 +216,12 @@ def test_size_takes_the_engine_spellings_too():
     theirs = invoke("size", TINY, "--tensor-parallel-size", "2", "--kv-cache-dtype", "fp8",
                     "-t", "1k", "-f", "json")
     assert ours.exit_code == 0 and ours.stdout == theirs.stdout
+
+
+def test_the_hub_client_is_in_the_base_install():
+    # `pip install kvplan` then `kvplan size hf:Qwen/Qwen3-8B` said to install an extra
+    tomllib = pytest.importorskip("tomllib")
+    meta = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    base = [d.split(">")[0].split("=")[0].split("<")[0].strip()
+            for d in meta["project"]["dependencies"]]
+    assert "huggingface_hub" in base

@@ -218,8 +218,10 @@ class _Client:
             import huggingface_hub as hf
         except ImportError:
             raise BadInputError(
-                "models from the Hugging Face Hub need the huggingface_hub package",
-                "pip install 'kvplan[hub]' (or pass a local config.json)") from None
+                "models from the Hugging Face Hub need the huggingface_hub package, a "
+                "dependency of kvplan that is missing here",
+                "pip install huggingface_hub (or reinstall kvplan; or pass a local "
+                "config.json)") from None
         from huggingface_hub import constants, errors
 
         self.constants = constants
