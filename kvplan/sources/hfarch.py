@@ -85,7 +85,7 @@ FAMILIES: tuple[Family, ...] = (
          "laguna", "step3_text", "step3p5", "step3p7", "xverse", "orion", "solar",
          "persimmon", "codegen", "jais", "mimo", "qwen", "ministral3", "glm4v", "glm4v_text",
          "glm4v_moe", "glm4v_moe_text", "paligemma", "smolvlm", "idefics2", "pixtral",
-         "kimi_vl"),
+         "kimi_vl", "phi-msft", "phi3_v", "phi4mm"),
         _ATTENTION_KEYS + ("attention_types", "window_size"),
         "vLLM `Attention` layers -> FullAttentionSpec / SlidingWindowSpec / "
         "ChunkedLocalAttentionSpec; SGLang MHATokenToKVPool / SWAKVPool",
@@ -272,6 +272,10 @@ REFUSED: dict[str, str] = {
     "rwkv7": "RWKV keeps a recurrent state (no KV cache) that no engine kvplan models serves",
     "phi4flash": "Phi-4-mini-flash (SambaY) mixes Mamba, sliding-window and GMU layers and a "
                  "YOCO cross-decoder that reuses one layer's K/V",
+    "bert": "an encoder-only model: no decoder, so no KV cache to plan",
+    "roberta": "an encoder-only model: no decoder, so no KV cache to plan",
+    "xlm-roberta": "an encoder-only model: no decoder, so no KV cache to plan",
+    "modernbert": "an encoder-only model: no decoder, so no KV cache to plan",
     "minimax_m3": "MiniMax-M3's sparse attention keeps an indexer pool beside the K/V "
                   "(sparse_attention_config)",
     "minimax_m3_vl": "MiniMax-M3's sparse attention keeps an indexer pool beside the K/V "
