@@ -481,3 +481,12 @@ def test_kv_blocks_and_max_model_len_bind():
     assert (past.max_requests, past.limited_by) == (0, "max_model_len")
     capped = plan.max_concurrency(cap60(max_num_seqs=2), 131072)
     assert (capped.max_requests, capped.limited_by) == (2, "max_num_seqs")
+
+
+def test_trtllm_max_batch_size_caps_concurrency():
+    # tensorrt_llm/llmapi/llm_args.py: max_batch_size defaults to 2,048
+    answer = _answer("llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--context", "128")
+    assert (answer["max_concurrency"], answer["limited_by"]) == (2048, "max_batch_size")
+    answer = _answer("llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--context", "128",
+                     "--max-num-seqs", "16")
+    assert (answer["max_concurrency"], answer["limited_by"]) == (16, "max_batch_size")

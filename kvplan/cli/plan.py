@@ -255,8 +255,9 @@ def plan(
         "--max-num-batched-tokens", help="Tokens per scheduler step (default: by GPU).",
         show_default=False)] = None,
     max_num_seqs: Annotated[int | None, typer.Option(
-        "--max-num-seqs", help="Requests running at once, a cap on concurrency (default: by "
-        "GPU and vLLM version).",
+        "--max-num-seqs", help="Requests running at once, a cap on concurrency: vLLM "
+        "max_num_seqs (default by GPU and version), SGLang --max-running-requests, TRT-LLM "
+        "max_batch_size (2048).",
         show_default=False)] = None,
     dp: Annotated[int, typer.Option(
         "--dp", help="Data-parallel ranks, each with its own requests and KV cache (vLLM "

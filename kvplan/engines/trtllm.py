@@ -34,6 +34,7 @@ SCHEMA = "kvplan.engine.trtllm/1"
 GIB = 2**30
 TOKENS_PER_BLOCK = 32  # KvCacheConfig.tokens_per_block (PyTorch backend)
 FREE_GPU_MEMORY_FRACTION = 0.9  # KvCacheConfig.free_gpu_memory_fraction default
+MAX_BATCH_SIZE = 2048  # tensorrt_llm/llmapi/llm_args.py BaseLlmArgs.max_batch_size default
 
 KV_DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8", "int8", "nvfp4")
 SMALLER_KV_DTYPES = ("fp8", "nvfp4")
@@ -195,9 +196,15 @@ class TrtllmEngine(BaseEngine):
         bs = config.tokens_per_block
         pool = Pool(self.name, (Constraint("KV blocks", "block", prof.num_blocks,
                                            (Need("full", bs, shareable=True),)),),
-                    dep.context_limit(), tokens_per_unit=bs)
+                    dep.context_limit(), tokens_per_unit=bs,
+                    # the scheduler runs at most max_batch_size requests at once
+                    max_requests=dep.max_num_seqs or MAX_BATCH_SIZE,
+                    max_requests_setting="max_batch_size")
         return Capacity(dep, None, prof, pool, prof.kv_cache_dtype, weights_per_gpu(dep),
                         prof.bytes_per_token, (f"free_gpu_memory_fraction {fraction}",))
+
+    def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
+        return dep.max_num_seqs or MAX_BATCH_SIZE, "max_batch_size"
 
     def numbers(self, cap: Capacity) -> dict[str, Any]:
         p: TrtllmProfile = cap.engine_profile
