@@ -55,43 +55,15 @@ def size(
 
       kvplan size ./my-model/config.json --lengths 2k,4k,32k --format markdown
     """
-    from kvplan.core.dtypes import parse_format
-    from kvplan.core.errors import BadInputError
-    from kvplan.core.sizing import size as compute
-    from kvplan.core.units import MAX_BATCH, parse_int_list, parse_tokens
+    from kvplan.api import kv_format
+    from kvplan.api import model as load
     from kvplan.output.tables import size_view
-    from kvplan.sources.library import resolve
 
-    if lengths is not None and (tokens is not None or batch != 1):
-        raise BadInputError("--lengths replaces --tokens and --batch; give one or the other")
-    if batch <= 0:
-        raise BadInputError(f"--batch must be positive, got {batch}")
-    if batch > MAX_BATCH:
-        raise BadInputError(f"--batch {batch:,} is more than the {MAX_BATCH:,} requests kvplan "
-                            "sizes at once")
-    if block_size < 1 or block_size & (block_size - 1):
-        # engines page in powers of two (vLLM 1..128, TRT-LLM tokens_per_block, SGLang
-        # page_size); `plan` checks the engine's own list
-        raise BadInputError(f"--block-size must be a power of two (1, 8, 16, ...), got "
-                            f"{block_size}")
-    spec = resolve(model, assume_standard)
-    fmt_kv = parse_format(kv_dtype, spec.dtype)
-    warnings: list[str] = list(spec.warnings)
-    # a batch is one length times a count, never a list as long as the batch
-    request_lengths: list[int] | dict[int, int] = (
-        parse_int_list(lengths, "--lengths") if lengths is not None else
-        {parse_tokens(tokens, "--tokens") if tokens is not None
-         else spec.max_context_tokens or 8192: batch})
-    longest = max(request_lengths)
-    explicit_max = parse_tokens(max_len, "--max-len") if max_len is not None else None
-    if spec.max_context_tokens and longest > spec.max_context_tokens and explicit_max is None:
-        warnings.append(f"{longest:,} tokens is more than {spec.name}'s maximum context of "
-                        f"{spec.max_context_tokens:,}")
-        explicit_max = longest
-    if tokens is None and lengths is None and not spec.max_context_tokens:
-        warnings.append(f"{spec.name} has no known maximum context; sized at 8,192 tokens")
-    result = compute(spec, fmt_kv, lengths=request_lengths, tp=tp, pp=pp,
-                     block_size=block_size, max_len=explicit_max)
+    m = load(model, assume_standard_attention=assume_standard)
+    warnings: list[str] = list(m.spec.warnings)
+    result = m.size(tokens, batch, lengths=lengths, kv_dtype=kv_dtype, tp=tp, pp=pp,
+                    block_size=block_size, max_len=max_len, warnings=warnings)
+    spec, fmt_kv = m.spec, kv_format(kv_dtype, m.spec.dtype)
     # the JSON payload lists every request's length; only JSON output reads it
     _emit(size_view(result, spec, fmt_kv, warnings, list_lengths=fmt == "json"), fmt, units)
 

@@ -24,6 +24,7 @@ from kvplan.cli.options import (
 from kvplan.engines.registry import names as engine_names
 
 if TYPE_CHECKING:
+    from kvplan.api import Deployed
     from kvplan.output.render import Table, View
     from kvplan.planning.plan import Capacity, Deployment, LayoutResult, Target, WorkloadResult
 
@@ -315,9 +316,9 @@ def plan(
     """
     from dataclasses import replace
 
+    from kvplan.api import Deployed, deploy
     from kvplan.core.errors import BadInputError
     from kvplan.engines.registry import get as get_engine
-    from kvplan.planning.deployment import deployment
 
     overrides: dict[str, Any] = {}
     launch_warnings: list[str] = []
@@ -340,7 +341,7 @@ def plan(
     if samples < 1:
         raise BadInputError(f"--samples must be at least 1, got {samples}")
     kv_dtype = _cache_types(kv_dtype, cache_type_k, cache_type_v)
-    dep = deployment(
+    d = deploy(
         model, gpu=gpu, gpu_memory=gpu_memory, count=count, tp=tp, pp=pp, engine=engine,
         engine_version=engine_version, kv_dtype=kv_dtype, max_model_len=max_model_len,
         block_size=block_size, kv_memory=kv_memory,
@@ -351,14 +352,14 @@ def plan(
         flashinfer_sampler=flashinfer_sampler or None, dp=dp,
         dcp=dcp, expert_parallel=enable_expert_parallel, dp_attention=enable_dp_attention,
         assume_standard_attention=assume_standard)
-    for warning in dep.spec.warnings:  # --assume-standard-attention says what it assumed
+    for warning in d.deployment.spec.warnings:  # --assume-standard-attention's assumptions
         typer.echo(f"kvplan: warning: {warning}", err=True)
     if overrides:
-        dep = replace(dep, **overrides)
+        d = Deployed(replace(d.deployment, **overrides))
     question = _Question(_tokens(context, "--context"), concurrency, requests,
                          _tokens(shared_prefix, "--shared-prefix") or 0, samples, find_gpus,
                          _bytes(host_memory))
-    report, met = question.answer(dep)
+    report, met = question.answer(d)
     report.warnings[:0] = launch_warnings
     _emit(report, fmt, units)
     if met is False:
@@ -394,7 +395,8 @@ class _Question:
             workload = parse_workload(self.requests, self.shared_prefix, self.samples)
         return Target(self.context, self.concurrency, workload)
 
-    def answer(self, dep: Deployment) -> tuple[View, bool | None]:
+    def answer(self, d: Deployed) -> tuple[View, bool | None]:
+        from kvplan.api import Deployed
         from kvplan.planning import plan as core
 
         target = self.target()
@@ -402,13 +404,7 @@ class _Question:
         extra: list[Table] = []
         layout = None
         if self.find_gpus:
-            if target.context_tokens is None and target.workload is None and \
-                    target.concurrency is None:
-                from kvplan.core.errors import BadInputError
-
-                raise BadInputError("--find-gpus needs a target",
-                                    "give --context and/or --concurrency, or --requests")
-            layout = core.fewest_gpus(dep, target)
+            layout = d.fewest_gpus(target.context_tokens, target.concurrency, target.workload)
             extra.append(_layout_table(layout))
             shown = layout.best or layout.closest
             if shown is None:
@@ -426,9 +422,10 @@ class _Question:
                     f"{shown.pp})")
             from dataclasses import replace
 
-            dep = replace(dep, tp=shown.tp, pp=shown.pp, dp=shown.dp, dcp=shown.dcp)
-        cap = core.capacity(dep)
-        answer, met = self._ask(cap, target, extra)
+            d = Deployed(replace(d.deployment, tp=shown.tp, pp=shown.pp, dp=shown.dp,
+                                 dcp=shown.dcp))
+        dep, cap = d.deployment, d.capacity
+        answer, met = self._ask(d, target, extra)
         if layout is not None:
             answer = {"fewest_gpus": layout.best.num_gpus if layout.best else None,
                       "tp": layout.best.tp if layout.best else None,
@@ -448,15 +445,16 @@ class _Question:
                 "kv_dtype_that_fits": tips.kv_dtype_that_fits}))
         return plan_view(cap, answer, met, extra, warnings), met
 
-    def _ask(self, cap: Capacity, target: Target, extra: list[Table]
+    def _ask(self, d: Deployed, target: Target, extra: list[Table]
              ) -> tuple[dict[str, Any], bool | None]:
         from kvplan.planning import plan as core
 
+        cap = d.capacity
         answer: dict[str, Any] = {}
         met: bool | None = None
         batch, ctx = None, None
         if target.workload is not None:
-            result = core.check_workload(cap, target.workload)
+            result = d.fits(target.workload)
             answer = {"requests": result.num_requests, "sequences": result.num_sequences,
                       "longest_tokens": result.longest_tokens, "fits": result.fits,
                       "headroom_factor": float(result.max_scale), "reason": result.reason}
@@ -464,7 +462,7 @@ class _Question:
             met = result.fits
             batch, ctx = result.num_sequences, result.longest_tokens
         elif target.context_tokens is not None:
-            c = core.max_concurrency(cap, target.context_tokens)
+            c = d.max_concurrency(target.context_tokens)
             answer = {"context_tokens": c.context_tokens, "max_concurrency": c.max_requests,
                       "limited_by": c.limited_by, "engine_concurrency": c.engine_concurrency,
                       "units_per_request": list(c.units_per_request)}
@@ -474,24 +472,25 @@ class _Question:
                 answer["target_concurrency"] = target.concurrency
             batch, ctx = (target.concurrency or c.max_requests), target.context_tokens
         elif target.concurrency is not None:
-            r = core.max_context(cap, target.concurrency)
+            r = d.max_context(target.concurrency)
             answer = {"concurrency": r.concurrency, "max_context_tokens": r.max_context_tokens,
                       "limited_by": r.limited_by}
             met = r.max_context_tokens > 0
             batch, ctx = target.concurrency, r.max_context_tokens
         else:
             limit = cap.deployment.context_limit()
-            c = core.max_concurrency(cap, limit)
+            c = d.max_concurrency(limit)
             answer = {"context_tokens": limit, "max_concurrency": c.max_requests,
                       "limited_by": c.limited_by}
             batch, ctx = c.max_requests, limit
         if batch and ctx and cap.deployment.gpu_bandwidth_bytes_per_s:
-            d = core.decode_floor(cap, batch, ctx)
+            floor = core.decode_floor(cap, batch, ctx)
             extra.append(_table(f"Decode floor (memory-bound, batch {batch}, {ctx:,} tokens)", {
-                "weights_bytes_per_gpu": d.weights_bytes_per_gpu,
-                "kv_bytes_per_gpu": d.kv_bytes_per_gpu, "bytes_per_step": d.bytes_per_step,
-                "ms_per_token": round(d.ms_per_token, 3),
-                "tokens_per_s": round(d.tokens_per_s, 1)}))
+                "weights_bytes_per_gpu": floor.weights_bytes_per_gpu,
+                "kv_bytes_per_gpu": floor.kv_bytes_per_gpu,
+                "bytes_per_step": floor.bytes_per_step,
+                "ms_per_token": round(floor.ms_per_token, 3),
+                "tokens_per_s": round(floor.tokens_per_s, 1)}))
         if self.host:
             o = core.offload_capacity(cap, self.host, ctx)
             extra.append(_table("KV offload to host memory (per GPU)", asdict(o)))
@@ -633,17 +632,18 @@ def _compare_row(model: str, gpu: str | None, gpu_memory: str | None, count: int
                  engine: str, kv_dtype: str, version: str | None, max_model_len: str | None,
                  context: int | None, concurrency: int | None, kv_memory: int | None,
                  weights_dtype: str) -> dict[str, Any]:
+    from kvplan.api import deploy
     from kvplan.core.errors import BadInputError
     from kvplan.planning import plan as core
-    from kvplan.planning.deployment import deployment
 
-    dep = deployment(model, gpu=gpu, gpu_memory=gpu_memory, count=count, engine=engine,
-                     engine_version=version, kv_dtype=kv_dtype, max_model_len=max_model_len,
-                     kv_memory=kv_memory, weights_dtype=weights_dtype)
+    d = deploy(model, gpu=gpu, gpu_memory=gpu_memory, count=count, engine=engine,
+               engine_version=version, kv_dtype=kv_dtype, max_model_len=max_model_len,
+               kv_memory=kv_memory, weights_dtype=weights_dtype)
+    dep = d.deployment
     row: dict[str, Any] = {"model": dep.spec.name, "engine": engine, "gpu": dep.gpu_name,
                            "num_gpus": dep.num_gpus, "kv_dtype": kv_dtype, "error": ""}
     try:
-        cap = core.capacity(dep)
+        cap = d.capacity
     except BadInputError as exc:  # one impossible combination should not hide the others
         return {**row, "error": exc.message}
     ctx = context or dep.context_limit()
@@ -651,9 +651,9 @@ def _compare_row(model: str, gpu: str | None, gpu_memory: str | None, count: int
                kv_budget_bytes=core.kv_budget_bytes(cap),
                kv_bytes_per_token=cap.kv_bytes_per_token,
                token_capacity=core.token_capacity(cap), context_tokens=ctx,
-               max_concurrency=core.max_concurrency(cap, ctx).max_requests)
+               max_concurrency=d.max_concurrency(ctx).max_requests)
     if concurrency:
-        row["max_context_tokens"] = core.max_context(cap, concurrency).max_context_tokens
+        row["max_context_tokens"] = d.max_context(concurrency).max_context_tokens
     row["_cap"] = cap
     return row
 
