@@ -104,7 +104,7 @@ def test_vllm_4xl4_deepseek_v2_lite_tp2_pp2_min_over_stages():
     assert p.kv_cache_tokens == 50473 * 16
     assert close(p.kv_cache_tokens, e["kv_cache_tokens"])
     assert close(p.max_concurrency, e["max_concurrency"])
-    assert vllm.default_block_size(model("deepseek-v2-lite"), "H100 SXM") == 64
+    assert vllm.default_block_size(model("deepseek-v2-lite"), "H100 SXM", (0, 11, 0)) == 64
 
 
 def test_vllm_qwen3_14b_lmcache():
@@ -382,9 +382,60 @@ def test_qwen3_next_hybrid_alignment():
     tp4_block = 16 * -(-(3 * 2048 * 2 + 8 * 128 * 128 * 2) // (16 * 1024))
     assert {(g.block_size, g.page_bytes) for g in tp4.groups} == {
         (tp4_block, tp4_block * 1024)} == {(272, 278528)}
-    # 0.33 "align" mode: 2 pages per Mamba group per request
-    new = vllm.profile(hybrid(), vllm.VllmConfig(max_model_len=262144), 40 * GIB)
+    # 0.33 "align" mode off Hopper (A100: Triton GDN prefill): 2 pages per Mamba group per
+    # request (MambaSpec.max_memory_usage_bytes: 2 + speculative blocks)
+    new = vllm.profile(hybrid(), vllm.VllmConfig(max_model_len=262144, compute_capability="8.0"),
+                       40 * GIB)
+    assert new.block_size == 544
     assert new.blocks_per_request == 482 + 3 * 2
+
+
+def test_qwen3_next_hopper_gdn_checkpoint_alignment():
+    # vLLM 0.33 on Hopper: the FlashInfer GDN prefill exports a checkpoint per GDN layer
+    # (qwen_gdn_linear_attn.py, FLASHINFER_GDN_CHECKPOINT_ALIGNMENT 64), so
+    # _align_hybrid_block_size takes the block in multiples of lcm(16, 64) = 64 and
+    # MambaSpec.max_memory_usage_bytes charges 2 + 0 + 1 checkpoint page per GDN group.
+    mamba_page = 3 * 8192 * 2 + 32 * 128 * 128 * 2  # 1,097,728 B
+    attn_token = 2 * 2 * 256 * 2  # 2,048 B
+    block = 64 * -(-mamba_page // (64 * attn_token))  # 64 x 9 = 576
+    assert block == 576
+    for cc in ("9.0", None):  # an H100/H200, or no GPU given (Hopper assumed)
+        config = vllm.VllmConfig(max_model_len=262144, compute_capability=cc)
+        assert vllm.gdn_prefill_backend(hybrid(), config) == "flashinfer"
+        p = vllm.profile(hybrid(), config, 40 * GIB)
+        assert p.block_size == block
+        assert p.num_blocks == 40 * GIB // (block * attn_token * 12)  # 12 slots per group
+        assert p.blocks_per_request == -(-262144 // block) + 3 * 3 == 465
+        assert p.max_concurrency == p.num_blocks / 465
+    # Blackwell (SM 10.x / 12.x, head_k_dim 128, the CUDA 13 wheel): FlashInfer too
+    for cc in ("10.0", "12.0"):
+        config = vllm.VllmConfig(max_model_len=262144, compute_capability=cc)
+        assert vllm.profile(hybrid(), config, 40 * GIB).block_size == 576
+    # Ampere, Ada, ROCm: the Triton prefill, 544 tokens and 2 pages per GDN group
+    for cc in ("8.0", "8.9", "gfx942"):
+        config = vllm.VllmConfig(max_model_len=262144, compute_capability=cc)
+        assert vllm.gdn_prefill_backend(hybrid(), config) == "triton"
+        assert vllm.profile(hybrid(), config, 40 * GIB).blocks_per_request == 482 + 3 * 2
+
+
+def test_vllm_033_mla_block_size_by_backend():
+    # vLLM 0.33.0 platforms/cuda.py::_get_backend_priorities with each backend's checks:
+    # Hopper: FLASH_ATTN_MLA (kv auto/bf16/fp16; MultipleOf(16) -> 16), FlashMLA for fp8 ([64]);
+    # SM 10.x: FLASHINFER_MLA ([32, 64]: 16 unsupported -> the smallest, 32);
+    # SM 12.x, Ampere, Ada: TRITON_MLA (MultipleOf(16) -> 16).
+    ds = resolve("deepseek-v3")  # the library entry: 61 MLA layers
+    expect = {("9.0", "auto"): 16, ("9.0", "fp8"): 64, ("10.0", "auto"): 32,
+              ("10.0", "fp8"): 32, ("12.0", "auto"): 16, ("8.0", "auto"): 16,
+              ("8.9", "fp8"): 16}
+    for (cc, kv), block in expect.items():
+        assert vllm.default_block_size(ds, None, vllm.LATEST, kv, cc) == block, (cc, kv)
+        config = vllm.VllmConfig(max_model_len=4096, kv_cache_dtype=kv, compute_capability=cc)
+        # one MLA group of 61 layers: bytes per block = 61 x block x 576 x dtype bytes
+        per_block = 61 * block * 576 * (1 if kv == "fp8" else 2)
+        assert vllm.profile(ds, config, 21 * GIB).num_blocks == 21 * GIB // per_block
+    # up to 0.32 (the 0.11 rule): FlashMLA 64 on Hopper, CUTLASS MLA 128 on Blackwell
+    assert vllm.default_block_size(ds, "H100 SXM", (0, 11, 0)) == 64
+    assert vllm.default_block_size(ds, "B200", (0, 11, 0)) == 128
 
 
 def test_jamba_block_80():
@@ -442,11 +493,13 @@ def test_vllm_033_sliding_layers_reserve_two_batches_in_flight():
 
 
 def test_vllm_mla_block_size_by_backend():
-    # §1.7: FlashMLA (Hopper) 64, CUTLASS MLA (Blackwell) 128; Triton MLA elsewhere keeps 16
+    # §1.7 (0.11 rule): FlashMLA (Hopper) 64, CUTLASS MLA (Blackwell) 128; Triton MLA
+    # elsewhere keeps 16. 0.33: test_vllm_033_mla_block_size_by_backend.
     spec = model("deepseek-v2-lite")
-    assert vllm.default_block_size(spec, "H100 SXM") == 64
-    assert vllm.default_block_size(spec, "B200") == 128
-    assert vllm.default_block_size(spec, "L4 ada-lovelace sm8.9") == 16
+    old = (0, 11, 0)
+    assert vllm.default_block_size(spec, "H100 SXM", old) == 64
+    assert vllm.default_block_size(spec, "B200", old) == 128
+    assert vllm.default_block_size(spec, "L4 ada-lovelace sm8.9", old) == 16
     assert vllm.default_block_size(dense(), "B200") == 16  # not MLA: the CUDA default
 
 
@@ -477,6 +530,17 @@ def test_gpt_oss_and_all_sliding_concurrency():
         assert f"{p.max_concurrency:.2f}" == f"{blocks / per_request:.2f}" == "26.63"
         assert p.kv_cache_tokens == tokens
     assert (20480 * 16, int(20480 / 769 * 32768)) == (327680, 872677)  # §1.5
+    # 0.33: no `layer_types` in Mistral-7B-v0.1's config, so llama.py gives its layers no
+    # window (Attention's fallback cache_config.sliding_window is never set): one full group,
+    # cdiv(32768, 16) = 2,048 blocks per request; the vLLM 0.33 oracle found this
+    p = vllm.profile(mistral, vllm.VllmConfig(max_model_len=32768), 40 * GIB)
+    assert p.num_blocks == blocks and p.blocks_per_request == 32768 // 16
+    assert p.kv_cache_tokens == int(blocks / 2048 * 32768) == blocks * 16
+    # a model mixing windowed and full layers keeps its windows (its config lists layer_types)
+    mixed = ModelSpec("mixed", (SlidingWindow(8, 128, window=4096), FullAttention(8, 128)) * 16,
+                      num_attention_heads=32)
+    p = vllm.profile(mixed, vllm.VllmConfig(max_model_len=32768), 40 * GIB)
+    assert sorted(g.kind for g in p.stages[0].groups) == ["full", "sliding"]
 
 
 def test_deepseek_v3_fp8_ds_mla_and_v32_indexer():

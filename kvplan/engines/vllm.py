@@ -138,22 +138,90 @@ def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
     return fmt
 
 
-def default_block_size(spec: ModelSpec, gpu_name: str | None = None) -> int:
-    """16 on CUDA; MLA backends force their own (§1.7): FlashMLA 64 (Hopper, and sparse MLA
-    everywhere), CUTLASS MLA 128 (datacenter Blackwell), Triton MLA keeps 16 elsewhere (the
-    4xL4 DeepSeek-V2-Lite log shows 807,792 tokens, a multiple of 16 but not of 64)."""
+def default_block_size(spec: ModelSpec, gpu_name: str | None = None,
+                       version: tuple[int, ...] = LATEST, kv_cache_dtype: str = "auto",
+                       compute_capability: str | None = None) -> int:
+    """16 on CUDA; MLA backends choose their own (engine-kv-sizing.md §1.7).
+
+    Up to 0.32 (the 0.11 rule, platforms/cuda.py check_and_update_config): FlashMLA 64 on
+    Hopper (and sparse MLA everywhere), CUTLASS MLA 128 on datacenter Blackwell, Triton MLA
+    keeps 16 elsewhere (the 4xL4 DeepSeek-V2-Lite log shows 807,792 tokens, a multiple of 16
+    but not of 64). From 0.33 see `_mla_block_size_033`."""
     if not spec.is_mla:
         return DEFAULT_BLOCK_SIZE
     if is_sparse_mla(spec):
-        return 64
-    name = (gpu_name or "").lower()
-    if not name:
+        return 64  # FLASHMLA_SPARSE (kernel blocks of 64, flashmla_sparse.py)
+    cc = _capability(compute_capability, gpu_name)
+    if version >= V033:
+        return _mla_block_size_033(cc, kv_cache_dtype)
+    if cc is None:
         return 64  # FlashMLA, the default on the Hopper GPUs most MLA models are served on
-    if any(tag in name for tag in ("b100", "b200", "b300", "gb200", "gb300")):
+    if cc[0] == 10:
         return 128
-    if any(tag in name for tag in ("h100", "h200", "h800", "h20", "gh200")):
+    if cc[0] == 9:
         return 64
     return DEFAULT_BLOCK_SIZE
+
+
+# Dense MLA backends of vLLM 0.33.0, in the order platforms/cuda.py::_get_backend_priorities
+# tries them; the first whose checks pass serves the model, and its kernel block sizes give
+# the block size (Platform._preferred_block_size_for_backends: 16 when the backend accepts
+# it, else its smallest size). (name, compute-capability majors, KV dtypes, block size), from
+# each backend's supports_compute_capability / supported_kv_cache_dtypes /
+# get_supported_kernel_block_sizes (v1/attention/backends/mla/*.py):
+_MLA_BACKENDS_033: dict[int, tuple[tuple[str, frozenset[str], int], ...]] = {}
+_AUTO_16 = frozenset({"auto", "float16", "bfloat16"})
+_WITH_FP8 = _AUTO_16 | {"fp8", "fp8_e4m3"}
+_TRITON_MLA = ("TRITON_MLA", _WITH_FP8, 16)  # any capability, MultipleOf(16)
+_MLA_BACKENDS_033[9] = (
+    ("FLASH_ATTN_MLA", _AUTO_16, 16),  # FA3 on SM 9.x (flashattn_mla.py), MultipleOf(16)
+    ("FLASHMLA", _WITH_FP8, 64),  # SM 9.x/10.x (flashmla.py), [64]
+    _TRITON_MLA,
+)
+_MLA_BACKENDS_033[10] = (
+    # FlashInfer MLA (flashinfer_mla.py): SM 10.x, kernel blocks [32, 64]; it requires
+    # qk_nope_head_dim in (64, 128, 192), which every DeepSeek-style library model has (128)
+    ("FLASHINFER_MLA", _WITH_FP8, 32),
+    ("CUTLASS_MLA", _WITH_FP8, 128),  # cutlass_mla.py, [128]
+    ("FLASHMLA", _WITH_FP8, 64),
+    _TRITON_MLA,
+)
+
+
+def _mla_block_size_033(cc: tuple[int, int] | None, kv_cache_dtype: str) -> int:
+    """vLLM 0.33's MLA block size on a GPU of compute capability `cc`: Hopper FA3 MLA (16)
+    for bf16/fp16 and FlashMLA (64) for fp8; Blackwell SM 10.x FlashInfer MLA (32); SM 12.x,
+    Ampere and Ada Triton MLA (16). No GPU given: Hopper, where most MLA models are served."""
+    name = kv_cache_dtype.strip().lower()
+    if name in ("fp8_ds_mla", "nvfp4_ds_mla"):
+        # records only the sparse FlashMLA kernels read (flashmla_sparse.py: [64] for
+        # quantized specs)
+        return 64
+    major = 9 if cc is None else cc[0]
+    for _backend, dtypes, block in _MLA_BACKENDS_033.get(major, (_TRITON_MLA,)):
+        if name in dtypes:
+            return block
+    return DEFAULT_BLOCK_SIZE
+
+
+def _capability(compute_capability: str | None, gpu_name: str | None = None
+                ) -> tuple[int, int] | None:
+    """"9.0" -> (9, 0); None for ROCm targets ("gfx942") or when unknown. Without a
+    capability, a GPU name with a known tag stands for its architecture."""
+    text = (compute_capability or "").strip()
+    if text:
+        major, _, minor = text.partition(".")
+        if major.isdigit():
+            return int(major), int(minor or 0) if (minor or "0").isdigit() else 0
+        return None
+    name = (gpu_name or "").lower()
+    if any(tag in name for tag in ("b100", "b200", "b300", "gb200", "gb300")):
+        return (10, 0)
+    if any(tag in name for tag in ("h100", "h200", "h800", "h20", "gh200")):
+        return (9, 0)
+    if name:
+        return (8, 0)  # a named GPU of another generation: neither Hopper nor Blackwell
+    return None
 
 
 def default_max_num_batched_tokens(gpu_memory_bytes: int | None, gpu_name: str | None = None,
@@ -236,6 +304,9 @@ class VllmConfig:
     # decode context parallel: the TP group's ranks split each request's tokens instead of
     # each holding all of them (config/parallel.py decode_context_parallel_size; tp % dcp == 0)
     dcp: int = 1
+    # the GPU's compute capability ("9.0", "10.0"; catalog field compute_capability): picks
+    # the attention backend and with it the block size, and the GDN prefill kernel (0.33)
+    compute_capability: str | None = None
 
     def in_flight_tokens(self) -> int:
         """T in the sliding/chunked per-request need (SlidingWindowSpec.max_memory_usage)."""
@@ -243,14 +314,21 @@ class VllmConfig:
             self.async_scheduling
         return self.max_num_batched_tokens * (2 if async_on and self.pp == 1 else 1)
 
-    def mamba_pages_per_request(self) -> int:
-        mode = self.mamba_cache_mode or ("align" if self.version >= V033 else "legacy")
+    def mamba_cache_mode_resolved(self) -> str:
+        """"align" from 0.33 (prefix caching on: models/config.py MambaModelConfig), the
+        0.11 one-page "legacy" before."""
+        return self.mamba_cache_mode or ("align" if self.version >= V033 else "legacy")
+
+    def mamba_pages_per_request(self, checkpoint_blocks: int = 0) -> int:
+        """MambaSpec.max_memory_usage_bytes in pages: 1 + spec ("none"), 2 + spec + the
+        layer's prefill-checkpoint blocks ("align", 0.33), 1 (0.11)."""
+        mode = self.mamba_cache_mode_resolved()
         if mode == "legacy":  # 0.11: the spec's block_size is max_model_len, one page
             return 1
         if mode == "none":
             return 1 + self.num_speculative_tokens
         if mode == "align":
-            return 2 + self.num_speculative_tokens
+            return 2 + self.num_speculative_tokens + checkpoint_blocks
         raise BadInputError(f"unknown mamba cache mode {mode!r}", "use none or align")
 
 
@@ -266,6 +344,7 @@ class PageSpec:
     real_page_bytes: int
     window: int = 0  # sliding window, or attention chunk
     encoder_tokens: int = 0
+    checkpoint_blocks: int = 0  # Mamba: prefill-checkpoint pages in align mode (0.33)
 
     def blocks_per_request(self, max_model_len: int, config: VllmConfig) -> int:
         """cdiv(max_memory_usage_bytes, page) for one request of max_model_len (§1.2)."""
@@ -280,12 +359,13 @@ class PageSpec:
             return cdiv(min(self.window + t, max_model_len), bs)
         if self.kind == "cross":
             return cdiv(self.encoder_tokens, bs)
-        return config.mamba_pages_per_request()  # mamba: whole-state pages
+        return config.mamba_pages_per_request(self.checkpoint_blocks)  # whole-state pages
 
     @property
     def token_slots(self) -> str:
         """What decides the token-slot needs; layers of one type share it."""
-        return f"{self.kind}:{self.window}:{self.encoder_tokens}:{self.block_size}"
+        return (f"{self.kind}:{self.window}:{self.encoder_tokens}:{self.block_size}:"
+                f"{self.checkpoint_blocks}")
 
 
 def _token_bytes(layer: Layer, fmt: KVFormat, tp: int) -> int:
@@ -306,7 +386,8 @@ def layer_page_specs(spec: ModelSpec, layers: Sequence[Layer], config: VllmConfi
     and the unification of sliding/chunked into full when the hybrid manager is off.
     `fmt`: a stored format given directly (validate's formats beyond vLLM's flag names)."""
     fmt = fmt or kv_format(spec, config.kv_cache_dtype)
-    block = config.block_size or default_block_size(spec, config.gpu_name)
+    block = config.block_size or default_block_size(
+        spec, config.gpu_name, config.version, config.kv_cache_dtype, config.compute_capability)
     tp = config.tp
     disable_hybrid = config.disable_hybrid_kv_cache_manager
     if disable_hybrid is None:
@@ -316,6 +397,14 @@ def layer_page_specs(spec: ModelSpec, layers: Sequence[Layer], config: VllmConfi
 
     states = [x for x in layers if isinstance(x, RecurrentState)]
     attention = [x for x in spec.layers if not isinstance(x, (RecurrentState, NoCache))]
+    # 0.33: a layer gets a window only through the config's `layer_types` (llama.py
+    # LlamaAttention, gemma2/gemma3/olmo...); otherwise Attention falls back to
+    # cache_config.sliding_window, which 0.33 never sets. So one config-wide
+    # `sliding_window` on every layer (Mistral-7B-v0.1, Phi-3-mini-4k: no layer_types) leaves
+    # vLLM 0.33's layers full-attention; mixed models always list their layer_types.
+    windows = {x.window for x in attention if isinstance(x, SlidingWindow)}
+    config_wide_window = config.version >= V033 and len(windows) == 1 and \
+        all(isinstance(x, SlidingWindow) for x in attention)
     mamba_page = 0
     if states and attention:
         # Hybrid attention + Mamba (§1.7): the attention block grows until its page holds a
@@ -324,6 +413,12 @@ def layer_page_specs(spec: ModelSpec, layers: Sequence[Layer], config: VllmConfi
         raw_mamba = max(s.state_bytes(tp) for s in spec.layers if isinstance(s, RecurrentState))
         base = HYBRID_ALIGN_BLOCK if (config.version < V033 or config.block_size is None) \
             else config.block_size
+        if config.version >= V033:
+            if any(isinstance(x, MLA) for x in attention):
+                base = max(base, 128)  # MLA hybrids: multiples of 128 (_align_hybrid_block_size)
+            if config.mamba_cache_mode_resolved() == "align":
+                # internal prefill checkpoints land on block boundaries
+                base = math.lcm(base, _prefill_checkpoint_alignment(spec, config) or 1)
         attn_block = base * cdiv(raw_mamba, base * attn_1tok)
         if config.block_size is None or config.block_size < attn_block:
             block = attn_block
@@ -335,13 +430,14 @@ def layer_page_specs(spec: ModelSpec, layers: Sequence[Layer], config: VllmConfi
             out.append(None)
         elif isinstance(layer, RecurrentState):
             real = layer.state_bytes(tp)
-            out.append(PageSpec("mamba", block, max(mamba_page, real), real))
+            out.append(PageSpec("mamba", block, max(mamba_page, real), real,
+                                checkpoint_blocks=_checkpoint_blocks(layer, spec, config)))
         elif isinstance(layer, MLA):
             page = block * _token_bytes(layer, fmt, tp)
             out.append(PageSpec("mla", block, page, page))
         else:
             page = block * _token_bytes(layer, fmt, tp)
-            if isinstance(layer, SlidingWindow) and not disable_hybrid:
+            if isinstance(layer, SlidingWindow) and not (disable_hybrid or config_wide_window):
                 out.append(PageSpec("sliding", block, page, page, window=layer.window))
             elif isinstance(layer, ChunkedLocal) and not disable_hybrid:
                 out.append(PageSpec("chunked", block, page, page, window=layer.chunk))
@@ -351,6 +447,69 @@ def layer_page_specs(spec: ModelSpec, layers: Sequence[Layer], config: VllmConfi
             else:
                 out.append(PageSpec("full", block, page, page))
     return out
+
+
+# vLLM 0.33.0 v1/attention/backends/gdn_attn.py FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
+FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64
+# The default vLLM 0.33 wheel is a CUDA 13 build (it requires nvidia-cutlass-dsl[cu13]):
+# torch.version.cuda, which the GDN prefill choice reads on Blackwell.
+DEFAULT_CUDA_RUNTIME_MAJOR = 13
+
+
+def gdn_prefill_backend(spec: ModelSpec, config: VllmConfig) -> str | None:
+    """The gated-delta-net prefill kernel vLLM 0.33 picks ("flashinfer" | "triton"; None
+    without GDN layers): FlashInfer on SM 9.0, and on SM 10.x/12.x when head_k_dim is 128
+    and the CUDA runtime is 13 or newer; Triton elsewhere (ROCm, Ampere, Ada)
+    (model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py::_resolve_gdn_prefill_backend).
+    No GPU given: Hopper, like the MLA block size."""
+    gdn = [x for x in spec.layers if isinstance(x, RecurrentState)
+           and x.variant == "gated_delta_net"]
+    if not gdn or config.version < V033:
+        return None if not gdn else "triton"
+    if config.compute_capability is None and not config.gpu_name:
+        cc: tuple[int, int] | None = (9, 0)
+    else:
+        cc = _capability(config.compute_capability, config.gpu_name)
+    if cc is None:
+        return "triton"  # ROCm targets take the Triton/FLA (or AITER) path
+    head_k_dim = _gdn_head_k_dim(gdn[0])
+    if cc == (9, 0):
+        return "flashinfer"
+    if cc[0] in (10, 12) and head_k_dim == 128 and DEFAULT_CUDA_RUNTIME_MAJOR >= 13:
+        return "flashinfer"
+    return "triton"
+
+
+def _gdn_head_k_dim(layer: RecurrentState) -> int | None:
+    # the recurrent state is (num_v_heads, head_k_dim, head_v_dim) (gated_delta_net_state_shape)
+    shapes = [t.shape for t in layer.tensors if len(t.shape) == 3]
+    return shapes[0][1] if shapes else None
+
+
+def _prefill_checkpoint_alignment(spec: ModelSpec, config: VllmConfig) -> int | None:
+    """get_mamba_prefill_checkpoint_alignment: 64 when every Mamba-like layer is a GDN layer
+    with the FlashInfer prefill (it exports mid-prefill states); None otherwise (the other
+    mixers declare none)."""
+    states = [x for x in spec.layers if isinstance(x, RecurrentState)]
+    if states and all(x.variant == "gated_delta_net" for x in states) and \
+            gdn_prefill_backend(spec, config) == "flashinfer":
+        return FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
+    return None
+
+
+def _checkpoint_blocks(layer: RecurrentState, spec: ModelSpec, config: VllmConfig) -> int:
+    """MambaSpec.num_prefill_checkpoint_blocks (0.33): 1 for Mamba2 mixers
+    (mamba_mixer2.py MambaMixer2.get_kv_cache_spec), 1 for GDN layers that export FlashInfer
+    prefill checkpoints (qwen_gdn_linear_attn.py get_kv_cache_spec), else 0. Counted only in
+    align mode (MambaSpec.max_memory_usage_bytes)."""
+    if config.version < V033:
+        return 0
+    if layer.variant == "mamba2":
+        return 1
+    if layer.variant == "gated_delta_net" and config.mamba_cache_mode_resolved() == "align" \
+            and _prefill_checkpoint_alignment(spec, config) is not None:
+        return 1
+    return 0
 
 
 def _stage_layers(spec: ModelSpec, config: VllmConfig) -> list[list[Layer]]:
@@ -545,7 +704,7 @@ def held_blocks(group: KVCacheGroup, tokens: int, config: VllmConfig) -> int:
     """
     bs = group.block_size
     if group.kind == "mamba":
-        return config.mamba_pages_per_request()
+        return group.blocks_per_request  # align mode: 2 + speculative + checkpoint pages
     if group.kind == "cross":
         return cdiv(group.encoder_tokens, bs)
     if group.kind == "sliding":
@@ -744,7 +903,15 @@ def config_for(dep: Deployment) -> VllmConfig:
         kv_cache_dtype=_flag_dtype(dep.kv_dtype), block_size=dep.block_size, tp=dep.tp,
         pp=dep.pp, max_num_batched_tokens=batch_for(dep).max_num_batched_tokens,
         num_draft_layers=dep.num_draft_layers, dcp=dep.dcp,
-        gpu_name=f"{dep.gpu_name or ''} {dep.gpu_arch}".strip() or None)
+        gpu_name=f"{dep.gpu_name or ''} {dep.gpu_arch}".strip() or None,
+        compute_capability=_arch_capability(dep.gpu_arch))
+
+
+def _arch_capability(gpu_arch: str) -> str | None:
+    """'hopper sm9.0' (Deployment.gpu_arch, from the catalog) -> '9.0'; None for ROCm
+    targets ('cdna3 smgfx942') and unknown GPUs."""
+    found = re.search(r"sm(\d+\.\d+)", gpu_arch or "")
+    return found.group(1) if found else None
 
 
 def group_needs(group: KVCacheGroup, config: VllmConfig) -> Need:
