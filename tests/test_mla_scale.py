@@ -3,7 +3,9 @@ DP attention -- DeepSeek-V3 on 8 x H200, the per-rank KV bytes written from each
 
 DeepSeek-V3: 61 layers, one MLA latent of kv_lora_rank 512 + qk_rope_head_dim 64 = 576 values
 per token and layer, bf16, not split by TP (vLLM MLAAttentionSpec num_kv_heads=1; SGLang
-calculate_mla_kv_cache_dim). vLLM's block on Hopper (FlashMLA) is 64 tokens.
+calculate_mla_kv_cache_dim). vLLM 0.33's block on Hopper for a bf16 cache is 16 tokens: its first
+MLA backend there is FLASH_ATTN_MLA (FA3, kernel blocks MultipleOf(16), DCP supported;
+platforms/cuda.py _get_backend_priorities); up to 0.32 it was FlashMLA's 64.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from kvplan.sources.gpus import find_gpu
 from kvplan.sources.library import resolve
 
 LATENT_BYTES = (512 + 64) * 2 * 61  # per token on one rank: 70,272 B
-BLOCK = 64
+BLOCK = 16
+OLD_BLOCK = 64  # the 0.11 rule: FlashMLA on Hopper
 CONTEXT = 131072
 
 
@@ -48,13 +51,15 @@ def test_vllm_decode_context_parallel_splits_the_latent():
     assert per_rank_bytes_tp8 == 8 * per_rank_bytes_dcp == 9_210_691_584
     assert split.units_per_request[0] * dcp.engine_profile.bytes_per_block == per_rank_bytes_dcp
     usable = dcp.engine_profile.num_blocks - 1  # the null block
-    assert split.max_requests == usable // 256 and full.max_requests == usable // 2048
+    assert split.max_requests == usable // cdiv(cdiv(CONTEXT, 8), BLOCK)
+    assert full.max_requests == usable // cdiv(CONTEXT, BLOCK)
     # 0.33's token line: int(num_blocks / blocks_per_request x max_model_len)
     blocks = dcp.engine_profile.num_blocks
-    assert dcp.engine_profile.kv_cache_tokens == int(blocks / 256 * CONTEXT)
+    assert dcp.engine_profile.kv_cache_tokens == int(blocks / cdiv(cdiv(CONTEXT, 8), BLOCK)
+                                                     * CONTEXT)
     # 0.11: num_blocks x block_size, "Multiplying the GPU KV cache size by the dcp_world_size"
     old = plan.capacity(replace(deployment(tp=8, dcp=8), engine_version="0.11.0"))
-    assert old.engine_profile.kv_cache_tokens == old.engine_profile.num_blocks * BLOCK * 8
+    assert old.engine_profile.kv_cache_tokens == old.engine_profile.num_blocks * OLD_BLOCK * 8
 
 
 def test_vllm_data_parallel_with_expert_parallel():

@@ -910,6 +910,8 @@ def config_for(dep: Deployment) -> VllmConfig:
 def _arch_capability(gpu_arch: str) -> str | None:
     """'hopper sm9.0' (Deployment.gpu_arch, from the catalog) -> '9.0'; None for ROCm
     targets ('cdna3 smgfx942') and unknown GPUs."""
+    import re
+
     found = re.search(r"sm(\d+\.\d+)", gpu_arch or "")
     return found.group(1) if found else None
 
