@@ -13,12 +13,12 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.core.errors import BadInputError, SpecError
+from kvplan.output.gpus import gpus_view
 from kvplan.sources.gpus import (
     GPU,
     MEMORY_BASES,
     custom_gpu,
     find_gpu,
-    gpus_view,
     load_catalog,
     normalize,
 )

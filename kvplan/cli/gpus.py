@@ -28,7 +28,8 @@ def gpus(
 
       kvplan gpus amd -f json
     """
-    from kvplan.sources.gpus import filter_gpus, find_gpu, gpus_view, load_catalog
+    from kvplan.output.gpus import gpus_view
+    from kvplan.sources.gpus import filter_gpus, find_gpu, load_catalog
 
     catalog = load_catalog()
     selected = filter_gpus(catalog, filter_text)
