@@ -140,6 +140,14 @@ def test_unknown_method_warns_and_names_it():
     assert "'hqq'" in q.warnings[0] and "model dtype" in q.warnings[0]
 
 
+def test_unknown_method_is_named_in_the_plan():
+    spec = replace(LIB["llama-3-8b"], quantization=read_quantization(
+        {"quant_method": "hqq", "nbits": 4}, "cfg.json"))
+    plan = weight_plan(spec)
+    assert plan is not None and "'hqq'" in plan.why and "no quantization_config" not in plan.why
+    assert plan.max_bytes == weight_plan(LIB["llama-3-8b"]).max_bytes  # counted as bf16
+
+
 def test_nested_text_config_quantization_is_found():
     raw = {"model_type": "llava", "text_config": {
         "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}}
@@ -501,3 +509,19 @@ def test_weights_table_in_the_docs_is_current():
 
 if __name__ == "__main__":
     print(weights_table(), end="")
+
+
+def test_gpt_oss_20b_budget_on_a100_matches_the_log():
+    """myoceane.fr, vLLM 0.19.0 on an A100 80GB, `--max-model-len 131072
+    --gpu-memory-utilization 0.65`: "Model loading took 13.72 GiB", "Available KV cache
+    memory: 36.56 GiB". Predicted from the GPU and the settings alone."""
+    from kvplan.engines.budget import vllm_budget
+    from kvplan.sources.gpus import find_gpu
+
+    gpu = find_gpu("a100-80gb")
+    budget = vllm_budget(LIB["gpt-oss-20b"], gpu.memory_bytes, version=(0, 19, 0),
+                         gpu_memory_utilization=0.65, max_model_len=131072,
+                         gpu_name=gpu.name, gpu_arch=f"{gpu.architecture} "
+                         f"{gpu.compute_capability}")
+    assert abs(budget.weights_bytes[0] / GIB - 13.72) <= 13.72 * 0.005
+    assert abs(budget.available_kv_cache_bytes[0] / GIB - 36.56) <= 36.56 * 0.02

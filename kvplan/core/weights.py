@@ -577,10 +577,13 @@ def weight_plan(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1
     q = spec.quantization
     target = spec
     if weights == "auto":
-        why = ("the checkpoint's quantization_config" if q.quantized else
-               f"the checkpoint's dtype ({spec.dtype}; no quantization_config)")
-        if q.warnings:
-            why += "; " + " ".join(q.warnings)
+        if q.quantized:
+            why = "the checkpoint's quantization_config" + "".join(
+                f"; {w}" for w in q.warnings)
+        elif q.warnings:  # a quant_method kvplan does not know: says so, never silently
+            why = " ".join(q.warnings)
+        else:
+            why = f"the checkpoint's dtype ({spec.dtype}; no quantization_config)"
     elif weights in LOAD_FORMATS:
         q, why = LOAD_FORMATS[weights], f"--weights-dtype {weights} (quantized at load)"
     elif weights in MODEL_DTYPE_NAMES:
