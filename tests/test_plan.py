@@ -490,3 +490,20 @@ def test_trtllm_max_batch_size_caps_concurrency():
     answer = _answer("llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--context", "128",
                      "--max-num-seqs", "16")
     assert (answer["max_concurrency"], answer["limited_by"]) == (16, "max_batch_size")
+
+
+def test_context_question_names_the_request_cap():
+    # 2,000 requests at once: more than vLLM's 1,024 max_num_seqs on an H100, at any length
+    answer = _answer_any("llama-3.1-8b", "--gpu", "h100", "--concurrency", "2000")
+    assert (answer["max_context_tokens"], answer["limited_by"]) == (0, "max_num_seqs")
+    answer = _answer_any("llama-3.1-8b", "--gpu", "h100", "--concurrency", "16",
+                         "--max-model-len", "8k")
+    assert (answer["max_context_tokens"], answer["limited_by"]) == (8192, "max_model_len")
+
+
+def _answer_any(*args: str) -> dict:
+    res = invoke("plan", *args, "--format", "json")
+    # 1: the target is not met (a clean exit, not an exception)
+    assert res.exit_code in (0, 1) and not isinstance(res.exception, Exception) or \
+        isinstance(res.exception, SystemExit), res.output
+    return json.loads(res.stdout)["answer"]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from kvplan.core.dtypes import cdiv
 from kvplan.core.errors import BadInputError
 from kvplan.core.spec import ModelSpec
 from kvplan.engines.base import (  # re-exported: the planner's vocabulary
@@ -138,7 +139,7 @@ def max_concurrency(cap: Capacity, context_tokens: int) -> ConcurrencyResult:
 class ContextResult:
     concurrency: int
     max_context_tokens: int  # 0 when not even one token per request fits
-    limited_by: str  # "memory" | "max_model_len"
+    limited_by: str  # "memory" | "max_model_len" | the request cap (max_num_seqs, ...)
     units_per_request: tuple[int, ...]  # at max_context_tokens
 
 
@@ -149,6 +150,11 @@ def max_context(cap: Capacity, concurrency: int) -> ContextResult:
         raise BadInputError(f"the concurrency must be positive, got {concurrency}")
     pool = cap.pool
     limit = pool.max_request_tokens
+    if pool.max_requests is not None and \
+            cdiv(concurrency, pool.replicas) > pool.max_requests:
+        # the scheduler never runs that many at once, whatever their length
+        return ContextResult(concurrency, 0, pool.max_requests_setting,
+                             tuple(c.units(1) for c in pool.constraints))
     if not pool.fits(1, concurrency):
         return ContextResult(concurrency, 0, "memory",
                              tuple(c.units(1) for c in pool.constraints))
