@@ -115,7 +115,8 @@ def profile(spec: ModelSpec, *, cache: str = "dynamic", seq_len: int, batch: int
         if isinstance(layer, MLA):
             attention += batch * layer.bytes_for_tokens(seq_len, fmt)
             continue
-        assert isinstance(layer, ATTENTION_KINDS)
+        if not isinstance(layer, ATTENTION_KINDS):
+            raise BadInputError(f"kvplan's hf profile does not model {layer.kind} layers")
         attention += batch * layer.bytes_for_tokens(held_tokens(layer, cache, seq_len), fmt, tp)
     return HfProfile(SCHEMA, spec.name, cache, fmt.name, batch, seq_len, attention, state, tp)
 

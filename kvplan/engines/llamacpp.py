@@ -159,7 +159,8 @@ def profile(spec: ModelSpec, config: LlamacppConfig) -> LlamacppProfile:
         if isinstance(layer, MLA):
             k += cells * ggml_row_bytes(k_fmt, layer.kv_lora_rank + layer.qk_rope_head_dim)
             continue
-        assert isinstance(layer, ATTENTION_KINDS)
+        if not isinstance(layer, ATTENTION_KINDS):
+            raise BadInputError(f"kvplan's llamacpp profile does not model {layer.kind} layers")
         k_row = ggml_row_bytes(k_fmt, layer.num_kv_heads * layer.head_dim)
         v_row = ggml_row_bytes(v_fmt, layer.num_kv_heads * layer.value_dim)
         window = layer.window_tokens

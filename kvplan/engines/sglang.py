@@ -114,7 +114,8 @@ def _k_v_bytes(layer: Layer, fmt: KVFormat, tp: int, sparse: bool = False) -> tu
         if sparse and layer.index_head_dim is None:
             index = DSA_INDEXER_BYTES  # a DeepSeek-V3.2 spec that does not name its indexer
         return layer.latent_token_bytes(fmt) + index, 0
-    assert isinstance(layer, ATTENTION_KINDS)
+    if not isinstance(layer, ATTENTION_KINDS):
+        raise BadInputError(f"kvplan's sglang profile does not model {layer.kind} layers")
     return layer.kv_token_bytes(fmt, tp)
 
 

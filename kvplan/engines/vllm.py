@@ -374,7 +374,11 @@ def _token_bytes(layer: Layer, fmt: KVFormat, tp: int) -> int:
         # one latent per token (no K/V x2), replicated on every TP rank; the DSA indexer
         # keys are a cache layer of their own (_indexer_specs)
         return layer.latent_token_bytes(fmt)
-    assert isinstance(layer, ATTENTION_KINDS)
+    if not isinstance(layer, ATTENTION_KINDS):
+        raise BadInputError(f"kvplan's vLLM profile does not model {layer.kind} layers "
+                            f"({type(layer).__name__})",
+                            "kvplan size gives its exact bytes; plan it with an engine whose "
+                            "profile models this layer kind")
     # K and V rows of max(1, kv // tp) heads (cross attention: per encoder token)
     return sum(layer.kv_token_bytes(fmt, tp))
 

@@ -227,7 +227,9 @@ def _heads(num_kv_heads: int, tp: int) -> int:
 
 def _kv_dims(layer: Layer) -> tuple[int, int, int]:
     """(KV heads, key width, value width) of an attention layer, as its tensors are shaped."""
-    assert isinstance(layer, ATTENTION_KINDS)
+    if not isinstance(layer, ATTENTION_KINDS):
+        raise BadInputError(f"validate does not allocate {layer.kind} layers "
+                            f"({type(layer).__name__}) yet")
     v = layer.v_head_dim if layer.v_head_dim is not None else layer.head_dim
     return layer.num_kv_heads, layer.head_dim, v
 
