@@ -138,6 +138,9 @@ def test_all_runs_every_library_model_and_layout_through_the_cli():
     assert {(r["model"], r["layout"]) for r in doc["rows"]} == {
         (n, layout) for n in names for layout in v.LAYOUTS}
     for row in doc["rows"]:
+        if row["model"] == "deepseek-v4-flash":  # compressed attention: refused by name
+            assert row["status"].startswith("skipped: ") and "compressed" in row["status"]
+            continue
         assert row["status"] == "ok", row
         assert row["measured_bytes"] == row["predicted_bytes"] > 0 and row["diff_bytes"] == 0
     # the run time is reported, but not bounded here: a wall-clock limit in a unit test fails

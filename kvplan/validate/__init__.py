@@ -90,6 +90,12 @@ def validate(request: ValidateRequest, announce: Announce | None = None) -> Vali
     if request.layers is not None and request.layers <= 0:
         raise BadInputError(f"--layers must be positive, got {request.layers}")
     check_parallelism(request.spec, request.tp, 1)
+    from kvplan.core.layers import CompressedAttention
+
+    if any(isinstance(layer, CompressedAttention) for layer in request.spec.layers):
+        raise BadInputError(f"{request.spec.name} has DeepSeek-V4 compressed attention, "
+                            "whose engine tensors validate does not allocate",
+                            "kvplan size gives its exact bytes")
     _check_decode(request)
     require_torch()
     ranks = (run_rank(request, announce=announce),) if request.tp == 1 \
