@@ -38,16 +38,17 @@ def check(
       kvplan check capacity.yaml --junit reports/capacity.xml -f markdown
     """
     from kvplan.core.errors import KvplanError
+    from kvplan.output.check import check_view, junit_xml, step_summary
     from kvplan.planning import check as core
 
     try:
         result = core.check_plan(core.load_plan(plan_file))
     except KvplanError as exc:  # CI still gets a report naming the problem
-        _write_ci(junit, core.junit_xml(None, exc.message, str(plan_file)),
-                  core.step_summary(None, exc.message))
+        _write_ci(junit, junit_xml(None, exc.message, str(plan_file)),
+                  step_summary(None, exc.message))
         raise
-    _write_ci(junit, core.junit_xml(result), core.step_summary(result, units=units))
-    _emit(core.check_view(result, units), fmt, units)
+    _write_ci(junit, junit_xml(result), step_summary(result, units=units))
+    _emit(check_view(result, units), fmt, units)
     if not result.passed:
         typer.echo(f"kvplan: {result.num_failed} of {len(result.results)} requirements not "
                    "met (exit 1)", err=True)
