@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -225,3 +226,86 @@ def test_the_hub_client_is_in_the_base_install():
     base = [d.split(">")[0].split("=")[0].split("<")[0].strip()
             for d in meta["project"]["dependencies"]]
     assert "huggingface_hub" in base
+
+
+# --- tables at 80 columns: never a cut number -------------------------------------------------
+
+def _numbers(doc: object) -> set[int]:
+    """Every whole number of at least 5 digits in a JSON document (the ones a narrow column
+    would cut: '85,028,896,768' shown as '85,…')."""
+    out: set[int] = set()
+    stack = [doc]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, int) and not isinstance(item, bool) and abs(item) >= 10_000:
+            out.add(item)
+    return out
+
+
+TABLE_COMMANDS = [
+    ["size", LLAMA, "-t", "8k"],
+    ["size", LLAMA, "--lengths", "2k,4k,32k", "--tp", "2"],
+    ["models"],
+    ["show", "deepseek-v3"],
+    ["gpus"],
+    ["plan", LLAMA, "--gpu", "h100", "--context", "32k"],
+    ["plan", LLAMA, "--gpu", "h100", "--requests", "64x(2k+512),8x(32k+1k)"],
+    ["compare", LLAMA, "qwen3-8b", "--gpu", "h100,l4", "--context", "32k"],
+    ["check", str(Path(__file__).parent.parent / "docs" / "capacity.example.yaml")],
+    ["whatif", LLAMA, "--tokens", "32k", "-p", "pyramid:512", "--gpu", "h100"],
+]
+
+
+@pytest.mark.parametrize("args", TABLE_COMMANDS, ids=lambda a: " ".join(a[:2]))
+def test_every_table_at_80_columns_keeps_every_number_whole(args):
+    # gpus, compare, check and models printed '79.…' in an 80-column terminal
+    table = invoke(*args, env={"COLUMNS": "80"})
+    assert table.exit_code in (0, 1), table.output
+    lines = table.stdout.splitlines()
+    headline = 1 if args[0] == "plan" else 0  # one line, wrapped by the terminal if long
+    assert all(len(line) <= 80 for line in lines[headline:]), \
+        [line for line in lines if len(line) > 80]
+    assert "…" not in table.stdout
+    # a number folded over two lines leaves a piece ending in ',' or '.' or starting with ','
+    # that the same output at full width does not have (prose has "16," of its own)
+    from collections import Counter
+
+    wide = invoke(*args, env={"COLUMNS": "1000"})
+    extra = Counter(table.stdout.split()) - Counter(wide.stdout.split())
+    cut = [t for t in extra if re.fullmatch(r"-?\d[\d,]*[,.]|[,.]\d[\d,.]*", t)]
+    assert not cut, cut
+    # and every large count the JSON holds that the table shows at all is shown whole
+    as_json = invoke(*args, "-f", "json")
+    if as_json.exit_code in (0, 1) and as_json.stdout.startswith("{"):
+        tokens = set(re.findall(r"-?\d[\d,]*\d|\d", table.stdout))
+        for n in _numbers(json.loads(as_json.stdout)):
+            head = f"{n:,}".split(",")[0] + ","
+            partial = [t for t in tokens if f"{n:,}".startswith(t) and t.startswith(head)]
+            assert all(t == f"{n:,}" for t in partial), (n, partial)
+
+
+def test_piped_output_uses_the_real_width(monkeypatch):
+    from kvplan.cli import options
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert options._terminal_width() in range(40, 10_000)  # a terminal, or 80: never 120
+    monkeypatch.setenv("COLUMNS", "67")
+    assert options._terminal_width() == 67
+
+
+def test_plan_starts_with_a_one_line_answer_and_keeps_notes_for_verbose():
+    res = invoke("plan", LLAMA, "--gpu", "h100", "--context", "32k")
+    doc = json.loads(invoke("plan", LLAMA, "--gpu", "h100", "--context", "32k",
+                            "-f", "json").stdout)
+    first = res.stdout.splitlines()[0]
+    n = doc["answer"]["max_concurrency"]
+    assert first == (f"{n} requests of 32,768 tokens fit on 1x H100 SXM (vLLM 0.33), "
+                     f"limited by {doc['answer']['limited_by']}")
+    assert "Formula" not in res.stdout and "--verbose" in res.stdout
+    verbose = invoke("plan", LLAMA, "--gpu", "h100", "--context", "32k", "--verbose")
+    assert verbose.stdout.splitlines()[0] == first
+    assert "Engine log lines:" in verbose.stdout

@@ -88,13 +88,13 @@ def _check_choice(value: str, choices: tuple[str, ...], flag: str) -> str:
     return value
 
 
-def _emit(report: Any, fmt: str, units: str) -> None:
+def _emit(report: Any, fmt: str, units: str, verbose: bool = False) -> None:
     from kvplan.output.render import render
 
     for warning in report.warnings:
         typer.echo(f"kvplan: warning: {warning}", err=True)
     width = None if fmt != "table" else _terminal_width()
-    sys.stdout.write(render(report, fmt, units, width))
+    sys.stdout.write(render(report, fmt, units, width, verbose))
 
 
 def _terminal_width() -> int:

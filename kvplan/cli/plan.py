@@ -188,7 +188,53 @@ def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
         if engine_log_lines(cap) else []
     notes += list(cap.notes)
     notes += _formula_notes()
-    return View(tables, payload, csv_table, notes, warnings)
+    return View(tables, payload, csv_table, notes, warnings,
+                headline=_headline(cap, answer, target_met), notes_when_verbose=True)
+
+
+def _headline(cap: Capacity, answer: dict[str, Any], met: bool | None) -> str:
+    """The answer in one line: '64 requests of 32,768 tokens fit on 1x H100 SXM (vLLM 0.33),
+    limited by KV blocks'."""
+    dep, engine = cap.deployment, cap.engine
+    latest = getattr(engine, "latest_version", None)
+    version = dep.engine_version or (".".join(map(str, latest[:2])) if latest else "")
+    label = f"{engine.display_name or dep.engine} {version}".strip()
+    where = (f"{dep.num_gpus}x {dep.gpu_name}" if dep.gpu_name
+             else f"{dep.num_gpus} GPU(s) with the given KV budget")
+    on = f"on {where} ({label})"
+
+    def requests(n: int) -> str:
+        return f"{n:,} request{'' if n == 1 else 's'}"
+
+    lead = ""
+    if "fewest_gpus" in answer:
+        if answer["fewest_gpus"] is None:
+            return f"No layout tried meets the target ({label})"
+        lead = (f"Fewest GPUs: {answer['fewest_gpus']} (TP {answer['tp']} x PP "
+                f"{answer['pp']}). ")
+    limited = f", limited by {answer['limited_by']}" if answer.get("limited_by") else ""
+    if "fits" in answer:
+        n = answer["requests"]
+        verdict = (f"{'fits' if n == 1 else 'fit'} {answer['headroom_factor']:.2f} times over"
+                   if answer["fits"] else "do not fit")
+        why = f": {answer['reason']}" if not answer["fits"] and answer.get("reason") else ""
+        return (f"{lead}{requests(n)} (longest {answer['longest_tokens']:,} tokens) "
+                f"{verdict} {on}{why}")
+    if "max_context_tokens" in answer:
+        if answer["max_context_tokens"] <= 0:
+            return f"{lead}{requests(answer['concurrency'])} do not fit at all {on}{limited}"
+        verb = "fits" if answer["concurrency"] == 1 else "fit"
+        return (f"{lead}{requests(answer['concurrency'])} of up to "
+                f"{answer['max_context_tokens']:,} tokens each {verb} {on}{limited}")
+    if "max_concurrency" in answer:
+        n, ctx = answer["max_concurrency"], answer["context_tokens"]
+        want = answer.get("target_concurrency")
+        short = f" ({want:,} wanted)" if want is not None and met is False else ""
+        if n <= 0:
+            return f"{lead}No request of {ctx:,} tokens fits {on}{limited}"
+        verb = "fits" if n == 1 else "fit"
+        return f"{lead}{requests(n)} of {ctx:,} tokens {verb} {on}{short}{limited}"
+    return f"{lead}{dep.spec.name} {on}"
 
 
 def _show(value: Any) -> str:
@@ -288,6 +334,9 @@ def plan(
     host_memory: Annotated[str | None, typer.Option(
         "--host-memory", help="Host memory per GPU for KV offload, e.g. 64GiB.",
         show_default=False)] = None,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Also print the inputs, the engine's log lines and the "
+        "formulas under the tables.")] = False,
     fmt: FormatOpt = "table",
     units: UnitsOpt = "iec",
     assume_standard: AssumeStandardOpt = False,
@@ -361,7 +410,7 @@ def plan(
                          _bytes(host_memory))
     report, met = question.answer(d)
     report.warnings[:0] = launch_warnings
-    _emit(report, fmt, units)
+    _emit(report, fmt, units, verbose)
     if met is False:
         typer.echo("kvplan: the target is not met (exit 1)", err=True)
         raise typer.Exit(1)

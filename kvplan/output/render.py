@@ -62,6 +62,8 @@ class View:
     csv_table: Table  # the one table CSV writes, with raw values
     notes: list[str] = field(default_factory=list)  # inputs, formula, units: under tables
     warnings: list[str] = field(default_factory=list)  # go to stderr
+    headline: str = ""  # the answer in one line, first in the terminal table
+    notes_when_verbose: bool = False  # terminal tables show the notes only with --verbose
 
 
 def _cell(value: Any, kind: str, units: str) -> str:
@@ -74,7 +76,8 @@ def _cell(value: Any, kind: str, units: str) -> str:
     return str(value)
 
 
-def render(view: View, fmt: str, units: str = "iec", width: int | None = None) -> str:
+def render(view: View, fmt: str, units: str = "iec", width: int | None = None,
+           verbose: bool = False) -> str:
     if fmt == "json":
         import json
 
@@ -83,7 +86,7 @@ def render(view: View, fmt: str, units: str = "iec", width: int | None = None) -
         return _csv(view.csv_table)
     if fmt == "markdown":
         return _markdown(view, units)
-    return _rich(view, units, width)
+    return _rich(view, units, width, verbose)
 
 
 def _csv(table: Table) -> str:
@@ -117,7 +120,7 @@ def _markdown(view: View, units: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _rich(view: View, units: str, width: int | None) -> str:
+def _rich(view: View, units: str, width: int | None, verbose: bool = False) -> str:
     """Terminal tables that never cut a number: a table whose numbers do not fit the width
     side by side (headers may wrap onto several lines) is printed one record per row
     instead, label beside value."""
@@ -131,6 +134,8 @@ def _rich(view: View, units: str, width: int | None) -> str:
     # about 10 ms to import, a tenth of the command's start-up)
     console = Console(file=buf, width=width, force_terminal=False, color_system=None,
                       highlight=False, soft_wrap=False, markup=False, emoji=False)
+    if view.headline:
+        console.print(view.headline + "\n", soft_wrap=True)  # one line, even when long
     for table in view.tables:
         cells = [[_cell(row.get(c.key), c.kind, units) for c in table.columns]
                  for row in table.rows]
@@ -145,6 +150,9 @@ def _rich(view: View, units: str, width: int | None) -> str:
         for row_cells in cells:
             rt.add_row(*row_cells)
         console.print(rt)
+    if view.notes_when_verbose and not verbose:
+        console.print("--verbose: the inputs, the engine's log lines and the formulas.")
+        return buf.getvalue()
     for note in [*view.notes, unit_note(units)]:
         console.print(note, markup=False)
     return buf.getvalue()
