@@ -300,8 +300,8 @@ def test_pure_mamba2_has_no_kv_only_state():
 @pytest.mark.parametrize("raw, field, word", [
     ({"model_type": "rwkv", "num_hidden_layers": 24, "hidden_size": 2048,
       "attention_hidden_size": 2048}, "model_type", "RWKV"),
-    ({"model_type": "zamba2", "num_hidden_layers": 38, "num_attention_heads": 32,
-      "hidden_size": 2560}, "model_type", "shared transformer"),
+    ({"model_type": "zamba", "num_hidden_layers": 76, "num_attention_heads": 16,
+      "hidden_size": 3712}, "model_type", "shared attention"),
     ({"model_type": "phi4flash", "num_hidden_layers": 32, "num_attention_heads": 40,
       "hidden_size": 2560}, "model_type", "YOCO"),
 ])
@@ -328,3 +328,24 @@ def test_nemotron_3_ultra_layers_block_type():
     row = 2 * 2 * 128 * 2  # K and V of 2 KV heads x 128, bf16
     assert per_token_bytes(spec.layers, BF16) == 12 * row
     assert request_bytes(spec.layers, 65_536, BF16) == 12 * row * 65_536 + 48 * state
+
+
+# --- Zamba2: hybrid layers add a shared attention block with per-position K/V ---------------
+
+def test_zamba2_hybrid_layers_hold_attention_and_a_state():
+    # Zamba2-2.7B's published shape (hidden 2560, 32 heads, Mamba2 of 80 heads x 64, d_state
+    # 64, 1 group); the mamba/hybrid schedule here is illustrative: 6 layers, 2 hybrid
+    types = ["mamba", "mamba", "hybrid", "mamba", "mamba", "hybrid"]
+    spec = from_dict({
+        "architectures": ["Zamba2ForCausalLM"], "model_type": "zamba2",
+        "num_hidden_layers": 6, "hidden_size": 2560, "num_attention_heads": 32,
+        "layers_block_type": types, "n_mamba_heads": 80, "mamba_headdim": 64,
+        "mamba_d_state": 64, "mamba_ngroups": 1, "mamba_d_conv": 4, "mamba_expand": 2,
+        "num_mem_blocks": 2, "use_shared_attention_adapter": False, "adapter_rank": 128,
+        "max_position_embeddings": 4096})
+    assert spec.kind_counts() == {"state": 6, "full": 2}
+    # attention over the hidden state concatenated with the embeddings: head_dim 2 x 2560 / 32
+    row = 2 * 32 * 160 * 2
+    state = 3 * (2 * 2560 + 2 * 64) * 2 + 80 * 64 * 64 * 2
+    assert per_token_bytes(spec.layers, BF16) == 2 * row
+    assert request_bytes(spec.layers, 2048, BF16) == 2 * 2048 * row + 6 * state

@@ -178,6 +178,18 @@ FAMILIES: tuple[Family, ...] = (
          "ssm_out_multiplier", "mlp_multipliers"),
     ),
     Family(
+        "Zamba2 (Mamba2 layers; hybrid ones add a shared attention block with its own K/V)",
+        ("zamba2",),
+        _ATTENTION_KEYS + ("layers_block_type", "hybrid_layer_ids", "num_mem_blocks",
+                           "n_mamba_heads", "mamba_headdim", "mamba_d_state", "mamba_ngroups",
+                           "mamba_d_conv", "mamba_expand", "attention_hidden_size",
+                           "use_shared_attention_adapter", "use_shared_mlp_adapter",
+                           "adapter_rank", "use_mem_rope"),
+        "vLLM zamba2.py: MambaMixer2 per layer, an Attention per hybrid position",
+        ("Zamba2ForCausalLM",),
+        ("mamba_", "time_step", "use_", "chunk_size"),
+    ),
+    Family(
         "Gated delta-net hybrids (Qwen3-Next, Qwen3.5)",
         ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"),
         _ATTENTION_KEYS + ("full_attention_interval", "linear_conv_kernel_dim",
@@ -264,8 +276,6 @@ _BENIGN_PREFIXES = ("rope", "vision_", "audio_", "image_", "video_", "mtp_")
 REFUSED: dict[str, str] = {
     "zamba": "Zamba's hybrid layers add a shared attention block (its own K/V per use) to a "
              "Mamba layer",
-    "zamba2": "Zamba2's hybrid layers add a shared transformer block (attention over "
-              "2 x hidden_size, its own K/V per hybrid layer) to a Mamba2 layer",
     "rwkv": "RWKV keeps a recurrent state (no KV cache) that no engine kvplan models serves",
     "rwkv5": "RWKV keeps a recurrent state (no KV cache) that no engine kvplan models serves",
     "rwkv6": "RWKV keeps a recurrent state (no KV cache) that no engine kvplan models serves",

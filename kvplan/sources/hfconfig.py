@@ -172,7 +172,7 @@ _MLA_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_
 
 # Architectures whose layers hold two caches at once (attention *and* a recurrent state):
 # one kind per layer cannot express them, so they are refused rather than half-counted.
-_UNSUPPORTED_TYPES = {t: hfarch.REFUSED[t] for t in ("zamba", "zamba2")}
+_UNSUPPORTED_TYPES = {t: hfarch.REFUSED[t] for t in ("zamba",)}
 
 # Layer-type names (transformers `layer_types`, legacy names remapped as
 # configuration_utils._LEGACY_LAYER_TYPE_REMAP does) -> this reader's kinds.
@@ -847,6 +847,8 @@ class _Reader:
                 isinstance(self.cfg.raw.get("linear_attn_config"), dict)
                 and "kda_layers" in self.cfg.raw["linear_attn_config"]):
             return self._kimi_linear_layers()
+        if self.model_type == "zamba2":
+            return self._zamba2_layers()
         archs = self.top.raw.get("architectures")
         if self.model_type == "falcon_h1" or (
                 isinstance(archs, list) and "FalconH1ForCausalLM" in archs):
@@ -935,6 +937,37 @@ class _Reader:
         attention = self._layer("full", "num_hidden_layers", 0)
         state = self._recurrent("model_type", 0)
         return [layer for _ in range(self.num_layers()) for layer in (attention, state)]
+
+    def _zamba2_layers(self) -> list[Layer]:
+        """Zamba2: layers_block_type says "mamba" (a Mamba2 layer) or "hybrid" (the same Mamba2
+        layer plus a shared transformer block). The shared block's weights are shared, but
+        vLLM gives each hybrid position its own Attention and so its own K/V (zamba2.py
+        Zamba2Attention: "KV cache ... per-position"): num_attention_heads heads (no GQA) of
+        attention_head_dim = 2 x hidden_size / heads (the block reads the hidden state
+        concatenated with the embeddings). Mamba2 state: vLLM's
+        get_mamba_state_shape_from_config with inner = mamba_expand x hidden_size."""
+        cfg, n = self.cfg, self.num_layers()
+        types = cfg.list("layers_block_type")
+        if len(types) != n:
+            raise cfg.error("layers_block_type", f"lists {len(types)} layers but the model "
+                            f"has {n}")
+        state = self._mamba2_state("n_mamba_heads", "mamba_headdim", "mamba_d_state",
+                                   "mamba_ngroups", "mamba_d_conv",
+                                   inner=("mamba_expand", "hidden_size"))
+        heads = self.heads
+        head_dim = (self._int("attention_head_dim") if cfg.has("attention_head_dim")
+                    else 2 * self._int("hidden_size") // heads)
+        attention = FullAttention(heads, head_dim)
+        out: list[Layer] = []
+        for i, kind in enumerate(types):
+            if kind == "mamba":
+                out.append(state)
+            elif kind == "hybrid":
+                out += [attention, state]
+            else:
+                raise cfg.error("layers_block_type", f"layer {i} is {kind!r}; Zamba2 layers "
+                                "are mamba or hybrid")
+        return out
 
     def _layer(self, kind: str, field: str, i: int) -> Layer:
         if kind == "none":
