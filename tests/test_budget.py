@@ -148,6 +148,24 @@ def test_batch_defaults_by_version():
     assert off.max_num_batched_tokens == 4096
 
 
+def test_moe_forward_buffers_and_the_dp_gather():
+    from kvplan.engines import vllm_profile as vp
+
+    # DeepSeek-V2-Lite at TP 2: 6 routed experts of 1,408 (704 per rank), 2 shared (2,816)
+    shapes = vp.Shapes(2048, 102400, 10944, 1408, 6, 2816)
+    # fused_experts_impl: cache13 = topk x max(2N, hidden), cache2 = topk x N; the shared
+    # experts' 3 x 2,816 / 2; against the dense first layer's 3 x 10,944 / 2
+    moe = (6 * (max(2 * 704, 2048) + 704) + 3 * 2816 // 2) * 2
+    assert vp.moe_bytes_per_token(shapes, tp=2) == moe
+    assert vp.forward_bytes_per_token(shapes, tp=2) == max(3 * 10944 // 2 * 2, moe) + 3 * 2048 * 2
+    # DP 8 with expert parallelism: every rank's 2,048 tokens gathered before the experts
+    # (16,384 rows, under the 32,768-row chunk), whole experts per rank
+    whole = (6 * (max(2 * 1408, 2048) + 1408) + 3 * 2816) * 2
+    gathered = 2048 * 3 * 2048 * 2 + 16384 * whole + 16384 * 2048 * 2
+    assert vp.forward_bytes(shapes, 2048, tp=1, ep=8, dp=8) == max(
+        2048 * vp.forward_bytes_per_token(shapes, 1, 8), gathered)
+
+
 def test_non_torch_by_version():
     from kvplan.engines import vllm_profile as vp
 

@@ -395,7 +395,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     if activation_bytes is not None:
         acts = [activation_bytes] * pp
     else:
-        acts = [vp.activation_peak(shapes, batch, ver, tp=tp, last_stage=i == pp - 1,
+        acts = [vp.activation_peak(shapes, batch, ver, tp=tp, ep=ep, dp=max(1, ep // tp),
+                                   last_stage=i == pp - 1,
                                    flashinfer_sampler=flashinfer_sampler).peak_bytes
                 for i in range(pp)]
     non_torch = vp.non_torch_bytes(ver, tp, pp) if non_torch_bytes is None else non_torch_bytes

@@ -101,6 +101,7 @@ KERNELS_BYTES = 64 * MIB
 NCCL_COMMUNICATOR_BYTES = 64 * MIB
 CUSTOM_ALLREDUCE_BYTES = 8 * MIB
 CUDAGRAPH_MIN_PER_GRAPH = MIB  # profile_cudagraph_memory: "at least 1 MiB per graph"
+MOE_CHUNK_TOKENS = 32768  # envs.py VLLM_FUSED_MOE_CHUNK_SIZE default (0.10)
 
 
 # --- 1. the dummy batch -------------------------------------------------------------------
@@ -159,17 +160,38 @@ class Shapes:
     estimated: bool = False
 
 
-def forward_bytes_per_token(shapes: Shapes, tp: int = 1) -> int:
+def moe_bytes_per_token(shapes: Shapes, tp: int = 1, ep: int = 1) -> int:
+    """One token's fused-MoE buffers (`fused_moe.py::fused_experts_impl`, 0.10): `cache13`,
+    shared by the gate/up output and the down output, `topk x max(2N, hidden)`, and the
+    activation `cache2`, `topk x N`, with N the expert width on this rank (split by TP, whole
+    under expert parallelism); the shared experts' gate/up and activation beside them."""
+    if not (shapes.num_experts_per_token and shapes.moe_intermediate_size):
+        return 0
+    n = shapes.moe_intermediate_size // (1 if ep > 1 else tp)
+    routed = shapes.num_experts_per_token * (max(2 * n, shapes.hidden_size) + n)
+    return (routed + 3 * shapes.shared_intermediate_size // tp) * ACTIVATION_BYTES
+
+
+def forward_bytes_per_token(shapes: Shapes, tp: int = 1, ep: int = 1) -> int:
     """The widest layer's transient buffers plus three hidden-size ones, per token."""
     h = shapes.hidden_size
-    dense = 3 * shapes.intermediate_size // tp
-    moe = 0
-    if shapes.num_experts_per_token and shapes.moe_intermediate_size:
-        n = shapes.moe_intermediate_size // tp
-        # fused_experts_impl: intermediate_cache1 (topk x 2N), cache2 (topk x N), cache3
-        # (topk x hidden); the shared experts' gate/up + activation run beside them
-        moe = shapes.num_experts_per_token * (3 * n + h) + 3 * shapes.shared_intermediate_size // tp
-    return (max(dense, moe) + 3 * h) * ACTIVATION_BYTES
+    dense = 3 * shapes.intermediate_size // tp * ACTIVATION_BYTES
+    return max(dense, moe_bytes_per_token(shapes, tp, ep)) + 3 * h * ACTIVATION_BYTES
+
+
+def forward_bytes(shapes: Shapes, tokens: int, tp: int = 1, ep: int = 1, dp: int = 1) -> int:
+    """The forward pass's peak over `tokens` tokens. With data-parallel ranks under expert
+    parallelism the all-to-all (`VLLM_ALL2ALL_BACKEND` "naive" in 0.10, all-gather /
+    reduce-scatter later) gathers every rank's tokens before the experts, so each rank's MoE
+    buffers hold `tokens x dp` rows, `VLLM_FUSED_MOE_CHUNK_SIZE` (32,768) at a time, beside
+    the gathered hidden states."""
+    own = tokens * forward_bytes_per_token(shapes, tp, ep)
+    if dp <= 1 or ep <= 1 or not moe_bytes_per_token(shapes, tp, ep):
+        return own
+    gathered = tokens * dp
+    moe = min(gathered, MOE_CHUNK_TOKENS) * moe_bytes_per_token(shapes, tp, ep)
+    return max(own, tokens * 3 * shapes.hidden_size * ACTIVATION_BYTES + moe
+               + gathered * shapes.hidden_size * ACTIVATION_BYTES)
 
 
 def sampler_bytes_per_logit(version: tuple[int, ...], flashinfer: bool = False) -> int:
@@ -199,10 +221,10 @@ class ActivationPeak:
 
 
 def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ...], *,
-                    tp: int = 1,
+                    tp: int = 1, ep: int = 1, dp: int = 1,
                     last_stage: bool = True, flashinfer_sampler: bool = False
                     ) -> ActivationPeak:
-    fwd = batch.max_num_batched_tokens * forward_bytes_per_token(shapes, tp)
+    fwd = forward_bytes(shapes, batch.max_num_batched_tokens, tp, ep, dp)
     if not last_stage:
         return ActivationPeak(fwd, 0)
     rows = min(batch.max_num_seqs, batch.max_num_batched_tokens)
