@@ -417,7 +417,7 @@ def test_cli_compare_dtypes_and_engines():
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["schema"] == "kvplan.compare/1"
-    from kvplan.cli.plan import COMPARE_KEYS
+    from kvplan.output.plan import COMPARE_KEYS
 
     assert all(list(row) == list(COMPARE_KEYS) for row in doc["rows"])
     bf16, fp8 = doc["rows"]

@@ -1,7 +1,7 @@
 """`kvplan plan` and `kvplan compare`, registered in kvplan.cli.app.
 
-Each command checks its flags, calls kvplan.planning.plan once, and renders a View (views are
-built here from the plan's frozen dataclasses; JSON keys are the library's field names).
+Each command checks its flags, asks the front door (kvplan.api: deploy() and the Deployed
+questions), and renders the View that kvplan.output.plan builds from the results.
 Exit codes: 1 when a stated target is not met, 2 for bad input.
 """
 
@@ -26,7 +26,7 @@ from kvplan.engines.registry import names as engine_names
 if TYPE_CHECKING:
     from kvplan.api import Deployed
     from kvplan.output.render import Table, View
-    from kvplan.planning.plan import Capacity, Deployment, LayoutResult, Target, WorkloadResult
+    from kvplan.planning.plan import Target
 
 # --- options shared by plan and compare --------------------------------------------------
 GpuOpt = Annotated[str | None, typer.Option(
@@ -95,156 +95,6 @@ def _cache_types(kv_dtype: str, k: str | None, v: str | None) -> str:
         raise BadInputError(f"--kv-dtype {kv_dtype} and -ctk/-ctv {given.pop()} both name the "
                             "cache type; give one")
     return given.pop()
-
-
-# --- reports -------------------------------------------------------------------------------
-
-def _bytes_table(title: str, rows: list[tuple[str, int]]) -> Table:
-    from kvplan.output.render import Column, Table
-
-    return Table(title, (Column("quantity", "quantity"), Column("bytes", "bytes", "exact"),
-                         Column("human", "size", "bytes")),
-                 tuple({"quantity": q, "bytes": v, "human": v} for q, v in rows))
-
-
-def _deployment_dict(dep: Deployment) -> dict[str, Any]:
-    return {"model": dep.spec.name, "engine": dep.engine, "engine_version": dep.engine_version,
-            "gpu": dep.gpu_name, "gpu_memory_bytes": dep.gpu_memory_bytes,
-            "tp": dep.tp, "pp": dep.pp, "dp": dep.dp, "dcp": dep.dcp,
-            "expert_parallel": dep.expert_parallel, "dp_attention": dep.dp_attention,
-            "num_gpus": dep.num_gpus, "kv_dtype": dep.kv_dtype,
-            "max_model_len": dep.context_limit(), "block_size": dep.block_size,
-            "kv_memory_bytes": dep.kv_memory_bytes, "memory_fraction": dep.memory_fraction,
-            "weights_dtype": dep.weights_dtype}
-
-
-def _plain(value: Any) -> Any:
-    """Fractions -> 'a/b' strings, tuples -> lists (JSON)."""
-    from fractions import Fraction
-
-    if isinstance(value, Fraction):
-        return f"{value.numerator}/{value.denominator}"
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
-                extra_tables: list[Table], warnings: list[str]) -> View:
-    from kvplan import __version__
-    from kvplan.output.render import Column, Table, View
-    from kvplan.planning.plan import SCHEMA, engine_log_lines, engine_numbers
-
-    dep = cap.deployment
-    where = (f"{dep.num_gpus} x {dep.gpu_name}" if dep.gpu_name else "given KV budget")
-    dp_attention = dep.dp_attention and dep.dp > 1
-    par = f"TP {dep.tp} x PP {dep.pp}" + \
-        (f" x DP {dep.dp}" if dep.dp > 1 and not dp_attention else "") + \
-        (f", DP attention {dep.dp}" if dp_attention else "") + \
-        (f", DCP {dep.dcp}" if dep.dcp > 1 else "") + (", EP" if dep.expert_parallel else "")
-    head = (f"{dep.spec.name} on {where} ({par}), {dep.engine}"
-            f"{' ' + dep.engine_version if dep.engine_version else ''}, KV {cap.kv_format}, "
-            f"max length {dep.context_limit():,}")
-    tables = []
-    if cap.budget is not None and cap.budget.method == "estimated":
-        b = cap.budget
-        tables.append(_bytes_table("Memory per GPU (fullest stage)", [
-            ("GPU memory (reported)", b.total_memory_bytes),
-            (f"x utilization {b.utilization}", b.requested_bytes),
-            ("- weights", max(b.weights_bytes)),
-            ("- activation peak", max(b.activation_bytes)),
-            ("- non-torch", b.non_torch_bytes),
-            ("- CUDA graphs", b.cudagraph_bytes),
-            ("= KV cache budget", b.available),
-        ]))
-    numbers = engine_numbers(cap)
-    tables.append(Table("Engine start-up numbers",
-                        (Column("name", "name"), Column("value", "value")),
-                        tuple({"name": k, "value": _show(v)} for k, v in numbers.items())))
-    tables.append(Table("Answer", (Column("name", "question"), Column("value", "answer")),
-                        tuple({"name": k, "value": _show(v)} for k, v in answer.items())))
-    tables += extra_tables
-    payload = {
-        "schema": SCHEMA, "kvplan_version": __version__,
-        "deployment": _deployment_dict(dep),
-        "budget": _plain(asdict(cap.budget)) if cap.budget is not None else None,
-        "engine": _plain(numbers), "log_lines": engine_log_lines(cap),
-        "answer": _plain(answer), "target_met": target_met,
-        "tables": {t.title: [_plain(r) for r in t.rows] for t in extra_tables},
-        "notes": list(cap.notes), "warnings": warnings,
-    }
-    csv_row = {"model": dep.spec.name, "engine": dep.engine, "gpu": dep.gpu_name,
-               "tp": dep.tp, "pp": dep.pp, "kv_dtype": cap.kv_format,
-               # the engine's own figure under a name the answer also uses (vLLM's
-               # max_concurrency is at max_model_len, the answer's at --context): both kept
-               **{(f"engine_{k}" if k in answer else k): v for k, v in numbers.items()
-                  if not isinstance(v, (list, tuple))},
-               **{k: _plain(v) for k, v in answer.items()}, "target_met": target_met}
-    csv_table = Table("plan", tuple(Column(k, k) for k in csv_row), (csv_row,))
-    notes = [f"Deployment: {head}."]
-    notes += ["Engine log lines: " + " | ".join(engine_log_lines(cap))] \
-        if engine_log_lines(cap) else []
-    notes += list(cap.notes)
-    notes += _formula_notes()
-    return View(tables, payload, csv_table, notes, warnings,
-                headline=_headline(cap, answer, target_met), notes_when_verbose=True)
-
-
-def _headline(cap: Capacity, answer: dict[str, Any], met: bool | None) -> str:
-    """The answer in one line: '64 requests of 32,768 tokens fit on 1x H100 SXM (vLLM 0.33),
-    limited by KV blocks'."""
-    dep, engine = cap.deployment, cap.engine
-    latest = getattr(engine, "latest_version", None)
-    version = dep.engine_version or (".".join(map(str, latest[:2])) if latest else "")
-    label = f"{engine.display_name or dep.engine} {version}".strip()
-    where = (f"{dep.num_gpus}x {dep.gpu_name}" if dep.gpu_name
-             else f"{dep.num_gpus} GPU(s) with the given KV budget")
-    on = f"on {where} ({label})"
-
-    def requests(n: int) -> str:
-        return f"{n:,} request{'' if n == 1 else 's'}"
-
-    lead = ""
-    if "fewest_gpus" in answer:
-        if answer["fewest_gpus"] is None:
-            return f"No layout tried meets the target ({label})"
-        lead = (f"Fewest GPUs: {answer['fewest_gpus']} (TP {answer['tp']} x PP "
-                f"{answer['pp']}). ")
-    limited = f", limited by {answer['limited_by']}" if answer.get("limited_by") else ""
-    if "fits" in answer:
-        n = answer["requests"]
-        verdict = (f"{'fits' if n == 1 else 'fit'} {answer['headroom_factor']:.2f} times over"
-                   if answer["fits"] else "do not fit")
-        why = f": {answer['reason']}" if not answer["fits"] and answer.get("reason") else ""
-        return (f"{lead}{requests(n)} (longest {answer['longest_tokens']:,} tokens) "
-                f"{verdict} {on}{why}")
-    if "max_context_tokens" in answer:
-        if answer["max_context_tokens"] <= 0:
-            return f"{lead}{requests(answer['concurrency'])} do not fit at all {on}{limited}"
-        verb = "fits" if answer["concurrency"] == 1 else "fit"
-        return (f"{lead}{requests(answer['concurrency'])} of up to "
-                f"{answer['max_context_tokens']:,} tokens each {verb} {on}{limited}")
-    if "max_concurrency" in answer:
-        n, ctx = answer["max_concurrency"], answer["context_tokens"]
-        want = answer.get("target_concurrency")
-        short = f" ({want:,} wanted)" if want is not None and met is False else ""
-        if n <= 0:
-            return f"{lead}No request of {ctx:,} tokens fits {on}{limited}"
-        verb = "fits" if n == 1 else "fit"
-        return f"{lead}{requests(n)} of {ctx:,} tokens {verb} {on}{short}{limited}"
-    return f"{lead}{dep.spec.name} {on}"
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:,.2f}"
-    return str(_plain(value))
 
 
 # --- the plan command ---------------------------------------------------------------------
@@ -446,6 +296,7 @@ class _Question:
 
     def answer(self, d: Deployed) -> tuple[View, bool | None]:
         from kvplan.api import Deployed
+        from kvplan.output.plan import layout_table, name_value_table, plan_view
         from kvplan.planning import plan as core
 
         target = self.target()
@@ -454,7 +305,7 @@ class _Question:
         layout = None
         if self.find_gpus:
             layout = d.fewest_gpus(target.context_tokens, target.concurrency, target.workload)
-            extra.append(_layout_table(layout))
+            extra.append(layout_table(layout))
             shown = layout.best or layout.closest
             if shown is None:
                 from kvplan.core.errors import TargetNotMetError
@@ -488,7 +339,7 @@ class _Question:
                 f"is {start.max_request_tokens:,}")
         if met is False:
             tips = core.suggestions(cap, target)
-            extra.append(_table("What fits instead", {
+            extra.append(name_value_table("What fits instead", {
                 "max_context_at_concurrency": tips.max_context_at_concurrency,
                 "max_concurrency_at_context": tips.max_concurrency_at_context,
                 "kv_dtype_that_fits": tips.kv_dtype_that_fits}))
@@ -496,6 +347,7 @@ class _Question:
 
     def _ask(self, d: Deployed, target: Target, extra: list[Table]
              ) -> tuple[dict[str, Any], bool | None]:
+        from kvplan.output.plan import name_value_table, uses_table
         from kvplan.planning import plan as core
 
         cap = d.capacity
@@ -507,7 +359,7 @@ class _Question:
             answer = {"requests": result.num_requests, "sequences": result.num_sequences,
                       "longest_tokens": result.longest_tokens, "fits": result.fits,
                       "headroom_factor": float(result.max_scale), "reason": result.reason}
-            extra.append(_uses_table(result))
+            extra.append(uses_table(result))
             met = result.fits
             batch, ctx = result.num_sequences, result.longest_tokens
         elif target.context_tokens is not None:
@@ -534,7 +386,8 @@ class _Question:
             batch, ctx = c.max_requests, limit
         if batch and ctx and cap.deployment.gpu_bandwidth_bytes_per_s:
             floor = core.decode_floor(cap, batch, ctx)
-            extra.append(_table(f"Decode floor (memory-bound, batch {batch}, {ctx:,} tokens)", {
+            extra.append(name_value_table(
+                f"Decode floor (memory-bound, batch {batch}, {ctx:,} tokens)", {
                 "weights_bytes_per_gpu": floor.weights_bytes_per_gpu,
                 "kv_bytes_per_gpu": floor.kv_bytes_per_gpu,
                 "bytes_per_step": floor.bytes_per_step,
@@ -542,50 +395,11 @@ class _Question:
                 "tokens_per_s": round(floor.tokens_per_s, 1)}))
         if self.host:
             o = core.offload_capacity(cap, self.host, ctx)
-            extra.append(_table("KV offload to host memory (per GPU)", asdict(o)))
+            extra.append(name_value_table("KV offload to host memory (per GPU)", asdict(o)))
         return answer, met
 
 
-def _table(title: str, values: dict[str, Any]) -> Table:
-    from kvplan.output.render import Column, Table
-
-    return Table(title, (Column("name", "name"), Column("value", "value")),
-                 tuple({"name": k, "value": _show(v)} for k, v in values.items()))
-
-
-def _uses_table(result: WorkloadResult) -> Table:
-    from kvplan.output.render import Column, Table
-
-    return Table("Workload use per pool", (
-        Column("name", "pool"), Column("unit", "unit"), Column("needed", "needed", "int"),
-        Column("capacity", "capacity", "int"), Column("shared_saving", "saved by sharing",
-                                                      "int")),
-        tuple(asdict(u) for u in result.uses))
-
-
-def _layout_table(layout: LayoutResult) -> Table:
-    from kvplan.output.render import Column, Table
-
-    rows = tuple({"num_gpus": o.num_gpus, "tp": o.tp, "pp": o.pp, "dp": o.dp, "dcp": o.dcp,
-                  "meets_target": "yes" if o.meets_target else "no",
-                  "max_requests": o.max_requests, "kv_budget_bytes": o.kv_budget_bytes,
-                  "error": o.error} for o in layout.options)
-    extra = [Column("dp", "DP", "int")] if any(o.dp > 1 for o in layout.options) else []
-    extra += [Column("dcp", "DCP", "int")] if any(o.dcp > 1 for o in layout.options) else []
-    return Table(f"Layouts tried for {layout.target}", (
-        Column("num_gpus", "GPUs", "int"), Column("tp", "TP", "int"), Column("pp", "PP", "int"),
-        *extra, Column("meets_target", "meets target"), Column("max_requests", "requests", "int"),
-        Column("kv_budget_bytes", "KV budget/GPU", "bytes"), Column("error", "why not")), rows)
-
-
 # --- compare --------------------------------------------------------------------------------
-
-COMPARE_KEYS = ("model", "engine", "gpu", "num_gpus", "kv_dtype", "weights_per_gpu_bytes",
-                "kv_budget_bytes", "kv_bytes_per_token", "token_capacity", "context_tokens",
-                "max_concurrency", "max_context_tokens", "error")
-# with --policy: each deployment once per policy (the baseline first), side by side
-POLICY_KEYS = ("policy", "policy_kv_dtype", "policy_request_bytes", "policy_max_requests")
-
 
 @handle_errors
 def compare(
@@ -643,6 +457,8 @@ def compare(
             for row in _compare_rows(m, g, gpu_memory, count, e, d, engine_version,
                                      max_model_len, _tokens(context, "--context"), concurrency,
                                      _bytes(kv_memory), weights_dtype, policies)]
+    from kvplan.output.plan import compare_view
+
     _emit(compare_view(rows, with_policies=bool(policies)), fmt, units)
 
 
@@ -705,48 +521,3 @@ def _compare_row(model: str, gpu: str | None, gpu_memory: str | None, count: int
         row["max_context_tokens"] = d.max_context(concurrency).max_context_tokens
     row["_cap"] = cap
     return row
-
-
-def compare_view(rows: list[dict[str, Any]], with_policies: bool = False) -> View:
-    from kvplan import __version__
-    from kvplan.output.render import Column, Table, View
-    from kvplan.planning.plan import COMPARE_SCHEMA
-
-    keys = COMPARE_KEYS + (POLICY_KEYS if with_policies else ())
-    full = [{k: r.get(k) for k in keys} for r in rows]
-    columns = (
-        Column("model", "model"), Column("engine", "engine"), Column("gpu", "GPU"),
-        Column("num_gpus", "GPUs", "int"), Column("kv_dtype", "KV dtype"),
-        Column("weights_per_gpu_bytes", "weights", "bytes"),
-        Column("kv_budget_bytes", "KV budget", "bytes"),
-        Column("kv_bytes_per_token", "KV B/token", "exact"),
-        Column("token_capacity", "token slots", "int"),
-        Column("context_tokens", "context", "int"),
-        Column("max_concurrency", "max requests", "int"),
-        Column("max_context_tokens", "max context", "int"),
-        *((Column("policy", "policy"), Column("policy_request_bytes", "request", "bytes"),
-           Column("policy_max_requests", "requests (policy)", "int"))
-          if with_policies else ()),
-        Column("error", "error"))
-    shown = tuple(c for c in columns
-                  if any(r.get(c.key) not in (None, "") for r in full) or c.key == "model")
-    table = Table(f"{len(full)} deployment(s) side by side", shown, tuple(full))
-    payload = {"schema": COMPARE_SCHEMA, "kvplan_version": __version__, "rows": full}
-    notes = ["Per GPU: weights, KV budget and KV bytes per token are those of one GPU (the "
-             "fullest pipeline stage).",
-             "token slots: the engine's KV pool in tokens (vLLM num_blocks x block size, "
-             "SGLang max_total_num_tokens, TRT-LLM blocks x 32, llama.cpp cells).",
-             "max requests: whole requests of `context` tokens at once, blocks rounded up."]
-    csv_table = Table("compare", tuple(Column(k, k) for k in keys), tuple(full))
-    if with_policies:
-        notes.append("policy rows: the same request under a cache policy (a what-if the engine "
-                     "must implement; kvplan whatif cites each paper); requests (policy) = the "
-                     "KV budget // the request's bytes in whole blocks, the baseline row alike.")
-    notes += _formula_notes()
-    return View([table], payload, csv_table, notes)
-
-
-def _formula_notes() -> list[str]:
-    from kvplan.output.tables import BUDGET_FORMULA, FORMULA
-
-    return [FORMULA, BUDGET_FORMULA]

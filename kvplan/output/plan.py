@@ -1,0 +1,245 @@
+"""`kvplan plan` and `kvplan compare` results shown: one View builder each (plan_view,
+compare_view) and the small tables around them. JSON keys are the library's field names; the
+human strings (GiB, thousands separators, fractions) are made here."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvplan.engines.base import Deployment
+    from kvplan.output.render import Table, View
+    from kvplan.planning.plan import Capacity, LayoutResult, WorkloadResult
+
+
+def bytes_table(title: str, rows: list[tuple[str, int]]) -> Table:
+    from kvplan.output.render import Column, Table
+
+    return Table(title, (Column("quantity", "quantity"), Column("bytes", "bytes", "exact"),
+                         Column("human", "size", "bytes")),
+                 tuple({"quantity": q, "bytes": v, "human": v} for q, v in rows))
+
+
+def _deployment_dict(dep: Deployment) -> dict[str, Any]:
+    return {"model": dep.spec.name, "engine": dep.engine, "engine_version": dep.engine_version,
+            "gpu": dep.gpu_name, "gpu_memory_bytes": dep.gpu_memory_bytes,
+            "tp": dep.tp, "pp": dep.pp, "dp": dep.dp, "dcp": dep.dcp,
+            "expert_parallel": dep.expert_parallel, "dp_attention": dep.dp_attention,
+            "num_gpus": dep.num_gpus, "kv_dtype": dep.kv_dtype,
+            "max_model_len": dep.context_limit(), "block_size": dep.block_size,
+            "kv_memory_bytes": dep.kv_memory_bytes, "memory_fraction": dep.memory_fraction,
+            "weights_dtype": dep.weights_dtype}
+
+
+def _plain(value: Any) -> Any:
+    """Fractions -> 'a/b' strings, tuples -> lists (JSON)."""
+    from fractions import Fraction
+
+    if isinstance(value, Fraction):
+        return f"{value.numerator}/{value.denominator}"
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
+                extra_tables: list[Table], warnings: list[str]) -> View:
+    from kvplan import __version__
+    from kvplan.output.render import Column, Table, View
+    from kvplan.planning.plan import SCHEMA, engine_log_lines, engine_numbers
+
+    dep = cap.deployment
+    where = (f"{dep.num_gpus} x {dep.gpu_name}" if dep.gpu_name else "given KV budget")
+    dp_attention = dep.dp_attention and dep.dp > 1
+    par = f"TP {dep.tp} x PP {dep.pp}" + \
+        (f" x DP {dep.dp}" if dep.dp > 1 and not dp_attention else "") + \
+        (f", DP attention {dep.dp}" if dp_attention else "") + \
+        (f", DCP {dep.dcp}" if dep.dcp > 1 else "") + (", EP" if dep.expert_parallel else "")
+    head = (f"{dep.spec.name} on {where} ({par}), {dep.engine}"
+            f"{' ' + dep.engine_version if dep.engine_version else ''}, KV {cap.kv_format}, "
+            f"max length {dep.context_limit():,}")
+    tables = []
+    if cap.budget is not None and cap.budget.method == "estimated":
+        b = cap.budget
+        tables.append(bytes_table("Memory per GPU (fullest stage)", [
+            ("GPU memory (reported)", b.total_memory_bytes),
+            (f"x utilization {b.utilization}", b.requested_bytes),
+            ("- weights", max(b.weights_bytes)),
+            ("- activation peak", max(b.activation_bytes)),
+            ("- non-torch", b.non_torch_bytes),
+            ("- CUDA graphs", b.cudagraph_bytes),
+            ("= KV cache budget", b.available),
+        ]))
+    numbers = engine_numbers(cap)
+    tables.append(Table("Engine start-up numbers",
+                        (Column("name", "name"), Column("value", "value")),
+                        tuple({"name": k, "value": _show(v)} for k, v in numbers.items())))
+    tables.append(Table("Answer", (Column("name", "question"), Column("value", "answer")),
+                        tuple({"name": k, "value": _show(v)} for k, v in answer.items())))
+    tables += extra_tables
+    payload = {
+        "schema": SCHEMA, "kvplan_version": __version__,
+        "deployment": _deployment_dict(dep),
+        "budget": _plain(asdict(cap.budget)) if cap.budget is not None else None,
+        "engine": _plain(numbers), "log_lines": engine_log_lines(cap),
+        "answer": _plain(answer), "target_met": target_met,
+        "tables": {t.title: [_plain(r) for r in t.rows] for t in extra_tables},
+        "notes": list(cap.notes), "warnings": warnings,
+    }
+    csv_row = {"model": dep.spec.name, "engine": dep.engine, "gpu": dep.gpu_name,
+               "tp": dep.tp, "pp": dep.pp, "kv_dtype": cap.kv_format,
+               # the engine's own figure under a name the answer also uses (vLLM's
+               # max_concurrency is at max_model_len, the answer's at --context): both kept
+               **{(f"engine_{k}" if k in answer else k): v for k, v in numbers.items()
+                  if not isinstance(v, (list, tuple))},
+               **{k: _plain(v) for k, v in answer.items()}, "target_met": target_met}
+    csv_table = Table("plan", tuple(Column(k, k) for k in csv_row), (csv_row,))
+    notes = [f"Deployment: {head}."]
+    notes += ["Engine log lines: " + " | ".join(engine_log_lines(cap))] \
+        if engine_log_lines(cap) else []
+    notes += list(cap.notes)
+    notes += _formula_notes()
+    return View(tables, payload, csv_table, notes, warnings,
+                headline=_headline(cap, answer, target_met), notes_when_verbose=True)
+
+
+def _headline(cap: Capacity, answer: dict[str, Any], met: bool | None) -> str:
+    """The answer in one line: '64 requests of 32,768 tokens fit on 1x H100 SXM (vLLM 0.33),
+    limited by KV blocks'."""
+    dep, engine = cap.deployment, cap.engine
+    latest = getattr(engine, "latest_version", None)
+    version = dep.engine_version or (".".join(map(str, latest[:2])) if latest else "")
+    label = f"{engine.display_name or dep.engine} {version}".strip()
+    where = (f"{dep.num_gpus}x {dep.gpu_name}" if dep.gpu_name
+             else f"{dep.num_gpus} GPU(s) with the given KV budget")
+    on = f"on {where} ({label})"
+
+    def requests(n: int) -> str:
+        return f"{n:,} request{'' if n == 1 else 's'}"
+
+    lead = ""
+    if "fewest_gpus" in answer:
+        if answer["fewest_gpus"] is None:
+            return f"No layout tried meets the target ({label})"
+        lead = (f"Fewest GPUs: {answer['fewest_gpus']} (TP {answer['tp']} x PP "
+                f"{answer['pp']}). ")
+    limited = f", limited by {answer['limited_by']}" if answer.get("limited_by") else ""
+    if "fits" in answer:
+        n = answer["requests"]
+        verdict = (f"{'fits' if n == 1 else 'fit'} {answer['headroom_factor']:.2f} times over"
+                   if answer["fits"] else "do not fit")
+        why = f": {answer['reason']}" if not answer["fits"] and answer.get("reason") else ""
+        return (f"{lead}{requests(n)} (longest {answer['longest_tokens']:,} tokens) "
+                f"{verdict} {on}{why}")
+    if "max_context_tokens" in answer:
+        if answer["max_context_tokens"] <= 0:
+            return f"{lead}{requests(answer['concurrency'])} do not fit at all {on}{limited}"
+        verb = "fits" if answer["concurrency"] == 1 else "fit"
+        return (f"{lead}{requests(answer['concurrency'])} of up to "
+                f"{answer['max_context_tokens']:,} tokens each {verb} {on}{limited}")
+    if "max_concurrency" in answer:
+        n, ctx = answer["max_concurrency"], answer["context_tokens"]
+        want = answer.get("target_concurrency")
+        short = f" ({want:,} wanted)" if want is not None and met is False else ""
+        if n <= 0:
+            return f"{lead}No request of {ctx:,} tokens fits {on}{limited}"
+        verb = "fits" if n == 1 else "fit"
+        return f"{lead}{requests(n)} of {ctx:,} tokens {verb} {on}{short}{limited}"
+    return f"{lead}{dep.spec.name} {on}"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    return str(_plain(value))
+
+
+def name_value_table(title: str, values: dict[str, Any]) -> Table:
+    from kvplan.output.render import Column, Table
+
+    return Table(title, (Column("name", "name"), Column("value", "value")),
+                 tuple({"name": k, "value": _show(v)} for k, v in values.items()))
+
+
+def uses_table(result: WorkloadResult) -> Table:
+    from kvplan.output.render import Column, Table
+
+    return Table("Workload use per pool", (
+        Column("name", "pool"), Column("unit", "unit"), Column("needed", "needed", "int"),
+        Column("capacity", "capacity", "int"), Column("shared_saving", "saved by sharing",
+                                                      "int")),
+        tuple(asdict(u) for u in result.uses))
+
+
+def layout_table(layout: LayoutResult) -> Table:
+    from kvplan.output.render import Column, Table
+
+    rows = tuple({"num_gpus": o.num_gpus, "tp": o.tp, "pp": o.pp, "dp": o.dp, "dcp": o.dcp,
+                  "meets_target": "yes" if o.meets_target else "no",
+                  "max_requests": o.max_requests, "kv_budget_bytes": o.kv_budget_bytes,
+                  "error": o.error} for o in layout.options)
+    extra = [Column("dp", "DP", "int")] if any(o.dp > 1 for o in layout.options) else []
+    extra += [Column("dcp", "DCP", "int")] if any(o.dcp > 1 for o in layout.options) else []
+    return Table(f"Layouts tried for {layout.target}", (
+        Column("num_gpus", "GPUs", "int"), Column("tp", "TP", "int"), Column("pp", "PP", "int"),
+        *extra, Column("meets_target", "meets target"), Column("max_requests", "requests", "int"),
+        Column("kv_budget_bytes", "KV budget/GPU", "bytes"), Column("error", "why not")), rows)
+
+
+COMPARE_KEYS = ("model", "engine", "gpu", "num_gpus", "kv_dtype", "weights_per_gpu_bytes",
+                "kv_budget_bytes", "kv_bytes_per_token", "token_capacity", "context_tokens",
+                "max_concurrency", "max_context_tokens", "error")
+# with --policy: each deployment once per policy (the baseline first), side by side
+POLICY_KEYS = ("policy", "policy_kv_dtype", "policy_request_bytes", "policy_max_requests")
+
+
+def compare_view(rows: list[dict[str, Any]], with_policies: bool = False) -> View:
+    from kvplan import __version__
+    from kvplan.output.render import Column, Table, View
+    from kvplan.planning.plan import COMPARE_SCHEMA
+
+    keys = COMPARE_KEYS + (POLICY_KEYS if with_policies else ())
+    full = [{k: r.get(k) for k in keys} for r in rows]
+    columns = (
+        Column("model", "model"), Column("engine", "engine"), Column("gpu", "GPU"),
+        Column("num_gpus", "GPUs", "int"), Column("kv_dtype", "KV dtype"),
+        Column("weights_per_gpu_bytes", "weights", "bytes"),
+        Column("kv_budget_bytes", "KV budget", "bytes"),
+        Column("kv_bytes_per_token", "KV B/token", "exact"),
+        Column("token_capacity", "token slots", "int"),
+        Column("context_tokens", "context", "int"),
+        Column("max_concurrency", "max requests", "int"),
+        Column("max_context_tokens", "max context", "int"),
+        *((Column("policy", "policy"), Column("policy_request_bytes", "request", "bytes"),
+           Column("policy_max_requests", "requests (policy)", "int"))
+          if with_policies else ()),
+        Column("error", "error"))
+    shown = tuple(c for c in columns
+                  if any(r.get(c.key) not in (None, "") for r in full) or c.key == "model")
+    table = Table(f"{len(full)} deployment(s) side by side", shown, tuple(full))
+    payload = {"schema": COMPARE_SCHEMA, "kvplan_version": __version__, "rows": full}
+    notes = ["Per GPU: weights, KV budget and KV bytes per token are those of one GPU (the "
+             "fullest pipeline stage).",
+             "token slots: the engine's KV pool in tokens (vLLM num_blocks x block size, "
+             "SGLang max_total_num_tokens, TRT-LLM blocks x 32, llama.cpp cells).",
+             "max requests: whole requests of `context` tokens at once, blocks rounded up."]
+    csv_table = Table("compare", tuple(Column(k, k) for k in keys), tuple(full))
+    if with_policies:
+        notes.append("policy rows: the same request under a cache policy (a what-if the engine "
+                     "must implement; kvplan whatif cites each paper); requests (policy) = the "
+                     "KV budget // the request's bytes in whole blocks, the baseline row alike.")
+    notes += _formula_notes()
+    return View([table], payload, csv_table, notes)
+
+
+def _formula_notes() -> list[str]:
+    from kvplan.output.tables import BUDGET_FORMULA, FORMULA
+
+    return [FORMULA, BUDGET_FORMULA]
