@@ -138,7 +138,7 @@ def mutated(draw: st.DrawFn, base: dict[str, Any]) -> Any:
 
 # --- 1. real config.json files (the mutations of test_hfconfig_fuzz) ----------------------
 
-test_configs, test_configs_slow = _fuzz(check_config, mutated_configs(), 20, 3000)
+test_configs, test_configs_slow = _fuzz(check_config, mutated_configs(), 20, 4000)
 
 
 # --- 2. library specs, as data and as text --------------------------------------------------
@@ -156,7 +156,7 @@ def _spec_case(raw: Any) -> None:
 
 
 specs = st.sampled_from(sorted(SPECS)).flatmap(lambda name: mutated(SPECS[name]))
-test_specs, test_specs_slow = _fuzz(_spec_case, specs, 20, 2500)
+test_specs, test_specs_slow = _fuzz(_spec_case, specs, 20, 3000)
 
 YAML_TOKENS = st.sampled_from([
     "&a ", "*a ", "&b ", "*b ", "[", "]", "{", "}", ", ", ": ", "- ", "\n", "  ", "<<: ",
@@ -286,5 +286,5 @@ def _app() -> Any:
     return app
 
 
-test_cli, test_cli_slow = _fuzz(_cli_case, command_lines(), 8, 1000)
+test_cli, test_cli_slow = _fuzz(_cli_case, command_lines(), 8, 500)
 

@@ -165,7 +165,36 @@ def test_size_of_dev_zero_is_refused_without_reading_it_all():
     if not Path("/dev/zero").exists():
         pytest.skip("no /dev/zero here")
     # a MemoryError traceback before: the whole endless file was read
-    _one_message(_child(["size", "/dev/zero"], limit_bytes=1 << 30), "larger than")
+    _one_message(_child(["size", "/dev/zero"], limit_bytes=1 << 30), "not a regular file")
+
+
+def test_a_file_larger_than_the_limit(tmp_path, monkeypatch):
+    from kvplan.sources import reader
+
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * 2048)
+    with pytest.raises(KvplanError, match="larger than"):
+        reader.read_bytes(str(big), max_bytes=1024)
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)  # open() would wait for a writer forever
+    _one_message(_child(["size", str(fifo)], timeout=20), "not a regular file")
+
+
+def test_a_model_name_too_long_for_a_path():
+    res = invoke("size", "a" * 5000)  # OSError: File name too long, a traceback
+    assert res.exit_code == 2, res.output
+    assert "unknown model" in res.stderr
+
+
+def test_sweep_range_is_counted_before_it_is_built():
+    res = invoke("sweep", "llama-3.1-8b", "--tokens", "1..1099511627776:1")  # MemoryError
+    assert res.exit_code == 2, res.output
+    assert "--tokens range" in res.stderr
 
 
 def _plan(tmp_path: Path, extra: str) -> str:

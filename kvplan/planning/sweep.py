@@ -37,6 +37,10 @@ def parse_token_range(text: str) -> list[int]:
             raise BadInputError(f"--tokens range {part!r} runs backwards")
         if step_text:
             step = parse_tokens(step_text, "--tokens step")
+            # counted before the list is built: 1..1099511627776:1 was a MemoryError
+            if (hi - lo) // step + 1 + len(values) > MAX_ROWS:
+                raise BadInputError(f"--tokens range {part!r} has more than {MAX_ROWS:,} "
+                                    "lengths", "use a larger step, or doubling (1k..128k)")
             values.extend(range(lo, hi + 1, step))
         else:
             n = lo

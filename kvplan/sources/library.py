@@ -84,7 +84,11 @@ def _route(model: str) -> HubRef | Path | ModelSpec | str:
 
         return parse_hub_ref(model)
     path = Path(model).expanduser()
-    if path.exists():
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):  # a name too long for a path, or with a NUL byte
+        exists = False
+    if exists:
         return path
     if model.endswith((".yaml", ".yml", ".json", ".gguf")):
         raise UnknownModelError(f"no such file: {model}")
@@ -218,7 +222,11 @@ def load_named(model: str) -> ModelSpec:
     key = _normalise(model)
     for d in library_dirs():
         candidate = d / f"{key}.yaml"
-        if candidate.is_file():
+        try:
+            found = candidate.is_file()
+        except (OSError, ValueError):  # a name too long for a file name
+            found = False
+        if found:
             return load_yaml_file(candidate)
     # an alias (e.g. the Hub repo id): the index names the files, only they are parsed
     index = library_index()

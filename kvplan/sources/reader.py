@@ -28,6 +28,7 @@ type, in range), since only there can a message name the field.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 from kvplan.core.errors import BadInputError, SpecError
@@ -42,12 +43,19 @@ MAX_NODES = 100_000              # values in a document with every alias expande
 def read_bytes(path: str, what: str = "", max_bytes: int = MAX_FILE_BYTES) -> bytes:
     """At most `max_bytes` of a file; larger (or endless, like /dev/zero) is an error, and
     only max_bytes + 1 bytes are ever read."""
+    import stat
+
     label = f"{what} {path}".strip()
     try:
+        # a FIFO would block at open(), a device (/dev/zero) never ends: plain files only
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise BadInputError(f"cannot read {label}: not a regular file",
+                                "give the path of a file")
         with open(path, "rb") as handle:
             data = handle.read(max_bytes + 1)
-    except OSError as exc:
-        raise BadInputError(f"cannot read {label}: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:
+        raise BadInputError(f"cannot read {label}: {getattr(exc, 'strerror', None) or exc}"
+                            ) from None
     if len(data) > max_bytes:
         raise BadInputError(f"{label} is larger than {max_bytes // 2**20} MiB, too large to "
                             "be one", "check the path")
