@@ -115,9 +115,9 @@ def show(
     """
     from dataclasses import asdict, replace
 
-    from kvplan.output.tables import show_view
+    from kvplan.output.tables import show_view, weights_note
     from kvplan.sources.library import resolve
-    from kvplan.sources.weights import cheap_weights, weights_note
+    from kvplan.sources.weights import cheap_weights
 
     _check_choice(fmt, ("table", "markdown", "json", "yaml", "csv"), "--format")
     spec = resolve(model, assume_standard)
@@ -155,7 +155,8 @@ def import_model(
 
       kvplan import ./my-checkpoint/ > my-model.yaml
     """
-    from kvplan.sources.weights import import_spec, weights_note
+    from kvplan.output.tables import weights_note
+    from kvplan.sources.weights import import_spec
     from kvplan.sources.yamlspec import dump_yaml
 
     spec, weights = import_spec(model)

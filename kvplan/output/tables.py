@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan import __version__
 from kvplan.core.dtypes import KVFormat
 from kvplan.core.sizing import SCHEMA as SIZE_SCHEMA
 from kvplan.core.sizing import SizeResult
 from kvplan.core.spec import ModelSpec
-from kvplan.output.render import Column, Table, View
+from kvplan.output.render import Column, Table, View, human_bytes
+
+if TYPE_CHECKING:
+    from kvplan.sources.weights import Weights
 
 BUDGET_FORMULA = (
     "Budget: KV cache = the GPU's reported memory x utilization - weights per GPU - activation "
@@ -175,3 +178,14 @@ def show_view(spec: ModelSpec) -> View:
     payload = {"schema": "kvplan.show/1", "kvplan_version": __version__,
                "spec": spec_to_dict(spec)}
     return View([table], payload, table, info)
+
+
+def weights_note(w: Weights) -> str:
+    """One line for `show` and `import`: the weights' parameters and bytes, exact or estimated."""
+    how = (f"exact, from the safetensors headers of {w.num_files} file"
+           f"{'s' if w.num_files != 1 else ''}" if w.exact
+           else "an estimate from config.json; no safetensors headers were read")
+    split = "; ".join(f"{d.dtype} {d.num_params:,} params = {d.num_bytes:,} B"
+                      for d in w.by_dtype)
+    return (f"Weights: {w.total_params:,} parameters, {w.total_bytes:,} bytes "
+            f"({human_bytes(w.total_bytes)}) ({how}): {split}.")

@@ -275,16 +275,3 @@ def _try_estimate(raw: Any, source: str, dtype: str) -> Weights | None:
         return estimate_weights(raw, source, dtype)
     except SpecError:
         return None
-
-
-def weights_note(w: Weights) -> str:
-    """One line for `show` and `import`."""
-    from kvplan.output.render import human_bytes
-
-    how = (f"exact, from the safetensors headers of {w.num_files} file"
-           f"{'s' if w.num_files != 1 else ''}" if w.exact
-           else "an estimate from config.json; no safetensors headers were read")
-    split = "; ".join(f"{d.dtype} {d.num_params:,} params = {d.num_bytes:,} B"
-                      for d in w.by_dtype)
-    return (f"Weights: {w.total_params:,} parameters, {w.total_bytes:,} bytes "
-            f"({human_bytes(w.total_bytes)}) ({how}): {split}.")
