@@ -303,3 +303,18 @@ def test_the_untouched_fixtures_still_read(tmp_path):
                  "ai21labs--AI21-Jamba-1.5-Mini.json"):
         res = invoke("size", _config(tmp_path, name), "-t", "1k", "-f", "json")
         assert res.exit_code == 0, (name, res.output)
+
+
+@pytest.mark.parametrize(("name", "text", "needle"), [
+    ("wide.csv", "prompt,output\n" + "1" * 200_000 + ",5\n", "not a usable CSV"),  # csv.Error
+    ("big.jsonl", '{"prompt": 100000000000000000000000, "output": 1}\n', "beyond any"),
+    ("deep.jsonl", "[" * 100_000 + "\n", "line 1"),
+    ("inf.jsonl", '{"prompt": 1e400, "output": 1}\n', "prompt"),
+    ("bool.jsonl", '{"prompt": true, "output": 1}\n', "prompt"),
+])
+def test_hostile_workload_files(tmp_path, name, text, needle):
+    path = tmp_path / name
+    path.write_text(text)
+    res = invoke("plan", "llama-3.1-8b", "--gpu", "h100", "--requests", str(path))
+    assert res.exit_code == 2, res.output
+    assert needle in res.stderr and "Traceback" not in res.output

@@ -171,12 +171,24 @@ def _read_workload_file(path: Path, shared_prefix: int, n: int) -> Workload:
     except BadInputError as exc:
         raise BadInputError(exc.message, "give COUNTx(PROMPT+OUTPUT) or an existing "
                             ".jsonl/.csv file") from None
-    rows = _CsvRows(text) if path.suffix == ".csv" else _JsonlRows(text, path)
+    import csv
+
+    from kvplan.core.units import MAX_BATCH, MAX_TOKENS
+
+    try:
+        rows = _CsvRows(text) if path.suffix == ".csv" else _JsonlRows(text, path)
+    except csv.Error as exc:  # e.g. a field over csv's 128 KiB limit
+        raise BadInputError(f"{path}: not a usable CSV file ({exc})") from None
     groups = _columns(rows, n)
     if groups is None:
         groups = _row_by_row(rows, n, path)
     if not groups:
         raise BadInputError(f"{path} holds no requests")
+    for prompt, output, samples in groups:  # each distinct shape once
+        if prompt + output > MAX_TOKENS or samples > MAX_BATCH:
+            raise BadInputError(f"{path}: a request of {prompt:,} + {output:,} tokens x "
+                                f"{samples:,} samples is beyond any deployment (at most "
+                                f"{MAX_TOKENS:,} tokens, {MAX_BATCH:,} samples)")
     return _workload(groups, shared_prefix, str(path))
 
 
