@@ -433,23 +433,32 @@ _QWEN3_4B = ModelSpec(name="qwen3-4b", layers=(FullAttention(8, 128),) * 36, fam
 
 
 def _log_cases():
-    """(log, engine, GPU, model and format, logged GiB, kvplan bytes, what differs)."""
+    """(log, engine, GPU, model and format, logged GiB, kvplan bytes, what differs). vLLM's
+    figures include the rotary cos/sin caches it builds at load (vllm.rotary_cache_bytes:
+    e.g. Llama 3.1's 131,072 positions x 128 x 2 B = 32 MiB)."""
+    from kvplan.engines.vllm import rotary_cache_bytes as rope
+
     lib = LIB
     awq = read_quantization(_AWQ, "x")
     gptq = read_quantization(_GPTQ, "x")
+    qwen_awq = replace(lib["qwen2.5-7b"], dtype="fp16")
+    # Mistral-7B-Instruct-v0.2: Mistral-7B shapes, 32,768 positions
+    mistral = replace(lib["mistral-7b-v0.1"], dtype="fp16", max_context_tokens=32768)
+    oss20, oss120 = lib["gpt-oss-20b"], lib["gpt-oss-120b"]
+    marlin, triton = mxfp4_expert_load("ampere 8.0"), mxfp4_expert_load("hopper 9.0")
+    llama = replace(lib["llama-3-8b"], max_context_tokens=131072)  # Llama 3.1's context
     return [
         ("vllm-i10517 (engine-logs.yaml)", "vLLM 0.6.4", "RTX 3090",
          "Llama-3.1-8B-Instruct, bf16 (Llama-3-8B shapes)", 14.9888,
-         placement(lib["llama-3-8b"]).max_bytes,
-         "the rotary cos/sin cache vLLM builds at load (131,072 x 128 x 2 B = 32 MiB)"),
+         placement(llama).max_bytes + rope(llama), "-"),
         ("vllm-doc-qwen25-7b-awq-rtx4080 (engine-logs.yaml)", "vLLM 0.26.0", "RTX 4080",
          "Qwen2.5-7B-Instruct-AWQ, int4 g128", 5.29,
-         placement(replace(lib["qwen2.5-7b"], dtype="fp16"), awq).max_bytes,
+         placement(qwen_awq, awq).max_bytes + rope(qwen_awq),
          "AWQ-Marlin repacking workspaces and buffers; the logged figure is the author's "
          "breakdown, two decimals"),
         ("vllm-doc-mistral7b-gptq-dgx-spark (engine-logs.yaml)", "vLLM 0.11.0", "GB10",
          "Mistral-7B-Instruct-v0.2-GPTQ, int4 g128 act-order", 3.8844,
-         placement(replace(lib["mistral-7b-v0.1"], dtype="fp16"), gptq).max_bytes,
+         placement(mistral, gptq).max_bytes + rope(mistral),
          "GPTQ-Marlin's sort indices and workspace"),
         ("sglang-doc-qwq-32b-tp4 (engine-logs.yaml)", "SGLang (2025-03)", "4 x 24 GB, TP 4",
          "QwQ-32B, bf16, per rank", 15.54, placement(_QWQ, tp=4).max_bytes,
@@ -460,18 +469,15 @@ def _log_cases():
          "the logged figure is weights + non-torch memory, not weights alone"),
         ("myoceane.fr vLLM on A100 (gpt-oss-20b)", "vLLM 0.19.0", "A100 80GB (Marlin)",
          "gpt-oss-20b, MXFP4 experts", 13.72,
-         placement(lib["gpt-oss-20b"], lib["gpt-oss-20b"].quantization,
-                   expert_load=mxfp4_expert_load("ampere 8.0")).max_bytes,
-         "rotary cache and Marlin workspace"),
+         placement(oss20, oss20.quantization, expert_load=marlin).max_bytes + rope(oss20),
+         "Marlin workspace"),
         ("vllm-project/vllm#23278", "vLLM (Aug 2025)", "H100 (Marlin backend)",
          "gpt-oss-120b, MXFP4 experts", 65.9651,
-         placement(lib["gpt-oss-120b"], lib["gpt-oss-120b"].quantization,
-                   expert_load=mxfp4_expert_load("ampere 8.0")).max_bytes,
-         "rotary cache and Marlin workspace"),
+         placement(oss120, oss120.quantization, expert_load=marlin).max_bytes + rope(oss120),
+         "Marlin workspace"),
         ("vllm-project/vllm#33155", "vLLM 0.14.1", "H100 (Triton backend)",
          "gpt-oss-120b, MXFP4 experts", 64.38,
-         placement(lib["gpt-oss-120b"], lib["gpt-oss-120b"].quantization,
-                   expert_load=mxfp4_expert_load("hopper 9.0")).max_bytes,
+         placement(oss120, oss120.quantization, expert_load=triton).max_bytes + rope(oss120),
          "not identified (the swizzled scale layout's padding is a candidate)"),
     ]
 
@@ -525,3 +531,15 @@ def test_gpt_oss_20b_budget_on_a100_matches_the_log():
                          f"{gpu.compute_capability}")
     assert abs(budget.weights_bytes[0] / GIB - 13.72) <= 13.72 * 0.005
     assert abs(budget.available_kv_cache_bytes[0] / GIB - 36.56) <= 36.56 * 0.02
+
+
+def test_llama_31_8b_loaded_size_is_exact():
+    # vllm-project/vllm#10517: "weights_gib 14.9888" = bf16 weights + the llama3 rotary cache
+    # (131,072 positions x 128 x 2 B): (8,030,261,248 x 2 + 33,554,432) / 2^30 = 14.98877
+    from kvplan.engines.vllm import rotary_cache_bytes
+
+    llama31 = replace(LIB["llama-3-8b"], max_context_tokens=131072)
+    assert rotary_cache_bytes(llama31) == 131072 * 128 * 2
+    total = placement(llama31).max_bytes + rotary_cache_bytes(llama31)
+    assert total == 8_030_261_248 * 2 + 131072 * 128 * 2
+    assert round(total / GIB, 4) == 14.9888

@@ -249,6 +249,28 @@ def _big_gpu(gpu_memory_bytes: int | None, gpu_name: str | None) -> bool:
         "a100" not in (gpu_name or "").lower()
 
 
+def rotary_cache_bytes(spec: ModelSpec) -> int:
+    """The rotary embeddings' cos/sin caches every rank builds at load (rotary_embedding
+    `RotaryEmbedding.__init__`: a `cos_sin_cache` buffer of [max_position, rotary_dim] in the
+    model dtype; `get_rope` shares one per distinct configuration): one per distinct rotary
+    size (the head size; MLA's qk_rope_head_dim) over the model's context
+    (max_position_embeddings, which for YaRN / Llama 3 scaling is the scaled length).
+    Partial rotary factors are not in the spec: the full head size is an upper bound.
+    The budget leaves it out of the weights term (at most tens of MiB: 32 MiB for Llama 3.1's
+    131,072 positions x 128); docs/engine-accuracy.md section 5 adds it to compare with the
+    logged "Model loading took"."""
+    if not spec.max_context_tokens:
+        return 0
+    dims = set()
+    for layer in spec.layers:
+        if isinstance(layer, MLA):
+            dims.add(layer.qk_rope_head_dim)
+        elif isinstance(layer, ATTENTION_KINDS):
+            dims.add(layer.head_dim)
+    dtype_bytes = 4 if spec.dtype == "fp32" else 2
+    return sum(spec.max_context_tokens * d * dtype_bytes for d in dims)
+
+
 def mxfp4_expert_load(gpu_arch: str = "") -> ExpertLoad | None:
     """How vLLM holds MXFP4 MoE experts on a GPU (quantization/mxfp4.py, default settings:
     `get_mxfp4_backend` picks the backend, `Mxfp4MoEMethod.create_weights` pads, and
