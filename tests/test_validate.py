@@ -522,7 +522,8 @@ def test_memory_running_out_midway_stops_before_the_next_tensor_and_frees(monkey
         return t
 
     monkeypatch.setattr(torch, "empty", tracked)
-    res = invoke("llama-3.1-8b", "-t", "64", "--layout", "hf-dynamic")
+    # vllm: one pool tensor per layer, each checked before it is allocated
+    res = invoke("llama-3.1-8b", "-t", "64", "--layout", "vllm")
     assert res.exit_code == 2, res.output
     assert "everything allocated was freed" in res.output
     assert "kvplan: validate allocates" in res.output  # said before it started

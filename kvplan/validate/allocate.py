@@ -76,7 +76,13 @@ def require_torch() -> Any:
 
 
 def _itemsize(torch: Any, dtype: str) -> int:
-    return torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+    size = _ITEMSIZE.get(dtype)
+    if size is None:
+        size = _ITEMSIZE[dtype] = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+    return size
+
+
+_ITEMSIZE: dict[str, int] = {}
 
 
 # --- what one format stores (the allocation side: shapes and torch dtypes) ------------------
@@ -611,11 +617,9 @@ def _freed(held: list[Any], views: dict, torch: Any, device: Any) -> Iterator[No
             torch.cuda.empty_cache()
 
 
-def _empty(torch: Any, shape: Shape, dtype: Any, device: Any, guard: _Guard | None) -> Any:
-    """A tensor whose pages are never touched: torch.empty, after the memory check."""
-    if guard is not None:
-        guard.reserve(math.prod(shape) * torch.empty(0, dtype=dtype).element_size())
-    return torch.empty(shape, dtype=dtype, device=device)
+def _empty(torch: Any, shape: Shape, dtype: str, device: Any) -> Any:
+    """A tensor whose pages are never touched (torch.empty: nothing is zero-filled)."""
+    return torch.empty(shape, dtype=getattr(torch, dtype), device=device)
 
 
 def _allocate_planes(planes: Sequence[Plane], tensors: list[Any], views: dict, torch: Any,
@@ -624,13 +628,15 @@ def _allocate_planes(planes: Sequence[Plane], tensors: list[Any], views: dict, t
     measured: dict[str, int] = {}
     allocated: dict[str, int | None] = {}
     for kind in dict.fromkeys(p.kind for p in planes):
+        group = [p for p in planes if p.kind == kind]
+        if guard is not None:  # the memory check, once per group of tensors
+            guard.reserve(sum(math.prod(p.shape) * _itemsize(torch, p.dtype) for p in group))
         before, _ = meter.read()
         mine = []
-        for p in planes:
-            if p.kind == kind:
-                t = _empty(torch, p.shape, getattr(torch, p.dtype), device, guard)
-                mine.append(t)
-                views[(p.layer, p.name)] = t
+        for p in group:
+            t = _empty(torch, p.shape, p.dtype, device)
+            mine.append(t)
+            views[(p.layer, p.name)] = t
         tensors += mine
         after, _ = meter.read()
         measured[kind] = _storage_bytes(mine)
@@ -649,8 +655,10 @@ def _allocate_pools(pools: Sequence[BlockTensor], tensors: list[Any], torch: Any
         table[kind] = None if n is None or table.get(kind, 0) is None else table.get(kind, 0) + n
 
     for pool in pools:
+        if guard is not None:  # the memory check, before each pool tensor
+            guard.reserve(pool.num_blocks * pool.page_bytes)
         before, _ = meter.read()
-        raw = _empty(torch, (pool.num_blocks * pool.page_bytes,), torch.int8, device, guard)
+        raw = _empty(torch, (pool.num_blocks * pool.page_bytes,), "int8", device)
         tensors.append(raw)
         after, _ = meter.read()
         size = _storage_bytes([raw])
