@@ -73,6 +73,15 @@ def test_zero_counts_are_refused(flag):
     assert flag in res.stderr
 
 
+@pytest.mark.parametrize("flag", ["--max-num-seqs", "--max-num-batched-tokens", "--parallel",
+                                  "--dp"])
+def test_counts_beyond_any_deployment_are_refused(flag):
+    # --max-num-batched-tokens 1e20 gave a budget of -10,058,283,805,847 TiB and exit 1
+    res = invoke("plan", LLAMA, "--gpu", "h100", flag, "100000000000000000000")
+    assert res.exit_code == 2, res.output
+    assert flag in res.stderr
+
+
 def test_unknown_engine_version_lists_what_kvplan_knows(tmp_path):
     res = invoke("plan", LLAMA, "--gpu", "h100", "--engine-version", "99.0")  # accepted before
     assert res.exit_code == 2, res.output

@@ -361,17 +361,23 @@ def check_settings(dep: Deployment, engine: Any) -> None:
     """Settings no engine starts with are bad input, the same from flags and plan files: a
     zero or negative count, a block size the engine refuses, a version newer than kvplan's
     rules (it would be planned with older rules without a word)."""
+    from kvplan.core.units import MAX_BATCH, MAX_TOKENS
     from kvplan.engines import parse_version
 
     label = getattr(engine, "display_name", "") or dep.engine
-    for name, flag, value in (("tp", "--tp", dep.tp), ("pp", "--pp", dep.pp),
-                              ("block_size", "--block-size", dep.block_size),
-                              ("max_num_seqs", "--max-num-seqs", dep.max_num_seqs),
-                              ("max_num_batched_tokens", "--max-num-batched-tokens",
-                               dep.max_num_batched_tokens),
-                              ("parallel", "--parallel", dep.parallel)):
+    for name, flag, value, most in (
+            ("tp", "--tp", dep.tp, MAX_BATCH), ("pp", "--pp", dep.pp, MAX_BATCH),
+            ("dp", "--dp", dep.dp, MAX_BATCH), ("dcp", "--dcp", dep.dcp, MAX_BATCH),
+            ("block_size", "--block-size", dep.block_size, MAX_TOKENS),
+            ("max_num_seqs", "--max-num-seqs", dep.max_num_seqs, MAX_BATCH),
+            ("max_num_batched_tokens", "--max-num-batched-tokens",
+             dep.max_num_batched_tokens, MAX_TOKENS),
+            ("parallel", "--parallel", dep.parallel, MAX_BATCH)):
         if value is not None and value < 1:
             raise BadInputError(f"{name} ({flag}) must be at least 1, got {value}")
+        if value is not None and value > most:
+            raise BadInputError(f"{name} ({flag}) is {value:,}, more than any deployment "
+                                f"(at most {most:,})")
     if dep.memory_fraction is not None and not 0 < dep.memory_fraction <= 1:
         raise BadInputError("the GPU memory fraction (--gpu-memory-utilization) must be above "
                             f"0 and at most 1, got {dep.memory_fraction}")
