@@ -40,13 +40,19 @@ TIMING_KEY = re.compile(r"(^|_)(ms|seconds|s_per|elapsed|time|wall)(_|$)")
 
 
 def readme_commands(readme: Path = ROOT / "README.md") -> list[str]:
-    commands, in_sh = [], False
+    commands, in_sh, pending = [], False, ""
     for line in readme.read_text().splitlines():
         if line.startswith("```"):
-            in_sh = line.strip() == "```sh"
+            in_sh, pending = line.strip() == "```sh", ""
             continue
-        if in_sh and line.startswith("kvplan "):
-            commands.append(line.split(" #", 1)[0].strip())
+        if not in_sh or not (pending or line.startswith("kvplan ")):
+            continue
+        if line.rstrip().endswith("\\"):  # continued on the next line
+            pending += line.rstrip()[:-1]
+            continue
+        text = pending + line
+        pending = ""
+        commands.append(text.split(" #", 1)[0].strip())
     return commands
 
 
