@@ -18,6 +18,8 @@ CONFIGS = Path(__file__).parent / "fixtures" / "hf-configs"
 RENAMED = {
     "meta-llama/Llama-3.1-405B": "meta-llama--Meta-Llama-3.1-405B.json",
     "meta-llama/Llama-3.1-70B": "meta-llama--Meta-Llama-3.1-70B.json",
+    # the Instruct model's config (same shapes as the base model the library entry names)
+    "meta-llama/Llama-3.1-8B": "meta-llama--Llama-3.1-8B-Instruct.json",
 }
 
 
