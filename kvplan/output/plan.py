@@ -32,23 +32,10 @@ def _deployment_dict(dep: Deployment) -> dict[str, Any]:
             "weights_dtype": dep.weights_dtype}
 
 
-def _plain(value: Any) -> Any:
-    """Fractions -> 'a/b' strings, tuples -> lists (JSON)."""
-    from fractions import Fraction
-
-    if isinstance(value, Fraction):
-        return f"{value.numerator}/{value.denominator}"
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
                 extra_tables: list[Table], warnings: list[str]) -> View:
     from kvplan import __version__
-    from kvplan.output.render import Column, Table, View
+    from kvplan.output.render import Column, Table, View, json_plain
     from kvplan.planning.plan import SCHEMA, engine_log_lines, engine_numbers
 
     dep = cap.deployment
@@ -83,10 +70,10 @@ def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
     payload = {
         "schema": SCHEMA, "kvplan_version": __version__,
         "deployment": _deployment_dict(dep),
-        "budget": _plain(asdict(cap.budget)) if cap.budget is not None else None,
-        "engine": _plain(numbers), "log_lines": engine_log_lines(cap),
-        "answer": _plain(answer), "target_met": target_met,
-        "tables": {t.title: [_plain(r) for r in t.rows] for t in extra_tables},
+        "budget": json_plain(asdict(cap.budget)) if cap.budget is not None else None,
+        "engine": json_plain(numbers), "log_lines": engine_log_lines(cap),
+        "answer": json_plain(answer), "target_met": target_met,
+        "tables": {t.title: [json_plain(r) for r in t.rows] for t in extra_tables},
         "notes": list(cap.notes), "warnings": warnings,
     }
     csv_row = {"model": dep.spec.name, "engine": dep.engine, "gpu": dep.gpu_name,
@@ -95,7 +82,7 @@ def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
                # max_concurrency is at max_model_len, the answer's at --context): both kept
                **{(f"engine_{k}" if k in answer else k): v for k, v in numbers.items()
                   if not isinstance(v, (list, tuple))},
-               **{k: _plain(v) for k, v in answer.items()}, "target_met": target_met}
+               **{k: json_plain(v) for k, v in answer.items()}, "target_met": target_met}
     csv_table = Table("plan", tuple(Column(k, k) for k in csv_row), (csv_row,))
     notes = [f"Deployment: {head}."]
     notes += ["Engine log lines: " + " | ".join(engine_log_lines(cap))] \
@@ -152,13 +139,15 @@ def _headline(cap: Capacity, answer: dict[str, Any], met: bool | None) -> str:
 
 
 def _show(value: Any) -> str:
+    from kvplan.output.render import json_plain
+
     if isinstance(value, bool) or value is None:
         return str(value)
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
         return f"{value:,.2f}"
-    return str(_plain(value))
+    return str(json_plain(value))
 
 
 def name_value_table(title: str, values: dict[str, Any]) -> Table:

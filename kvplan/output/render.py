@@ -29,6 +29,20 @@ def human_bytes(n: int, units: str = "iec") -> str:
     return f"{sign}{value:,} B"
 
 
+def json_plain(value: Any) -> Any:
+    """A result's values as JSON holds them: Fractions -> 'a/b' strings (exact, unlike a
+    float), tuples -> lists, dicts and lists walked."""
+    from fractions import Fraction
+
+    if isinstance(value, Fraction):
+        return f"{value.numerator}/{value.denominator}"
+    if isinstance(value, dict):
+        return {k: json_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_plain(v) for v in value]
+    return value
+
+
 def unit_note(units: str) -> str:
     if units == "iec":
         return ("Units: B = bytes; KiB/MiB/GiB/TiB are powers of 2 "

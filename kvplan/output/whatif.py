@@ -4,10 +4,9 @@ beside decode, offload tiers and the disaggregated plan."""
 from __future__ import annotations
 
 from dataclasses import asdict
-from fractions import Fraction
 from typing import Any
 
-from kvplan.output.render import Column, Table, View
+from kvplan.output.render import Column, Table, View, json_plain
 from kvplan.planning.whatif import WhatIfResult
 
 SCHEMA = "kvplan.whatif/1"
@@ -15,16 +14,6 @@ SCHEMA = "kvplan.whatif/1"
 WHATIF_NOTE = ("What-ifs: a policy's bytes assume the engine implements it; kvplan's baseline is "
                "the exact cache the engine keeps today. Capacity = the engine's KV budget // one "
                "request's bytes in whole blocks, for every row alike.")
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Fraction):
-        return f"{value.numerator}/{value.denominator}"
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _ms(seconds: float) -> str:
@@ -119,7 +108,7 @@ def whatif_view(r: WhatIfResult) -> View:
         notes.append(f"Disaggregated: {d.link_note}; the ratio keeps neither pool idle "
                      "(prefill GPU-seconds / decode GPU-seconds per request).")
     notes.extend(r.notes)
-    payload = {"schema": SCHEMA, **_plain(asdict(r))}
+    payload = {"schema": SCHEMA, **json_plain(asdict(r))}
     from kvplan import __version__
 
     payload["kvplan_version"] = __version__
