@@ -26,7 +26,7 @@ from kvplan.sources.gpus import (
 GIB = 2**30
 MIB = 2**20
 runner = CliRunner()
-# a copy of ../shared/engine-logs.yaml (tests must pass from a clean clone)
+# a copy of the shared engine-logs.yaml (tests must pass from a clean clone)
 SHARED_LOGS = Path(__file__).resolve().parent / "fixtures" / "engines" / "engine-logs.yaml"
 
 

@@ -1,7 +1,7 @@
 """kvplan.sources.hfconfig: every real config.json parses into the spec its architecture has.
 
-One test per file in tests/fixtures/hf-configs/ copied from /work/shared/hf-configs/ (origin
-in SOURCES.md). Expected numbers are written from the model card / paper / config and the
+One test per file in tests/fixtures/hf-configs/, copied from the shared hf-configs collection
+(origin in SOURCES.md). Expected numbers are written from the model card / paper / config and the
 engines' formulas (engine-kv-sizing.md), never copied from kvplan's output.
 """
 
@@ -50,7 +50,8 @@ def from_dict(raw: dict, name: str = "synthetic") -> ModelSpec:
     return spec_from_config(raw, f"{name}.json", name=name)
 
 
-# The 33 configs copied from /work/shared/hf-configs/ (SOURCES.md); each has its own test below.
+# The 33 configs copied from the shared hf-configs collection (SOURCES.md); each has its own
+# test below.
 SHARED = (
     "CohereForAI--aya-23-8B",
     "HuggingFaceTB--SmolLM-1.7B-Instruct",

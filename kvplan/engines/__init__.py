@@ -3,7 +3,7 @@
 One module per engine, pure functions over a ModelSpec, ints out (floats only where the engine
 itself computes a float, e.g. vLLM's "Maximum concurrency", and then the exact Fraction too).
 Output field names follow what the engine logs. Sources are cited in each module; the numbers
-come from /work/shared/engine-kv-sizing.md (read from the engines' own code).
+come from engine-kv-sizing.md (the project's notes, read from the engines' own code).
 
 - `vllm`      vLLM V1: pages per layer kind, layer groups, blocks, the two start-up lines
 - `sglang`    SGLang: `max_total_num_tokens` from the mem_fraction_static rule
