@@ -72,7 +72,7 @@ def _logged_budget(facts: LogFacts) -> int | None:
 
 def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: str | None,
                 warnings: list[str], tp: int | None = None) -> Any:
-    from kvplan.engines.base import Deployment
+    from kvplan.planning.deployment import deployment
     from kvplan.planning.launch import model_name
     from kvplan.sources.library import resolve
 
@@ -93,25 +93,21 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
         s["tp"] = tp
     if "max_model_len" not in s and "max_concurrency_tokens" in facts.kv:
         s["max_model_len"] = facts.kv["max_concurrency_tokens"]  # vLLM prints max_model_len
-    fields: dict[str, Any] = {k: s[k] for k in ("tp", "pp", "max_model_len", "block_size",
-                                                 "memory_fraction", "max_num_seqs", "parallel")
-                              if k in s}
     kv = kv_dtype or s.get("kv_dtype")
-    if kv not in (None, "auto"):
-        fields["kv_dtype"] = str(kv)
-    if quant:
-        fields["weights_dtype"] = quant
-    dep = Deployment(spec=spec, engine=str(facts.engine), engine_version=facts.version,
-                     **fields)
-    if gpu is not None:
-        from kvplan.sources.gpus import find_gpu
-
-        dep = dep.with_gpu(find_gpu(gpu))
-    elif facts.gpu_total_bytes:
+    gpu_of_log = None
+    if gpu is None and facts.gpu_total_bytes:
         from kvplan.sources.gpus import custom_gpu
 
-        dep = dep.with_gpu(custom_gpu(f"{facts.gpu_total_bytes}B", "the log's GPU"))
-    return dep
+        gpu_of_log = custom_gpu(f"{facts.gpu_total_bytes}B", "the log's GPU")
+    # the one deployment builder, as plan and check use it: the log's settings are checked as
+    # the same flags would be
+    return deployment(
+        spec, gpu=gpu if gpu is not None else gpu_of_log, tp=s.get("tp"), pp=s.get("pp"),
+        engine=str(facts.engine), engine_version=facts.version,
+        kv_dtype=str(kv or "auto"),
+        max_model_len=s.get("max_model_len"), block_size=s.get("block_size"),
+        gpu_memory_utilization=s.get("memory_fraction"), max_num_seqs=s.get("max_num_seqs"),
+        parallel=s.get("parallel", 1), weights_dtype=quant or "auto")
 
 
 def explain(text: str, model: str | None = None, gpu: str | None = None,
