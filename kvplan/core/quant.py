@@ -43,6 +43,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kvplan.core.dtypes import cdiv
+
 # Bytes per element of the safetensors dtypes used below (sub-byte formats are stored packed
 # in U8/I32 containers, so every stored tensor has a whole-byte element).
 ELEMENT_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E8M0": 1, "U8": 1, "I8": 1,
@@ -107,10 +109,6 @@ class StoredTensor:
         return self.num_elements * ELEMENT_BYTES[self.dtype]
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def linear_tensors(q: Quantization, out_features: int, in_features: int, model_dtype: str,
                    quantized: bool = True) -> tuple[StoredTensor, ...]:
     """The tensors one linear layer's weight is stored as (its bias is the caller's: it stays
@@ -124,7 +122,7 @@ def linear_tensors(q: Quantization, out_features: int, in_features: int, model_d
         if q.block is not None:
             bo, bi = q.block
             return (StoredTensor("weight", (o, i), "F8_E4M3"),
-                    StoredTensor("weight_scale_inv", (_cdiv(o, bo), _cdiv(i, bi)),
+                    StoredTensor("weight_scale_inv", (cdiv(o, bo), cdiv(i, bi)),
                                  q.scale_dtype or "F32"))
         out = [StoredTensor("weight", (o, i), "F8_E4M3"),
                StoredTensor("weight_scale", (), q.scale_dtype or "F32")]
@@ -135,7 +133,7 @@ def linear_tensors(q: Quantization, out_features: int, in_features: int, model_d
         sd = q.scale_dtype or md
         scale: tuple[int, ...]
         if q.block is not None:
-            scale = (_cdiv(o, q.block[0]), _cdiv(i, q.block[1]))
+            scale = (cdiv(o, q.block[0]), cdiv(i, q.block[1]))
         elif q.per_tensor:
             scale = (1,)
         else:
@@ -147,39 +145,39 @@ def linear_tensors(q: Quantization, out_features: int, in_features: int, model_d
         return tuple(out)
     if layout == "int-packed":
         per_int = 32 // q.bits
-        groups = _cdiv(i, q.group_size) if q.group_size else 1
-        out = [StoredTensor("weight_packed", (o, _cdiv(i, per_int)), "I32"),
+        groups = cdiv(i, q.group_size) if q.group_size else 1
+        out = [StoredTensor("weight_packed", (o, cdiv(i, per_int)), "I32"),
                StoredTensor("weight_scale", (o, groups), q.scale_dtype or md),
                StoredTensor("weight_shape", (2,), "I64")]
         if not q.symmetric:
-            out.append(StoredTensor("weight_zero_point", (_cdiv(o, per_int), groups), "I32"))
+            out.append(StoredTensor("weight_zero_point", (cdiv(o, per_int), groups), "I32"))
         return tuple(out)
     if layout == "nvfp4-ct":
         g = q.group_size or 16
-        return (StoredTensor("weight_packed", (o, _cdiv(i, 2)), "U8"),
-                StoredTensor("weight_scale", (o, _cdiv(i, g)), "F8_E4M3"),
+        return (StoredTensor("weight_packed", (o, cdiv(i, 2)), "U8"),
+                StoredTensor("weight_scale", (o, cdiv(i, g)), "F8_E4M3"),
                 StoredTensor("weight_global_scale", (1,), "F32"),
                 StoredTensor("input_global_scale", (1,), "F32"))
     if layout in ("awq", "gptq"):
         per_int = 32 // q.bits
         g = q.group_size if q.group_size and q.group_size > 0 else i  # -1: one group
-        groups = _cdiv(i, g)
+        groups = cdiv(i, g)
         sd = q.scale_dtype or "F16"
         if layout == "awq":
-            return (StoredTensor("qweight", (i, _cdiv(o, per_int)), "I32"),
-                    StoredTensor("qzeros", (groups, _cdiv(o, per_int)), "I32"),
+            return (StoredTensor("qweight", (i, cdiv(o, per_int)), "I32"),
+                    StoredTensor("qzeros", (groups, cdiv(o, per_int)), "I32"),
                     StoredTensor("scales", (groups, o), sd))
-        return (StoredTensor("qweight", (_cdiv(i, per_int), o), "I32"),
-                StoredTensor("qzeros", (groups, _cdiv(o, per_int)), "I32"),
+        return (StoredTensor("qweight", (cdiv(i, per_int), o), "I32"),
+                StoredTensor("qzeros", (groups, cdiv(o, per_int)), "I32"),
                 StoredTensor("scales", (groups, o), sd),
                 StoredTensor("g_idx", (i,), "I32"))
     if layout == "mxfp4":
-        return (StoredTensor("blocks", (o, _cdiv(i, 32), 16), "U8"),
-                StoredTensor("scales", (o, _cdiv(i, 32)), "U8"))
+        return (StoredTensor("blocks", (o, cdiv(i, 32), 16), "U8"),
+                StoredTensor("scales", (o, cdiv(i, 32)), "U8"))
     if layout == "nvfp4":
         g = q.group_size or 16
-        return (StoredTensor("weight", (o, _cdiv(i, 2)), "U8"),
-                StoredTensor("weight_scale", (o, _cdiv(i, g)), "F8_E4M3"),
+        return (StoredTensor("weight", (o, cdiv(i, 2)), "U8"),
+                StoredTensor("weight_scale", (o, cdiv(i, g)), "F8_E4M3"),
                 StoredTensor("weight_scale_2", (), "F32"),
                 StoredTensor("input_scale", (), "F32"))
     if layout == "fp8-modelopt":
@@ -188,11 +186,11 @@ def linear_tensors(q: Quantization, out_features: int, in_features: int, model_d
                 StoredTensor("input_scale", (), "F32"))
     if layout == "bnb-4bit":
         n = o * i
-        blocks = _cdiv(n, q.group_size or 64)
-        out = [StoredTensor("weight", (_cdiv(n, 2), 1), "U8")]
+        blocks = cdiv(n, q.group_size or 64)
+        out = [StoredTensor("weight", (cdiv(n, 2), 1), "U8")]
         if q.double_quant:
             out += [StoredTensor("weight.absmax", (blocks,), "U8"),
-                    StoredTensor("weight.nested_absmax", (_cdiv(blocks, 256),), "F32"),
+                    StoredTensor("weight.nested_absmax", (cdiv(blocks, 256),), "F32"),
                     StoredTensor("weight.nested_quant_map", (256,), "F32")]
         else:
             out.append(StoredTensor("weight.absmax", (blocks,), "F32"))

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+from kvplan.core.dtypes import cdiv
 from kvplan.core.errors import BadInputError
 from kvplan.core.layers import MLA, RecurrentState, SlidingWindow
 from kvplan.core.quant import (
@@ -138,10 +139,6 @@ class Inventory:
         return out
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def matches(name: str, patterns: Iterable[str]) -> bool:
     """Whether a module name matches one of a config's skip patterns: `re:` a regular
     expression (compressed-tensors), a glob with `*` (gpt-oss "model.layers.*.self_attn"),
@@ -207,8 +204,8 @@ class _Builder:
         hidden, vocab = _need(s, "hidden_size"), _need(s, "vocab_size")
         rows = vocab
         if self.padded_vocab:
-            rows = _cdiv(vocab, VOCAB_PADDING) * VOCAB_PADDING
-        rows_per_rank = _cdiv(rows, self.tp) if self.tp > 1 else rows
+            rows = cdiv(vocab, VOCAB_PADDING) * VOCAB_PADDING
+        rows_per_rank = cdiv(rows, self.tp) if self.tp > 1 else rows
         self.plain("model.embed_tokens.weight", (rows_per_rank, hidden), None, "embed")
         if self.family == "gpt2" and s.max_context_tokens:
             self.plain("wpe.weight", (s.max_context_tokens, hidden), None, "embed")
@@ -359,16 +356,16 @@ class _Builder:
             # noaux_tc routing: a per-expert score correction bias, kept in fp32
             self.plain(f"{p}.mlp.gate.e_score_correction_bias", (experts,), i, place, "F32")
         load = self.expert_load or ExpertLoad()
-        hid_in = _cdiv(hidden, load.hidden_align) * load.hidden_align
+        hid_in = cdiv(hidden, load.hidden_align) * load.hidden_align
         # expert parallelism: whole experts, ceil(E / ep) per rank; else with TP every rank
         # holds each expert's slice of the width
-        count = _cdiv(experts, self.ep) if self.ep > 1 else experts
+        count = cdiv(experts, self.ep) if self.ep > 1 else experts
         tp_split = self.ep == 1 and self.tp > 1
         if tp_split and width % self.tp:
             raise BadInputError(f"{s.name}: expert width {width} cannot be split over tensor "
                                 f"parallelism {self.tp}")
         w_local = width // self.tp if tp_split else width
-        w_local = _cdiv(w_local, load.width_align) * load.width_align
+        w_local = cdiv(w_local, load.width_align) * load.width_align
         ex = f"{p}.mlp.experts"
         first = len(self.out)
         saved_tp = self.tp

@@ -19,7 +19,6 @@ from kvplan.core.errors import BadInputError
 from kvplan.sources.startlog import LogFacts, read_log
 
 TOLERANCE = 0.005  # a KV line further off than this is a disagreement (exit 1)
-MIB = 2**20
 
 # the engine's KV figures explain compares, under the names engine.numbers() gives them
 KV_FIGURES = ("num_blocks", "kv_cache_tokens", "max_concurrency", "max_total_num_tokens",
