@@ -74,22 +74,11 @@ def build_app(only: str | None = None) -> typer.Typer:
     return app
 
 
-# Commands that answer in well under a second, where start-up is most of the time. They run
-# without the cyclic garbage collector: importing kvplan creates tens of thousands of objects
-# (dataclass methods, typer's parameters) and the collector scans them again and again while
-# nothing they make is cyclic garbage (reference counting frees it). It saves about a tenth
-# of `size`'s start-up. Long or memory-heavy commands (sweep, validate, check, report, plot,
-# import) keep it.
-QUICK = frozenset({"size", "models", "show", "gpus", "plan", "compare", "explain", "whatif"})
-
-
 def main() -> None:
+    """Runs the command named in sys.argv (kvplan.cli.main has already switched the garbage
+    collector off for the quick ones)."""
     name = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
     known = {c for c, _, _ in COMMANDS}
-    if name is None or name in QUICK:
-        import gc
-
-        gc.disable()
     build_app(name if name in known else None)()
 
 
