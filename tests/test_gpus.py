@@ -317,3 +317,16 @@ def test_gpus_json_imports_nothing_heavy():
     result = probe(["gpus", "-f", "json"], ("torch", "numpy", "rich", "huggingface_hub"))
     assert result.loaded == [], result.stderr
     assert json.loads(result.stdout)["schema"] == "kvplan.gpu-list/1"  # the command ran
+
+
+def test_packaged_catalog_fast_read_equals_the_guarded_reader():
+    # the packaged catalog skips the guarded reader's per-node checks (start-up); it must read
+    # exactly the values the guarded reader reads, and any other path must still be guarded
+    from kvplan.sources import gpus as g
+    from kvplan.sources.fields import read_yaml
+
+    guarded = read_yaml(str(g.CATALOG_PATH), "the GPU catalog")
+    assert g._read_packaged() == guarded
+    assert type(guarded["gpus"][0]["memory_bytes"]) is int
+    g._load.cache_clear()
+    assert g._load(g._PACKAGED) == tuple(g.catalog_from_dict(guarded, g._PACKAGED))
