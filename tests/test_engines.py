@@ -448,6 +448,29 @@ def test_jamba_block_80():
     assert p.block_size == 16 * -(-311296 // (16 * 4096)) == 80
     assert p.stages[0].groups[0].page_bytes == 80 * 4096 == 327680
     assert f"{float(p.mamba_padding) * 100:.2f}" == f"{(327680 / 311296 - 1) * 100:.2f}" == "5.26"
+    # 0.33 align mode: MambaMixer (Mamba1) declares no prefill checkpoint: 2 pages per group
+    new = vllm.profile(jamba, vllm.VllmConfig(max_model_len=262144), 40 * GIB)
+    assert new.blocks_per_request == 262144 // 80 + 1 + 7 * 2  # cdiv(L, 80) + 7 Mamba groups
+
+
+def test_mamba2_align_mode_charges_a_checkpoint_page():
+    # vLLM 0.33 mamba_mixer2.py MambaMixer2.get_kv_cache_spec sets
+    # num_prefill_checkpoint_blocks=1 on every GPU; in align mode (prefix caching, the default)
+    # MambaSpec.max_memory_usage_bytes charges 2 + 0 speculative + 1 = 3 pages per request.
+    mamba2 = RecurrentState("mamba2", (StateTensor("conv", (3, 10240), 2, tp_axis=1),
+                                       StateTensor("ssm", (128, 64, 128), 4, tp_axis=0)))
+    spec = ModelSpec("mamba2-hybrid", ((mamba2,) * 3 + (FullAttention(8, 128),)) * 4,
+                     num_attention_heads=32)
+    for cc in ("9.0", "8.0"):  # whatever the GPU
+        config = vllm.VllmConfig(max_model_len=8192, compute_capability=cc)
+        p = vllm.profile(spec, config, 40 * GIB)
+        block = p.block_size  # alignment 1: 16 x cdiv(mamba page, 16 x 4,096 B)
+        assert block == 16 * -(-mamba2.state_bytes() // (16 * 4096))
+        assert p.blocks_per_request == -(-8192 // block) + 3 * 3  # 3 Mamba groups x 3 pages
+    # "none" mode (no prefix caching): 1 page, the checkpoint is not charged
+    off = vllm.profile(spec, vllm.VllmConfig(max_model_len=8192, mamba_cache_mode="none"),
+                       40 * GIB)
+    assert off.blocks_per_request == -(-8192 // off.block_size) + 3 * 1
 
 
 def gemma3_27b() -> ModelSpec:
