@@ -170,8 +170,12 @@ def parse_launch(text: str, engines: Sequence[EngineLaunch]) -> Launch:
         eng, start, program = found
     elif image is not None and (eng_ := _image_engine(image, engines)) is not None:
         eng, start, program = eng_, 0, f"{image} (entrypoint)"
-        if words[:1] == ["serve"] and ("vllm", "serve") in eng.programs:
-            start = 1  # vllm/vllm-openai's entrypoint is `vllm`, given `serve MODEL ...`
+        # an image whose entrypoint is the program's first word (vllm/vllm-openai runs `vllm`)
+        # given the rest of it as its first arguments (`serve MODEL ...`)
+        for words_of in eng.programs:
+            if len(words_of) > 1 and words[:len(words_of) - 1] == list(words_of[1:]):
+                start = len(words_of) - 1
+                break
     else:
         names = sorted({" ".join(p).lstrip("-m ") for e in engines for p in e.programs})
         raise BadInputError("no engine's launch program in the command",

@@ -173,10 +173,9 @@ def read_log(text: str, engine: str | None = None) -> LogFacts:
         start = text.rfind("\n", 0, m.start()) + 1
         end = text.find("\n", m.end())
         facts.lines[figure] = text[start:end if end >= 0 else None].strip()
-    if facts.engine == "vllm":
-        _vllm_ranks(text, facts)
-        if "peak_torch_bytes" in facts.terms and facts.weights_bytes is not None:
-            facts.terms["activation_bytes"] = facts.terms["peak_torch_bytes"] - facts.weights_bytes
+    _rank_budgets(text, facts)  # only vLLM's workers print "rank=N ... Available KV cache"
+    if "peak_torch_bytes" in facts.terms and facts.weights_bytes is not None:
+        facts.terms["activation_bytes"] = facts.terms["peak_torch_bytes"] - facts.weights_bytes
     return facts
 
 
@@ -214,7 +213,7 @@ def _put(facts: LogFacts, figure: str, where: str, value: Any) -> None:
         facts.gpu_total_bytes = int(value)
 
 
-def _vllm_ranks(text: str, facts: LogFacts) -> None:
+def _rank_budgets(text: str, facts: LogFacts) -> None:
     """With several workers each logs its own budget; the lowest rank's (the first pipeline
     stage's) is the one kvplan applies, and the spread is noted."""
     ranks = {int(r): _gib(v) for r, v in _RANK_BUDGET.findall(text)}
