@@ -113,6 +113,18 @@ def test_cli_without_model_or_command_is_exit_2():
     assert both.exit_code == 2 and "not both" in both.output
 
 
+
+def test_a_setting_in_the_command_and_as_a_flag_is_exit_2():
+    # the command's TP would silently replace --tp's: a conflict, not a precedence rule
+    both = runner.invoke(app, ["plan", "--gpu", "h100", "--tp", "2", "--from-command",
+                               "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 4"])
+    assert both.exit_code == 2, both.output
+    assert "--tp given both as a flag and in --from-command" in both.output
+    # a flag the command does not set still applies: TP 2 -> 2 GPUs
+    out, _ = _plan("vllm serve meta-llama/Llama-3.1-8B", "--gpu", "h100", "--tp", "2")
+    assert out["deployment"]["tp"] == 2 and out["deployment"]["num_gpus"] == 2
+
+
 # --- the shared engine logs that quote their launch command --------------------------------
 
 def test_shared_log_deepseek_v2_lite_tp2_pp2_from_its_command():

@@ -230,6 +230,21 @@ def plan(
         launched = read_command(_command_text(from_command))
         model, engine, overrides = launched.model, launched.engine, launched.overrides
         launch_warnings = list(launched.warnings)
+        # the command's settings by Deployment field, beside the flag that sets the same thing
+        _given_once(overrides, {
+            "tp": ("--tp", tp), "pp": ("--pp", pp),
+            "kv_dtype": ("--kv-dtype", None if kv_dtype == "auto" else kv_dtype),
+            "max_model_len": ("--max-model-len", max_model_len),
+            "block_size": ("--block-size", block_size),
+            "memory_fraction": ("--gpu-memory-utilization", gpu_memory_utilization),
+            "kv_memory_bytes": ("--kv-memory", kv_memory),
+            "max_num_seqs": ("--max-num-seqs", max_num_seqs),
+            "max_num_batched_tokens": ("--max-num-batched-tokens", max_num_batched_tokens),
+            "parallel": ("--parallel", parallel if parallel != 1 else None),
+            "dp": ("--dp", dp if dp != 1 else None), "dcp": ("--dcp", dcp if dcp != 1 else None),
+            "expert_parallel": ("--enable-expert-parallel", enable_expert_parallel or None),
+            "dp_attention": ("--enable-dp-attention", enable_dp_attention or None),
+            "enforce_eager": ("--enforce-eager", enforce_eager or None)})
     elif model is None:
         raise BadInputError("MODEL is missing", "give a model, or --from-command \"vllm serve "
                             "MODEL ...\"")
@@ -264,6 +279,18 @@ def plan(
     if met is False:
         typer.echo("kvplan: the target is not met (exit 1)", err=True)
         raise typer.Exit(1)
+
+
+def _given_once(overrides: dict[str, Any], flags: dict[str, tuple[str, Any]]) -> None:
+    """A setting given both as a flag and in --from-command is a usage error (the command's
+    value would silently win). `flags`: Deployment field -> (flag, value or None)."""
+    from kvplan.core.errors import BadInputError
+
+    both = [flag for key, (flag, value) in flags.items()
+            if key in overrides and value is not None]
+    if both:
+        raise BadInputError(f"{', '.join(both)} given both as a flag and in --from-command",
+                            "give each setting once: in the command, or as a flag")
 
 
 def _command_text(value: str) -> str:
