@@ -235,6 +235,9 @@ def test_cli_policies_rows_and_capacity_with_a_measured_budget():
 
 @pytest.mark.parametrize("args", [["-p", "bogus"], ["--tier", "host:1GB"], ["--link", "warp"],
                                   ["--hit-rate", "x", "--shared-prefix", "1k"],
+                                  ["--hit-rate", "5", "--shared-prefix", "1k"],
+                                  ["--hit-rate", "-10%", "--shared-prefix", "1k"],
+                                  ["--hit-rate", "0.5"],
                                   ["--tokens", "1k", "--prompt", "1k"],
                                   ["--decode-gpu", "h100"]])
 def test_cli_bad_input_is_one_message_exit_2(args):

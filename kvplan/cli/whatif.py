@@ -160,6 +160,13 @@ def whatif(
         except (ValueError, ZeroDivisionError):
             raise BadInputError(f"--active-params must be a number, got {active_params!r}") \
                 from None
+    rate = _fraction(hit_rate, "--hit-rate", Fraction(1))
+    if not 0 <= rate <= 1:
+        raise BadInputError(f"--hit-rate must be between 0 and 1 (or 0% and 100%), got "
+                            f"{hit_rate!r}")
+    if hit_rate is not None and shared_prefix is None:
+        raise BadInputError("--hit-rate is the share of requests that find --shared-prefix "
+                            "cached", "add --shared-prefix")
     peak = _fraction(tflops, "--tflops", Fraction(0)) if tflops is not None else None
     if peak is not None and peak <= 0:
         raise BadInputError("--tflops must be positive")
@@ -167,7 +174,7 @@ def whatif(
         prompt_tokens=prompt_tokens, output_tokens=output_tokens,
         policies=tuple(parse_policy(p) for p in policy or ()),
         shared_prefix_tokens=_tokens(shared_prefix, "--shared-prefix"),
-        hit_rate=_fraction(hit_rate, "--hit-rate", Fraction(1)), prefill=prefill,
+        hit_rate=rate, prefill=prefill,
         compute_dtype=compute_dtype, tflops=peak,
         efficiency=_fraction(efficiency, "--efficiency", Fraction(1, 2)),
         active_params=active, decode_batch=decode_batch,
