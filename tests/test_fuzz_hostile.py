@@ -288,3 +288,15 @@ def _app() -> Any:
 
 test_cli, test_cli_slow = _fuzz(_cli_case, command_lines(), 8, 500)
 
+
+
+def test_a_spec_with_a_key_that_is_not_text_is_refused_cleanly():
+    # found by test_yaml_text_slow: `&a : |` parses to a mapping with a null key; the
+    # unknown-field check sorted keys of mixed types and raised TypeError
+    from kvplan.core.errors import SpecError
+    from kvplan.sources.yamlspec import spec_from_dict
+
+    with pytest.raises(SpecError, match="None.*is not a known field"):
+        spec_from_dict({None: "kind: full", "name": "x",
+                        "layers": [{"kind": "full", "num_kv_heads": 1, "head_dim": 8}]},
+                       "fuzz.yaml")

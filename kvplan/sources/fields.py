@@ -95,7 +95,8 @@ class Fields:
         return Fields(self.raw.get(name), self.source, self.where(name))
 
     def check_known(self, known: set[builtins.str]) -> None:
-        unknown = sorted(set(self.raw) - known)
+        # YAML keys need not be text (`? null`, `1:`): compare and name them as text
+        unknown = sorted(str(k) for k in self.raw if k not in known)
         if unknown:
             raise self.error(
                 unknown[0], "is not a known field",
