@@ -238,7 +238,7 @@ def test_decode_floor():
     cap = plan.capacity(dep)
     d = plan.decode_floor(cap, 8, 4096)
     assert d.kv_bytes_per_gpu == 8 * 4096 * 131072
-    assert d.bytes_per_step == d.weights_bytes_per_gpu + d.kv_bytes_per_gpu
+    assert d.bytes_per_step == d.weights_read_bytes_per_gpu + d.kv_bytes_per_gpu
     assert d.ms_per_token == pytest.approx(d.bytes_per_step / 3.35e12 * 1000)
     assert d.tokens_per_s == pytest.approx(8 / (d.ms_per_token / 1000))
     with pytest.raises(BadInputError, match="bandwidth"):

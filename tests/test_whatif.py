@@ -279,11 +279,11 @@ def test_decode_floor_skips_the_embedding_table_and_unrouted_experts():
     d = plan.decode_floor(cap, 1, 1024)
     # bf16 weights, less the untied input table (128,256 x 8,192 params) it only looks up
     table = 128_256 * 8_192
-    assert d.weights_bytes_per_gpu == int(cap.weights_per_gpu_bytes
+    assert d.weights_read_bytes_per_gpu == int(cap.weights_per_gpu_bytes
                                           * Fraction(70_553_706_496 - table, 70_553_706_496))
     moe = plan.Deployment(spec=resolve("mixtral-8x7b"), tp=2).with_gpu(find_gpu("h100"))
     mcap = plan.capacity(moe)
-    one = plan.decode_floor(mcap, 1, 1024).weights_bytes_per_gpu
+    one = plan.decode_floor(mcap, 1, 1024).weights_read_bytes_per_gpu
     # batch 1 reads 2 of 8 experts per layer: a quarter of the routed experts
     split = compute.param_split(moe.spec)
     dense = split.total_params - split.routed_expert_params - split.table_params

@@ -415,7 +415,7 @@ class _Question:
             floor = core.decode_floor(cap, batch, ctx)
             extra.append(name_value_table(
                 f"Decode floor (memory-bound, batch {batch}, {ctx:,} tokens)", {
-                "weights_bytes_per_gpu": floor.weights_bytes_per_gpu,
+                "weights_read_bytes_per_gpu": floor.weights_read_bytes_per_gpu,
                 "kv_bytes_per_gpu": floor.kv_bytes_per_gpu,
                 "bytes_per_step": floor.bytes_per_step,
                 "ms_per_token": round(floor.ms_per_token, 3),

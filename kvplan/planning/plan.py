@@ -384,7 +384,9 @@ def fewest_gpus(dep: Deployment, target: Target, max_gpus: int = 64,
 class DecodeFloor:
     batch: int
     context_tokens: int
-    weights_bytes_per_gpu: int
+    # the weights one step reads on the fullest GPU: MoE only the experts the batch routes
+    # to, never an untied input embedding table (less than the weights the GPU holds)
+    weights_read_bytes_per_gpu: int
     kv_bytes_per_gpu: int  # the batch's KV read per step on the fullest GPU
     bytes_per_step: int
     hbm_bandwidth_bytes_per_s: int

@@ -108,7 +108,7 @@ def peak_flops(dense_flops_per_s: dict[str, int], gpu_name: str, dtype: str) -> 
 
 def prefill_decode(spec: ModelSpec, split: ParamSplit, prompt_tokens: int, peak: int,
                    compute_dtype: str, efficiency: Fraction, tp: int, decode_batch: int,
-                   weights_bytes_per_gpu: int, kv_bytes_per_gpu: int,
+                   weights_read_bytes_per_gpu: int, kv_bytes_per_gpu: int,
                    bandwidth_bytes_per_s: int) -> PrefillDecode:
     """Time to first token from FLOPs, beside the decode floor of `decode_batch` requests."""
     if not 0 < efficiency <= 1:
@@ -119,7 +119,7 @@ def prefill_decode(spec: ModelSpec, split: ParamSplit, prompt_tokens: int, peak:
         raise BadInputError("the decode batch must be at least 1 request")
     flops = prefill_flops(spec, prompt_tokens, split)
     ttft = Fraction(flops.total_flops) / (tp * peak * efficiency)
-    weights_read = int(weights_bytes_per_gpu * split.read_fraction(decode_batch))
+    weights_read = int(weights_read_bytes_per_gpu * split.read_fraction(decode_batch))
     step = Fraction(weights_read + kv_bytes_per_gpu, bandwidth_bytes_per_s)
     return PrefillDecode(prompt_tokens, flops, compute_dtype, peak, efficiency, tp, float(ttft),
                          decode_batch, weights_read, kv_bytes_per_gpu, bandwidth_bytes_per_s,
@@ -348,7 +348,7 @@ def _decode_side(cap: Capacity, tokens: int, batch: int | None) -> tuple[int, in
         raise BadInputError(f"not one request of {tokens:,} tokens fits this deployment",
                             "try a shorter --tokens, more GPUs or a smaller KV dtype")
     floor = decode_floor(cap, batch, tokens)
-    return batch, floor.weights_bytes_per_gpu, floor.kv_bytes_per_gpu
+    return batch, floor.weights_read_bytes_per_gpu, floor.kv_bytes_per_gpu
 
 
 def _prefill(dep: Deployment, cap: Capacity, q: WhatIfQuestion, batch: int | None
