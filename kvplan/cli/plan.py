@@ -21,6 +21,7 @@ from kvplan.cli.options import (
     _emit,
     handle_errors,
 )
+from kvplan.engines.registry import DEFAULT as DEFAULT_ENGINE
 from kvplan.engines.registry import names as engine_names
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ def plan(
     count: CountOpt = None,
     tp: TPOptional = None,
     pp: PPOptional = None,
-    engine: EngineOpt = "vllm",
+    engine: EngineOpt = DEFAULT_ENGINE,
     engine_version: EngineVersionOpt = None,
     max_model_len: MaxModelLenOpt = None,
     context: ContextOpt = None,
@@ -436,7 +437,7 @@ def compare(
     count: CountOpt = None,
     engine: Annotated[str, typer.Option(
         "--engine", help="Comma-separated engines: " + ",".join(engine_names()) + ".")
-    ] = "vllm",
+    ] = DEFAULT_ENGINE,
     engine_version: EngineVersionOpt = None,
     kv_dtype: Annotated[str, typer.Option(
         "--kv-dtype", help="Comma-separated KV dtypes: auto,fp8.")] = "auto",

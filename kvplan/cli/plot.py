@@ -10,6 +10,7 @@ import typer
 
 from kvplan.cli.options import ModelsArg, UnitsOpt, _check_choice, handle_errors
 from kvplan.cli.plan import (
+    DEFAULT_ENGINE,
     CountOpt,
     EngineOpt,
     EngineVersionOpt,
@@ -43,7 +44,7 @@ def plot(
         "--batch", "-b", help="Batch sizes for --y memory: 1,8.")] = "1",
     gpu: GpusOpt = None,
     count: CountOpt = None,
-    engine: EngineOpt = "vllm",
+    engine: EngineOpt = DEFAULT_ENGINE,
     engine_version: EngineVersionOpt = None,
     max_model_len: MaxModelLenOpt = None,
     kv_memory: KVMemoryOpt = None,

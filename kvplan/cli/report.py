@@ -11,6 +11,7 @@ import typer
 
 from kvplan.cli.options import ModelArg, UnitsOpt, _write_atomic, handle_errors
 from kvplan.cli.plan import (
+    DEFAULT_ENGINE,
     CountOpt,
     EngineOpt,
     EngineVersionOpt,
@@ -27,7 +28,7 @@ def report(
         "--output", "-o", help="The Markdown file to write (sizing.md).", show_default=False)],
     gpu: GpusOpt = None,
     count: CountOpt = None,
-    engine: EngineOpt = "vllm",
+    engine: EngineOpt = DEFAULT_ENGINE,
     engine_version: EngineVersionOpt = None,
     kv_dtype: Annotated[str, typer.Option(
         "--kv-dtype", help="Comma-separated KV dtypes; the first fills the grid.")] = "auto,fp8",

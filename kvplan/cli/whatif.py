@@ -10,6 +10,7 @@ import typer
 
 from kvplan.cli.options import FormatOpt, KVDtypeOpt, ModelArg, UnitsOpt, _emit, handle_errors
 from kvplan.cli.plan import (
+    DEFAULT_ENGINE,
     CountOpt,
     EngineOpt,
     EngineVersionOpt,
@@ -55,7 +56,7 @@ def whatif(
     count: CountOpt = None,
     tp: TPOptional = None,
     pp: PPOptional = None,
-    engine: EngineOpt = "vllm",
+    engine: EngineOpt = DEFAULT_ENGINE,
     engine_version: EngineVersionOpt = None,
     max_model_len: MaxModelLenOpt = None,
     kv_memory: KVMemoryOpt = None,
