@@ -265,6 +265,11 @@ TABLE_COMMANDS = [
     ["compare", LLAMA, "qwen3-8b", "--gpu", "h100,l4", "--context", "32k"],
     ["check", str(Path(__file__).parent.parent / "docs" / "capacity.example.yaml")],
     ["whatif", LLAMA, "--tokens", "32k", "-p", "pyramid:512", "--gpu", "h100"],
+    ["whatif", "llama-3.1-70b", "--gpu", "h100", "-n", "4", "--prompt", "2k", "--output",
+     "512", "--shared-prefix", "1k", "--hit-rate", "0.9", "--prefill", "--tier",
+     "host:512GiB@50GB/s", "--link", "ib-ndr"],
+    ["compare", LLAMA, "--gpu", "h100", "--context", "32k", "-p", "share:2"],
+    ["explain", str(Path(__file__).parent / "fixtures" / "logs" / "vllm-v1-llama-3.1-8b.log")],
 ]
 
 
