@@ -59,12 +59,16 @@ def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
     return named_kv_format(spec, kv_cache_dtype, _FORMATS, "SGLang", KV_DTYPES)
 
 
+# tokens per page unless --page-size (arg_groups/overrides.py::_page_size_default)
+DEFAULT_PAGE_SIZE = 1
+
+
 @dataclass(frozen=True)
 class SglangConfig:
     tp: int = 1
     pp: int = 1
     kv_cache_dtype: str = "auto"
-    page_size: int = 1  # arg_groups/overrides.py::_page_size_default
+    page_size: int = DEFAULT_PAGE_SIZE
     max_total_tokens: int | None = None  # --max-total-tokens cap
     hybrid_swa: bool | None = None  # None: by architecture (HYBRID_SWA_FAMILIES)
     swa_full_tokens_ratio: float = SWA_FULL_TOKENS_RATIO
@@ -271,7 +275,7 @@ class SglangEngine(BaseEngine):
         # the KV heads per rank follow attn_tp (configs/model_config.py get_num_kv_heads)
         attn_tp = dep.tp // dep.dp if dp_attention else dep.tp
         config = SglangConfig(tp=attn_tp, pp=dep.pp, kv_cache_dtype=dep.kv_dtype,
-                              page_size=dep.block_size or 1)
+                              page_size=dep.block_size or DEFAULT_PAGE_SIZE)
         if dep.kv_memory_bytes is not None:
             # rest = after - before x (1 - f): with before = 0 the budget is used as given
             prof = profile(dep.spec, config, 0, dep.kv_memory_bytes, 0.5)
@@ -334,7 +338,7 @@ class SglangEngine(BaseEngine):
         from kvplan.engines import parse_version
         from kvplan.engines.budget import sglang_default_mem_fraction
 
-        out: dict[str, Any] = {"page_size": 1}
+        out: dict[str, Any] = {"page_size": DEFAULT_PAGE_SIZE}
         if gpu_memory_bytes is not None:
             out["mem_fraction_static"] = sglang_default_mem_fraction(
                 gpu_memory_bytes, version=parse_version(version))

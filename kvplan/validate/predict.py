@@ -123,7 +123,9 @@ def block_size(request: ValidateRequest) -> int:
     if request.block_size is not None:
         return request.block_size
     if request.layout == "sglang":
-        return 1
+        from kvplan.engines.sglang import DEFAULT_PAGE_SIZE
+
+        return DEFAULT_PAGE_SIZE
     from kvplan.engines.vllm import default_block_size
 
     return default_block_size(request.spec)
@@ -187,12 +189,12 @@ def predict(layout: str, spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int
         # every token (sliding windows are not capped, as for Gemma 2/3; the hybrid-SWA pool
         # of gpt-oss and Llama 4 is not modelled); the state pool has batch + 1 slots, with the
         # SSM state in float32 (kvplan's SGLang profile, engines/sglang.py).
+        from kvplan.engines.sglang import DEFAULT_PAGE_SIZE, mamba_state_bytes
+
         _no_recent_tokens(fmt, layout)
-        page = block or 1
+        page = block or DEFAULT_PAGE_SIZE
         for _, layer in cached:
             if isinstance(layer, RecurrentState):
-                from kvplan.engines.sglang import mamba_state_bytes
-
                 add(layer.kind, (batch + 1) * mamba_state_bytes(layer, tp, 4))
                 continue
             held = layer.encoder_tokens if isinstance(layer, CrossAttention) else tokens
