@@ -273,6 +273,12 @@ TABLE_COMMANDS = [
 ]
 
 
+@pytest.mark.slow  # imports torch and allocates: a few seconds
+def test_validate_table_at_80_columns_keeps_every_number_whole():
+    pytest.importorskip("torch")
+    test_every_table_at_80_columns_keeps_every_number_whole(["validate", LLAMA, "-t", "1k"])
+
+
 @pytest.mark.parametrize("args", TABLE_COMMANDS, ids=lambda a: " ".join(a[:2]))
 def test_every_table_at_80_columns_keeps_every_number_whole(args):
     # gpus, compare, check and models printed '79.…' in an 80-column terminal
