@@ -214,9 +214,8 @@ def plan(
 
       kvplan plan deepseek-v3 --gpu h200 --tp 8 --dcp 8 --context 128k
     """
-    from dataclasses import replace
 
-    from kvplan.api import Deployed, deploy
+    from kvplan.api import deploy
     from kvplan.core.errors import BadInputError
     from kvplan.engines.registry import get as get_engine
 
@@ -256,8 +255,8 @@ def plan(
     if samples < 1:
         raise BadInputError(f"--samples must be at least 1, got {samples}")
     kv_dtype = _cache_types(kv_dtype, cache_type_k, cache_type_v)
-    d = deploy(
-        model, gpu=gpu, gpu_memory=gpu_memory, count=count, tp=tp, pp=pp, engine=engine,
+    settings: dict[str, Any] = dict(
+        gpu=gpu, gpu_memory=gpu_memory, count=count, tp=tp, pp=pp, engine=engine,
         engine_version=engine_version, kv_dtype=kv_dtype, max_model_len=max_model_len,
         block_size=block_size, kv_memory=kv_memory,
         gpu_memory_utilization=gpu_memory_utilization, weights_dtype=weights_dtype,
@@ -267,10 +266,12 @@ def plan(
         flashinfer_sampler=flashinfer_sampler or None, dp=dp,
         dcp=dcp, expert_parallel=enable_expert_parallel, dp_attention=enable_dp_attention,
         assume_standard_attention=assume_standard)
+    # the command's settings go through the same builder (and its checks) as the flags; a
+    # setting given both ways was refused above
+    settings.update({_BUILDER_NAMES.get(key, key): value for key, value in overrides.items()})
+    d = deploy(model, **settings)
     for warning in d.deployment.spec.warnings:  # --assume-standard-attention's assumptions
         typer.echo(f"kvplan: warning: {warning}", err=True)
-    if overrides:
-        d = Deployed(replace(d.deployment, **overrides))
     question = _Question(_tokens(context, "--context"), concurrency, requests,
                          _tokens(shared_prefix, "--shared-prefix") or 0, samples, find_gpus,
                          _bytes(host_memory))
@@ -280,6 +281,10 @@ def plan(
     if met is False:
         typer.echo("kvplan: the target is not met (exit 1)", err=True)
         raise typer.Exit(1)
+
+
+# Deployment fields a launch command sets -> the builder's name for the same setting
+_BUILDER_NAMES = {"memory_fraction": "gpu_memory_utilization", "kv_memory_bytes": "kv_memory"}
 
 
 def _given_once(overrides: dict[str, Any], flags: dict[str, tuple[str, Any]]) -> None:
