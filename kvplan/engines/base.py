@@ -60,7 +60,7 @@ class Deployment:
     gpu_name: str | None = None
     gpu_memory_bytes: int | None = None  # what the GPU reports (kvplan.sources.gpus memory_bytes)
     gpu_bandwidth_bytes_per_s: int = 0
-    gpu_arch: str = ""  # e.g. "hopper 9.0", picks vLLM's MLA block size
+    gpu_arch: str = ""  # e.g. "hopper sm9.0" (with_gpu); read by compute_capability()
     tp: int = 1
     pp: int = 1
     # data parallel: `dp` engine ranks, each with its own scheduler, requests and KV cache
@@ -96,6 +96,12 @@ class Deployment:
         # SGLang's DP attention splits the TP group; vLLM's DP ranks each have their own GPUs
         return self.tp * self.pp * (1 if self.dp_attention else self.dp)
 
+    @property
+    def compute_capability(self) -> tuple[int, int] | None:
+        """(major, minor) of the GPU's compute capability (from gpu_arch); None for ROCm
+        targets and GPUs the catalog does not describe."""
+        return compute_capability(self.gpu_arch)
+
     def with_gpu(self, gpu: GPULike) -> Deployment:
         """This deployment on `gpu` (a catalog or custom GPU): its name, the memory it
         reports, its bandwidth, and the architecture that picks vLLM's MLA block size."""
@@ -106,6 +112,15 @@ class Deployment:
 
     def context_limit(self) -> int:
         return self.max_model_len or self.spec.max_context_tokens or 8192
+
+
+def compute_capability(gpu_arch: str) -> tuple[int, int] | None:
+    """'hopper sm9.0' (Deployment.gpu_arch, written by with_gpu; 'hopper 9.0' too) -> (9, 0);
+    None for ROCm targets ('cdna3 smgfx942') and unknown GPUs. The one reader of that string."""
+    import re
+
+    found = re.search(r"(?:\bsm|\s|^)(\d+)\.(\d+)\b", gpu_arch or "")
+    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 # --- how requests use memory --------------------------------------------------------------

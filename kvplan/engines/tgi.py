@@ -167,7 +167,8 @@ class TgiEngine(BaseEngine):
         if dep.pp != 1:
             raise BadInputError("TGI shards tensors only (--num-shard); it has no pipeline "
                                 "parallelism", "use --tp")
-        prof = profile(dep.spec, dep, _compute_major(dep.gpu_arch))
+        capability = dep.compute_capability
+        prof = profile(dep.spec, dep, capability[0] if capability else None)
         pool = Pool(self.name, (Constraint("KV blocks", "block", prof.num_blocks,
                                            (Need("full", prof.block_size,
                                                  shareable=True),)),),
@@ -203,16 +204,6 @@ class TgiEngine(BaseEngine):
                  version: str | None = None) -> dict[str, Any]:
         return {"cuda_memory_fraction": MEMORY_FRACTION, "wiggle_room": WIGGLE_ROOM,
                 "max_batch_prefill_tokens": DEFAULT_PREFILL_TOKENS}
-
-
-def _compute_major(arch: str) -> int | None:
-    """'hopper sm9.0' -> 9 (the catalog's compute capability), None when unknown."""
-    if "sm" not in arch:
-        return None
-    try:
-        return int(arch.split("sm", 1)[1].split(".")[0])
-    except ValueError:
-        return None
 
 
 ENGINE = TgiEngine()

@@ -275,7 +275,7 @@ def mxfp4_expert_load(gpu_arch: str = "") -> ExpertLoad | None:
     """How vLLM holds MXFP4 MoE experts on a GPU (quantization/mxfp4.py, default settings:
     `get_mxfp4_backend` picks the backend, `Mxfp4MoEMethod.create_weights` pads, and
     `process_weights_after_loading` re-lays them out). `gpu_arch` holds the compute capability
-    ("hopper 9.0"); None when it does not (the checkpoint's own layout is used).
+    ("hopper sm9.0"); None when it does not (the checkpoint's own layout is used).
 
     - Hopper (9.0): Triton kernels; width rounded to 64; the biases become fp32 and the block
       scales are swizzled into a second tensor while the checkpoint's stay registered (two
@@ -283,12 +283,12 @@ def mxfp4_expert_load(gpu_arch: str = "") -> ExpertLoad | None:
     - Datacenter Blackwell (10.x): FlashInfer; width and hidden rounded to 256.
     - Other CUDA GPUs (Ampere 8.x, Ada 8.9, consumer Blackwell 12.x): Marlin; width rounded
       to 128, hidden to 256 (the Marlin MoE kernel needs n % 256 and k % 128)."""
-    import re
+    from kvplan.engines.base import compute_capability
 
-    found = re.search(r"(\d+)\.(\d+)", gpu_arch or "")
+    found = compute_capability(gpu_arch)
     if found is None:
         return None
-    major, minor = int(found.group(1)), int(found.group(2))
+    major, minor = found
     if (major, minor) == (9, 0):
         return ExpertLoad(width_align=64, scale_copies=2, bias_dtype="F32")
     if major == 10:
@@ -936,10 +936,10 @@ def config_for(dep: Deployment) -> VllmConfig:
 def _arch_capability(gpu_arch: str) -> str | None:
     """'hopper sm9.0' (Deployment.gpu_arch, from the catalog) -> '9.0'; None for ROCm
     targets ('cdna3 smgfx942') and unknown GPUs."""
-    import re
+    from kvplan.engines.base import compute_capability
 
-    found = re.search(r"sm(\d+\.\d+)", gpu_arch or "")
-    return found.group(1) if found else None
+    found = compute_capability(gpu_arch)
+    return f"{found[0]}.{found[1]}" if found else None
 
 
 def group_needs(group: KVCacheGroup, config: VllmConfig) -> Need:
