@@ -358,3 +358,18 @@ def test_active_parameters_from_the_inventory_match_the_model_cards(model, total
     split = compute.param_split(resolve(model))
     assert split.total_params == pytest.approx(total, rel=0.03)  # MTP layers not counted
     assert split.active_params == pytest.approx(active, rel=0.03)
+
+
+def test_pipeline_stages_are_compared_by_bytes_not_by_layer_count():
+    # 4 small recurrent layers then 4 full-attention layers, PP 2: both stages have 4 layers;
+    # capacity per GPU is bound by the attention stage, whose bytes are far larger
+    from factories import FullAttention, ModelSpec, RecurrentState, StateTensor
+
+    state = RecurrentState("mamba2", (StateTensor("conv", (3, 64), 2),))
+    spec = ModelSpec("hybrid-pp", (state,) * 4 + (FullAttention(8, 128),) * 4)
+    from kvplan.core.sizing import stage_layers
+
+    r = policies.evaluate_stages(stage_layers(spec.layers, 2), policies.parse_policy("budget:1024"),
+                                 BF16, 32768, block_size=16)
+    # 4 layers x 1,024 kept tokens x (K + V) x 8 heads x 128 x 2 bytes
+    assert r.request_bytes == 4 * 1024 * 2 * 8 * 128 * 2

@@ -501,9 +501,9 @@ def _compare_rows(model: str, gpu: str | None, gpu_memory: str | None, count: in
                   weights_dtype: str, policies: list[tuple[str, Any]]) -> list[dict[str, Any]]:
     """One row per policy (or one row without --policy): the baseline deployment, then the
     same request under each policy with its bytes and the requests the budget holds."""
-    from kvplan.core.sizing import pp_stages
+    from kvplan.core.sizing import stage_layers
     from kvplan.planning import plan as core
-    from kvplan.planning.policies import evaluate
+    from kvplan.planning.policies import evaluate_stages
 
     row = _compare_row(model, gpu, gpu_memory, count, engine, kv_dtype, version,
                        max_model_len, context, concurrency, kv_memory, weights_dtype)
@@ -511,15 +511,12 @@ def _compare_rows(model: str, gpu: str | None, gpu_memory: str | None, count: in
     if not policies or cap is None:
         return [row]
     dep = cap.deployment
-    layers = max((dep.spec.layers[a:b] for a, b in pp_stages(dep.spec.num_layers, dep.pp)),
-                 key=len)
+    stages = stage_layers(dep.spec.layers, dep.pp)
     fmt = core.format_for_sizing(cap)
-    numbers = cap.engine_numbers
-    block = int(numbers.get("block_size") or numbers.get("tokens_per_block") or 16)
     out = []
     for text, parsed in policies:
-        r = evaluate(layers, parsed, fmt, row["context_tokens"], 0, dep.tp, block,
-                     core.kv_budget_bytes(cap))
+        r = evaluate_stages(stages, parsed, fmt, row["context_tokens"], 0, dep.tp,
+                            cap.pool.tokens_per_unit, core.kv_budget_bytes(cap))
         out.append({**row, "policy": text, "policy_kv_dtype": r.kv_dtype,
                     "policy_request_bytes": r.request_bytes,
                     "policy_max_requests": r.max_requests})

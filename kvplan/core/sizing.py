@@ -106,6 +106,11 @@ def pp_stages(num_layers: int, pp: int) -> list[tuple[int, int]]:
     return ranges
 
 
+def stage_layers(layers: Sequence[Layer], pp: int) -> list[Sequence[Layer]]:
+    """The layers of each pipeline stage (pp_stages' split)."""
+    return [layers[a:b] for a, b in pp_stages(len(layers), pp)]
+
+
 @dataclass(frozen=True)
 class Sizer:
     """The exact bytes of a list of layers in one format on one rank, each distinct layer
@@ -266,7 +271,7 @@ def size(spec: ModelSpec, fmt: KVFormat, tokens: int | None = None, batch: int =
 
     # Each figure is the largest over pipeline stages: in a hybrid model the stage with the
     # most exact bytes need not be the one with the most paged or preallocated bytes.
-    stages = [layers[a:b] for a, b in pp_stages(len(layers), pp)]
+    stages = stage_layers(layers, pp)
     stage_bytes = [batch_bytes(stage, hist, fmt, tp) for stage in stages]
     per_gpu = max(stage_bytes)
     paged = max(paged_bytes(stage, hist, fmt, tp, block_size) for stage in stages)

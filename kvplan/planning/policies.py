@@ -311,3 +311,13 @@ def evaluate(layers: Sequence[Layer], policies: Sequence[Policy], fmt: KVFormat,
         baseline_paged_request_bytes=base_paged,
         kept_tokens_min=min(kept, default=0), kept_tokens_max=max(kept, default=0),
         kv_budget_bytes=kv_budget_bytes, max_requests=fits, baseline_max_requests=base_fits)
+
+
+def evaluate_stages(stages: Sequence[Sequence[Layer]], policies: Sequence[Policy],
+                    fmt: KVFormat, prompt_tokens: int, output_tokens: int = 0, tp: int = 1,
+                    block_size: int = 16, kv_budget_bytes: int | None = None) -> PolicyResult:
+    """`evaluate` on each pipeline stage; the stage whose whole-block bytes are largest bounds
+    capacity per GPU (in a hybrid model that need not be the stage with the most layers)."""
+    return max((evaluate(stage, policies, fmt, prompt_tokens, output_tokens, tp, block_size,
+                         kv_budget_bytes) for stage in stages),
+               key=lambda r: (r.paged_request_bytes, r.request_bytes))

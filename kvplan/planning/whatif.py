@@ -9,13 +9,14 @@ Cache policies (eviction, compression, sharing) live in kvplan.planning.policies
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from kvplan.core.dtypes import KVFormat, cdiv
 from kvplan.core.errors import BadInputError
-from kvplan.core.layers import MLA, FullAttention, Layer
+from kvplan.core.layers import MLA, FullAttention
 from kvplan.core.spec import ModelSpec
 from kvplan.planning.compute import ParamSplit, PrefillFlops, prefill_flops
 from kvplan.planning.policies import Policy, PolicyResult
@@ -320,23 +321,6 @@ class WhatIfResult:
     notes: tuple[str, ...]
 
 
-def _stage_layers(dep: Deployment) -> tuple[Layer, ...]:
-    """The layers of the fullest pipeline stage (the one that bounds capacity per GPU)."""
-    from kvplan.core.sizing import pp_stages
-
-    stages = [dep.spec.layers[a:b] for a, b in pp_stages(dep.spec.num_layers, dep.pp)]
-    return max(stages, key=len)
-
-
-def _block_size(cap: Capacity | None, dep: Deployment) -> int:
-    if cap is not None:
-        numbers = cap.engine_numbers
-        for key in ("block_size", "tokens_per_block"):
-            if numbers.get(key):
-                return int(numbers[key])
-    return dep.block_size or 16
-
-
 def _decode_side(cap: Capacity, tokens: int, batch: int | None) -> tuple[int, int, int]:
     """(batch, weights bytes per GPU, KV bytes read per GPU) for a decode step at `tokens`."""
     from kvplan.planning.plan import decode_floor, max_concurrency
@@ -374,8 +358,9 @@ def _prefill(dep: Deployment, cap: Capacity, q: WhatIfQuestion, batch: int | Non
 
 def run(dep: Deployment, question: WhatIfQuestion) -> WhatIfResult:
     """Every what-if the question asks, over one deployment's exact baseline."""
+    from kvplan.core.sizing import stage_layers
     from kvplan.planning.plan import capacity, format_for_sizing, kv_budget_bytes, token_capacity
-    from kvplan.planning.policies import evaluate
+    from kvplan.planning.policies import evaluate_stages
 
     q = question
     if q.prompt_tokens < 1 or q.output_tokens < 0:
@@ -398,15 +383,18 @@ def run(dep: Deployment, question: WhatIfQuestion) -> WhatIfResult:
                          "is planned with the model's own dtype, the rows below the baseline "
                          f"use {what_fmt.name} (a what-if)")
     fmt = format_for_sizing(cap) if cap is not None else what_fmt
-    block = _block_size(cap, dep)
+    block = cap.pool.tokens_per_unit if cap is not None else dep.block_size or 16
     budget = kv_budget_bytes(cap) if cap is not None else None
-    layers = _stage_layers(dep)
-    rows = [evaluate(layers, (), fmt, q.prompt_tokens, q.output_tokens, dep.tp, block, budget)]
+    stages = stage_layers(dep.spec.layers, dep.pp)
+
+    def row(policies: Sequence[Policy], row_fmt: KVFormat) -> PolicyResult:
+        return evaluate_stages(stages, policies, row_fmt, q.prompt_tokens, q.output_tokens,
+                               dep.tp, block, budget)
+
+    rows = [row((), fmt)]
     if what_fmt.name != fmt.name:
-        rows.append(evaluate(layers, (), what_fmt, q.prompt_tokens, q.output_tokens, dep.tp,
-                             block, budget))
-    rows += [evaluate(layers, p, what_fmt, q.prompt_tokens, q.output_tokens, dep.tp, block,
-                      budget) for p in q.policies]
+        rows.append(row((), what_fmt))
+    rows += [row(p, what_fmt) for p in q.policies]
     tokens = q.prompt_tokens + q.output_tokens
     prefix = None
     if q.shared_prefix_tokens is not None:
