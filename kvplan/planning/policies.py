@@ -132,9 +132,7 @@ def _parse_one(part: str) -> Policy:
     if name == "none" and not args:
         return NO_POLICY
     if name not in CITATIONS or name == "none":
-        raise BadInputError(f"{what}: unknown policy {name!r}",
-                            "one of sinks+window:S,W, budget:N, snapkv:N[,window=W], "
-                            "pyramid:N[,beta=B], share:K")
+        raise BadInputError(f"{what}: unknown policy {name!r}", "one of " + ", ".join(DEFINITIONS))
     positional: list[str] = []
     named: dict[str, str] = {}
     for item in (a.strip() for a in args.split(",")) if args else ():
