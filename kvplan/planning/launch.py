@@ -18,9 +18,6 @@ _QUANTIZATION = {
     "bitsandbytes-fp4": "int4", "eetq": "int8", "mxfp4": "mxfp4", "modelopt_fp4": "nvfp4",
     "nvfp4": "nvfp4", "compressed-tensors": "auto", "modelopt": "auto",
 }
-# settings the deployment takes as they are (the flag tables name them so)
-_DIRECT = ("tp", "pp", "kv_dtype", "max_model_len", "block_size", "memory_fraction",
-           "max_num_seqs", "max_num_batched_tokens", "kv_memory_bytes", "parallel")
 
 
 @dataclass(frozen=True)
@@ -97,10 +94,8 @@ def from_command(text: str) -> LaunchPlan:
                             "include the model (vllm serve MODEL, --model-path, -m, --model-id)")
     model, quant_from_name = model_name(str(model), warnings)
     known = {f.name for f in fields(Deployment)}
-    overrides: dict[str, Any] = {}
-    for key in _DIRECT:
-        if key in s:
-            overrides[key] = s.pop(key)
+    # settings named as Deployment fields (the flag tables name them so) are taken as they are
+    overrides: dict[str, Any] = {k: s.pop(k) for k in sorted(s) if k in known}
     quant = s.pop("quantization", None) or quant_from_name
     if quant is not None:
         mapped = _QUANTIZATION.get(str(quant).lower())
@@ -119,9 +114,7 @@ def from_command(text: str) -> LaunchPlan:
     elif value_v is not None and "kv_dtype" not in overrides:
         overrides["kv_dtype"] = value_v
     for key, value in sorted(s.items()):
-        if key in known:
-            overrides[key] = value
-        elif value not in (False, None):
+        if value not in (False, None):
             warnings.append(f"read {key}={value!r} from the command; kvplan does not model it "
                             "yet (the engine default is assumed)")
     if launch.image_version and "engine_version" in known:
