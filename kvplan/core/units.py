@@ -56,13 +56,15 @@ def parse_tokens(text: str | int, what: str = "tokens") -> int:
     return value
 
 
-def parse_bytes(text: str) -> int:
-    """'24GiB' -> 25,769,803,776; '80GB' -> 80,000,000,000. A unit is required."""
+def parse_bytes(text: str, what: str = "") -> int:
+    """'24GiB' -> 25,769,803,776; '80GB' -> 80,000,000,000. A unit is required. `what` names
+    the flag or field in the message (like parse_tokens)."""
+    where = f"{what}: " if what else ""
     match = _BYTES_RE.match(text.replace(",", "").replace("_", ""))
     unit = match.group(2).lower() if match else ""
     if not match or unit not in _BYTE_UNITS:
         raise BadInputError(
-            f"cannot read the size {text!r}",
+            f"{where}cannot read the size {text!r}",
             "give a number and a unit: B, KiB, MiB, GiB, TiB (powers of 2) or KB, MB, GB, TB "
             "(powers of 10), e.g. 24GiB",
         )
@@ -70,9 +72,9 @@ def parse_bytes(text: str) -> int:
     whole, _, frac = match.group(1).partition(".")
     scaled = int(whole + frac) * _BYTE_UNITS[unit] // 10 ** len(frac)
     if scaled <= 0:
-        raise BadInputError(f"the size {text!r} must be positive")
+        raise BadInputError(f"{where}the size {text!r} must be positive")
     if scaled > MAX_BYTES:
-        raise BadInputError(f"the size {text!r} is more than an exbibyte (2^60 bytes)")
+        raise BadInputError(f"{where}the size {text!r} is more than an exbibyte (2^60 bytes)")
     return scaled
 
 

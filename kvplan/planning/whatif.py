@@ -139,15 +139,6 @@ class Tier:
     bandwidth_bytes_per_s: int
 
 
-def _bytes(text: str, what: str) -> int:
-    from kvplan.core.units import parse_bytes
-
-    try:
-        return parse_bytes(text)
-    except BadInputError as exc:
-        raise BadInputError(f"{what}: {exc.message}", exc.hint) from None
-
-
 def parse_tier(text: str) -> Tier:
     """`NAME:SIZE@BANDWIDTH`, e.g. `host:512GiB@50GB/s`, `ssd:4TB@7GB/s`."""
     m = _SIZE.match(text)
@@ -159,8 +150,10 @@ def parse_tier(text: str) -> Tier:
     if not bw.lower().endswith("/s"):
         raise BadInputError(f"--tier {text!r}: the bandwidth {bw!r} must end in /s",
                             "e.g. 50GB/s")
-    capacity = _bytes(size, f"--tier {name} size")
-    bandwidth = _bytes(bw[:-2], f"--tier {name} bandwidth")
+    from kvplan.core.units import parse_bytes
+
+    capacity = parse_bytes(size, f"--tier {name} size")
+    bandwidth = parse_bytes(bw[:-2], f"--tier {name} bandwidth")
     if capacity <= 0 or bandwidth <= 0:
         raise BadInputError(f"--tier {text!r}: size and bandwidth must be positive")
     return Tier(name, capacity, bandwidth)
@@ -216,7 +209,9 @@ def parse_link(text: str) -> tuple[str, int, str]:
         bw, note = LINKS[key]
         return key, bw, note
     if key.endswith("/s"):
-        return text.strip(), _bytes(text.strip()[:-2], "--link"), "as given"
+        from kvplan.core.units import parse_bytes
+
+        return text.strip(), parse_bytes(text.strip()[:-2], "--link"), "as given"
     raise BadInputError(f"--link {text!r} is neither a known interconnect nor a bandwidth",
                         "one of " + ", ".join(LINKS) + ", or e.g. 25GB/s")
 
