@@ -91,6 +91,34 @@ def test_compressed_tensors_nvfp4():
         "weight_global_scale": ((1,), "F32"), "input_global_scale": ((1,), "F32")}
 
 
+def test_compressed_tensors_mxfp4_is_not_nvfp4():
+    # moonshotai/Kimi-K3 config.json (text_config.quantization_config): compressed-tensors
+    # format "mxfp4-pack-quantized", float 4-bit weights, group 32, scale_dtype torch.uint8.
+    # vLLM compressed_tensors_w4a4_mxfp4.py create_weights: weight_packed uint8 (out, in / 2),
+    # weight_scale uint8 (out, in / 32) (e8m0 exponents), no global scale; NVFP4 would be an
+    # fp8 scale per 16 values plus two fp32 global scales.
+    raw = json.loads((CONFIGS / "families" / "moonshotai--Kimi-K3.json").read_text())
+    q = quantization_from_config(raw, "Kimi-K3/config.json")
+    assert (q.layout, q.bits, q.group_size) == ("mxfp4-ct", 4, 32)
+    assert not q.warnings
+    # one routed expert's gate_proj: moe_intermediate_size 3072 x hidden 7168
+    assert _shapes(q, 3072, 7168) == {"weight_packed": ((3072, 7168 // 2), "U8"),
+                                      "weight_scale": ((3072, 7168 // 32), "U8")}
+    # 4.25 bits per weight: 4 bits + 8 bits of scale per 32 values
+    stored = sum(t.num_bytes for t in linear_tensors(q, 3072, 7168, "bf16"))
+    assert stored * 8 == 3072 * 7168 * 4 + 3072 * 7168 // 32 * 8
+    # the attention, shared experts, dense MLP and head it ignores stay bf16
+    assert "re:.*self_attn.*" in q.skip and "re:.*lm_head.*" in q.skip
+
+
+def test_compressed_tensors_float4_without_a_format_name_goes_by_its_group():
+    group = {"weights": {"num_bits": 4, "type": "float", "strategy": "group"}}
+    for size, layout in ((32, "mxfp4-ct"), (16, "nvfp4-ct")):
+        qc = {"quant_method": "compressed-tensors",
+              "config_groups": {"g": {"weights": {**group["weights"], "group_size": size}}}}
+        assert read_quantization(qc, "x").layout == layout
+
+
 def test_awq_and_gptq_layouts():
     # vLLM awq.py: qweight (in, out / 8), qzeros (in / g, out / 8) int32, scales (in / g, out);
     # gptq.py: qweight (in / 8, out), same qzeros and scales, g_idx (in,) int32.

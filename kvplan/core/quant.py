@@ -21,6 +21,9 @@ points included, with the shapes the engines' quantized layers create (vLLM
     nvfp4-ct    compressed-tensors nvfp4-pack-quantized: weight_packed U8 [out, in / 2],
                 weight_scale F8_E4M3 [out, in / 16], weight_global_scale F32 [1],
                 input_global_scale F32 [1] (compressed_tensors_w4a4_nvfp4.py)
+    mxfp4-ct    compressed-tensors mxfp4-pack-quantized: weight_packed U8 [out, in / 2],
+                weight_scale U8 [out, in / 32] (one e8m0 exponent per 32 values, no global
+                scale) (compressed_tensors_w4a4_mxfp4.py; Kimi-K3)
     awq         qweight I32 [in, out / 8], qzeros I32 [in / g, out / 8], scales F16
                 [in / g, out] (awq.py; pack factor 32 / bits)
     gptq        qweight I32 [in / 8, out], qzeros I32 [in / g, out / 8], scales F16
@@ -51,7 +54,7 @@ ELEMENT_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E8M0": 1, "U8"
                  "I32": 4, "I64": 8}
 MODEL_DTYPE_NAMES = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}
 
-LAYOUTS = ("none", "fp8", "fp8-ct", "int8-ct", "int-packed", "nvfp4-ct", "awq", "gptq", "mxfp4",
+LAYOUTS = ("none", "fp8", "fp8-ct", "int8-ct", "int-packed", "nvfp4-ct", "mxfp4-ct", "awq", "gptq", "mxfp4",
            "nvfp4", "fp8-modelopt", "bnb-4bit", "bnb-8bit")
 
 
@@ -158,6 +161,10 @@ def linear_tensors(q: Quantization, out_features: int, in_features: int, model_d
                 StoredTensor("weight_scale", (o, cdiv(i, g)), "F8_E4M3"),
                 StoredTensor("weight_global_scale", (1,), "F32"),
                 StoredTensor("input_global_scale", (1,), "F32"))
+    if layout == "mxfp4-ct":
+        g = q.group_size or 32
+        return (StoredTensor("weight_packed", (o, cdiv(i, 2)), "U8"),
+                StoredTensor("weight_scale", (o, cdiv(i, g)), q.scale_dtype or "U8"))
     if layout in ("awq", "gptq"):
         per_int = 32 // q.bits
         g = q.group_size if q.group_size and q.group_size > 0 else i  # -1: one group

@@ -8,8 +8,8 @@ Known `quant_method`s and what they store (shapes in kvplan.core.quant):
   `modules_to_not_convert` stay in the model dtype.
 - `compressed-tensors` (llm-compressor): `config_groups.*.weights` {num_bits, type int/float,
   strategy tensor/channel/group/block, group_size, symmetric, block_structure} and `format`
-  (float-quantized, int-quantized, pack-quantized, nvfp4-pack-quantized); `ignore` (names or
-  `re:` patterns).
+  (float-quantized, int-quantized, pack-quantized, nvfp4-pack-quantized, mxfp4-pack-quantized;
+  the format is given at the top level, per group, or both); `ignore` (names or `re:` patterns).
 - `awq` / `gptq` (and their Marlin/GEMM variants): `bits`, `group_size`, zero points
   (AWQ `zero_point`; GPTQ always stores qzeros), `modules_to_not_convert`.
 - `mxfp4` (gpt-oss): e2m1 values with one e8m0 scale per 32, on the MoE experts only
@@ -167,6 +167,14 @@ def _compressed_tensors(f: Fields) -> Quantization:
     block_t = (block[0], block[1]) if isinstance(block, list) and len(block) == 2 else None
     base = Quantization("compressed-tensors", skip=skip, warnings=tuple(warnings),
                         symmetric=symmetric, static_input_scale=static)
+    fmt = g.raw.get("format") or fmt  # a group's own format wins over the top-level one
+    # MXFP4 (Kimi-K3): e2m1 values, one e8m0 exponent (stored uint8) per 32, no global scale;
+    # a float4 group of 32 without a format name is the same scheme (NVFP4's group is 16)
+    if fmt == "mxfp4-pack-quantized" or (fmt != "nvfp4-pack-quantized" and kind == "float"
+                                          and bits == 4 and group_size == 32):
+        return replace(base, layout="mxfp4-ct", bits=4, group_size=group_size or 32,
+                       description="compressed-tensors MXFP4 (e2m1 values, one e8m0 scale "
+                                   "per 32 values, no global scale)")
     if fmt == "nvfp4-pack-quantized" or (kind == "float" and bits == 4):
         return replace(base, layout="nvfp4-ct", bits=4, group_size=group_size or 16,
                        description="compressed-tensors NVFP4 (fp8 scale per 16 values, fp32 "
