@@ -54,8 +54,8 @@ ELEMENT_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E8M0": 1, "U8"
                  "I32": 4, "I64": 8}
 MODEL_DTYPE_NAMES = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}
 
-LAYOUTS = ("none", "fp8", "fp8-ct", "int8-ct", "int-packed", "nvfp4-ct", "mxfp4-ct", "awq", "gptq", "mxfp4",
-           "nvfp4", "fp8-modelopt", "bnb-4bit", "bnb-8bit")
+LAYOUTS = ("none", "fp8", "fp8-ct", "int8-ct", "int-packed", "nvfp4-ct", "mxfp4-ct", "awq", "gptq",
+           "mxfp4", "nvfp4", "fp8-modelopt", "bnb-4bit", "bnb-8bit")
 
 
 @dataclass(frozen=True)
