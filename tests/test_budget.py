@@ -489,3 +489,30 @@ def test_accuracy_doc_is_current():
 
 if __name__ == "__main__":
     print(accuracy_table(), end="")
+
+
+def test_no_kv_memory_error_keeps_its_figures_as_ints_and_states_them():
+    """The error is built in the engines' layer without importing output: the figures travel
+    as ints (bytes) and the message states them as the renderer would (GiB, 3 decimals)."""
+    from kvplan.core.errors import NoKVMemoryError
+
+    big = ModelSpec("big", (FullAttention(8, 128),) * 80, num_attention_heads=64,
+                    num_params=70_553_706_496)
+    weights = 70_553_706_496 * 2  # bf16, one GPU
+    with pytest.raises(NoKVMemoryError) as vllm_err:
+        b.vllm_budget(big, 80 * GIB)
+    err = vllm_err.value
+    assert (err.engine, err.weights_bytes, err.memory_bytes) == ("vLLM", weights, 80 * GIB)
+    assert err.left_bytes < 0 and isinstance(err.left_bytes, int)
+    assert err.message == (
+        "no memory is left for the KV cache: vLLM budget on stage 0 is "
+        f"-{-err.left_bytes / GIB:,.3f} GiB after 131.417 GiB of weights on a 80.000 GiB GPU")
+    with pytest.raises(NoKVMemoryError) as sglang_err:
+        b.sglang_memory(big, 80 * GIB, mem_fraction_static=0.88)
+    err = sglang_err.value
+    free = 80 * GIB - GIB // 2  # SGLang measures free memory after ~0.5 GiB of context
+    assert (err.engine, err.weights_bytes, err.memory_bytes) == ("SGLang", weights, free)
+    assert err.left_bytes == int(free - weights - free * (1 - 0.88))
+    assert err.message == ("no memory is left for the KV cache: SGLang keeps 12% of "
+                           "79.500 GiB free and the weights take 131.417 GiB per GPU")
+    assert "--mem-fraction-static" in str(err)

@@ -35,9 +35,45 @@ class BadInputError(KvplanError):
 
 class NoKVMemoryError(BadInputError):
     """The weights and reserves leave nothing for the KV cache: the engine would not start.
-    "Does not fit" is a capacity answer, not bad input: exit 1 in `plan` as in `check`."""
+    "Does not fit" is a capacity answer, not bad input: exit 1 in `plan` as in `check`.
+
+    The figures are kept as ints (bytes) beside the message: `left_bytes` what the engine's
+    budget leaves for the cache (zero or less), `weights_bytes` the weights on that GPU,
+    `memory_bytes` the memory it starts from (the GPU's, or SGLang's free memory)."""
 
     exit_code = EXIT_TARGET_NOT_MET
+
+    def __init__(self, message: str, hint: str | None = None, *, engine: str = "",
+                 left_bytes: int = 0, weights_bytes: int = 0, memory_bytes: int = 0) -> None:
+        super().__init__(message, hint)
+        self.engine = engine
+        self.left_bytes = left_bytes
+        self.weights_bytes = weights_bytes
+        self.memory_bytes = memory_bytes
+
+    @classmethod
+    def on_stage(cls, engine: str, stage: int, left_bytes: int, weights_bytes: int,
+                 gpu_bytes: int, hint: str | None = None) -> NoKVMemoryError:
+        """A budget (GPU less weights and reserves) of zero or less on one pipeline stage."""
+        from kvplan.core.units import human_bytes
+
+        return cls(f"no memory is left for the KV cache: {engine} budget on stage {stage} is "
+                   f"{human_bytes(left_bytes)} after {human_bytes(weights_bytes)} of weights "
+                   f"on a {human_bytes(gpu_bytes)} GPU", hint, engine=engine,
+                   left_bytes=left_bytes, weights_bytes=weights_bytes, memory_bytes=gpu_bytes)
+
+    @classmethod
+    def past_fraction(cls, engine: str, kept_fraction: float, free_bytes: int,
+                      weights_bytes: int, left_bytes: int, hint: str | None = None
+                      ) -> NoKVMemoryError:
+        """An engine that keeps `kept_fraction` of the free memory back (SGLang's
+        1 - mem_fraction_static) and whose weights take the rest."""
+        from kvplan.core.units import human_bytes
+
+        return cls(f"no memory is left for the KV cache: {engine} keeps {kept_fraction:.0%} "
+                   f"of {human_bytes(free_bytes)} free and the weights take "
+                   f"{human_bytes(weights_bytes)} per GPU", hint, engine=engine,
+                   left_bytes=left_bytes, weights_bytes=weights_bytes, memory_bytes=free_bytes)
 
 
 class TargetNotMetError(KvplanError):

@@ -1,4 +1,6 @@
-"""Parsing of token counts and byte sizes typed by people; formatting lives in render.py.
+"""Parsing of token counts and byte sizes typed by people, and the one byte formatter
+(`human_bytes`: the renderer's, and the error messages' that state sizes); every other
+human string is made in kvplan.output.
 
 `k` and `m` on token counts are binary (8k = 8,192 tokens, 128k = 131,072), the way context
 lengths are quoted; byte sizes must name their unit (GiB = 2**30, GB = 10**9), never a bare
@@ -22,6 +24,21 @@ MAX_BYTES = 2**60  # one size (an exbibyte)
 
 _TOKEN_SUFFIX = {"": 1, "k": 2**10, "m": 2**20}
 _TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
+
+_IEC = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+_SI = ((10**12, "TB"), (10**9, "GB"), (10**6, "MB"), (10**3, "KB"))
+
+
+def human_bytes(n: int, units: str = "iec") -> str:
+    """1073741824 -> '1.000 GiB' (iec) or '1.074 GB' (si). Exact below 1 KiB/KB."""
+    scale = _IEC if units == "iec" else _SI
+    sign = "-" if n < 0 else ""
+    value = abs(n)
+    for factor, label in scale:
+        if value >= factor:
+            return f"{sign}{value / factor:,.3f} {label}"
+    return f"{sign}{value:,} B"
+
 
 _BYTE_UNITS = {
     "b": 1,

@@ -296,12 +296,8 @@ def _check_positive(engine: str, stages: Sequence[int], total: int, weights: Seq
                     hint: str) -> None:
     worst = min(range(len(stages)), key=lambda i: stages[i])
     if stages[worst] <= 0:
-        from kvplan.output.render import human_bytes
-
-        raise NoKVMemoryError(
-            f"no memory is left for the KV cache: {engine} budget on stage {worst} is "
-            f"{human_bytes(stages[worst])} after {human_bytes(weights[worst])} of weights "
-            f"on a {human_bytes(total)} GPU", hint)
+        raise NoKVMemoryError.on_stage(engine, worst, stages[worst], weights[worst], total,
+                                       hint)
 
 
 def dims_of(spec: ModelSpec) -> ModelDims:
@@ -493,11 +489,8 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
         sglang_default_mem_fraction(gpu_memory_bytes, tp, pp, version, dp, dp_attention)
     after = before - per_gpu
     if after - before * (1 - fraction) <= 0:
-        from kvplan.output.render import human_bytes
-
-        raise NoKVMemoryError(
-            f"no memory is left for the KV cache: SGLang keeps {1 - fraction:.0%} of "
-            f"{human_bytes(before)} free and the weights take {human_bytes(per_gpu)} per GPU",
+        raise NoKVMemoryError.past_fraction(
+            "SGLang", 1 - fraction, before, per_gpu, int(after - before * (1 - fraction)),
             "use more GPUs (--tp/--pp), a smaller weight format, or a larger "
             "--mem-fraction-static")
     return SglangMemory(before, after, fraction, per_gpu)

@@ -1,7 +1,9 @@
 """The one renderer: a View -> rich table, Markdown, CSV or JSON text.
 
 Commands build Reports from raw ints; human strings (GiB, GB, thousands separators) are made
-here and nowhere else. JSON is written with json.dumps (never through a pretty-printer that
+here and nowhere else, with one exception: the byte formatter itself lives in
+kvplan.core.units (`human_bytes`, re-exported here) because the core's "no memory is left"
+error states its figures in it. JSON is written with json.dumps (never through a pretty-printer that
 wraps lines); rich is imported only for the terminal table.
 """
 
@@ -11,22 +13,11 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvplan.core.units import human_bytes
+
 FORMATS = ("table", "markdown", "csv", "json")
 UNITS = ("iec", "si")
 
-_IEC = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
-_SI = ((10**12, "TB"), (10**9, "GB"), (10**6, "MB"), (10**3, "KB"))
-
-
-def human_bytes(n: int, units: str = "iec") -> str:
-    """1073741824 -> '1.000 GiB' (iec) or '1.074 GB' (si). Exact below 1 KiB/KB."""
-    scale = _IEC if units == "iec" else _SI
-    sign = "-" if n < 0 else ""
-    value = abs(n)
-    for factor, label in scale:
-        if value >= factor:
-            return f"{sign}{value / factor:,.3f} {label}"
-    return f"{sign}{value:,} B"
 
 
 def json_plain(value: Any) -> Any:
