@@ -91,7 +91,7 @@ def render(view: View, fmt: str, units: str = "iec", width: int | None = None,
         return _csv(view.csv_table)
     if fmt == "markdown":
         return _markdown(view, units)
-    return _rich(view, units, width, verbose)
+    return _terminal(view, units, width, verbose)
 
 
 def _csv(table: Table) -> str:
@@ -125,10 +125,39 @@ def _markdown(view: View, units: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _rich(view: View, units: str, width: int | None, verbose: bool = False) -> str:
+def _terminal(view: View, units: str, width: int | None, verbose: bool = False) -> str:
     """Terminal tables that never cut a number: a table whose numbers do not fit the width
     side by side (headers may wrap onto several lines) is printed one record per row
-    instead, label beside value."""
+    instead, label beside value. Laid out as rich lays out these tables, written by
+    kvplan.output.terminal when every string is printable ASCII (rich's import is a fifth of
+    a table command's start-up), by rich otherwise."""
+    from kvplan.output import terminal
+
+    notes = ["--verbose: the inputs, the engine's log lines and the formulas."] if (
+        view.notes_when_verbose and not verbose) else [*view.notes, unit_note(units)]
+    grids = [[[_cell(row.get(c.key), c.kind, units) for c in table.columns]
+              for row in table.rows] for table in view.tables]
+    texts = [view.headline, *notes, *(t.title for t in view.tables),
+             *(c.header for t in view.tables for c in t.columns),
+             *(text for grid in grids for row in grid for text in row)]
+    if not all(map(terminal.is_plain, texts)):
+        return _rich(view, units, width, verbose)
+    width = width or 80
+    out = [view.headline + "\n\n"] if view.headline else []
+    for table, cells in zip(view.tables, grids, strict=True):
+        widths = _layout(table, cells, width)
+        if widths is None:
+            out.append(terminal.paragraph(_vertical(table, cells, width), width))
+            continue
+        out.append(terminal.table(table.title, [c.header for c in table.columns], cells,
+                                  widths, [c.kind != "text" for c in table.columns]))
+    out.extend(terminal.paragraph(note, width) for note in notes)
+    return "".join(out)
+
+
+def _rich(view: View, units: str, width: int | None, verbose: bool = False) -> str:
+    """_terminal's tables drawn by rich: for text that is not printable ASCII (characters
+    that take two terminal cells, or none)."""
     from rich import box
     from rich.console import Console
     from rich.table import Table as RichTable
