@@ -41,6 +41,44 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class Block:
+    """The sub-layers of one decoder layer, for models whose layers differ beyond their cache
+    kind (ModelSpec.blocks): its token mixer and its feed-forward, each with its own pre-norm.
+
+    mixer: "attention" (the layer's cache kind says which), "ssm" (the model's recurrent
+    mixer, ModelSpec.ssm), "linear" (one hidden x hidden matrix: Nemotron-NAS
+    replace_with_linear) or None (no mixer: Nemotron-H MLP/MoE layers, NAS no_op).
+    ffn: "mlp", "moe", "linear" or None; ffn_width: this layer's MLP width where it is not
+    the model's intermediate_size (Nemotron-NAS ffn_mult)."""
+
+    mixer: str | None
+    ffn: str | None
+    ffn_width: int | None = None
+
+
+@dataclass(frozen=True)
+class SSMShapes:
+    """The recurrent token mixer of a hybrid model's state layers, as its checkpoint stores
+    it (kvplan.core.weights lists its tensors).
+
+    kind: "mamba1" (Jamba: in_proj 2 x inner, depthwise conv, x_proj / dt_proj with a rank,
+    A_log (inner x state), D), "mamba2" (Nemotron-H: heads x head_dim = inner, n_groups B/C
+    groups, per-head dt_bias / A_log / D, gated norm) or "gated_deltanet" (Qwen3-Next:
+    num_heads value heads of inner / num_heads, n_groups key heads of d_state)."""
+
+    kind: str
+    d_inner: int  # mamba: expand x hidden or heads x head_dim; deltanet: value heads x dim
+    d_state: int  # mamba: SSM state size; deltanet: key head dim
+    d_conv: int  # the depthwise convolution's kernel
+    num_heads: int = 0  # mamba2 heads; deltanet value heads
+    n_groups: int = 0  # mamba2 B/C groups; deltanet key heads
+    dt_rank: int = 0  # mamba1 only
+    conv_bias: bool = True
+    proj_bias: bool = False  # in_proj / out_proj carry biases
+    inner_norms: bool = False  # Jamba: RMSNorms on dt, B and C inside the mixer
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     layers: tuple[Layer, ...]
@@ -84,6 +122,11 @@ class ModelSpec:
     index_n_heads: int | None = None  # DeepSeek sparse attention indexer heads (V3.2, GLM-5)
     attention_bias: bool | None = None  # q/k/v (and o) projections carry biases
     num_nextn_predict_layers: int | None = None  # DeepSeek MTP layers stored in the checkpoint
+    # per decoder layer, where layers differ beyond their cache kind (Nemotron-H's one
+    # sub-layer per layer, Nemotron-NAS's no_op / linear / per-layer widths); None: every
+    # layer is its mixer (by cache kind) + an MLP or MoE (is_moe_layer)
+    blocks: tuple[Block, ...] | None = None
+    ssm: SSMShapes | None = None  # the recurrent mixer of the state layers
     # --- the checkpoint ------------------------------------------------------------------
     quantization: Quantization = NONE  # its weight format (config.json quantization_config)
     checkpoint: Checkpoint | None = None  # its published bytes, when known

@@ -36,7 +36,7 @@ from kvplan.core.quant import (
     linear_tensors,
 )
 from kvplan.core.sizing import pp_stages
-from kvplan.core.spec import ModelSpec
+from kvplan.core.spec import Block, ModelSpec
 
 VOCAB_PADDING = 64  # vLLM DEFAULT_VOCAB_PADDING_SIZE
 
@@ -48,7 +48,13 @@ SUPPORTED_FAMILIES = {
     "gemma2", "gemma3", "gemma3_text", "deepseek", "deepseek_v2", "deepseek_v3", "deepseek_v32",
     "kimi_k2", "gpt_oss", "llama4", "llama4_text", "olmo2", "olmo3", "cohere", "chatglm",
     "falcon", "gpt2", "minimax_m2", "glm_moe_dsa", "llava", "mimo_v2_flash",
+    # hybrids and per-layer blocks (ModelSpec.ssm / ModelSpec.blocks)
+    "jamba", "nemotron_h", "qwen3_next", "nemotron-nas", "deci",
 }
+# Families whose layers need ModelSpec.blocks (what each layer holds is not its cache kind)
+NEEDS_BLOCKS = {"nemotron_h", "nemotron-nas", "deci"}
+# Families whose MLPs are up -> act -> down, without a gate projection (Nemotron-H relu2)
+UNGATED_MLP = {"nemotron_h"}
 # Families with a vision tower (or other modules) the text inventory leaves out.
 MULTIMODAL_FAMILIES = {"llava", "llama4", "llama4_text", "mllama", "gemma3"}
 
@@ -226,6 +232,9 @@ class _Builder:
         s, fam = self.spec, self.family
         hidden = _need(s, "hidden_size")
         layer = s.layers[i] if i < s.num_layers else s.layers[-1]
+        if s.blocks is not None or s.ssm is not None:
+            self.block_layer(i, p, place, self.block(i))
+            return
         if isinstance(layer, RecurrentState):
             raise BadInputError(f"{s.name}: layer {i} is a recurrent mixer; the weight "
                                 "inventory does not model it")
@@ -247,6 +256,119 @@ class _Builder:
         else:
             self.attention(i, p, place)
         self.mlp(i, p, place)
+
+    def block(self, i: int) -> Block:
+        """Layer i's sub-layers: ModelSpec.blocks, else its cache kind's mixer (a state layer:
+        the model's SSM) and an MLP or MoE."""
+        s = self.spec
+        if s.blocks is not None and i < len(s.blocks):
+            return s.blocks[i]
+        layer = s.layers[i] if i < s.num_layers else s.layers[-1]
+        moe = s.is_moe_layer(i) if i < s.num_layers else s.is_moe
+        return Block("ssm" if isinstance(layer, RecurrentState) else "attention",
+                     "moe" if moe else "mlp")
+
+    def block_layer(self, i: int, p: str, place: str, block: Block) -> None:
+        """A layer of a hybrid or per-layer-block model: one pre-norm per sub-layer
+        (Nemotron-H's single sub-layer: `norm`; Jamba, Qwen3-Next, Nemotron-NAS:
+        input_layernorm before the mixer, post_attention_layernorm / pre_ff_layernorm before
+        the feed-forward), then the mixer and the feed-forward."""
+        s, fam = self.spec, self.family
+        hidden = _need(s, "hidden_size")
+        if fam == "nemotron_h":
+            self.norm(f"{p}.norm", hidden, i, place)
+        else:
+            if block.mixer:
+                self.norm(f"{p}.input_layernorm", hidden, i, place)
+            if block.ffn:
+                self.norm(f"{p}.post_attention_layernorm", hidden, i, place)
+        layer = s.layers[i] if i < s.num_layers else s.layers[-1]
+        if block.mixer == "attention":
+            if isinstance(layer, MLA):
+                self.mla(i, p, place, layer)
+            else:
+                self.attention(i, p, place)
+        elif block.mixer == "ssm":
+            self.ssm_mixer(i, p, place)
+        elif block.mixer == "linear":  # Nemotron-NAS replace_with_linear
+            self.linear(f"{p}.self_attn.linear_attn", hidden, hidden, i, place, "row",
+                        kind="attn")
+        if block.ffn == "moe":
+            self.moe(i, p, place)
+        elif block.ffn == "mlp":
+            self.dense_mlp(i, p, place, block.ffn_width or _need(s, "intermediate_size"))
+        elif block.ffn == "linear":
+            self.linear(f"{p}.mlp.linear_mlp", hidden, hidden, i, place, "row", kind="mlp")
+
+    def ssm_mixer(self, i: int, p: str, place: str) -> None:
+        """A recurrent mixer's tensors (ModelSpec.ssm), per rank as vLLM shards them: input
+        projections and the depthwise convolution column-parallel (split by channel / head),
+        per-head parameters split with their heads, the output projection row-parallel.
+        mamba1: transformers JambaMambaMixer / vLLM mamba_mixer.py; mamba2: NemotronHMamba2Mixer
+        / vLLM mamba_mixer2.py (B/C groups replicated up to TP when TP does not divide them:
+        extra_groups_for_head_shards); gated_deltanet: Qwen3NextGatedDeltaNet / vLLM
+        qwen3_next.py."""
+        s, m = self.spec, self.spec.ssm
+        if m is None:
+            raise BadInputError(f"{s.name}: layer {i} is a recurrent mixer whose shapes the "
+                                "spec does not give", "import the model from its config.json")
+        hidden = _need(s, "hidden_size")
+        md, tp = self.md, self.tp
+        pre = {"jamba": "mamba", "qwen3_next": "linear_attn"}.get(self.family, "mixer")
+        pre = f"{p}.{pre}"
+        sh = self.shard
+
+        def local(name: str, out_f: int, in_f: int, bias: bool = False) -> None:
+            self.linear(name, out_f, in_f, i, place, "replicated", bias, "mixer")
+
+        if m.kind == "mamba1":
+            inner = sh(m.d_inner, True)
+            local(f"{pre}.in_proj", 2 * inner, hidden, m.proj_bias)
+            self.plain(f"{pre}.conv1d.weight", (inner, 1, m.d_conv), i, place, md)
+            if m.conv_bias:
+                self.plain(f"{pre}.conv1d.bias", (inner,), i, place, md)
+            local(f"{pre}.x_proj", m.dt_rank + 2 * m.d_state, inner)
+            local(f"{pre}.dt_proj", inner, m.dt_rank, bias=True)
+            self.plain(f"{pre}.A_log", (inner, m.d_state), i, place, md)
+            self.plain(f"{pre}.D", (inner,), i, place, md)
+            local(f"{pre}.out_proj", hidden, inner, m.proj_bias)
+            if m.inner_norms:
+                for n, w in (("dt_layernorm", m.dt_rank), ("b_layernorm", m.d_state),
+                             ("c_layernorm", m.d_state)):
+                    self.plain(f"{pre}.{n}.weight", (w,), i, place, md)
+            return
+        heads = sh(m.num_heads, True)
+        inner = sh(m.d_inner, True)
+        if m.kind == "mamba2":
+            groups = m.n_groups
+            if tp > 1 and groups % tp:
+                groups = tp  # replicated so that every rank has one (vLLM mamba_mixer2.py)
+            groups //= tp
+            conv_dim = inner + 2 * groups * m.d_state
+            local(f"{pre}.in_proj", inner + conv_dim + heads, hidden, m.proj_bias)
+            self.plain(f"{pre}.conv1d.weight", (conv_dim, 1, m.d_conv), i, place, md)
+            if m.conv_bias:
+                self.plain(f"{pre}.conv1d.bias", (conv_dim,), i, place, md)
+            for n in ("dt_bias", "A_log", "D"):
+                self.plain(f"{pre}.{n}", (heads,), i, place, md)
+            self.plain(f"{pre}.norm.weight", (inner,), i, place, md)  # gated RMSNorm
+            local(f"{pre}.out_proj", hidden, inner, m.proj_bias)
+            return
+        if m.kind == "gated_deltanet":
+            key = sh(m.n_groups * m.d_state, True)
+            local(f"{pre}.in_proj_qkvz", 2 * key + 2 * inner, hidden)
+            local(f"{pre}.in_proj_ba", 2 * heads, hidden)
+            conv_dim = 2 * key + inner
+            self.plain(f"{pre}.conv1d.weight", (conv_dim, 1, m.d_conv), i, place, md)
+            if m.conv_bias:
+                self.plain(f"{pre}.conv1d.bias", (conv_dim,), i, place, md)
+            for n in ("dt_bias", "A_log"):
+                self.plain(f"{pre}.{n}", (heads,), i, place, md)
+            # one gated RMSNorm over a value head, shared by the heads: replicated
+            self.plain(f"{pre}.norm.weight", (m.d_inner // m.num_heads,), i, place, md)
+            local(f"{pre}.out_proj", hidden, inner)
+            return
+        raise BadInputError(f"{s.name}: the weight inventory does not know the {m.kind} mixer")
 
     def attention(self, i: int, p: str, place: str) -> None:
         s, fam = self.spec, self.family
@@ -270,7 +392,11 @@ class _Builder:
             self.linear(f"{p}.attn.c_attn", 3 * hidden, hidden, i, place, "column", True, "attn")
             self.linear(f"{p}.attn.c_proj", hidden, hidden, i, place, "row", True, "attn")
             return
-        self.linear(f"{p}.self_attn.q_proj", heads * hd, hidden, i, place, "column", bias, "attn")
+        # Qwen3-Next's gated attention: q_proj also gives the output gate (attn_output_gate,
+        # always on in Qwen3NextAttention), twice the query width
+        gate = 2 if fam == "qwen3_next" else 1
+        self.linear(f"{p}.self_attn.q_proj", gate * heads * hd, hidden, i, place, "column", bias,
+                    "attn")
         for name, width in (("k_proj", hd), ("v_proj", vd)):
             if kv_rank is not None:
                 self.linear(f"{p}.self_attn.{name}", kv_total * width, hidden, i, place,
@@ -279,7 +405,7 @@ class _Builder:
                 self.linear(f"{p}.self_attn.{name}", kv * width, hidden, i, place, "column",
                             bias, "attn")
         self.linear(f"{p}.self_attn.o_proj", hidden, heads * vd, i, place, "row", o_bias, "attn")
-        if fam in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"):
+        if fam in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text", "qwen3_next"):
             self.plain(f"{p}.self_attn.q_norm.weight", (hd,), i, place)
             self.plain(f"{p}.self_attn.k_norm.weight", (hd,), i, place)
         elif fam in ("olmo2", "olmo3"):
@@ -325,12 +451,19 @@ class _Builder:
                         kind="router", quantizable=False)
 
     def mlp(self, i: int, p: str, place: str) -> None:
-        s, fam = self.spec, self.family
-        hidden = _need(s, "hidden_size")
+        s = self.spec
         if s.is_moe_layer(i) if i < s.num_layers else s.is_moe:
             self.moe(i, p, place)
             return
-        inter = _need(s, "intermediate_size")
+        self.dense_mlp(i, p, place, _need(s, "intermediate_size"))
+
+    def dense_mlp(self, i: int, p: str, place: str, inter: int) -> None:
+        fam = self.family
+        hidden = _need(self.spec, "hidden_size")
+        if fam in UNGATED_MLP:
+            self.linear(f"{p}.mlp.up_proj", inter, hidden, i, place, "column", kind="mlp")
+            self.linear(f"{p}.mlp.down_proj", hidden, inter, i, place, "row", kind="mlp")
+            return
         if fam in ("gpt2",):
             self.linear(f"{p}.mlp.c_fc", inter, hidden, i, place, "column", True, "mlp")
             self.linear(f"{p}.mlp.c_proj", hidden, inter, i, place, "row", True, "mlp")
@@ -371,8 +504,9 @@ class _Builder:
         saved_tp = self.tp
         self.tp = 1  # shapes below are already per rank
         try:
-            self.linear(f"{ex}.gate_proj", w_local, hid_in, i, place, "replicated", bias,
-                        "expert", count)
+            if fam not in UNGATED_MLP:
+                self.linear(f"{ex}.gate_proj", w_local, hid_in, i, place, "replicated", bias,
+                            "expert", count)
             self.linear(f"{ex}.up_proj", w_local, hid_in, i, place, "replicated", bias,
                         "expert", count)
             self.linear(f"{ex}.down_proj", hid_in, w_local, i, place, "replicated", bias,
@@ -392,10 +526,11 @@ class _Builder:
         shared = s.shared_expert_intermediate_size or 0
         if shared:
             sh = f"{p}.mlp.shared_experts"
-            self.linear(f"{sh}.gate_proj", shared, hidden, i, place, "column", kind="mlp")
+            if fam not in UNGATED_MLP:
+                self.linear(f"{sh}.gate_proj", shared, hidden, i, place, "column", kind="mlp")
             self.linear(f"{sh}.up_proj", shared, hidden, i, place, "column", kind="mlp")
             self.linear(f"{sh}.down_proj", hidden, shared, i, place, "row", kind="mlp")
-            if fam == "qwen2_moe":
+            if fam in ("qwen2_moe", "qwen3_next"):
                 self.linear(f"{p}.mlp.shared_expert_gate", 1, hidden, i, place, "replicated",
                             kind="router", quantizable=False)
 
@@ -404,6 +539,18 @@ class _Builder:
         embedding, two norms, the 2H -> H projection and a shared head (norm + LM head);
         the projection, norms, embedding and head in the model dtype."""
         hidden = _need(self.spec, "hidden_size")
+        if self.family == "qwen3_next":
+            # Qwen3-Next's mtp.*: fc (2H -> H), two pre-fc norms, one decoder layer (gated
+            # attention + MoE) and a final norm; it shares the model's embedding and LM head
+            # (vLLM qwen3_next_mtp.py)
+            p = f"mtp.layers.{i}"
+            self.layer(i, p, "mtp")
+            self.out[:] = [t if t.layer != i else replace(t, place="mtp") for t in self.out]
+            for n in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
+                self.plain(f"mtp.{n}.weight", (hidden,), i, "mtp")
+            self.linear("mtp.fc", hidden, 2 * hidden, i, "mtp", "replicated",
+                        quantizable=False)
+            return
         p = f"model.layers.{i}"
         self.layer(i, p, "mtp")
         self.out[:] = [t if t.layer != i else replace(t, place="mtp") for t in self.out]
@@ -434,12 +581,16 @@ def supported(spec: ModelSpec) -> str | None:
     """None when the inventory can be computed for this spec, else why not."""
     if (spec.family or "") not in SUPPORTED_FAMILIES:
         return f"the weight inventory does not model the {spec.family or 'unknown'} family"
-    if any(isinstance(x, RecurrentState) for x in spec.layers):
-        return "the weight inventory does not model recurrent mixers"
+    if spec.ssm is None and any(isinstance(x, RecurrentState) for x in spec.layers):
+        return "the spec does not give its recurrent mixer's shapes"
+    if (spec.family or "") in NEEDS_BLOCKS and spec.blocks is None:
+        return "the spec does not say what each layer holds (blocks)"
+    if spec.blocks is not None and len(spec.blocks) != spec.num_layers:
+        return "the spec's blocks do not list one entry per layer"
     for name in ("hidden_size", "vocab_size"):
         if getattr(spec, name) is None:
             return f"the spec has no {name}"
-    if spec.num_experts and spec.moe_layer_step is None:
+    if spec.num_experts and spec.moe_layer_step is None and spec.blocks is None:
         return "the spec does not say which layers are MoE"
     if spec.tie_word_embeddings is None:
         return "the spec does not say whether the embeddings are tied"

@@ -41,7 +41,7 @@ from kvplan.core.layers import (
     SlidingWindow,
     StateTensor,
 )
-from kvplan.core.spec import ModelSpec, Source
+from kvplan.core.spec import Block, ModelSpec, Source, SSMShapes
 from kvplan.sources import hfarch
 from kvplan.sources.fields import Fields
 from kvplan.sources.quant import quantization_from_config
@@ -395,7 +395,99 @@ def shapes(reader: _Reader) -> dict[str, Any]:
     elif mt == "qwen2":  # Qwen2Attention: q/k/v carry biases, o does not; no config field
         out["attention_bias"] = True
     out["num_nextn_predict_layers"] = _opt_int(cfg, "num_nextn_predict_layers")
+    if mt == "nemotron_h" and experts:
+        out["routing_bias"] = True  # NemotronHTopkRouter (DeepseekV3TopkRouter): always one
+    out["ssm"] = _ssm_shapes(cfg, mt, out["hidden_size"])
+    out["blocks"] = _blocks(cfg, mt, out["hidden_size"])
     return out
+
+
+def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:
+    """The recurrent mixer's weight shapes of a hybrid (ModelSpec.ssm); None when the family
+    has none or the config lacks a size (never guessed)."""
+    def need(*names: str) -> int | None:
+        return _opt_int(cfg, *names, minimum=1)
+
+    def flag(name: str, default: bool) -> bool:
+        value = cfg.raw.get(name, default)
+        return value if isinstance(value, bool) else default
+
+    if mt == "jamba" and hidden:
+        # JambaMambaMixer: inner = mamba_expand x hidden; mamba_dt_rank "auto" =
+        # ceil(hidden / 16) (JambaConfig); dt / B / C RMSNorms inside the mixer
+        expand, state, conv = need("mamba_expand"), need("mamba_d_state"), need("mamba_d_conv")
+        rank = cfg.raw.get("mamba_dt_rank", "auto")
+        rank = -(-hidden // 16) if rank == "auto" else _opt_int(cfg, "mamba_dt_rank", minimum=1)
+        if None in (expand, state, conv, rank):
+            return None
+        return SSMShapes("mamba1", expand * hidden, state, conv, dt_rank=rank,  # type: ignore
+                         conv_bias=flag("mamba_conv_bias", True),
+                         proj_bias=flag("mamba_proj_bias", False), inner_norms=True)
+    if mt == "nemotron_h":
+        # NemotronHMamba2Mixer: inner = mamba_num_heads x mamba_head_dim
+        heads, head_dim = need("mamba_num_heads"), need("mamba_head_dim")
+        state, conv, groups = need("ssm_state_size"), need("conv_kernel"), need("n_groups")
+        if None in (heads, head_dim, state, conv, groups):
+            return None
+        return SSMShapes("mamba2", heads * head_dim, state, conv, heads, groups,  # type: ignore
+                         conv_bias=flag("use_conv_bias", True),
+                         proj_bias=flag("use_bias", False))
+    if mt == "qwen3_next":
+        # Qwen3NextGatedDeltaNet: value heads x value dim, key heads x key dim; no conv bias
+        vh, vd = need("linear_num_value_heads"), need("linear_value_head_dim")
+        kh, kd = need("linear_num_key_heads"), need("linear_key_head_dim")
+        conv = need("linear_conv_kernel_dim")
+        if None in (vh, vd, kh, kd, conv):
+            return None
+        return SSMShapes("gated_deltanet", vh * vd, kd, conv, vh, kh,  # type: ignore
+                         conv_bias=False)
+    return None
+
+
+# Nemotron-H's one sub-layer per layer: hybrid_override_pattern's letters and
+# layers_block_type's names (transformers 5)
+_NEMOTRON_H_BLOCKS = {"M": Block("ssm", None), "*": Block("attention", None),
+                      "-": Block(None, "mlp"), "E": Block(None, "moe"),
+                      "mamba": Block("ssm", None), "attention": Block("attention", None),
+                      "mlp": Block(None, "mlp"), "moe": Block(None, "moe")}
+
+
+def _blocks(cfg: Fields, mt: str, hidden: int | None) -> tuple[Block, ...] | None:
+    """ModelSpec.blocks for the families whose layers differ beyond their cache kind; None
+    for the others or when the config does not say (the layer reader has already refused a
+    malformed pattern or block list)."""
+    if mt == "nemotron_h":
+        for name in ("layers_block_type", "hybrid_override_pattern"):
+            value = cfg.raw.get(name)
+            if isinstance(value, (str, list)) and all(
+                    isinstance(c, str) and c in _NEMOTRON_H_BLOCKS for c in value):
+                return tuple(_NEMOTRON_H_BLOCKS[c] for c in value)
+        return None
+    if not cfg.has("block_configs") or not hidden:
+        return None
+    out = []
+    for raw in cfg.list("block_configs"):
+        attn = raw.get("attention") if isinstance(raw, dict) else None
+        ffn = raw.get("ffn") if isinstance(raw, dict) else None
+        if not isinstance(attn, dict) or not isinstance(ffn, dict):
+            return None
+        mixer = (None if attn.get("no_op") else "linear" if attn.get("replace_with_linear")
+                 else "attention")
+        width = None
+        if ffn.get("no_op"):
+            kind = None
+        elif ffn.get("replace_with_linear"):
+            kind = "linear"
+        else:
+            mult = ffn.get("ffn_mult")
+            if isinstance(mult, bool) or not isinstance(mult, (int, float)) or mult <= 0:
+                return None
+            # DeciLM _ffn_mult_to_intermediate_size: int(2 x mult x hidden / 3) rounded up
+            # to a multiple of 256 (vLLM nemotron_nas.py, the checkpoint's modeling_decilm.py)
+            width = -(-int(2 * mult * hidden / 3) // 256) * 256
+            kind = "mlp"
+        out.append(Block(mixer, kind, width))
+    return tuple(out)
 
 
 def _moe_layout(cfg: Fields, reader: _Reader) -> tuple[int | None, int | None]:

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from kvplan.core.layers import (
     StateTensor,
 )
 from kvplan.core.quant import NONE
-from kvplan.core.spec import Checkpoint, ModelSpec, Source
+from kvplan.core.spec import Block, Checkpoint, ModelSpec, Source, SSMShapes
 from kvplan.sources.fields import Fields, read_yaml
 
 SCHEMA = "kvplan.model/1"
@@ -43,6 +44,15 @@ SHAPE_BOOLS = ("tie_word_embeddings", "attention_bias", "routing_bias")
 # fields that may be 0 (no shared experts, no dense layers, no MTP layer)
 _SHAPE_ZERO_OK = {"num_shared_experts", "shared_expert_intermediate_size",
                   "first_dense_layers", "num_nextn_predict_layers", "qk_nope_head_dim"}
+# `shapes.ssm`: the recurrent mixer of a hybrid's state layers (ModelSpec.ssm)
+SSM_KINDS = ("mamba1", "mamba2", "gated_deltanet")
+_SSM_INTS = ("d_inner", "d_state", "d_conv", "num_heads", "n_groups", "dt_rank")
+_SSM_BOOLS = ("conv_bias", "proj_bias", "inner_norms")
+# `shapes.blocks`: one token per layer (ModelSpec.blocks), a mixer letter and/or a
+# feed-forward letter, then `:width` for a per-layer MLP width and `xN` to repeat the token.
+BLOCK_MIXERS = {"*": "attention", "M": "ssm", "L": "linear"}
+BLOCK_FFNS = {"-": "mlp", "E": "moe", "F": "linear"}
+_BLOCK_TOKEN = re.compile(r"^([*ML]?)([-EF]?)(?::(\d+))?(?:x(\d+))?$")
 _SOURCE = {"repo", "revision", "file", "sha256", "paper", "note"}
 _ATTN = {"kind", "count", "num_kv_heads", "head_dim", "v_head_dim"}
 _KIND_FIELDS = {
@@ -93,12 +103,16 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
     shapes: dict[str, Any] = {}
     if top.has("shapes"):
         sh = top.sub("shapes")
-        sh.check_known(set(SHAPE_INTS) | set(SHAPE_BOOLS))
+        sh.check_known(set(SHAPE_INTS) | set(SHAPE_BOOLS) | {"ssm", "blocks"})
         for key in SHAPE_INTS:
             shapes[key] = sh.int(key, None, minimum=0 if key in _SHAPE_ZERO_OK else 1)
         for key in SHAPE_BOOLS:
             if sh.has(key):
                 shapes[key] = sh.bool(key, False)
+        if sh.has("ssm"):
+            shapes["ssm"] = _read_ssm(sh.sub("ssm"))
+        if sh.has("blocks"):
+            shapes["blocks"] = parse_blocks(sh, sh.str("blocks"))
     quant = NONE
     if top.has("quantization_config"):
         from kvplan.sources.quant import read_quantization
@@ -130,6 +144,56 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
         checkpoint=checkpoint,
         **shapes,
     )
+
+
+def _read_ssm(f: Fields) -> SSMShapes:
+    f.check_known({"kind", *_SSM_INTS, *_SSM_BOOLS})
+    kind = f.str("kind")
+    if kind not in SSM_KINDS:
+        raise f.error("kind", f"is {kind!r}", "one of: " + ", ".join(SSM_KINDS))
+    optional = ("num_heads", "n_groups", "dt_rank")
+    ints = {k: f.int(k, 0, minimum=0) if k in optional else f.int(k) for k in _SSM_INTS}
+    for k, v in ints.items():
+        if v > MAX_DIM:
+            raise f.error(k, f"is {v:,}, larger than any real model's")
+    bools = {k: f.bool(k, k == "conv_bias") for k in _SSM_BOOLS}
+    return SSMShapes(kind, **ints, **bools)
+
+
+def parse_blocks(f: Fields, text: str) -> tuple[Block, ...]:
+    """`shapes.blocks`: e.g. "M - M * E" (Nemotron-H) or "*-:28672x6 -:7168x2" (NAS)."""
+    out: list[Block] = []
+    for token in text.split():
+        m = _BLOCK_TOKEN.match(token)
+        if m is None or not (m.group(1) or m.group(2)) or (m.group(3) and m.group(2) != "-"):
+            raise f.error("blocks", f"has token {token!r}", "a token is a mixer letter "
+                          "(* attention, M ssm, L linear) and/or a feed-forward letter (- MLP, "
+                          "E MoE, F linear), then :width (MLP only) and xN to repeat it")
+        width = int(m.group(3)) if m.group(3) else None
+        repeat = int(m.group(4)) if m.group(4) else 1
+        if (width is not None and not 1 <= width <= MAX_DIM) or not 1 <= repeat or \
+                len(out) + repeat > MAX_LAYERS:
+            raise f.error("blocks", f"has token {token!r} with a width or count out of range")
+        block = Block(BLOCK_MIXERS.get(m.group(1)), BLOCK_FFNS.get(m.group(2)), width)
+        out += [block] * repeat
+    if not out:
+        raise f.error("blocks", "is empty")
+    return tuple(out)
+
+
+def format_blocks(blocks: tuple[Block, ...]) -> str:
+    mixers = {v: k for k, v in BLOCK_MIXERS.items()}
+    ffns = {v: k for k, v in BLOCK_FFNS.items()}
+    tokens: list[tuple[str, int]] = []
+    for b in blocks:
+        t = mixers.get(b.mixer or "", "") + ffns.get(b.ffn or "", "")
+        if b.ffn_width is not None:
+            t += f":{b.ffn_width}"
+        if tokens and tokens[-1][0] == t:
+            tokens[-1] = (t, tokens[-1][1] + 1)
+        else:
+            tokens.append((t, 1))
+    return " ".join(t if n == 1 else f"{t}x{n}" for t, n in tokens)
 
 
 def _read_layers(parent: Fields, path: str, groups: list[Any]) -> list[Layer]:
@@ -306,6 +370,11 @@ def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
     shapes = {k: getattr(spec, k) for k in (*SHAPE_INTS[:2], "tie_word_embeddings",
                                              *SHAPE_INTS[2:], "attention_bias", "routing_bias")
               if getattr(spec, k) is not None}
+    if spec.ssm is not None:
+        shapes["ssm"] = {k: v for k, v in vars(spec.ssm).items()
+                         if not (k in ("num_heads", "n_groups", "dt_rank") and v == 0)}
+    if spec.blocks is not None:
+        shapes["blocks"] = format_blocks(spec.blocks)
     if shapes:
         out["shapes"] = shapes
     if spec.quantization.config_json:

@@ -1,0 +1,189 @@
+"""Weight inventories of hybrid and per-layer-block models (kvplan.core.weights with
+ModelSpec.ssm / ModelSpec.blocks): Jamba (Mamba-1 + attention, MoE every other layer),
+Nemotron-H (Mamba-2 / attention / MLP / MoE blocks), Qwen3-Next (gated DeltaNet + gated
+attention, MoE) and Nemotron-NAS (per-layer attention no_op and FFN widths).
+
+Each is checked against an independent figure: a Hub parameter total with its source, or a
+per-tensor sum written out here from the modelling code's tensor shapes (transformers
+modeling_jamba.py JambaMambaMixer, modeling_nemotron_h.py NemotronHMamba2Mixer / NemotronHMLP /
+NemotronHMoE, modeling_qwen3_next.py Qwen3NextGatedDeltaNet / Qwen3NextAttention, the
+checkpoint's modeling_decilm.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvplan.core.errors import SpecError
+from kvplan.core.weights import inventory, supported
+from kvplan.sources.fields import Fields
+from kvplan.sources.hfconfig import load_config_file
+from kvplan.sources.library import load_library
+from kvplan.sources.yamlspec import format_blocks, parse_blocks, spec_from_dict, spec_to_dict
+
+CONFIGS = Path(__file__).parent / "fixtures" / "hf-configs"
+LIB = {s.name: s for s in load_library()}
+
+
+def test_jamba_1_5_mini_is_its_per_tensor_sum():
+    h, v, inner, state, conv, rank, kv_width, mlp, experts = (
+        4096, 65536, 8192, 16, 4, 256, 8 * 128, 14336, 16)
+    mamba = (2 * inner * h                      # in_proj (x and gate), no bias
+             + inner * conv + inner             # depthwise conv1d weight + bias
+             + (rank + 2 * state) * inner       # x_proj -> dt, B, C
+             + inner * rank + inner             # dt_proj + bias
+             + inner * state + inner            # A_log, D
+             + h * inner                        # out_proj
+             + rank + 2 * state)                # dt / B / C RMSNorms
+    attention = 2 * h * h + 2 * h * kv_width    # q, o; k, v (8 KV heads of 128)
+    dense = 3 * h * mlp
+    moe = experts * h + experts * 3 * h * mlp   # router + experts
+    # 32 layers: attention where i % 8 == 4 (4), Mamba elsewhere (28); MoE on odd layers (16)
+    expected = (2 * v * h + h                    # untied embedding and LM head, final norm
+                + 32 * 2 * h                     # input_layernorm, pre_ff_layernorm
+                + 4 * attention + 28 * mamba + 16 * dense + 16 * moe)
+    assert expected == 51_570_323_328  # "52B total parameters" (AI21's model card, rounded)
+    for spec in (LIB["jamba-1.5-mini"],
+                 load_config_file(CONFIGS / "ai21labs--AI21-Jamba-1.5-Mini.json")):
+        inv = inventory(spec)
+        assert inv.total_params == expected
+        assert inv.total_bytes == 2 * expected
+
+
+def test_nemotron_h_56b_is_its_per_tensor_sum():
+    h, v = 8192, 131072
+    heads, head_dim, groups, state, conv = 256, 64, 8, 256, 4
+    inner = heads * head_dim
+    conv_dim = inner + 2 * groups * state
+    mamba = ((inner + conv_dim + heads) * h     # in_proj: z, x+B+C, dt
+             + conv_dim * conv + conv_dim       # conv1d weight + bias (use_conv_bias)
+             + 3 * heads                        # dt_bias, A_log, D
+             + inner                            # gated RMSNorm
+             + h * inner)                       # out_proj
+    attention = 2 * h * 64 * 128 + 2 * h * 8 * 128
+    mlp = 2 * h * 32768                         # up + down (relu2, no gate)
+    cfg = json.loads((CONFIGS / "nvidia--Nemotron-H-56B-Base-8K.json").read_text())
+    pattern = cfg["hybrid_override_pattern"]
+    counts = {c: pattern.count(c) for c in "M*-"}
+    assert counts == {"M": 54, "*": 10, "-": 54} and len(pattern) == 118
+    expected = (2 * v * h + h + 118 * h         # embeddings, head, final norm, one norm a block
+                + 54 * mamba + 10 * attention + 54 * mlp)
+    assert abs(expected - 56e9) <= 56e9 * 0.006  # "Nemotron-H-56B" (rounded)
+    for spec in (LIB["nemotron-h-56b"], load_config_file(CONFIGS / cfg_name("56B"))):
+        assert inventory(spec).total_params == expected
+
+
+def cfg_name(tag: str) -> str:
+    return {"56B": "nvidia--Nemotron-H-56B-Base-8K.json",
+            "nano": "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json"}[tag]
+
+
+def test_nemotron_3_nano_bf16_tensors_match_the_hub_total():
+    """31,577,937,344 = the Hub safetensors total of NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 as
+    the library cites it; it equals the inventory's BF16 tensors. The inventory adds one fp32
+    e_score_correction_bias per MoE router (NemotronHTopkRouter, kept in fp32 by
+    _keep_in_fp32_modules_strict): 23 MoE blocks x 128 experts."""
+    for spec in (LIB["nemotron-3-nano-30b-a3b"], load_config_file(CONFIGS / cfg_name("nano"))):
+        by = inventory(spec).elements_by_dtype()
+        assert by == {"BF16": 31_577_937_344, "F32": 23 * 128}
+
+
+def test_nemotron_3_nano_moe_block_by_hand():
+    spec = LIB["nemotron-3-nano-30b-a3b"]
+    h, experts, width, shared = 2688, 128, 1856, 3712
+    moe = (experts * h + experts                # router weight + fp32 correction bias
+           + experts * 2 * h * width            # up + down per expert, no gate
+           + 2 * h * shared)                    # shared expert up + down
+    layer = next(i for i, b in enumerate(spec.blocks) if b.ffn == "moe")
+    inv = inventory(spec)
+    assert sum(t.num_params for t in inv.tensors if t.layer == layer) == moe + h  # + its norm
+
+
+def test_qwen3_next_matches_the_hub_totals():
+    """Qwen/Qwen3-Next-80B-A3B-Instruct: 81,324,862,720 (the Hub safetensors total, as the
+    library YAML cites), MTP layer included. Qwen/Qwen3-Coder-Next, the same architecture
+    without mtp.* tensors: 79,674,391,296 (the Hub's totalParameters, quoted by a public
+    test suite's CatalogParameterTests)."""
+    spec = LIB["qwen3-next-80b-a3b"]
+    assert inventory(spec).total_params == 81_324_862_720 == spec.num_params
+    assert inventory(spec, include_mtp=False).total_params == 79_674_391_296
+
+
+def test_qwen3_next_layers_by_hand():
+    spec = LIB["qwen3-next-80b-a3b"]
+    h = 2048
+    key, value, vh = 16 * 128, 32 * 128, 32
+    deltanet = ((2 * key + 2 * value) * h       # in_proj_qkvz
+                + 2 * vh * h                    # in_proj_ba
+                + (2 * key + value) * 4         # conv1d, no bias
+                + 2 * vh                        # dt_bias, A_log
+                + 128                           # gated RMSNorm over one value head
+                + h * value)                    # out_proj
+    attention = (2 * 16 * 256 * h               # q_proj with the output gate
+                 + 2 * 2 * 256 * h + h * 16 * 256 + 2 * 256)  # k, v, o, q_norm, k_norm
+    moe = 512 * h + 512 * 3 * h * 512 + 3 * h * 512 + h  # router, experts, shared, its gate
+    inv = inventory(spec)
+    per_layer = {i: sum(t.num_params for t in inv.tensors if t.layer == i) for i in (0, 3)}
+    assert per_layer == {0: 2 * h + deltanet + moe, 3: 2 * h + attention + moe}
+
+
+def test_nemotron_super_49b_is_its_per_tensor_sum():
+    """Per layer from block_configs: attention unless no_op (8 KV heads: n_heads_in_group 8),
+    an MLP as wide as DeciLM's rule gives (int(2 x ffn_mult x hidden / 3) rounded up to 256)."""
+    cfg = json.loads((CONFIGS / "nvidia--Llama-3_3-Nemotron-Super-49B-v1.json").read_text())
+    h, v = 8192, 128256
+    expected = 2 * v * h + h
+    for block in cfg["block_configs"]:
+        if not block["attention"]["no_op"]:
+            expected += h + 2 * h * h + 2 * h * (h // 64 * 8)
+        width = int(2 * block["ffn"]["ffn_mult"] * h / 3)
+        width += -width % 256
+        expected += h + 3 * h * width
+    assert abs(expected - 49e9) <= 49e9 * 0.02  # "49B" (model card, rounded)
+    for spec in (LIB["llama-3.3-nemotron-super-49b"],
+                 load_config_file(CONFIGS / "nvidia--Llama-3_3-Nemotron-Super-49B-v1.json")):
+        assert inventory(spec).total_params == expected == 49_867_145_216
+
+
+def test_tensor_parallel_shards_a_mamba2_mixer():
+    """TP 2 on Nemotron-H-56B: every matrix split in two except the per-block norms and the
+    final norm (replicated); vocabulary rows split."""
+    spec = LIB["nemotron-h-56b"]
+    whole, half = inventory(spec), inventory(spec, tp=2)
+    replicated = 118 * 8192 + 8192
+    assert 2 * (half.total_params - replicated) == whole.total_params - replicated
+
+
+def test_mamba2_groups_replicated_when_tp_exceeds_them():
+    """vLLM mamba_mixer2.py: n_groups 8 over TP 16 -> each rank holds one group (8 extra)."""
+    spec = LIB["nemotron-h-56b"]
+    inv = inventory(spec, tp=16)
+    conv = next(t for t in inv.tensors if t.name == "model.layers.0.mixer.conv1d.weight")
+    assert conv.shape == (16384 // 16 + 2 * 1 * 256, 1, 4)
+
+
+def test_blocks_round_trip_through_yaml():
+    for name in ("nemotron-h-56b", "llama-3.3-nemotron-super-49b", "jamba-1.5-mini",
+                 "qwen3-next-80b-a3b"):
+        spec = LIB[name]
+        again = spec_from_dict(spec_to_dict(spec), "round-trip")
+        assert (again.blocks, again.ssm) == (spec.blocks, spec.ssm)
+    text = "*-:28672x3 M E -"
+    blocks = parse_blocks(Fields({}, "t"), text)
+    assert len(blocks) == 6 and blocks[0].ffn_width == 28672 and blocks[3].mixer == "ssm"
+    assert format_blocks(blocks) == text
+
+
+@pytest.mark.parametrize("token", ["", "Q", "*:12", "-:0", "x3", "*-x0"])
+def test_bad_block_tokens_are_refused(token):
+    with pytest.raises(SpecError, match="blocks"):
+        parse_blocks(Fields({}, "t"), token)
+
+
+def test_a_hybrid_without_mixer_shapes_is_not_computed():
+    spec = LIB["jamba-1.5-mini"]
+    from dataclasses import replace
+    assert "recurrent mixer" in (supported(replace(spec, ssm=None)) or "")
+    assert "blocks" in (supported(replace(LIB["nemotron-h-56b"], blocks=None)) or "")
