@@ -354,6 +354,12 @@ def test_import_counts_weights_from_sharded_safetensors_headers(hub):
     assert (f"Weights: {LLAMA2_PARAMS:,} parameters, {2 * LLAMA2_PARAMS:,} bytes"
             in res.stderr)
     assert "exact, from the safetensors headers of 2 files" in res.stderr
+    # the published checkpoint block: bytes per dtype summed from the two headers (all fp16:
+    # 2 bytes per parameter), with where they were read
+    sha = hub.repos["meta-llama/Llama-2-7b-hf"].sha
+    assert doc["checkpoint"] == {
+        "bytes": {"F16": 2 * LLAMA2_PARAMS},
+        "source": f"the safetensors headers of 2 files of hf:meta-llama/Llama-2-7b-hf@{sha}"}
     # headers were read with HTTP range requests, never the 13 GB of weights
     ranged = [s for s in hub.seen if s.path.endswith(".safetensors") and s.method == "GET"]
     assert ranged and all(s.headers.get("range", "").startswith("bytes=") for s in ranged)
