@@ -101,7 +101,7 @@ def test_every_kv_dtype_and_layout_on_each_attention_kind(model):
     checked = 0
     for dtype in DTYPES:
         fmt = parse_format(dtype, spec.dtype)
-        for layout in v.LAYOUTS:
+        for layout in v.layouts():
             if _expected_refusal(spec, fmt, layout):
                 with pytest.raises(BadInputError):
                     _run(spec, dtype, layout)
@@ -117,7 +117,7 @@ def test_every_kv_dtype_and_layout_on_each_attention_kind(model):
 @pytest.mark.parametrize("tokens", [1, 15, 16, 17, 23, 24, 25, 31, 32, 33, 40, 64, 100])
 def test_window_edges_in_every_layout(tokens):
     for model in ("sliding", "chunked", "cross", "hybrid"):
-        for layout in v.LAYOUTS:
+        for layout in v.layouts():
             result = _run(MODELS[model], "bf16", layout, tokens=tokens, batch=1)
             assert result.ok and result.measured_bytes == result.predicted_bytes > 0, (
                 model, layout)
@@ -136,7 +136,7 @@ def test_all_runs_every_library_model_and_layout_through_the_cli():
     assert doc["schema"] == "kvplan.validate-all/1" and doc["ok"] is True
     names = {s.name for s in load_library()}
     assert {(r["model"], r["layout"]) for r in doc["rows"]} == {
-        (n, layout) for n in names for layout in v.LAYOUTS}
+        (n, layout) for n in names for layout in v.layouts()}
     for row in doc["rows"]:
         if row["model"] == "deepseek-v4-flash":  # compressed attention: refused by name
             assert row["status"].startswith("skipped: ") and "compressed" in row["status"]
@@ -176,9 +176,10 @@ def test_vllm_pool_is_the_blocks_plus_the_null_block():
 def test_vllm_pools_are_raw_int8_pages_viewed_per_layer():
     spec = MODELS["gqa"]
     fmt = parse_format("int4:g64")
-    plan = v.vllm_plan(spec, fmt, 1, 16, 50)  # the engine's own layout
-    assert not plan.shared and [g.layers for g in plan.groups] == [("0", "1", "2")]
-    pools = v.vllm_pools(spec.layers, fmt, 2, 1, plan)
+    layout = v.cache_layout("vllm", spec, fmt, 50, 2, 1, 16)  # the engine's own layout
+    assert layout.paged and not layout.shared_tensors
+    assert [tuple(c.name for c in g.layers) for g in layout.groups] == [("0", "1", "2")]
+    pools = v.block_pools(layout, fmt, 1)
     assert len(pools) == 3  # one tensor per layer
     pool = pools[0]
     assert pool.num_blocks == 2 * -(-50 // 16) + 1  # 4 blocks per request + the null block
@@ -206,21 +207,26 @@ def test_vllm_hybrid_aligns_the_block_and_pads_the_state_page():
 @needs_torch
 def test_hf_static_tensors_are_batch_heads_max_len_head_dim():
     spec = MODELS["sliding"]
-    planes = v.dense_planes("hf-static", spec.layers, parse_format("bf16"), 50, 3, 1, 64)
+    def planes_of(dtype: str) -> list:
+        fmt = parse_format(dtype)
+        return v.dense_planes(v.cache_layout("hf-static", spec, fmt, 50, 3, 1, None, 64), fmt, 1)
+
+    planes = planes_of("bf16")
     assert {p.shape for p in planes if p.kind == "full"} == {(3, 2, 64, 32)}
     assert {p.shape for p in planes if p.kind == "sliding"} == {(3, 2, 24, 32)}  # the window
-    packed = v.dense_planes("hf-static", spec.layers, parse_format("int4:g16"), 50, 3, 1, 64)
+    packed = planes_of("int4:g16")
     assert {(p.name, p.dtype, p.shape[-1]) for p in packed if p.layer == 1} == {
         ("k", "uint8", 16), ("k.scale", "float16", 2), ("k.zero", "float16", 2),
         ("v", "uint8", 16), ("v.scale", "float16", 2), ("v.zero", "float16", 2)}
-    fp8 = v.dense_planes("hf-static", spec.layers, parse_format("fp8"), 50, 3, 1, 64)
+    fp8 = planes_of("fp8")
     assert {p.dtype for p in fp8} == {"float8_e4m3fn"}
 
 
 @needs_torch
 def test_fp8_ds_mla_is_a_656_byte_uint8_record():
     spec = _spec("dsv3", [MLA(512, 64)], heads=128)
-    planes = v.dense_planes("contiguous", spec.layers, parse_format("fp8_ds_mla"), 10, 1, 1, 10)
+    fmt = parse_format("fp8_ds_mla")
+    planes = v.dense_planes(v.cache_layout("contiguous", spec, fmt, 10, 1, 1, None, 10), fmt, 1)
     assert [(p.dtype, p.shape) for p in planes] == [("uint8", (1, 10, 656))]
     assert _run(spec, "fp8_ds_mla", "vllm", tokens=10, batch=1, block_size=64).ok
 
@@ -275,12 +281,57 @@ def test_a_wrong_packing_rule_is_caught(monkeypatch):
 
 @needs_torch
 def test_a_wrong_layout_rule_is_caught(monkeypatch):
-    # the allocation really follows HF's rule: with the window uncapped it no longer matches
-    monkeypatch.setattr(allocate, "_static_slots", lambda layer, max_len: max_len)
+    # HF StaticSlidingWindowLayer preallocates min(window, max_cache_len) slots: 24 of 64.
+    # K+V x 2 heads x 32 x bf16 per slot, 3 sliding layers x 2 requests
+    slot = 2 * 2 * 32 * 2
     result = _run(MODELS["sliding"], "bf16", "hf-static", max_len=64)
-    assert not result.ok
     sliding = {k.kind: k for k in result.ranks[0].kinds}["sliding"]
-    assert sliding.diff_bytes == 3 * 2 * (64 - 24) * 2 * 2 * 32 * 2  # layers x batch x slots
+    assert result.ok and sliding.measured_bytes == 3 * 2 * 24 * slot
+    # the allocation really follows the engine's rule (validate keeps no copy of it): with
+    # the window uncapped in kvplan.engines.hf, the tensors grow and the hand formula fails
+    from kvplan.engines import hf
+
+    real = hf.held_tokens
+    monkeypatch.setattr(hf, "held_tokens", lambda layer, cache, seq_len: seq_len
+                        if isinstance(layer, SlidingWindow) else real(layer, cache, seq_len))
+    v.cache_layout.cache_clear()
+    try:
+        wrong = _run(MODELS["sliding"], "bf16", "hf-static", max_len=64)
+    finally:
+        v.cache_layout.cache_clear()
+    sliding = {k.kind: k for k in wrong.ranks[0].kinds}["sliding"]
+    assert sliding.measured_bytes - 3 * 2 * 24 * slot == 3 * 2 * (64 - 24) * slot
+
+
+@needs_torch
+def test_a_layout_that_disagrees_with_the_byte_formulas_is_caught(monkeypatch):
+    # an engine whose described rows are not what the formulas predict for its layers (here
+    # SGLang's padding page forgotten in the tensors) shows up as a difference
+    from kvplan.validate import allocate as alloc
+
+    real = alloc.dense_planes
+
+    def short(layout, fmt, tp):
+        rows = tuple(dataclasses.replace(c, slots=c.slots - 1) for c in layout.layers)
+        return real(dataclasses.replace(layout, layers=rows), fmt, tp)
+
+    monkeypatch.setattr(alloc, "dense_planes", short)
+    result = _run(MODELS["gqa"], "bf16", "sglang", tokens=50, batch=2)
+    # one token row fewer on each of 3 layers: K+V x 2 heads x 64 x bf16
+    assert not result.ok and result.diff_bytes == -3 * 2 * 2 * 64 * 2
+
+
+def test_validate_predicts_what_the_planner_plans_for_hf():
+    # the hf engine's profile (what `plan --engine hf` sizes) and validate's prediction over
+    # the engine's layout agree on every model kind, for both cache classes
+    from kvplan.engines import hf
+
+    for name, spec in MODELS.items():
+        fmt = parse_format("bf16")
+        for cache, seq_len in (("static", 64), ("dynamic", 50)):
+            request = v.ValidateRequest(spec, fmt, 50, 2, layout=f"hf-{cache}", max_len=64)
+            planned = hf.profile(spec, cache=cache, seq_len=seq_len, batch=2, kv_dtype="bf16")
+            assert sum(v.predict(request).values()) == planned.cache_bytes, (name, cache)
 
 
 @needs_torch
@@ -447,7 +498,7 @@ def test_two_gloo_ranks_each_measure_their_shard(tmp_path):
 # --- CUDA (skipped without a GPU) -----------------------------------------------------------
 
 @needs_cuda
-@pytest.mark.parametrize("layout", v.LAYOUTS)
+@pytest.mark.parametrize("layout", v.layouts())
 def test_cuda_payload_and_allocator(layout):
     result = v.validate(v.ValidateRequest(MODELS["sliding"], parse_format("bf16"), 50, 2,
                                           layout=layout, device="cuda"))
@@ -500,7 +551,7 @@ def test_allocations_never_touch_their_pages(monkeypatch):
         raise AssertionError("zero-filled an allocation")
 
     monkeypatch.setattr(torch, "zeros", no_zeros)
-    for layout in v.LAYOUTS:
+    for layout in v.layouts():
         assert _run(MODELS["sliding"], "bf16", layout, max_len=64).ok, layout
 
 
@@ -534,6 +585,6 @@ def test_memory_running_out_midway_stops_before_the_next_tensor_and_frees(monkey
 def test_all_reports_progress_only_to_its_listener():
     seen: list[v.Progress] = []
     result = v.validate_all(specs=[MODELS["gqa"], MODELS["hybrid"]], progress=seen.append)
-    assert result.ok and len(result.rows) == 2 * len(v.LAYOUTS)
-    assert [s.done for s in seen] == list(range(2 * len(v.LAYOUTS)))
-    assert seen[0].total == 2 * len(v.LAYOUTS) and seen[0].label == "gqa vllm"
+    assert result.ok and len(result.rows) == 2 * len(v.layouts())
+    assert [s.done for s in seen] == list(range(2 * len(v.layouts())))
+    assert seen[0].total == 2 * len(v.layouts()) and seen[0].label == "gqa vllm"

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from kvplan.core.dtypes import KVFormat
     from kvplan.core.launch import EngineLaunch
     from kvplan.engines.budget import Budget, ModelDims
+    from kvplan.engines.cache import CacheLayout
 
 
 # --- the deployment -----------------------------------------------------------------------
@@ -317,6 +318,9 @@ class BaseEngine:
     kv_dtypes: tuple[str, ...] = ("auto",)
     smaller_kv_dtypes: tuple[str, ...] = ()
     needs_memory = True
+    # the cache layouts `kvplan validate` can allocate for it: "" names the layout after the
+    # engine (--layout vllm), a variant after a dash (--layout hf-static); () for none
+    cache_variants: tuple[str, ...] = ()
 
     def capacity(self, dep: Deployment) -> Capacity:
         raise NotImplementedError
@@ -364,6 +368,15 @@ class BaseEngine:
                  gpu_memory_bytes: int | None = None,
                  version: str | None = None) -> dict[str, Any]:
         return {}
+
+    def cache_layout(self, spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *,
+                     tp: int = 1, block_size: int | None = None, max_len: int | None = None,
+                     variant: str = "") -> CacheLayout:
+        """How it lays out the cache of `batch` requests of `tokens` tokens on one rank
+        (kvplan.engines.cache), for `kvplan validate` to allocate. Optional: validate asks
+        only engines that list `cache_variants`."""
+        raise BadInputError(f"kvplan validate cannot allocate {self.display_name or self.name}"
+                            "'s cache layout")
 
     def launch(self) -> EngineLaunch | None:
         """Its launch program and flag table (kvplan.sources.launch reads a command line

@@ -39,6 +39,7 @@ from kvplan.engines.base import (
     Pool,
     merge_needs,
 )
+from kvplan.engines.cache import CacheLayer, CacheLayout, StateBuffer, spec_state
 
 SCHEMA = "kvplan.engine.hf/1"
 CACHES = ("dynamic", "static")
@@ -121,6 +122,60 @@ def profile(spec: ModelSpec, *, cache: str = "dynamic", seq_len: int, batch: int
     return HfProfile(SCHEMA, spec.name, cache, fmt.name, batch, seq_len, attention, state, tp)
 
 
+# --- the cache as allocated (what `kvplan validate` builds with torch) ---------------------
+
+CACHE_NOTES = {
+    "static": ("HF StaticCache: [batch, kv_heads, {max_len:,}, head_dim] per K and V, "
+               "sliding and chunked layers capped at their window."),
+    "dynamic": ("HF DynamicCache: [batch, kv_heads, tokens, head_dim]; sliding layers keep "
+                "window - 1 tokens."),
+}
+
+
+def state_buffers(layer: RecurrentState, model_dtype: str, tp: int) -> tuple[StateBuffer, ...]:
+    """The state tensors of one row: the conv state as (conv_dim, kernel), one column more
+    than vLLM's (kernel - 1, conv_dim), in the model dtype (bf16 unless fp32/fp16); the
+    recurrent/SSM state in float32."""
+
+    conv = {"fp32": "float32", "fp16": "float16"}.get(model_dtype, "bfloat16")
+    out = []
+    for b in spec_state(layer, tp):
+        if b.name == "conv":
+            width = 1
+            for d in b.shape[1:]:
+                width *= d
+            out.append(StateBuffer(b.name, conv, (width, b.shape[0] + 1)))
+        else:
+            out.append(StateBuffer(b.name, "float32", b.shape))
+    return tuple(out)
+
+
+def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp: int = 1,
+                 cache: str = "dynamic", max_len: int | None = None) -> CacheLayout:
+    """The tensors of a DynamicCache holding `tokens` tokens per row, or of a StaticCache
+    with max_cache_len = `max_len`: per layer K and V of [batch, kv_heads, slots, head_dim]
+    (`held_tokens` slots), MLA's latent and k_rot as two tensors, states per row."""
+
+    if cache not in CACHES:
+        raise BadInputError(f"unknown cache class {cache!r}", "use dynamic or static")
+    seq_len = (max_len or tokens) if cache == "static" else tokens
+    model_bytes = 4 if spec.dtype == "fp32" else 2
+    out = []
+    for i, layer in enumerate(spec.layers):
+        if isinstance(layer, NoCache):
+            continue
+        if isinstance(layer, RecurrentState):
+            out.append(CacheLayer(i, str(i), layer, layer.kind, slots=batch,
+                                  state=state_buffers(layer, spec.dtype, tp),
+                                  state_bytes=_state_bytes(layer, model_bytes, tp)))
+            continue
+        slots = held_tokens(layer, cache, seq_len) if isinstance(layer, ATTENTION_KINDS) \
+            else seq_len  # MLA: every token
+        out.append(CacheLayer(i, str(i), layer, layer.kind, slots=slots))
+    return CacheLayout(paged=False, block_tokens=None, batch=batch, axes="batch-heads",
+                       layers=tuple(out), split_latent=True, note=CACHE_NOTES[cache])
+
+
 # --- the engine plugin ---------------------------------------------------------------------
 
 class HfEngine(BaseEngine):
@@ -128,6 +183,7 @@ class HfEngine(BaseEngine):
     display_name = "transformers"
     kv_dtypes = ("auto", "bf16", "fp16", "fp32", "fp8", "int8", "int4", "int2")
     smaller_kv_dtypes = SMALLER_KV_DTYPES
+    cache_variants = ("static", "dynamic")  # `validate --layout hf-static` / `hf-dynamic`
 
     def capacity(self, dep: Deployment) -> Capacity:
         from kvplan.engines.base import weights_per_gpu
@@ -183,6 +239,12 @@ class HfEngine(BaseEngine):
                  gpu_memory_bytes: int | None = None,
                  version: str | None = None) -> dict[str, Any]:
         return {"cache": "dynamic", "kv_dtype": kv_format(spec).name}
+
+    def cache_layout(self, spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *,
+                     tp: int = 1, block_size: int | None = None, max_len: int | None = None,
+                     variant: str = "dynamic") -> CacheLayout:
+        return cache_layout(spec, fmt, tokens, batch, tp=tp, cache=variant or "dynamic",
+                            max_len=max_len)
 
 
 ENGINE = HfEngine()

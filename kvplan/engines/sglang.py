@@ -34,6 +34,7 @@ from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
 from kvplan.engines import named_kv_format
 from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
+from kvplan.engines.cache import STATE_DTYPES, CacheLayer, CacheLayout, StateBuffer, spec_state
 
 if TYPE_CHECKING:
     from kvplan.core.launch import EngineLaunch
@@ -256,11 +257,47 @@ def max_running_requests(max_total_num_tokens: int, context_len: int,
     return max(1, min(want, rows))
 
 
+# --- the cache as allocated (what `kvplan validate` builds with torch) ---------------------
+
+CACHE_NOTE = ("SGLang: one token pool, {batch} x {tokens:,} tokens rounded to pages of "
+              "{block_size} plus one padding page; state pool batch + 1 slots.")
+
+
+def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp: int = 1,
+                 page_size: int | None = None) -> CacheLayout:
+    """SGLang's pools for `batch` requests of `tokens` tokens: per attention layer one token
+    pool (MHATokenToKVPool / MLATokenToKVPool) of the batch's pages plus one padding page
+    (its buffers hold size + page_size rows); every attention layer keeps every token (the
+    hybrid-SWA pool of gpt-oss and Llama 4 is not modelled); the state pool has
+    max_mamba + 1 slots, the SSM state in float32 (mamba2_state_dtype)."""
+    from kvplan.core.dtypes import cdiv
+    from kvplan.core.layers import CrossAttention
+
+    page = page_size or DEFAULT_PAGE_SIZE
+    ssm_bytes = SglangConfig().mamba_ssm_dtype_bytes
+    out = []
+    for i, layer in enumerate(spec.layers):
+        if isinstance(layer, NoCache):
+            continue
+        if isinstance(layer, RecurrentState):
+            state = tuple(StateBuffer(b.name, STATE_DTYPES[ssm_bytes], b.shape)
+                          if b.name in SSM_STATE_NAMES else b for b in spec_state(layer, tp))
+            out.append(CacheLayer(i, str(i), layer, layer.kind, slots=batch + 1, state=state,
+                                  state_bytes=mamba_state_bytes(layer, tp, ssm_bytes)))
+            continue
+        held = layer.encoder_tokens if isinstance(layer, CrossAttention) else tokens
+        out.append(CacheLayer(i, str(i), layer, layer.kind,
+                              slots=batch * cdiv(held, page) * page + page))
+    return CacheLayout(paged=False, block_tokens=page, batch=batch, axes="pool",
+                       layers=tuple(out), whole_tokens=True, note=CACHE_NOTE)
+
+
 class SglangEngine(BaseEngine):
     name = "sglang"
     display_name = "SGLang"
     kv_dtypes = KV_DTYPES
     smaller_kv_dtypes = SMALLER_KV_DTYPES
+    cache_variants = ("",)  # `validate --layout sglang` allocates cache_layout()
 
     def capacity(self, dep: Deployment) -> Capacity:
         from kvplan.engines import parse_version
@@ -343,6 +380,11 @@ class SglangEngine(BaseEngine):
             out["mem_fraction_static"] = sglang_default_mem_fraction(
                 gpu_memory_bytes, version=parse_version(version))
         return out
+
+    def cache_layout(self, spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *,
+                     tp: int = 1, block_size: int | None = None, max_len: int | None = None,
+                     variant: str = "") -> CacheLayout:
+        return cache_layout(spec, fmt, tokens, batch, tp=tp, page_size=block_size)
 
 
 ENGINE = SglangEngine()

@@ -65,6 +65,7 @@ from kvplan.engines.base import (
     Pool,
     StartCheck,
 )
+from kvplan.engines.cache import CacheGroup, CacheLayer, CacheLayout, spec_state
 
 if TYPE_CHECKING:
     from kvplan.core.launch import EngineLaunch
@@ -113,7 +114,8 @@ KV_DTYPES = ("auto", "bfloat16", "float16", "float32", "fp8", "fp8_e4m3", "fp8_e
              "fp8_inc", "fp8_ds_mla", "nvfp4", "nvfp4_ds_mla", "int8_per_token_head",
              "fp8_per_token_head", "int4_per_token_head")
 SMALLER_KV_DTYPES = ("fp8", "nvfp4")  # what to suggest when bf16 does not fit
-INDEXER_BYTES_PER_TOKEN = indexer_key_bytes(128)  # DeepSeek-V3.2 indexer key: fp8 + fp32 scale
+INDEX_HEAD_DIM = 128  # the DSA indexer head when the spec names none (DeepSeek-V3.2)
+INDEXER_BYTES_PER_TOKEN = indexer_key_bytes(INDEX_HEAD_DIM)  # fp8 key + fp32 scale
 
 
 def is_sparse_mla(spec: ModelSpec) -> bool:
@@ -1006,6 +1008,54 @@ def launch_flags() -> EngineLaunch:
                         positional="model")
 
 
+# --- the cache as allocated (what `kvplan validate` builds with torch) ---------------------
+
+CACHE_NOTE = ("vLLM: raw int8 block pools per layer group, block {block_size} (raised for "
+              "attention + Mamba hybrids until a page holds a state), block 0 the null "
+              "block; K and V planes per attention layer, one latent plane for MLA; each "
+              "request holds the blocks it peaks at growing one token per step.")
+
+
+def _stored(layer: Layer, group_kind: str) -> Layer:
+    """The layer as a group of `group_kind` stores it: a sliding or chunked layer in a full
+    group (vLLM turns the hybrid manager off for chunked attention) keeps every token."""
+    from kvplan.core.layers import FullAttention
+
+    if group_kind == "full" and isinstance(layer, ATTENTION_KINDS) \
+            and not isinstance(layer, (FullAttention, CrossAttention)):
+        return FullAttention(layer.num_kv_heads, layer.head_dim, layer.v_head_dim)
+    return layer
+
+
+def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp: int = 1,
+                 block_size: int | None = None) -> CacheLayout:
+    """The block pools of one stage for `batch` requests of `tokens` tokens: the newest
+    version's groups (`layout`), no prefix caching (a Mamba request holds one state page),
+    max_model_len the requests' length, the blocks each request holds at its peak."""
+
+    config = VllmConfig(max_model_len=max(1, tokens), block_size=block_size, tp=tp,
+                        mamba_cache_mode="none")
+    (stage,) = layout(spec, config, fmt)
+    groups = []
+    for g in stage.groups:
+        members = []
+        for name in g.layer_names:
+            index, _, part = name.partition(".")
+            original = spec.layers[int(index)]
+            stored = _stored(original, g.kind)
+            indexer = part == "indexer"
+            if indexer and isinstance(stored, MLA) and stored.index_head_dim is None:
+                stored = replace(stored, index_head_dim=INDEX_HEAD_DIM)
+            members.append(CacheLayer(
+                int(index), name, stored, original.kind, indexer,
+                state=spec_state(stored, tp) if isinstance(stored, RecurrentState) else ()))
+        groups.append(CacheGroup(tuple(members), g.block_size, held_blocks(g, tokens, config)))
+    return CacheLayout(paged=True, block_tokens=block_size or default_block_size(spec),
+                       batch=batch, groups=tuple(groups),
+                       shared_tensors=stage.group_size if len(groups) > 1 else 0,
+                       reserved_blocks=1, whole_tokens=True, note=CACHE_NOTE)
+
+
 class VllmEngine(BaseEngine):
     name = "vllm"
     display_name = "vLLM"
@@ -1014,6 +1064,7 @@ class VllmEngine(BaseEngine):
     latest_version = LATEST
     kv_dtypes = KV_DTYPES
     smaller_kv_dtypes = SMALLER_KV_DTYPES
+    cache_variants = ("",)  # `validate --layout vllm` allocates cache_layout()
 
     def capacity(self, dep: Deployment) -> Capacity:
         from kvplan.engines.base import weights_per_gpu
@@ -1124,6 +1175,12 @@ class VllmEngine(BaseEngine):
                 "max_num_seqs": min(default_max_num_seqs(gpu_memory_bytes, gpu_name),
                                     default_max_num_batched_tokens(
                                         gpu_memory_bytes, gpu_name, version=ver))}
+
+
+    def cache_layout(self, spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *,
+                     tp: int = 1, block_size: int | None = None, max_len: int | None = None,
+                     variant: str = "") -> CacheLayout:
+        return cache_layout(spec, fmt, tokens, batch, tp=tp, block_size=block_size)
 
 
 ENGINE = VllmEngine()

@@ -108,19 +108,9 @@ def validate_view(result: ValidateResult) -> View:
 
 
 def _layout_note(r: ValidateResult) -> str:
-    return {
-        "vllm": f"vLLM: raw int8 block pools per layer group, block {r.block_size} (raised for "
-                "attention + Mamba hybrids until a page holds a state), block 0 the null "
-                "block; K and V planes per attention layer, one latent plane for MLA; each "
-                "request holds the blocks it peaks at growing one token per step.",
-        "sglang": f"SGLang: one token pool, {r.batch} x {r.tokens:,} tokens rounded to pages of "
-                  f"{r.block_size} plus one padding page; state pool batch + 1 slots.",
-        "hf-static": f"HF StaticCache: [batch, kv_heads, {r.max_len:,}, head_dim] per K and V, "
-                     "sliding and chunked layers capped at their window.",
-        "hf-dynamic": "HF DynamicCache: [batch, kv_heads, tokens, head_dim]; sliding layers "
-                      "keep window - 1 tokens.",
-        "contiguous": f"Contiguous: [batch, {r.max_len:,}, kv_heads, head_dim] per K and V.",
-    }[r.layout]
+    """The engine's sentence about its layout, with this run's figures."""
+    return r.layout_note.format(batch=r.batch, tokens=r.tokens, block_size=r.block_size,
+                                max_len=r.max_len)
 
 
 def validate_all_view(result: AllResult) -> View:

@@ -3,14 +3,16 @@
 Two independent paths meet here:
 
 - the **prediction** (`predict.py`) is kvplan's maths (`kvplan.core.sizing`, the layer kinds'
-  byte formulas, `KVFormat`) over the layout the engine itself describes: for vLLM the groups,
-  block sizes and blocks per request come from kvplan.engines.vllm, the code `plan` uses;
-- the **allocation** (`allocate.py`) builds, per layer, the tensors a layout really creates
-  (their shapes and torch dtypes: `[batch, kv_heads, max_len, head_dim]` for HF's static
-  cache, raw int8 block pools for vLLM, `[tokens + page, heads, dim]` buffers for SGLang,
-  packed `uint8` values with scale and zero-point tensors for quantized formats), allocates
-  them with `torch.empty` (no page is touched) after a free-memory check, and measures their
-  storage with torch.
+  byte formulas, `KVFormat`) over the layout the engine itself describes
+  (`Engine.cache_layout`, kvplan.engines.cache: groups, block sizes, blocks per request,
+  token rows, padding, state tensors), the code `plan` uses; `--layout` names are resolved
+  through the engine registry, and no engine name is tested here;
+- the **allocation** (`allocate.py`) builds, per cache layer, the tensors that layout really
+  creates (their shapes and torch dtypes: `[batch, kv_heads, max_len, head_dim]` for HF's
+  static cache, raw int8 block pools for vLLM, `[tokens + page, heads, dim]` buffers for
+  SGLang, packed `uint8` values with scale and zero-point tensors for quantized formats),
+  allocates them with `torch.empty` (no page is touched) after a free-memory check, and
+  measures their storage with torch.
 
 The allocation's bytes never come from the functions that make the prediction: they are the
 storage of tensors shaped as the layout shapes them, so a wrong formula shows up as a
@@ -36,24 +38,24 @@ from kvplan.validate.allocate import (
     Plane,
     PoolUse,
     _check_decode,
+    block_pools,
     dense_planes,
     require_torch,
     run_rank,
-    vllm_pools,
 )
 from kvplan.validate.predict import (
-    VllmGroup,
-    VllmPlan,
+    CONTIGUOUS,
     block_size,
+    cache_layout,
+    layouts,
     max_len,
     predict,
+    request_layout,
     subset,
-    vllm_plan,
 )
 from kvplan.validate.ranks import launch_ranks
 from kvplan.validate.results import (
     DEVICES,
-    LAYOUTS,
     PROBE_BATCH,
     PROBE_MAX_LEN,
     PROBE_TOKENS,
@@ -79,10 +81,10 @@ def validate(request: ValidateRequest, announce: Announce | None = None) -> Vali
 
     if request.tokens <= 0 or request.batch <= 0:
         raise BadInputError("--tokens and --batch must be positive")
-    if request.layout not in LAYOUTS:
-        raise BadInputError(f"--layout must be one of {', '.join(LAYOUTS)}, "
+    if request.layout not in layouts():
+        raise BadInputError(f"--layout must be one of {', '.join(layouts())}, "
                             f"got {request.layout!r}")
-    if block_size(request) <= 0:
+    if request.block_size is not None and request.block_size <= 0:
         raise BadInputError(f"--block-size must be positive, got {request.block_size}")
     if request.max_len is not None and request.max_len < request.tokens:
         raise BadInputError(f"--max-len {request.max_len:,} is shorter than --tokens "
@@ -107,11 +109,7 @@ def _result(request: ValidateRequest, ranks: Sequence[RankResult]) -> ValidateRe
     spec = subset(request.spec, request.layers)
     full = scaled = None
     if spec.num_layers < request.spec.num_layers:
-        full_rows = predict(request.layout, request.spec, request.fmt, request.tokens,
-                            request.batch, request.tp,
-                            request.block_size if request.layout == "vllm"
-                            else block_size(request), max_len(request))
-        full = sum(full_rows.values())
+        full = sum(predict(request).values())
         whole, part = request.spec.kind_counts(), spec.kind_counts()
         scaled = 0
         for row in ranks[0].kinds:
@@ -127,7 +125,8 @@ def _result(request: ValidateRequest, ranks: Sequence[RankResult]) -> ValidateRe
         num_layers=request.spec.num_layers, layers_validated=spec.num_layers,
         predicted_bytes=ranks[0].predicted_bytes,
         measured_bytes=min(r.measured_bytes for r in ranks), diff_bytes=worst.diff_bytes,
-        ranks=tuple(ranks), full_predicted_bytes=full, scaled_measured_bytes=scaled)
+        ranks=tuple(ranks), full_predicted_bytes=full, scaled_measured_bytes=scaled,
+        layout_note=request_layout(request, spec).note)
 
 # --- every library model --------------------------------------------------------------------
 
@@ -144,9 +143,10 @@ def validate_all(kv_dtype: str = "auto", tokens: int = PROBE_TOKENS, batch: int 
     start = time.perf_counter_ns()
     rows: list[AllRow] = []
     every = list(specs if specs is not None else load_library())
-    count = len(every) * len(LAYOUTS)
+    names = layouts()
+    count = len(every) * len(names)
     for spec in every:
-        for layout in LAYOUTS:
+        for layout in names:
             if progress is not None:
                 progress(Progress(len(rows), count, f"{spec.name} {layout}"))
             try:
@@ -167,8 +167,8 @@ def validate_all(kv_dtype: str = "auto", tokens: int = PROBE_TOKENS, batch: int 
 __all__ = [
     "validate", "validate_all", "ValidateRequest", "ValidateResult", "RankResult",
     "KindResult", "DecodeResult", "AllRow", "AllResult", "AllocationPlan", "Progress",
-    "LAYOUTS", "DEVICES", "SCHEMA", "SCHEMA_ALL", "PROBE_TOKENS", "PROBE_BATCH",
-    "PROBE_MAX_LEN", "predict", "vllm_plan", "VllmPlan", "VllmGroup", "vllm_pools",
+    "layouts", "CONTIGUOUS", "DEVICES", "SCHEMA", "SCHEMA_ALL", "PROBE_TOKENS", "PROBE_BATCH",
+    "PROBE_MAX_LEN", "predict", "cache_layout", "request_layout", "block_pools",
     "dense_planes", "Plane", "PoolUse", "BlockTensor", "run_rank", "launch_ranks",
     "require_torch", "block_size", "max_len", "subset",
 ]

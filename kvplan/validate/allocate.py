@@ -3,10 +3,15 @@ shapes and torch dtypes, allocated without touching their pages and measured wit
 
 - formats -> tensors: whole elements keep their dtype, sub-byte values are packed into uint8,
   group-wise formats add scale (and zero-point) tensors (`_token_planes`, `_slot_planes`);
-- dense layouts (hf-static, hf-dynamic, contiguous, sglang): one tensor per plane per layer
-  (`dense_planes`);
-- vLLM: raw int8 pools of `num_blocks` pages, one per cache tensor of the engine's own
-  layout (kvplan.validate.predict.vllm_plan), viewed per layer (`vllm_pools`).
+- dense layouts (one pool of token rows, or per-request tensors): one tensor per plane per
+  cache layer (`dense_planes`);
+- paged layouts: raw int8 pools of `num_blocks` pages, one per cache tensor of the engine's
+  own layout, viewed per layer (`block_pools`).
+
+The layout is the engine's description (kvplan.engines.cache.CacheLayout, through
+kvplan.validate.predict.request_layout): which layers, how many rows or blocks, padding and
+state tensors. What is built here from it is the format's side: which tensors, packed how,
+with which scales.
 
 Memory: every allocation is `torch.empty` (storage is measured with
 `untyped_storage().nbytes()`, never zero-filled, so the kernel maps no page), allocated group
@@ -28,26 +33,15 @@ from typing import Any
 
 from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError, KvplanError
-from kvplan.core.layers import (
-    ATTENTION_KINDS,
-    MLA,
-    ChunkedLocal,
-    CrossAttention,
-    Layer,
-    NoCache,
-    RecurrentState,
-    SlidingWindow,
-)
+from kvplan.core.layers import ATTENTION_KINDS, MLA, Layer, NoCache, RecurrentState
+from kvplan.engines.cache import CacheLayer, CacheLayout
 from kvplan.validate.predict import (
-    VllmPlan,
-    block_size,
-    max_len,
-    member,
+    either,
+    layouts_where,
     predict,
-    stored_layer,
+    request_layout,
     subset,
     total,
-    vllm_plan,
 )
 from kvplan.validate.results import (
     DEVICES,
@@ -195,38 +189,6 @@ def _latent_part(fmt: KVFormat, layer: MLA, count: int, shape: Callable[[int, in
     return _token_planes(fmt, rank + rope, place, name)
 
 
-def _state_shapes(layer: RecurrentState, tp: int, layout: str = "vllm",
-                  model_dtype: str = "bf16") -> list[tuple[str, str, Shape]]:
-    """Per-rank recurrent-state tensors, the TP axis split as vLLM's shape calculator does.
-
-    vLLM and the contiguous layout keep the spec's shapes and dtypes; SGLang keeps the SSM
-    (temporal) state in float32; Hugging Face keeps the conv state as (conv_dim, kernel), one
-    column more than vLLM's (kernel - 1, conv_dim), in the model dtype, and the rest in float32.
-    """
-    dtypes = {4: "float32", 2: "bfloat16", 1: "uint8"}
-    out = []
-    for t in layer.tensors:
-        dims = list(t.shape)
-        if t.tp_axis is not None:
-            dims[t.tp_axis] = -(-dims[t.tp_axis] // tp)
-        dtype = dtypes[t.dtype_bytes]
-        if layout == "sglang" and t.name in _SSM_NAMES:
-            dtype = "float32"
-        elif layout.startswith("hf-"):
-            if t.name == "conv":
-                dtype = _PLAIN_DTYPE.get(model_dtype, "bfloat16")
-                if dtype not in ("float32", "float16"):
-                    dtype = "bfloat16"
-                dims = [math.prod(dims[1:]), dims[0] + 1]
-            else:
-                dtype = "float32"
-        out.append((t.name, dtype, tuple(dims)))
-    return out
-
-
-_SSM_NAMES = ("ssm", "recurrent", "temporal")  # SGLang mamba2_state_dtype: float32
-
-
 def _heads(num_kv_heads: int, tp: int) -> int:
     return max(1, num_kv_heads // tp)  # vLLM/SGLang: replicate, never split a head
 
@@ -263,138 +225,105 @@ class PoolUse:
 
 @dataclass(frozen=True)
 class BlockTensor:
-    """One raw int8 tensor of vLLM's block pool, viewed by every layer in `uses`."""
+    """One raw int8 tensor of a paged layout's block pool, viewed by every layer in `uses`."""
 
     num_blocks: int
     page_bytes: int  # from the largest user's per-block tensors
     uses: tuple[PoolUse, ...]
     shared: bool  # shared by several layer groups (hybrid models)
+    reserved_blocks: int = 1  # blocks no request uses (vLLM's null block)
 
 
-def _static_slots(layer: Layer, max_len: int) -> int:
-    """HF StaticCache / contiguous preallocation: slots per request."""
-    if isinstance(layer, SlidingWindow):
-        return min(layer.window, max_len)  # HF StaticSlidingWindowLayer
-    if isinstance(layer, ChunkedLocal):
-        return min(layer.chunk, max_len)  # the same layer, the chunk as its window
-    if isinstance(layer, CrossAttention):
-        return layer.encoder_tokens
-    return max_len
-
-
-def _dynamic_slots(layer: Layer, tokens: int) -> int:
-    """HF DynamicCache: grows with the tokens; DynamicSlidingWindowLayer keeps window - 1."""
-    if isinstance(layer, SlidingWindow):
-        return min(tokens, layer.window - 1)
-    if isinstance(layer, ChunkedLocal):
-        return min(tokens, layer.chunk - 1)
-    if isinstance(layer, CrossAttention):
-        return layer.encoder_tokens
-    return tokens
-
-
-def _placer(layout: str, batch: int, heads: int) -> tuple[Callable[[int, int], Shape],
-                                                         Callable[[int, int], Shape]]:
-    """(shape(tokens, last), group_shape(groups, n)) of one layer's tensors in a layout."""
-    if layout == "sglang":  # token rows of the pool
+def _placer(axes: str, batch: int, heads: int) -> tuple[Callable[[int, int], Shape],
+                                                       Callable[[int, int], Shape]]:
+    """(shape(tokens, last), group_shape(groups, n)) of one layer's tensors: token rows of one
+    pool, [batch, heads, rows, dim] or [batch, rows, heads, dim]."""
+    if axes == "pool":
         return (lambda t, last: (t, heads, last)), (lambda g, n: (g, heads, n))
-    if layout.startswith("hf-"):  # [batch, kv_heads, seq, head_dim]
+    if axes == "batch-heads":
         return ((lambda t, last: (batch, heads, t, last)),
                 (lambda g, n: (batch, heads, g, n)))
     return (lambda t, last: (batch, t, heads, last)), (lambda g, n: (batch, g, heads, n))
 
 
-def dense_planes(layout: str, layers: Sequence[Layer], fmt: KVFormat, tokens: int, batch: int,
-                 tp: int, max_len: int, page: int = 1, model_dtype: str = "bf16"
-                 ) -> list[Plane]:
-    """The tensors of the hf-static, hf-dynamic, contiguous and sglang layouts."""
+def dense_planes(layout: CacheLayout, fmt: KVFormat, tp: int) -> list[Plane]:
+    """The tensors of a dense layout: per cache layer its rows in the format's planes, per
+    state layer its state tensors for every slot."""
     out: list[Plane] = []
-    for i, layer in enumerate(layers):
-        if isinstance(layer, NoCache):
-            continue
+    batch = layout.batch
+    for cached in layout.layers:
+        layer, i = cached.layer, cached.index
         if isinstance(layer, RecurrentState):
-            slots = batch + 1 if layout == "sglang" else batch  # SGLang: max_mamba + 1 slots
-            out += [Plane(layer.kind, i, name, dtype, (slots, *shape))
-                    for name, dtype, shape in _state_shapes(layer, tp, layout, model_dtype)]
+            out += [Plane(cached.kind, i, b.name, b.dtype, (cached.slots, *b.shape))
+                    for b in cached.state]
             continue
-        if layout == "sglang":  # MHATokenToKVPool: the batch's token rows + a padding page
-            held = layer.encoder_tokens if isinstance(layer, CrossAttention) else tokens
-            slots = batch * (-(-held // page) * page) + page
-        elif layout == "hf-dynamic":
-            slots = _dynamic_slots(layer, tokens)
-        else:
-            slots = _static_slots(layer, max_len)
         if isinstance(layer, MLA):
-            shape, _ = _placer(layout, batch, 1)
-            if layout == "contiguous":
-                planes = _latent_planes(fmt, layer, slots, lambda t, last: (batch, t, last),
-                                        split=False)
+            if layout.axes == "batch-tokens":  # one latent row per token, no head axis
+                shape: Callable[[int, int], Shape] = lambda t, last: (batch, t, last)  # noqa: E731
             else:
-                planes = _latent_planes(fmt, layer, slots, shape,
-                                        split=layout.startswith("hf-"))
+                shape, _ = _placer(layout.axes, batch, 1)
+            planes = _latent_planes(fmt, layer, cached.slots, shape, split=layout.split_latent)
         else:
             heads, k_dim, v_dim = _kv_dims(layer)
-            shape, group_shape = _placer(layout, batch, _heads(heads, tp))
-            planes = (_slot_planes(fmt, slots, k_dim, "k", True, shape, group_shape)
-                      + _slot_planes(fmt, slots, v_dim, "v", False, shape, group_shape))
-        out += [Plane(layer.kind, i, name, dtype, sh) for name, dtype, sh in planes]
+            shape, group_shape = _placer(layout.axes, batch, _heads(heads, tp))
+            planes = (_slot_planes(fmt, cached.slots, k_dim, "k", True, shape, group_shape)
+                      + _slot_planes(fmt, cached.slots, v_dim, "v", False, shape, group_shape))
+        out += [Plane(cached.kind, i, name, dtype, sh) for name, dtype, sh in planes]
     return out
 
-def vllm_pools(layers: Sequence[Layer], fmt: KVFormat, batch: int, tp: int,
-               plan: VllmPlan) -> list[BlockTensor]:
-    """vLLM's KV-cache tensors for the engine's plan: raw int8 [num_blocks * page] buffers,
-    block 0 the null block, num_blocks = 1 + the blocks the batch holds in every group.
+
+def block_pools(layout: CacheLayout, fmt: KVFormat, tp: int) -> list[BlockTensor]:
+    """A paged layout's cache tensors: raw int8 [num_blocks * page] buffers, the reserved
+    blocks first (vLLM's block 0, the null block), num_blocks = reserved + the blocks the
+    batch holds in every group.
 
     Each layer views its buffer as its own tensors, for attention a K and a V plane of
     [num_blocks, block_size, kv_heads, head_dim] (packed data plus scales when quantized),
     for MLA one latent plane (its indexer keys are a cache layer of their own), for state
-    layers the conv and SSM states of one request.
+    layers the state tensors of one request.
     """
-    if not plan.groups:
+    if not layout.groups:
         return []
     torch = require_torch()
     uses: dict[str, PoolUse] = {}
     group_blocks = []
-    for group in plan.groups:
-        held = batch * group.held_blocks
+    for group in layout.groups:
+        held = layout.batch * group.blocks_per_request
         group_blocks.append(held)
-        for name in group.layers:
-            layer, indexer = member(layers, name)
-            planes = _block_planes(stored_layer(layer, group.kind), fmt, tp, group.block_size,
-                                   indexer)
-            uses[name] = PoolUse(name, layer.kind, tuple(planes), held)
-    num_blocks = 1 + sum(group_blocks)  # block id 0 is the null block
+        for cached in group.layers:
+            planes = _block_planes(cached, fmt, tp, group.block_tokens)
+            uses[cached.name] = PoolUse(cached.name, cached.kind, tuple(planes), held)
+    num_blocks = layout.reserved_blocks + sum(group_blocks)
 
     def page(use: PoolUse) -> int:
         return sum(math.prod(s) * _itemsize(torch, d) for _, d, s in use.planes)
 
-    if not plan.shared:
-        return [BlockTensor(num_blocks, page(u), (u,), False) for u in uses.values()]
+    reserved = layout.reserved_blocks
+    if not layout.shared_tensors:
+        return [BlockTensor(num_blocks, page(u), (u,), False, reserved) for u in uses.values()]
     largest = max(page(u) for u in uses.values())
     pools = []
-    for slot in range(plan.slots):
-        members = tuple(uses[g.layers[slot]] for g in plan.groups if slot < len(g.layers))
-        pools.append(BlockTensor(num_blocks, largest, members, True))
+    for slot in range(layout.shared_tensors):
+        members = tuple(uses[g.layers[slot].name] for g in layout.groups
+                        if slot < len(g.layers))
+        pools.append(BlockTensor(num_blocks, largest, members, True, reserved))
     return pools
 
 
-def _block_planes(layer: Layer, fmt: KVFormat, tp: int, block_size: int,
-                  indexer: bool = False) -> Planes:
+def _block_planes(cached: CacheLayer, fmt: KVFormat, tp: int, block_size: int) -> Planes:
+    layer = cached.layer
     if isinstance(layer, RecurrentState):
-        return _state_shapes(layer, tp)
+        return [(b.name, b.dtype, b.shape) for b in cached.state]
     if isinstance(layer, MLA):
-        if indexer:
-            return _indexer_planes(layer.index_head_dim or _DSA_INDEX_HEAD_DIM, block_size,
-                                   lambda t, last: (t, last))
+        if cached.indexer:
+            assert layer.index_head_dim is not None  # the engine names its indexer's head
+            return _indexer_planes(layer.index_head_dim, block_size, lambda t, last: (t, last))
         return _latent_planes(fmt, layer, block_size, lambda t, last: (t, last), split=False,
                               indexer=False)
     heads, k_dim, v_dim = _kv_dims(layer)
     h = _heads(heads, tp)
     return (_token_planes(fmt, k_dim, lambda last: (block_size, h, last), "k")
             + _token_planes(fmt, v_dim, lambda last: (block_size, h, last), "v"))
-
-
-_DSA_INDEX_HEAD_DIM = 128  # DeepSeek-V3.2's indexer head (config index_head_dim)
 
 
 # --- measurement ----------------------------------------------------------------------------
@@ -553,22 +482,19 @@ def run_rank(request: ValidateRequest, rank: int = 0, check_memory: bool = True,
     device = _resolve_device(torch, request.device, rank)
     spec = subset(request.spec, request.layers)
     layers, fmt = spec.layers, request.fmt
-    bs, length = block_size(request), max_len(request)
-    rows = predict(request.layout, spec, fmt, request.tokens, request.batch, request.tp,
-                   request.block_size if request.layout == "vllm" else bs, length)
+    layout = request_layout(request, spec)
+    rows = predict(request, spec)
     predicted = sum(rows.values())
     free = _check_fits(request, predicted, device, torch) if check_memory else None
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    if request.layout == "vllm":
-        pools = vllm_pools(layers, fmt, request.batch, request.tp,
-                           vllm_plan(spec, fmt, request.tp, request.block_size, request.tokens))
+    if layout.paged:
+        pools = block_pools(layout, fmt, request.tp)
         sizes = [p.num_blocks * p.page_bytes for p in pools]
         planes: list[Plane] = []
     else:
         pools = []
-        planes = dense_planes(request.layout, layers, fmt, request.tokens, request.batch,
-                              request.tp, length, bs, spec.dtype)
+        planes = dense_planes(layout, fmt, request.tp)
         sizes = [math.prod(p.shape) * _itemsize(torch, p.dtype) for p in planes]
     if announce is not None:
         announce(AllocationPlan(str(device), len(sizes), sum(sizes), free))
@@ -587,7 +513,7 @@ def run_rank(request: ValidateRequest, rank: int = 0, check_memory: bool = True,
             alloc1, free1 = meter.read()
             decode = None
             if request.decode_steps:
-                decode = _decode(request, layers, views, torch, device)
+                decode = _decode(request, layout, layers, views, torch, device)
             return _rank_result(rank, device, rows, measured, allocated, len(held),
                                 alloc0, alloc1, free0, free1, meter.cuda, layers, decode)
     except RuntimeError as exc:  # an allocation the check let through still failed
@@ -647,7 +573,8 @@ def _allocate_planes(planes: Sequence[Plane], tensors: list[Any], views: dict, t
 def _allocate_pools(pools: Sequence[BlockTensor], tensors: list[Any], torch: Any, device: Any,
                     meter: _Meter, guard: _Guard | None = None
                     ) -> tuple[dict[str, int], dict[str, int | None]]:
-    """vLLM: allocate each raw pool, view it per layer, attribute its pages by block owner."""
+    """Paged layouts: allocate each raw pool, view it per layer, attribute its pages by block
+    owner (the reserved blocks and the padding are rows of their own)."""
     measured: dict[str, int] = {}
     allocated: dict[str, int | None] = {}
 
@@ -680,12 +607,13 @@ def _allocate_pools(pools: Sequence[BlockTensor], tensors: list[Any], torch: Any
                 offset += nbytes
                 layer_page += nbytes // pool.num_blocks
             if layer_page > per_block:
-                raise KvplanError(f"vLLM layer {use.layer} needs {layer_page} B per block, "
+                raise KvplanError(f"cache layer {use.layer} needs {layer_page} B per block, "
                                   f"its pool page has {per_block}")
             add(measured, use.kind, use.blocks * layer_page)
             used += use.blocks * layer_page
-        measured["null block"] = measured.get("null block", 0) + per_block
-        measured["padding"] = measured.get("padding", 0) + size - used - per_block
+        reserved = pool.reserved_blocks * per_block
+        measured["null block"] = measured.get("null block", 0) + reserved
+        measured["padding"] = measured.get("padding", 0) + size - used - reserved
         delta = after - before if after is not None and before is not None else None
         kinds = {u.kind for u in pool.uses}
         add(allocated, kinds.pop() if len(kinds) == 1 and not pool.shared else "pool", delta)
@@ -718,8 +646,8 @@ def _rank_result(rank: int, device: Any, rows: dict[str, int], measured: dict[st
 
 # --- decode check ---------------------------------------------------------------------------
 
-def _decode(request: ValidateRequest, layers: Sequence[Layer], views: dict, torch: Any,
-            device: Any) -> DecodeResult:
+def _decode(request: ValidateRequest, layout: CacheLayout, layers: Sequence[Layer],
+            views: dict, torch: Any, device: Any) -> DecodeResult:
     """One query token per request through scaled_dot_product_attention over every
     attention layer's cache; time per step and the bandwidth it achieved."""
     import torch.nn.functional as functional
@@ -728,14 +656,14 @@ def _decode(request: ValidateRequest, layers: Sequence[Layer], views: dict, torc
 
     calls = []
     read: dict[int, int] = {}
-    hf = request.layout.startswith("hf-")
+    heads_first = layout.axes == "batch-heads"  # [batch, heads, slots, dim] already
     attended = []
     for i, layer in enumerate(layers):
         if isinstance(layer, MLA):
             k = views.get((i, "latent"))
             if k is None:
                 continue
-            k = k if hf else k.unsqueeze(1)  # [batch, 1, slots, dim]
+            k = k if heads_first else k.unsqueeze(1)  # [batch, 1, slots, dim]
             v = k
         elif isinstance(layer, (RecurrentState, NoCache)):
             continue
@@ -743,7 +671,7 @@ def _decode(request: ValidateRequest, layers: Sequence[Layer], views: dict, torc
             k, v = views.get((i, "k")), views.get((i, "v"))
             if k is None or v is None:
                 continue
-            if not hf:  # contiguous [batch, slots, heads, dim] -> [batch, heads, slots, dim]
+            if not heads_first:  # [batch, slots, heads, dim] -> [batch, heads, slots, dim]
                 k, v = k.transpose(1, 2), v.transpose(1, 2)
         slots = min(k.shape[2], layer.held_tokens(request.tokens))
         k, v = k[:, :, :slots], v[:, :, :slots]
@@ -797,10 +725,14 @@ def _check_decode(request: ValidateRequest) -> None:
         return
     if request.decode_steps < 0:
         raise BadInputError(f"--decode-steps must be positive, got {request.decode_steps}")
-    if request.layout not in ("hf-static", "hf-dynamic", "contiguous"):
+    def per_request(layout: CacheLayout) -> bool:
+        return not layout.paged and layout.axes != "pool"
+
+    if not per_request(request_layout(request)):
         raise BadInputError(
             f"the decode check reads dense per-request caches; --layout {request.layout} "
-            "pages them", "use --layout hf-static, hf-dynamic or contiguous with --decode-steps")
+            "pages them",
+            f"use --layout {either(layouts_where(per_request, request))} with --decode-steps")
     if request.fmt.name not in ("fp32", "fp16", "bf16") or request.fmt.residual is not None:
         raise BadInputError(
             f"the decode check runs torch attention, which cannot read KV dtype "

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from kvplan.core.dtypes import KVFormat
 from kvplan.core.spec import ModelSpec
+from kvplan.engines.registry import DEFAULT
 
 SCHEMA = "kvplan.validate/1"
 SCHEMA_ALL = "kvplan.validate-all/1"
-LAYOUTS = ("vllm", "sglang", "hf-static", "hf-dynamic", "contiguous")
 DEVICES = ("auto", "cuda", "cpu")
 INSTALL_HINT = "pip install 'kvplan[validate]'"
 # Refuse to allocate more than this share of the free memory: the rest is for the allocator,
@@ -69,7 +69,7 @@ class ValidateRequest:
     fmt: KVFormat
     tokens: int
     batch: int
-    layout: str = "vllm"
+    layout: str = DEFAULT  # a --layout name (kvplan.validate.predict.layouts())
     block_size: int | None = None  # None: the layout's default (vLLM 16, SGLang 1)
     max_len: int | None = None  # static layouts; None: tokens
     tp: int = 1
@@ -97,6 +97,9 @@ class ValidateResult:
     ranks: tuple[RankResult, ...]
     full_predicted_bytes: int | None  # --layers: kvplan's figure for every layer
     scaled_measured_bytes: int | None  # --layers: the measurement scaled up per kind
+    # the layout as the engine describes it (CacheLayout.note): a sentence whose {batch},
+    # {tokens}, {block_size} and {max_len} the report fills in
+    layout_note: str = ""
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,99 @@
+"""How an engine lays out its KV cache for a batch, in neutral terms (no engine names).
+
+An engine that `kvplan validate` can allocate returns a `CacheLayout` from its
+`cache_layout(...)` method: which cache layers it keeps, how each is stored (a sliding layer
+kept whole, an MLA layer's indexer keys as a cache layer of their own), how many token rows
+or blocks the batch holds, its padding (SGLang's padding page, its `max_mamba + 1` state
+slots, vLLM's null block) and its recurrent-state tensors. `kvplan.validate` turns the
+description into torch tensors and compares their storage with kvplan's byte formulas; it
+never asks which engine it is looking at. Only ints, tuples and layer objects; no torch.
+
+Two shapes of layout exist:
+
+- **paged** (`groups`): raw block pools. Each `CacheGroup` is a set of cache layers sharing
+  one block table; every cache layer has a tensor of `1 + every group's blocks` blocks
+  (`reserved_blocks` = the null block), or, when `shared_tensors` > 0, that many tensors each
+  viewed by one layer of every group (a smaller page padded to the largest).
+- **dense** (`layers`): one tensor per plane per cache layer, `slots` token rows each,
+  placed by `axes`: "pool" (rows, heads, dim) for one pool of the whole batch,
+  "batch-heads" (batch, heads, rows, dim) or "batch-tokens" (batch, rows, heads, dim) per
+  request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.core.layers import Layer, RecurrentState
+
+AXES = ("pool", "batch-heads", "batch-tokens")
+# torch dtype names for the state tensors' element sizes (the spec's `dtype_bytes`)
+STATE_DTYPES = {4: "float32", 2: "bfloat16", 1: "uint8"}
+
+
+@dataclass(frozen=True)
+class StateBuffer:
+    """One recurrent-state tensor of one slot, on one rank: its name, torch dtype, shape."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CacheLayer:
+    """One cache layer as the engine stores it.
+
+    `layer` is the layer as stored (a chunked layer in a full group keeps every token);
+    `kind` the model's own layer kind (the report's row). Dense layouts: `slots` token rows
+    per tensor row (per request, or the whole pool), or, for a state layer, state slots.
+    State layers: `state` the tensors of one slot and `state_bytes` their bytes by the
+    engine's own formula (the prediction; the tensors are what is allocated)."""
+
+    index: int  # the model layer
+    name: str  # the engine's name for it: "12", or "12.indexer"
+    layer: Layer
+    kind: str
+    indexer: bool = False  # an MLA layer's indexer-key cache, kept as a layer of its own
+    slots: int = 0
+    state: tuple[StateBuffer, ...] = ()
+    state_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class CacheGroup:
+    """Cache layers that share one block table (a vLLM KV-cache group)."""
+
+    layers: tuple[CacheLayer, ...]
+    block_tokens: int
+    blocks_per_request: int  # blocks one request holds at its peak (a state layer: 1)
+
+
+@dataclass(frozen=True)
+class CacheLayout:
+    """An engine's cache for `batch` requests of `tokens` tokens on one rank."""
+
+    paged: bool
+    block_tokens: int | None  # the block / page size it reports (None: it has none)
+    batch: int
+    axes: str = "batch-tokens"  # dense layouts: where the token rows go (AXES)
+    layers: tuple[CacheLayer, ...] = ()  # dense layouts
+    groups: tuple[CacheGroup, ...] = ()  # paged layouts
+    shared_tensors: int = 0  # paged: 0 = a tensor per cache layer, else tensors shared by groups
+    reserved_blocks: int = 0  # paged: blocks of every tensor no request uses (a null block)
+    split_latent: bool = False  # MLA: latent and RoPE parts in two tensors (else one row)
+    whole_tokens: bool = False  # pages whole tokens: no full-precision recent tokens (KIVI)
+    # what the report says about it; {batch}, {tokens}, {block_size}, {max_len} are filled in
+    note: str = ""
+
+
+def spec_state(layer: RecurrentState, tp: int) -> tuple[StateBuffer, ...]:
+    """The state tensors as the spec gives them (vLLM's shape calculator): each tensor's TP
+    axis split across ranks, its element size as a torch dtype."""
+    out = []
+    for t in layer.tensors:
+        dims = list(t.shape)
+        if t.tp_axis is not None:
+            dims[t.tp_axis] = -(-dims[t.tp_axis] // tp)
+        out.append(StateBuffer(t.name, STATE_DTYPES[t.dtype_bytes], tuple(dims)))
+    return tuple(out)
