@@ -265,17 +265,19 @@ def test_sglang_mem_fraction_defaults():
     # reserved = max(512 + 8192 x 1.5 + 1/8 x 1024 + 2 x 256, 10,240) = 13,440 MB
     h100 = 85028896768
     mb = h100 / 2**20
-    assert b.sglang_default_mem_fraction(h100, tp=1) == round((mb - 13440) / mb, 3) == 0.834
+    v053 = (0, 5, 3)  # before the prefill CUDA graphs' reserve (0.5.23)
+    assert b.sglang_default_mem_fraction(h100, tp=1, version=v053) == \
+        round((mb - 13440) / mb, 3) == 0.834
     # B200 (182,631 MiB >= 160 GiB): chunked 16384, max_bs 512
     b200 = 182631 * 2**20
-    assert b.sglang_default_mem_fraction(b200) == round(
+    assert b.sglang_default_mem_fraction(b200, version=v053) == round(
         (182631 - (512 + 16384 * 1.5 + 128 + 2 * 512)) / 182631, 3) == 0.856
     # H100 at TP 8: decode graphs up to 512, and 8 x 1 / 8 x 1,024 MB
-    assert b.sglang_default_mem_fraction(h100, tp=8) == round(
+    assert b.sglang_default_mem_fraction(h100, tp=8, version=v053) == round(
         (mb - (512 + 8192 * 1.5 + 1024 + 2 * 512)) / mb, 3)
     # a 24 GiB card: chunked 4096, max_bs 48
     mb24 = 24 * 1024
-    assert b.sglang_default_mem_fraction(24 * GIB) == round(
+    assert b.sglang_default_mem_fraction(24 * GIB, version=v053) == round(
         (mb24 - (512 + 4096 * 1.5 + 128 + 96)) / mb24, 3)
 
 

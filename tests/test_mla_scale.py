@@ -94,7 +94,8 @@ def test_sglang_dp_attention():
     h200 = find_gpu("h200").memory_bytes
     mb = h200 / 2**20
     reserved = 512 + 8192 * 1.5 + 8 * 1 / 8 * 1024 + 2 * 256 + 256 * 8 * 3
-    assert sglang_default_mem_fraction(h200, 8, 1, None, 8, True) == round((mb - reserved) / mb, 3)
+    assert sglang_default_mem_fraction(h200, 8, 1, (0, 5, 3), 8, True) == \
+        round((mb - reserved) / mb, 3)
     assert cap.engine_profile.max_total_num_tokens > 0
 
 

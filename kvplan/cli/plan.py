@@ -176,6 +176,13 @@ def plan(
         "--enforce-eager", help="vLLM without CUDA graphs (nothing reserved for them).")
     ] = False,
     parallel: Annotated[int, typer.Option("--parallel", "-np", help="llama.cpp slots.")] = 1,
+    ubatch_size: Annotated[int | None, typer.Option(
+        "--ubatch-size", "-ub", help="llama.cpp's micro-batch (512): its compute buffers "
+        "grow with it.", show_default=False)] = None,
+    flash_attn: Annotated[str | None, typer.Option(
+        "--flash-attn", "-fa", help="llama.cpp on|off|auto (auto: on): without it the "
+        "compute buffer holds KQ, context x micro-batch x heads x 4 B.",
+        show_default=False)] = None,
     cache_type_k: Annotated[str | None, typer.Option(
         "--cache-type-k", "-ctk", help="llama.cpp's K cache type (f16, q8_0, ...): the same "
         "as --kv-dtype.", show_default=False)] = None,
@@ -241,6 +248,7 @@ def plan(
             "max_num_seqs": ("--max-num-seqs", max_num_seqs),
             "max_num_batched_tokens": ("--max-num-batched-tokens", max_num_batched_tokens),
             "parallel": ("--parallel", parallel if parallel != 1 else None),
+            "n_ubatch": ("--ubatch-size", ubatch_size), "flash_attn": ("--flash-attn", flash_attn),
             "dp": ("--dp", dp if dp != 1 else None), "dcp": ("--dcp", dcp if dcp != 1 else None),
             "expert_parallel": ("--enable-expert-parallel", enable_expert_parallel or None),
             "dp_attention": ("--enable-dp-attention", enable_dp_attention or None),
@@ -263,6 +271,8 @@ def plan(
         weights_memory=weights_memory, activation_memory=activation_memory,
         cudagraph_memory=cudagraph_memory, max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, parallel=parallel, enforce_eager=enforce_eager,
+        **({"n_ubatch": ubatch_size} if ubatch_size is not None else {}),
+        **({"flash_attn": flash_attn} if flash_attn is not None else {}),
         flashinfer_sampler=flashinfer_sampler or None, dp=dp,
         dcp=dcp, expert_parallel=enable_expert_parallel, dp_attention=enable_dp_attention,
         assume_standard_attention=assume_standard)

@@ -90,6 +90,8 @@ class Deployment:
     dims: ModelDims | None = None
     num_draft_layers: int = 0
     parallel: int = 1  # llama.cpp --parallel
+    n_ubatch: int | None = None  # llama.cpp -ub: tokens of the reserved micro-batch (512)
+    flash_attn: str | None = None  # llama.cpp -fa on/off/auto (None: auto, on for CUDA)
     hf_cache: str = "dynamic"
 
     @property

@@ -430,9 +430,23 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
 
 # --- SGLang ---------------------------------------------------------------------------------
 
+def prefill_graph_sizes(max_tokens: int) -> int:
+    """How many prefill CUDA graphs SGLang captures up to `max_tokens` (its chunked prefill
+    size): `generate_prefill_cuda_graph_batch_sizes` (0.5.23), 4..32 step 4, 48..256 step
+    16, 288..512 step 32, 576..1024 step 64, 1280..4096 step 256, then step 512. 58 for
+    8,192 (the 2026-08 H100 log lists them)."""
+    steps = (range(4, 33, 4), range(48, 257, 16), range(288, 513, 32), range(576, 1025, 64),
+             range(1280, 4097, 256), range(4608, max_tokens + 1, 512))
+    return sum(1 for r in steps for size in r if size <= max_tokens)
+
+
+SGLANG_PREFILL_GRAPHS = (0, 5, 23)  # the first version read that captures prefill graphs
+
+
 def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
                                 version: tuple[int, ...] | None = None, dp: int = 1,
-                                dp_attention: bool = False) -> float:
+                                dp_attention: bool = False, mla: bool = False,
+                                prefill_cuda_graph: bool | None = None) -> float:
     """mem_fraction_static when unset (engine-kv-sizing.md §2.2).
 
     Classic (<= 0.4): tp >= 16: 0.79, >= 8: 0.81, >= 4: 0.85, >= 2: 0.87, else 0.88.
@@ -441,6 +455,9 @@ def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
     at least 10 GiB on GPUs > 60 GiB. With --enable-dp-attention (0.5.3
     `server_args.py::_handle_gpu_memory_settings`, "DP attention needs more padding")
     `+ max_bs x dp x 3`, and `+ max_bs x dp x 1.5` more when max_bs > 300 (before the floor).
+    From 0.5.23 (`arg_groups` memory hook, `reserve_for_graph_mb`) the prefill CUDA graphs
+    add `8 MB x len(prefill graph sizes)` (`prefill_graph_sizes`; MLA backends 1.5 GiB)
+    before the floor; `prefill_cuda_graph=False` (--disable-prefill-cuda-graph) drops it.
     """
     if version is not None and version < (0, 5):
         for limit, fraction in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
@@ -457,6 +474,10 @@ def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
     reserved = 512 + max(chunked, 2048) * 1.5 + tp * pp / 8 * 1024 + 2 * max_bs
     if dp_attention and dp > 1:
         reserved += max_bs * dp * 3 + (max_bs * dp * 1.5 if max_bs > 300 else 0)
+    if prefill_cuda_graph is None:
+        prefill_cuda_graph = version is None or version >= SGLANG_PREFILL_GRAPHS
+    if prefill_cuda_graph:
+        reserved += 1.5 * 1024 if mla else prefill_graph_sizes(chunked) * 8
     if gib > 60:
         reserved = max(reserved, 10 * 1024)
     return round((gpu_mb - reserved) / gpu_mb, 3)
@@ -486,7 +507,8 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
     per_gpu = max(stage_weights(spec, weights, weights_bytes, attn_tp, pp, dims, ep=ep)[0])
     before = gpu_memory_bytes - (SGLANG_INIT_BYTES if init_bytes is None else init_bytes)
     fraction = mem_fraction_static if mem_fraction_static is not None else \
-        sglang_default_mem_fraction(gpu_memory_bytes, tp, pp, version, dp, dp_attention)
+        sglang_default_mem_fraction(gpu_memory_bytes, tp, pp, version, dp, dp_attention,
+                                    mla=spec.is_mla)
     after = before - per_gpu
     if after - before * (1 - fraction) <= 0:
         raise NoKVMemoryError.past_fraction(

@@ -15,6 +15,11 @@
   kv_lora_rank);
 - recurrent layers (Mamba, RWKV) keep their state in f32 per sequence (llama_memory_recurrent).
 
+Beside the KV cache llama.cpp allocates a compute buffer per backend (`compute_buffers`):
+the graph of one micro-batch reserved at start-up, "CUDA0 compute buffer size = X MiB" on
+the GPU and "CUDA_Host compute buffer size" in pinned host memory. A plan subtracts the GPU
+one from the GPU's memory beside the weights and the KV cache.
+
 MiB = 2^20 bytes. Values are exact for the llama.cpp log lines in tests/fixtures/engines.
 """
 
@@ -37,6 +42,8 @@ SCHEMA = "kvplan.engine.llamacpp/1"
 MIB = 2**20
 CELL_PAD = 256
 N_UBATCH = 512  # llama-server / llama-cli default physical batch
+KQ_MASK_PAD = 64  # GGML_KQ_MASK_PAD (ggml.h): the mask's token rows are padded to this
+F32 = 4  # graph intermediates are float32
 
 # ggml block types: (bits per value, values per block, bytes of scale (+min) per block)
 GGML_TYPES: dict[str, KVFormat] = {
@@ -89,6 +96,7 @@ class LlamacppConfig:
     kv_unified: bool = True  # one cache shared by all sequences (--kv-unified)
     swa_full: bool = False
     n_ubatch: int = N_UBATCH
+    flash_attn: bool = True  # -fa: "auto" (the default since mid-2025) enables it on CUDA
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,7 @@ class LlamacppProfile:
     recurrent_bytes: int  # R + S states, all sequences
     cache_type_k: str
     cache_type_v: str
+    compute: ComputeBuffers | None = None  # None when the model's shapes are unknown
 
     @property
     def total_bytes(self) -> int:
@@ -130,6 +139,86 @@ class LlamacppProfile:
                 f"{self.num_layers:3d} layers, {self.seqs:2d}/{self.seqs:2d} seqs), "
                 f"K ({self.cache_type_k}): {self.k_mib:8.2f} MiB, "
                 f"V ({self.cache_type_v}): {self.v_mib:8.2f} MiB")
+
+
+@dataclass(frozen=True)
+class ComputeBuffers:
+    """The compute buffers llama.cpp reserves beside the KV cache (`compute_buffers`)."""
+
+    gpu_bytes: int  # "CUDA0 compute buffer size" (each GPU holding layers)
+    host_bytes: int  # "CUDA_Host compute buffer size" (pinned host memory, not on the GPU)
+    phase: str  # the part of the graph that sets the GPU buffer: output, attention or ffn
+    n_tokens: int  # the reserved micro-batch: min(n_ctx, n_ubatch)
+    n_kv: int  # KV cells one attention reads at reserve (the whole stream)
+    flash_attn: bool
+    phases: tuple[tuple[str, int], ...]  # every phase's estimate, bytes
+
+    @property
+    def gpu_mib(self) -> float:
+        return self.gpu_bytes / MIB
+
+    @property
+    def host_mib(self) -> float:
+        return self.host_bytes / MIB
+
+    def log_lines(self, device: str = "CUDA0") -> list[str]:
+        return [f"llama_context: {device:>10} compute buffer size = {self.gpu_mib:8.2f} MiB",
+                f"llama_context: {device.rstrip('0123456789') + '_Host':>10} compute buffer "
+                f"size = {self.host_mib:8.2f} MiB"]
+
+
+def compute_buffers(spec: ModelSpec, n_kv: int, config: LlamacppConfig) -> ComputeBuffers | None:
+    """The compute buffers of a fully offloaded model, from its shapes (None without them).
+
+    What llama.cpp does (`src/llama-context.cpp::llama_context::sched_reserve`, 2025-2026
+    master): it builds the graph of one worst-case micro-batch, `n_tokens = min(n_ctx,
+    n_ubatch)` tokens with `n_outputs = n_tokens` rows of logits (`min(n_tokens,
+    n_outputs_max)`, and `n_outputs_max` defaults to `n_batch` >= `n_ubatch`), over the whole
+    KV cache (`memory->init_full()`: every cell visible), and lets
+    `ggml_backend_sched_reserve` size each backend's buffer with ggml-alloc's planner
+    (`ggml/src/ggml-alloc.c::ggml_gallocr_reserve_n`). The planner walks the graph in order,
+    frees a tensor after its last consumer and reuses its bytes (in place where the op
+    allows: softmax writes over KQ), so a buffer is the largest set of float32 intermediates
+    alive at one point, plus what fragmentation adds. kvplan models the three candidates for
+    that point and takes the largest (E = n_embd x n_tokens x 4, the hidden state):
+
+    - output: the logits `n_vocab x n_outputs x 4` and the final norm that feeds them, E;
+    - attention without flash attention (`llm_graph_context::build_attn_mha`): KQ =
+      `n_kv x n_tokens x n_head x 4` (the softmax is written over it), the mask copied from
+      the host (`n_kv x pad(n_tokens, 64) x 4`, `build_attn_inp_kq_mask`), and four hidden
+      states (residual, Q, KQV and its merged copy); with flash attention no KQ: the f32 mask
+      copy, its f16 cast (`ggml_cast`) and the four hidden states;
+    - the feed-forward: gate, up and their product (3 x n_ff x n_tokens x 4; MoE: the active
+      experts' width), the residual and the norm, and the mask still held for later layers.
+
+    The host buffer holds the graph inputs that stay on the CPU: the token embeddings'
+    output (the input embedding table lives on the CPU, so `get_rows` runs there, E) and the
+    f32 mask. Checked against real logs in docs/engine-accuracy.md (exact for 6 of 8 GPU
+    buffers; ggml-alloc's placement can add a freed hole under the logits, -3% and -13% on
+    the other two). Not modelled: partial offload (-ngl), pipeline-parallel copies across
+    several GPUs (each GPU is given the whole largest phase), recurrent layers' scan buffers.
+    """
+    from kvplan.engines.budget import dims_of
+
+    if not (spec.hidden_size and spec.vocab_size and spec.num_attention_heads):
+        return None
+    dims = dims_of(spec)
+    n_tokens = min(n_kv, config.n_ubatch)
+    hidden = dims.hidden_size * n_tokens * F32
+    logits = dims.vocab_size * n_tokens * F32
+    mask = n_kv * cdiv(n_tokens, KQ_MASK_PAD) * KQ_MASK_PAD * F32
+    kq = n_kv * n_tokens * spec.num_attention_heads * F32
+    ffn = 3 * dims.intermediate_size * n_tokens * F32
+    held_mask = mask // 2 if config.flash_attn else mask
+    phases = (
+        ("output", logits + hidden),
+        ("attention", (mask + held_mask if config.flash_attn else kq + mask) + 4 * hidden),
+        ("ffn", ffn + 2 * hidden + held_mask),
+    )
+    phase, gpu = max(phases, key=lambda x: x[1])
+    return ComputeBuffers(gpu_bytes=gpu, host_bytes=hidden + mask, phase=phase,
+                          n_tokens=n_tokens, n_kv=n_kv, flash_attn=config.flash_attn,
+                          phases=phases)
 
 
 def profile(spec: ModelSpec, config: LlamacppConfig) -> LlamacppProfile:
@@ -178,6 +267,7 @@ def profile(spec: ModelSpec, config: LlamacppConfig) -> LlamacppProfile:
         num_layers=num_layers, seqs=seqs, k_bytes=k, v_bytes=v, swa_k_bytes=swa_k,
         swa_v_bytes=swa_v, swa_cells=swa_cells, recurrent_bytes=recurrent,
         cache_type_k=k_fmt.name, cache_type_v=v_fmt.name,
+        compute=compute_buffers(spec, stream_cells, config),
     )
 
 
@@ -186,6 +276,22 @@ def profile(spec: ModelSpec, config: LlamacppConfig) -> LlamacppProfile:
 def _cache_type_of(kv_dtype: str) -> str:
     """kvplan's KV dtype -> a ggml cache type (auto and 16-bit formats: f16, the default)."""
     return "f16" if kv_dtype in ("auto", "fp16", "bf16") else kv_dtype
+
+
+_FLASH_ATTN = {"on": True, "1": True, "true": True, "enabled": True, "auto": True,
+               "off": False, "0": False, "false": False, "disabled": False}
+
+
+def flash_attn_on(value: str | None) -> bool:
+    """-fa on|off|auto (common/arg.cpp): "auto", the default since mid-2025, turns flash
+    attention on when the GPU backend supports it (`llama_context::resolve_fused_ops`), as CUDA,
+    Metal and Vulkan do for common head sizes; builds before that defaulted to off."""
+    if value is None:
+        return True
+    key = value.strip().lower()
+    if key not in _FLASH_ATTN:
+        raise BadInputError(f"--flash-attn must be on, off or auto, got {value!r}")
+    return _FLASH_ATTN[key]
 
 
 # --- the launch command (`llama-server`), read by kvplan.sources.launch ------------------------
@@ -236,18 +342,33 @@ class LlamacppEngine(BaseEngine):
 
         kv = _cache_type_of(dep.kv_dtype)
         ctx = dep.context_limit()
+        if dep.n_ubatch is not None and dep.n_ubatch <= 0:
+            raise BadInputError(f"--ubatch-size must be positive, got {dep.n_ubatch}")
         config = LlamacppConfig(ctx=ctx, parallel=dep.parallel, cache_type_k=kv,
-                                cache_type_v=kv)
+                                cache_type_v=kv, n_ubatch=dep.n_ubatch or N_UBATCH,
+                                flash_attn=flash_attn_on(dep.flash_attn))
         prof = profile(dep.spec, config)
         # one cell per token; each slot holds at most cells_per_seq
         pool = Pool(self.name, (Constraint("cells", "cell", prof.cells, (Need("full", 1),)),),
                     prof.cells_per_seq, max_requests=dep.parallel)
         notes = [f"llama.cpp allocates all {prof.cells:,} cells (--ctx {ctx:,}) at start-up"]
         weights = weights_per_gpu(dep)
+        compute = prof.compute.gpu_bytes if prof.compute is not None else 0
+        if prof.compute is not None:
+            c = prof.compute
+            notes.append(
+                f"compute buffers: {c.gpu_bytes:,} bytes on each GPU ({c.phase} of a "
+                f"{c.n_tokens:,}-token micro-batch over {c.n_kv:,} cells, flash attention "
+                f"{'on' if c.flash_attn else 'off'}) besides {c.host_bytes:,} bytes of pinned "
+                "host memory; the GPU's memory must hold weights + KV cache + compute buffers")
+        else:
+            notes.append("compute buffers not estimated (the model's hidden size, vocabulary "
+                         "or heads are unknown); the fit check counts weights and KV only")
         memory = dep.gpu_memory_bytes
-        if memory is not None and weights + prof.total_bytes > memory:
-            notes.append(f"weights ({weights:,} bytes) + KV ({prof.total_bytes:,} bytes) do "
-                         f"not fit in {memory:,} bytes: offload layers (-ngl) or shrink --ctx")
+        if memory is not None and weights + prof.total_bytes + compute > memory:
+            notes.append(f"weights ({weights:,} bytes) + KV ({prof.total_bytes:,} bytes) + "
+                         f"compute buffers ({compute:,} bytes) do not fit in {memory:,} bytes: "
+                         "offload layers (-ngl), shrink --ctx or -ub")
             pool = replace(pool, constraints=(replace(pool.constraints[0], capacity=0),))
         per_token = prof.total_bytes // max(1, prof.cells)
         return Capacity(dep, None, prof, pool, prof.cache_type_k, weights, per_token,
@@ -255,9 +376,31 @@ class LlamacppEngine(BaseEngine):
 
     def numbers(self, cap: Capacity) -> dict[str, Any]:
         p: LlamacppProfile = cap.engine_profile
-        return {"cells": p.cells, "cells_per_seq": p.cells_per_seq, "k_bytes": p.k_bytes,
-                "v_bytes": p.v_bytes, "total_bytes": p.total_bytes,
-                "k_mib": p.k_mib, "v_mib": p.v_mib, "kv_mib": p.kv_mib}
+        out = {"cells": p.cells, "cells_per_seq": p.cells_per_seq, "k_bytes": p.k_bytes,
+               "v_bytes": p.v_bytes, "total_bytes": p.total_bytes,
+               "k_mib": p.k_mib, "v_mib": p.v_mib, "kv_mib": p.kv_mib}
+        if p.compute is not None:
+            out.update(compute_buffer_bytes=p.compute.gpu_bytes,
+                       host_compute_buffer_bytes=p.compute.host_bytes)
+        return out
+
+    def memory_rows(self, cap: Capacity) -> list[tuple[str, int]] | None:
+        """What one GPU holds at start-up: weights, the KV cache and the compute buffers,
+        and what is left of the GPU's reported memory (negative: it does not fit)."""
+        p: LlamacppProfile = cap.engine_profile
+        memory = cap.deployment.gpu_memory_bytes
+        if memory is None:
+            return None
+        compute = p.compute.gpu_bytes if p.compute is not None else 0
+        return [("GPU memory (reported)", memory),
+                ("- weights", cap.weights_per_gpu_bytes),
+                ("- KV cache", p.total_bytes),
+                ("- compute buffers", compute),
+                ("= left", memory - cap.weights_per_gpu_bytes - p.total_bytes - compute)]
+
+    def log_lines(self, cap: Capacity) -> list[str]:
+        p: LlamacppProfile = cap.engine_profile
+        return [p.log_line(), *(p.compute.log_lines() if p.compute is not None else [])]
 
     def kv_budget_bytes(self, cap: Capacity) -> int:
         return int(cap.engine_profile.total_bytes)
@@ -278,7 +421,7 @@ class LlamacppEngine(BaseEngine):
                  gpu_memory_bytes: int | None = None,
                  version: str | None = None) -> dict[str, Any]:
         return {"cache_type_k": "f16", "cache_type_v": "f16", "parallel": 1,
-                "cell_pad": CELL_PAD, "n_ubatch": N_UBATCH}
+                "cell_pad": CELL_PAD, "n_ubatch": N_UBATCH, "flash_attn": "auto"}
 
 
 ENGINE = LlamacppEngine()

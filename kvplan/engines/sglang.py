@@ -378,7 +378,7 @@ class SglangEngine(BaseEngine):
         out: dict[str, Any] = {"page_size": DEFAULT_PAGE_SIZE}
         if gpu_memory_bytes is not None:
             out["mem_fraction_static"] = sglang_default_mem_fraction(
-                gpu_memory_bytes, version=parse_version(version))
+                gpu_memory_bytes, version=parse_version(version), mla=spec.is_mla)
         return out
 
     def cache_layout(self, spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *,

@@ -60,6 +60,9 @@ def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
             ("- CUDA graphs", b.cudagraph_bytes),
             ("= KV cache budget", b.available),
         ]))
+    elif (rows := getattr(cap.engine, "memory_rows", lambda _: None)(cap)) is not None:
+        # engines that allocate a fixed cache (llama.cpp): what the GPU holds, and what is left
+        tables.append(bytes_table("Memory per GPU", rows))
     numbers = engine_numbers(cap)
     tables.append(Table("Engine start-up numbers",
                         (Column("name", "name"), Column("value", "value")),
