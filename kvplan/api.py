@@ -16,10 +16,11 @@ dataclasses; the CLI's `size`, `plan` and `compare` call exactly these methods.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from kvplan.core.record import record
 
 if TYPE_CHECKING:
     from kvplan.core.dtypes import KVFormat
@@ -54,7 +55,7 @@ def kv_format(kv_dtype: str | KVFormat, model_dtype: str = "bf16") -> KVFormat:
     return kv_dtype
 
 
-@dataclass(frozen=True)
+@record
 class Model:
     """A resolved model: its `spec` (layers, dtype, maximum context) and what it costs."""
 
@@ -129,7 +130,7 @@ def model(ref: str | Path | ModelSpec | Model, *,
     return Model(ref)
 
 
-@dataclass(frozen=True)
+@record
 class Deployed:
     """A model served by one engine on some GPUs: the capacity questions `kvplan plan` asks.
 

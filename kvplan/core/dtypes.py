@@ -24,9 +24,10 @@ record: 656 bytes per token per layer).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kvplan.core.errors import BadInputError
+from kvplan.core.record import record
 
 
 def cdiv(a: int, b: int) -> int:
@@ -34,7 +35,7 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@dataclass(frozen=True)
+@record
 class KVFormat:
     """How one row of `n` cache elements is stored. All costs are whole bytes."""
 

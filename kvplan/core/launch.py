@@ -6,14 +6,16 @@ other."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from kvplan.core.record import record
 
 #: value kinds a flag table may name: how the text after the flag becomes a value
 VALUE_KINDS = ("int", "float", "str", "tokens", "bytes", "flag", "no-flag", "ignore",
                "ignore-flag", "optional")  # optional: a value if one follows, else "on"
 
 
-@dataclass(frozen=True)
+@record
 class EngineLaunch:
     """What an engine module tells the reader: its programs, images and flags."""
 

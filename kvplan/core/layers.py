@@ -14,12 +14,13 @@ every shorter length, so its peak is what capacity must hold (and sizes never fa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from math import gcd, prod
 from typing import TYPE_CHECKING
 
 from kvplan.core.dtypes import MLA_ONLY, KVFormat, cdiv
 from kvplan.core.errors import BadInputError
+from kvplan.core.record import record
 
 
 def _plain_attention_only(fmt: KVFormat, kind: str) -> None:
@@ -47,7 +48,7 @@ class _KeepsEveryToken:
         return True
 
 
-@dataclass(frozen=True)
+@record
 class _Attention(_KeepsEveryToken):
     """Shared maths of K/V attention layers: K rows of head_dim, V rows of v_head_dim."""
 
@@ -103,14 +104,14 @@ class _Attention(_KeepsEveryToken):
         return f"{self.num_kv_heads} KV heads x {self.head_dim}{v}"
 
 
-@dataclass(frozen=True)
+@record
 class FullAttention(_Attention):
     """MHA, GQA and MQA: every token is kept (they differ only in num_kv_heads)."""
 
     kind: str = field(default="full", init=False)
 
 
-@dataclass(frozen=True)
+@record
 class SlidingWindow(_Attention):
     """Attends to the last `window` tokens; a request never holds more than that."""
 
@@ -139,7 +140,7 @@ class SlidingWindow(_Attention):
         return f"{super().describe()}, window {self.window:,}"
 
 
-@dataclass(frozen=True)
+@record
 class ChunkedLocal(_Attention):
     """Llama 4 local layers: attend within fixed chunks of `chunk` tokens."""
 
@@ -176,7 +177,7 @@ class ChunkedLocal(_Attention):
         return f"{super().describe()}, chunk {self.chunk:,}"
 
 
-@dataclass(frozen=True)
+@record
 class CrossAttention(_Attention):
     """Decoder layers attending to a fixed set of encoder tokens (Mllama images, Whisper)."""
 
@@ -209,7 +210,7 @@ def indexer_key_bytes(index_head_dim: int) -> int:
     return index_head_dim + cdiv(index_head_dim, 128) * 4
 
 
-@dataclass(frozen=True)
+@record
 class MLA(_KeepsEveryToken):
     """Multi-head latent attention (DeepSeek V2/V3/R1, Kimi K2).
 
@@ -257,7 +258,7 @@ class MLA(_KeepsEveryToken):
         return f"latent {self.kv_lora_rank}+{self.qk_rope_head_dim}{index}"
 
 
-@dataclass(frozen=True)
+@record
 class StateTensor:
     """One recurrent-state tensor of a layer: its shape, element size, and the axis TP splits."""
 
@@ -277,7 +278,7 @@ class StateTensor:
         return self.elements_per_rank(tp) * self.dtype_bytes
 
 
-@dataclass(frozen=True)
+@record
 class RecurrentState:
     """Mamba/Mamba2 or linear-attention (gated delta-net) layers: a fixed state per sequence.
 
@@ -320,7 +321,7 @@ class RecurrentState:
         return f"{self.variant}: {parts}"
 
 
-@dataclass(frozen=True)
+@record
 class NoCache:
     """A layer without attention (Nemotron-Super's skipped attention): caches nothing."""
 
@@ -352,7 +353,7 @@ class NoCache:
         return "no cache"
 
 
-@dataclass(frozen=True)
+@record
 class CompressedAttention:
     """DeepSeek-V4 attention: one shared K=V row of `head_dim` per cached entry, kept for
     the last `window` tokens of every layer, plus, on layers with a `compress_ratio` of 4 or

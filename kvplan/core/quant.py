@@ -44,9 +44,9 @@ points included, with the shapes the engines' quantized layers create (vLLM
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from kvplan.core.dtypes import cdiv
+from kvplan.core.record import record
 
 # Bytes per element of the safetensors dtypes used below (sub-byte formats are stored packed
 # in U8/I32 containers, so every stored tensor has a whole-byte element).
@@ -58,7 +58,7 @@ LAYOUTS = ("none", "fp8", "fp8-ct", "int8-ct", "int-packed", "nvfp4-ct", "mxfp4-
            "mxfp4", "nvfp4", "fp8-modelopt", "bnb-4bit", "bnb-8bit")
 
 
-@dataclass(frozen=True)
+@record
 class Quantization:
     """A checkpoint's weight format: the layout of its quantized linear layers and which
     modules it leaves unquantized.
@@ -95,7 +95,7 @@ class Quantization:
 NONE = Quantization("none", description="unquantized: every weight in the model dtype")
 
 
-@dataclass(frozen=True)
+@record
 class StoredTensor:
     """One tensor as the checkpoint stores it: a name suffix, a shape, a safetensors dtype."""
 

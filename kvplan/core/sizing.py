@@ -6,17 +6,17 @@ Pure functions over a ModelSpec; every result is a frozen dataclass of Python in
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError
 from kvplan.core.layers import CompressedAttention, Layer
+from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 
 SCHEMA = "kvplan.size/1"
 
 
-@dataclass(frozen=True)
+@record
 class KindBreakdown:
     kind: str
     num_layers: int
@@ -26,7 +26,7 @@ class KindBreakdown:
     detail: str
 
 
-@dataclass(frozen=True)
+@record
 class SizeResult:
     # inputs, echoed
     model: str
@@ -111,7 +111,7 @@ def stage_layers(layers: Sequence[Layer], pp: int) -> list[Sequence[Layer]]:
     return [layers[a:b] for a, b in pp_stages(len(layers), pp)]
 
 
-@dataclass(frozen=True)
+@record
 class Sizer:
     """The exact bytes of a list of layers in one format on one rank, each distinct layer
     computed once with how often it occurs: the one sizing path of `size`, `sweep` and every

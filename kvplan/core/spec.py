@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from kvplan.core.layers import ATTENTION_KINDS, MLA, Layer
 from kvplan.core.quant import NONE, Quantization
+from kvplan.core.record import record
 
 
-@dataclass(frozen=True)
+@record
 class Source:
     """Where a spec's numbers came from: a Hub repo and revision, a file, or a paper."""
 
@@ -27,7 +28,7 @@ class Source:
         return self.paper or self.file or self.note or "unknown"
 
 
-@dataclass(frozen=True)
+@record
 class Checkpoint:
     """The published checkpoint's weights: bytes per safetensors dtype, summed from its
     headers (or the Hub's listing), and where that figure comes from."""
@@ -40,7 +41,7 @@ class Checkpoint:
         return sum(b for _, b in self.bytes_by_dtype)
 
 
-@dataclass(frozen=True)
+@record
 class Block:
     """The sub-layers of one decoder layer, for models whose layers differ beyond their cache
     kind (ModelSpec.blocks): its token mixer and its feed-forward, each with its own pre-norm.
@@ -56,7 +57,7 @@ class Block:
     ffn_width: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class SSMShapes:
     """The recurrent token mixer of a hybrid model's state layers, as its checkpoint stores
     it (kvplan.core.weights lists its tensors).
@@ -78,7 +79,7 @@ class SSMShapes:
     inner_norms: bool = False  # Jamba: RMSNorms on dt, B and C inside the mixer
 
 
-@dataclass(frozen=True)
+@record
 class ModelSpec:
     name: str
     layers: tuple[Layer, ...]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
@@ -35,6 +35,7 @@ from kvplan.core.quant import (
     Quantization,
     linear_tensors,
 )
+from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import Block, ModelSpec
 
@@ -59,7 +60,7 @@ UNGATED_MLP = {"nemotron_h"}
 MULTIMODAL_FAMILIES = {"llava", "llama4", "llama4_text", "mllama", "gemma3"}
 
 
-@dataclass(frozen=True)
+@record
 class ExpertLoad:
     """How an engine's MoE kernel holds quantized experts beside the checkpoint's layout:
     widths padded to an alignment, the block scales kept twice (the checkpoint's and a
@@ -71,7 +72,7 @@ class ExpertLoad:
     bias_dtype: str | None = None  # None: the model dtype
 
 
-@dataclass(frozen=True)
+@record
 class WeightTensor:
     """One tensor (or `count` identical ones) of the checkpoint, on one rank."""
 
@@ -101,7 +102,7 @@ class WeightTensor:
         return self.num_elements * ELEMENT_BYTES[self.dtype]
 
 
-@dataclass(frozen=True)
+@record
 class Inventory:
     tensors: tuple[WeightTensor, ...]
     quantization: Quantization
@@ -639,7 +640,7 @@ def _inventory(spec: ModelSpec, q: Quantization, tp: int, ep: int, padded_vocab:
     return Inventory(tuple(tensors), q, tp)
 
 
-@dataclass(frozen=True)
+@record
 class Placement:
     """Weight bytes on one GPU of each pipeline stage (every TP rank of a stage alike)."""
 
@@ -699,7 +700,7 @@ LOAD_FORMATS: dict[str, Quantization] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class WeightPlan:
     """Weight bytes on one GPU of each pipeline stage, the format assumed and why."""
 

@@ -20,11 +20,12 @@ block, its null block, llama.cpp's 256-cell padding, ...).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from kvplan.core.dtypes import cdiv
 from kvplan.core.errors import BadInputError
+from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ class GPULike(Protocol):
     def compute_capability(self) -> Any: ...
 
 
-@dataclass(frozen=True)
+@record
 class Deployment:
     """Everything that decides the KV capacity of one serving instance."""
 
@@ -128,7 +129,7 @@ def compute_capability(gpu_arch: str) -> tuple[int, int] | None:
 
 # --- how requests use memory --------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class Need:
     """How one request of L tokens uses one pool.
 
@@ -158,7 +159,7 @@ class Need:
         return prefix_tokens // self.block_size * self.weight
 
 
-@dataclass(frozen=True)
+@record
 class Constraint:
     """One pool with a fixed capacity (blocks, tokens, cells, slots or bytes)."""
 
@@ -174,7 +175,7 @@ class Constraint:
         return sum(n.shared_units(prefix_tokens) for n in self.needs)
 
 
-@dataclass(frozen=True)
+@record
 class Pool:
     engine: str
     constraints: tuple[Constraint, ...]
@@ -200,7 +201,7 @@ class Pool:
         return all(count * c.units(tokens) <= c.capacity for c in self.constraints)
 
 
-@dataclass(frozen=True)
+@record
 class Capacity:
     """A deployment's KV capacity: the engine's numbers and the pool they imply."""
 
@@ -224,7 +225,7 @@ class Capacity:
         return self.engine.numbers(self)
 
 
-@dataclass(frozen=True)
+@record
 class StartCheck:
     """Whether the engine starts at all with this capacity (vLLM refuses to start when one
     request of max_model_len does not fit) and the longest request it would accept."""
@@ -233,7 +234,7 @@ class StartCheck:
     max_request_tokens: int
 
 
-@dataclass(frozen=True)
+@record
 class HostBlocks:
     """The unit a host-memory (offload) pool is counted in: bytes and tokens per unit."""
 

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 
 from kvplan.core.errors import BadInputError, NoKVMemoryError
 from kvplan.core.layers import MLA, FullAttention
+from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
 from kvplan.core.weights import ExpertLoad
@@ -60,7 +60,7 @@ SGLANG_INIT_BYTES = int(0.5 * GIB)  # CUDA context + NCCL before SGLang measures
 
 # --- model dimensions ---------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class ModelDims:
     """The sizes the budget needs besides the KV layers (config.json: hidden_size,
     intermediate_size (MoE: the active experts' width), vocab_size, tie_word_embeddings)."""
@@ -104,7 +104,7 @@ def estimate_dims(spec: ModelSpec) -> ModelDims:
 
 # --- weights ------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class WeightFormat:
     """How checkpoint weights are stored: bits per weight plus per-group scales/zeros."""
 
@@ -152,7 +152,7 @@ def weight_format(name: str, model_dtype: str = "bf16") -> WeightFormat:
     return WEIGHT_FORMATS[key]
 
 
-@dataclass(frozen=True)
+@record
 class WeightSplit:
     """Weight bytes of the whole model split into embeddings/LM head and the layers."""
 
@@ -257,7 +257,7 @@ def forward_activation_bytes(dims: ModelDims, num_tokens: int, tp: int = 1) -> i
 
 # --- budgets ------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class Budget:
     """The KV budget of each pipeline stage (per GPU) and how it was reached."""
 
@@ -483,7 +483,7 @@ def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
     return round((gpu_mb - reserved) / gpu_mb, 3)
 
 
-@dataclass(frozen=True)
+@record
 class SglangMemory:
     """The two free-memory readings SGLang's profile_max_num_token uses (per GPU)."""
 

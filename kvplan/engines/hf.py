@@ -16,7 +16,7 @@ Tensors are `[batch, kv_heads, seq, head_dim]` for K and V.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from kvplan.core.dtypes import BF16, FP16, FP32, KVFormat, parse_format
@@ -29,6 +29,7 @@ from kvplan.core.layers import (
     NoCache,
     RecurrentState,
 )
+from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 from kvplan.engines.base import (
     BaseEngine,
@@ -53,7 +54,7 @@ def kv_format(spec: ModelSpec, kv_dtype: str = "auto") -> KVFormat:
     return parse_format(kv_dtype, spec.dtype)
 
 
-@dataclass(frozen=True)
+@record
 class HfProfile:
     schema: str
     model: str

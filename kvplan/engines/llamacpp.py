@@ -26,12 +26,13 @@ MiB = 2^20 bytes. Values are exact for the llama.cpp log lines in tests/fixtures
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import KVFormat, cdiv
 from kvplan.core.errors import BadInputError
 from kvplan.core.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
+from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
 
@@ -87,7 +88,7 @@ def ggml_row_bytes(fmt: KVFormat, n: int) -> int:
     return fmt.row_bytes(n)
 
 
-@dataclass(frozen=True)
+@record
 class LlamacppConfig:
     ctx: int  # --ctx-size (total over all sequences)
     parallel: int = 1  # --parallel: sequences (server slots)
@@ -99,7 +100,7 @@ class LlamacppConfig:
     flash_attn: bool = True  # -fa: "auto" (the default since mid-2025) enables it on CUDA
 
 
-@dataclass(frozen=True)
+@record
 class LlamacppProfile:
     schema: str
     model: str

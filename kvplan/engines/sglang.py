@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import BF16, FP8_DS_MLA, FP8_E4M3, FP8_E5M2, FP16, FP32, KVFormat
@@ -30,6 +29,7 @@ from kvplan.core.layers import (
     SlidingWindow,
     indexer_key_bytes,
 )
+from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
 from kvplan.engines import named_kv_format
@@ -64,7 +64,7 @@ def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
 DEFAULT_PAGE_SIZE = 1
 
 
-@dataclass(frozen=True)
+@record
 class SglangConfig:
     tp: int = 1
     pp: int = 1
@@ -79,7 +79,7 @@ class SglangConfig:
     num_draft_layers: int = 0  # EAGLE/MTP: cell x draft_layers / layers more per token
 
 
-@dataclass(frozen=True)
+@record
 class SglangProfile:
     schema: str
     model: str

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import BF16, FP8_E4M3, FP8_E5M2, FP16, KVFormat
 from kvplan.core.errors import BadInputError
 from kvplan.core.layers import ATTENTION_KINDS, CrossAttention
+from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 from kvplan.engines import named_kv_format
 from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
@@ -65,7 +65,7 @@ def attention_backend(spec: ModelSpec, compute_major: int | None) -> str:
     return "flashinfer"
 
 
-@dataclass(frozen=True)
+@record
 class TgiProfile:
     schema: str
     attention: str

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import BF16, FP8_E4M3, FP16, FP32, INT8, NVFP4, KVFormat, cdiv
 from kvplan.core.errors import BadInputError
 from kvplan.core.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
+from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
 from kvplan.engines import named_kv_format
@@ -48,7 +48,7 @@ def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
                            flag="KV dtype")
 
 
-@dataclass(frozen=True)
+@record
 class TrtllmConfig:
     tp: int = 1
     pp: int = 1
@@ -59,7 +59,7 @@ class TrtllmConfig:
     attention_dp: bool = False  # attention data parallel: every rank holds all KV heads
 
 
-@dataclass(frozen=True)
+@record
 class TrtllmProfile:
     schema: str
     model: str

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +51,7 @@ from kvplan.core.layers import (
     SlidingWindow,
     indexer_key_bytes,
 )
+from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
 from kvplan.core.weights import ExpertLoad
@@ -305,7 +306,7 @@ def default_gpu_memory_utilization(version: tuple[int, ...] = LATEST) -> float:
 
 # --- settings -------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class VllmConfig:
     """The vLLM settings that change the KV-cache layout (names as vLLM's flags)."""
 
@@ -358,7 +359,7 @@ class VllmConfig:
 
 # --- per-layer specs -----------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class PageSpec:
     """One layer's KV-cache spec as vLLM builds it: kind, block size and page bytes."""
 
@@ -572,7 +573,7 @@ def _indexer_specs(spec: ModelSpec, layers: Sequence[Layer], block: int
 
 # --- groups --------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class KVCacheGroup:
     """One KV-cache group: layers sharing block ids, padded to `num_slots` layer tensors."""
 
@@ -589,7 +590,7 @@ class KVCacheGroup:
     encoder_tokens: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class StageLayout:
     """The KV-cache layout of one pipeline stage (what one worker computes)."""
 
@@ -754,7 +755,7 @@ def blocks_for_request(stage: StageLayout, tokens: int, config: VllmConfig) -> i
 
 # --- the start-up numbers ------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class VllmProfile:
     """What vLLM computes and logs at start-up for one deployment (per rank)."""
 

@@ -57,8 +57,7 @@ derived from a model's config; their values and where they come from are stated 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 
 GIB = 2**30
@@ -106,7 +105,7 @@ MOE_CHUNK_TOKENS = 32768  # envs.py VLLM_FUSED_MOE_CHUNK_SIZE default (0.10)
 
 # --- 1. the dummy batch -------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class BatchSettings:
     max_num_batched_tokens: int
     max_num_seqs: int
@@ -147,7 +146,7 @@ def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
 
 # --- 2. the torch peak --------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class Shapes:
     """The model sizes the profile run's buffers depend on (config.json)."""
 
@@ -210,7 +209,7 @@ def sampler_bytes(shapes: Shapes, num_seqs: int, num_tokens: int, version: tuple
     return num_seqs * shapes.vocab_size * per_logit + hidden_alive
 
 
-@dataclass(frozen=True)
+@record
 class ActivationPeak:
     forward_bytes: int
     sampler_bytes: int  # 0 on stages other than the last

@@ -10,11 +10,11 @@ function, with the Agg canvas and fixed metadata so the same chart gives the sam
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kvplan.core.errors import BadInputError, KvplanError
+from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 from kvplan.planning.plan import Deployment
 
@@ -25,14 +25,14 @@ PNG_DPI = 150  # 1200 x 675 pixels
 SVG_HASHSALT = "kvplan"  # matplotlib's SVG ids are random unless salted
 
 
-@dataclass(frozen=True)
+@record
 class Series:
     label: str
     tokens: tuple[int, ...]  # x: context length per request
     values: tuple[int, ...]  # y: bytes (memory charts) or requests (concurrency charts)
 
 
-@dataclass(frozen=True)
+@record
 class Level:
     """A horizontal line: the KV bytes one GPU has for the cache."""
 
@@ -40,7 +40,7 @@ class Level:
     value_bytes: int
 
 
-@dataclass(frozen=True)
+@record
 class Chart:
     kind: str  # "memory" | "concurrency"
     title: str

@@ -12,10 +12,11 @@ this module only arranges them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kvplan.core.errors import KvplanError
+from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 from kvplan.planning.plan import Deployment, kv_budget_bytes
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 SCHEMA = "kvplan.report/1"
 
 
-@dataclass(frozen=True)
+@record
 class DtypeSizes:
     kv_dtype: str
     description: str
@@ -34,7 +35,7 @@ class DtypeSizes:
     request_bytes: tuple[int, ...]  # one request of each context (whole model, one copy)
 
 
-@dataclass(frozen=True)
+@record
 class CapacityRow:
     gpu: str
     num_gpus: int
@@ -48,7 +49,7 @@ class CapacityRow:
     error: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class SizingReport:
     spec: ModelSpec
     kv_dtypes: tuple[str, ...]  # as asked ('auto' included)

@@ -13,6 +13,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvplan.core.record import record
 from kvplan.core.units import human_bytes
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -41,14 +42,14 @@ def unit_note(units: str) -> str:
     return "Units: B = bytes; KB/MB/GB/TB are powers of 10 (1 GB = 10^9 bytes)."
 
 
-@dataclass(frozen=True)
+@record
 class Column:
     key: str
     header: str
     kind: str = "text"  # text | int | bytes (human unit) | exact (bytes with separators)
 
 
-@dataclass(frozen=True)
+@record
 class Table:
     title: str
     columns: tuple[Column, ...]

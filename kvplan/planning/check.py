@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvplan.core.errors import KvplanError, NoKVMemoryError, SpecError
+from kvplan.core.record import record
 from kvplan.engines.registry import get as get_engine
 from kvplan.planning.plan import Deployment, Workload
 from kvplan.sources.fields import Fields
@@ -53,7 +53,7 @@ KINDS = ("engine_starts", "min_concurrency", "min_context", "max_kv_bytes_per_re
 
 # --- the plan ------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class Requirement:
     """One requirement of one deployment, as read (numbers in tokens, requests, bytes, %)."""
 
@@ -65,7 +65,7 @@ class Requirement:
     headroom_percent: Fraction | None = None
 
 
-@dataclass(frozen=True)
+@record
 class PlannedDeployment:
     name: str
     line: int
@@ -74,7 +74,7 @@ class PlannedDeployment:
     requirements: tuple[Requirement, ...]
 
 
-@dataclass(frozen=True)
+@record
 class CapacityPlan:
     path: str
     deployments: tuple[PlannedDeployment, ...]
@@ -443,7 +443,7 @@ def _possible(at: _LinedFields, dep: Deployment, ctx: int, limit: int,
 
 # --- evaluation ----------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class RequirementResult:
     """One row of the check: required against measured, margin >= 0 when it passes.
 
@@ -465,7 +465,7 @@ class RequirementResult:
     limited_by: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class DeploymentSummary:
     name: str
     line: int
@@ -481,7 +481,7 @@ class DeploymentSummary:
     kv_budget_bytes: int  # the engine's KV pool on one GPU
 
 
-@dataclass(frozen=True)
+@record
 class CheckResult:
     path: str
     deployments: tuple[DeploymentSummary, ...]

@@ -18,11 +18,11 @@ so its floor is bytes over HBM bandwidth. Both count only the experts a MoE mode
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.layers import MLA, ChunkedLocal, CrossAttention, FullAttention, SlidingWindow
+from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 
 
@@ -45,7 +45,7 @@ def keys_attended(layer: object, tokens: int) -> int:
     return 0
 
 
-@dataclass(frozen=True)
+@record
 class ParamSplit:
     """A model's parameters as compute sees them: all of them, and the routed experts'."""
 
@@ -130,7 +130,7 @@ def param_split(spec: ModelSpec, active_params: int | None = None) -> ParamSplit
                         "known", "give --active-params (the published active count)")
 
 
-@dataclass(frozen=True)
+@record
 class PrefillFlops:
     prompt_tokens: int
     active_params: int

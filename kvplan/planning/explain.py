@@ -12,10 +12,11 @@ Two passes over what the log states (kvplan.sources.startlog):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from kvplan.core.errors import BadInputError
+from kvplan.core.record import record
 from kvplan.sources.startlog import LogFacts, read_log
 
 TOLERANCE = 0.005  # a KV line further off than this is a disagreement (exit 1)
@@ -26,7 +27,7 @@ KV_FIGURES = ("num_blocks", "kv_cache_tokens", "max_concurrency", "max_total_num
               "max_batch_total_tokens")
 
 
-@dataclass(frozen=True)
+@record
 class Row:
     quantity: str
     basis: str  # "given the logged budget" | "from settings" | "input"
@@ -38,7 +39,7 @@ class Row:
     note: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Explanation:
     engine: str
     model: str

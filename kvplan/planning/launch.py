@@ -5,10 +5,11 @@ text; each engine's `launch()` supplies its programs and flag table)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
 from kvplan.core.errors import BadInputError
+from kvplan.core.record import record
 from kvplan.sources.launch import EngineLaunch, Launch, parse_launch
 
 # --quantization / --quantize values -> kvplan's --weights-dtype (load-time or checkpoint)
@@ -20,7 +21,7 @@ _QUANTIZATION = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class LaunchPlan:
     launch: Launch
     model: str  # what resolves the model: a library name, hf:org/name, a path

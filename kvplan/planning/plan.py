@@ -22,12 +22,13 @@ null block.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import cdiv
 from kvplan.core.errors import BadInputError
+from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 from kvplan.engines.base import (  # re-exported: the planner's vocabulary
     Capacity,
@@ -101,7 +102,7 @@ def engine_log_lines(cap: Capacity) -> list[str]:
 
 # --- question 1: concurrency at a context -------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class ConcurrencyResult:
     context_tokens: int
     max_requests: int  # whole requests of context_tokens that fit at once
@@ -135,7 +136,7 @@ def max_concurrency(cap: Capacity, context_tokens: int) -> ConcurrencyResult:
 
 # --- question 2: context at a concurrency --------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class ContextResult:
     concurrency: int
     max_context_tokens: int  # 0 when not even one token per request fits
@@ -174,7 +175,7 @@ def max_context(cap: Capacity, concurrency: int) -> ContextResult:
 # kvplan.sources.workload's; the planner sums over its distinct shapes.
 
 
-@dataclass(frozen=True)
+@record
 class ConstraintUse:
     name: str
     unit: str
@@ -183,7 +184,7 @@ class ConstraintUse:
     shared_saving: int  # units saved by prefix sharing and parallel sampling
 
 
-@dataclass(frozen=True)
+@record
 class WorkloadResult:
     num_requests: int
     num_sequences: int
@@ -249,7 +250,7 @@ def check_workload(cap: Capacity, workload: Workload) -> WorkloadResult:
 
 # --- question 4: the fewest GPUs -----------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class Target:
     """What a deployment must do: `concurrency` requests of `context` tokens, or a workload."""
 
@@ -275,7 +276,7 @@ class Target:
         return f"{self.concurrency or 1} request(s) of at least one token"
 
 
-@dataclass(frozen=True)
+@record
 class LayoutOption:
     tp: int
     pp: int
@@ -288,7 +289,7 @@ class LayoutOption:
     dcp: int = 1  # vLLM decode context parallel
 
 
-@dataclass(frozen=True)
+@record
 class LayoutResult:
     target: str
     best: LayoutOption | None  # None: no layout tried meets the target
@@ -380,7 +381,7 @@ def fewest_gpus(dep: Deployment, target: Target, max_gpus: int = 64,
 
 # --- question 5: the decode floor ----------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class DecodeFloor:
     batch: int
     context_tokens: int
@@ -438,7 +439,7 @@ def format_for_sizing(cap: Capacity) -> KVFormat:
 
 # --- question 6: KV offload to host memory -------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class OffloadResult:
     host_memory_bytes: int  # per GPU
     bytes_per_block: int
@@ -465,7 +466,7 @@ def offload_capacity(cap: Capacity, host_memory_bytes: int,
 
 # --- when something does not fit -----------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class Suggestions:
     max_context_at_concurrency: int | None  # the largest context for the asked concurrency
     max_concurrency_at_context: int | None  # the largest batch at the asked context

@@ -33,16 +33,16 @@ state and cross-attention caches are left as they are.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from kvplan.core.dtypes import KVFormat, cdiv
 from kvplan.core.errors import BadInputError
 from kvplan.core.layers import MLA, ChunkedLocal, FullAttention, Layer, SlidingWindow
+from kvplan.core.record import record
 
 #: the layer kinds a policy may shorten or share: those that keep a growing set of tokens
 TOKEN_KINDS = (FullAttention, SlidingWindow, ChunkedLocal, MLA)
 
-@dataclass(frozen=True)
+@record
 class Policy:
     """One policy's parameters, parsed from its text. `kind` is none, sinks+window, budget,
     snapkv, pyramid or share."""
@@ -262,7 +262,7 @@ def request_bytes(layers: Sequence[Layer], policies: Sequence[Policy], fmt: KVFo
                for layer, k in zip(layers, kept, strict=True))
 
 
-@dataclass(frozen=True)
+@record
 class PolicyResult:
     """One policy beside the exact baseline, for one request of prompt + output tokens."""
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from kvplan.core.dtypes import KVFormat, cdiv
 from kvplan.core.errors import BadInputError
 from kvplan.core.layers import MLA, FullAttention
+from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 from kvplan.planning.compute import ParamSplit, PrefillFlops, prefill_flops
 from kvplan.planning.policies import Policy, PolicyResult
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 # --- prefix reuse ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class PrefixReuse:
     """Requests of prompt + output tokens whose first `shared_prefix_tokens` are one system
     prompt; a share `hit_rate` of them find it cached. Paged engines share whole blocks only:
@@ -82,7 +83,7 @@ def prefix_reuse(spec: ModelSpec, fmt: KVFormat, prompt_tokens: int, output_toke
 
 # --- prefill beside decode -------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class PrefillDecode:
     prompt_tokens: int
     flops: PrefillFlops
@@ -132,7 +133,7 @@ def prefill_decode(spec: ModelSpec, split: ParamSplit, prompt_tokens: int, peak:
 _SIZE = re.compile(r"^\s*([A-Za-z][\w-]*)\s*:\s*([^@]+?)\s*@\s*(.+?)\s*$")
 
 
-@dataclass(frozen=True)
+@record
 class Tier:
     name: str
     capacity_bytes: int
@@ -159,7 +160,7 @@ def parse_tier(text: str) -> Tier:
     return Tier(name, capacity, bandwidth)
 
 
-@dataclass(frozen=True)
+@record
 class TierResult:
     name: str
     capacity_bytes: int
@@ -216,14 +217,14 @@ def parse_link(text: str) -> tuple[str, int, str]:
                         "one of " + ", ".join(LINKS) + ", or e.g. 25GB/s")
 
 
-@dataclass(frozen=True)
+@record
 class LayerKindTransfer:
     kind: str
     num_layers: int
     bytes: int  # this kind's share of one request's transfer
 
 
-@dataclass(frozen=True)
+@record
 class Disaggregated:
     prompt_tokens: int
     output_tokens: int
@@ -280,7 +281,7 @@ def disaggregated(spec: ModelSpec, prefill_fmt: KVFormat, decode_fmt: KVFormat,
 
 # --- all of it over one deployment -----------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class WhatIfQuestion:
     """What `kvplan whatif` was asked, as plain values (strings parsed by the caller)."""
 
@@ -300,7 +301,7 @@ class WhatIfQuestion:
     decode: Deployment | None = None  # the decode pool's deployment (default: the same)
 
 
-@dataclass(frozen=True)
+@record
 class WhatIfResult:
     model: str
     deployment: str  # "1x H100 SXM, vLLM" or "no GPU"

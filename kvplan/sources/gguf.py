@@ -17,11 +17,11 @@ a recurrent layer), `.attention.key_length`, `.attention.value_length`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kvplan.core.errors import BadInputError
+from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec, Source
 
 # GGUF general.architecture -> (config.json model_type, architectures[0])
@@ -39,7 +39,7 @@ ARCHITECTURES: dict[str, tuple[str, str]] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class GGUFWeights:
     """Exact bytes of the tensors in the file, by ggml type."""
 

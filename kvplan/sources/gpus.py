@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from kvplan.core.errors import BadInputError, SpecError
+from kvplan.core.record import record
 from kvplan.sources.fields import Fields, read_yaml
 
 SCHEMA = "kvplan.gpus/1"
@@ -32,7 +33,7 @@ _ENTRY = {"name", "display_name", "aliases", "vendor", "architecture", "compute_
           "hbm_bandwidth_bytes_per_s", "fp8", "fp4", "sources", "notes"}
 
 
-@dataclass(frozen=True)
+@record
 class GPU:
     name: str
     memory_bytes: int  # total reported to the framework (cudaMemGetInfo / hipMemGetInfo)

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kvplan.core.errors import SpecError
+from kvplan.core.record import record
 
 # Keys every attention reader reads: layer and head counts, head sizes, windows, chunks and
 # the per-layer schedule (kvplan.sources.hfconfig._Reader).
@@ -54,7 +54,7 @@ _MAMBA2_KEYS = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_group
                 "mamba_chunk_size", "chunk_size")
 
 
-@dataclass(frozen=True)
+@record
 class Family:
     """One reader: the architectures it reads and the keys that decide their cache."""
 

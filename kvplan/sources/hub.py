@@ -18,7 +18,6 @@ import os
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from kvplan.core.errors import (
     UnavailableError,
     UnknownModelError,
 )
+from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec, Source
 
 CONFIG_FILE = "config.json"
@@ -38,7 +38,7 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(?:/[A-Za-z0-9][\w.-]*)?")
 
 
-@dataclass(frozen=True)
+@record
 class HubRef:
     """A model repo on the Hub and the revision asked for (None: the default branch)."""
 
@@ -58,7 +58,7 @@ class HubRef:
         return f"hf:{self.repo}@{self.rev}"
 
 
-@dataclass(frozen=True)
+@record
 class HubConfig:
     """A config.json as fetched (or found in the cache): its bytes and where they came from."""
 
@@ -81,7 +81,7 @@ class HubConfig:
                       file=CONFIG_FILE, sha256=self.sha256)
 
 
-@dataclass(frozen=True)
+@record
 class TensorEntry:
     """One tensor of a safetensors header, as the Hub's metadata API reports it."""
 

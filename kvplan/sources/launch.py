@@ -16,15 +16,16 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.launch import EngineLaunch
+from kvplan.core.record import record
 
 MAX_COMMAND_CHARS = 64 * 1024  # a launch line or a container spec; real ones are < 2 KB
 
-@dataclass(frozen=True)
+@record
 class Launch:
     engine: str
     program: str  # the words that started it, e.g. "vllm serve"

@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvplan.core.errors import SpecError
+from kvplan.core.record import record
 from kvplan.core.spec import Checkpoint, ModelSpec
 from kvplan.sources.fields import Fields
 
@@ -39,14 +40,14 @@ DTYPE_BITS = {
 _MODEL_DTYPE = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}
 
 
-@dataclass(frozen=True)
+@record
 class DtypeWeights:
     dtype: str  # safetensors name: BF16, F32, F8_E4M3, ...
     num_params: int
     num_bytes: int
 
 
-@dataclass(frozen=True)
+@record
 class Weights:
     total_params: int
     total_bytes: int
@@ -61,7 +62,7 @@ class Weights:
         return sum(d.num_bytes for d in self.by_dtype if d.dtype == dtype)
 
 
-@dataclass(frozen=True)
+@record
 class _Tensor:
     dtype: str
     num_params: int

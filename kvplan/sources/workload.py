@@ -12,16 +12,17 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from itertools import repeat
 from pathlib import Path
 from typing import Any
 
 from kvplan.core.errors import BadInputError
+from kvplan.core.record import record
 
 
-@dataclass(frozen=True)
+@record
 class RequestGroup:
     count: int
     prompt_tokens: int
@@ -33,7 +34,7 @@ class RequestGroup:
         return self.prompt_tokens + self.output_tokens
 
 
-@dataclass(frozen=True)
+@record
 class Workload:
     """A request mix as a histogram: ((prompt, output, samples), count) per distinct shape."""
 

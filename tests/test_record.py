@@ -1,0 +1,123 @@
+"""`@record` (kvplan.core.record) behaves as `@dataclass(frozen=True)` does, and defining one
+compiles nothing."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+from dataclasses import dataclass, field
+
+import pytest
+
+from kvplan.core import record as record_module
+from kvplan.core.record import record
+
+
+def _pair(**options):
+    """The same class twice: as a frozen dataclass and as a record."""
+    made = []
+    for deco in (dataclass(frozen=True), record):
+        @deco
+        class Item:
+            name: str
+            size_bytes: int
+            tags: tuple[str, ...] = ()
+            note: str = field(default="", compare=False, repr=False)
+            sources: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+            kind: str = field(default="item", init=False)
+
+        made.append(Item)
+    return made
+
+
+def test_same_fields_init_eq_hash_repr_as_a_frozen_dataclass():
+    dc, rec = _pair()
+    for args, kwargs in [(("a", 1), {}), (("a", 1, ("x",)), {"note": "n"}),
+                         ((), {"name": "b", "size_bytes": 2, "sources": {"k": "v"}})]:
+        d, r = dc(*args, **kwargs), rec(*args, **kwargs)
+        assert dataclasses.asdict(d) == dataclasses.asdict(r)
+        assert repr(d).split("(", 1)[1] == repr(r).split("(", 1)[1]
+        assert [f.name for f in dataclasses.fields(d)] == [f.name for f in dataclasses.fields(r)]
+        assert r.kind == "item" and dataclasses.is_dataclass(r)
+    # note and sources are left out of == and hash (compare=False), as dataclasses does
+    assert rec("a", 1, note="x") == rec("a", 1, note="y", sources={"k": "v"})
+    assert hash(rec("a", 1, note="x")) == hash(rec("a", 1, sources={"k": "v"}))
+    assert rec("a", 1) != rec("a", 2) and rec("a", 1) != dc("a", 1)
+    assert len({rec("a", 1), rec("a", 1), rec("b", 1)}) == 2
+    assert dataclasses.replace(rec("a", 1, ("t",)), size_bytes=5) == rec("a", 5, ("t",))
+    with pytest.raises(TypeError):
+        rec("a")  # a field without a default is required, as in a dataclass
+    with pytest.raises(TypeError):
+        rec("a", 1, kind="other")  # init=False fields are not parameters
+
+
+@record
+class _Stored:
+    name: str
+    size_bytes: int
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+
+def test_frozen_copied_and_pickled():
+    item = _Stored("a", 1, {"k": "v"})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        item.size_bytes = 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del item.name
+    for twin in (copy.deepcopy(item), pickle.loads(pickle.dumps(item))):
+        assert twin == item and twin.sources == {"k": "v"}
+
+
+def test_subclasses_post_init_and_own_methods():
+    @record
+    class Base:
+        a: int
+        b: int = 2
+
+        def __post_init__(self) -> None:
+            object.__setattr__(self, "b", self.b * 10)
+
+    @record
+    class Child(Base):
+        c: str = "c"
+
+    @record
+    class Shown:
+        x: int
+
+        def __repr__(self) -> str:
+            return "mine"
+
+    assert Child(1) == Child(1, 2, "c") and Child(1).b == 20 and Child(1, c="d").c == "d"
+    assert Base(1) != Child(1)  # another class: never equal, as with dataclasses
+    assert repr(Shown(1)) == "mine"
+    with pytest.raises(TypeError, match="frozen dataclass"):
+        @record
+        class Bad(_FrozenBase):
+            y: int = 0
+
+
+@dataclass(frozen=True)
+class _FrozenBase:
+    x: int = 0
+
+
+def test_defining_compiles_nothing_and_the_first_instance_one_function(monkeypatch):
+    created = []
+    original = dataclasses._create_fn  # type: ignore[attr-defined]
+    monkeypatch.setattr(dataclasses, "_create_fn",
+                        lambda *a, **k: created.append(a[0]) or original(*a, **k))
+    compiled = []
+    compile_init = record_module._compile_init
+    monkeypatch.setattr(record_module, "_compile_init",
+                        lambda cls: compiled.append(cls) or compile_init(cls))
+
+    @record
+    class Point:
+        x: int
+        y: int = 0
+
+    assert created == [] and compiled == []
+    assert Point(1) == Point(1, 0) and Point(2, y=3).y == 3
+    assert compiled == [Point] and created == []
