@@ -142,7 +142,7 @@ class LlamacppProfile:
                 f"V ({self.cache_type_v}): {self.v_mib:8.2f} MiB")
 
 
-@dataclass(frozen=True)
+@record
 class ComputeBuffers:
     """The compute buffers llama.cpp reserves beside the KV cache (`compute_buffers`)."""
 
