@@ -279,7 +279,8 @@ def test_every_quantized_config_has_an_independent_check(name):
 
 # --- every library model ------------------------------------------------------------------
 
-# Vision towers the text inventory leaves out, as per-tensor sums:
+# Vision towers (ModelSpec.vision, in the inventory since weights14a) as per-tensor sums,
+# checked against the inventory's vision part in test_vision_towers_match_hand_sums:
 # CLIP ViT-L/14-336 (llava-1.5): patch 1024x3x14x14, class 1024, positions 577x1024, pre and
 # post LayerNorm (w+b), 24 layers of q/k/v/o 1024x1024 (+b), two LayerNorms, fc1 4096x1024
 # (+b), fc2 1024x4096 (+b); projector 4096x1024 (+b) and 4096x4096 (+b).
@@ -292,19 +293,35 @@ LLAVA_VISION = (1024 * 3 * 14 * 14 + 1024 + 577 * 1024 + 2 * 2048 + 24 * _CLIP_L
 _SIGLIP_LAYER = 4 * (1152 * 1152 + 1152) + 2 * 2304 + (4304 * 1152 + 4304) + (1152 * 4304 + 1152)
 GEMMA3_VISION = (1152 * 3 * 14 * 14 + 1152 + 4096 * 1152 + 27 * _SIGLIP_LAYER + 2304
                  + 1152 * 2560 + 1152)
-EXPLAINED = {"llava-1.5-7b": LLAVA_VISION, "gemma-3-4b": GEMMA3_VISION,
-             # the cited Nemotron-3-Nano figure is its BF16 tensors alone; the inventory also
+EXPLAINED = {# the cited Nemotron-3-Nano figure is its BF16 tensors alone; the inventory also
              # counts the 23 MoE routers' fp32 e_score_correction_bias (128 each,
              # tests/test_hybrid_weights.py)
              "nemotron-3-nano-30b-a3b": -23 * 128}
-# Llama 4's vision encoder (34-layer ViT, 1408 wide) and projector are not written out here:
-# the text inventory is 0.22% (Maverick) and 0.80% (Scout) below the Hub totals.
-NOT_WITHIN = {"llama-4-scout": 0.0081, "llama-4-maverick": 0.0022}
+# Llama 4's vision encoder (34-layer ViT, 1408 wide; unfold-conv patches 1408 x 588, class,
+# 577 positions, pre/post LayerNorms, q/k/v/o and fc1/fc2 with biases) + pixel-shuffle adapter
+# (4096 x 5632, 4096 x 4096) + projector 5120 x 4096: the 871,932,416 parameters by which the
+# text inventory alone fell short of both Hub totals (0.80% Scout, 0.22% Maverick).
+_LLAMA4_LAYER = 4 * (1408 * 1408 + 1408) + 2 * 2816 + (5632 * 1408 + 5632) + (1408 * 5632 + 1408)
+LLAMA4_VISION = (1408 * 588 + 1408 + 577 * 1408 + 2 * 2816 + 34 * _LLAMA4_LAYER
+                 + 4096 * 5632 + 4096 * 4096 + 5120 * 4096)
+NOT_WITHIN: dict[str, float] = {}
+# num_params computed by the inventory, checked against hand sums in test_hybrid_weights.py
+HAND_SUMS_ELSEWHERE = {"jamba-1.5-mini", "nemotron-h-56b", "llama-3.3-nemotron-super-49b",
+                       "llama-3.2-90b-vision"}
+
+
+@pytest.mark.parametrize(("name", "expected"), [("llava-1.5-7b", LLAVA_VISION),
+                                                ("gemma-3-4b", GEMMA3_VISION),
+                                                ("llama-4-scout", LLAMA4_VISION),
+                                                ("llama-4-maverick", LLAMA4_VISION)])
+def test_vision_towers_match_hand_sums(name, expected):
+    inv = inventory(LIB[name])
+    assert sum(t.num_params for t in inv.tensors if t.place == "vision") == expected
 # Library counts published only rounded (each YAML's source note says so): within half the
-# unit they are rounded to, or the whole unit for the "49B" of a model's name.
-ROUNDED = {"jamba-1.5-mini": 500_000_000, "nemotron-h-56b": 500_000_000,
-           "llama-3.3-nemotron-super-49b": 1_000_000_000,
-           "llama-3.2-90b-vision": 50_000_000, "gpt-3-175b": 50_000_000}
+# unit they are rounded to. (Jamba-1.5-Mini, Nemotron-H-56B, Nemotron-Super-49B and
+# Llama-3.2-90B-Vision now carry the inventory's exact counts, checked by hand sums and against
+# their rounded card figures in test_hybrid_weights.py.)
+ROUNDED = {"gpt-3-175b": 50_000_000}
 
 
 def _library_cases():
@@ -319,7 +336,7 @@ def test_library_params_match_their_published_counts(spec):
     against the library's num_params, the Hub safetensors totals each YAML cites. FP8
     checkpoints' Hub totals also count the scale values (DeepSeek: 41,540,496 fp32 scales;
     Kimi: the scales minus 3,416 unnamed values): compared by stored values instead."""
-    if spec.name in HAND_SUMS:
+    if spec.name in HAND_SUMS or spec.name in HAND_SUMS_ELSEWHERE:
         return  # computed counts, checked against hand sums below
     inv = inventory(spec, spec.quantization)
     if spec.quantization.layout == "fp8":
@@ -379,12 +396,8 @@ CHECKPOINT_EXTRA = {
     # x 56 bf16 (gogongxt/python scripts/models/kimi_k2_instruct.md); vLLM's load_weights
     # skips "rotary_emb.inv_freq" and recomputes the rotary cache
     "kimi-k2": {"BF16": 61 * 56 * 2},
-    # the SigLIP tower and projector written out above (vision is not in the text inventory)
-    "gemma-3-4b": {"BF16": 2 * GEMMA3_VISION},
 }
-# Llama 4's vision encoder is not written out: the text inventory is this much short of the
-# checkpoint (the same shortfall as its parameter count above).
-CHECKPOINT_NOT_WITHIN = {"llama-4-scout": 0.0081}
+CHECKPOINT_NOT_WITHIN: dict[str, float] = {}
 
 
 def _checkpoint_cases():
@@ -450,17 +463,10 @@ def test_unmodelled_families_fall_back_to_the_published_checkpoint(name):
 
 # Library models whose weights still come from num_params x the model dtype: no tensor
 # inventory for the family (or no config.json to compute one from) and no published
-# checkpoint bytes. weights14a's hybrid/NAS/mllama inventories remove names from this list.
+# checkpoint bytes.
 FALLBACK_WHY = {
     "gpt-3-175b": "weights never released; the inventory does not model GPT-3",
     "gemma-3-27b": "no verbatim config.json copy found (only copies edited for tests)",
-    "jamba-1.5-mini": "hybrid Mamba/attention/MoE: no inventory yet",
-    "nemotron-3-nano-30b-a3b": "hybrid Mamba/MoE: no inventory yet, and Mamba tensors may be "
-                               "fp32 in the checkpoint (no per-dtype listing found)",
-    "nemotron-h-56b": "hybrid Mamba: no inventory yet",
-    "llama-3.3-nemotron-super-49b": "NAS blocks: no inventory yet",
-    "llama-3.2-90b-vision": "cross-attention + vision encoder: no inventory yet",
-    "qwen3-next-80b-a3b": "Gated DeltaNet hybrid: no inventory yet",
 }
 
 
@@ -477,8 +483,9 @@ def test_library_models_the_inventory_does_not_model_say_why():
     # hybrids with recurrent mixers, NAS blocks, cross-attention, or no config at hand
     for name in missing:
         assert supported(LIB[name])
-    assert "llama-3.2-90b-vision" in missing and "llama-3-8b" not in missing
-    assert not {"nemotron-h-56b", "jamba-1.5-mini", "qwen3-next-80b-a3b"} & set(missing)
+    assert "gpt-3-175b" in missing and "llama-3-8b" not in missing
+    assert not {"nemotron-h-56b", "jamba-1.5-mini", "qwen3-next-80b-a3b",
+                "llama-3.2-90b-vision", "llama-3.3-nemotron-super-49b"} & set(missing)
 
 
 # --- per-rank placement -------------------------------------------------------------------

@@ -187,3 +187,71 @@ def test_a_hybrid_without_mixer_shapes_is_not_computed():
     from dataclasses import replace
     assert "recurrent mixer" in (supported(replace(spec, ssm=None)) or "")
     assert "blocks" in (supported(replace(LIB["nemotron-h-56b"], blocks=None)) or "")
+
+
+# --- Llama 3.2 Vision (mllama): cross-attention layers + the tiled vision encoder ----------
+
+def _mllama_vision(text_hidden: int) -> int:
+    """MllamaVisionModel + projector by hand (vision_config: hidden 1280, intermediate 5120,
+    32 local + 8 gated global layers, patch 14 at 560, 4 tiles, 8 aspect ratios, output 7680)."""
+    h, inter, positions, ids, tiles = 1280, 5120, (560 // 14) ** 2 + 1, 8 + 1, 4
+    layer = 4 * h * h + (inter * h + inter) + (h * inter + h) + 4 * h  # no attention biases
+    return (h * 3 * 14 * 14 + h                        # patch conv (no bias), class embedding
+            + positions * h + 1 + ids * tiles * positions * h  # gated position + tile table
+            + 2 * (ids * tiles * h + 1)                 # pre / post tile embeddings + gates
+            + 4 * h                                     # layernorm_pre / _post (w + b)
+            + 32 * layer + 8 * (layer + 2)              # the global layers' two gates
+            + 7680 * text_hidden + text_hidden)         # multi_modal_projector (+ bias)
+
+
+def _mllama_text(h: int, inter: int, layers: int, cross: int, heads: int, kv: int) -> int:
+    v, hd = 128256, h // heads
+    self_layer = 2 * h + 2 * h * h + 2 * h * kv * hd + 3 * h * inter
+    cross_layer = self_layer + 2 * hd + 2               # q/k norms, attn and MLP gates
+    return ((v + 8) * h + v * h + h                     # embed_tokens has 8 extra rows
+            + (layers - cross) * self_layer + cross * cross_layer)
+
+
+def test_llama_3_2_90b_vision_is_its_per_tensor_sum():
+    expected = _mllama_vision(8192) + _mllama_text(8192, 28672, 100, 20, 64, 8)
+    # the model card's Params column: "90B (88.8)" (its 11B row, 10.6, is also below the
+    # Hub count of 10.67B; the exact check is the 11B model below)
+    assert abs(expected - 88.8e9) <= 88.8e9 * 0.005
+    for spec in (LIB["llama-3.2-90b-vision"],
+                 load_config_file(CONFIGS / "meta-llama--Llama-3.2-90B-Vision-Instruct.json")):
+        assert inventory(spec).total_params == expected == 88_593_355_323
+    assert LIB["llama-3.2-90b-vision"].num_params == expected
+
+
+def test_llama_3_2_11b_vision_matches_its_hub_count():
+    """The same inventory on Llama-3.2-11B-Vision-Instruct's shapes (its config.json: text
+    hidden 4096, MLP 14336, 40 layers with cross-attention at 3, 8, ..., 38, 32 heads / 8 KV;
+    the same vision_config): 10,670,220,835, the Hub's safetensors BF16 parameter count as a
+    public benchmark's model table records it (HfApi.get_safetensors_metadata)."""
+    raw = json.loads((CONFIGS / "meta-llama--Llama-3.2-90B-Vision-Instruct.json").read_text())
+    raw["text_config"].update(hidden_size=4096, intermediate_size=14336, num_hidden_layers=40,
+                              cross_attention_layers=[3, 8, 13, 18, 23, 28, 33, 38],
+                              num_attention_heads=32, num_key_value_heads=8)
+    from kvplan.sources.hfconfig import spec_from_config
+    spec = spec_from_config(raw, "11b", "llama-3.2-11b-vision")
+    assert inventory(spec).total_params == 10_670_220_835
+    assert 10_670_220_835 == _mllama_vision(4096) + _mllama_text(4096, 14336, 40, 8, 32, 8)
+
+
+def test_vision_tower_sits_on_the_first_pipeline_stage():
+    from kvplan.core.weights import placement
+    spec = LIB["llama-4-scout"]
+    one, two = placement(spec, pp=2), placement(spec, pp=2)
+    inv = one.inventory
+    vision = inv.bytes_where("vision")
+    assert vision == 2 * 871_932_416
+    assert one.stage_bytes[0] == (inv.bytes_where("embed") + vision
+                                  + inv.bytes_where("layer", range(0, 24)))
+    assert two.stage_bytes == one.stage_bytes
+
+
+def test_vision_shapes_round_trip_through_yaml():
+    for name in ("llava-1.5-7b", "gemma-3-4b", "llama-4-scout", "llama-3.2-90b-vision"):
+        spec = LIB[name]
+        assert spec.vision is not None
+        assert spec_from_dict(spec_to_dict(spec), "rt").vision == spec.vision

@@ -80,6 +80,33 @@ class SSMShapes:
 
 
 @record
+class VisionTower:
+    """A multimodal checkpoint's vision encoder and the projector into the text model, as its
+    checkpoint stores them (kvplan.core.weights lists the tensors; the projector's text side
+    is the spec's hidden_size).
+
+    kind: "clip" (LLaVA: CLIP ViT with a class token, pre/post LayerNorm; a two-layer MLP
+    projector), "siglip" (Gemma 3: SigLIP without a class token; one projection matrix and an
+    RMSNorm), "llama4" (Llama 4: unfold-conv patches, a pixel-shuffle MLP adapter, one linear
+    projector), "mllama" (Llama 3.2 Vision: tiled ViT with a gated global encoder and
+    aspect-ratio embeddings; a linear projector with a bias)."""
+
+    kind: str
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    patch_size: int
+    image_size: int
+    num_channels: int = 3
+    num_global_layers: int = 0  # mllama: the gated global encoder
+    max_num_tiles: int = 0  # mllama
+    num_aspect_ratios: int = 0  # mllama: len(supported_aspect_ratios)
+    output_dim: int = 0  # vision_output_dim (mllama, llama4)
+    projector_input_dim: int = 0  # llama4 adapter
+    projector_output_dim: int = 0  # llama4 adapter
+
+
+@record
 class ModelSpec:
     name: str
     layers: tuple[Layer, ...]
@@ -128,6 +155,7 @@ class ModelSpec:
     # layer is its mixer (by cache kind) + an MLP or MoE (is_moe_layer)
     blocks: tuple[Block, ...] | None = None
     ssm: SSMShapes | None = None  # the recurrent mixer of the state layers
+    vision: VisionTower | None = None  # a multimodal checkpoint's vision encoder + projector
     # --- the checkpoint ------------------------------------------------------------------
     quantization: Quantization = NONE  # its weight format (config.json quantization_config)
     checkpoint: Checkpoint | None = None  # its published bytes, when known

@@ -27,7 +27,7 @@ from typing import Any
 
 from kvplan.core.dtypes import cdiv
 from kvplan.core.errors import BadInputError
-from kvplan.core.layers import MLA, RecurrentState, SlidingWindow
+from kvplan.core.layers import MLA, CrossAttention, RecurrentState, SlidingWindow
 from kvplan.core.quant import (
     ELEMENT_BYTES,
     MODEL_DTYPE_NAMES,
@@ -51,13 +51,14 @@ SUPPORTED_FAMILIES = {
     "falcon", "gpt2", "minimax_m2", "glm_moe_dsa", "llava", "mimo_v2_flash",
     # hybrids and per-layer blocks (ModelSpec.ssm / ModelSpec.blocks)
     "jamba", "nemotron_h", "qwen3_next", "nemotron-nas", "deci",
+    # Llama 3.2 Vision: the text model with cross-attention layers (+ ModelSpec.vision)
+    "mllama", "mllama_text_model",
 }
+MLLAMA = {"mllama", "mllama_text_model"}
 # Families whose layers need ModelSpec.blocks (what each layer holds is not its cache kind)
 NEEDS_BLOCKS = {"nemotron_h", "nemotron-nas", "deci"}
 # Families whose MLPs are up -> act -> down, without a gate projection (Nemotron-H relu2)
 UNGATED_MLP = {"nemotron_h"}
-# Families with a vision tower (or other modules) the text inventory leaves out.
-MULTIMODAL_FAMILIES = {"llava", "llama4", "llama4_text", "mllama", "gemma3"}
 
 
 @record
@@ -213,7 +214,14 @@ class _Builder:
         if self.padded_vocab:
             rows = cdiv(vocab, VOCAB_PADDING) * VOCAB_PADDING
         rows_per_rank = cdiv(rows, self.tp) if self.tp > 1 else rows
-        self.plain("model.embed_tokens.weight", (rows_per_rank, hidden), None, "embed")
+        embed_rows = rows_per_rank
+        if self.family in MLLAMA:
+            # MllamaTextModel: nn.Embedding(vocab_size + 8, hidden), the LM head vocab_size
+            embed_rows = vocab + 8
+            if self.padded_vocab:
+                embed_rows = cdiv(embed_rows, VOCAB_PADDING) * VOCAB_PADDING
+            embed_rows = cdiv(embed_rows, self.tp) if self.tp > 1 else embed_rows
+        self.plain("model.embed_tokens.weight", (embed_rows, hidden), None, "embed")
         if self.family == "gpt2" and s.max_context_tokens:
             self.plain("wpe.weight", (s.max_context_tokens, hidden), None, "embed")
         for i in range(s.num_layers):
@@ -223,6 +231,99 @@ class _Builder:
         self.norm("model.norm", hidden, None, "final")
         if not s.tie_word_embeddings:
             self.plain("lm_head.weight", (rows_per_rank, hidden), None, "head")
+        if s.vision is not None:
+            self.vision_tower()
+
+    def vision_tower(self) -> None:
+        """The vision encoder and projector of a multimodal checkpoint (ModelSpec.vision),
+        place "vision" (the first pipeline stage, with the embedding). Its linear layers stay
+        in the model dtype (quantized releases leave the tower out: ignore /
+        modules_to_not_convert); with TP the encoder's attention and MLP are split as vLLM's
+        ViTs do (q/k/v and fc1 column, o and fc2 row) where the widths divide, else whole.
+        Shapes: transformers modeling_clip.py (LLaVA), modeling_siglip.py + Gemma3's
+        multi_modal_projector, modeling_llama4.py Llama4VisionModel, modeling_mllama.py
+        MllamaVisionModel."""
+        s, v = self.spec, self.spec.vision
+        assert v is not None
+        text = _need(s, "hidden_size")
+        h, inter, md = v.hidden_size, v.intermediate_size, self.md
+        pre = "vision_tower.vision_model" if v.kind in ("clip", "siglip") else "vision_model"
+        patches = (v.image_size // v.patch_size) ** 2
+        cls = v.kind in ("clip", "llama4", "mllama")  # a class token (SigLIP has none)
+
+        def whole(name: str, shape: tuple[int, ...]) -> None:
+            self.plain(f"{pre}.{name}", shape, None, "vision", md)
+
+        def lin(name: str, out_f: int, in_f: int, split: str, bias: bool) -> None:
+            if self.tp > 1 and (out_f if split == "column" else in_f) % self.tp:
+                split = "replicated"  # a width TP does not divide: kept whole
+            self.linear(name, out_f, in_f, None, "vision", split, bias, "vision",
+                        quantizable=False)
+
+        def encoder(prefix: str, n: int, qkv_bias: bool, gated: bool) -> None:
+            for k in range(n):
+                p = f"{pre}.{prefix}.{k}"
+                for proj in ("q_proj", "k_proj", "v_proj"):
+                    lin(f"{p}.self_attn.{proj}", h, h, "column", qkv_bias)
+                lin(f"{p}.self_attn.o_proj", h, h, "row", qkv_bias)
+                lin(f"{p}.mlp.fc1", inter, h, "column", True)
+                lin(f"{p}.mlp.fc2", h, inter, "row", True)
+                for norm in ("input_layernorm", "post_attention_layernorm"):  # LayerNorms
+                    self.plain(f"{p}.{norm}.weight", (h,), None, "vision", md)
+                    self.plain(f"{p}.{norm}.bias", (h,), None, "vision", md)
+                if gated:
+                    self.plain(f"{p}.gate_attn", (1,), None, "vision", md)
+                    self.plain(f"{p}.gate_ffn", (1,), None, "vision", md)
+
+        patch_in = v.num_channels * v.patch_size * v.patch_size
+        if v.kind == "llama4":  # Llama4UnfoldConvolution: a linear over unfolded patches
+            whole("patch_embedding.linear.weight", (h, patch_in))
+        else:
+            whole("patch_embedding.weight", (h, v.num_channels, v.patch_size, v.patch_size))
+            if v.kind == "siglip":
+                whole("patch_embedding.bias", (h,))
+        if cls:
+            whole("class_embedding", (h,))
+        positions = patches + (1 if cls else 0)
+        if v.kind == "mllama":
+            # gated position embedding with a per-aspect-ratio tile embedding, and the pre /
+            # post tile embeddings (one row per aspect ratio id, 0 included), each gated
+            tiles, ids = v.max_num_tiles, v.num_aspect_ratios + 1
+            whole("gated_positional_embedding.embedding", (positions, h))
+            whole("gated_positional_embedding.gate", (1,))
+            whole("gated_positional_embedding.tile_embedding.weight",
+                  (ids, tiles * positions * h))
+            for t in ("pre_tile_positional_embedding", "post_tile_positional_embedding"):
+                whole(f"{t}.embedding.weight", (ids, tiles * h))
+                whole(f"{t}.gate", (1,))
+        else:
+            whole("position_embedding.weight", (positions, h))
+        if v.kind != "siglip":  # pre-encoder LayerNorm (CLIP pre_layrnorm, layernorm_pre)
+            whole("layernorm_pre.weight", (h,))
+            whole("layernorm_pre.bias", (h,))
+        whole("layernorm_post.weight", (h,))
+        whole("layernorm_post.bias", (h,))
+        # Mllama's vision attention has no biases; CLIP, SigLIP and Llama 4's have
+        encoder("encoder.layers", v.num_layers, v.kind != "mllama", False)
+        if v.kind == "mllama":
+            encoder("global_transformer.layers", v.num_global_layers, False, True)
+        if v.kind == "clip":  # LlavaMultiModalProjector: vision -> text -> text, with biases
+            lin("multi_modal_projector.linear_1", text, h, "column", True)
+            lin("multi_modal_projector.linear_2", text, text, "row", True)
+        elif v.kind == "siglip":  # Gemma3MultiModalProjector: one matrix + an RMSNorm
+            self.plain("multi_modal_projector.mm_input_projection_weight", (h, text), None,
+                       "vision", md)
+            self.plain("multi_modal_projector.mm_soft_emb_norm.weight", (h,), None, "vision",
+                       md)
+        elif v.kind == "llama4":
+            # Llama4VisionPixelShuffleMLP: the pixel shuffle folds 4 patches into one
+            # (intermediate_size wide), fc1 -> projector_input_dim, fc2 -> output; no biases
+            lin(f"{pre}.vision_adapter.mlp.fc1", v.projector_input_dim, inter, "column", False)
+            lin(f"{pre}.vision_adapter.mlp.fc2", v.projector_output_dim, v.projector_input_dim,
+                "row", False)
+            lin("multi_modal_projector.linear_1", text, v.output_dim, "column", False)
+        else:  # mllama: ColumnParallelLinear(vision_output_dim, hidden, bias=True)
+            lin("multi_modal_projector", text, v.output_dim, "column", True)
 
     def norm(self, name: str, width: int, layer: int | None, place: str) -> None:
         self.plain(f"{name}.weight", (width,), layer, place)
@@ -406,6 +507,13 @@ class _Builder:
                 self.linear(f"{p}.self_attn.{name}", kv * width, hidden, i, place, "column",
                             bias, "attn")
         self.linear(f"{p}.self_attn.o_proj", hidden, heads * vd, i, place, "row", o_bias, "attn")
+        if fam in MLLAMA and isinstance(layer, CrossAttention):
+            # MllamaTextCrossAttention: q/k RMSNorms over a head, and the layer's two tanh
+            # gates (cross_attn_attn_gate, cross_attn_mlp_gate)
+            self.plain(f"{p}.cross_attn.q_norm.weight", (hd,), i, place)
+            self.plain(f"{p}.cross_attn.k_norm.weight", (hd,), i, place)
+            self.plain(f"{p}.cross_attn_attn_gate", (1,), i, place)
+            self.plain(f"{p}.cross_attn_mlp_gate", (1,), i, place)
         if fam in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text", "qwen3_next"):
             self.plain(f"{p}.self_attn.q_norm.weight", (hd,), i, place)
             self.plain(f"{p}.self_attn.k_norm.weight", (hd,), i, place)
@@ -664,10 +772,11 @@ def placement(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp: int = 1,
     stages = pp_stages(spec.num_layers, pp)
     out = []
     embed = inv.bytes_where("embed")
+    vision = inv.bytes_where("vision")
     for k, (a, b) in enumerate(stages):
         part = inv.bytes_where("layer", range(a, b))
         if k == 0:
-            part += embed
+            part += embed + vision  # the vision tower runs before the first layer
         if k == pp - 1:
             part += inv.bytes_where("final") + inv.bytes_where("head") + inv.bytes_where("mtp")
             if pp > 1 and spec.tie_word_embeddings:

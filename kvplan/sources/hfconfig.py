@@ -41,7 +41,7 @@ from kvplan.core.layers import (
     SlidingWindow,
     StateTensor,
 )
-from kvplan.core.spec import Block, ModelSpec, Source, SSMShapes
+from kvplan.core.spec import Block, ModelSpec, Source, SSMShapes, VisionTower
 from kvplan.sources import hfarch
 from kvplan.sources.fields import Fields
 from kvplan.sources.quant import quantization_from_config
@@ -399,7 +399,58 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         out["routing_bias"] = True  # NemotronHTopkRouter (DeepseekV3TopkRouter): always one
     out["ssm"] = _ssm_shapes(cfg, mt, out["hidden_size"])
     out["blocks"] = _blocks(cfg, mt, out["hidden_size"])
+    out["vision"] = _vision_tower(top)
     return out
+
+
+# vision_config model types and the tower each names (ModelSpec.vision)
+_VISION_KINDS = {"clip_vision_model": "clip", "siglip_vision_model": "siglip",
+                 "llama4_vision_model": "llama4", "mllama_vision_model": "mllama"}
+# the outer model types whose vision_config leaves its model_type out, and the tower's kind
+_VISION_BY_OUTER = {"llava": "clip", "gemma3": "siglip", "llama4": "llama4", "mllama": "mllama"}
+
+
+def _vision_tower(top: Fields) -> VisionTower | None:
+    """A multimodal config's vision encoder + projector shapes (ModelSpec.vision); None for a
+    text model, an unknown tower, or a vision_config lacking a size (never guessed)."""
+    raw = top.raw.get("vision_config")
+    if not isinstance(raw, dict):
+        return None
+    outer = top.raw.get("model_type")
+    kind = _VISION_KINDS.get(str(raw.get("model_type") or "")) or _VISION_BY_OUTER.get(
+        outer if isinstance(outer, str) else "")
+    if kind is None:
+        return None
+    v = Fields(raw, top.source, "vision_config")
+
+    def sizes(*names: str) -> list[int] | None:
+        values = [_opt_int(v, n, minimum=1) for n in names]
+        return None if None in values else [x for x in values if x is not None]
+
+    common = sizes("hidden_size", "intermediate_size", "num_hidden_layers", "patch_size",
+                   "image_size")
+    if common is None:
+        return None
+    hidden, inter, layers, patch, image = common
+    channels = _opt_int(v, "num_channels", minimum=1) or 3
+    if kind == "mllama":
+        ratios = raw.get("supported_aspect_ratios")
+        extra = sizes("num_global_layers", "max_num_tiles", "vision_output_dim")
+        if not isinstance(ratios, list) or not ratios or extra is None:
+            return None
+        return VisionTower(kind, hidden, inter, layers, patch, image, channels,
+                           num_global_layers=extra[0], max_num_tiles=extra[1],
+                           num_aspect_ratios=len(ratios), output_dim=extra[2])
+    if kind == "llama4":
+        extra = sizes("vision_output_dim", "projector_input_dim", "projector_output_dim")
+        if extra is None or raw.get("multi_modal_projector_bias") is True:
+            return None  # a projector bias: not in the released checkpoints, not modelled
+        return VisionTower(kind, hidden, inter, layers, patch, image, channels,
+                           output_dim=extra[0], projector_input_dim=extra[1],
+                           projector_output_dim=extra[2])
+    if kind == "siglip" and raw.get("vision_use_head") is not False:
+        return None  # SigLIP's attention-pooling head: Gemma 3 has none; not modelled
+    return VisionTower(kind, hidden, inter, layers, patch, image, channels)
 
 
 def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:

@@ -23,7 +23,7 @@ from kvplan.core.layers import (
     StateTensor,
 )
 from kvplan.core.quant import NONE
-from kvplan.core.spec import Block, Checkpoint, ModelSpec, Source, SSMShapes
+from kvplan.core.spec import Block, Checkpoint, ModelSpec, Source, SSMShapes, VisionTower
 from kvplan.sources.fields import Fields, read_yaml
 
 SCHEMA = "kvplan.model/1"
@@ -103,7 +103,7 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
     shapes: dict[str, Any] = {}
     if top.has("shapes"):
         sh = top.sub("shapes")
-        sh.check_known(set(SHAPE_INTS) | set(SHAPE_BOOLS) | {"ssm", "blocks"})
+        sh.check_known(set(SHAPE_INTS) | set(SHAPE_BOOLS) | {"ssm", "blocks", "vision"})
         for key in SHAPE_INTS:
             shapes[key] = sh.int(key, None, minimum=0 if key in _SHAPE_ZERO_OK else 1)
         for key in SHAPE_BOOLS:
@@ -111,6 +111,8 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
                 shapes[key] = sh.bool(key, False)
         if sh.has("ssm"):
             shapes["ssm"] = _read_ssm(sh.sub("ssm"))
+        if sh.has("vision"):
+            shapes["vision"] = _read_vision(sh.sub("vision"))
         if sh.has("blocks"):
             shapes["blocks"] = parse_blocks(sh, sh.str("blocks"))
     quant = NONE
@@ -158,6 +160,24 @@ def _read_ssm(f: Fields) -> SSMShapes:
             raise f.error(k, f"is {v:,}, larger than any real model's")
     bools = {k: f.bool(k, k == "conv_bias") for k in _SSM_BOOLS}
     return SSMShapes(kind, **ints, **bools)
+
+
+# `shapes.vision`: a multimodal checkpoint's vision tower (ModelSpec.vision)
+VISION_KINDS = ("clip", "siglip", "llama4", "mllama")
+_VISION_REQUIRED = ("hidden_size", "intermediate_size", "num_layers", "patch_size", "image_size")
+_VISION_OPTIONAL = ("num_channels", "num_global_layers", "max_num_tiles", "num_aspect_ratios",
+                    "output_dim", "projector_input_dim", "projector_output_dim")
+
+
+def _read_vision(f: Fields) -> VisionTower:
+    f.check_known({"kind", *_VISION_REQUIRED, *_VISION_OPTIONAL})
+    kind = f.str("kind")
+    if kind not in VISION_KINDS:
+        raise f.error("kind", f"is {kind!r}", "one of: " + ", ".join(VISION_KINDS))
+    ints = {k: f.int(k, maximum=MAX_DIM) for k in _VISION_REQUIRED}
+    ints.update({k: f.int(k, 3 if k == "num_channels" else 0, minimum=0, maximum=MAX_DIM)
+                 for k in _VISION_OPTIONAL})
+    return VisionTower(kind, **ints)
 
 
 def parse_blocks(f: Fields, text: str) -> tuple[Block, ...]:
@@ -375,6 +395,11 @@ def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
                          if not (k in ("num_heads", "n_groups", "dt_rank") and v == 0)}
     if spec.blocks is not None:
         shapes["blocks"] = format_blocks(spec.blocks)
+    if spec.vision is not None:
+        shapes["vision"] = {k: v for k, v in vars(spec.vision).items()
+                            if v or k in ("kind", *_VISION_REQUIRED)}
+        if spec.vision.num_channels == 3:
+            del shapes["vision"]["num_channels"]
     if shapes:
         out["shapes"] = shapes
     if spec.quantization.config_json:
