@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.core.errors import BadInputError
-from kvplan.planning.explain import explain
-from kvplan.sources.startlog import detect_engine, read_log
+from kvplan.planning.explain import explain, log_formats
+from kvplan.sources import startlog
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
 MODELS = FIXTURES / "models"
@@ -81,7 +81,7 @@ def test_a_v1_log_in_vllms_own_words():
     # 50 GiB / (16 tokens x 131,072 B) = 25,600 blocks; vLLM keeps one as the null block:
     # 25,599 x 16 = 409,584 tokens
     tokens = (50 * GIB // (16 * 131_072) - 1) * 16
-    facts = read_log(_v1_log(tokens))
+    facts = startlog.read_log(_v1_log(tokens), log_formats())
     assert (facts.engine, facts.version, facts.model) == ("vllm", "0.9.1",
                                                           "meta-llama/Llama-3.1-8B-Instruct")
     assert facts.settings["max_model_len"] == 32768 and facts.settings["tp"] == 1
@@ -110,7 +110,7 @@ def test_llamacpp_kv_line():
            "llama_kv_cache_unified:        CPU KV buffer size =   448.00 MiB\n"
            "llama_kv_cache_unified: size =  448.00 MiB (  4096 cells,  28 layers,  1/1 seqs), "
            "K (f16):  224.00 MiB, V (f16):  224.00 MiB\n")
-    facts = read_log(log)
+    facts = startlog.read_log(log, log_formats())
     assert facts.engine == "llamacpp" and facts.kv["cells"] == 4096
     assert facts.kv["k_mib"] == 224.0 and facts.settings["kv_dtype"] == "f16"
     result = explain(log, model="llama-3.2-3b")
@@ -120,8 +120,10 @@ def test_llamacpp_kv_line():
 
 
 def test_sglang_and_trtllm_are_recognised():
-    assert detect_engine(LOGS["sglang-doc-qwq-32b-tp4-24gb"]["excerpt"]) == "sglang"
-    assert detect_engine(LOGS["trtllm-doc-llama31-8b-fp8-rtx5090"]["excerpt"]) == "trtllm"
+    assert startlog.detect_engine(LOGS["sglang-doc-qwq-32b-tp4-24gb"]["excerpt"],
+                                  log_formats()) == "sglang"
+    assert startlog.detect_engine(LOGS["trtllm-doc-llama31-8b-fp8-rtx5090"]["excerpt"],
+                                  log_formats()) == "trtllm"
 
 
 @pytest.mark.parametrize("text", ["", "hello world\n", "INFO some other server started\n"])
@@ -135,3 +137,33 @@ def test_a_log_with_nothing_to_read_is_exit_2(text, tmp_path):
 def test_model_must_be_known():
     with pytest.raises(BadInputError, match="does not name its model"):
         explain("INFO [gpu_worker.py:232] Available KV cache memory: 5.00 GiB\n")
+
+
+def test_each_engine_declares_its_log_and_the_reader_knows_no_engine():
+    """The log tables live in the engine modules (EngineLog), the reader takes them as
+    arguments: a new engine's log is read without editing kvplan/sources/startlog.py."""
+    import re
+
+    from kvplan.core.launch import LOG_CONVERTERS, LOG_PLACES, EngineLog
+    from kvplan.engines import registry
+
+    formats = log_formats()
+    assert [f.engine for f in formats] == [
+        e.name for e in registry.all_engines() if getattr(e, "log_format", None)]
+    for f in formats:
+        assert registry.get(f.engine).log_format() is f
+        for figure, pattern, converter, place in f.figures:
+            assert converter in LOG_CONVERTERS and place in LOG_PLACES, figure
+            assert re.compile(pattern).groups == 1, (f.engine, figure)
+    source = open(startlog.__file__).read()
+    for name in registry.names():
+        assert f'"{name}"' not in source, name
+    # a plugin's log, read by the same reader with no change to it
+    toy = EngineLog("toy", "Toy", markers=r"toy-server", figures=(
+        ("num_blocks", r"toy-server: ([\d,]+) blocks", "int", "kv"),
+        ("weights_bytes", r"weights ([\d.]+) GiB", "gib", "weights")))
+    facts = startlog.read_log("toy-server: 1,234 blocks\nweights 1.50 GiB\n",
+                              (*formats, toy))
+    assert facts.engine == "toy" and facts.kv["num_blocks"] == 1234
+    assert facts.weights_bytes == 3 * 2**30 // 2
+    assert facts.lines["num_blocks"] == "toy-server: 1,234 blocks"

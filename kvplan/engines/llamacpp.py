@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import KVFormat, cdiv
 from kvplan.core.errors import BadInputError
+from kvplan.core.launch import EngineLog
 from kvplan.core.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
@@ -331,6 +332,29 @@ def launch_flags() -> EngineLaunch:
                         underscores_match_dashes=False)
 
 
+# --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
+
+LOG_FORMAT = EngineLog(
+    "llamacpp", "llama.cpp",
+    markers=(r"llama_kv_cache|llama_context|llama_model_loader|llama-server|"
+             r"KV self size"),
+    figures=(
+        ("model", r"general\.name\s+str\s+=\s+(.+)", "str", "model"),
+        ("max_model_len", r"\bn_ctx\s+=\s+(\d+)", "int", "settings"),
+        ("parallel", r"\bn_seq_max\s+=\s+(\d+)", "int", "settings"),
+        ("cells", r"llama_kv_cache(?:_unified)?: +size = +[\d.]+ MiB \( *(\d+) cells", "int", "kv"),
+        ("kv_mib", r"llama_kv_cache(?:_unified)?: +size = +([\d.]+) MiB", "num", "kv"),
+        ("k_mib", r"llama_kv_cache(?:_unified)?: +size = .*?K \(\w+\): +([\d.]+) MiB", "num", "kv"),
+        ("v_mib", r"llama_kv_cache(?:_unified)?: +size = .*?V \(\w+\): +([\d.]+) MiB", "num", "kv"),
+        ("kv_dtype", r"llama_kv_cache(?:_unified)?: +size = .*?K \((\w+)\)", "str", "settings"),
+        ("kv_dtype_v", r"llama_kv_cache(?:_unified)?: +size = .*?V \((\w+)\)", "str", "settings"),
+        ("kv_mib", r"KV self size += +([\d.]+) MiB", "num", "kv"),
+        ("k_mib", r"KV self size = .*?K \(\w+\): +([\d.]+) MiB", "num", "kv"),
+        ("v_mib", r"KV self size = .*?V \(\w+\): +([\d.]+) MiB", "num", "kv"),
+    ),
+)
+
+
 class LlamacppEngine(BaseEngine):
     name = "llamacpp"
     display_name = "llama.cpp"
@@ -424,5 +448,8 @@ class LlamacppEngine(BaseEngine):
         return {"cache_type_k": "f16", "cache_type_v": "f16", "parallel": 1,
                 "cell_pad": CELL_PAD, "n_ubatch": N_UBATCH, "flash_attn": "auto"}
 
+
+    def log_format(self) -> EngineLog:
+        return LOG_FORMAT
 
 ENGINE = LlamacppEngine()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import BF16, FP8_DS_MLA, FP8_E4M3, FP8_E5M2, FP16, FP32, KVFormat
 from kvplan.core.errors import BadInputError
+from kvplan.core.launch import EngineLog
 from kvplan.core.layers import (
     ATTENTION_KINDS,
     MLA,
@@ -292,6 +293,34 @@ def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp:
                        layers=tuple(out), whole_tokens=True, note=CACHE_NOTE)
 
 
+# --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
+
+LOG_FORMAT = EngineLog(
+    "sglang", "SGLang",
+    markers=(r"sglang|KV Cache is allocated\. #tokens|server_args=ServerArgs|"
+             r"Load weight (?:begin|end)"),
+    figures=(
+        ("model", r"\bmodel_path='([^']+)'", "str", "model"),
+        ("model", r"sglang\.launch_server .*?--model(?:-path)? (\S+)", "str", "model"),
+        ("tp", r"\btp_size=(\d+)", "int", "settings"),
+        ("tp", r"sglang\.launch_server .*?--tp(?:-size)? (\d+)", "int", "settings"),
+        ("memory_fraction", r"\bmem_fraction_static=([\d.]+)", "num", "settings"),
+        ("memory_fraction", r"--mem-fraction-static[= ]([\d.]+)", "num", "settings"),
+        ("max_model_len", r"\bcontext_len=(\d+)", "int", "settings"),
+        ("max_model_len", r"\bcontext_length=(\d+)", "int", "settings"),
+        ("kv_dtype", r"\bkv_cache_dtype='(\w+)'", "str", "settings"),
+        ("max_num_seqs", r"\bmax_running_requests=(\d+)", "int", "settings"),
+        ("free_before_load_bytes", r"Load weight begin\. avail mem=([\d.]+) GB", "gib", "terms"),
+        ("weights_bytes", r"Load weight end\..*?mem usage=([\d.]+) GB", "gib", "weights"),
+        ("cudagraph_bytes", r"Capture cuda graph end\..*?mem usage=([\d.]+) GB", "gib", "terms"),
+        ("max_total_num_tokens", r"KV Cache is allocated\. #tokens: (\d+)", "int", "kv"),
+        ("k_size_bytes", r"KV Cache is allocated\. #tokens: \d+, K size: ([\d.]+) GB", "gib", "kv"),
+        ("v_size_bytes", r"KV Cache is allocated\..*?V size: ([\d.]+) GB", "gib", "kv"),
+        ("max_total_num_tokens", r"\bmax_total_num_tokens=(\d+)", "int", "kv"),
+    ),
+)
+
+
 class SglangEngine(BaseEngine):
     name = "sglang"
     display_name = "SGLang"
@@ -386,5 +415,8 @@ class SglangEngine(BaseEngine):
                      variant: str = "") -> CacheLayout:
         return cache_layout(spec, fmt, tokens, batch, tp=tp, page_size=block_size)
 
+
+    def log_format(self) -> EngineLog:
+        return LOG_FORMAT
 
 ENGINE = SglangEngine()

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import BF16, FP8_E4M3, FP8_E5M2, FP16, KVFormat
 from kvplan.core.errors import BadInputError
+from kvplan.core.launch import EngineLog
 from kvplan.core.layers import ATTENTION_KINDS, CrossAttention
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
@@ -155,6 +156,24 @@ def launch_flags() -> EngineLaunch:
                                 "text-generation-inference"), flags=flags)
 
 
+# --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
+
+LOG_FORMAT = EngineLog(
+    "tgi", "TGI",
+    markers=(r"text_generation_(?:launcher|router)|Setting max batch total tokens"),
+    figures=(
+        ("model", r"model_id: \"([^\"]+)\"", "str", "model"),
+        ("tp", r"num_shard: Some\((\d+)\)", "int", "settings"),
+        ("max_model_len", r"max_total_tokens: Some\((\d+)\)", "int", "settings"),
+        ("memory_fraction", r"cuda_memory_fraction: ([\d.]+)", "num", "settings"),
+        ("max_batch_prefill_tokens", r"max_batch_prefill_tokens: Some\((\d+)\)", "int", "settings"),
+        ("num_blocks", r"KV-cache blocks: (\d+), size: \d+", "int", "kv"),
+        ("block_size", r"KV-cache blocks: \d+, size: (\d+)", "int", "kv"),
+        ("max_batch_total_tokens", r"Setting max batch total tokens to (\d+)", "int", "kv"),
+    ),
+)
+
+
 class TgiEngine(BaseEngine):
     name = "tgi"
     display_name = "TGI"
@@ -205,5 +224,8 @@ class TgiEngine(BaseEngine):
         return {"cuda_memory_fraction": MEMORY_FRACTION, "wiggle_room": WIGGLE_ROOM,
                 "max_batch_prefill_tokens": DEFAULT_PREFILL_TOKENS}
 
+
+    def log_format(self) -> EngineLog:
+        return LOG_FORMAT
 
 ENGINE = TgiEngine()

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import BF16, FP8_E4M3, FP16, FP32, INT8, NVFP4, KVFormat, cdiv
 from kvplan.core.errors import BadInputError
+from kvplan.core.launch import EngineLog
 from kvplan.core.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
 from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
@@ -167,6 +168,23 @@ def launch_flags() -> EngineLaunch:
                         flags=flags, positional="model")
 
 
+# --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
+
+LOG_FORMAT = EngineLog(
+    "trtllm", "TensorRT-LLM",
+    markers=(r"\[TensorRT-LLM\]|paged kv cache|KV cache primary pool"),
+    figures=(
+        ("gpu_total_bytes", r"max tokens in paged kv cache: total: ([\d.]+) GiB", "gib", "gpu"),
+        ("free_bytes", r"max tokens in paged kv cache: total: [\d.]+ GiB, available: ([\d.]+) GiB",
+         "gib", "kv"),
+        ("num_blocks", r"Number of blocks in KV cache primary pool: (\d+)", "int", "kv"),
+        ("tokens_per_block", r"Number of tokens per block: (\d+)", "int", "kv"),
+        ("kv_cache_bytes", r"Allocated ([\d.]+) GiB for max tokens in paged KV cache", "gib", "kv"),
+        ("kv_cache_tokens", r"for max tokens in paged KV cache \((\d+)\)", "int", "kv"),
+    ),
+)
+
+
 class TrtllmEngine(BaseEngine):
     name = "trtllm"
     display_name = "TensorRT-LLM"
@@ -228,5 +246,8 @@ class TrtllmEngine(BaseEngine):
         return {"tokens_per_block": TOKENS_PER_BLOCK,
                 "free_gpu_memory_fraction": FREE_GPU_MEMORY_FRACTION}
 
+
+    def log_format(self) -> EngineLog:
+        return LOG_FORMAT
 
 ENGINE = TrtllmEngine()

@@ -40,6 +40,7 @@ from kvplan.core.dtypes import (
     cdiv,
 )
 from kvplan.core.errors import BadInputError
+from kvplan.core.launch import EngineLog
 from kvplan.core.layers import (
     ATTENTION_KINDS,
     MLA,
@@ -1057,6 +1058,47 @@ def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp:
                        reserved_blocks=1, whole_tokens=True, note=CACHE_NOTE)
 
 
+# --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
+
+LOG_FORMAT = EngineLog(
+    "vllm", "vLLM",
+    markers=(r"vLLM|vllm serve|gpu_worker\.py|kv_cache_utils\.py|Memory profiling "
+             r"results|# GPU blocks:|GPU KV cache size:|Available KV cache memory"),
+    figures=(
+        ("version", r"vLLM API server version ([\w.+\-]+)", "str", "version"),
+        ("version", r"Initializing a V[01] LLM engine \(v([\w.+\-]+)\)", "str", "version"),
+        ("model", r"\bmodel='([^']+)'", "str", "model"),
+        ("model", r"'model': '([^']+)'", "str", "model"),
+        ("model", r"\bvllm serve ([^\s\\]+)", "str", "model"),
+        ("max_model_len", r"\bmax_seq_len=(\d+)", "int", "settings"),
+        ("max_model_len", r"'max_model_len': (\d+)", "int", "settings"),
+        ("max_model_len", r"--max-model-len[= ](\d+)", "int", "settings"),
+        ("tp", r"\btensor_parallel_size=(\d+)", "int", "settings"),
+        ("tp", r"--tensor-parallel-size[= ](\d+)", "int", "settings"),
+        ("pp", r"\bpipeline_parallel_size=(\d+)", "int", "settings"),
+        ("pp", r"--pipeline-parallel-size[= ](\d+)", "int", "settings"),
+        ("kv_dtype", r"\bkv_cache_dtype=(\w+)", "str", "settings"),
+        ("block_size", r"'block_size': (\d+)", "int", "settings"),
+        ("memory_fraction", r"gpu_memory_utilization=([\d.]+)", "num", "settings"),
+        ("memory_fraction", r"'gpu_memory_utilization': ([\d.]+)", "num", "settings"),
+        ("weights_bytes", r"Model loading took ([\d.]+) ?GiB", "gib", "weights"),
+        ("gpu_total_bytes", r"total_gpu_memory=([\d.]+) ?GiB", "gib", "gpu"),
+        ("non_torch_bytes", r"non_torch_memory=([\d.]+) ?GiB", "gib", "terms"),
+        ("peak_torch_bytes", r"peak_torch_memory=([\d.]+) ?GiB", "gib", "terms"),
+        ("cudagraph_bytes", r"Graph capturing finished in [\d.]+ secs?, took ([\d.]+) GiB",
+         "gib", "terms"),
+        ("available_kv_cache_bytes", r"Available KV cache memory: ([\d.]+) GiB", "gib", "kv"),
+        ("available_kv_cache_bytes", r"kv_cache_size=([\d.]+) ?GiB", "gib", "kv"),
+        ("num_blocks", r"# (?:GPU|cuda) blocks: (\d+)", "int", "kv"),
+        ("kv_cache_tokens", r"GPU KV cache size: ([\d,]+) tokens", "int", "kv"),
+        ("max_concurrency_tokens", r"Maximum concurrency for ([\d,]+) tokens per request",
+         "int", "kv"),
+        ("max_concurrency", r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x",
+         "num", "kv"),
+    ),
+)
+
+
 class VllmEngine(BaseEngine):
     name = "vllm"
     display_name = "vLLM"
@@ -1183,5 +1225,8 @@ class VllmEngine(BaseEngine):
                      variant: str = "") -> CacheLayout:
         return cache_layout(spec, fmt, tokens, batch, tp=tp, block_size=block_size)
 
+
+    def log_format(self) -> EngineLog:
+        return LOG_FORMAT
 
 ENGINE = VllmEngine()

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from kvplan.core.errors import BadInputError
+from kvplan.core.launch import EngineLog
 from kvplan.core.record import record
 from kvplan.sources.startlog import LogFacts, read_log
 
@@ -51,6 +52,20 @@ class Explanation:
     @property
     def ok(self) -> bool:
         return not any(r.status == "DIFF" for r in self.rows)
+
+
+def log_formats() -> tuple[EngineLog, ...]:
+    """The start-up log formats of every registered engine that declares one (`log_format`,
+    optional: a minimal plugin need not), in registry order."""
+    from kvplan.engines.registry import all_engines
+
+    out = []
+    for engine in all_engines():
+        declared = getattr(engine, "log_format", None)
+        found = declared() if declared is not None else None
+        if found is not None:
+            out.append(found)
+    return tuple(out)
 
 
 def _diff(logged: float, ours: float) -> float | None:
@@ -117,7 +132,7 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
     does not print (a per-rank log shows only its own rank, not the TP size)."""
     from kvplan.engines.registry import get
 
-    facts = read_log(text, engine)
+    facts = read_log(text, log_formats(), engine)
     warnings: list[str] = list(facts.notes)
     dep = _deployment(facts, model, gpu, kv_dtype, warnings, tp)
     eng = get(dep.engine)

@@ -1,6 +1,10 @@
-"""Engine start-up logs as input: the settings, memory terms and KV lines a vLLM (V0 and V1),
-SGLang, llama.cpp (and Ollama), TensorRT-LLM or TGI log printed, each with the line it came
-from. A partial log gives what it has; nothing is guessed.
+"""Engine start-up logs as input: the settings, memory terms and KV lines an engine's log
+printed, each with the line it came from. A partial log gives what it has; nothing is guessed.
+
+The reader is generic: each engine module declares its log (kvplan.core.launch.EngineLog: the
+markers that show it wrote a log, and per figure the patterns of the lines that state it) and
+the caller (kvplan.planning.explain) passes the registry's engines' formats in, so adding an
+engine does not touch this module, and sources never import engines.
 
 Units as the engines print them: vLLM, SGLang and TRT-LLM print GiB (SGLang writes "GB" but
 divides by 2^30), llama.cpp MiB; a two-decimal figure is converted to bytes with
@@ -10,10 +14,12 @@ divides by 2^30), llama.cpp MiB; a two-decimal figure is converted to bytes with
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.core.errors import BadInputError
+from kvplan.core.launch import EngineLog
 
 MAX_LOG_BYTES = 64 * 2**20
 GIB = 2**30
@@ -46,127 +52,35 @@ def _gib(text: str) -> int:
     return round(_num(text) * GIB)
 
 
-# (figure, pattern, converter, where it goes); first match of each figure wins unless noted
-_VLLM: tuple[tuple[str, str, Any, str], ...] = (
-    ("version", r"vLLM API server version ([\w.+\-]+)", str, "version"),
-    ("version", r"Initializing a V[01] LLM engine \(v([\w.+\-]+)\)", str, "version"),
-    ("model", r"\bmodel='([^']+)'", str, "model"),
-    ("model", r"'model': '([^']+)'", str, "model"),
-    ("model", r"\bvllm serve ([^\s\\]+)", str, "model"),
-    ("max_model_len", r"\bmax_seq_len=(\d+)", _int, "settings"),
-    ("max_model_len", r"'max_model_len': (\d+)", _int, "settings"),
-    ("max_model_len", r"--max-model-len[= ](\d+)", _int, "settings"),
-    ("tp", r"\btensor_parallel_size=(\d+)", _int, "settings"),
-    ("tp", r"--tensor-parallel-size[= ](\d+)", _int, "settings"),
-    ("pp", r"\bpipeline_parallel_size=(\d+)", _int, "settings"),
-    ("pp", r"--pipeline-parallel-size[= ](\d+)", _int, "settings"),
-    ("kv_dtype", r"\bkv_cache_dtype=(\w+)", str, "settings"),
-    ("block_size", r"'block_size': (\d+)", _int, "settings"),
-    ("memory_fraction", r"gpu_memory_utilization=([\d.]+)", _num, "settings"),
-    ("memory_fraction", r"'gpu_memory_utilization': ([\d.]+)", _num, "settings"),
-    ("weights_bytes", r"Model loading took ([\d.]+) ?GiB", _gib, "weights"),
-    ("gpu_total_bytes", r"total_gpu_memory=([\d.]+) ?GiB", _gib, "gpu"),
-    ("non_torch_bytes", r"non_torch_memory=([\d.]+) ?GiB", _gib, "terms"),
-    ("peak_torch_bytes", r"peak_torch_memory=([\d.]+) ?GiB", _gib, "terms"),
-    ("cudagraph_bytes", r"Graph capturing finished in [\d.]+ secs?, took ([\d.]+) GiB", _gib,
-     "terms"),
-    ("available_kv_cache_bytes", r"Available KV cache memory: ([\d.]+) GiB", _gib, "kv"),
-    ("available_kv_cache_bytes", r"kv_cache_size=([\d.]+) ?GiB", _gib, "kv"),
-    ("num_blocks", r"# (?:GPU|cuda) blocks: (\d+)", _int, "kv"),
-    ("kv_cache_tokens", r"GPU KV cache size: ([\d,]+) tokens", _int, "kv"),
-    ("max_concurrency_tokens", r"Maximum concurrency for ([\d,]+) tokens per request", _int,
-     "kv"),
-    ("max_concurrency", r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x", _num,
-     "kv"),
-)
-_SGLANG: tuple[tuple[str, str, Any, str], ...] = (
-    ("model", r"\bmodel_path='([^']+)'", str, "model"),
-    ("model", r"sglang\.launch_server .*?--model(?:-path)? (\S+)", str, "model"),
-    ("tp", r"\btp_size=(\d+)", _int, "settings"),
-    ("tp", r"sglang\.launch_server .*?--tp(?:-size)? (\d+)", _int, "settings"),
-    ("memory_fraction", r"\bmem_fraction_static=([\d.]+)", _num, "settings"),
-    ("memory_fraction", r"--mem-fraction-static[= ]([\d.]+)", _num, "settings"),
-    ("max_model_len", r"\bcontext_len=(\d+)", _int, "settings"),
-    ("max_model_len", r"\bcontext_length=(\d+)", _int, "settings"),
-    ("kv_dtype", r"\bkv_cache_dtype='(\w+)'", str, "settings"),
-    ("max_num_seqs", r"\bmax_running_requests=(\d+)", _int, "settings"),
-    ("free_before_load_bytes", r"Load weight begin\. avail mem=([\d.]+) GB", _gib, "terms"),
-    ("weights_bytes", r"Load weight end\..*?mem usage=([\d.]+) GB", _gib, "weights"),
-    ("cudagraph_bytes", r"Capture cuda graph end\..*?mem usage=([\d.]+) GB", _gib, "terms"),
-    ("max_total_num_tokens", r"KV Cache is allocated\. #tokens: (\d+)", _int, "kv"),
-    ("k_size_bytes", r"KV Cache is allocated\. #tokens: \d+, K size: ([\d.]+) GB", _gib, "kv"),
-    ("v_size_bytes", r"KV Cache is allocated\..*?V size: ([\d.]+) GB", _gib, "kv"),
-    ("max_total_num_tokens", r"\bmax_total_num_tokens=(\d+)", _int, "kv"),
-)
-_LLAMACPP: tuple[tuple[str, str, Any, str], ...] = (
-    ("model", r"general\.name\s+str\s+=\s+(.+)", str, "model"),
-    ("max_model_len", r"\bn_ctx\s+=\s+(\d+)", _int, "settings"),
-    ("parallel", r"\bn_seq_max\s+=\s+(\d+)", _int, "settings"),
-    ("cells", r"llama_kv_cache(?:_unified)?: +size = +[\d.]+ MiB \( *(\d+) cells", _int, "kv"),
-    ("kv_mib", r"llama_kv_cache(?:_unified)?: +size = +([\d.]+) MiB", _num, "kv"),
-    ("k_mib", r"llama_kv_cache(?:_unified)?: +size = .*?K \(\w+\): +([\d.]+) MiB", _num, "kv"),
-    ("v_mib", r"llama_kv_cache(?:_unified)?: +size = .*?V \(\w+\): +([\d.]+) MiB", _num, "kv"),
-    ("kv_dtype", r"llama_kv_cache(?:_unified)?: +size = .*?K \((\w+)\)", str, "settings"),
-    ("kv_dtype_v", r"llama_kv_cache(?:_unified)?: +size = .*?V \((\w+)\)", str, "settings"),
-    ("kv_mib", r"KV self size += +([\d.]+) MiB", _num, "kv"),
-    ("k_mib", r"KV self size = .*?K \(\w+\): +([\d.]+) MiB", _num, "kv"),
-    ("v_mib", r"KV self size = .*?V \(\w+\): +([\d.]+) MiB", _num, "kv"),
-)
-_TRTLLM: tuple[tuple[str, str, Any, str], ...] = (
-    ("gpu_total_bytes", r"max tokens in paged kv cache: total: ([\d.]+) GiB", _gib, "gpu"),
-    ("free_bytes", r"max tokens in paged kv cache: total: [\d.]+ GiB, available: ([\d.]+) GiB",
-     _gib, "kv"),
-    ("num_blocks", r"Number of blocks in KV cache primary pool: (\d+)", _int, "kv"),
-    ("tokens_per_block", r"Number of tokens per block: (\d+)", _int, "kv"),
-    ("kv_cache_bytes", r"Allocated ([\d.]+) GiB for max tokens in paged KV cache", _gib, "kv"),
-    ("kv_cache_tokens", r"for max tokens in paged KV cache \((\d+)\)", _int, "kv"),
-)
-_TGI: tuple[tuple[str, str, Any, str], ...] = (
-    ("model", r"model_id: \"([^\"]+)\"", str, "model"),
-    ("tp", r"num_shard: Some\((\d+)\)", _int, "settings"),
-    ("max_model_len", r"max_total_tokens: Some\((\d+)\)", _int, "settings"),
-    ("memory_fraction", r"cuda_memory_fraction: ([\d.]+)", _num, "settings"),
-    ("max_batch_prefill_tokens", r"max_batch_prefill_tokens: Some\((\d+)\)", _int, "settings"),
-    ("num_blocks", r"KV-cache blocks: (\d+), size: \d+", _int, "kv"),
-    ("block_size", r"KV-cache blocks: \d+, size: (\d+)", _int, "kv"),
-    ("max_batch_total_tokens", r"Setting max batch total tokens to (\d+)", _int, "kv"),
-)
-_MARKERS = (
-    ("vllm", re.compile(r"vLLM|vllm serve|gpu_worker\.py|kv_cache_utils\.py|Memory profiling "
-                        r"results|# GPU blocks:|GPU KV cache size:|Available KV cache memory")),
-    ("sglang", re.compile(r"sglang|KV Cache is allocated\. #tokens|server_args=ServerArgs|"
-                          r"Load weight (?:begin|end)")),
-    ("llamacpp", re.compile(r"llama_kv_cache|llama_context|llama_model_loader|llama-server|"
-                            r"KV self size")),
-    ("trtllm", re.compile(r"\[TensorRT-LLM\]|paged kv cache|KV cache primary pool")),
-    ("tgi", re.compile(r"text_generation_(?:launcher|router)|Setting max batch total tokens")),
-)
-_TABLES = {"vllm": _VLLM, "sglang": _SGLANG, "llamacpp": _LLAMACPP, "trtllm": _TRTLLM,
-           "tgi": _TGI}
+_CONVERT: dict[str, Any] = {"str": str, "int": _int, "num": _num, "gib": _gib}
 _RANK_BUDGET = re.compile(r"rank=(\d+)[^\n]*Available KV cache memory: ([\d.]+) GiB")
 
 
-def read_log(text: str, engine: str | None = None) -> LogFacts:
-    """The facts a start-up log states. `engine` overrides the detection."""
+def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None) -> LogFacts:
+    """The facts a start-up log states, read with the engines' `formats` (their markers and
+    figure tables). `engine` (a registry name) overrides the detection."""
     if len(text) > MAX_LOG_BYTES:
         raise BadInputError(f"the log is larger than {MAX_LOG_BYTES // MIB} MiB",
                             "give the start-up part (up to the KV cache lines)")
-    facts = LogFacts(engine=engine or detect_engine(text))
+    known = {f.engine: f for f in formats}
+    facts = LogFacts(engine=engine or detect_engine(text, formats))
     if facts.engine is None:
-        raise BadInputError("no vLLM, SGLang, llama.cpp, TensorRT-LLM or TGI start-up lines "
-                            "found in the log", "give the log from the engine's start-up, or "
-                            "--engine to say which engine wrote it")
-    if facts.engine not in _TABLES:
+        names = [f.display_name for f in formats]
+        either = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+        raise BadInputError(f"no {either} start-up lines found in the log",
+                            "give the log from the engine's start-up, or --engine to say "
+                            "which engine wrote it")
+    if facts.engine not in known:
         raise BadInputError(f"kvplan reads no {facts.engine} start-up log",
-                            "one of: " + ", ".join(_TABLES))
-    for figure, pattern, convert, where in _TABLES[facts.engine]:
+                            "one of: " + ", ".join(known))
+    for figure, pattern, converter, where in known[facts.engine].figures:
         if _have(facts, figure, where):
             continue
         m = re.search(pattern, text)
         if not m:
             continue
         try:
-            value = convert(m.group(1).strip())
+            value = _CONVERT[converter](m.group(1).strip())
         except ValueError:
             continue
         _put(facts, figure, where, value)
@@ -179,9 +93,10 @@ def read_log(text: str, engine: str | None = None) -> LogFacts:
     return facts
 
 
-def detect_engine(text: str) -> str | None:
-    scores = [(len(marker.findall(text)), name) for name, marker in _MARKERS]
-    best = max(scores)
+def detect_engine(text: str, formats: Sequence[EngineLog]) -> str | None:
+    """The engine whose markers occur most often in `text` (None: no marker at all)."""
+    scores = [(len(re.findall(f.markers, text)), f.engine) for f in formats]
+    best = max(scores, default=(0, None))
     return best[1] if best[0] else None
 
 
