@@ -22,16 +22,15 @@ Two shapes of layout exist:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvplan.core.layers import Layer, RecurrentState
+from kvplan.core.record import record
 
 AXES = ("pool", "batch-heads", "batch-tokens")
 # torch dtype names for the state tensors' element sizes (the spec's `dtype_bytes`)
 STATE_DTYPES = {4: "float32", 2: "bfloat16", 1: "uint8"}
 
 
-@dataclass(frozen=True)
+@record
 class StateBuffer:
     """One recurrent-state tensor of one slot, on one rank: its name, torch dtype, shape."""
 
@@ -40,7 +39,7 @@ class StateBuffer:
     shape: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@record
 class CacheLayer:
     """One cache layer as the engine stores it.
 
@@ -60,7 +59,7 @@ class CacheLayer:
     state_bytes: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class CacheGroup:
     """Cache layers that share one block table (a vLLM KV-cache group)."""
 
@@ -69,7 +68,7 @@ class CacheGroup:
     blocks_per_request: int  # blocks one request holds at its peak (a state layer: 1)
 
 
-@dataclass(frozen=True)
+@record
 class CacheLayout:
     """An engine's cache for `batch` requests of `tokens` tokens on one rank."""
 
