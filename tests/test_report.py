@@ -73,8 +73,9 @@ def test_capacity_rows_follow_the_budget():
     # vLLM 0.33 estimate (kvplan.engines.vllm_profile's documented terms): ceil(total x 0.92)
     # - weights - sampler warm-up (1,024 seqs x 128,256 vocab x 28 B + the 8,192 x 4,096 bf16
     # hidden states) - 64 MiB non-torch growth - CUDA graphs (the 512-token capture's forward
-    # buffers + 1 MiB for each of the other 2 x 51 - 1 graphs)
-    graphs = 512 * (3 * 14336 + 3 * 4096) * 2 + (2 * 51 - 1) * 2**20
+    # buffers twice, warm-up and capture, + 50 more piecewise and 50 more full graphs of
+    # 32 layers x 156 KiB each)
+    graphs = 2 * 512 * (3 * 14336 + 3 * 4096) * 2 + (50 + 50) * 32 * 156 * 1024
     budget = (math.ceil(85_028_896_768 * 0.92) - 8030261248 * 2
               - (1024 * 128256 * 28 + 8192 * 4096 * 2) - 64 * 2**20 - graphs)
     assert bf16.kv_budget_bytes == fp8.kv_budget_bytes == budget

@@ -358,7 +358,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                 enable_chunked_prefill: bool | None = None, usage: str = "server",
                 flashinfer_sampler: bool = False,
                 stage_weights_bytes: Sequence[int] | None = None, gpu_arch: str = "",
-                ep: int = 1) -> Budget:
+                ep: int = 1, check: bool = True) -> Budget:
     """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
     `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11:
     one float, `int` at the end; 0.33: `ceil(total x util) - ...`), minus the CUDA-graph
@@ -366,7 +366,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     model of the profile run unless given. `weights_bytes` is the whole model's measured size;
     `stage_weights_bytes` the bytes one GPU of each stage holds (overrides the estimate);
     `ep` the expert-parallel size (whole experts over `ep` GPUs: tp x dp with
-    --enable-expert-parallel)."""
+    --enable-expert-parallel). `check=False` returns a budget at or below zero instead of
+    raising (vLLM logs such a value before it refuses to start)."""
     from kvplan.engines import vllm as engine
     from kvplan.engines import vllm_profile as vp
 
@@ -401,15 +402,17 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     elif cudagraph_bytes is not None:
         graphs = cudagraph_bytes
     else:
-        graphs = vp.cudagraph_bytes(shapes, batch, ver, tp=tp)
+        graphs = vp.cudagraph_bytes(shapes, batch, ver, tp=tp, num_layers=max(
+            b - a for a, b in pp_stages(spec.num_layers, pp)))
     requested = gpu_memory_bytes * util  # 0.11 keeps the float until the final int()
     requested_int = math.ceil(requested) if ver >= engine.V033 else int(requested)
     base = requested_int if ver >= engine.V033 else requested  # 0.33 request_memory: ceil
     available = tuple(int(base - (w + a + non_torch) - graphs)
                       for w, a in zip(per_stage, acts, strict=True))
-    _check_positive("vLLM", available, gpu_memory_bytes, per_stage,
-                    "use more GPUs (--tp/--pp), a smaller weight format, a larger "
-                    "--gpu-memory-utilization, or give --kv-memory as vLLM logged it")
+    if check:
+        _check_positive("vLLM", available, gpu_memory_bytes, per_stage,
+                        "use more GPUs (--tp/--pp), a smaller weight format, a larger "
+                        "--gpu-memory-utilization, or give --kv-memory as vLLM logged it")
     notes = [f"gpu_memory_utilization {util} ({'given' if gpu_memory_utilization else 'default'} "
              f"for vLLM {'.'.join(map(str, ver))})",
              f"weights: {weights_how}",

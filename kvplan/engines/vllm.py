@@ -89,6 +89,8 @@ LARGEST_BUCKET_GROUPING = (0, 33)
 # Mamba "align" cache mode (2 pages per request with prefix caching), async scheduling that
 # doubles the sliding-window lookahead, page-size unification: read in 0.33.0.
 V033 = (0, 33)
+V1 = (0, 8)  # envs.py VLLM_USE_V1 defaults to "1"
+SEQS_BY_GPU = (0, 8, 3)  # arg_utils: max_num_seqs 1024 / 256 by GPU class (after 0.8.2)
 
 # --- vLLM-only storage formats (kv_cache_dtype names) ------------------------------------
 # Per-token-head quantization (0.33 KVQuantMode): 1-byte (or 4-bit) data plus one fp32 scale
@@ -242,8 +244,16 @@ def default_max_num_batched_tokens(gpu_memory_bytes: int | None, gpu_name: str |
     return 8192 if usage == "llm" else 2048
 
 
-def default_max_num_seqs(gpu_memory_bytes: int | None, gpu_name: str | None = None) -> int:
-    """1024 on >= 70 GiB GPUs that are not A100, else 256 (0.11 engine/arg_utils.py)."""
+def default_max_num_seqs(gpu_memory_bytes: int | None, gpu_name: str | None = None,
+                         version: tuple[int, ...] = LATEST) -> int:
+    """1024 on >= 70 GiB GPUs that are not A100, else 256 (0.11 engine/arg_utils.py). V1 up to
+    0.8.2 gave every GPU 1,024 (vllm#15617, 0.8.2 on an RTX 4090: "CUDA out of memory
+    occurred when warming up sampler with 1024 dummy requests"; 0.8.5 reads by GPU class);
+    V0 256 (`SchedulerConfig.max_num_seqs`)."""
+    if V1 <= version < SEQS_BY_GPU:
+        return 1024
+    if version < V1:
+        return 256
     return 1024 if _big_gpu(gpu_memory_bytes, gpu_name) else 256
 
 
@@ -1215,7 +1225,7 @@ class VllmEngine(BaseEngine):
                 "gpu_memory_utilization": default_gpu_memory_utilization(ver),
                 "max_num_batched_tokens": default_max_num_batched_tokens(
                     gpu_memory_bytes, gpu_name, version=ver),
-                "max_num_seqs": min(default_max_num_seqs(gpu_memory_bytes, gpu_name),
+                "max_num_seqs": min(default_max_num_seqs(gpu_memory_bytes, gpu_name, ver),
                                     default_max_num_batched_tokens(
                                         gpu_memory_bytes, gpu_name, version=ver))}
 

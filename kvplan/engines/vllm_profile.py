@@ -29,12 +29,18 @@ it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8
      model-dtype logits (2 B) and their fp32 copy (4) are alive while torch's segmented radix
      sort (`aten/src/ATen/native/cuda/SortStable.cu::segmented_sort_pairs`) writes its values
      and int64 indices (4 + 8) through an int64 iota and cub's alternate key/value buffers
-     (8 + 4 + 8): 38 bytes at the sort. From 0.18 batches of 8 rows or more take the Triton
-     top-k/top-p kernel (`apply_top_k_top_p_triton`, no sort); its peak is not derived here
-     but read off the one such log that prints it (0.26, RTX 4080: 1.04 GiB over 256 x
-     152,064 logits, 28 B/logit). With the FlashInfer sampler (V1 up to 0.11 whenever
-     flashinfer is installed, as in the vllm/vllm-openai image; opt-in later) only the
-     logits and their fp32 copy remain (6 B/logit).
+     (8 + 4 + 8): 38 bytes at the sort. From 0.18 the Triton top-k/top-p kernel masks the
+     fp32 logits in place (`topk_topp_triton.py::apply_top_k_top_p_triton`, no sort; its
+     scratch is one vocabulary row per SM), so one sampler pass holds the model-dtype logits
+     (2), their fp32 copy (4), the softmax probabilities (4) and the exponential noise the
+     random sample divides by (4, `topk_topp_sampler.py::random_sample`): 14 bytes. From 0.26
+     `_dummy_sampler_run` "also warms forward_native" with a second pass while the first
+     pass's tensors are still held: 2 x 14 = 28 bytes (the 0.26 RTX 4080 log: 1.04 GiB over
+     256 x 152,064 logits, 28.3 B/logit; the 0.21 RTX A5000 log of LMCache#3430 leaves at
+     most 0.78 GiB of activations for 256 x 151,936 logits, under 20 B/logit). With the
+     FlashInfer sampler (V1 up to 0.11 whenever flashinfer is installed, as in the
+     vllm/vllm-openai image; opt-in later) only the logits and their fp32 copy remain
+     (6 B/logit).
 3. Non-torch memory (`non_torch_bytes`): what `cudaMemGetInfo` sees beyond torch's reserved
    pool. V0 up to 0.6.4 (`worker.py::determine_num_available_blocks`) and V1 in 0.8
    (`gpu_worker.py::determine_available_memory`) count it absolutely after the profile, so
@@ -43,13 +49,23 @@ it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8
    only its growth since start-up: kernels loaded lazily on first launch and library
    handles/workspaces; NCCL communicators are counted while that snapshot is taken before
    `init_worker_distributed_environment` (V0 0.7, V1 0.9-0.10) and not from 0.11 ("take
-   memory snapshot after NCCL is initialized").
+   memory snapshot after NCCL is initialized"). V0 with TP also creates torch.distributed's
+   NCCL communicator for the TP group inside the profile run (the driver's logits gather,
+   `GroupCoordinator.gather`), so one more communicator counts there.
 4. CUDA graphs (`cudagraph_bytes`): from 0.21 (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`
-   default on; 0.26 `gpu_worker.py::determine_available_memory`,
-   `gpu_model_runner.py::profile_cudagraph_memory`) the estimate is subtracted: the first
-   (largest) capture measured whole plus `(n - 1) x` the second capture, at least 1 MiB per
-   graph. Not with `--enforce-eager` (`cudagraph_mode` NONE), and never before 0.21 (graphs
-   are captured after the KV cache, inside `1 - gpu_memory_utilization`).
+   default on; 0.26 / 0.33 `gpu_worker.py::determine_available_memory`,
+   `gpu_model_runner.py::profile_cudagraph_memory`) the estimate is subtracted. Per mode
+   (PIECEWISE for every capture size, FULL decode graphs for the sizes up to max_num_seqs:
+   FULL_AND_PIECEWISE) vLLM measures the free-memory drop of its first (largest) capture and
+   of its second, and estimates `max(first) + sum((n - 1) x max(second, 1 MiB))`. The first
+   capture of the largest size runs `_warmup_and_capture`: an eager warm-up whose buffers
+   stay in torch's regular pool (emptied just before) and the capture's own buffers in the
+   graph pool -- twice the forward's buffers at that size. Later, smaller captures reuse the
+   pool's freed blocks; what each adds is the executable graph the driver instantiates, whose
+   kernel nodes grow with the layers (piecewise: one graph per layer; full: every layer's
+   kernels in one) -- a driver property, `CUDAGRAPH_BYTES_PER_LAYER` below. Not with
+   `--enforce-eager` (`cudagraph_mode` NONE), and never before 0.21 (graphs are captured
+   after the KV cache, inside `1 - gpu_memory_utilization`).
 
 The device/driver constants (CUDA context, lazily loaded kernels, NCCL buffers) cannot be
 derived from a model's config; their values and where they come from are stated below.
@@ -79,9 +95,12 @@ V0_MAX_NUM_SEQS = 256
 ACTIVATION_BYTES = 2  # bf16/fp16 activations
 # Per logit of the sampler warm-up (see the module docstring, item 2).
 SAMPLER_SORT_BYTES_PER_LOGIT = 2 + 4 + (4 + 8) + (8 + 4 + 8)
-SAMPLER_TRITON_BYTES_PER_LOGIT = 28  # 0.26 RTX 4080 log: 1.04 GiB / (256 x 152,064)
+# one Triton pass: logits, fp32 copy, softmax probabilities, exponential noise
+SAMPLER_TRITON_BYTES_PER_LOGIT = 2 + 4 + 4 + 4
 SAMPLER_FLASHINFER_BYTES_PER_LOGIT = 2 + 4
 TRITON_TOPK_TOPP = (0, 18)  # topk_topp_sampler.apply_top_k_top_p -> apply_top_k_top_p_triton
+# _dummy_sampler_run warms forward_native with a second pass (two passes' tensors held)
+SECOND_SAMPLER_PASS = (0, 26)
 # FlashInfer's sampler is the default whenever flashinfer is importable in V1 up to 0.11
 # ("is not False"); opt-in (VLLM_USE_FLASHINFER_SAMPLER=1) from 0.12; from 0.26 the
 # profile also warms the native path, so it no longer lowers the peak.
@@ -100,6 +119,13 @@ KERNELS_BYTES = 64 * MIB
 NCCL_COMMUNICATOR_BYTES = 64 * MIB
 CUSTOM_ALLREDUCE_BYTES = 8 * MIB
 CUDAGRAPH_MIN_PER_GRAPH = MIB  # profile_cudagraph_memory: "at least 1 MiB per graph"
+# Device memory one more captured graph adds per decoder layer (the instantiated executable
+# graph's kernel nodes and their parameters): a driver property, not derivable from
+# config.json. Read off the one shared log that prints graph memory (RTX 4080, 0.26,
+# Qwen2.5-7B-AWQ, 28 layers: 0.48 GiB for 51 piecewise + 35 full graphs, less twice the
+# 512-token forward, is 4.3 MiB per graph); the held-out RTX A5000 log (LMCache#3430, 0.21,
+# Qwen3-8B, 36 layers: 0.52 GiB estimated for the same 51 + 35 graphs) gives 144 KiB.
+CUDAGRAPH_BYTES_PER_LAYER = 156 * 1024
 MOE_CHUNK_TOKENS = 32768  # envs.py VLLM_FUSED_MOE_CHUNK_SIZE default (0.10)
 
 
@@ -140,7 +166,8 @@ def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
     else:
         tokens = vllm.default_max_num_batched_tokens(gpu_memory_bytes, gpu_name, usage,
                                                      version=version)
-    seqs = max_num_seqs or min(vllm.default_max_num_seqs(gpu_memory_bytes, gpu_name), tokens)
+    seqs = max_num_seqs or min(vllm.default_max_num_seqs(gpu_memory_bytes, gpu_name, version),
+                               tokens)
     return BatchSettings(tokens, seqs, chunked, "V1")
 
 
@@ -198,8 +225,10 @@ def sampler_bytes_per_logit(version: tuple[int, ...], flashinfer: bool = False) 
     with flashinfer installed up to 0.11, or VLLM_USE_FLASHINFER_SAMPLER=1)."""
     if flashinfer and is_v1(version) and version < NATIVE_WARMUP:
         return SAMPLER_FLASHINFER_BYTES_PER_LOGIT
-    return SAMPLER_TRITON_BYTES_PER_LOGIT if version >= TRITON_TOPK_TOPP else \
-        SAMPLER_SORT_BYTES_PER_LOGIT
+    if version < TRITON_TOPK_TOPP:
+        return SAMPLER_SORT_BYTES_PER_LOGIT
+    passes = 2 if version >= SECOND_SAMPLER_PASS else 1
+    return passes * SAMPLER_TRITON_BYTES_PER_LOGIT
 
 
 def sampler_bytes(shapes: Shapes, num_seqs: int, num_tokens: int, version: tuple[int, ...],
@@ -243,6 +272,11 @@ def non_torch_bytes(version: tuple[int, ...], tp: int = 1, pp: int = 1) -> int:
             counted += NCCL_COMMUNICATOR_BYTES + CUSTOM_ALLREDUCE_BYTES
         if pp > 1:
             counted += NCCL_COMMUNICATOR_BYTES
+    if tp > 1 and not is_v1(version):
+        # V0 gathers the logits to the driver with torch.distributed.gather on the TP device
+        # group (logits_processor._gather_logits -> GroupCoordinator.gather), whose NCCL
+        # communicator torch creates lazily at that first call: inside the profile run
+        counted += NCCL_COMMUNICATOR_BYTES
     return counted
 
 
@@ -256,18 +290,27 @@ def capture_sizes(max_num_seqs: int, version: tuple[int, ...]) -> list[int]:
     return [s for s in sizes if s <= top]
 
 
+def per_graph_bytes(num_layers: int) -> int:
+    """What each capture after a mode's first adds (CUDAGRAPH_BYTES_PER_LAYER per decoder
+    layer), at least vLLM's 1 MiB floor."""
+    return max(CUDAGRAPH_MIN_PER_GRAPH, num_layers * CUDAGRAPH_BYTES_PER_LAYER)
+
+
 def cudagraph_bytes(shapes: Shapes, batch: BatchSettings, version: tuple[int, ...], *,
-                    tp: int = 1, enforce_eager: bool = False) -> int:
-    """profile_cudagraph_memory's estimate, subtracted from 0.21 unless --enforce-eager: the
-    first capture (the largest size: its forward buffers stay in the graph pool) plus one
-    small graph's overhead for every other graph, piecewise graphs for every size and full
-    decode graphs for sizes up to max_num_seqs (FULL_AND_PIECEWISE)."""
+                    tp: int = 1, num_layers: int = 0, enforce_eager: bool = False) -> int:
+    """profile_cudagraph_memory's estimate, subtracted from 0.21 unless --enforce-eager:
+    the first capture of the largest size (its eager warm-up's buffers in the regular pool
+    and the capture's in the graph pool: twice the forward's) plus, per mode, `n - 1` later
+    graphs of `per_graph_bytes` -- piecewise graphs for every capture size, full decode graphs
+    for the sizes up to max_num_seqs (FULL_AND_PIECEWISE)."""
     if enforce_eager or version < CUDAGRAPH_ESTIMATE:
         return 0
     sizes = capture_sizes(batch.max_num_seqs, version)
-    num_graphs = len(sizes) + len([s for s in sizes if s <= batch.max_num_seqs])
-    first = sizes[-1] * forward_bytes_per_token(shapes, tp)
-    return first + (num_graphs - 1) * CUDAGRAPH_MIN_PER_GRAPH
+    piecewise = len(sizes)
+    full = len([s for s in sizes if s <= batch.max_num_seqs])
+    first = 2 * sizes[-1] * forward_bytes_per_token(shapes, tp)
+    later = (piecewise - 1) + max(0, full - 1)
+    return first + later * per_graph_bytes(num_layers)
 
 
 def shapes_of(spec: ModelSpec) -> Shapes | None:
