@@ -79,13 +79,12 @@ GPU_CLASSES = (
 # Library models vLLM 0.33 does not serve from these configs (not compared):
 #   falcon-7b: RWForCausalLM, "supported in vLLM until v0.28.0" (ModelConfig refuses it);
 #   llama-3.3-nemotron-super-49b: DeciLM needs the checkpoint's remote code (not offline);
-#   gpt-3-175b: no public checkpoint; deepseek-v2, gemma-3-27b, qwen2.5-72b: no config.json copy;
+#   gpt-3-175b: no public checkpoint; gemma-3-27b: no config.json copy;
 #   the vision-language models (gemma-3-4b, llava-1.5-7b, llama-4-*, llama-3.2-90b-vision):
 #   vLLM's registry inspects them with torchvision, whose CPU build does not load here.
 SKIPPED = {
-    "falcon-7b", "llama-3.3-nemotron-super-49b", "gpt-3-175b", "deepseek-v2", "gemma-3-27b",
-    "qwen2.5-72b", "gemma-3-4b", "llava-1.5-7b", "llama-4-scout", "llama-4-maverick",
-    "llama-3.2-90b-vision",
+    "falcon-7b", "llama-3.3-nemotron-super-49b", "gpt-3-175b", "gemma-3-27b", "gemma-3-4b",
+    "llava-1.5-7b", "llama-4-scout", "llama-4-maverick", "llama-3.2-90b-vision",
 }
 
 # Differences that are understood and documented in docs/engine-accuracy.md: (model, reason).
