@@ -330,3 +330,21 @@ def test_packaged_catalog_fast_read_equals_the_guarded_reader():
     assert type(guarded["gpus"][0]["memory_bytes"]) is int
     g._load.cache_clear()
     assert g._load(g._PACKAGED) == tuple(g.catalog_from_dict(guarded, g._PACKAGED))
+
+
+def test_packaged_entry_lookup_finds_what_the_whole_catalog_finds(monkeypatch):
+    # `--gpu NAME` parses only the entry whose own name/alias lines match (start-up); every
+    # name and alias must give the GPU the whole catalog gives, every field included
+    from kvplan.sources import gpus as g
+
+    whole = g.load_catalog()
+    for gpu in whole:
+        for spelling in (gpu.name, *gpu.aliases, gpu.name.upper()):
+            found = g._find_packaged(g.normalize(spelling))
+            assert found == gpu and found.sources == gpu.sources, spelling
+            assert found.dense_flops_per_s == gpu.dense_flops_per_s
+    assert g._find_packaged(g.normalize("a100")) is None  # a prefix: the whole file decides
+    g._load.cache_clear()
+    read = []
+    monkeypatch.setattr(g, "catalog_from_dict", lambda *a: read.append(a) or [])
+    assert g.find_gpu("H100-SXM5") == whole[0] and read == []  # no whole-catalog read

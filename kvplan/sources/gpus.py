@@ -191,10 +191,14 @@ def find_gpu(name: str, catalog: list[GPU] | None = None) -> GPU:
     else raises BadInputError listing the GPUs it could mean (prefix matches first, then the
     closest spellings).
     """
-    gpus = catalog if catalog is not None else load_catalog()
     wanted = normalize(name)
     if not wanted:
         raise BadInputError("empty GPU name", "`kvplan gpus` lists the catalog")
+    if catalog is None and CATALOG_PATH == Path(_PACKAGED) and _load.cache_info().currsize == 0:
+        found = _find_packaged(wanted)
+        if found is not None:
+            return found
+    gpus = catalog if catalog is not None else load_catalog()
     by_key = {key: gpu for gpu in gpus for key in _keys(gpu)}
     if wanted in by_key:
         return by_key[wanted]
@@ -213,6 +217,54 @@ def find_gpu(name: str, catalog: list[GPU] | None = None) -> GPU:
         f"unknown GPU {name!r}",
         hint + "`kvplan gpus` lists the catalog; for another GPU give its memory instead, "
         "e.g. --gpu-memory 24GiB")
+
+
+# The packaged catalog as it is written: each entry starts with a `  - name:` line and names
+# its aliases in one `    aliases: [...]` flow list.
+_ENTRY_START = re.compile(r"^  - name:[ \t]*(.*?)[ \t]*$", re.M)
+_ENTRY_ALIASES = re.compile(r"^    aliases:[ \t]*\[([^\]]*)\][ \t]*$", re.M)
+
+
+@functools.lru_cache(maxsize=16)
+def _find_packaged(wanted: str) -> GPU | None:
+    """The packaged catalog's GPU one of whose names normalises to `wanted`, parsing only that
+    entry's YAML (the whole catalog is ~3 ms of YAML and checks, a twentieth of `kvplan plan`'s
+    start-up). None when no entry's own name and alias lines match, or when the file is not
+    written as expected: the caller then reads the whole catalog. tests/test_gpus.py checks
+    that every name and alias finds the same GPU both ways; the whole file's own checks
+    (schema, unique names) run in the tests and whenever it is read whole."""
+    text = CATALOG_PATH.read_text(encoding="utf-8")
+    starts = list(_ENTRY_START.finditer(text))
+    for i, start in enumerate(starts):
+        end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
+        entry = text[start.start():end]
+        if re.search(r"^\S", entry, re.M) is not None:
+            return None  # not a list of entries to the end: let the whole file be read
+        lists = _ENTRY_ALIASES.findall(entry)
+        names = [_plain_scalar(n) for n in (
+            start.group(1), *(lists[0].split(",") if len(lists) == 1 else []))]
+        if wanted in (normalize(n) for n in names if n is not None):
+            import yaml
+
+            try:
+                loader = yaml.CSafeLoader
+            except AttributeError:
+                return None
+            item = yaml.load(entry, Loader=loader)  # noqa: S506 - a safe loader
+            if not isinstance(item, list) or len(item) != 1:
+                return None
+            return _read_gpu(Fields(item[0], _PACKAGED, f"gpus[{i}]"))
+    return None
+
+
+def _plain_scalar(text: str) -> str | None:
+    """A YAML scalar written plainly or in simple quotes ('"3090"' -> '3090'); None for
+    anything YAML might read otherwise (the entry is then only found by a whole read)."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]
+        return text if text and not re.search(r"['\"\\]", text) else None
+    return text if text and text[0] not in "'\"&*!|>{[%@`" and "#" not in text else None
 
 
 def _unique(gpus: Any) -> list[GPU]:
