@@ -14,6 +14,7 @@ from kvplan.cli.options import (
     _emit,
     handle_errors,
 )
+from kvplan.engines.registry import DEFAULT as DEFAULT_ENGINE
 
 
 @handle_errors
@@ -25,7 +26,7 @@ def validate(
     batch: Annotated[int, typer.Option("--batch", "-b", help="Requests.")] = 1,
     kv_dtype: KVDtypeOpt = "auto",
     layout: Annotated[str, typer.Option(
-        "--layout", help="vllm, sglang, hf-static, hf-dynamic or contiguous.")] = "vllm",
+        "--layout", help="vllm, sglang, hf-static, hf-dynamic or contiguous.")] = DEFAULT_ENGINE,
     block_size: Annotated[int | None, typer.Option(
         "--block-size", help="vLLM block (default 16, MLA 64) / SGLang page (default 1).",
         show_default=False)] = None,
