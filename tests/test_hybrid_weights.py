@@ -255,3 +255,28 @@ def test_vision_shapes_round_trip_through_yaml():
         spec = LIB[name]
         assert spec.vision is not None
         assert spec_from_dict(spec_to_dict(spec), "rt").vision == spec.vision
+
+
+# --- library models with shapes written by hand ---------------------------------------------
+
+def test_gpt_3_175b_is_its_per_tensor_sum():
+    """GPT-3 175B (Brown et al. 2020, Table 2.1 and section 2.1: GPT-2's architecture with
+    d_model 12288, 96 layers, n_ctx 2048; GPT-2's 50,257-token BPE and tied embeddings). The
+    table's "175.0B" is nominal: the per-tensor count is 174.60B (-0.23%)."""
+    h, v, n = 12288, 50257, 96
+    layer = (2 * 2 * h                 # two LayerNorms (w + b)
+             + 3 * h * h + 3 * h       # c_attn (q, k, v) + bias
+             + h * h + h               # c_proj + bias
+             + 4 * h * h + 4 * h       # c_fc + bias
+             + 4 * h * h + h)          # mlp c_proj + bias
+    expected = v * h + 2048 * h + n * layer + 2 * h  # tied wte, wpe, final LayerNorm
+    assert inventory(LIB["gpt-3-175b"]).total_params == expected == 174_604_259_328
+    assert abs(expected - LIB["gpt-3-175b"].num_params) <= 175e9 * 0.005
+
+
+def test_gemma_3_27b_hand_shapes_give_the_hub_total():
+    """The YAML's hand-written shapes (text hidden 5376, MLP 21504, the shared SigLIP tower):
+    the inventory equals the Hub safetensors total the YAML cites, to the parameter."""
+    spec = LIB["gemma-3-27b"]
+    assert inventory(spec).total_params == spec.num_params == 27_432_406_640
+    assert inventory(spec).total_bytes == spec.checkpoint.total_bytes

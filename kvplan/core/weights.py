@@ -48,13 +48,16 @@ SUPPORTED_FAMILIES = {
     "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "qwen2_moe", "phi3",
     "gemma2", "gemma3", "gemma3_text", "deepseek", "deepseek_v2", "deepseek_v3", "deepseek_v32",
     "kimi_k2", "gpt_oss", "llama4", "llama4_text", "olmo2", "olmo3", "cohere", "chatglm",
-    "falcon", "gpt2", "minimax_m2", "glm_moe_dsa", "llava", "mimo_v2_flash",
+    "falcon", "gpt2", "gpt3", "minimax_m2", "glm_moe_dsa", "llava", "mimo_v2_flash",
     # hybrids and per-layer blocks (ModelSpec.ssm / ModelSpec.blocks)
     "jamba", "nemotron_h", "qwen3_next", "nemotron-nas", "deci",
     # Llama 3.2 Vision: the text model with cross-attention layers (+ ModelSpec.vision)
     "mllama", "mllama_text_model",
 }
 MLLAMA = {"mllama", "mllama_text_model"}
+# GPT-2's layout: learned positions, fused qkv (c_attn), LayerNorms and linears with biases, a
+# 4x MLP (GPT-3 is "the same model and architecture as GPT-2", Brown et al. 2020 section 2.1)
+GPT2_STYLE = {"gpt2", "gpt3"}
 # Families whose layers need ModelSpec.blocks (what each layer holds is not its cache kind)
 NEEDS_BLOCKS = {"nemotron_h", "nemotron-nas", "deci"}
 # Families whose MLPs are up -> act -> down, without a gate projection (Nemotron-H relu2)
@@ -222,7 +225,7 @@ class _Builder:
                 embed_rows = cdiv(embed_rows, VOCAB_PADDING) * VOCAB_PADDING
             embed_rows = cdiv(embed_rows, self.tp) if self.tp > 1 else embed_rows
         self.plain("model.embed_tokens.weight", (embed_rows, hidden), None, "embed")
-        if self.family == "gpt2" and s.max_context_tokens:
+        if self.family in GPT2_STYLE and s.max_context_tokens:
             self.plain("wpe.weight", (s.max_context_tokens, hidden), None, "embed")
         for i in range(s.num_layers):
             self.layer(i, f"model.layers.{i}", "layer")
@@ -327,7 +330,7 @@ class _Builder:
 
     def norm(self, name: str, width: int, layer: int | None, place: str) -> None:
         self.plain(f"{name}.weight", (width,), layer, place)
-        if self.family in ("gpt2", "falcon"):  # LayerNorm with a bias
+        if self.family in GPT2_STYLE or self.family == "falcon":  # LayerNorm with a bias
             self.plain(f"{name}.bias", (width,), layer, place)
 
     def layer(self, i: int, p: str, place: str) -> None:
@@ -490,7 +493,7 @@ class _Builder:
             kv_total = self.tp
         else:
             kv_rank, kv_total = None, kv
-        if fam == "gpt2":
+        if fam in GPT2_STYLE:
             self.linear(f"{p}.attn.c_attn", 3 * hidden, hidden, i, place, "column", True, "attn")
             self.linear(f"{p}.attn.c_proj", hidden, hidden, i, place, "row", True, "attn")
             return
@@ -573,7 +576,7 @@ class _Builder:
             self.linear(f"{p}.mlp.up_proj", inter, hidden, i, place, "column", kind="mlp")
             self.linear(f"{p}.mlp.down_proj", hidden, inter, i, place, "row", kind="mlp")
             return
-        if fam in ("gpt2",):
+        if fam in GPT2_STYLE:
             self.linear(f"{p}.mlp.c_fc", inter, hidden, i, place, "column", True, "mlp")
             self.linear(f"{p}.mlp.c_proj", hidden, inter, i, place, "row", True, "mlp")
             return
