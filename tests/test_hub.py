@@ -80,6 +80,10 @@ def hub(tmp_path, monkeypatch):
     server.add("org/small", {"config.json": LLAMA2, "model.safetensors": small + bytes(32)})
     server.add("org/headless", {"config.json": LLAMA2, "model.safetensors": small + bytes(32)},
                drop_mid_body={"model.safetensors"})
+    # shards whose headers cannot be read (the connection drops), beside a readable index
+    server.add("org/sharded-headless", _sharded_llama2(),
+               drop_mid_body={"model-00001-of-00002.safetensors",
+                              "model-00002-of-00002.safetensors"})
     lying = json.dumps({"w": {"dtype": "F16", "shape": [4, 4], "data_offsets": [0, 30]}})
     server.add("org/lying", {"config.json": LLAMA2, "model.safetensors":
                              len(lying).to_bytes(8, "little") + lying.encode() + bytes(30)})
@@ -390,6 +394,30 @@ def test_import_estimates_when_the_headers_cannot_be_read(hub):
                       "weights are estimated from config.json")
     assert weights.startswith(f"kvplan: Weights: {LLAMA2_PARAMS:,} parameters")
     assert "num_params" not in res.stdout
+
+
+def test_import_records_the_index_total_when_the_headers_cannot_be_read(hub):
+    """The shard headers are unreadable but model.safetensors.index.json is there: its
+    metadata.total_size (2 x the Llama-2-7B parameters above, all fp16) is recorded as the
+    published checkpoint's total; num_params stays unknown (an estimate is only printed)."""
+    import yaml
+
+    res = invoke("import", "hf:org/sharded-headless")
+    assert res.exit_code == 0, res.output
+    assert "could not read the safetensors headers" in res.stderr
+    doc = yaml.safe_load(res.stdout)
+    sha = hub.repos["org/sharded-headless"].sha
+    assert doc["checkpoint"] == {
+        "bytes": {"total": 2 * LLAMA2_PARAMS},
+        "source": f"model.safetensors.index.json metadata.total_size of "
+                  f"hf:org/sharded-headless@{sha}"}
+    assert "num_params" not in doc
+
+
+def test_import_without_headers_or_index_records_no_checkpoint(hub):
+    res = invoke("import", "hf:org/headless")  # one unreadable file, no index
+    assert res.exit_code == 0, res.output
+    assert "checkpoint" not in res.stdout
 
 
 def test_import_header_whose_offsets_do_not_match_the_shape(hub):

@@ -208,6 +208,29 @@ def safetensors_tensors(fetched: HubConfig) -> dict[str, list[TensorEntry]] | No
     }
 
 
+def safetensors_index_total(fetched: HubConfig) -> int | None:
+    """`metadata.total_size` of the repo's model.safetensors.index.json at the config's
+    commit (the bytes of every tensor in its shards, as the checkpoint's writer summed them):
+    what is left to record when the shard headers themselves cannot be read. None when the
+    repo has no index, it cannot be fetched, or it states no whole-number total."""
+    import json
+
+    from kvplan.sources.weights import INDEX_FILE
+
+    hf = _client()
+    revision = fetched.commit or fetched.ref.rev
+    try:
+        path = hf.hf_hub_download(fetched.ref.repo, INDEX_FILE, revision=revision)
+        data = json.loads(Path(path).read_bytes())
+    except Exception:  # no index, the Hub unreachable, a damaged file: nothing to add
+        return None
+    meta = data.get("metadata") if isinstance(data, dict) else None
+    total = meta.get("total_size") if isinstance(meta, dict) else None
+    if isinstance(total, bool) or not isinstance(total, int) or total <= 0:
+        return None
+    return total
+
+
 # --- the client, its errors, and what we tell the user -------------------------------------
 
 class _Client:

@@ -258,6 +258,8 @@ def import_spec(model: str) -> tuple[ModelSpec, Weights | None]:
         spec = replace(spec, aliases=(ref.repo,))
         weights = None if fetched.offline else hub_weights(fetched)
         if weights is None:
+            if not fetched.offline:
+                spec = _index_checkpoint(spec, fetched)
             weights = _try_estimate(parse_json(fetched.data, fetched.label), fetched.label,
                                     spec.dtype)
     if weights is not None and weights.exact:
@@ -267,6 +269,19 @@ def import_spec(model: str) -> tuple[ModelSpec, Weights | None]:
             f"the safetensors headers of {weights.num_files} file"
             f"{'s' if weights.num_files != 1 else ''} of {where}"))
     return spec, weights
+
+
+def _index_checkpoint(spec: ModelSpec, fetched: HubConfig) -> ModelSpec:
+    """The headers could not be read: the shards' index still states their total bytes
+    (`metadata.total_size`), which is recorded as the published checkpoint (total only)."""
+    from kvplan.sources.hub import safetensors_index_total
+
+    total = safetensors_index_total(fetched)
+    if total is None:
+        return spec
+    where = f"hf:{fetched.ref.repo}@{spec.source.revision or fetched.ref.rev}"
+    return replace(spec, checkpoint=Checkpoint(
+        (("total", total),), f"{INDEX_FILE} metadata.total_size of {where}"))
 
 
 def _try_estimate(raw: Any, source: str, dtype: str) -> Weights | None:
