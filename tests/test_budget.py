@@ -190,12 +190,13 @@ def test_non_torch_by_version():
     assert vp.non_torch_bytes((0, 11, 0), tp=8) == vp.KERNELS_BYTES
 
 
-def test_cudagraphs_from_0_21_unless_eager():
+def test_cudagraphs_from_0_20_unless_eager():
     from kvplan.engines import vllm_profile as vp
 
     shapes = vp.Shapes(4096, 128256, 14336)
     batch = vp.batch_settings((0, 21, 0), 85028896768, "H100 SXM", 8192)
-    assert vp.cudagraph_bytes(shapes, batch, (0, 20, 0)) == 0
+    assert vp.cudagraph_bytes(shapes, batch, (0, 19, 0)) == 0
+    assert vp.cudagraph_bytes(shapes, batch, (0, 20, 0)) > 0  # the 0.20.0 wheel's default
     assert vp.cudagraph_bytes(shapes, batch, (0, 21, 0), enforce_eager=True) == 0
     sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16))
     assert vp.capture_sizes(1024, (0, 21, 0)) == sizes

@@ -147,7 +147,7 @@ def plan(
         "--activation-memory", help="Measured activation peak per GPU.",
         show_default=False)] = None,
     cudagraph_memory: Annotated[str | None, typer.Option(
-        "--cudagraph-memory", help="CUDA-graph memory vLLM >= 0.21 subtracts.",
+        "--cudagraph-memory", help="CUDA-graph memory vLLM >= 0.20 subtracts.",
         show_default=False)] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option(
         "--max-num-batched-tokens", help="Tokens per scheduler step (default: by GPU).",

@@ -1,7 +1,7 @@
 """The memory budget: how many bytes each engine leaves for the KV cache on one GPU.
 
     vLLM     total x gpu_memory_utilization - weights - activation peak - non-torch
-             (- CUDA graphs from 0.21, unless --enforce-eager)
+             (- CUDA graphs from 0.20, unless --enforce-eager)
     SGLang   free_after_load - free_before_load x (1 - mem_fraction_static)
     TRT-LLM  (total - profiled peak) x free_gpu_memory_fraction
     HF       total - weights - activations (nothing is reserved up front)
@@ -362,7 +362,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
     `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11:
     one float, `int` at the end; 0.33: `ceil(total x util) - ...`), minus the CUDA-graph
-    estimate from 0.21 (not with enforce_eager). The reserves are kvplan.engines.vllm_profile's
+    estimate from 0.20 (not with enforce_eager). The reserves are kvplan.engines.vllm_profile's
     model of the profile run unless given. `weights_bytes` is the whole model's measured size;
     `stage_weights_bytes` the bytes one GPU of each stage holds (overrides the estimate);
     `ep` the expert-parallel size (whole experts over `ep` GPUs: tp x dp with
@@ -422,7 +422,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
              f"prefill {'on' if batch.chunked_prefill else 'off'})"]
     if graphs:
         notes.append(f"CUDA graphs: {'given' if cudagraph_bytes is not None else 'estimated'},"
-                     " subtracted from vLLM 0.21 (--enforce-eager: none)")
+                     " subtracted from vLLM 0.20 (--enforce-eager: none)")
     if shapes.estimated and activation_bytes is None:
         notes.append("model dimensions estimated from the spec (hidden = heads x head_dim)")
     return Budget(SCHEMA, "vllm", ".".join(map(str, ver)), "estimated", gpu_memory_bytes, util,

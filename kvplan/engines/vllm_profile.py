@@ -52,8 +52,9 @@ it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8
    memory snapshot after NCCL is initialized"). V0 with TP also creates torch.distributed's
    NCCL communicator for the TP group inside the profile run (the driver's logits gather,
    `GroupCoordinator.gather`), so one more communicator counts there.
-4. CUDA graphs (`cudagraph_bytes`): from 0.21 (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`
-   default on; 0.26 / 0.33 `gpu_worker.py::determine_available_memory`,
+4. CUDA graphs (`cudagraph_bytes`): from 0.20 (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`
+   default "1" in the 0.20.0 wheel, "0" in 0.18.0; the 0.2x logs say "default since
+   v0.21.0"; 0.26 / 0.33 `gpu_worker.py::determine_available_memory`,
    `gpu_model_runner.py::profile_cudagraph_memory`) the estimate is subtracted. Per mode
    (PIECEWISE for every capture size, FULL decode graphs for the sizes up to max_num_seqs:
    FULL_AND_PIECEWISE) vLLM measures the free-memory drop of its first (largest) capture and
@@ -64,7 +65,7 @@ it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8
    pool's freed blocks; what each adds is the executable graph the driver instantiates, whose
    kernel nodes grow with the layers (piecewise: one graph per layer; full: every layer's
    kernels in one) -- a driver property, `CUDAGRAPH_BYTES_PER_LAYER` below. Not with
-   `--enforce-eager` (`cudagraph_mode` NONE), and never before 0.21 (graphs are captured
+   `--enforce-eager` (`cudagraph_mode` NONE), and never before 0.20 (graphs are captured
    after the KV cache, inside `1 - gpu_memory_utilization`).
 
 The device/driver constants (CUDA context, lazily loaded kernels, NCCL buffers) cannot be
@@ -82,7 +83,7 @@ MIB = 2**20
 V1_DEFAULT = (0, 8)  # envs.py VLLM_USE_V1 defaults to "1"
 INIT_SNAPSHOT = (0, 9)  # V1 gpu_worker: memory_profiling against init_snapshot
 SNAPSHOT_AFTER_NCCL = (0, 11)  # gpu_worker.init_device: snapshot after NCCL init
-CUDAGRAPH_ESTIMATE = (0, 21)  # "CUDA graph memory profiling is enabled (default since v0.21.0)"
+CUDAGRAPH_ESTIMATE = (0, 20)  # envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1" (0.20.0)
 TIER_160GIB = (0, 33)  # get_batch_defaults: >= 160 GiB tier
 
 V0_LONG_CONTEXT = 32768  # arg_utils: use_long_context = max_model_len > 32768
@@ -298,7 +299,7 @@ def per_graph_bytes(num_layers: int) -> int:
 
 def cudagraph_bytes(shapes: Shapes, batch: BatchSettings, version: tuple[int, ...], *,
                     tp: int = 1, num_layers: int = 0, enforce_eager: bool = False) -> int:
-    """profile_cudagraph_memory's estimate, subtracted from 0.21 unless --enforce-eager:
+    """profile_cudagraph_memory's estimate, subtracted from 0.20 unless --enforce-eager:
     the first capture of the largest size (its eager warm-up's buffers in the regular pool
     and the capture's in the graph pool: twice the forward's) plus, per mode, `n - 1` later
     graphs of `per_graph_bytes` -- piecewise graphs for every capture size, full decode graphs
