@@ -17,7 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from kvplan.cli import app
-from kvplan.core.errors import BadInputError
+from kvplan.core.errors import BadInputError, SpecError
 from kvplan.engines import budget as b
 from kvplan.engines import llamacpp, sglang, trtllm
 from kvplan.engines.base import Deployment
@@ -198,6 +198,32 @@ def test_plan_flags_reach_the_engine():
     # no flash attention, -ub 1024: KQ 8,192 x 1,024 x 32 x 4 B + mask + 4 hidden states
     assert off["engine"]["compute_buffer_bytes"] == \
         8192 * 1024 * 32 * 4 + 8192 * 1024 * 4 + 4 * 4096 * 1024 * 4
+
+
+def test_capacity_plan_file_reads_ubatch_and_flash_attn(tmp_path):
+    from kvplan.planning import check
+
+    text = f"""\
+schema: kvplan.capacity/1
+deployments:
+  - name: tight
+    model: llama-3.1-8b
+    gpu: rtx-4090
+    engine: {{name: llamacpp, n_ubatch: 1024, flash_attn: "off"}}
+    max_model_len: {8192}
+    requires: {{min_concurrency: {{concurrency: 1, context: 8k}}}}
+"""
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    dep = check.load_plan(path).deployments[0].deployment
+    assert (dep.n_ubatch, dep.flash_attn) == (1024, "off")
+    from kvplan.planning.plan import capacity
+
+    assert capacity(dep).engine_profile.compute.gpu_bytes == \
+        8192 * 1024 * 32 * 4 + 8192 * 1024 * 4 + 4 * 4096 * 1024 * 4
+    path.write_text(text.replace('"off"', '"sometimes"'))
+    with pytest.raises(SpecError, match="engine.flash_attn.*on, off or auto"):
+        check.load_plan(path)
 
 
 def test_launch_command_sets_ubatch_and_flash_attn():

@@ -40,7 +40,7 @@ _DEPLOYMENT = {"name", "model", "gpu", "gpu_memory", "count", "tp", "pp", "dp", 
                "notes"}
 _ENGINE = {"name", "version", "gpu_memory_utilization", "block_size", "max_num_batched_tokens",
            "max_num_seqs", "parallel", "kv_memory", "activation_memory", "cudagraph_memory",
-           "enforce_eager", "expert_parallel", "dp_attention"}
+           "enforce_eager", "expert_parallel", "dp_attention", "n_ubatch", "flash_attn"}
 _WORKLOAD = {"requests", "shared_prefix", "samples"}
 _REQUIRES = {"min_concurrency", "max_kv_bytes_per_request", "min_context", "headroom_percent"}
 _AT = {"concurrency", "context"}
@@ -308,7 +308,16 @@ def _read_engine(f: _LinedFields) -> dict[str, Any]:
         parse_version(version)
     except KvplanError as exc:
         raise e.wrap("version", exc) from None
-    ints = {k: e.int(k, None) for k in ("block_size", "max_num_batched_tokens", "max_num_seqs")}
+    ints = {k: e.int(k, None) for k in ("block_size", "max_num_batched_tokens", "max_num_seqs",
+                                         "n_ubatch")}
+    flash_attn = e.str("flash_attn", None)
+    if flash_attn is not None:
+        from kvplan.engines.llamacpp import flash_attn_on
+
+        try:
+            flash_attn_on(flash_attn)
+        except KvplanError as exc:
+            raise e.wrap("flash_attn", exc) from None
     # the deployment builder's settings (kvplan.planning.deployment), named as in the file
     return {"engine": engine, "engine_version": version,
             "gpu_memory_utilization": _number(e, "gpu_memory_utilization", 0.01, 1.0),
@@ -316,6 +325,7 @@ def _read_engine(f: _LinedFields) -> dict[str, Any]:
             "activation_memory": _bytes(e, "activation_memory"),
             "cudagraph_memory": _bytes(e, "cudagraph_memory"),
             "parallel": e.int("parallel", 1), **ints,
+            **({"flash_attn": flash_attn} if flash_attn is not None else {}),
             **{k: e.bool(k, False) for k in ("enforce_eager", "expert_parallel",
                                               "dp_attention")}}
 
