@@ -234,6 +234,19 @@ def test_cudagraph_estimate_against_the_logged_graph_lines():
     assert abs(a5000 / GIB - 0.52) <= 0.05  # held out: 0.54 predicted
 
 
+def test_capture_sizes_follow_the_seqs_the_tokens_and_blackwell():
+    from kvplan.engines import vllm_profile as vp
+
+    # 0.33 config/vllm.py: ceiling min(2 x max_num_seqs, 512 or 1,024 on SM 10.x,
+    # max_num_batched_tokens); max_num_seqs and max_num_batched_tokens added under it
+    grid = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 1025, 16))
+    assert vp.capture_sizes(100, (0, 33, 0)) == sorted([s for s in grid if s <= 200] + [100])
+    assert vp.capture_sizes(1024, (0, 33, 0), max_num_batched_tokens=300) == \
+        [s for s in grid if s <= 300] + [300]
+    assert vp.capture_sizes(1024, (0, 33, 0), blackwell=True) == grid
+    assert vp.capture_sizes(1024, (0, 26, 0), blackwell=True) == [s for s in grid if s <= 512]
+
+
 def test_v1_up_to_0_8_2_samples_1024_sequences_on_every_gpu():
     # vllm#15617 (0.8.2, RTX 4090): "CUDA out of memory occurred when warming up sampler with
     # 1024 dummy requests"; later versions 256 below 70 GiB

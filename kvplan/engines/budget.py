@@ -402,8 +402,12 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     elif cudagraph_bytes is not None:
         graphs = cudagraph_bytes
     else:
+        from kvplan.engines.base import compute_capability
+
+        capability = compute_capability(gpu_arch)
         graphs = vp.cudagraph_bytes(shapes, batch, ver, tp=tp, num_layers=max(
-            b - a for a, b in pp_stages(spec.num_layers, pp)))
+            b - a for a, b in pp_stages(spec.num_layers, pp)),
+            blackwell=capability is not None and capability[0] == 10)
     requested = gpu_memory_bytes * util  # 0.11 keeps the float until the final int()
     requested_int = math.ceil(requested) if ver >= engine.V033 else int(requested)
     base = requested_int if ver >= engine.V033 else requested  # 0.33 request_memory: ceil

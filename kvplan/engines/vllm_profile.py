@@ -120,6 +120,7 @@ KERNELS_BYTES = 64 * MIB
 NCCL_COMMUNICATOR_BYTES = 64 * MIB
 CUSTOM_ALLREDUCE_BYTES = 8 * MIB
 CUDAGRAPH_MIN_PER_GRAPH = MIB  # profile_cudagraph_memory: "at least 1 MiB per graph"
+BLACKWELL_CAPTURE_CEILING = 1024  # 0.33 config/vllm.py: device capability family 100
 # Device memory one more captured graph adds per decoder layer (the instantiated executable
 # graph's kernel nodes and their parameters): a driver property, not derivable from
 # config.json. Read off the one shared log that prints graph memory (RTX 4080, 0.26,
@@ -283,12 +284,22 @@ def non_torch_bytes(version: tuple[int, ...], tp: int = 1, pp: int = 1) -> int:
 
 # --- 4. CUDA graphs -----------------------------------------------------------------------
 
-def capture_sizes(max_num_seqs: int, version: tuple[int, ...]) -> list[int]:
-    """cudagraph_capture_sizes: 1, 2, 4, then multiples of 8 below 256 and of 16 from 256, up
-    to max_cudagraph_capture_size = min(2 x max_num_seqs, 512) (config/compilation.py)."""
-    top = min(2 * max_num_seqs, 512)
-    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
-    return [s for s in sizes if s <= top]
+def capture_sizes(max_num_seqs: int, version: tuple[int, ...], *,
+                  max_num_batched_tokens: int | None = None,
+                  blackwell: bool = False) -> list[int]:
+    """cudagraph_capture_sizes (0.33 `config/vllm.py::_set_cudagraph_sizes`): 1, 2, 4, then
+    multiples of 8 below 256 and of 16 from 256, up to max_cudagraph_capture_size =
+    min(2 x max_num_seqs, 512 -- 1,024 on Blackwell, SM 10.x, in 0.33 --,
+    max_num_batched_tokens); max_num_seqs (the widest uniform decode batch) and
+    max_num_batched_tokens are added when they fall under that ceiling."""
+    ceiling = BLACKWELL_CAPTURE_CEILING if blackwell and version >= TIER_160GIB else 512
+    top = min(2 * max_num_seqs, ceiling)
+    if max_num_batched_tokens:
+        top = min(top, max_num_batched_tokens)
+    sizes = {s for s in [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
+             if s <= top}
+    sizes |= {x for x in (max_num_seqs, max_num_batched_tokens) if x and x <= top}
+    return sorted(sizes)
 
 
 def per_graph_bytes(num_layers: int) -> int:
@@ -298,7 +309,8 @@ def per_graph_bytes(num_layers: int) -> int:
 
 
 def cudagraph_bytes(shapes: Shapes, batch: BatchSettings, version: tuple[int, ...], *,
-                    tp: int = 1, num_layers: int = 0, enforce_eager: bool = False) -> int:
+                    tp: int = 1, num_layers: int = 0, enforce_eager: bool = False,
+                    blackwell: bool = False) -> int:
     """profile_cudagraph_memory's estimate, subtracted from 0.20 unless --enforce-eager:
     the first capture of the largest size (its eager warm-up's buffers in the regular pool
     and the capture's in the graph pool: twice the forward's) plus, per mode, `n - 1` later
@@ -306,7 +318,9 @@ def cudagraph_bytes(shapes: Shapes, batch: BatchSettings, version: tuple[int, ..
     for the sizes up to max_num_seqs (FULL_AND_PIECEWISE)."""
     if enforce_eager or version < CUDAGRAPH_ESTIMATE:
         return 0
-    sizes = capture_sizes(batch.max_num_seqs, version)
+    sizes = capture_sizes(batch.max_num_seqs, version,
+                          max_num_batched_tokens=batch.max_num_batched_tokens,
+                          blackwell=blackwell)
     piecewise = len(sizes)
     full = len([s for s in sizes if s <= batch.max_num_seqs])
     first = 2 * sizes[-1] * forward_bytes_per_token(shapes, tp)
