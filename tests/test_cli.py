@@ -26,7 +26,7 @@ def test_json_has_schema_ints_and_inputs():
     res = invoke("size", TINY, "--tokens", "2k", "--batch", "2", "--format", "json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["schema"] == "kvplan.size/1"
+    assert doc["schema"] == "kvplan.size/2"
     assert doc["inputs"]["tokens"] == 2048 and doc["inputs"]["batch"] == 2
     assert doc["per_token_bytes"] == 4 * PER_LAYER_TOKEN
     request = 2 * 1024 * PER_LAYER_TOKEN + 2 * 2048 * PER_LAYER_TOKEN
@@ -43,8 +43,8 @@ def test_json_key_set_is_stable():
         "batch_bytes", "per_gpu_batch_bytes", "all_gpus_batch_bytes", "paged_batch_bytes",
         "paged_waste_bytes", "contiguous_batch_bytes", "contiguous_waste_bytes",
         "stage_layers", "breakdown", "warnings"}
-    assert set(doc["inputs"]) == {"model", "tokens", "batch", "lengths", "kv_dtype", "tp", "pp",
-                                  "block_size", "max_len"}
+    assert set(doc["inputs"]) == {"model", "tokens", "batch", "length_counts", "kv_dtype", "tp",
+                                  "pp", "block_size", "max_len"}
 
 
 def test_csv_is_one_row_of_raw_ints():
@@ -98,7 +98,7 @@ def test_tokens_suffixes_are_binary():
 
 def test_lengths_list():
     doc = json.loads(invoke("size", TINY, "--lengths", "100,2k", "-f", "json").stdout)
-    assert doc["inputs"]["lengths"] == [100, 2048]
+    assert doc["inputs"]["length_counts"] == [[100, 1], [2048, 1]]
     assert doc["batch_bytes"] == 4 * 100 * PER_LAYER_TOKEN + (
         2 * 1024 + 2 * 2048) * PER_LAYER_TOKEN
 

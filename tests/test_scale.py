@@ -320,6 +320,19 @@ def test_a_million_requests_are_one_length_times_a_million(monkeypatch):
     assert len(calls) < 32 * 10  # a few passes over the 32 layers, none per request
 
 
+def test_size_json_states_a_batch_as_a_count_not_a_list():
+    # kvplan.size/2: a batch of a million equal requests is one [length, count] pair (the
+    # /1 schema listed every request's length: 12 MB of JSON at --batch 1000000)
+    res = invoke("size", "llama-3.1-8b", "--tokens", "8k", "--batch", "1000000", "-f", "json")
+    doc = json.loads(res.stdout)
+    assert doc["inputs"]["length_counts"] == [[8192, 10**6]] and len(res.stdout) < 5000
+    assert doc["batch_bytes"] == 10**6 * 32 * 2 * 8 * 128 * 2 * 8192  # Llama-3.1-8B, bf16
+    mixed = json.loads(invoke("size", "llama-3.1-8b", "--lengths", "1k,2k,1k,1k", "-f",
+                              "json").stdout)
+    assert mixed["inputs"]["length_counts"] == [[1024, 1], [2048, 1], [1024, 2]]  # in order
+    assert mixed["inputs"]["batch"] == 4
+
+
 def test_weight_inventory_is_built_once_per_tp_not_per_layout(monkeypatch):
     from kvplan.core import weights
     from kvplan.sources.gpus import find_gpu

@@ -64,8 +64,7 @@ def size(
     result = m.size(tokens, batch, lengths=lengths, kv_dtype=kv_dtype, tp=tp, pp=pp,
                     block_size=block_size, max_len=max_len, warnings=warnings)
     spec, fmt_kv = m.spec, kv_format(kv_dtype, m.spec.dtype)
-    # the JSON payload lists every request's length; only JSON output reads it
-    _emit(size_view(result, spec, fmt_kv, warnings, list_lengths=fmt == "json"), fmt, units)
+    _emit(size_view(result, spec, fmt_kv, warnings), fmt, units)
 
 
 @handle_errors

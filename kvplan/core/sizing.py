@@ -13,7 +13,7 @@ from kvplan.core.layers import CompressedAttention, Layer
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 
-SCHEMA = "kvplan.size/1"
+SCHEMA = "kvplan.size/2"  # /2: inputs.length_counts replaced the per-request inputs.lengths
 
 
 @record

@@ -38,19 +38,11 @@ SIZE_ROW_KEYS = (
 )
 
 
-def _lengths(r: SizeResult) -> list[int]:
-    """Each request's length, in order (list multiplication: C speed for a batch of 10^6)."""
-    out: list[int] = []
-    for n, count in r.length_runs:
-        out += [n] * count
-    return out
-
-
 def size_view(result: SizeResult, spec: ModelSpec, fmt: KVFormat,
-              warnings: list[str], list_lengths: bool = True) -> View:
-    """`list_lengths=False` leaves inputs.lengths (one entry per request) out of the JSON
-    payload, for callers that render another format: a batch of 10^6 is then never
-    written out as a list."""
+              warnings: list[str]) -> View:
+    """The JSON states the requests as `inputs.length_counts`, [length, that many requests]
+    in order (`--batch 1000000 --tokens 8k` is [[8192, 1000000]]), never one entry per
+    request."""
     r = result
     distinct = {n for n, _ in r.length_runs}
     batch_label = (f"batch {r.batch}" if len(distinct) == 1
@@ -89,7 +81,7 @@ def size_view(result: SizeResult, spec: ModelSpec, fmt: KVFormat,
     )
     inputs = {
         "model": r.model, "tokens": r.tokens, "batch": r.batch,
-        "lengths": _lengths(r) if list_lengths else None,
+        "length_counts": [[n, count] for n, count in r.length_runs],
         "kv_dtype": r.kv_dtype, "tp": r.tp, "pp": r.pp, "block_size": r.block_size,
         "max_len": r.max_len,
     }
