@@ -174,6 +174,13 @@ def test_moe_forward_buffers_and_the_dp_gather():
     gathered = 2048 * 3 * 2048 * 2 + 16384 * whole + 16384 * 2048 * 2
     assert vp.forward_bytes(shapes, 2048, tp=1, ep=8, dp=8) == max(
         2048 * vp.forward_bytes_per_token(shapes, 1, 8), gathered)
+    # 0.33's fused_experts_impl has no chunk loop: all 16,384 gathered rows at once (the
+    # same here, under 32,768); at DP 32 the 65,536 rows are chunked before 0.33 only
+    rows_dp32 = 2048 * 32
+    before = 2048 * 3 * 2048 * 2 + 32768 * whole + rows_dp32 * 2048 * 2
+    after = 2048 * 3 * 2048 * 2 + rows_dp32 * whole + rows_dp32 * 2048 * 2
+    assert vp.forward_bytes(shapes, 2048, tp=1, ep=32, dp=32, version=(0, 26, 0)) == before
+    assert vp.forward_bytes(shapes, 2048, tp=1, ep=32, dp=32, version=(0, 33, 0)) == after
 
 
 def test_non_torch_by_version():

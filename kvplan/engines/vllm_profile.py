@@ -129,6 +129,7 @@ BLACKWELL_CAPTURE_CEILING = 1024  # 0.33 config/vllm.py: device capability famil
 # Qwen3-8B, 36 layers: 0.52 GiB estimated for the same 51 + 35 graphs) gives 144 KiB.
 CUDAGRAPH_BYTES_PER_LAYER = 156 * 1024
 MOE_CHUNK_TOKENS = 32768  # envs.py VLLM_FUSED_MOE_CHUNK_SIZE default (0.10)
+MOE_UNCHUNKED = (0, 33)  # fused_moe.py::fused_experts_impl: M = num_tokens
 
 
 # --- 1. the dummy batch -------------------------------------------------------------------
@@ -207,17 +208,22 @@ def forward_bytes_per_token(shapes: Shapes, tp: int = 1, ep: int = 1) -> int:
     return max(dense, moe_bytes_per_token(shapes, tp, ep)) + 3 * h * ACTIVATION_BYTES
 
 
-def forward_bytes(shapes: Shapes, tokens: int, tp: int = 1, ep: int = 1, dp: int = 1) -> int:
+def forward_bytes(shapes: Shapes, tokens: int, tp: int = 1, ep: int = 1, dp: int = 1,
+                  version: tuple[int, ...] | None = None) -> int:
     """The forward pass's peak over `tokens` tokens. With data-parallel ranks under expert
     parallelism the all-to-all (`VLLM_ALL2ALL_BACKEND` "naive" in 0.10, all-gather /
     reduce-scatter later) gathers every rank's tokens before the experts, so each rank's MoE
-    buffers hold `tokens x dp` rows, `VLLM_FUSED_MOE_CHUNK_SIZE` (32,768) at a time, beside
-    the gathered hidden states."""
+    buffers hold `tokens x dp` rows beside the gathered hidden states:
+    `VLLM_FUSED_MOE_CHUNK_SIZE` (32,768) rows at a time up to 0.32; in 0.33
+    `fused_experts_impl` sizes its caches for every row at once (`M = num_tokens`, the
+    variable is gone from envs.py)."""
     own = tokens * forward_bytes_per_token(shapes, tp, ep)
     if dp <= 1 or ep <= 1 or not moe_bytes_per_token(shapes, tp, ep):
         return own
     gathered = tokens * dp
-    moe = min(gathered, MOE_CHUNK_TOKENS) * moe_bytes_per_token(shapes, tp, ep)
+    rows = gathered if version is not None and version >= MOE_UNCHUNKED else \
+        min(gathered, MOE_CHUNK_TOKENS)
+    moe = rows * moe_bytes_per_token(shapes, tp, ep)
     return max(own, tokens * 3 * shapes.hidden_size * ACTIVATION_BYTES + moe
                + gathered * shapes.hidden_size * ACTIVATION_BYTES)
 
@@ -254,7 +260,7 @@ def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ..
                     tp: int = 1, ep: int = 1, dp: int = 1,
                     last_stage: bool = True, flashinfer_sampler: bool = False
                     ) -> ActivationPeak:
-    fwd = forward_bytes(shapes, batch.max_num_batched_tokens, tp, ep, dp)
+    fwd = forward_bytes(shapes, batch.max_num_batched_tokens, tp, ep, dp, version)
     if not last_stage:
         return ActivationPeak(fwd, 0)
     rows = min(batch.max_num_seqs, batch.max_num_batched_tokens)
