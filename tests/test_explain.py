@@ -149,7 +149,8 @@ def test_each_engine_declares_its_log_and_the_reader_knows_no_engine():
 
     formats = log_formats()
     assert [f.engine for f in formats] == [
-        e.name for e in registry.all_engines() if getattr(e, "log_format", None)]
+        e.name for e in registry.all_engines() if e.log_format() is not None]
+    assert {"vllm", "sglang", "llamacpp", "trtllm", "tgi"} <= {f.engine for f in formats}
     for f in formats:
         assert registry.get(f.engine).log_format() is f
         for figure, pattern, converter, place in f.figures:

@@ -30,7 +30,7 @@ from kvplan.core.spec import ModelSpec
 
 if TYPE_CHECKING:
     from kvplan.core.dtypes import KVFormat
-    from kvplan.core.launch import EngineLaunch
+    from kvplan.core.launch import EngineLaunch, EngineLog
     from kvplan.engines.budget import Budget, ModelDims
     from kvplan.engines.cache import CacheLayout
 
@@ -248,7 +248,14 @@ class HostBlocks:
 @runtime_checkable
 class Engine(Protocol):
     """A serving engine as the planner sees it. Implement it (or subclass BaseEngine) and
-    `kvplan.engines.registry.register` it; nothing else in kvplan needs to change."""
+    `kvplan.engines.registry.register` it; nothing else in kvplan needs to change.
+
+    Optional members, asked for with getattr so that a minimal plugin need not define them
+    (BaseEngine answers "none" for the first three): `launch()` (its launch flag table,
+    core.launch.EngineLaunch), `log_format()` (its start-up log's markers and figure
+    patterns, core.launch.EngineLog), `cache_variants` + `cache_layout(...)` (its cache as
+    allocated, engines.cache.CacheLayout, for `kvplan validate`), `memory_rows(cap)` (what
+    one GPU holds when the engine sizes no budget, llama.cpp)."""
 
     name: str  # the --engine value and the registry key
     display_name: str  # how the engine names itself in messages ("vLLM")
@@ -380,6 +387,12 @@ class BaseEngine:
         only engines that list `cache_variants`."""
         raise BadInputError(f"kvplan validate cannot allocate {self.display_name or self.name}"
                             "'s cache layout")
+
+    def log_format(self) -> EngineLog | None:
+        """Its start-up log's markers and figure patterns (kvplan.sources.startlog reads a
+        log with them; kvplan.planning.explain passes every engine's), or None when kvplan
+        reads no log of it."""
+        return None
 
     def launch(self) -> EngineLaunch | None:
         """Its launch program and flag table (kvplan.sources.launch reads a command line
