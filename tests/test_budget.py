@@ -277,7 +277,8 @@ def test_held_out_logs_are_cited_with_their_lines():
     cases = held_out()
     assert len(cases) >= 8
     for c in cases:
-        assert "#" in c.source and c.url.startswith("https://github.com/")
+        repo, number = c.source.split("#")
+        assert c.url.startswith(f"https://github.com/{repo}/") and c.url.endswith(f"/{number}")
         assert c.logged["kv_gib"] is not None
     raw = HELD_OUT_FILE.read_text(encoding="utf-8")
     assert raw.count("lines:") == len(cases)
@@ -449,6 +450,7 @@ class HeldOut:
 
     log_id: str
     source: str
+    url: str
     version: tuple[int, ...]
     model: str
     gpu: str
@@ -460,13 +462,6 @@ class HeldOut:
     weights: str = "auto"
     gpu_name: str | None = None
     settings: dict = field(default_factory=dict)
-
-    @property
-    def url(self) -> str:
-        repo, number = self.source.split("#")
-        kind = "pull" if "recipes" in repo or self.log_id.split("-")[1].startswith("pr") \
-            else "issues"
-        return f"https://github.com/{repo}/{kind}/{number}"
 
     @property
     def gpu_memory_bytes(self) -> int:
@@ -481,7 +476,7 @@ def held_out() -> tuple[HeldOut, ...]:
 
     data = yaml.safe_load(HELD_OUT_FILE.read_text(encoding="utf-8"))
     return tuple(HeldOut(
-        log_id=d["id"], source=d["source"],
+        log_id=d["id"], source=d["source"], url=d["url"],
         version=tuple(int(x) for x in str(d["version"]).split(".")), model=d["model"],
         gpu=d["gpu"], max_model_len=d["max_model_len"], logged=d["logged"],
         tp=d.get("tp", 1), pp=d.get("pp", 1), dp=d.get("dp", 1),
