@@ -235,6 +235,31 @@ def test_launch_command_sets_ubatch_and_flash_attn():
     assert plan.overrides["flash_attn"] == "off"
 
 
+def test_explain_sets_the_logged_micro_batch_and_shows_the_compute_buffer():
+    """`kvplan explain` on a llama.cpp log reads -ub and -fa from it and puts kvplan's compute
+    buffer beside the logged one (an estimate: 'info', never a DIFF)."""
+    from kvplan.planning.explain import explain
+
+    e = BY_ID["llamacpp-kaggle-llama31-8b-t4-c8192-nofa"]["reported"]
+    log = "\n".join([
+        "llama_new_context_with_model: n_ctx      = 8192",
+        "llama_new_context_with_model: n_ubatch   = 512",
+        "llama_new_context_with_model: flash_attn = 0",
+        "llama_new_context_with_model: KV self size  = 1024.00 MiB, K (f16):  512.00 MiB, "
+        "V (f16):  512.00 MiB",
+        f"llama_new_context_with_model:      CUDA0 compute buffer size = "
+        f"{e['cuda_compute_mib']:8.2f} MiB",
+        f"llama_new_context_with_model:  CUDA_Host compute buffer size = "
+        f"{e['host_compute_mib']:8.2f} MiB"])
+    rows = {r.quantity: r for r in explain(log, model="llama-3.1-8b").rows}
+    assert rows["compute_mib"].logged == 560.0 and rows["compute_mib"].status == "info"
+    assert rows["compute_mib"].kvplan == (8192 * 512 * 32 * 4 + 8192 * 512 * 4
+                                          + 4 * 4096 * 512 * 4) / MIB
+    with_fa = explain(log.replace("flash_attn = 0", "flash_attn = 1"), model="llama-3.1-8b")
+    fa = {r.quantity: r for r in with_fa.rows}["compute_mib"]
+    assert fa.kvplan == (128256 * 512 * 4 + 4096 * 512 * 4) / MIB  # the logits phase
+
+
 # --- SGLang ---------------------------------------------------------------------------------
 
 def sglang_predict(e: dict[str, Any]) -> tuple[b.SglangMemory, int]:

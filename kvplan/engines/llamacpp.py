@@ -342,6 +342,11 @@ LOG_FORMAT = EngineLog(
         ("model", r"general\.name\s+str\s+=\s+(.+)", "str", "model"),
         ("max_model_len", r"\bn_ctx\s+=\s+(\d+)", "int", "settings"),
         ("parallel", r"\bn_seq_max\s+=\s+(\d+)", "int", "settings"),
+        ("n_ubatch", r"\bn_ubatch\s+=\s+(\d+)", "int", "settings"),
+        ("flash_attn", r"\bflash_attn\s+=\s+(\w+)", "str", "settings"),
+        # the first GPU's compute buffer ("CUDA0", "ROCm0", "Vulkan0", "Metal"; not *_Host)
+        ("compute_mib", r"\b(?:CUDA|ROCm|Vulkan|Metal|SYCL|MUSA)\d* +compute buffer size = +"
+                        r"([\d.]+) MiB", "num", "kv"),
         ("cells", r"llama_kv_cache(?:_unified)?: +size = +[\d.]+ MiB \( *(\d+) cells", "int", "kv"),
         ("kv_mib", r"llama_kv_cache(?:_unified)?: +size = +([\d.]+) MiB", "num", "kv"),
         ("k_mib", r"llama_kv_cache(?:_unified)?: +size = .*?K \(\w+\): +([\d.]+) MiB", "num", "kv"),
@@ -406,7 +411,8 @@ class LlamacppEngine(BaseEngine):
                "k_mib": p.k_mib, "v_mib": p.v_mib, "kv_mib": p.kv_mib}
         if p.compute is not None:
             out.update(compute_buffer_bytes=p.compute.gpu_bytes,
-                       host_compute_buffer_bytes=p.compute.host_bytes)
+                       host_compute_buffer_bytes=p.compute.host_bytes,
+                       compute_mib=p.compute.gpu_mib)
         return out
 
     def memory_rows(self, cap: Capacity) -> list[tuple[str, int]] | None:

@@ -26,6 +26,9 @@ TOLERANCE = 0.005  # a KV line further off than this is a disagreement (exit 1)
 KV_FIGURES = ("num_blocks", "kv_cache_tokens", "max_concurrency", "max_total_num_tokens",
               "k_size_bytes", "v_size_bytes", "cells", "k_mib", "v_mib", "kv_mib",
               "max_batch_total_tokens")
+# figures the engine estimates rather than computes exactly: shown beside the log, never a DIFF
+# (llama.cpp's compute buffer: docs/engine-accuracy.md section 7)
+ESTIMATED_FIGURES = ("compute_mib",)
 
 
 @record
@@ -122,7 +125,8 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
         kv_dtype=str(kv or "auto"),
         max_model_len=s.get("max_model_len"), block_size=s.get("block_size"),
         gpu_memory_utilization=s.get("memory_fraction"), max_num_seqs=s.get("max_num_seqs"),
-        parallel=s.get("parallel", 1), weights_dtype=quant or "auto")
+        parallel=s.get("parallel", 1), weights_dtype=quant or "auto",
+        **{k: s[k] for k in ("n_ubatch", "flash_attn") if k in s})
 
 
 def explain(text: str, model: str | None = None, gpu: str | None = None,
@@ -164,6 +168,12 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
                 bad = diff is not None and abs(diff) > TOLERANCE * 100
             rows.append(Row(figure, "given the logged budget", logged, value, diff,
                             "DIFF" if bad else "ok", facts.lines.get(figure, "")))
+        for figure in ESTIMATED_FIGURES:
+            if figure in facts.kv and figure in ours:
+                logged, value = facts.kv[figure], ours[figure]
+                rows.append(Row(figure, "from settings", logged, value,
+                                _diff(float(logged), float(value)), "info",
+                                facts.lines.get(figure, "")))
     if dep.gpu_memory_bytes is not None and eng.needs_memory:
         rows += _predicted(eng, dep, facts, warnings)
     if facts.weights_bytes is not None and not any(r.quantity == "weights" for r in rows):
