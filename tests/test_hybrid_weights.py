@@ -280,3 +280,58 @@ def test_gemma_3_27b_hand_shapes_give_the_hub_total():
     spec = LIB["gemma-3-27b"]
     assert inventory(spec).total_params == spec.num_params == 27_432_406_640
     assert inventory(spec).total_bytes == spec.checkpoint.total_bytes
+
+
+# --- Kimi-K3: KDA + gated MLA, attention residuals, latent MXFP4 MoE, MoonViT -----------------
+
+def test_kimi_k3_matches_its_safetensors_headers():
+    """The inventory from config.json alone against the per-dtype bytes of the 96 safetensors
+    headers (the tensor listing the YAML's checkpoint.source cites: 1,503,647,073,024 values,
+    1453.66 GiB), byte for byte in each dtype."""
+    spec = LIB["kimi-k3"]
+    inv = inventory(spec, spec.quantization)
+    assert inv.bytes_by_dtype() == dict(spec.checkpoint.bytes_by_dtype) == {
+        "U8": 1_446_456_066_048, "BF16": 114_359_769_088, "F32": 44_489_728}
+    assert sum(inv.elements_by_dtype().values()) == 1_503_647_073_024
+    fixture = load_config_file(CONFIGS / "families" / "moonshotai--Kimi-K3.json")
+    assert inventory(fixture, fixture.quantization).bytes_by_dtype() == inv.bytes_by_dtype()
+
+
+def test_kimi_k3_fp32_tensors_by_hand():
+    """The listing's fp32 tensors: per KDA layer (69) three short convolutions 12288 x 1 x 4,
+    dt_bias 12288, A_log and o_norm 128; per MoE layer (92) the router's correction bias 896."""
+    f32 = 69 * (3 * 12288 * 4 + 12288 + 128 + 128) + 92 * 896
+    assert inventory(LIB["kimi-k3"]).elements_by_dtype()["F32"] == f32
+
+
+def test_kimi_k3_layers_by_hand():
+    spec = LIB["kimi-k3"]
+    h, inner, hd = 7168, 96 * 128, 128
+    residuals = 2 * (h + h)                        # *_res_norm + *_res_proj (1 x hidden)
+    kda = (3 * inner * h + 3 * inner * 4           # q/k/v and their convolutions
+           + hd * h + inner * hd + 96 * h          # f_a, f_b, b_proj
+           + hd + inner + hd                       # A_log, dt_bias, o_norm
+           + inner * h + h * inner)                # g_proj (full rank), o_proj
+    mla = (1536 * h + 1536 + 96 * 192 * 1536       # q_a, its norm, q_b
+           + 576 * h + 512 + 96 * 256 * 512        # kv_a (+ rope), its norm, kv_b
+           + inner * h + h * inner)                # g_proj, o_proj
+    moe = (896 * h + 896                           # router + correction bias
+           + 3584 * h + h * 3584 + 3584            # latent down / up projections, norm
+           + 896 * 3 * 3072 * 3584                 # experts in the 3584-wide latent
+           + 3 * 6144 * h)                         # two shared experts
+    params = {}
+    for t in inventory(spec).tensors:
+        if t.layer in (0, 1, 3):
+            params[t.layer] = params.get(t.layer, 0) + t.num_params
+    assert params == {0: 2 * h + residuals + kda + 3 * 33792 * h,
+                      1: 2 * h + residuals + kda + moe,
+                      3: 2 * h + residuals + mla + moe}
+
+
+def test_kimi_k3_moonvit_by_hand():
+    h, inter, qkv = 1024, 4096, 1536
+    block = 3 * qkv * h + h * qkv + 2 * inter * h + 2 * h
+    expected = (h * 3 * 14 * 14 + 64 * 64 * h + 27 * block + h
+                + 4096 * 4096 + 7168 * 4096 + 7168)    # patch merger + its post-norm
+    inv = inventory(LIB["kimi-k3"])
+    assert sum(t.num_params for t in inv.tensors if t.place == "vision") == expected

@@ -64,8 +64,10 @@ class SSMShapes:
 
     kind: "mamba1" (Jamba: in_proj 2 x inner, depthwise conv, x_proj / dt_proj with a rank,
     A_log (inner x state), D), "mamba2" (Nemotron-H: heads x head_dim = inner, n_groups B/C
-    groups, per-head dt_bias / A_log / D, gated norm) or "gated_deltanet" (Qwen3-Next:
-    num_heads value heads of inner / num_heads, n_groups key heads of d_state)."""
+    groups, per-head dt_bias / A_log / D, gated norm), "gated_deltanet" (Qwen3-Next:
+    num_heads value heads of inner / num_heads, n_groups key heads of d_state) or "kda"
+    (Kimi Delta Attention: num_heads heads of d_state for q, k and v, each with its own short
+    convolution, a low-rank forget gate f_a / f_b, a beta projection, an output gate)."""
 
     kind: str
     d_inner: int  # mamba: expand x hidden or heads x head_dim; deltanet: value heads x dim
@@ -77,6 +79,7 @@ class SSMShapes:
     conv_bias: bool = True
     proj_bias: bool = False  # in_proj / out_proj carry biases
     inner_norms: bool = False  # Jamba: RMSNorms on dt, B and C inside the mixer
+    full_rank_gate: bool = False  # KDA: a full-rank output gate g_proj (else g_a / g_b)
 
 
 @record
@@ -86,10 +89,13 @@ class VisionTower:
     is the spec's hidden_size).
 
     kind: "clip" (LLaVA: CLIP ViT with a class token, pre/post LayerNorm; a two-layer MLP
-    projector), "siglip" (Gemma 3: SigLIP without a class token; one projection matrix and an
-    RMSNorm), "llama4" (Llama 4: unfold-conv patches, a pixel-shuffle MLP adapter, one linear
-    projector), "mllama" (Llama 3.2 Vision: tiled ViT with a gated global encoder and
-    aspect-ratio embeddings; a linear projector with a bias)."""
+    projector), "moonvit" (Kimi-K3: MoonViT with fused wqkv of attention_size per q/k/v,
+    RMSNorms, a learned position grid of (image_size / patch_size)^2 rows; a patch-merger MLP
+    from projector_input_dim = merged patches x hidden), "siglip" (Gemma 3: SigLIP without a
+    class token; one projection matrix and an RMSNorm), "llama4" (Llama 4: unfold-conv
+    patches, a pixel-shuffle MLP adapter, one linear projector), "mllama" (Llama 3.2 Vision:
+    tiled ViT with a gated global encoder and aspect-ratio embeddings; a linear projector with
+    a bias)."""
 
     kind: str
     hidden_size: int
@@ -104,6 +110,7 @@ class VisionTower:
     output_dim: int = 0  # vision_output_dim (mllama, llama4)
     projector_input_dim: int = 0  # llama4 adapter
     projector_output_dim: int = 0  # llama4 adapter
+    attention_size: int = 0  # moonvit: q / k / v width (qkv_hidden_size); 0 = hidden_size
 
 
 @record
@@ -156,6 +163,14 @@ class ModelSpec:
     blocks: tuple[Block, ...] | None = None
     ssm: SSMShapes | None = None  # the recurrent mixer of the state layers
     vision: VisionTower | None = None  # a multimodal checkpoint's vision encoder + projector
+    mla_output_gate: bool | None = None  # MLA with a sigmoid output gate g_proj (Kimi-K3)
+    # attention residuals (Kimi-K3 attn_res_block_size): per layer a norm and a 1 x hidden
+    # projection before attention and before the MLP, and one pair at the output
+    attention_residuals: bool | None = None
+    # latent MoE: routed experts work in this width, with a down / up projection around them
+    # (Kimi-K3 routed_expert_hidden_size) and, when moe_latent_norm, a norm on the latent
+    moe_latent_size: int | None = None
+    moe_latent_norm: bool | None = None
     # --- the checkpoint ------------------------------------------------------------------
     quantization: Quantization = NONE  # its weight format (config.json quantization_config)
     checkpoint: Checkpoint | None = None  # its published bytes, when known

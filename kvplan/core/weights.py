@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import cached_property
 from typing import Any
@@ -37,7 +37,7 @@ from kvplan.core.quant import (
 )
 from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
-from kvplan.core.spec import Block, ModelSpec
+from kvplan.core.spec import Block, ModelSpec, VisionTower
 
 VOCAB_PADDING = 64  # vLLM DEFAULT_VOCAB_PADDING_SIZE
 
@@ -53,6 +53,8 @@ SUPPORTED_FAMILIES = {
     "jamba", "nemotron_h", "qwen3_next", "nemotron-nas", "deci",
     # Llama 3.2 Vision: the text model with cross-attention layers (+ ModelSpec.vision)
     "mllama", "mllama_text_model",
+    # Kimi-K3: Kimi Delta Attention + MLA with output gates, attention residuals, latent MoE
+    "kimi_linear",
 }
 MLLAMA = {"mllama", "mllama_text_model"}
 # GPT-2's layout: learned positions, fused qkv (c_attn), LayerNorms and linears with biases, a
@@ -232,6 +234,9 @@ class _Builder:
         for k in range(s.num_nextn_predict_layers or 0):
             self.mtp(s.num_layers + k, rows_per_rank)
         self.norm("model.norm", hidden, None, "final")
+        if s.attention_residuals:
+            self.plain("model.output_attn_res_norm.weight", (hidden,), None, "final")
+            self.plain("model.output_attn_res_proj.weight", (1, hidden), None, "final")
         if not s.tie_word_embeddings:
             self.plain("lm_head.weight", (rows_per_rank, hidden), None, "head")
         if s.vision is not None:
@@ -278,6 +283,9 @@ class _Builder:
                     self.plain(f"{p}.gate_attn", (1,), None, "vision", md)
                     self.plain(f"{p}.gate_ffn", (1,), None, "vision", md)
 
+        if v.kind == "moonvit":
+            self.moonvit(v, text, lin)
+            return
         patch_in = v.num_channels * v.patch_size * v.patch_size
         if v.kind == "llama4":  # Llama4UnfoldConvolution: a linear over unfolded patches
             whole("patch_embedding.linear.weight", (h, patch_in))
@@ -387,6 +395,12 @@ class _Builder:
                 self.norm(f"{p}.input_layernorm", hidden, i, place)
             if block.ffn:
                 self.norm(f"{p}.post_attention_layernorm", hidden, i, place)
+        if s.attention_residuals:
+            # Kimi-K3's attention residuals: a norm and a 1 x hidden projection before the
+            # mixer and before the MLP (replicated)
+            for n in ("self_attention_res", "mlp_res"):
+                self.plain(f"{p}.{n}_norm.weight", (hidden,), i, place)
+                self.plain(f"{p}.{n}_proj.weight", (1, hidden), i, place)
         layer = s.layers[i] if i < s.num_layers else s.layers[-1]
         if block.mixer == "attention":
             if isinstance(layer, MLA):
@@ -405,6 +419,34 @@ class _Builder:
         elif block.ffn == "linear":
             self.linear(f"{p}.mlp.linear_mlp", hidden, hidden, i, place, "row", kind="mlp")
 
+    def moonvit(self, v: VisionTower, text: int, lin: Callable[..., None]) -> None:
+        """Kimi-K3's MoonViT as its checkpoint stores it (vision_tower.*, mm_projector.*): the
+        patch convolution without bias, a learned position grid, per block a fused wqkv
+        (3 x attention_size), wo, two RMSNorms and a two-layer MLP, all without biases; a final
+        norm; the patch merger's two linears (merged patches -> projector_input_dim -> text)
+        and its post-norm."""
+        h, md, grid = v.hidden_size, self.md, v.image_size // v.patch_size
+        attn = v.attention_size or h
+
+        def whole(name: str, shape: tuple[int, ...]) -> None:
+            self.plain(name, shape, None, "vision", md)
+
+        whole("vision_tower.patch_embed.proj.weight",
+              (h, v.num_channels, v.patch_size, v.patch_size))
+        whole("vision_tower.patch_embed.pos_emb.weight", (grid, grid, h))
+        for k in range(v.num_layers):
+            b = f"vision_tower.encoder.blocks.{k}"
+            lin(f"{b}.wqkv", 3 * attn, h, "column", False)
+            lin(f"{b}.wo", h, attn, "row", False)
+            lin(f"{b}.mlp.fc0", v.intermediate_size, h, "column", False)
+            lin(f"{b}.mlp.fc1", h, v.intermediate_size, "row", False)
+            whole(f"{b}.norm0.weight", (h,))
+            whole(f"{b}.norm1.weight", (h,))
+        whole("vision_tower.encoder.final_layernorm.weight", (h,))
+        lin("mm_projector.proj.0", v.projector_input_dim, v.projector_input_dim, "column", False)
+        lin("mm_projector.proj.2", text, v.projector_input_dim, "row", False)
+        whole("mm_projector.post_norm.weight", (text,))
+
     def ssm_mixer(self, i: int, p: str, place: str) -> None:
         """A recurrent mixer's tensors (ModelSpec.ssm), per rank as vLLM shards them: input
         projections and the depthwise convolution column-parallel (split by channel / head),
@@ -419,7 +461,8 @@ class _Builder:
                                 "spec does not give", "import the model from its config.json")
         hidden = _need(s, "hidden_size")
         md, tp = self.md, self.tp
-        pre = {"jamba": "mamba", "qwen3_next": "linear_attn"}.get(self.family, "mixer")
+        pre = {"jamba": "mamba", "qwen3_next": "linear_attn",
+               "kimi_linear": "self_attn"}.get(self.family, "mixer")
         pre = f"{p}.{pre}"
         sh = self.shard
 
@@ -472,6 +515,31 @@ class _Builder:
             # one gated RMSNorm over a value head, shared by the heads: replicated
             self.plain(f"{pre}.norm.weight", (m.d_inner // m.num_heads,), i, place, md)
             local(f"{pre}.out_proj", hidden, inner)
+            return
+        if m.kind == "kda":
+            # Kimi Delta Attention (as the Kimi-K3 checkpoint stores it): q / k / v
+            # projections, each with a depthwise short convolution; the forget gate's
+            # low-rank f_a (replicated) / f_b; beta (b_proj, one per head); A_log and o_norm
+            # over a head's dimension, dt_bias per channel; a full-rank output gate g_proj
+            # (else g_a / g_b); o_proj. Convolutions, A_log, dt_bias and o_norm are fp32.
+            hd = m.d_state
+            for n in ("q", "k", "v"):
+                local(f"{pre}.{n}_proj", inner, hidden)
+            for n in ("q", "k", "v"):
+                self.plain(f"{pre}.{n}_conv1d.weight", (inner, 1, m.d_conv), i, place, "F32")
+            self.linear(f"{pre}.f_a_proj", hd, hidden, i, place, "replicated", kind="mixer")
+            local(f"{pre}.f_b_proj", inner, hd)
+            local(f"{pre}.b_proj", heads, hidden)
+            self.plain(f"{pre}.A_log", (hd,), i, place, "F32")
+            self.plain(f"{pre}.dt_bias", (inner,), i, place, "F32")
+            self.plain(f"{pre}.o_norm.weight", (hd,), i, place, "F32")
+            if m.full_rank_gate:
+                local(f"{pre}.g_proj", inner, hidden)
+            else:
+                self.linear(f"{pre}.g_a_proj", hd, hidden, i, place, "replicated",
+                            kind="mixer")
+                local(f"{pre}.g_b_proj", inner, hd)
+            local(f"{pre}.o_proj", hidden, inner)
             return
         raise BadInputError(f"{s.name}: the weight inventory does not know the {m.kind} mixer")
 
@@ -549,6 +617,8 @@ class _Builder:
         self.plain(f"{a}.kv_a_layernorm.weight", (rank,), i, place)
         self.linear(f"{a}.kv_b_proj", heads * (nope + vd), rank, i, place, "column", kind="attn")
         self.linear(f"{a}.o_proj", hidden, heads * vd, i, place, "row", kind="attn")
+        if s.mla_output_gate:  # Kimi-K3: sigmoid(g_proj(x)) gates the heads' output
+            self.linear(f"{a}.g_proj", heads * vd, hidden, i, place, "column", kind="attn")
         if layer.index_head_dim and s.index_n_heads and s.q_lora_rank:
             # DeepSeek sparse attention's indexer (vLLM deepseek_v2.py Indexer): wq_b and wk
             # quantized like the layer, replicated; weights_proj unquantized; k_norm a
@@ -601,7 +671,19 @@ class _Builder:
             # noaux_tc routing: a per-expert score correction bias, kept in fp32
             self.plain(f"{p}.mlp.gate.e_score_correction_bias", (experts,), i, place, "F32")
         load = self.expert_load or ExpertLoad()
-        hid_in = cdiv(hidden, load.hidden_align) * load.hidden_align
+        latent = s.moe_latent_size
+        if latent:
+            # latent MoE (Kimi-K3 routed_expert_hidden_size): the routed experts work in the
+            # latent width between a down and an up projection (the checkpoint keeps both, and
+            # the latent norm, in the model dtype), replicated like the router
+            self.linear(f"{p}.mlp.routed_expert_down_proj", latent, hidden, i, place,
+                        "replicated", kind="router", quantizable=False)
+            self.linear(f"{p}.mlp.routed_expert_up_proj", hidden, latent, i, place,
+                        "replicated", kind="router", quantizable=False)
+            if s.moe_latent_norm:
+                self.plain(f"{p}.mlp.routed_expert_norm.weight", (latent,), i, place)
+        width_in = latent or hidden
+        hid_in = cdiv(width_in, load.hidden_align) * load.hidden_align
         # expert parallelism: whole experts, ceil(E / ep) per rank; else with TP every rank
         # holds each expert's slice of the width
         count = cdiv(experts, self.ep) if self.ep > 1 else experts

@@ -400,6 +400,14 @@ def shapes(reader: _Reader) -> dict[str, Any]:
     out["ssm"] = _ssm_shapes(cfg, mt, out["hidden_size"])
     out["blocks"] = _blocks(cfg, mt, out["hidden_size"])
     out["vision"] = _vision_tower(top)
+    if reader.mla and cfg.raw.get("mla_use_output_gate") is True:
+        out["mla_output_gate"] = True  # Kimi-K3: g_proj beside o_proj
+    if _opt_int(cfg, "attn_res_block_size", minimum=1):
+        out["attention_residuals"] = True  # Kimi-K3: *_res_norm / *_res_proj per layer
+    latent = _opt_int(cfg, "routed_expert_hidden_size", "moe_latent_size", minimum=1)
+    if experts and latent:
+        out["moe_latent_size"] = latent
+        out["moe_latent_norm"] = cfg.raw.get("latent_moe_use_norm") is True
     return out
 
 
@@ -416,6 +424,8 @@ def _vision_tower(top: Fields) -> VisionTower | None:
     raw = top.raw.get("vision_config")
     if not isinstance(raw, dict):
         return None
+    if "vt_hidden_size" in raw:
+        return _moonvit(top, Fields(raw, top.source, "vision_config"))
     outer = top.raw.get("model_type")
     kind = _VISION_KINDS.get(str(raw.get("model_type") or "")) or _VISION_BY_OUTER.get(
         outer if isinstance(outer, str) else "")
@@ -483,6 +493,17 @@ def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:
         return SSMShapes("mamba2", heads * head_dim, state, conv, heads, groups,  # type: ignore
                          conv_bias=flag("use_conv_bias", True),
                          proj_bias=flag("use_bias", False))
+    if mt == "kimi_linear" and isinstance(cfg.raw.get("linear_attn_config"), dict):
+        # Kimi Delta Attention (linear_attn_config): heads x head_dim for q, k and v
+        lin = cfg.sub("linear_attn_config")
+        heads, head_dim = _opt_int(lin, "num_heads", minimum=1), _opt_int(lin, "head_dim",
+                                                                           minimum=1)
+        conv = _opt_int(lin, "short_conv_kernel_size", minimum=1) or 4
+        if heads is None or head_dim is None:
+            return None
+        return SSMShapes("kda", heads * head_dim, head_dim, conv, heads, heads,
+                         conv_bias=False,
+                         full_rank_gate=lin.raw.get("use_full_rank_gate") is True)
     if mt == "qwen3_next":
         # Qwen3NextGatedDeltaNet: value heads x value dim, key heads x key dim; no conv bias
         vh, vd = need("linear_num_value_heads"), need("linear_value_head_dim")
@@ -502,6 +523,25 @@ _NEMOTRON_H_BLOCKS = {"M": Block("ssm", None), "*": Block("attention", None),
                       "mamba": Block("ssm", None), "attention": Block("attention", None),
                       "mlp": Block(None, "mlp"), "moe": Block(None, "moe")}
 
+
+
+def _moonvit(top: Fields, v: Fields) -> VisionTower | None:
+    """Kimi-K3's MoonViT (vt_* fields): fused wqkv of qkv_hidden_size per q/k/v, a learned
+    init_pos_emb_height x _width position grid (read as image_size = patch x grid width), a
+    merge_kernel_size patch merger into the text width (patchmergerv2)."""
+    names = ("vt_hidden_size", "vt_intermediate_size", "vt_num_hidden_layers", "patch_size",
+             "init_pos_emb_height", "init_pos_emb_width", "qkv_hidden_size", "mm_hidden_size")
+    values = [_opt_int(v, n, minimum=1) for n in names]
+    merge = v.raw.get("merge_kernel_size")
+    if None in values or not (isinstance(merge, list) and len(merge) == 2 and all(
+            isinstance(m, int) and not isinstance(m, bool) and m > 0 for m in merge)):
+        return None
+    if v.raw.get("linear_bias") or v.raw.get("attn_bias") or v.raw.get(
+            "patch_embed_proj_bias") or values[4] != values[5]:
+        return None  # biases or a non-square grid: not in the released checkpoint, not modelled
+    hidden, inter, layers, patch, grid, _, qkv, mm = (x for x in values if x is not None)
+    return VisionTower("moonvit", hidden, inter, layers, patch, patch * grid,
+                       projector_input_dim=merge[0] * merge[1] * mm, attention_size=qkv)
 
 def _blocks(cfg: Fields, mt: str, hidden: int | None) -> tuple[Block, ...] | None:
     """ModelSpec.blocks for the families whose layers differ beyond their cache kind; None

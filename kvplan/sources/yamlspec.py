@@ -39,15 +39,16 @@ SHAPE_INTS = ("hidden_size", "vocab_size", "intermediate_size", "num_experts",
               "num_experts_per_token", "moe_intermediate_size", "num_shared_experts",
               "shared_expert_intermediate_size", "first_dense_layers", "moe_layer_step",
               "q_lora_rank", "qk_nope_head_dim", "mla_v_head_dim", "index_n_heads",
-              "num_nextn_predict_layers")
-SHAPE_BOOLS = ("tie_word_embeddings", "attention_bias", "routing_bias")
+              "num_nextn_predict_layers", "moe_latent_size")
+SHAPE_BOOLS = ("tie_word_embeddings", "attention_bias", "routing_bias", "mla_output_gate",
+               "attention_residuals", "moe_latent_norm")
 # fields that may be 0 (no shared experts, no dense layers, no MTP layer)
 _SHAPE_ZERO_OK = {"num_shared_experts", "shared_expert_intermediate_size",
                   "first_dense_layers", "num_nextn_predict_layers", "qk_nope_head_dim"}
 # `shapes.ssm`: the recurrent mixer of a hybrid's state layers (ModelSpec.ssm)
-SSM_KINDS = ("mamba1", "mamba2", "gated_deltanet")
+SSM_KINDS = ("mamba1", "mamba2", "gated_deltanet", "kda")
 _SSM_INTS = ("d_inner", "d_state", "d_conv", "num_heads", "n_groups", "dt_rank")
-_SSM_BOOLS = ("conv_bias", "proj_bias", "inner_norms")
+_SSM_BOOLS = ("conv_bias", "proj_bias", "inner_norms", "full_rank_gate")
 # `shapes.blocks`: one token per layer (ModelSpec.blocks), a mixer letter and/or a
 # feed-forward letter, then `:width` for a per-layer MLP width and `xN` to repeat the token.
 BLOCK_MIXERS = {"*": "attention", "M": "ssm", "L": "linear"}
@@ -163,10 +164,11 @@ def _read_ssm(f: Fields) -> SSMShapes:
 
 
 # `shapes.vision`: a multimodal checkpoint's vision tower (ModelSpec.vision)
-VISION_KINDS = ("clip", "siglip", "llama4", "mllama")
+VISION_KINDS = ("clip", "siglip", "llama4", "mllama", "moonvit")
 _VISION_REQUIRED = ("hidden_size", "intermediate_size", "num_layers", "patch_size", "image_size")
 _VISION_OPTIONAL = ("num_channels", "num_global_layers", "max_num_tiles", "num_aspect_ratios",
-                    "output_dim", "projector_input_dim", "projector_output_dim")
+                    "output_dim", "projector_input_dim", "projector_output_dim",
+                    "attention_size")
 
 
 def _read_vision(f: Fields) -> VisionTower:
@@ -388,7 +390,7 @@ def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
         if getattr(spec, key) is not None:
             out[key] = getattr(spec, key)
     shapes = {k: getattr(spec, k) for k in (*SHAPE_INTS[:2], "tie_word_embeddings",
-                                             *SHAPE_INTS[2:], "attention_bias", "routing_bias")
+                                             *SHAPE_INTS[2:], *SHAPE_BOOLS[1:])
               if getattr(spec, k) is not None}
     if spec.ssm is not None:
         shapes["ssm"] = {k: v for k, v in vars(spec.ssm).items()
