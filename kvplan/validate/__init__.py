@@ -118,15 +118,17 @@ def _result(request: ValidateRequest, ranks: Sequence[RankResult]) -> ValidateRe
                                                              spec.num_layers)
             scaled += row.measured_bytes * factor[0] // factor[1]
     worst = max(ranks, key=lambda r: abs(r.diff_bytes))
+    layout = request_layout(request)  # the whole model's: its block size and note
     return ValidateResult(
         model=request.spec.name, layout=request.layout, tokens=request.tokens,
         batch=request.batch, kv_dtype=request.fmt.name, tp=request.tp,
-        block_size=block_size(request), max_len=max_len(request), device=ranks[0].device,
+        block_size=block_size(request, layout), max_len=max_len(request),
+        device=ranks[0].device,
         num_layers=request.spec.num_layers, layers_validated=spec.num_layers,
         predicted_bytes=ranks[0].predicted_bytes,
         measured_bytes=min(r.measured_bytes for r in ranks), diff_bytes=worst.diff_bytes,
         ranks=tuple(ranks), full_predicted_bytes=full, scaled_measured_bytes=scaled,
-        layout_note=request_layout(request, spec).note)
+        layout_note=layout.note)
 
 # --- every library model --------------------------------------------------------------------
 

@@ -483,7 +483,7 @@ def run_rank(request: ValidateRequest, rank: int = 0, check_memory: bool = True,
     spec = subset(request.spec, request.layers)
     layers, fmt = spec.layers, request.fmt
     layout = request_layout(request, spec)
-    rows = predict(request, spec)
+    rows = predict(request, spec, layout)
     predicted = sum(rows.values())
     free = _check_fits(request, predicted, device, torch) if check_memory else None
     if device.type == "cuda":

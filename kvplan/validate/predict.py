@@ -120,13 +120,13 @@ def page_bytes(layer: Layer, fmt: KVFormat, tp: int, block_size: int,
 
 # --- the request's defaults -------------------------------------------------------------------
 
-def block_size(request: ValidateRequest) -> int:
+def block_size(request: ValidateRequest, layout: CacheLayout | None = None) -> int:
     """--block-size, else the layout's block or page (vLLM 16, 64 for MLA backends; SGLang
     1). A layout without blocks reports the default engine's block size for the model (what
     --block-size would mean there), as validate always has."""
     if request.block_size is not None:
         return request.block_size
-    block = request_layout(request).block_tokens
+    block = (layout or request_layout(request)).block_tokens
     if block is not None:
         return block
     from kvplan.engines import registry
@@ -159,11 +159,13 @@ def _no_recent_tokens(fmt: KVFormat, name: str, request: ValidateRequest) -> Non
             f"use --layout {either(dense)} for this KV dtype")
 
 
-def predict(request: ValidateRequest, spec: ModelSpec | None = None) -> dict[str, int]:
+def predict(request: ValidateRequest, spec: ModelSpec | None = None,
+            layout: CacheLayout | None = None) -> dict[str, int]:
     """kvplan's bytes per row (layer kind; paged layouts add 'null block' and 'padding') for
-    `request` on `spec` (its --layers subset; default the whole model)."""
+    `request` on `spec` (its --layers subset; default the whole model), whose layout is
+    `layout` when the caller has it."""
     spec = spec or request.spec
-    layout = request_layout(request, spec)
+    layout = layout or request_layout(request, spec)
     fmt, tokens, tp = request.fmt, request.tokens, request.tp
     rows: dict[str, int] = {}
 
