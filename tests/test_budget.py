@@ -195,6 +195,13 @@ def test_non_torch_by_version():
     assert vp.non_torch_bytes((0, 10, 0), tp=2, pp=2) == vp.KERNELS_BYTES + \
         2 * vp.NCCL_COMMUNICATOR_BYTES + vp.CUSTOM_ALLREDUCE_BYTES
     assert vp.non_torch_bytes((0, 11, 0), tp=8) == vp.KERNELS_BYTES
+    # V1 before 0.11: the DP group's communicator, and for MoE models the EP group's (DP x TP)
+    assert vp.non_torch_bytes((0, 10, 1), dp=8, moe=True) == vp.KERNELS_BYTES + \
+        2 * vp.NCCL_COMMUNICATOR_BYTES
+    assert vp.non_torch_bytes((0, 10, 0), tp=2, pp=2, moe=True) == vp.KERNELS_BYTES + \
+        3 * vp.NCCL_COMMUNICATOR_BYTES + vp.CUSTOM_ALLREDUCE_BYTES
+    assert vp.non_torch_bytes((0, 10, 0), tp=2) == vp.KERNELS_BYTES + \
+        vp.NCCL_COMMUNICATOR_BYTES + vp.CUSTOM_ALLREDUCE_BYTES  # dense: no EP group
 
 
 def test_cudagraphs_from_0_20_unless_eager():

@@ -358,7 +358,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                 enable_chunked_prefill: bool | None = None, usage: str = "server",
                 flashinfer_sampler: bool = False,
                 stage_weights_bytes: Sequence[int] | None = None, gpu_arch: str = "",
-                ep: int = 1, check: bool = True) -> Budget:
+                ep: int = 1, dp: int = 1, check: bool = True) -> Budget:
     """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
     `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11:
     one float, `int` at the end; 0.33: `ceil(total x util) - ...`), minus the CUDA-graph
@@ -366,7 +366,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     model of the profile run unless given. `weights_bytes` is the whole model's measured size;
     `stage_weights_bytes` the bytes one GPU of each stage holds (overrides the estimate);
     `ep` the expert-parallel size (whole experts over `ep` GPUs: tp x dp with
-    --enable-expert-parallel). `check=False` returns a budget at or below zero instead of
+    --enable-expert-parallel), `dp` the data-parallel ranks (their process groups' NCCL
+    communicators count before 0.11). `check=False` returns a budget at or below zero instead of
     raising (vLLM logs such a value before it refuses to start)."""
     from kvplan.engines import vllm as engine
     from kvplan.engines import vllm_profile as vp
@@ -396,7 +397,9 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                                    last_stage=i == pp - 1,
                                    flashinfer_sampler=flashinfer_sampler).peak_bytes
                 for i in range(pp)]
-    non_torch = vp.non_torch_bytes(ver, tp, pp) if non_torch_bytes is None else non_torch_bytes
+    data_parallel = max(dp, ep // tp)
+    non_torch = vp.non_torch_bytes(ver, tp, pp, data_parallel, bool(spec.num_experts)) \
+        if non_torch_bytes is None else non_torch_bytes
     if ver < vp.CUDAGRAPH_ESTIMATE or enforce_eager:
         graphs = 0  # captured after the KV cache, inside 1 - gpu_memory_utilization
     elif cudagraph_bytes is not None:

@@ -270,8 +270,13 @@ def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ..
 
 # --- 3. non-torch memory ------------------------------------------------------------------
 
-def non_torch_bytes(version: tuple[int, ...], tp: int = 1, pp: int = 1) -> int:
-    """CUDA memory outside torch's pool that the version counts against the KV budget."""
+def non_torch_bytes(version: tuple[int, ...], tp: int = 1, pp: int = 1, dp: int = 1,
+                    moe: bool = False) -> int:
+    """CUDA memory outside torch's pool that the version counts against the KV budget. Before
+    0.11 every process group of more than one rank that `initialize_model_parallel` builds
+    holds a pynccl communicator, warmed up by an all-reduce at creation (so its buffers are
+    allocated): TP (plus the custom all-reduce's IPC buffer), PP, and in V1 DP and -- for MoE
+    models -- EP, which spans the DP x TP ranks (`distributed/parallel_state.py`)."""
     counted = KERNELS_BYTES
     if version < V0_INCREASE or V1_DEFAULT <= version < INIT_SNAPSHOT:
         counted += CUDA_CONTEXT_BYTES  # absolute: mem_get_info used - torch allocated
@@ -279,6 +284,10 @@ def non_torch_bytes(version: tuple[int, ...], tp: int = 1, pp: int = 1) -> int:
         if tp > 1:
             counted += NCCL_COMMUNICATOR_BYTES + CUSTOM_ALLREDUCE_BYTES
         if pp > 1:
+            counted += NCCL_COMMUNICATOR_BYTES
+        if is_v1(version) and dp > 1:
+            counted += NCCL_COMMUNICATOR_BYTES
+        if is_v1(version) and moe and tp * dp > 1:
             counted += NCCL_COMMUNICATOR_BYTES
     if tp > 1 and not is_v1(version):
         # V0 gathers the logits to the driver with torch.distributed.gather on the TP device
