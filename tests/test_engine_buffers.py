@@ -173,6 +173,21 @@ def test_plan_subtracts_the_compute_buffers():
         assert cap.pool.constraints[0].capacity == cells
 
 
+def test_two_gpus_hold_half_the_kv_cache_each():
+    from kvplan.planning.plan import capacity
+
+    dep = Deployment(resolve("llama-3.1-8b"), engine="llamacpp", max_model_len=73728, tp=2,
+                     gpu_name="RTX 4090", gpu_memory_bytes=RTX4090)
+    cap = capacity(dep)
+    rows = dict(cap.engine.memory_rows(cap))
+    assert rows["- KV cache"] == 73728 * 131072 // 2  # 32 layers, 16 on each GPU
+    assert cap.pool.constraints[0].capacity == 73728  # fits on two cards, not on one
+    one = capacity(Deployment(resolve("llama-3.1-8b"), engine="llamacpp", max_model_len=73728,
+                              gpu_name="RTX 4090", gpu_memory_bytes=RTX4090))
+    assert LLAMA8B_BF16 + 73728 * 131072 + COMPUTE_FA > RTX4090
+    assert one.pool.constraints[0].capacity == 0
+
+
 def _json(*args: str) -> dict[str, Any]:
     result = CliRunner().invoke(app, list(args), env={"COLUMNS": "100"})
     assert result.exit_code in (0, 1), result.output

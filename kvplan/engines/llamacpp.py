@@ -275,6 +275,12 @@ def profile(spec: ModelSpec, config: LlamacppConfig) -> LlamacppProfile:
 
 # --- the engine plugin ---------------------------------------------------------------------
 
+def kv_per_gpu(prof: LlamacppProfile, dep: Deployment) -> int:
+    """KV bytes on one GPU: with several GPUs llama.cpp splits the layers (-sm layer, the
+    default) and each layer's cache lives with it; kvplan splits evenly (equal GPUs)."""
+    return cdiv(prof.total_bytes, max(1, dep.tp * dep.pp))
+
+
 def _cache_type_of(kv_dtype: str) -> str:
     """kvplan's KV dtype -> a ggml cache type (auto and 16-bit formats: f16, the default)."""
     return "f16" if kv_dtype in ("auto", "fp16", "bf16") else kv_dtype
@@ -395,8 +401,14 @@ class LlamacppEngine(BaseEngine):
             notes.append("compute buffers not estimated (the model's hidden size, vocabulary "
                          "or heads are unknown); the fit check counts weights and KV only")
         memory = dep.gpu_memory_bytes
-        if memory is not None and weights + prof.total_bytes + compute > memory:
-            notes.append(f"weights ({weights:,} bytes) + KV ({prof.total_bytes:,} bytes) + "
+        kv_bytes = kv_per_gpu(prof, dep)
+        if dep.tp * dep.pp > 1:
+            notes.append(f"layer split over {dep.tp * dep.pp} GPUs (-sm layer): each holds "
+                         f"its layers' KV cache, about {kv_bytes:,} bytes (an even split), and "
+                         "a compute buffer of the size above (pipeline-parallel copies not "
+                         "counted)")
+        if memory is not None and weights + kv_bytes + compute > memory:
+            notes.append(f"weights ({weights:,} bytes) + KV ({kv_bytes:,} bytes) + "
                          f"compute buffers ({compute:,} bytes) do not fit in {memory:,} bytes: "
                          "offload layers (-ngl), shrink --ctx or -ub")
             pool = replace(pool, constraints=(replace(pool.constraints[0], capacity=0),))
@@ -423,11 +435,12 @@ class LlamacppEngine(BaseEngine):
         if memory is None:
             return None
         compute = p.compute.gpu_bytes if p.compute is not None else 0
+        kv = kv_per_gpu(p, cap.deployment)
         return [("GPU memory (reported)", memory),
                 ("- weights", cap.weights_per_gpu_bytes),
-                ("- KV cache", p.total_bytes),
+                ("- KV cache", kv),
                 ("- compute buffers", compute),
-                ("= left", memory - cap.weights_per_gpu_bytes - p.total_bytes - compute)]
+                ("= left", memory - cap.weights_per_gpu_bytes - kv - compute)]
 
     def log_lines(self, cap: Capacity) -> list[str]:
         p: LlamacppProfile = cap.engine_profile
