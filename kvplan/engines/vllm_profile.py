@@ -34,10 +34,12 @@ it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8
      scratch is one vocabulary row per SM), so one sampler pass holds the model-dtype logits
      (2), their fp32 copy (4), the softmax probabilities (4) and the exponential noise the
      random sample divides by (4, `topk_topp_sampler.py::random_sample`): 14 bytes. From 0.26
-     `_dummy_sampler_run` "also warms forward_native" with a second pass while the first
-     pass's tensors are still held: 2 x 14 = 28 bytes (the 0.26 RTX 4080 log: 1.04 GiB over
-     256 x 152,064 logits, 28.3 B/logit; the 0.21 RTX A5000 log of LMCache#3430 leaves at
-     most 0.78 GiB of activations for 256 x 151,936 logits, under 20 B/logit). With the
+     `_dummy_sampler_run` "also warms forward_native" with a second pass; the 0.26 RTX 4080
+     log shows 28.3 B/logit (1.04 GiB over 256 x 152,064 logits), which kvplan takes as two
+     passes' tensors held at once, 2 x 14 -- inferred from that log, not traced allocation by
+     allocation (0.33's source frees the first pass before the second). The 0.21 RTX A5000
+     log of LMCache#3430 leaves at most 0.78 GiB of activations for 256 x 151,936 logits,
+     under 20 B/logit, as one pass predicts. With the
      FlashInfer sampler (V1 up to 0.11 whenever flashinfer is installed, as in the
      vllm/vllm-openai image; opt-in later) only the logits and their fp32 copy remain
      (6 B/logit).
