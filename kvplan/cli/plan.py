@@ -5,7 +5,10 @@ questions), and renders the View that kvplan.output.plan builds from the results
 Exit codes: 1 when a stated target is not met, 2 for bad input.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: typer reads each command's signature four
+# times as it starts (inspect.signature(eval_str=True) and get_type_hints, twice), and an
+# annotation kept as a string is compiled at every read (~3 ms of `plan`'s start-up for its
+# ~50 options). Names imported only for type checking are quoted instead.
 
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated, Any
@@ -327,7 +330,7 @@ class _Question:
         self.shared_prefix, self.samples, self.find_gpus, self.host = (
             shared_prefix, samples, find_gpus, host)
 
-    def target(self) -> Target:
+    def target(self) -> "Target":
         from kvplan.planning.plan import Target
 
         workload = None
@@ -337,7 +340,7 @@ class _Question:
             workload = parse_workload(self.requests, self.shared_prefix, self.samples)
         return Target(self.context, self.concurrency, workload)
 
-    def answer(self, d: Deployed) -> tuple[View, bool | None]:
+    def answer(self, d: "Deployed") -> "tuple[View, bool | None]":
         from kvplan.api import Deployed
         from kvplan.output.plan import layout_table, name_value_table, plan_view
         from kvplan.planning import plan as core
@@ -388,7 +391,7 @@ class _Question:
                 "kv_dtype_that_fits": tips.kv_dtype_that_fits}))
         return plan_view(cap, answer, met, extra, warnings), met
 
-    def _ask(self, d: Deployed, target: Target, extra: list[Table]
+    def _ask(self, d: "Deployed", target: "Target", extra: "list[Table]"
              ) -> tuple[dict[str, Any], bool | None]:
         from kvplan.output.plan import name_value_table, uses_table
         from kvplan.planning import plan as core
