@@ -195,7 +195,7 @@ def compute_buffers(spec: ModelSpec, n_kv: int, config: LlamacppConfig) -> Compu
 
     The host buffer holds the graph inputs that stay on the CPU: the token embeddings'
     output (the input embedding table lives on the CPU, so `get_rows` runs there, E) and the
-    f32 mask. Checked against real logs in docs/engine-accuracy.md (exact for 6 of 8 GPU
+    f32 mask. Checked against real logs in docs/engine-accuracy.md (exact for 7 of 9 GPU
     buffers; ggml-alloc's placement can add a freed hole under the logits, -3% and -13% on
     the other two). Not modelled: partial offload (-ngl), pipeline-parallel copies across
     several GPUs (each GPU is given the whole largest phase), recurrent layers' scan buffers.
