@@ -335,3 +335,43 @@ def test_kimi_k3_moonvit_by_hand():
                 + 4096 * 4096 + 7168 * 4096 + 7168)    # patch merger + its post-norm
     inv = inventory(LIB["kimi-k3"])
     assert sum(t.num_params for t in inv.tensors if t.place == "vision") == expected
+
+
+# --- DeepSeek-V4-Flash: compressed attention, hyper-connections, hash routing, FP4 experts ---
+
+def test_deepseek_v4_flash_matches_its_safetensors_headers():
+    """The inventory from config.json alone (quantization_config's FP8 128 x 128 with e8m0
+    scales, expert_dtype fp4) against the per-dtype bytes of the 46 safetensors headers the
+    YAML's checkpoint.source cites (158,069,433,298 values, 148.65 GiB), MTP layer included."""
+    spec = LIB["deepseek-v4-flash"]
+    inv = inventory(spec, spec.quantization)
+    assert inv.bytes_by_dtype() == dict(spec.checkpoint.bytes_by_dtype)
+    assert sum(inv.elements_by_dtype().values()) == 158_069_433_298
+    fixture = load_config_file(CONFIGS / "families" / "deepseek-ai--DeepSeek-V4-Flash.json")
+    assert inventory(fixture, fixture.quantization).bytes_by_dtype() == inv.bytes_by_dtype()
+
+
+def test_deepseek_v4_flash_small_dtypes_by_hand():
+    """From the listing: int64 hash tables on the first 3 layers (vocab x top-6); fp32 per
+    layer (43 + 1 MTP) the attention sinks (64) and two hyper-connection mixes (24 + 24 x
+    16384 + 3), per compressor its position table (ratio 4: 4 x 1024 and the indexer's 4 x 256,
+    21 layers; ratio 128: 128 x 512, 20 layers), the routers' biases (40 + 1 MTP layers of
+    256) and the two hyper-connection heads (4 + 4 x 16384 + 1)."""
+    by = inventory(LIB["deepseek-v4-flash"]).elements_by_dtype()
+    assert by["I64"] == 3 * 129280 * 6
+    f32 = (44 * (64 + 2 * (24 + 24 * 16384 + 3))
+           + 21 * (4 * 1024 + 4 * 256) + 20 * 128 * 512
+           + 41 * 256 + 2 * (4 + 4 * 16384 + 1))
+    assert by["F32"] == f32 == 144_672_072 // 4
+
+
+def test_deepseek_v4_flash_experts_are_fp4_and_the_rest_fp8():
+    spec = LIB["deepseek-v4-flash"]
+    by = inventory(spec, spec.quantization).bytes_by_dtype()
+    # 44 layers x 256 experts x (w1, w3: 2048 x 4096; w2: 4096 x 2048), two values a byte
+    assert by["I8"] == 44 * 256 * 3 * 2048 * 4096 // 2
+    # per layer fp8: wq_a 1024 x 4096, wq_b 32768 x 1024, wkv 512 x 4096, wo_a 8192 x 4096,
+    # wo_b 4096 x 8192, shared experts 3 x 2048 x 4096; indexer wq_b 8192 x 1024 on 21
+    # layers; the MTP layer's e_proj and h_proj 4096 x 4096
+    layer = (1024 * 4096 + 32768 * 1024 + 512 * 4096 + 2 * 8192 * 4096 + 3 * 2048 * 4096)
+    assert by["F8_E4M3"] == 44 * layer + 21 * 8192 * 1024 + 2 * 4096 * 4096

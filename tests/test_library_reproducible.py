@@ -47,7 +47,7 @@ def test_config_reproduces_library_layers(spec, path):
     assert load_config_file(path).layers == spec.layers
 
 
-SHAPES = (*SHAPE_INTS, *SHAPE_BOOLS, "ssm", "blocks", "vision")
+SHAPES = (*SHAPE_INTS, *SHAPE_BOOLS, "ssm", "blocks", "vision", "expert_quantization")
 
 
 @pytest.mark.parametrize(("spec", "path"), PAIRS)

@@ -55,7 +55,7 @@ ELEMENT_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E8M0": 1, "U8"
 MODEL_DTYPE_NAMES = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}
 
 LAYOUTS = ("none", "fp8", "fp8-ct", "int8-ct", "int-packed", "nvfp4-ct", "mxfp4-ct", "awq", "gptq",
-           "mxfp4", "nvfp4", "fp8-modelopt", "bnb-4bit", "bnb-8bit")
+           "mxfp4", "nvfp4", "fp8-modelopt", "bnb-4bit", "bnb-8bit", "fp4-e8m0")
 
 
 @record
@@ -178,6 +178,10 @@ def linear_tensors(q: Quantization, out_features: int, in_features: int, model_d
                 StoredTensor("qzeros", (groups, cdiv(o, per_int)), "I32"),
                 StoredTensor("scales", (groups, o), sd),
                 StoredTensor("g_idx", (i,), "I32"))
+    if layout == "fp4-e8m0":  # DeepSeek-V4 experts: two e2m1 a byte (int8), e8m0 per 32
+        g = q.group_size or 32
+        return (StoredTensor("weight", (o, cdiv(i, 2)), "I8"),
+                StoredTensor("scale", (o, cdiv(i, g)), "F8_E8M0"))
     if layout == "mxfp4":
         return (StoredTensor("blocks", (o, cdiv(i, 32), 16), "U8"),
                 StoredTensor("scales", (o, cdiv(i, 32)), "U8"))

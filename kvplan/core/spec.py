@@ -171,6 +171,15 @@ class ModelSpec:
     # (Kimi-K3 routed_expert_hidden_size) and, when moe_latent_norm, a norm on the latent
     moe_latent_size: int | None = None
     moe_latent_norm: bool | None = None
+    # DeepSeek-V4: hyper-connections (hc_mult residual streams, hc_* mixing tensors per
+    # sub-layer and at the head), a grouped low-rank output projection (o_groups x
+    # o_lora_rank), hash routing on the first num_hash_layers layers (a token -> experts
+    # table instead of the router's bias), and the routed experts' own format (expert_dtype)
+    hyper_connections: int | None = None
+    o_groups: int | None = None
+    o_lora_rank: int | None = None
+    num_hash_layers: int | None = None
+    expert_quantization: Quantization | None = None
     # --- the checkpoint ------------------------------------------------------------------
     quantization: Quantization = NONE  # its weight format (config.json quantization_config)
     checkpoint: Checkpoint | None = None  # its published bytes, when known

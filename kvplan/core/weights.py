@@ -27,7 +27,13 @@ from typing import Any
 
 from kvplan.core.dtypes import cdiv
 from kvplan.core.errors import BadInputError
-from kvplan.core.layers import MLA, CrossAttention, RecurrentState, SlidingWindow
+from kvplan.core.layers import (
+    MLA,
+    CompressedAttention,
+    CrossAttention,
+    RecurrentState,
+    SlidingWindow,
+)
 from kvplan.core.quant import (
     ELEMENT_BYTES,
     MODEL_DTYPE_NAMES,
@@ -55,6 +61,8 @@ SUPPORTED_FAMILIES = {
     "mllama", "mllama_text_model",
     # Kimi-K3: Kimi Delta Attention + MLA with output gates, attention residuals, latent MoE
     "kimi_linear",
+    # DeepSeek-V4: compressed attention, hyper-connections, hash routing, FP4 experts
+    "deepseek_v4",
 }
 MLLAMA = {"mllama", "mllama_text_model"}
 # GPT-2's layout: learned positions, fused qkv (c_attn), LayerNorms and linears with biases, a
@@ -234,6 +242,11 @@ class _Builder:
         for k in range(s.num_nextn_predict_layers or 0):
             self.mtp(s.num_layers + k, rows_per_rank)
         self.norm("model.norm", hidden, None, "final")
+        if s.hyper_connections:  # the head's hyper-connection mix (hc_head_*), fp32
+            hc = s.hyper_connections
+            self.plain("hc_head_base", (hc,), None, "final", "F32")
+            self.plain("hc_head_fn", (hc, hc * hidden), None, "final", "F32")
+            self.plain("hc_head_scale", (1,), None, "final", "F32")
         if s.attention_residuals:
             self.plain("model.output_attn_res_norm.weight", (hidden,), None, "final")
             self.plain("model.output_attn_res_proj.weight", (1, hidden), None, "final")
@@ -348,6 +361,9 @@ class _Builder:
         if s.blocks is not None or s.ssm is not None:
             self.block_layer(i, p, place, self.block(i))
             return
+        if fam == "deepseek_v4":
+            self.v4_layer(i, p, place)
+            return
         if isinstance(layer, RecurrentState):
             raise BadInputError(f"{s.name}: layer {i} is a recurrent mixer; the weight "
                                 "inventory does not model it")
@@ -369,6 +385,74 @@ class _Builder:
         else:
             self.attention(i, p, place)
         self.mlp(i, p, place)
+
+    def v4_layer(self, i: int, p: str, place: str) -> None:
+        """A DeepSeek-V4 layer as its checkpoint stores it: attn_norm / ffn_norm, the
+        hyper-connection mixes of both sub-layers (fp32), compressed attention and the MoE.
+        The MTP layer (i past the last layer) uses the window-only attention its
+        compress_ratios entry gives (0)."""
+        s = self.spec
+        hidden = _need(s, "hidden_size")
+        self.norm(f"{p}.attn_norm", hidden, i, place)
+        self.norm(f"{p}.ffn_norm", hidden, i, place)
+        hc = s.hyper_connections or 0
+        if hc:
+            mix = (2 + hc) * hc  # pre, post and the hc x hc residual mix
+            for n in ("attn", "ffn"):
+                self.plain(f"{p}.hc_{n}_base", (mix,), i, place, "F32")
+                self.plain(f"{p}.hc_{n}_fn", (mix, hc * hidden), i, place, "F32")
+                self.plain(f"{p}.hc_{n}_scale", (3,), i, place, "F32")
+        if i < s.num_layers:
+            layer = s.layers[i]
+        else:
+            layer = next(x for x in s.layers
+                         if isinstance(x, CompressedAttention) and x.compress_ratio <= 1)
+        if not isinstance(layer, CompressedAttention):
+            raise BadInputError(f"{s.name}: layer {i} is not compressed attention")
+        self.v4_attention(i, p, place, layer)
+        self.moe(i, p, place)
+
+    def v4_attention(self, i: int, p: str, place: str, layer: CompressedAttention) -> None:
+        """DeepSeek-V4 attention: low-rank queries (wq_a, q_norm, wq_b), one shared K=V head
+        (wkv, kv_norm), per-head attention sinks (fp32), a grouped low-rank output (wo_a:
+        o_groups x o_lora_rank from each group's heads, wo_b back to hidden); a compressor
+        where compress_ratio > 1 (wkv / wgate in the model dtype, a learned position table
+        `ape` in fp32, ratio 4 overlapping two windows, so twice the width) and, on the
+        ratio-4 layers, the indexer (its own compressor, weights_proj, wq_b)."""
+        s = self.spec
+        hidden, heads = _need(s, "hidden_size"), _need(s, "num_attention_heads")
+        q_rank, hd = _need(s, "q_lora_rank"), layer.head_dim
+        groups, o_rank = _need(s, "o_groups"), _need(s, "o_lora_rank")
+        a = f"{p}.attn"
+        self.plain(f"{a}.attn_sink", (heads,), i, place, "F32")
+        self.linear(f"{a}.wq_a", q_rank, hidden, i, place, "replicated", kind="attn")
+        self.plain(f"{a}.q_norm.weight", (q_rank,), i, place)
+        self.linear(f"{a}.wq_b", heads * hd, q_rank, i, place, "column", kind="attn")
+        self.linear(f"{a}.wkv", hd, hidden, i, place, "replicated", kind="attn")
+        self.plain(f"{a}.kv_norm.weight", (hd,), i, place)
+        self.linear(f"{a}.wo_a", groups * o_rank, heads * hd // groups, i, place, "column",
+                    kind="attn")
+        self.linear(f"{a}.wo_b", hidden, groups * o_rank, i, place, "row", kind="attn")
+        ratio = layer.compress_ratio
+        if ratio <= 1:
+            return
+
+        def compressor(c: str, width: int, norm: int) -> None:
+            self.plain(f"{c}.ape", (ratio, width), i, place, "F32")
+            for n in ("wkv", "wgate"):
+                self.linear(f"{c}.{n}", width, hidden, i, place, "replicated", kind="attn",
+                            quantizable=False)
+            self.plain(f"{c}.norm.weight", (norm,), i, place)
+
+        overlap = 2 if ratio == 4 else 1
+        compressor(f"{a}.compressor", overlap * hd, hd)
+        if layer.index_head_dim:
+            d, n = layer.index_head_dim, _need(s, "index_n_heads")
+            compressor(f"{a}.indexer.compressor", overlap * d, d)
+            self.linear(f"{a}.indexer.weights_proj", n, hidden, i, place, "replicated",
+                        kind="router", quantizable=False)
+            self.linear(f"{a}.indexer.wq_b", n * d, q_rank, i, place, "replicated",
+                        kind="attn")
 
     def block(self, i: int) -> Block:
         """Layer i's sub-layers: ModelSpec.blocks, else its cache kind's mixer (a state layer:
@@ -667,7 +751,12 @@ class _Builder:
         # the router is replicated and never quantized (vLLM builds it without quant_config)
         self.linear(f"{p}.{router}", experts, hidden, i, place, "replicated", bias, "router",
                     quantizable=False)
-        if s.routing_bias:
+        if s.num_hash_layers and i < s.num_hash_layers:
+            # DeepSeek-V4 hash routing: a token id -> top-k experts table (int64), no bias
+            self.plain(f"{p}.mlp.gate.tid2eid", (_need(s, "vocab_size"),
+                                                 _need(s, "num_experts_per_token")),
+                       i, place, "I64")
+        elif s.routing_bias:
             # noaux_tc routing: a per-expert score correction bias, kept in fp32
             self.plain(f"{p}.mlp.gate.e_score_correction_bias", (experts,), i, place, "F32")
         load = self.expert_load or ExpertLoad()
@@ -695,8 +784,11 @@ class _Builder:
         w_local = cdiv(w_local, load.width_align) * load.width_align
         ex = f"{p}.mlp.experts"
         first = len(self.out)
-        saved_tp = self.tp
+        saved_tp, saved_q = self.tp, self.q
         self.tp = 1  # shapes below are already per rank
+        if s.expert_quantization is not None and self.q == s.quantization:
+            # the checkpoint's own format: its experts have theirs (DeepSeek-V4 fp4)
+            self.q = s.expert_quantization
         try:
             if fam not in UNGATED_MLP:
                 self.linear(f"{ex}.gate_proj", w_local, hid_in, i, place, "replicated", bias,
@@ -706,7 +798,7 @@ class _Builder:
             self.linear(f"{ex}.down_proj", hid_in, w_local, i, place, "replicated", bias,
                         "expert", count)
         finally:
-            self.tp = saved_tp
+            self.tp, self.q = saved_tp, saved_q
         if load != ExpertLoad():
             extra = []
             for k in range(first, len(self.out)):
@@ -733,6 +825,23 @@ class _Builder:
         embedding, two norms, the 2H -> H projection and a shared head (norm + LM head);
         the projection, norms, embedding and head in the model dtype."""
         hidden = _need(self.spec, "hidden_size")
+        if self.family == "deepseek_v4":
+            # DeepSeek-V4's mtp.k: a full layer, the embedding and hidden projections e_proj /
+            # h_proj (quantized like the layer) with their norms, its own norm and
+            # hyper-connection head; it shares the model's embedding and head
+            p = f"mtp.{i - self.spec.num_layers}"
+            self.layer(i, p, "mtp")
+            self.out[:] = [t if t.layer != i else replace(t, place="mtp") for t in self.out]
+            for n in ("e_proj", "h_proj"):
+                self.linear(f"{p}.{n}", hidden, hidden, i, "mtp", "replicated", kind="attn")
+            for n in ("enorm", "hnorm", "norm"):
+                self.plain(f"{p}.{n}.weight", (hidden,), i, "mtp")
+            hc = self.spec.hyper_connections or 0
+            if hc:
+                self.plain(f"{p}.hc_head_base", (hc,), i, "mtp", "F32")
+                self.plain(f"{p}.hc_head_fn", (hc, hc * hidden), i, "mtp", "F32")
+                self.plain(f"{p}.hc_head_scale", (1,), i, "mtp", "F32")
+            return
         if self.family == "qwen3_next":
             # Qwen3-Next's mtp.*: fc (2H -> H), two pre-fc norms, one decoder layer (gated
             # attention + MoE) and a final norm; it shares the model's embedding and LM head

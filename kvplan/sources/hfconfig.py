@@ -44,7 +44,7 @@ from kvplan.core.layers import (
 from kvplan.core.spec import Block, ModelSpec, Source, SSMShapes, VisionTower
 from kvplan.sources import hfarch
 from kvplan.sources.fields import Fields
-from kvplan.sources.quant import quantization_from_config
+from kvplan.sources.quant import expert_quantization, quantization_from_config
 from kvplan.sources.reader import parse_json, read_bytes
 
 # No real model comes near these; they stop absurd numbers from building huge layer lists
@@ -395,6 +395,16 @@ def shapes(reader: _Reader) -> dict[str, Any]:
     elif mt == "qwen2":  # Qwen2Attention: q/k/v carry biases, o does not; no config field
         out["attention_bias"] = True
     out["num_nextn_predict_layers"] = _opt_int(cfg, "num_nextn_predict_layers")
+    if mt == "deepseek_v4":
+        # DeepSeek-V4: low-rank queries, a grouped low-rank output, hyper-connections, hash
+        # routing on the first layers, the experts' own format (expert_dtype)
+        out["q_lora_rank"] = _opt_int(cfg, "q_lora_rank", minimum=1)
+        out["index_n_heads"] = _opt_int(cfg, "index_n_heads", minimum=1)
+        out["hyper_connections"] = _opt_int(cfg, "hc_mult", minimum=1)
+        out["o_groups"] = _opt_int(cfg, "o_groups", minimum=1)
+        out["o_lora_rank"] = _opt_int(cfg, "o_lora_rank", minimum=1)
+        out["num_hash_layers"] = _opt_int(cfg, "num_hash_layers")
+        out["expert_quantization"] = expert_quantization(cfg.raw.get("expert_dtype"))
     if mt == "nemotron_h" and experts:
         out["routing_bias"] = True  # NemotronHTopkRouter (DeepseekV3TopkRouter): always one
     out["ssm"] = _ssm_shapes(cfg, mt, out["hidden_size"])

@@ -134,10 +134,12 @@ def _fp8(f: Fields, method: str) -> Quantization:
                            for b in block)):
             raise f.error("weight_block_size", f"must be two positive whole numbers, got "
                           f"{block!r}")
+        # scale_fmt "ue8m0" (DeepSeek-V4): the block scales are stored as e8m0 exponents
+        e8m0 = f.raw.get("scale_fmt") == "ue8m0"
         return Quantization(method, "fp8", 8, block=(block[0], block[1]), skip=skip,
-                            static_input_scale=static,
-                            description=f"FP8 e4m3, one fp32 scale per {block[0]}x{block[1]} "
-                                        "block")
+                            static_input_scale=static, scale_dtype="F8_E8M0" if e8m0 else None,
+                            description=f"FP8 e4m3, one {'e8m0' if e8m0 else 'fp32'} scale per "
+                                        f"{block[0]}x{block[1]} block")
     return Quantization(method, "fp8", 8, per_tensor=True, skip=skip, static_input_scale=static,
                         description="FP8 e4m3, one fp32 scale per tensor")
 
@@ -241,3 +243,15 @@ def _bnb(f: Fields) -> Quantization:
                             + (", double quantization" if double else ""))
     return Quantization("bitsandbytes", "bnb-8bit", 8, skip=skip,
                         description="bitsandbytes LLM.int8: int8 weights, fp32 row scales")
+
+
+def expert_quantization(expert_dtype: object) -> Quantization | None:
+    """DeepSeek-V4's `expert_dtype` (a top-level config key beside quantization_config): "fp4"
+    stores the routed experts as e2m1 values packed two per int8 with one e8m0 scale per 32
+    (the released checkpoint's experts.*.w1/w2/w3 weight I8 and scale F8_E8M0); None for any
+    other value (the experts then follow quantization_config)."""
+    if expert_dtype != "fp4":
+        return None
+    return Quantization("fp4", "fp4-e8m0", 4, group_size=32, only=("expert",),
+                        description="FP4 experts (e2m1 packed two per int8, one e8m0 scale per "
+                                    "32 values)")

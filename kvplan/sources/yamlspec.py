@@ -39,7 +39,8 @@ SHAPE_INTS = ("hidden_size", "vocab_size", "intermediate_size", "num_experts",
               "num_experts_per_token", "moe_intermediate_size", "num_shared_experts",
               "shared_expert_intermediate_size", "first_dense_layers", "moe_layer_step",
               "q_lora_rank", "qk_nope_head_dim", "mla_v_head_dim", "index_n_heads",
-              "num_nextn_predict_layers", "moe_latent_size")
+              "num_nextn_predict_layers", "moe_latent_size", "hyper_connections", "o_groups",
+              "o_lora_rank", "num_hash_layers")
 SHAPE_BOOLS = ("tie_word_embeddings", "attention_bias", "routing_bias", "mla_output_gate",
                "attention_residuals", "moe_latent_norm")
 # fields that may be 0 (no shared experts, no dense layers, no MTP layer)
@@ -104,7 +105,8 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
     shapes: dict[str, Any] = {}
     if top.has("shapes"):
         sh = top.sub("shapes")
-        sh.check_known(set(SHAPE_INTS) | set(SHAPE_BOOLS) | {"ssm", "blocks", "vision"})
+        sh.check_known(set(SHAPE_INTS) | set(SHAPE_BOOLS)
+                       | {"ssm", "blocks", "vision", "expert_dtype"})
         for key in SHAPE_INTS:
             shapes[key] = sh.int(key, None, minimum=0 if key in _SHAPE_ZERO_OK else 1)
         for key in SHAPE_BOOLS:
@@ -112,6 +114,13 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
                 shapes[key] = sh.bool(key, False)
         if sh.has("ssm"):
             shapes["ssm"] = _read_ssm(sh.sub("ssm"))
+        if sh.has("expert_dtype"):
+            from kvplan.sources.quant import expert_quantization
+
+            value = sh.str("expert_dtype")
+            shapes["expert_quantization"] = expert_quantization(value)
+            if shapes["expert_quantization"] is None:
+                raise sh.error("expert_dtype", f"is {value!r}; kvplan knows fp4 (DeepSeek-V4)")
         if sh.has("vision"):
             shapes["vision"] = _read_vision(sh.sub("vision"))
         if sh.has("blocks"):
@@ -397,6 +406,8 @@ def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
                          if not (k in ("num_heads", "n_groups", "dt_rank") and v == 0)}
     if spec.blocks is not None:
         shapes["blocks"] = format_blocks(spec.blocks)
+    if spec.expert_quantization is not None:
+        shapes["expert_dtype"] = spec.expert_quantization.method
     if spec.vision is not None:
         shapes["vision"] = {k: v for k, v in vars(spec.vision).items()
                             if v or k in ("kind", *_VISION_REQUIRED)}
