@@ -188,12 +188,12 @@ def test_fewest_gpus():
                           max_model_len=32768)
     small = plan.fewest_gpus(dep, plan.Target(context_tokens=32768, concurrency=8))
     assert small.best is not None and (small.best.tp, small.best.pp) == (4, 1)
-    # 1 GPU cannot hold the weights; 2 leave 3.3 GiB (no 32k request); 4 hold 13-14 requests
+    # 1 GPU cannot hold the weights; 2 leave 3.3 GiB (no 32k request); 4 hold 14 requests
     assert [o.meets_target for o in small.options] == [False, False, False, True, True, True]
     assert small.options[0].error.startswith("no memory is left")
     fits = {(o.tp, o.pp): o.max_requests for o in small.options[1:]}
     assert fits == {layout: _llama70b_h100_requests_at_32k(*layout) for layout in fits} == {
-        (2, 1): 0, (1, 2): 0, (4, 1): 14, (2, 2): 14, (1, 4): 13}
+        (2, 1): 0, (1, 2): 0, (4, 1): 14, (2, 2): 14, (1, 4): 14}
     big = plan.fewest_gpus(dep, plan.Target(context_tokens=32768, concurrency=32))
     assert big.best is not None and (big.best.tp, big.best.pp) == (8, 1)
     assert {o.num_gpus for o in big.options} == {1, 2, 4, 8}  # powers of two by default
@@ -202,7 +202,7 @@ def test_fewest_gpus():
     assert every.best is not None and (every.best.tp, every.best.pp) == (1, 7)
     by_layout = {(o.tp, o.pp): o.max_requests for o in every.options if o.num_gpus in (5, 6, 7)}
     hand = {layout: _llama70b_h100_requests_at_32k(*layout) for layout in by_layout}
-    assert by_layout == hand == {(1, 5): 20, (2, 3): 28, (1, 6): 27, (1, 7): 34}  # 5, 6 < 32
+    assert by_layout == hand == {(1, 5): 21, (2, 3): 28, (1, 6): 27, (1, 7): 34}  # 5, 6 < 32
     impossible = plan.fewest_gpus(dep, plan.Target(context_tokens=32768, concurrency=10**6),
                                   max_gpus=2)
     assert impossible.best is None
@@ -214,7 +214,7 @@ def _llama70b_h100_requests_at_32k(tp: int, pp: int) -> int:
     embeddings on the first stage, LM head on the last): ceil(total x 0.92) - weights / TP -
     activations - 64 MiB of kernels - the CUDA-graph estimate. Activations = 8,192 tokens x
     (3 x 28,672 / TP + 3 x 8,192) x 2 B, or on the last stage the sampler's 1,024 seqs x
-    128,256 vocab x 28 B (two Triton passes) + the 8,192 tokens' hidden states when larger.
+    128,256 vocab x 14 B (one Triton pass) + the 8,192 tokens' hidden states when larger.
     Graphs (1,024 seqs: 51 piecewise + 51 full) = twice the 512-token forward + 100 later
     graphs x the stage's layers x 156 KiB. Blocks = the smallest stage's budget // (16 tokens x
     its layers x K+V x 8/TP heads x 128 x 2 B), less the null block, // 2,048 blocks per 32k
@@ -231,7 +231,7 @@ def _llama70b_h100_requests_at_32k(tp: int, pp: int) -> int:
         weights = (layer_bytes * n // 80 + embedding * (i == 0) + embedding * (i == pp - 1)) // tp
         act = 8192 * per_token
         if i == pp - 1:
-            act = max(act, 1024 * vocab * 28 + 8192 * hidden * 2)
+            act = max(act, 1024 * vocab * 14 + 8192 * hidden * 2)
         budget = int(math.ceil(85028896768 * 0.92) - (weights + act + 64 * 2**20) - graphs)
         blocks.append(budget // (16 * n * 2 * (8 // tp) * 128 * 2))
     return (min(blocks) - 1) // 2048
@@ -342,10 +342,13 @@ def test_cli_estimated_budget_with_gpu_and_decode_floor():
     doc = json.loads(res.stdout)
     assert doc["budget"]["method"] == "estimated"
     assert doc["budget"]["utilization"] == 0.92  # vLLM 0.33 default
-    # batch 13: (58,022,276,302 B budget // 2 MiB blocks - 1 null block) // 2,048 blocks per
-    # 32k request; the budget as in test_report.test_capacity_rows_follow_the_budget
-    budget = (math.ceil(85_028_896_768 * 0.92) - 8030261248 * 2 - int(1024 * 128256 * 28.69)
-              - int(0.35 * GIB))
+    # batch 13: (budget // 2 MiB blocks - 1 null block) // 2,048 blocks per 32k request; the
+    # budget as in test_report.test_capacity_rows_follow_the_budget: weights, the sampler's one
+    # Triton pass (above the 8,192-token forward), 64 MiB of kernels, the graph estimate
+    sampler = 1024 * 128256 * 14 + 8192 * 4096 * 2
+    graphs = 2 * 512 * (3 * 14336 + 3 * 4096) * 2 + 100 * 32 * 156 * 1024
+    budget = (math.ceil(85_028_896_768 * 0.92) - 8030261248 * 2 - sampler - 64 * 2**20
+              - graphs)
     assert (budget // (16 * 131072) - 1) // 2048 == 13
     assert "Decode floor (memory-bound, batch 13, 32,768 tokens)" in doc["tables"]
     md = invoke("plan", LLAMA8B, "--gpu", "h100", "--count", "2", "-f", "markdown")
@@ -360,17 +363,17 @@ def test_cli_find_gpus():
     assert res.exit_code == 0, res.output
     answer = json.loads(res.stdout)["answer"]
     # vLLM 0.33 budget per GPU (kvplan.engines.vllm_profile's documented model): ceil(24 GiB x
-    # 0.92) - bf16 weights / TP - sampler (256 seqs x 128,256 vocab x 28 B + 2,048 x 4,096 bf16
+    # 0.92) - bf16 weights / TP - sampler (256 seqs x 128,256 vocab x 14 B + 2,048 x 4,096 bf16
     # hidden states; above the 2,048-token forward) - 64 MiB of kernels - CUDA graphs (twice
     # the 512-token forward + 50 more piecewise and 34 more full graphs x 32 layers x 156 KiB)
-    sampler, non_torch = 256 * 128256 * 28 + 2048 * 4096 * 2, 64 * 2**20
+    sampler, non_torch = 256 * 128256 * 14 + 2048 * 4096 * 2, 64 * 2**20
     graphs = {tp: 2 * 512 * (3 * 14336 // tp + 3 * 4096) * 2 + 84 * 32 * 156 * 1024
               for tp in (2, 4)}
     budget = {tp: math.ceil(24 * GIB * 0.92) - 8030261248 * 2 // tp - sampler - non_torch
               - graphs[tp] for tp in (2, 4)}
     # 32k tokens = 2,048 blocks of 16; a block is 16 x 131,072 B / TP; one null block
     fits = {tp: (budget[tp] // (16 * 131072 // tp) - 1) // 2048 for tp in (2, 4)}
-    assert fits == {2: 6, 4: 16}  # 2 GPUs fall short of 16 requests, 4 hold them
+    assert fits == {2: 6, 4: 17}  # 2 GPUs fall short of 16 requests, 4 hold them
     assert (answer["fewest_gpus"], answer["tp"], answer["max_concurrency"]) == (4, 4, fits[4])
     none = invoke("plan", LLAMA8B, "--find-gpus", "--gpu-memory", "24GiB")
     assert none.exit_code == 2 and "needs a target" in none.stderr

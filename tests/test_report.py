@@ -71,13 +71,16 @@ def test_capacity_rows_follow_the_budget():
     # Llama-3.1-8B's 8,030,261,248 parameters in bf16, whatever the KV dtype
     assert bf16.weights_per_gpu_bytes == fp8.weights_per_gpu_bytes == 8030261248 * 2
     # vLLM 0.33 estimate (kvplan.engines.vllm_profile's documented terms): ceil(total x 0.92)
-    # - weights - sampler warm-up (1,024 seqs x 128,256 vocab x 28 B + the 8,192 x 4,096 bf16
-    # hidden states) - 64 MiB non-torch growth - CUDA graphs (the 512-token capture's forward
-    # buffers twice, warm-up and capture, + 50 more piecewise and 50 more full graphs of
-    # 32 layers x 156 KiB each)
+    # - weights - the sampler warm-up's one Triton pass (1,024 seqs x 128,256 vocab x 14 B +
+    # the 8,192 x 4,096 bf16 hidden states; above the 8,192-token forward's (3 x 14,336 +
+    # 3 x 4,096) x 2 B a token) - 64 MiB non-torch growth - CUDA graphs (the 512-token
+    # capture's forward buffers twice, warm-up and capture, + 50 more piecewise and 50 more
+    # full graphs of 32 layers x 156 KiB each)
+    sampler = 1024 * 128256 * 14 + 8192 * 4096 * 2
+    assert sampler > 8192 * (3 * 14336 + 3 * 4096) * 2
     graphs = 2 * 512 * (3 * 14336 + 3 * 4096) * 2 + (50 + 50) * 32 * 156 * 1024
-    budget = (math.ceil(85_028_896_768 * 0.92) - 8030261248 * 2
-              - (1024 * 128256 * 28 + 8192 * 4096 * 2) - 64 * 2**20 - graphs)
+    budget = (math.ceil(85_028_896_768 * 0.92) - 8030261248 * 2 - sampler - 64 * 2**20
+              - graphs)
     assert bf16.kv_budget_bytes == fp8.kv_budget_bytes == budget
     for row, per_block in ((bf16, 16 * LLAMA_TOKEN_BF16), (fp8, 8 * LLAMA_TOKEN_BF16)):
         usable = row.kv_budget_bytes // per_block - 1  # whole blocks of 16, one null block

@@ -33,13 +33,13 @@ it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8
      fp32 logits in place (`topk_topp_triton.py::apply_top_k_top_p_triton`, no sort; its
      scratch is one vocabulary row per SM), so one sampler pass holds the model-dtype logits
      (2), their fp32 copy (4), the softmax probabilities (4) and the exponential noise the
-     random sample divides by (4, `topk_topp_sampler.py::random_sample`): 14 bytes. From 0.26
-     `_dummy_sampler_run` "also warms forward_native" with a second pass; the 0.26 RTX 4080
-     log shows 28.3 B/logit (1.04 GiB over 256 x 152,064 logits), which kvplan takes as two
-     passes' tensors held at once, 2 x 14 -- inferred from that log, not traced allocation by
-     allocation (0.33's source frees the first pass before the second). The 0.21 RTX A5000
-     log of LMCache#3430 leaves at most 0.78 GiB of activations for 256 x 151,936 logits,
-     under 20 B/logit, as one pass predicts. With the
+     random sample divides by (4, `topk_topp_sampler.py::random_sample`): 14 bytes. 0.26's
+     second, `forward_native` warm-up pass in `_dummy_sampler_run` runs after the first has
+     freed its tensors (0.33's source), so the peak stays one pass. The 0.21 RTX A5000 log of
+     LMCache#3430 leaves at most 0.78 GiB of activations for 256 x 151,936 logits (under 20
+     B/logit); the 0.26 RTX 4080 log's "peak activation" of 1.04 GiB includes the 0.48 GiB
+     CUDA-graph estimate (the suggestion line counts the estimate twice, vllm#57983), leaving
+     0.56 GiB: 14.1 B/logit. With the
      FlashInfer sampler (V1 up to 0.11 whenever flashinfer is installed, as in the
      vllm/vllm-openai image; opt-in later) only the logits and their fp32 copy remain
      (6 B/logit).
@@ -102,8 +102,6 @@ SAMPLER_SORT_BYTES_PER_LOGIT = 2 + 4 + (4 + 8) + (8 + 4 + 8)
 SAMPLER_TRITON_BYTES_PER_LOGIT = 2 + 4 + 4 + 4
 SAMPLER_FLASHINFER_BYTES_PER_LOGIT = 2 + 4
 TRITON_TOPK_TOPP = (0, 18)  # topk_topp_sampler.apply_top_k_top_p -> apply_top_k_top_p_triton
-# _dummy_sampler_run warms forward_native with a second pass (two passes' tensors held)
-SECOND_SAMPLER_PASS = (0, 26)
 # FlashInfer's sampler is the default whenever flashinfer is importable in V1 up to 0.11
 # ("is not False"); opt-in (VLLM_USE_FLASHINFER_SAMPLER=1) from 0.12; from 0.26 the
 # profile also warms the native path, so it no longer lowers the peak.
@@ -126,9 +124,10 @@ BLACKWELL_CAPTURE_CEILING = 1024  # 0.33 config/vllm.py: device capability famil
 # Device memory one more captured graph adds per decoder layer (the instantiated executable
 # graph's kernel nodes and their parameters): a driver property, not derivable from
 # config.json. Read off the one shared log that prints graph memory (RTX 4080, 0.26,
-# Qwen2.5-7B-AWQ, 28 layers: 0.48 GiB for 51 piecewise + 35 full graphs, less twice the
-# 512-token forward, is 4.3 MiB per graph); the held-out RTX A5000 log (LMCache#3430, 0.21,
-# Qwen3-8B, 36 layers: 0.52 GiB estimated for the same 51 + 35 graphs) gives 144 KiB.
+# Qwen2.5-7B-AWQ, 28 layers: a 0.48 GiB estimate for 51 piecewise + 35 full graphs, less
+# twice the 512-token forward, is 4.3 MiB per graph); the held-out RTX A5000 log
+# (LMCache#3430, 0.21, Qwen3-8B, 36 layers: 0.52 GiB for the same 51 + 35 graphs) gives
+# 144 KiB.
 CUDAGRAPH_BYTES_PER_LAYER = 156 * 1024
 MOE_CHUNK_TOKENS = 32768  # envs.py VLLM_FUSED_MOE_CHUNK_SIZE default (0.10)
 MOE_UNCHUNKED = (0, 33)  # fused_moe.py::fused_experts_impl: M = num_tokens
@@ -237,8 +236,7 @@ def sampler_bytes_per_logit(version: tuple[int, ...], flashinfer: bool = False) 
         return SAMPLER_FLASHINFER_BYTES_PER_LOGIT
     if version < TRITON_TOPK_TOPP:
         return SAMPLER_SORT_BYTES_PER_LOGIT
-    passes = 2 if version >= SECOND_SAMPLER_PASS else 1
-    return passes * SAMPLER_TRITON_BYTES_PER_LOGIT
+    return SAMPLER_TRITON_BYTES_PER_LOGIT
 
 
 def sampler_bytes(shapes: Shapes, num_seqs: int, num_tokens: int, version: tuple[int, ...],
