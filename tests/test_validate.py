@@ -588,3 +588,39 @@ def test_all_reports_progress_only_to_its_listener():
     assert result.ok and len(result.rows) == 2 * len(v.layouts())
     assert [s.done for s in seen] == list(range(2 * len(v.layouts())))
     assert seen[0].total == 2 * len(v.layouts()) and seen[0].label == "gqa vllm"
+
+
+@needs_torch
+def test_a_plugin_engine_layout_is_validated_with_no_change_to_validate():
+    """validate knows layouts only through the registry: an engine defined here, whose cache
+    rounds every request up to 32-token chunks in one pool with 2 spare chunks, is listed as
+    --layout toy, allocated from its description and checked against the formulas."""
+    from kvplan.core.dtypes import cdiv
+    from kvplan.engines import registry
+    from kvplan.engines.base import BaseEngine
+    from kvplan.engines.cache import CacheLayer, CacheLayout
+
+    class Toy(BaseEngine):
+        name, display_name = "toy", "Toy"
+        cache_variants = ("",)
+
+        def cache_layout(self, spec, fmt, tokens, batch, *, tp=1, block_size=None,
+                         max_len=None, variant=""):
+            rows = (batch * cdiv(tokens, 32) + 2) * 32
+            return CacheLayout(paged=False, block_tokens=32, batch=batch, axes="pool",
+                               layers=tuple(CacheLayer(i, str(i), x, x.kind, slots=rows)
+                                            for i, x in enumerate(spec.layers)),
+                               note="Toy: {batch} requests in 32-token chunks.")
+
+    registry.register(Toy())
+    v.cache_layout.cache_clear()
+    try:
+        assert "toy" in v.layouts()
+        result = _run(MODELS["gqa"], "bf16", "toy", tokens=50, batch=2)
+        # (2 requests x 2 chunks + 2 spare) x 32 rows x K+V x 2 heads x 64 x bf16 x 3 layers
+        assert result.ok and result.measured_bytes == (2 * 2 + 2) * 32 * 2 * 2 * 64 * 2 * 3
+        assert result.block_size == 32 and result.layout_note.startswith("Toy:")
+    finally:
+        registry.unregister("toy")
+        v.cache_layout.cache_clear()
+    assert "toy" not in v.layouts()
