@@ -752,10 +752,12 @@ class _Builder:
         self.linear(f"{p}.{router}", experts, hidden, i, place, "replicated", bias, "router",
                     quantizable=False)
         if s.num_hash_layers and i < s.num_hash_layers:
-            # DeepSeek-V4 hash routing: a token id -> top-k experts table (int64), no bias
+            # DeepSeek-V4 hash routing: a token id -> top-k experts table, no bias; int64 in
+            # the checkpoint, int32 as vLLM holds it unless MegaMoE (models/deepseek_v4/
+            # nvidia/model.py hash_indices_dtype)
             self.plain(f"{p}.mlp.gate.tid2eid", (_need(s, "vocab_size"),
                                                  _need(s, "num_experts_per_token")),
-                       i, place, "I64")
+                       i, place, "I32" if self.padded_vocab else "I64")
         elif s.routing_bias:
             # noaux_tc routing: a per-expert score correction bias, kept in fp32
             self.plain(f"{p}.mlp.gate.e_score_correction_bias", (experts,), i, place, "F32")

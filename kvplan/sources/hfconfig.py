@@ -44,7 +44,7 @@ from kvplan.core.layers import (
 from kvplan.core.spec import Block, ModelSpec, Source, SSMShapes, VisionTower
 from kvplan.sources import hfarch
 from kvplan.sources.fields import Fields
-from kvplan.sources.quant import expert_quantization, quantization_from_config
+from kvplan.sources.quant import deepseek_v4_formats, quantization_from_config
 from kvplan.sources.reader import parse_json, read_bytes
 
 # No real model comes near these; they stop absurd numbers from building huge layer lists
@@ -251,6 +251,13 @@ def spec_from_config(raw: Any, source: str, name: str, source_info: Source | Non
     reader = _Reader(top, cfg, generic=bool(warnings))
     layers = reader.layers()
     has_attention = any(not isinstance(layer, (RecurrentState, NoCache)) for layer in layers)
+    found = shapes(reader)
+    quant = quantization_from_config(raw, source)
+    if reader.model_type == "deepseek_v4":
+        quant, found["expert_quantization"], assumed = deepseek_v4_formats(
+            quant, cfg.raw.get("expert_dtype"), source)
+        if assumed:  # printed with every result, as the reader's other assumptions are
+            warnings.append(assumed)
     return ModelSpec(
         name=name,
         layers=tuple(layers),
@@ -259,9 +266,9 @@ def spec_from_config(raw: Any, source: str, name: str, source_info: Source | Non
         dtype=reader.dtype,
         max_context_tokens=reader.max_context(),
         num_attention_heads=reader.heads if has_attention else None,
-        quantization=quantization_from_config(raw, source),
+        quantization=quant,
         warnings=tuple(warnings),
-        **shapes(reader),
+        **found,
     )
 
 
@@ -404,7 +411,7 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         out["o_groups"] = _opt_int(cfg, "o_groups", minimum=1)
         out["o_lora_rank"] = _opt_int(cfg, "o_lora_rank", minimum=1)
         out["num_hash_layers"] = _opt_int(cfg, "num_hash_layers")
-        out["expert_quantization"] = expert_quantization(cfg.raw.get("expert_dtype"))
+        out["expert_quantization"] = None  # with quantization_config: deepseek_v4_formats
     if mt == "nemotron_h" and experts:
         out["routing_bias"] = True  # NemotronHTopkRouter (DeepseekV3TopkRouter): always one
     out["ssm"] = _ssm_shapes(cfg, mt, out["hidden_size"])

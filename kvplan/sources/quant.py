@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from kvplan.core.errors import BadInputError
 from kvplan.core.quant import NONE, Quantization
 from kvplan.sources.fields import Fields
 
@@ -245,13 +246,50 @@ def _bnb(f: Fields) -> Quantization:
                         description="bitsandbytes LLM.int8: int8 weights, fp32 row scales")
 
 
+DEEPSEEK_V4_EXPERT_DTYPES = ("fp4", "fp8")
+
+
 def expert_quantization(expert_dtype: object) -> Quantization | None:
     """DeepSeek-V4's `expert_dtype` (a top-level config key beside quantization_config): "fp4"
     stores the routed experts as e2m1 values packed two per int8 with one e8m0 scale per 32
-    (the released checkpoint's experts.*.w1/w2/w3 weight I8 and scale F8_E8M0); None for any
-    other value (the experts then follow quantization_config)."""
-    if expert_dtype != "fp4":
-        return None
-    return Quantization("fp4", "fp4-e8m0", 4, group_size=32, only=("expert",),
-                        description="FP4 experts (e2m1 packed two per int8, one e8m0 scale per "
-                                    "32 values)")
+    (the released checkpoint's experts.*.w1/w2/w3 weight I8 and scale F8_E8M0); "fp8"
+    (Flash-Base) as FP8 128x128 blocks with fp32 scales; None for any other value."""
+    if expert_dtype == "fp4":
+        return Quantization("fp4", "fp4-e8m0", 4, group_size=32, only=("expert",),
+                            description="FP4 experts (e2m1 packed two per int8, one e8m0 scale "
+                                        "per 32 values)")
+    if expert_dtype == "fp8":
+        return Quantization("fp8", "fp8", 8, block=(128, 128), scale_dtype="F32",
+                            only=("expert",),
+                            description="FP8 e4m3 experts, one fp32 scale per 128x128 block")
+    return None
+
+
+def deepseek_v4_formats(q: Quantization, expert_dtype: object, source: str
+                        ) -> tuple[Quantization, Quantization | None, str | None]:
+    """DeepSeek-V4's checkpoint format as vLLM reads it (vllm/models/deepseek_v4/
+    quant_config.py DeepseekV4FP8Config): quantization_config gives the FP8 block format of
+    attention, shared experts and MTP projections; the routed experts' storage is the
+    top-level `expert_dtype`, and so is the dtype of the block scales (`is_scale_e8m0`: e8m0
+    with "fp4" experts, fp32 with "fp8"). A config.json without `expert_dtype` (the Flash
+    release's first copy had none) is read as "fp4", as vLLM does, and the returned warning
+    says so. Returns (the format, the experts' own format or None, a warning or None); a
+    quantization_config other than FP8 blocks (a re-quantized release) is left as it is."""
+    if q.layout != "fp8" or q.block is None:
+        return q, None, None
+    warning = None
+    if expert_dtype is None:
+        expert_dtype = "fp4"
+        warning = (f"{source}: no expert_dtype; the routed experts are taken as FP4 (two "
+                   "e2m1 values per int8, one e8m0 scale per 32), as vLLM's "
+                   "DeepseekV4FP8Config does when the field is missing")
+    if expert_dtype not in DEEPSEEK_V4_EXPERT_DTYPES:
+        raise BadInputError(f"{source}: expert_dtype {expert_dtype!r} is not a DeepSeek-V4 "
+                            "expert format", "one of: " + ", ".join(DEEPSEEK_V4_EXPERT_DTYPES))
+    e8m0 = expert_dtype == "fp4"
+    bo, bi = q.block
+    main = replace(q, scale_dtype="F8_E8M0" if e8m0 else "F32",
+                   warnings=q.warnings + ((warning,) if warning else ()),
+                   description=f"FP8 e4m3, one {'e8m0' if e8m0 else 'fp32'} scale per "
+                               f"{bo}x{bi} block")
+    return main, expert_quantization(expert_dtype), warning

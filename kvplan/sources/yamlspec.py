@@ -115,12 +115,13 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
         if sh.has("ssm"):
             shapes["ssm"] = _read_ssm(sh.sub("ssm"))
         if sh.has("expert_dtype"):
-            from kvplan.sources.quant import expert_quantization
+            from kvplan.sources.quant import DEEPSEEK_V4_EXPERT_DTYPES
 
             value = sh.str("expert_dtype")
-            shapes["expert_quantization"] = expert_quantization(value)
-            if shapes["expert_quantization"] is None:
-                raise sh.error("expert_dtype", f"is {value!r}; kvplan knows fp4 (DeepSeek-V4)")
+            if value not in DEEPSEEK_V4_EXPERT_DTYPES:
+                raise sh.error("expert_dtype", f"is {value!r}; kvplan knows "
+                               + " and ".join(DEEPSEEK_V4_EXPERT_DTYPES) + " (DeepSeek-V4)")
+            shapes["expert_dtype"] = value
         if sh.has("vision"):
             shapes["vision"] = _read_vision(sh.sub("vision"))
         if sh.has("blocks"):
@@ -130,6 +131,12 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
         from kvplan.sources.quant import read_quantization
 
         quant = read_quantization(top.raw["quantization_config"], source)
+    expert_dtype = shapes.pop("expert_dtype", None)
+    if top.raw.get("family") == "deepseek_v4":
+        from kvplan.sources.quant import deepseek_v4_formats
+
+        quant, shapes["expert_quantization"], _ = deepseek_v4_formats(quant, expert_dtype,
+                                                                       source)
     checkpoint = None
     if top.has("checkpoint"):
         ck = top.sub("checkpoint")
@@ -406,7 +413,7 @@ def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
                          if not (k in ("num_heads", "n_groups", "dt_rank") and v == 0)}
     if spec.blocks is not None:
         shapes["blocks"] = format_blocks(spec.blocks)
-    if spec.expert_quantization is not None:
+    if spec.expert_quantization is not None:  # "fp4" or "fp8" (DeepSeek-V4 expert_dtype)
         shapes["expert_dtype"] = spec.expert_quantization.method
     if spec.vision is not None:
         shapes["vision"] = {k: v for k, v in vars(spec.vision).items()
