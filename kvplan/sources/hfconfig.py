@@ -551,7 +551,7 @@ def _moonvit(top: Fields, v: Fields) -> VisionTower | None:
     values = [_opt_int(v, n, minimum=1) for n in names]
     merge = v.raw.get("merge_kernel_size")
     if None in values or not (isinstance(merge, list) and len(merge) == 2 and all(
-            isinstance(m, int) and not isinstance(m, bool) and m > 0 for m in merge)):
+            isinstance(m, int) and not isinstance(m, bool) and 0 < m <= 64 for m in merge)):
         return None
     if v.raw.get("linear_bias") or v.raw.get("attn_bias") or v.raw.get(
             "patch_embed_proj_bias") or values[4] != values[5]:
@@ -588,11 +588,14 @@ def _blocks(cfg: Fields, mt: str, hidden: int | None) -> tuple[Block, ...] | Non
             kind = "linear"
         else:
             mult = ffn.get("ffn_mult")
-            if isinstance(mult, bool) or not isinstance(mult, (int, float)) or mult <= 0:
+            if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not (
+                    0 < mult < MAX_SHAPE):
                 return None
             # DeciLM _ffn_mult_to_intermediate_size: int(2 x mult x hidden / 3) rounded up
             # to a multiple of 256 (vLLM nemotron_nas.py, the checkpoint's modeling_decilm.py)
             width = -(-int(2 * mult * hidden / 3) // 256) * 256
+            if width > MAX_SHAPE:
+                return None
             kind = "mlp"
         out.append(Block(mixer, kind, width))
     return tuple(out)
