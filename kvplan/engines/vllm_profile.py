@@ -4,7 +4,7 @@ vLLM sizes the KV cache as `requested - weights - torch peak increase - non-torc
 (kvplan.engines.budget.vllm_budget). The last three are what the engine *measures* while it runs
 a dummy batch; this module predicts each from the mechanism that produces it, citing the source
 it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8.5, 0.9.1,
-0.10.1, 0.11.0, 0.12.0-0.20.0 and 0.26.0 source distributions):
+0.10.1, 0.11.0, 0.12.0-0.20.0, 0.26.0 and 0.33.0 source distributions):
 
 1. The dummy batch (`batch_settings`): `max_num_batched_tokens` and `max_num_seqs` as
    `engine/arg_utils.py` defaults them -- V0 (< 0.8, `EngineArgs.create_engine_config`):
@@ -14,7 +14,8 @@ it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8
    V1 (>= 0.8, `_set_default_args` / `get_batch_defaults`): chunked prefill always on;
    GPUs with >= 70 GiB that are not A100s get 8,192 tokens (OpenAI server) or 16,384
    (`LLM` class) and 1,024 sequences, others 2,048 / 8,192 tokens and 256 sequences; 0.33
-   adds a >= 160 GiB tier (16,384). `max_num_seqs = min(default, max_num_batched_tokens)`.
+   adds a >= 160 GiB tier (16,384). `max_num_seqs = min(default, max_num_batched_tokens)`;
+   up to 0.8.2 every GPU got 1,024 sequences (vllm#15617's RTX 4090 log).
 2. The torch peak (`activation_peak`): the larger of
    * the forward pass over `max_num_batched_tokens` tokens
      (`gpu_model_runner.py::profile_run` -> `_dummy_run(max_num_tokens, is_profile=True)`):
@@ -53,7 +54,8 @@ it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8
    `init_worker_distributed_environment` (V0 0.7, V1 0.9-0.10) and not from 0.11 ("take
    memory snapshot after NCCL is initialized"). V0 with TP also creates torch.distributed's
    NCCL communicator for the TP group inside the profile run (the driver's logits gather,
-   `GroupCoordinator.gather`), so one more communicator counts there.
+   `GroupCoordinator.gather`), so one more communicator counts there; V1 before 0.11 also
+   counts the DP group's and, for MoE models, the EP group's communicators.
 4. CUDA graphs (`cudagraph_bytes`): from 0.20 (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`
    default "1" in the 0.20.0 wheel, "0" in 0.18.0; the 0.2x logs say "default since
    v0.21.0"; 0.26 / 0.33 `gpu_worker.py::determine_available_memory`,
