@@ -375,3 +375,15 @@ def test_deepseek_v4_flash_experts_are_fp4_and_the_rest_fp8():
     # layers; the MTP layer's e_proj and h_proj 4096 x 4096
     layer = (1024 * 4096 + 32768 * 1024 + 512 * 4096 + 2 * 8192 * 4096 + 3 * 2048 * 4096)
     assert by["F8_E4M3"] == 44 * layer + 21 * 8192 * 1024 + 2 * 4096 * 4096
+
+
+@pytest.mark.parametrize("mult", [float("inf"), float("nan"), 1e300, -1.0, "5.25", None])
+def test_a_nas_block_with_an_unusable_ffn_mult_leaves_the_blocks_unknown(mult):
+    """A hostile ffn_mult (infinite, enormous, negative, not a number) must not overflow the
+    width rule: the blocks are unknown and the inventory says so, never a traceback."""
+    from kvplan.sources.hfconfig import spec_from_config
+
+    raw = json.loads((CONFIGS / "nvidia--Llama-3_3-Nemotron-Super-49B-v1.json").read_text())
+    raw["block_configs"][5]["ffn"]["ffn_mult"] = mult
+    spec = spec_from_config(raw, "nas", "nas")
+    assert spec.blocks is None and "blocks" in (supported(spec) or "")
