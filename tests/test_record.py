@@ -103,7 +103,7 @@ class _FrozenBase:
     x: int = 0
 
 
-def test_defining_compiles_nothing_and_the_first_instance_one_function(monkeypatch):
+def test_defining_compiles_nothing_and_only_a_type_made_often_compiles_its_init(monkeypatch):
     created = []
     original = dataclasses._create_fn  # type: ignore[attr-defined]
     monkeypatch.setattr(dataclasses, "_create_fn",
@@ -119,5 +119,35 @@ def test_defining_compiles_nothing_and_the_first_instance_one_function(monkeypat
         y: int = 0
 
     assert created == [] and compiled == []
-    assert Point(1) == Point(1, 0) and Point(2, y=3).y == 3
+    made = [Point(i) for i in range(record_module.COMPILE_AFTER - 1)]
+    assert compiled == []  # a type made a few times never compiles anything
+    assert made[3] == Point(3, 0)  # the last shared call compiles __init__
     assert compiled == [Point] and created == []
+    assert Point(2, y=3).y == 3 and compiled == [Point]  # compiled once, then used
+
+
+def _calls():
+    """Calls of _pair()'s Item: (args, kwargs), good and bad."""
+    return [(("a", 1), {}), (("a", 1, ("t",)), {"note": "n"}),
+            ((), {"name": "b", "size_bytes": 2, "sources": {"k": "v"}}),
+            (("a",), {}), ((), {}), (("a", 1, (), "n", {}, "x"), {}),
+            (("a", 1), {"name": "b"}), (("a", 1), {"colour": "red"}), (("a", 1), {"kind": "k"})]
+
+
+def _outcome(cls, args, kwargs):
+    try:
+        item = cls(*args, **kwargs)
+    except TypeError:
+        return TypeError
+    return (dataclasses.asdict(item), item.note, item.kind, vars(item))
+
+
+def test_the_shared_init_binds_arguments_as_the_compiled_one_does():
+    _, rec = _pair()
+    shared = [_outcome(rec, args, kwargs) for args, kwargs in _calls()]
+    for _ in range(record_module.COMPILE_AFTER):
+        rec("warm", 0)
+    assert "args" not in rec.__init__.__code__.co_varnames  # the compiled one now
+    compiled = [_outcome(rec, args, kwargs) for args, kwargs in _calls()]
+    assert shared == compiled
+    assert shared.count(TypeError) == 6  # missing x2, too many, twice given, unknown, init=False

@@ -9,9 +9,10 @@ a dataclass (`dataclasses.fields`, `asdict` and `replace` work, fields take the 
 `dataclasses.FrozenInstanceError`), equal and hashed by its fields, shown as
 `Name(a=1, b=2)`. What differs is when the work is done:
 
-- `__init__` is compiled when the first instance is made, from the same kind of source
-  dataclasses writes, so making instances is as fast as with a dataclass; a class never
-  instantiated in a run never pays for it;
+- `__init__` is shared (arguments bound to fields at run time, nothing compiled) for the
+  first COMPILE_AFTER instances, then compiled from the same kind of source dataclasses
+  writes, so a type made often is made as fast as a dataclass; a type made a few times in a
+  run (most, at start-up) never compiles anything;
 - `__eq__`, `__hash__`, `__repr__`, `__setattr__` and `__delattr__` are shared functions
   that read the fields' names from the class (nothing compiled).
 
@@ -83,12 +84,67 @@ def _getter(names: Any) -> Callable[[object], tuple[Any, ...]]:
     return attrgetter(*names)
 
 
+# Instances a record makes through the shared __init__ before its own is compiled: a type
+# used a handful of times in a run (most of them, at start-up) never compiles anything; a type
+# made thousands of times (sweeps, searches) gets dataclasses' speed from its ninth instance.
+COMPILE_AFTER = 8
+
+
 def _first_init(self: Any, *args: Any, **kwargs: Any) -> None:
-    """Compile the class's real __init__ (dataclasses' own source for a frozen class), put it
-    in place of this one, and run it."""
+    """Give the class a shared __init__ (it compiles the real one after COMPILE_AFTER
+    instances) in place of this one, and run it."""
     owner = next(c for c in type(self).__mro__ if c.__dict__.get("__init__") is _first_init)
-    owner.__init__ = _compile_init(owner)  # type: ignore[misc]
+    owner.__init__ = _shared_init(owner)  # type: ignore[misc]
     owner.__init__(self, *args, **kwargs)  # type: ignore[misc]
+
+
+def _shared_init(cls: type) -> Callable[..., None]:
+    """An __init__ that binds arguments to fields the way the compiled one does (the same
+    parameters, defaults, factories, init=False fields and __post_init__), nothing compiled."""
+    fields = dataclasses.fields(cls)
+    params = tuple(f.name for f in fields if f.init)
+    known = frozenset(params)
+    post_init = hasattr(cls, "__post_init__")
+    name = f"{cls.__qualname__}.__init__()"
+    left = COMPILE_AFTER
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        nonlocal left
+        left -= 1
+        if left == 0:
+            cls.__init__ = _compile_init(cls)  # type: ignore[misc]
+        if len(args) > len(params):
+            raise TypeError(f"{name} takes {len(params) + 1} positional arguments but "
+                            f"{len(args) + 1} were given")
+        given = dict(zip(params, args, strict=False))
+        for key, value in kwargs.items():
+            if key not in known:
+                raise TypeError(f"{name} got an unexpected keyword argument {key!r}")
+            if key in given:
+                raise TypeError(f"{name} got multiple values for argument {key!r}")
+            given[key] = value
+        missing = [f.name for f in fields if f.init and f.name not in given
+                   and f.default is dataclasses.MISSING
+                   and f.default_factory is dataclasses.MISSING]
+        if missing:
+            raise TypeError(f"{name} missing {len(missing)} required argument"
+                            f"{'s' if len(missing) > 1 else ''}: "
+                            + ", ".join(repr(m) for m in missing))
+        for f in fields:
+            if f.init and f.name in given:
+                value = given[f.name]
+            elif f.default is not dataclasses.MISSING:
+                value = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                value = f.default_factory()
+            else:
+                continue  # an init=False field without a default: left unset, as dataclasses
+            object.__setattr__(self, f.name, value)
+        if post_init:
+            self.__post_init__()
+
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__
 
 
 def _compile_init(cls: type) -> Callable[..., None]:
