@@ -84,17 +84,23 @@ def _state_bytes(layer: RecurrentState, model_bytes: int, tp: int) -> int:
     return total
 
 
+def window_cap(layer: AttentionLayer, cache: str) -> int | None:
+    """The most token slots a sliding/chunked layer keeps per row (None: it grows with the
+    text): a StaticCache allocates `window` slots, a DynamicSlidingWindowLayer keeps the last
+    `window - 1` tokens after each update."""
+    window = layer.window_tokens
+    if not window:
+        return None
+    return window if cache == "static" else window - 1
+
+
 def held_tokens(layer: AttentionLayer, cache: str, seq_len: int) -> int:
     """Token slots one row of an attention layer keeps: a DynamicCache holding `seq_len`
     tokens, or a StaticCache with max_cache_len = `seq_len`."""
     if isinstance(layer, CrossAttention):
         return layer.encoder_tokens
-    window = layer.window_tokens
-    if not window:
-        return seq_len
-    if cache == "static":
-        return min(window, seq_len)
-    return min(window - 1, seq_len)  # the last window - 1 tokens stay
+    cap = window_cap(layer, cache)
+    return seq_len if cap is None else min(cap, seq_len)
 
 
 def profile(spec: ModelSpec, *, cache: str = "dynamic", seq_len: int, batch: int = 1,
@@ -212,15 +218,16 @@ class HfEngine(BaseEngine):
                 needs.append(Need("fixed", fixed=layer.encoder_tokens, weight=per_token))
                 continue
             growing += per_token
-            window = layer.window_tokens if isinstance(layer, ATTENTION_KINDS) else 0  # MLA: 0
-            if dep.hf_cache == "static":
-                slots = min(window, max_len) if window else max_len
+            if dep.hf_cache == "static":  # max_cache_len = max_len slots, capped by the window
+                slots = held_tokens(layer, "static", max_len) \
+                    if isinstance(layer, ATTENTION_KINDS) else max_len  # MLA: no window
                 needs.append(Need("fixed", fixed=slots, weight=per_token))
-            elif window:
-                # DynamicSlidingWindowLayer keeps the last window - 1 tokens
-                needs.append(Need("window", 1, cap=window - 1, weight=per_token))
-            else:
+                continue
+            cap = window_cap(layer, "dynamic") if isinstance(layer, ATTENTION_KINDS) else None
+            if cap is None:
                 needs.append(Need("full", 1, weight=per_token))
+            else:
+                needs.append(Need("window", 1, cap=cap, weight=per_token))
         prof = profile(dep.spec, cache=dep.hf_cache, seq_len=max_len, kv_dtype=dep.kv_dtype,
                        tp=dep.tp)
         pool = Pool(self.name, (Constraint("bytes", "byte", budget, merge_needs(needs)),),
