@@ -6,9 +6,9 @@ MLA, MLP or MoE experts, router, norms, LM head, DeepSeek's MTP layers) with its
 and dtype in the checkpoint's format, scales included (kvplan.core.quant). With `tp` > 1 the
 shapes are one rank's shard, as vLLM creates them: column-parallel layers split their outputs,
 row-parallel ones their inputs, replicated ones (MLA's kv_a / q_a projections, routers, norms)
-are whole on every rank, and the vocabulary is padded to a multiple of 64 and split
+are whole on every rank, and the vocabulary is padded to a multiple of 64 and divided by TP
 (VocabParallelEmbedding / ParallelLMHead, `vllm/model_executor/layers/vocab_parallel_embedding.py`
-`pad_vocab_size`). With expert parallelism each rank holds whole experts, ceil(E / size) of
+`pad_vocab_size` and `divide`: `vocab_shard_rows`). With expert parallelism each rank holds whole experts, ceil(E / size) of
 them. `placement(...)` adds the pipeline stages: layers as vLLM's get_pp_indices splits them,
 the embedding on the first stage, the final norm and the LM head on the last.
 
@@ -218,22 +218,24 @@ class _Builder:
         if bias:
             self.plain(f"{name}.bias", (o,), layer, place, count=count)
 
+    def vocab_rows(self, vocab: int) -> int:
+        """Rows of a vocabulary-parallel table (embedding, LM head) on one rank: the
+        checkpoint's `vocab` (split over TP, rounded up, when not padded), or as vLLM builds
+        it (`padded_vocab`): `vocab_shard_rows`."""
+        if self.padded_vocab:
+            return vocab_shard_rows(vocab, self.tp, self.spec.name)
+        return cdiv(vocab, self.tp) if self.tp > 1 else vocab
+
     # --- whole model --------------------------------------------------------------------
 
     def build(self) -> None:
         s = self.spec
         hidden, vocab = _need(s, "hidden_size"), _need(s, "vocab_size")
-        rows = vocab
-        if self.padded_vocab:
-            rows = cdiv(vocab, VOCAB_PADDING) * VOCAB_PADDING
-        rows_per_rank = cdiv(rows, self.tp) if self.tp > 1 else rows
+        rows_per_rank = self.vocab_rows(vocab)
         embed_rows = rows_per_rank
         if self.family in MLLAMA:
             # MllamaTextModel: nn.Embedding(vocab_size + 8, hidden), the LM head vocab_size
-            embed_rows = vocab + 8
-            if self.padded_vocab:
-                embed_rows = cdiv(embed_rows, VOCAB_PADDING) * VOCAB_PADDING
-            embed_rows = cdiv(embed_rows, self.tp) if self.tp > 1 else embed_rows
+            embed_rows = self.vocab_rows(vocab + 8)
         self.plain("model.embed_tokens.weight", (embed_rows, hidden), None, "embed")
         if self.family in GPT2_STYLE and s.max_context_tokens:
             self.plain("wpe.weight", (s.max_context_tokens, hidden), None, "embed")
@@ -865,6 +867,26 @@ class _Builder:
         self.linear(f"{p}.eh_proj", hidden, 2 * hidden, i, "mtp", "replicated",
                     quantizable=False)
         self.plain(f"{p}.shared_head.head.weight", (rows, hidden), i, "mtp")
+
+
+def vocab_shard_rows(vocab: int, tp: int, model: str = "the model") -> int:
+    """Rows of a vocabulary-parallel embedding or LM head on one TP rank as vLLM builds them
+    (vllm/model_executor/layers/vocab_parallel_embedding.py, 0.33.0: VocabParallelEmbedding
+    pads the vocabulary to a multiple of 64 with pad_vocab_size(vocab, padding_size=64), then
+    num_embeddings_per_partition = divide(padded, tp_size), and divide() asserts "{padded} is
+    not divisible by {tp}"). TP is not folded into the padding (no lcm(64, TP)): a TP that
+    does not divide the padded vocabulary is refused, as vLLM refuses to start (vllm#31474:
+    GLM-4.7's 151,552 at TP 6). TP 3, 6 and 12 divide many vocabularies (Llama 3's 128,256,
+    Phi-3's 32,064), not others (Qwen's 151,936)."""
+    padded = cdiv(vocab, VOCAB_PADDING) * VOCAB_PADDING
+    if tp > 1 and padded % tp:
+        fits = [t for t in range(2, 17) if padded % t == 0]
+        raise BadInputError(
+            f"{model}: vLLM pads the {vocab:,}-token vocabulary to {padded:,} (a multiple of "
+            f"{VOCAB_PADDING}) and splits it over tensor parallelism; {padded:,} is not "
+            f"divisible by {tp}, so its embedding cannot be built at TP {tp}",
+            "use a TP that divides it: " + ", ".join(map(str, fits)))
+    return padded // tp
 
 
 def _need(spec: ModelSpec, name: str) -> int:
