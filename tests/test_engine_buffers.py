@@ -32,10 +32,13 @@ DOC = Path(__file__).parent.parent / "docs" / "engine-accuracy.md"
 MIB, GIB = 2**20, 2**30
 
 
+LOCAL_MODELS = ("glm-4-32b-0414", "qwen1.5-7b")
+
+
 def model(name: str):
-    """The library's model (config.json shapes); the one model it lacks is a test fixture."""
+    """The library's model (config.json shapes); the models it lacks are test fixtures."""
     local = MODELS / f"{name}.yaml"
-    return resolve(str(local) if name == "glm-4-32b-0414" else name)
+    return resolve(str(local) if name in LOCAL_MODELS else name)
 
 
 def entries(engine: str) -> list[dict[str, Any]]:
@@ -333,20 +336,114 @@ def test_sglang_tokens_within_2_percent(e):
 
 # --- TensorRT-LLM -------------------------------------------------------------------------------
 
-def trtllm_predict(e: dict[str, Any]) -> tuple[int, trtllm.TrtllmProfile]:
-    gpu = find_gpu(e["gpu"])
+def trtllm_total(e: dict[str, Any]) -> int:
+    """The GPU's memory from the catalog; the DGX Spark (unified memory, not in the catalog)
+    takes the logged total."""
+    if e["gpu"] == "DGX Spark":
+        return int(e["reported"]["total_gib"] * GIB)
+    return find_gpu(e["gpu"]).memory_bytes
+
+
+def trtllm_config(e: dict[str, Any], **kw: Any) -> trtllm.TrtllmConfig:
+    s = e["settings"]
+    return trtllm.TrtllmConfig(kv_cache_dtype=s["kv_dtype"], tokens_per_block=s["tokens_per_block"],
+                               free_gpu_memory_fraction=s["free_gpu_memory_fraction"], **kw)
+
+
+def trtllm_predict(e: dict[str, Any]) -> tuple[b.TrtllmMemory, trtllm.TrtllmProfile]:
+    """From the GPU and the logged settings only: the weights in their format, one forward
+    pass over max_num_tokens, the CUDA context; the fraction of what is left."""
     s = e["settings"]
     spec = model(e["model"])
-    free = b.trtllm_free_bytes(spec, gpu.memory_bytes, weights=s["weights_dtype"])
-    prof = trtllm.profile(spec, trtllm.TrtllmConfig(
-        kv_cache_dtype=s["kv_dtype"], free_gpu_memory_fraction=s["free_gpu_memory_fraction"]),
-        free)
-    return free, prof
+    r = e["reported"]
+    # on unified memory cudaMemGetInfo counts the host's own use: take the log's non-torch
+    # memory (less the temporary KV pool in it) so that the other terms can be compared
+    non_torch = int((r["outside_torch_gib"] - r["tmp_kv_gib"]) * GIB) \
+        if e["gpu"] == "DGX Spark" else None
+    mem = b.trtllm_memory(spec, trtllm_total(e), weights=s["weights_dtype"],
+                          max_num_tokens=s["max_num_tokens"], non_torch_bytes=non_torch)
+    return mem, trtllm.profile(spec, trtllm_config(e), mem.free_bytes)
 
 
 def test_trtllm_total_matches_the_catalog():
     e = BY_ID["trtllm-doc-llama31-8b-fp8-rtx5090"]
     assert round(find_gpu(e["gpu"]).memory_bytes / GIB, 2) == e["reported"]["total_gib"]
+
+
+def test_trtllm_pytorch_available_is_total_less_peak_plus_temporary_kv_times_fraction():
+    # _cal_max_memory (1.1.0rc3 log): (119.70 - 113.65 + 0.56) GiB x 0.9 = 5.95 GiB
+    r = BY_ID["trtllm-pytorch-gpt-oss-120b-dgx-spark"]["reported"]
+    available = (r["total_gib"] - r["peak_gib"] + r["tmp_kv_gib"]) * 0.9
+    assert round(available, 2) == r["available_gib"]
+    # the peak is weights + activations + what is outside torch (the temporary pool within it)
+    assert abs(r["weights_gib"] + r["activation_gib"] + r["outside_torch_gib"] - r["peak_gib"]) \
+        <= 0.015
+
+
+def test_trtllm_pytorch_tokens_and_blocks_of_the_gpt_oss_log():
+    e = BY_ID["trtllm-pytorch-gpt-oss-120b-dgx-spark"]
+    r, spec = e["reported"], model(e["model"])
+    # "kv size is 73728": 36 layers x 8 KV heads x 64 x 2 (K and V) x 2 B
+    prof = trtllm.profile(spec, trtllm_config(e), 0, kv_cache_bytes=int(r["available_gib"] * GIB))
+    assert prof.bytes_per_token == prof.estimate_bytes_per_token == 36 * 8 * 64 * 2 * 2 \
+        == r["kv_size"]
+    # 5.95 GiB is rounded to 0.005 GiB, i.e. to 73 tokens of 73,728 B
+    assert abs(prof.max_tokens - r["max_tokens"]) <= 0.005 * GIB // r["kv_size"] + 1
+    # the logged max_tokens (86,711) -> ceil(86,711 / 32) = 2,710 blocks -> 86,720 tokens
+    exact = trtllm.profile(spec, trtllm_config(e, max_tokens=r["max_tokens"]), 0,
+                           kv_cache_bytes=r["tokens"] * r["kv_size"] * 2)
+    assert exact.num_blocks == -(-86711 // 32) == 2710
+    assert exact.kv_cache_tokens == r["tokens"]
+
+
+def test_trtllm_pytorch_activation_term_against_the_log():
+    # "Memory dynamically allocated during inference (inside torch)": 0.85 GiB for 8,192 tokens
+    # of gpt-oss-120b; kvplan's forward pass (4 active experts of 2,880 and three hidden
+    # states, bf16) is an estimate: within 25%
+    e = BY_ID["trtllm-pytorch-gpt-oss-120b-dgx-spark"]
+    mem, _ = trtllm_predict(e)
+    assert abs(error(mem.activation_bytes / GIB, e["reported"]["activation_gib"])) <= 0.25
+    h, n = 2880, 2880
+    assert mem.activation_bytes == 8192 * (4 * (2 * n + n) + 3 * h) * 2
+
+
+@pytest.mark.parametrize("eid", ["trtllm-memory-doc-llama2-7b-fp8-h100",
+                                 "trtllm-issue2268-qwen15-7b-a100-40gb",
+                                 "trtllm-doc-llama31-8b-fp8-rtx5090"])
+def test_trtllm_engine_flow_blocks_from_the_logged_available(eid):
+    # kvCacheManager.cpp: maxTokens = fraction x available / bytes per token; blocks rounded up
+    e = BY_ID[eid]
+    r = e["reported"]
+    prof = trtllm.profile(model(e["model"]), trtllm_config(e), int(r["available_gib"] * GIB))
+    assert prof.num_blocks == r["blocks"] or abs(error(prof.num_blocks, r["blocks"])) < 0.001
+    if "tokens" in r and eid != "trtllm-doc-llama31-8b-fp8-rtx5090":
+        assert prof.kv_cache_tokens == r["tokens"]
+
+
+def test_trtllm_engine_flow_is_overestimated_by_its_buffers():
+    # the TRT-engine flow also holds the engine's activations, the runtime buffers and the
+    # decoder, which grow with max_batch_size: kvplan's "available" is above every log
+    for e in entries("trtllm"):
+        if e["settings"]["backend"] == "engine" and e["gpu"] != "DGX Spark":
+            mem, _ = trtllm_predict(e)
+            assert mem.free_bytes / GIB > e["reported"]["available_gib"]
+
+
+def test_trtllm_weights_of_the_memory_doc_engine():
+    # "Loaded engine size: 6695 MiB" (Llama-2-7B FP8, 16-bit embeddings): within 1%
+    e = BY_ID["trtllm-memory-doc-llama2-7b-fp8-h100"]
+    mem, _ = trtllm_predict(e)
+    assert abs(error(mem.weights_bytes / MIB, e["reported"]["engine_mib"])) <= 0.01
+
+
+def test_trtllm_plan_uses_max_num_tokens_for_the_activation_term():
+    spec = model("llama-3.1-8b")
+    gpu = find_gpu("H100").memory_bytes
+    small = b.trtllm_memory(spec, gpu, max_num_tokens=2048)
+    large = b.trtllm_memory(spec, gpu, max_num_tokens=8192)
+    # 3 x 14,336 (gate, up, product) + 3 x 4,096 hidden, bf16, per token
+    assert large.activation_bytes - small.activation_bytes == 6144 * (3 * 14336 + 3 * 4096) * 2
+    assert small.free_bytes - large.free_bytes == 6144 * (3 * 14336 + 3 * 4096) * 2
 
 
 # --- the table in docs/engine-accuracy.md ---------------------------------------------------
@@ -374,10 +471,28 @@ def accuracy_table() -> str:
             ".2f")
         add(e, "max_total_num_tokens", r["max_total_num_tokens"], tokens, ",.0f")
     for e in entries("trtllm"):
-        free, prof = trtllm_predict(e)
-        r = e["reported"]
-        add(e, f"{e['gpu']}, fraction 0.9: available GiB", r["available_gib"], free / GIB, ".2f")
-        add(e, "tokens", r["tokens"], prof.kv_cache_tokens, ",.0f")
+        mem, prof = trtllm_predict(e)
+        r, st = e["reported"], e["settings"]
+        flow = "PyTorch backend" if st["backend"] == "pytorch" else "TRT engine"
+        add(e, f"{e['gpu']}, {flow}, fraction {st['free_gpu_memory_fraction']}: total GiB",
+            r["total_gib"], mem.total_bytes / GIB, ".2f")
+        if "weights_gib" in r:
+            add(e, "weights GiB (inside torch)", r["weights_gib"], mem.weights_bytes / GIB, ".2f")
+            add(e, "activations GiB (inside torch)", r["activation_gib"],
+                mem.activation_bytes / GIB, ".2f")
+        if "engine_mib" in r:
+            add(e, "engine MiB (weights)", r["engine_mib"], mem.weights_bytes / MIB, ",.0f")
+            add(e, "execution context MiB (activations)", r["execution_context_mib"],
+                mem.activation_bytes / MIB, ",.0f")
+        if st["backend"] == "pytorch":
+            add(e, "available GiB (x fraction; non-torch as logged: unified memory)",
+                r["available_gib"], prof.kv_cache_bytes / GIB, ".2f")
+        else:
+            add(e, "available GiB", r["available_gib"], mem.free_bytes / GIB, ".2f")
+        if "tokens" in r:
+            add(e, "tokens", r["tokens"], prof.kv_cache_tokens, ",.0f")
+        elif "blocks" in r:
+            add(e, "blocks", r["blocks"], prof.num_blocks, ",.0f")
     return "\n".join(rows) + "\n"
 
 

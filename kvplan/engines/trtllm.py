@@ -193,7 +193,7 @@ class TrtllmEngine(BaseEngine):
 
     def capacity(self, dep: Deployment) -> Capacity:
         from kvplan.engines.base import weights_per_gpu
-        from kvplan.engines.budget import trtllm_free_bytes
+        from kvplan.engines.budget import TRTLLM_MAX_NUM_TOKENS, trtllm_free_bytes
 
         fraction = dep.memory_fraction if dep.memory_fraction is not None else \
             FREE_GPU_MEMORY_FRACTION
@@ -204,11 +204,12 @@ class TrtllmEngine(BaseEngine):
             prof = profile(dep.spec, config, 0, kv_cache_bytes=dep.kv_memory_bytes)
         else:
             assert dep.gpu_memory_bytes is not None
+            tokens = dep.max_num_batched_tokens or TRTLLM_MAX_NUM_TOKENS
             free = trtllm_free_bytes(dep.spec, dep.gpu_memory_bytes, tp=dep.tp, pp=dep.pp,
                                      weights=dep.weights_dtype, weights_bytes=dep.weights_bytes,
                                      activation_bytes=dep.activation_bytes,
                                      non_torch_bytes=dep.non_torch_bytes,
-                                     max_num_tokens=dep.max_num_batched_tokens or 8192,
+                                     max_num_tokens=tokens,
                                      dims=dep.dims)
             prof = profile(dep.spec, config, free)
         bs = config.tokens_per_block
