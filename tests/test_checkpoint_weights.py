@@ -569,6 +569,44 @@ def test_weights_dtype_overrides_the_checkpoint_format():
     assert bf16.max_bytes == embed_head + 2 * linears + norms
 
 
+def test_weights_dtype_bnb_4bit_is_nf4_with_double_quantization_per_tensor():
+    # vLLM quantizes an unquantized checkpoint at load (`--quantization bitsandbytes`) with
+    # bitsandbytes `quantize_4bit(w, compress_statistics=True, quant_type="nf4")`
+    # (bitsandbytes_loader.py): per linear weight of n = out x in values, the packed weight
+    # (two 4-bit values a byte), a uint8 absmax per block of 64, the fp32 absmax of those per
+    # 256 blocks, the 256-entry fp32 code of that second level and the 16-entry fp32 NF4 code.
+    # Qwen2.5-7B: hidden 3584, 28 layers, 28 query / 4 KV heads of 128, MLP 18944,
+    # vocabulary 152064, untied, q/k/v biases; embedding, LM head, biases and norms stay bf16.
+    spec = LIB["qwen2.5-7b"]
+    plan = weight_plan(spec, "bnb-4bit")
+    assert plan is not None and "--weights-dtype bnb-4bit" in plan.why
+
+    def bnb(o: int, i: int) -> int:
+        n = o * i
+        blocks = -(-n // 64)
+        return n // 2 + blocks + 4 * -(-blocks // 256) + 256 * 4 + 16 * 4
+
+    linears = (2 * bnb(3584, 3584) + 2 * bnb(512, 3584) + 2 * bnb(18944, 3584)
+               + bnb(3584, 18944))
+    per_layer = linears + (3584 + 512 + 512) * 2 + 2 * 3584 * 2
+    expected = 2 * 152064 * 3584 * 2 + 28 * per_layer + 3584 * 2
+    assert plan.max_bytes == expected
+    # TP 2 splits every linear (q/k/v/gate/up by output, o/down by input), quantized per shard
+    tp2 = weight_plan(spec, "bnb-4bit", tp=2)
+    assert tp2 is not None
+    linears2 = (2 * bnb(1792, 3584) + 2 * bnb(256, 3584) + 2 * bnb(9472, 3584)
+                + bnb(3584, 9472))
+    per_layer2 = linears2 + (1792 + 256 + 256) * 2 + 2 * 3584 * 2
+    assert tp2.max_bytes == 2 * 76032 * 3584 * 2 + 28 * per_layer2 + 3584 * 2
+    # LLM.int8 at load: int8 weights and one fp32 scale (SCB) per output row
+    int8 = weight_plan(spec, "bnb-8bit")
+    assert int8 is not None
+    rows = 28 * (3584 + 512 + 512 + 3584 + 2 * 18944 + 3584)
+    params = 28 * (2 * 3584 * 3584 + 2 * 512 * 3584 + 3 * 18944 * 3584)
+    assert int8.max_bytes == (2 * 152064 * 3584 * 2 + params + 4 * rows
+                              + 28 * ((3584 + 512 + 512) * 2 + 2 * 3584 * 2) + 3584 * 2)
+
+
 # --- as the engines load them: the published logs ------------------------------------------
 
 _AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True,

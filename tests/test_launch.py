@@ -154,3 +154,10 @@ def test_shared_log_sglang_qwen3_235b_fp8_from_its_command():
 def test_command_words_never_evaluate_anything():
     words = command_words("vllm serve $(rm -rf /) `reboot` --port 1 ; echo hi")
     assert "$(rm" in words and "`reboot`" in words  # plain words, nothing run
+
+
+def test_vllm_bitsandbytes_flag_is_nf4_quantized_at_load():
+    # vllm#13882's command line: `quantization=bitsandbytes` (vLLM's loader makes NF4 with
+    # double quantization); the plan's weights use that format, not int4 with fp16 scales
+    lp = from_command("vllm serve Qwen/Qwen2.5-7B-Instruct --quantization bitsandbytes")
+    assert lp.overrides["weights_dtype"] == "bnb-4bit"

@@ -66,7 +66,8 @@ UtilOpt = Annotated[float | None, typer.Option(
     help="vLLM gpu_memory_utilization (0.9; 0.92 from 0.20), "
     "SGLang mem_fraction_static, TRT-LLM free_gpu_memory_fraction (0.9).", show_default=False)]
 WeightsDtypeOpt = Annotated[str, typer.Option(
-    "--weights-dtype", help="auto, bf16, fp16, fp8, int8, awq, gptq, int4, mxfp4, nvfp4.")]
+    "--weights-dtype", help="auto, bf16, fp16, fp8, int8, awq, gptq, int4, mxfp4, nvfp4, "
+                         "bnb-4bit, bnb-8bit.")]
 ContextOpt = Annotated[str | None, typer.Option(
     "--context", help="Tokens per request: 8k, 32768.", show_default=False)]
 ConcurrencyOpt = Annotated[int | None, typer.Option(

@@ -1024,6 +1024,17 @@ LOAD_FORMATS: dict[str, Quantization] = {
     "nvfp4": Quantization("nvfp4", "nvfp4", 4, group_size=16,
                           description="NVFP4 on every linear layer (fp8 scale per 16, fp32 "
                                       "global scales)"),
+    # vLLM's in-flight bitsandbytes (`--quantization bitsandbytes` on an unquantized
+    # checkpoint) always makes NF4 with double quantization: bitsandbytes_loader.py calls
+    # `quantize_4bit(weight, compress_statistics=True, quant_type="nf4")`, blocksize 64
+    "bnb-4bit": Quantization("bitsandbytes", "bnb-4bit", 4, group_size=64, double_quant=True,
+                             description="bitsandbytes NF4 quantized at load: blocksize 64, "
+                                         "double quantization (uint8 absmax per 64, fp32 "
+                                         "per 256 absmax)"),
+    # LLM.int8 at load (transformers `load_in_8bit`; vLLM quantizes at load to NF4 only)
+    "bnb-8bit": Quantization("bitsandbytes", "bnb-8bit", 8,
+                             description="bitsandbytes LLM.int8 quantized at load: int8 "
+                                         "weights, one fp32 scale per output row"),
 }
 
 

@@ -137,10 +137,18 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {f.name: f for f in (
                  description="MXFP4: e2m1 values, one e8m0 scale per 32 (gpt-oss experts)"),
     WeightFormat("nvfp4", 4, 16, 8, True,
                  description="NVFP4: e2m1 values, one fp8 scale per 16"),
+    # bitsandbytes NF4 + double quantization: a uint8 absmax per 64 (the fp32 absmax per
+    # 256 blocks, 1/8 bit a block, is left out of this spread-from-a-count estimate)
+    WeightFormat("bnb-4bit", 4, 64, 8, True,
+                 description="bitsandbytes NF4, blocksize 64, double quantization"),
+    WeightFormat("bnb-8bit", 8, keeps_embeddings_16bit=True,
+                 description="bitsandbytes LLM.int8: int8 weights, fp32 row scales"),
 )}
 _WEIGHT_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
                    "auto": "auto", "int4-awq": "awq", "awq-int4": "awq", "int4-gptq": "gptq",
-                   "fp8_e4m3": "fp8", "w8a8": "int8", "w4a16": "int4"}
+                   "fp8_e4m3": "fp8", "w8a8": "int8", "w4a16": "int4",
+                   "bitsandbytes": "bnb-4bit", "bnb": "bnb-4bit", "nf4": "bnb-4bit",
+                   "bnb-nf4": "bnb-4bit", "bnb-int8": "bnb-8bit", "llm.int8": "bnb-8bit"}
 
 
 def weight_format(name: str, model_dtype: str = "bf16") -> WeightFormat:

@@ -15,8 +15,8 @@ from kvplan.sources.launch import EngineLaunch, Launch, parse_launch
 # --quantization / --quantize values -> kvplan's --weights-dtype (load-time or checkpoint)
 _QUANTIZATION = {
     "fp8": "fp8", "fbgemm_fp8": "fp8", "awq": "awq", "awq_marlin": "awq", "gptq": "gptq",
-    "gptq_marlin": "gptq", "marlin": "gptq", "bitsandbytes": "int4", "bitsandbytes-nf4": "int4",
-    "bitsandbytes-fp4": "int4", "eetq": "int8", "mxfp4": "mxfp4", "modelopt_fp4": "nvfp4",
+    "gptq_marlin": "gptq", "marlin": "gptq", "bitsandbytes": "bnb-4bit",
+    "bitsandbytes-nf4": "bnb-4bit", "bitsandbytes-fp4": "bnb-4bit", "eetq": "int8", "mxfp4": "mxfp4", "modelopt_fp4": "nvfp4",
     "nvfp4": "nvfp4", "compressed-tensors": "auto", "modelopt": "auto",
 }
 
