@@ -16,7 +16,8 @@ from kvplan.sources.launch import EngineLaunch, Launch, parse_launch
 _QUANTIZATION = {
     "fp8": "fp8", "fbgemm_fp8": "fp8", "awq": "awq", "awq_marlin": "awq", "gptq": "gptq",
     "gptq_marlin": "gptq", "marlin": "gptq", "bitsandbytes": "bnb-4bit",
-    "bitsandbytes-nf4": "bnb-4bit", "bitsandbytes-fp4": "bnb-4bit", "eetq": "int8", "mxfp4": "mxfp4", "modelopt_fp4": "nvfp4",
+    "bitsandbytes-nf4": "bnb-4bit", "bitsandbytes-fp4": "bnb-4bit", "eetq": "int8",
+    "mxfp4": "mxfp4", "modelopt_fp4": "nvfp4",
     "nvfp4": "nvfp4", "compressed-tensors": "auto", "modelopt": "auto",
 }
 
