@@ -9,8 +9,9 @@ row-parallel ones their inputs, replicated ones (MLA's kv_a / q_a projections, r
 are whole on every rank, and the vocabulary is padded to a multiple of 64 and divided by TP
 (VocabParallelEmbedding / ParallelLMHead, `vllm/model_executor/layers/vocab_parallel_embedding.py`
 `pad_vocab_size` and `divide`: `vocab_shard_rows`). With expert parallelism each rank holds
-whole experts, ceil(E / size) of them. `placement(...)` adds the pipeline stages: layers as vLLM's get_pp_indices splits them,
-the embedding on the first stage, the final norm and the LM head on the last.
+whole experts, ceil(E / size) of them. `placement(...)` adds the pipeline stages: layers as
+vLLM's get_pp_indices splits them, the embedding on the first stage, the final norm and the
+LM head on the last.
 
 This is an account computed from config.json, not read from safetensors headers: where the
 headers are at hand (kvplan.sources.weights) they are the truth.
