@@ -219,8 +219,15 @@ class TrtllmEngine(BaseEngine):
                     # the scheduler runs at most max_batch_size requests at once
                     max_requests=dep.max_num_seqs or MAX_BATCH_SIZE,
                     max_requests_setting="max_batch_size")
+        notes: tuple[str, ...] = (f"free_gpu_memory_fraction {fraction}",)
+        if dep.kv_memory_bytes is None:
+            notes += ("free memory as the PyTorch backend profiles it (weights + one forward "
+                      "pass over max_num_tokens + the CUDA context); an engine built by "
+                      "trtllm-build also holds its execution context, runtime and decoder "
+                      "buffers (not modelled; GBs at a large max_batch_size): give --kv-memory "
+                      "from its log",)
         return Capacity(dep, None, prof, pool, prof.kv_cache_dtype, weights_per_gpu(dep),
-                        prof.bytes_per_token, (f"free_gpu_memory_fraction {fraction}",))
+                        prof.bytes_per_token, notes)
 
     def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
         return dep.max_num_seqs or MAX_BATCH_SIZE, "max_batch_size"
