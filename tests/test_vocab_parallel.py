@@ -61,3 +61,27 @@ def test_a_vocabulary_tp_does_not_divide_is_refused(tp):
     inv = inventory(spec, spec.quantization, tp=tp)
     (embed,) = [t for t in inv.tensors if t.name == "model.embed_tokens.weight"]
     assert embed.shape[0] == -(-163840 // tp)
+
+
+@pytest.mark.parametrize("tp", [3, 6, 12])
+def test_trtllm_rounds_the_rows_up_without_padding(tp):
+    """TensorRT-LLM's PyTorch flow (tensorrt_llm/_torch/modules/embedding.py: Embedding and
+    LMHead with TensorParallelMode.COLUMN) holds ceil(vocab / tp) rows a rank, no padding to
+    64: GPT-2's 50,257 words at TP 3 are 16,753 rows a rank where vLLM holds 16,768."""
+    from kvplan.engines.budget import TRTLLM_VOCAB, stage_weights, trtllm_memory
+
+    spec = resolve("gpt2")
+    trt = inventory(spec, spec.quantization, tp=tp, padded_vocab=True, vocab=TRTLLM_VOCAB)
+    vllm = inventory(spec, spec.quantization, tp=tp, padded_vocab=True)
+    rows = {name: [t.shape[0] for t in inv.tensors if t.name == "model.embed_tokens.weight"]
+            for name, inv in (("trt", trt), ("vllm", vllm))}
+    assert rows == {"trt": [-(-50257 // tp)], "vllm": [50304 // tp]}
+    per_row = 768 * 4  # GPT-2: hidden 768, fp32 checkpoint, tied head
+    assert vllm.total_bytes - trt.total_bytes == (50304 // tp - -(-50257 // tp)) * per_row
+    # the engine's weights term: TRT-LLM's memory profile asks for its own split (GPT-2's fp32
+    # loaded as bf16 by every engine here, so 768 x 2 bytes a row)
+    memory = trtllm_memory(spec, 80 * 2**30, tp=tp)
+    trt_stage = max(stage_weights(spec, tp=tp, vocab=TRTLLM_VOCAB)[0])
+    assert memory.weights_bytes == trt_stage
+    assert max(stage_weights(spec, tp=tp)[0]) - trt_stage == \
+        (50304 // tp - -(-50257 // tp)) * 768 * 2

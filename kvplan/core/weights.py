@@ -88,6 +88,21 @@ class ExpertLoad:
 
 
 @record
+class VocabSplit:
+    """How an engine lays a vocabulary-parallel table (embedding, LM head) over TP ranks: the
+    vocabulary padded to a multiple of `pad_to`, then divided by TP. `exact`: TP must divide
+    the padded vocabulary or the engine does not start (vLLM's divide() assertion); else each
+    rank holds the rows rounded up (the last rank padded). The default is vLLM's
+    (`vocab_shard_rows`); an engine module states its own."""
+
+    pad_to: int = 64
+    exact: bool = True
+
+
+VLLM_VOCAB = VocabSplit()
+
+
+@record
 class WeightTensor:
     """One tensor (or `count` identical ones) of the checkpoint, on one rank."""
 
@@ -181,9 +196,11 @@ def matches(name: str, patterns: Iterable[str]) -> bool:
 
 class _Builder:
     def __init__(self, spec: ModelSpec, q: Quantization, tp: int, ep: int,
-                 padded_vocab: bool, expert_load: ExpertLoad | None) -> None:
+                 padded_vocab: bool, expert_load: ExpertLoad | None,
+                 vocab: VocabSplit | None = None) -> None:
         self.spec, self.q, self.tp, self.ep = spec, q, tp, ep
         self.padded_vocab = padded_vocab
+        self.vocab = vocab or VLLM_VOCAB
         self.expert_load = expert_load
         self.md = MODEL_DTYPE_NAMES.get(spec.dtype, "BF16")
         self.out: list[WeightTensor] = []
@@ -224,7 +241,7 @@ class _Builder:
         checkpoint's `vocab` (split over TP, rounded up, when not padded), or as vLLM builds
         it (`padded_vocab`): `vocab_shard_rows`."""
         if self.padded_vocab:
-            return vocab_shard_rows(vocab, self.tp, self.spec.name)
+            return vocab_shard_rows(vocab, self.tp, self.spec.name, self.vocab)
         return cdiv(vocab, self.tp) if self.tp > 1 else vocab
 
     # --- whole model --------------------------------------------------------------------
@@ -870,7 +887,8 @@ class _Builder:
         self.plain(f"{p}.shared_head.head.weight", (rows, hidden), i, "mtp")
 
 
-def vocab_shard_rows(vocab: int, tp: int, model: str = "the model") -> int:
+def vocab_shard_rows(vocab: int, tp: int, model: str = "the model",
+                     split: VocabSplit = VLLM_VOCAB) -> int:
     """Rows of a vocabulary-parallel embedding or LM head on one TP rank as vLLM builds them
     (vllm/model_executor/layers/vocab_parallel_embedding.py, 0.33.0: VocabParallelEmbedding
     pads the vocabulary to a multiple of 64 with pad_vocab_size(vocab, padding_size=64), then
@@ -878,13 +896,16 @@ def vocab_shard_rows(vocab: int, tp: int, model: str = "the model") -> int:
     not divisible by {tp}"). TP is not folded into the padding (no lcm(64, TP)): a TP that
     does not divide the padded vocabulary is refused, as vLLM refuses to start (vllm#31474:
     GLM-4.7's 151,552 at TP 6). TP 3, 6 and 12 divide many vocabularies (Llama 3's 128,256,
-    Phi-3's 32,064), not others (Qwen's 151,936)."""
-    padded = cdiv(vocab, VOCAB_PADDING) * VOCAB_PADDING
+    Phi-3's 32,064), not others (Qwen's 151,936). Another engine's `split` (TensorRT-LLM: no
+    padding, rows rounded up per rank) is applied the same way."""
+    padded = cdiv(vocab, split.pad_to) * split.pad_to
+    if tp > 1 and padded % tp and not split.exact:
+        return cdiv(padded, tp)
     if tp > 1 and padded % tp:
         fits = [t for t in range(2, 17) if padded % t == 0]
         raise BadInputError(
             f"{model}: vLLM pads the {vocab:,}-token vocabulary to {padded:,} (a multiple of "
-            f"{VOCAB_PADDING}) and splits it over tensor parallelism; {padded:,} is not "
+            f"{split.pad_to}) and splits it over tensor parallelism; {padded:,} is not "
             f"divisible by {tp}, so its embedding cannot be built at TP {tp}",
             "use a TP that divides it: " + ", ".join(map(str, fits)))
     return padded // tp
@@ -927,11 +948,12 @@ def supported(spec: ModelSpec) -> str | None:
 
 def inventory(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, ep: int = 1,
               padded_vocab: bool = False, include_mtp: bool = True,
-              expert_load: ExpertLoad | None = None) -> Inventory:
+              expert_load: ExpertLoad | None = None, vocab: VocabSplit | None = None
+              ) -> Inventory:
     """_inventory, kept for the last few arguments asked: `plan --find-gpus` tries up to 28
     layouts and each KV dtype a suggestion tries asks again, while the inventory depends
     only on the model, the format and TP (seven values of TP among those 28 layouts)."""
-    key = (spec, q, tp, ep, padded_vocab, include_mtp, expert_load)
+    key = (spec, q, tp, ep, padded_vocab, include_mtp, expert_load, vocab)
     try:
         found = _INVENTORIES.get(key)
     except TypeError:  # an unhashable field somewhere in the spec: no cache
@@ -947,21 +969,23 @@ _INVENTORIES: dict[tuple[Any, ...], Inventory] = {}
 
 
 def _inventory(spec: ModelSpec, q: Quantization, tp: int, ep: int, padded_vocab: bool,
-               include_mtp: bool, expert_load: ExpertLoad | None) -> Inventory:
+               include_mtp: bool, expert_load: ExpertLoad | None,
+               vocab: VocabSplit | None = None) -> Inventory:
     """Every tensor of the checkpoint (tp=1, padded_vocab False) or of one tensor-parallel
     rank as an engine loads it (padded_vocab True). `include_mtp=False` leaves out DeepSeek's
     MTP layers (vLLM loads them only for MTP speculative decoding). `expert_load` holds the
-    quantized experts as an engine's MoE kernel does (padding, scale copies)."""
+    quantized experts as an engine's MoE kernel does (padding, scale copies); `vocab` the
+    engine's vocabulary split (None: vLLM's)."""
     why = supported(spec)
     if why is not None:
         raise BadInputError(f"{spec.name}: {why}")
     if include_mtp:
-        b = _Builder(spec, q, tp, ep, padded_vocab, expert_load)
+        b = _Builder(spec, q, tp, ep, padded_vocab, expert_load, vocab)
         b.build()
         tensors = b.out
     else:
         b = _Builder(replace(spec, num_nextn_predict_layers=0), q, tp, ep, padded_vocab,
-                     expert_load)
+                     expert_load, vocab)
         b.build()
         tensors = b.out
     return Inventory(tuple(tensors), q, tp)
@@ -980,14 +1004,14 @@ class Placement:
 
 
 def placement(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp: int = 1, ep: int = 1,
-              include_mtp: bool = False, expert_load: ExpertLoad | None = None
-              ) -> Placement:
+              include_mtp: bool = False, expert_load: ExpertLoad | None = None,
+              vocab: VocabSplit | None = None) -> Placement:
     """Bytes per GPU of each pipeline stage as vLLM loads the checkpoint: vocabulary padded to
     64 and split over TP, embedding on the first stage, final norm and LM head on the last
     (a tied head: the last stage keeps its own copy when pp > 1), layers by get_pp_indices;
     MTP layers (when loaded) on the last stage."""
     inv = inventory(spec, q, tp, ep, padded_vocab=True, include_mtp=include_mtp,
-                    expert_load=expert_load)
+                    expert_load=expert_load, vocab=vocab)
     stages = pp_stages(spec.num_layers, pp)
     out = []
     embed = inv.bytes_where("embed")
@@ -1054,8 +1078,8 @@ class WeightPlan:
 
 
 def weight_plan(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1, ep: int = 1,
-                expert_load: ExpertLoad | None = None, include_mtp: bool = False
-                ) -> WeightPlan | None:
+                expert_load: ExpertLoad | None = None, include_mtp: bool = False,
+                vocab: VocabSplit | None = None) -> WeightPlan | None:
     """Per-stage weight bytes from the tensor inventory, in the checkpoint's own format
     (`weights` "auto") or the one an engine quantizes into at load (`weights` a canonical
     name of LOAD_FORMATS, or bf16/fp16/fp32). None when the inventory cannot be computed for
@@ -1081,6 +1105,6 @@ def weight_plan(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1
         raise BadInputError(f"unknown weights format {weights!r}",
                             "valid: auto, bf16, fp16, fp32, " + ", ".join(LOAD_FORMATS))
     plan = placement(target, q, tp, pp, ep, include_mtp=include_mtp,
-                     expert_load=expert_load if q.layout == "mxfp4" else None)
+                     expert_load=expert_load if q.layout == "mxfp4" else None, vocab=vocab)
     fmt = q.description if q.quantized else f"{target.dtype} (unquantized)"
     return WeightPlan(plan.stage_bytes, fmt, why, exact=True)

@@ -31,6 +31,7 @@ from kvplan.core.spec import ModelSpec
 if TYPE_CHECKING:
     from kvplan.core.dtypes import KVFormat
     from kvplan.core.launch import EngineLaunch, EngineLog
+    from kvplan.core.weights import VocabSplit
     from kvplan.engines.budget import Budget, ModelDims
     from kvplan.engines.cache import CacheLayout
 
@@ -455,15 +456,16 @@ def merge_needs(needs: Sequence[Need]) -> tuple[Need, ...]:
     return tuple(replace(k, weight=w) for k, w in merged.items())
 
 
-def weights_per_gpu(dep: Deployment) -> int:
-    """Weight bytes on the fullest GPU (kvplan.engines.budget.stage_weights); 0 when neither
-    the tensor inventory nor a parameter count can size them."""
+def weights_per_gpu(dep: Deployment, vocab: VocabSplit | None = None) -> int:
+    """Weight bytes on the fullest GPU (kvplan.engines.budget.stage_weights; `vocab` the
+    engine's vocabulary split, None: vLLM's); 0 when neither the tensor inventory nor a
+    parameter count can size them."""
     from kvplan.core.errors import BadInputError
     from kvplan.engines.budget import stage_weights
 
     try:
         return max(stage_weights(dep.spec, dep.weights_dtype, dep.weights_bytes, dep.tp,
-                                 dep.pp, dep.dims)[0])
+                                 dep.pp, dep.dims, vocab=vocab)[0])
     except BadInputError:
         if dep.spec.num_params is None and dep.weights_bytes is None:
             return 0

@@ -38,7 +38,7 @@ from kvplan.core.layers import MLA, FullAttention
 from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
-from kvplan.core.weights import ExpertLoad
+from kvplan.core.weights import ExpertLoad, VocabSplit
 from kvplan.engines.vllm_profile import (
     CUDA_CONTEXT_BYTES,
     KERNELS_BYTES,
@@ -225,7 +225,7 @@ def stage_weight_bytes(spec: ModelSpec, split: WeightSplit, tp: int = 1, pp: int
 def stage_weights(spec: ModelSpec, weights: str | WeightFormat = "auto",
                   weights_bytes: int | None = None, tp: int = 1, pp: int = 1,
                   dims: ModelDims | None = None, ep: int = 1,
-                  expert_load: ExpertLoad | None = None
+                  expert_load: ExpertLoad | None = None, vocab: VocabSplit | None = None
                   ) -> tuple[tuple[int, ...], str]:
     """Weight bytes on one GPU of each pipeline stage, and the format assumed and why: the
     one place every engine's weights term comes from.
@@ -242,7 +242,7 @@ def stage_weights(spec: ModelSpec, weights: str | WeightFormat = "auto",
     shares = layer_weight_shares(spec)
     if weights_bytes is None:
         name = "auto" if weights == "auto" and spec.dtype != "fp32" else fmt.name
-        plan = weight_plan(spec, name, tp, pp, ep, expert_load)
+        plan = weight_plan(spec, name, tp, pp, ep, expert_load, vocab=vocab)
         if plan is not None:
             return plan.stage_bytes, f"{plan.format}, from {plan.why}, tensor by tensor"
         if weights == "auto" and spec.checkpoint is not None:
@@ -555,6 +555,10 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
 # max_seq_len and the vocabulary) are allocated (`kvCacheManager.cpp::calculateFreeMemBytes`);
 # those are not modelled (docs/engine-accuracy.md section 7).
 TRTLLM_MAX_NUM_TOKENS = 8192  # llmapi/llm_args.py BaseLlmArgs.max_num_tokens default
+# TRT-LLM's PyTorch flow splits the embedding and LM head by vocabulary rows with no padding
+# to 64: ceil(vocab / tp) rows a rank, the last one padded (tensorrt_llm/_torch/modules/
+# embedding.py LMHead / Embedding with TensorParallelMode.COLUMN), so any TP starts
+TRTLLM_VOCAB = VocabSplit(pad_to=1, exact=False)
 
 
 @record
@@ -588,7 +592,8 @@ def trtllm_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
     dummy requests' `max_num_tokens` tokens with the model's own shapes (hidden, MLP or the
     active experts; logits only for each request's last token, so no vocabulary-sized term)
     and the CUDA context with its kernels."""
-    per_gpu = max(stage_weights(spec, weights, weights_bytes, tp, pp, dims)[0])
+    per_gpu = max(stage_weights(spec, weights, weights_bytes, tp, pp, dims,
+                                vocab=TRTLLM_VOCAB)[0])
     acts = forward_bytes(profile_shapes(spec, dims), max_num_tokens, tp) \
         if activation_bytes is None else activation_bytes
     non_torch = NON_TORCH_BYTES if non_torch_bytes is None else non_torch_bytes

@@ -193,7 +193,11 @@ class TrtllmEngine(BaseEngine):
 
     def capacity(self, dep: Deployment) -> Capacity:
         from kvplan.engines.base import weights_per_gpu
-        from kvplan.engines.budget import TRTLLM_MAX_NUM_TOKENS, trtllm_free_bytes
+        from kvplan.engines.budget import (
+            TRTLLM_MAX_NUM_TOKENS,
+            TRTLLM_VOCAB,
+            trtllm_free_bytes,
+        )
 
         fraction = dep.memory_fraction if dep.memory_fraction is not None else \
             FREE_GPU_MEMORY_FRACTION
@@ -226,8 +230,8 @@ class TrtllmEngine(BaseEngine):
                       "trtllm-build also holds its execution context, runtime and decoder "
                       "buffers (not modelled; GBs at a large max_batch_size): give --kv-memory "
                       "from its log",)
-        return Capacity(dep, None, prof, pool, prof.kv_cache_dtype, weights_per_gpu(dep),
-                        prof.bytes_per_token, notes)
+        return Capacity(dep, None, prof, pool, prof.kv_cache_dtype,
+                        weights_per_gpu(dep, TRTLLM_VOCAB), prof.bytes_per_token, notes)
 
     def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
         return dep.max_num_seqs or MAX_BATCH_SIZE, "max_batch_size"
