@@ -184,6 +184,51 @@ def test_moe_forward_buffers_and_the_dp_gather():
     assert vp.forward_bytes(shapes, 2048, tp=1, ep=32, dp=32, version=(0, 33, 0)) == after
 
 
+def test_fp8_experts_quantize_their_input_chunked_in_0_10_1():
+    from kvplan.engines import vllm_profile as vp
+
+    # Qwen3-Coder-480B-A35B (config.json): hidden 6,144, 8 of 160 experts of 2,560, no shared
+    shapes = vp.Shapes(6144, 151936, 0, 2560, 8, 0)
+    bf16 = 8 * (max(2 * 2560, 6144) + 2560) * 2
+    # fused_experts_impl with use_fp8_w8a8: moe_kernel_quantize_input's fp8 copy of the chunk's
+    # input (6,144 per row) and of cache2 (8 x 2,560 per row), 1 byte each
+    fp8 = bf16 + (8 * 2560 + 6144) * 1
+    assert vp.moe_bytes_per_token(shapes, ep=8) == bf16
+    assert vp.moe_bytes_per_token(shapes, ep=8, fp8=True) == fp8
+    # recipes PR 12 (0.10.1, DP 8 + EP, 8,192 tokens a rank): the naive all2all gathers
+    # 65,536 rows, fused_experts_impl runs them 32,768 (VLLM_FUSED_MOE_CHUNK_SIZE) at a time
+    expected = 8192 * 3 * 6144 * 2 + 32768 * fp8 + 65536 * 6144 * 2
+    assert vp.forward_bytes(shapes, 8192, tp=1, ep=8, dp=8, version=(0, 10, 1),
+                            fp8_moe=True) == expected
+
+
+def test_vlm_encoder_profile_gemma3_and_llava():
+    from kvplan.core.spec import VisionTower
+    from kvplan.engines import vllm_profile as vp
+
+    # Gemma 3's SigLIP (config.json vision_config): hidden 1,152, MLP 4,304, 896 px / 14 px
+    siglip = VisionTower("siglip", 1152, 4304, 27, 14, 896)
+    assert vp.mm_tokens_per_item(siglip) == 256  # config.json mm_tokens_per_image
+    # LLaVA-1.5's CLIP ViT-L/14-336: 24 x 24 patches, one embedding each (CLS dropped)
+    assert vp.mm_tokens_per_item(VisionTower("clip", 1024, 4096, 24, 14, 336)) == 576
+    assert vp.mm_tokens_per_item(VisionTower("mllama", 1280, 5120, 32, 14, 560)) is None
+    # PR 21489's B200 run as an LLM (16,384 tokens, 1,024 seqs): budget max(16,384, 256) ->
+    # 64 images of 4,096 patches at once; per patch residual + norm + fc1 + gelu
+    batch = vp.BatchSettings(16384, 1024, True, "V1")
+    enc = vp.encoder_profile(siglip, 2560, batch, (0, 10, 0))
+    assert enc is not None and enc.num_items == 16384 // 256 == 64
+    assert enc.pass_bytes == 64 * (4096 * (2 * 1152 + 2 * 4304) * 2 + 3 * 896 * 896 * 2)
+    assert enc.cache_bytes == 64 * 256 * 2560 * 2  # the embeddings, Gemma-3-4B hidden 2,560
+    assert vp.encoder_profile(siglip, 2560, batch, (0, 7, 3)) is None  # V0: not this path
+    # the cached embeddings stay through the forward and the sampler warm-up
+    peak = vp.ActivationPeak(100, 300, 250, 10)
+    assert peak.peak_bytes == 310
+    assert vp.ActivationPeak(100, 300, 400, 10).peak_bytes == 400
+    # a tiny max_num_seqs caps the items (one image per prompt at least)
+    few = vp.encoder_profile(siglip, 2560, vp.BatchSettings(16384, 4, True, "V1"), (0, 10, 0))
+    assert few is not None and few.num_items == 4
+
+
 def test_non_torch_by_version():
     from kvplan.engines import vllm_profile as vp
 

@@ -402,9 +402,13 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     if activation_bytes is not None:
         acts = [activation_bytes] * pp
     else:
+        fmt = weights if isinstance(weights, WeightFormat) else weight_format(weights, spec.dtype)
+        # W8A8 fp8 experts quantize their input (fused_experts_impl, use_fp8_w8a8)
+        fp8_moe = fmt.name == "fp8" or (weights == "auto" and spec.quantization.method == "fp8")
         acts = [vp.activation_peak(shapes, batch, ver, tp=tp, ep=ep, dp=max(1, ep // tp),
                                    last_stage=i == pp - 1,
-                                   flashinfer_sampler=flashinfer_sampler).peak_bytes
+                                   flashinfer_sampler=flashinfer_sampler, fp8_moe=fp8_moe,
+                                   vision=spec.vision).peak_bytes
                 for i in range(pp)]
     data_parallel = max(dp, ep // tp)
     non_torch = vp.non_torch_bytes(ver, tp, pp, data_parallel, bool(spec.num_experts)) \

@@ -44,6 +44,8 @@ it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8
      FlashInfer sampler (V1 up to 0.11 whenever flashinfer is installed, as in the
      vllm/vllm-openai image; opt-in later) only the logits and their fp32 copy remain
      (6 B/logit).
+   * for a VLM in V1, the encoder pass over the profile's dummy images and the embeddings
+     it leaves in the encoder cache through the forward and the sampler (`EncoderProfile`).
 3. Non-torch memory (`non_torch_bytes`): what `cudaMemGetInfo` sees beyond torch's reserved
    pool. V0 up to 0.6.4 (`worker.py::determine_num_available_blocks`) and V1 in 0.8
    (`gpu_worker.py::determine_available_memory`) count it absolutely after the profile, so
@@ -79,7 +81,7 @@ derived from a model's config; their values and where they come from are stated 
 from __future__ import annotations
 
 from kvplan.core.record import record
-from kvplan.core.spec import ModelSpec
+from kvplan.core.spec import ModelSpec, VisionTower
 
 GIB = 2**30
 MIB = 2**20
@@ -131,7 +133,12 @@ BLACKWELL_CAPTURE_CEILING = 1024  # 0.33 config/vllm.py: device capability famil
 # (LMCache#3430, 0.21, Qwen3-8B, 36 layers: 0.52 GiB for the same 51 + 35 graphs) gives
 # 144 KiB.
 CUDAGRAPH_BYTES_PER_LAYER = 156 * 1024
-MOE_CHUNK_TOKENS = 32768  # envs.py VLLM_FUSED_MOE_CHUNK_SIZE default (0.10)
+MOE_CHUNK_TOKENS = 32768  # envs.py VLLM_FUSED_MOE_CHUNK_SIZE default (0.10, 0.10.1)
+FP8_BYTES = 1  # moe_kernel_quantize_input: the W8A8 kernels' fp8 copy of their input
+# Gemma 3's image embeddings per image: its SigLIP's 64 x 64 patch grid average-pooled 4 x 4
+# (config.json mm_tokens_per_image 256; gemma3_mm.py::get_num_image_tokens without pan and
+# scan, the default: (0 crops + 1) x image_seq_length)
+GEMMA3_POOL = 4
 MOE_UNCHUNKED = (0, 33)  # fused_moe.py::fused_experts_impl: M = num_tokens
 
 
@@ -192,41 +199,49 @@ class Shapes:
     estimated: bool = False
 
 
-def moe_bytes_per_token(shapes: Shapes, tp: int = 1, ep: int = 1) -> int:
-    """One token's fused-MoE buffers (`fused_moe.py::fused_experts_impl`, 0.10): `cache13`,
-    shared by the gate/up output and the down output, `topk x max(2N, hidden)`, and the
-    activation `cache2`, `topk x N`, with N the expert width on this rank (split by TP, whole
-    under expert parallelism); the shared experts' gate/up and activation beside them."""
+def moe_bytes_per_token(shapes: Shapes, tp: int = 1, ep: int = 1, fp8: bool = False) -> int:
+    """One token's fused-MoE buffers (`fused_moe.py::fused_experts_impl`, 0.10 / 0.10.1):
+    `cache13`, shared by the gate/up output and the down output, `topk x max(2N, hidden)`, and
+    the activation `cache2`, `topk x N`, with N the expert width on this rank (split by TP,
+    whole under expert parallelism); the shared experts' gate/up and activation beside them.
+    `fp8`: W8A8 experts (`use_fp8_w8a8`) -- `moe_kernel_quantize_input` makes an fp8 copy of
+    the chunk's input (hidden) and of `cache2` (topk x N), both alive at the down GEMM."""
     if not (shapes.num_experts_per_token and shapes.moe_intermediate_size):
         return 0
     n = shapes.moe_intermediate_size // (1 if ep > 1 else tp)
     routed = shapes.num_experts_per_token * (max(2 * n, shapes.hidden_size) + n)
-    return (routed + 3 * shapes.shared_intermediate_size // tp) * ACTIVATION_BYTES
+    quantized = (shapes.num_experts_per_token * n + shapes.hidden_size) * FP8_BYTES if fp8 \
+        else 0
+    return (routed + 3 * shapes.shared_intermediate_size // tp) * ACTIVATION_BYTES + quantized
 
 
-def forward_bytes_per_token(shapes: Shapes, tp: int = 1, ep: int = 1) -> int:
+def forward_bytes_per_token(shapes: Shapes, tp: int = 1, ep: int = 1, fp8_moe: bool = False
+                            ) -> int:
     """The widest layer's transient buffers plus three hidden-size ones, per token."""
     h = shapes.hidden_size
     dense = 3 * shapes.intermediate_size // tp * ACTIVATION_BYTES
-    return max(dense, moe_bytes_per_token(shapes, tp, ep)) + 3 * h * ACTIVATION_BYTES
+    return max(dense, moe_bytes_per_token(shapes, tp, ep, fp8_moe)) + 3 * h * ACTIVATION_BYTES
 
 
 def forward_bytes(shapes: Shapes, tokens: int, tp: int = 1, ep: int = 1, dp: int = 1,
-                  version: tuple[int, ...] | None = None) -> int:
+                  version: tuple[int, ...] | None = None, fp8_moe: bool = False) -> int:
     """The forward pass's peak over `tokens` tokens. With data-parallel ranks under expert
-    parallelism the all-to-all (`VLLM_ALL2ALL_BACKEND` "naive" in 0.10, all-gather /
-    reduce-scatter later) gathers every rank's tokens before the experts, so each rank's MoE
-    buffers hold `tokens x dp` rows beside the gathered hidden states:
-    `VLLM_FUSED_MOE_CHUNK_SIZE` (32,768) rows at a time up to 0.32; in 0.33
-    `fused_experts_impl` sizes its caches for every row at once (`M = num_tokens`, the
-    variable is gone from envs.py)."""
-    own = tokens * forward_bytes_per_token(shapes, tp, ep)
+    parallelism the all-to-all gathers every rank's tokens before the experts, so each rank's
+    MoE buffers hold `tokens x dp` rows beside the gathered hidden states. 0.10.1: the default
+    `VLLM_ALL2ALL_BACKEND` "naive" (`FusedMoE.forward_impl` -> `NaiveAll2AllManager.dispatch`,
+    whose `naive_multicast` broadcasts every rank's rows into one gathered buffer; the
+    pplx / DeepEP modular kernels only on request) and then the plain `fused_experts` (no
+    prepare/finalize kernel; DeepGEMM off by default, `VLLM_USE_DEEP_GEMM` "0"), whose
+    `fused_experts_impl` runs `VLLM_FUSED_MOE_CHUNK_SIZE` (32,768) rows at a time: the
+    caches are sized `M = min(num_tokens, CHUNK_SIZE)`. In 0.33 `fused_experts_impl` sizes
+    its caches for every row at once (`M = num_tokens`, the variable is gone from envs.py)."""
+    own = tokens * forward_bytes_per_token(shapes, tp, ep, fp8_moe)
     if dp <= 1 or ep <= 1 or not moe_bytes_per_token(shapes, tp, ep):
         return own
     gathered = tokens * dp
     rows = gathered if version is not None and version >= MOE_UNCHUNKED else \
         min(gathered, MOE_CHUNK_TOKENS)
-    moe = rows * moe_bytes_per_token(shapes, tp, ep)
+    moe = rows * moe_bytes_per_token(shapes, tp, ep, fp8_moe)
     return max(own, tokens * 3 * shapes.hidden_size * ACTIVATION_BYTES + moe
                + gathered * shapes.hidden_size * ACTIVATION_BYTES)
 
@@ -252,22 +267,91 @@ def sampler_bytes(shapes: Shapes, num_seqs: int, num_tokens: int, version: tuple
 class ActivationPeak:
     forward_bytes: int
     sampler_bytes: int  # 0 on stages other than the last
+    encoder_bytes: int = 0  # a VLM's vision encoder over the profile's dummy images
+    encoder_cache_bytes: int = 0  # their embeddings, kept through the forward and sampler
 
     @property
     def peak_bytes(self) -> int:
-        return max(self.forward_bytes, self.sampler_bytes)
+        return max(self.encoder_bytes,
+                   max(self.forward_bytes, self.sampler_bytes) + self.encoder_cache_bytes)
+
+
+@record
+class EncoderProfile:
+    """The multimodal part of V1's profile run (`gpu_model_runner.py::profile_run`, 0.10.0;
+    the same steps in 0.33 through `mm_budget`): the modality with the most tokens per item,
+    `max_tokens_per_mm_item`; the encoder budget `min(max_num_encoder_input_tokens,
+    encoder_cache_size)`, both `max(max_num_batched_tokens, max_tokens_per_mm_item)`
+    (`encoder_cache_manager.py::_compute_encoder_budget_multimodal`, the scheduler's defaults
+    being max_num_batched_tokens); `max(1, min(budget // per item, max_num_seqs x
+    items per prompt))` dummy items of the largest size run through the encoder at once
+    (`get_multimodal_embeddings`), and their embeddings stay in `encoder_cache` until the
+    forward and the sampler warm-up are done."""
+
+    tokens_per_item: int
+    num_items: int
+    pass_bytes: int
+    cache_bytes: int
+
+
+def mm_tokens_per_item(vision: VisionTower) -> int | None:
+    """The text-side embeddings one image of the largest size gives, for the encoders whose
+    rule is known: Gemma 3's SigLIP (the patch grid pooled 4 x 4: 256 at 896 px / 14 px) and
+    LLaVA's CLIP (one per patch, the class token dropped by the "default" feature select
+    strategy: 576 at 336 px / 14 px). None for the others (Llama 4's tiles, mllama's cross
+    attention, MoonViT's variable grids): not modelled."""
+    side = vision.image_size // vision.patch_size if vision.patch_size else 0
+    if not side:
+        return None
+    if vision.kind == "siglip":
+        return (side // GEMMA3_POOL) ** 2
+    if vision.kind == "clip":
+        return side * side
+    return None
+
+
+def encoder_layer_bytes_per_patch(vision: VisionTower, tp: int = 1) -> int:
+    """A ViT encoder layer's peak per patch row (`siglip.py` / `clip.py`: `SiglipEncoderLayer`
+    / `CLIPEncoderLayer`): the residual and the norm's output (alive while the MLP runs, the
+    caller still holds it) beside the MLP's fc1 output and its activation's output; the
+    attention (`MultiHeadAttention`: xFormers or SDPA) keeps no score matrix. fc1 is
+    column-parallel: its width splits over TP."""
+    return (2 * vision.hidden_size + 2 * vision.intermediate_size // tp) * ACTIVATION_BYTES
+
+
+def encoder_profile(vision: VisionTower | None, text_hidden_size: int, batch: BatchSettings,
+                    version: tuple[int, ...], tp: int = 1) -> EncoderProfile | None:
+    """The encoder pass and the cached embeddings of V1's profile run (see EncoderProfile);
+    None for text-only models, V0 (it profiles images inside its dummy sequences) and
+    encoders whose tokens per item kvplan does not know. One item per prompt is the lower
+    bound of the per-prompt limit; the encoder budget binds first unless max_num_seqs is tiny."""
+    if vision is None or not is_v1(version):
+        return None
+    per_item = mm_tokens_per_item(vision)
+    if not per_item:
+        return None
+    budget = max(batch.max_num_batched_tokens, per_item)
+    items = max(1, min(budget // per_item, batch.max_num_seqs))
+    patches = (vision.image_size // vision.patch_size) ** 2 + (1 if vision.kind == "clip" else 0)
+    pixels = vision.num_channels * vision.image_size ** 2 * ACTIVATION_BYTES
+    pass_bytes = items * (patches * encoder_layer_bytes_per_patch(vision, tp) + pixels)
+    cache = items * per_item * text_hidden_size * ACTIVATION_BYTES
+    return EncoderProfile(per_item, items, pass_bytes, cache)
 
 
 def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ...], *,
                     tp: int = 1, ep: int = 1, dp: int = 1,
-                    last_stage: bool = True, flashinfer_sampler: bool = False
+                    last_stage: bool = True, flashinfer_sampler: bool = False,
+                    fp8_moe: bool = False, vision: VisionTower | None = None
                     ) -> ActivationPeak:
-    fwd = forward_bytes(shapes, batch.max_num_batched_tokens, tp, ep, dp, version)
+    fwd = forward_bytes(shapes, batch.max_num_batched_tokens, tp, ep, dp, version, fp8_moe)
+    enc = encoder_profile(vision, shapes.hidden_size, batch, version, tp)
+    enc_pass, enc_cache = (enc.pass_bytes, enc.cache_bytes) if enc else (0, 0)
     if not last_stage:
-        return ActivationPeak(fwd, 0)
+        return ActivationPeak(fwd, 0, enc_pass, enc_cache)
     rows = min(batch.max_num_seqs, batch.max_num_batched_tokens)
     return ActivationPeak(fwd, sampler_bytes(shapes, rows, batch.max_num_batched_tokens,
-                                             version, flashinfer_sampler))
+                                             version, flashinfer_sampler), enc_pass, enc_cache)
 
 
 # --- 3. non-torch memory ------------------------------------------------------------------
