@@ -70,6 +70,11 @@ def test_other_characters_are_left_to_rich():
     assert render.render(view, "table", width=40) == render._rich(view, "iec", 40)
 
 
+def test_a_table_without_columns_is_left_to_rich():
+    view = View(tables=[Table("empty", (), ())], payload={}, csv_table=Table("", (), ()))
+    assert render.render(view, "table", width=60) == render._rich(view, "iec", 60)
+
+
 def test_size_and_plan_tables_do_not_import_rich():
     code = ("import sys; from kvplan.cli import main; sys.argv = ['kvplan'] + sys.argv[1:]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"

@@ -141,7 +141,7 @@ def _terminal(view: View, units: str, width: int | None, verbose: bool = False) 
     texts = [view.headline, *notes, *(t.title for t in view.tables),
              *(c.header for t in view.tables for c in t.columns),
              *(text for grid in grids for row in grid for text in row)]
-    if not all(map(terminal.is_plain, texts)):
+    if not all(map(terminal.is_plain, texts)) or not all(t.columns for t in view.tables):
         return _rich(view, units, width, verbose)
     width = width or 80
     out = [view.headline + "\n\n"] if view.headline else []
