@@ -40,7 +40,7 @@ def _views(draw: st.DrawFn) -> View:
 
 
 @settings(max_examples=300, deadline=None)
-@given(view=_views(), width=st.integers(20, 160), verbose=st.booleans(),
+@given(view=_views(), width=st.integers(1, 160), verbose=st.booleans(),
        units=st.sampled_from(render.UNITS))
 def test_plain_text_tables_are_what_rich_writes(view, width, verbose, units):
     assert render._terminal(view, units, width, verbose) == render._rich(view, units, width,
