@@ -895,18 +895,20 @@ def vocab_shard_rows(vocab: int, tp: int, model: str = "the model",
     num_embeddings_per_partition = divide(padded, tp_size), and divide() asserts "{padded} is
     not divisible by {tp}"). TP is not folded into the padding (no lcm(64, TP)): a TP that
     does not divide the padded vocabulary is refused, as vLLM refuses to start (vllm#31474:
-    GLM-4.7's 151,552 at TP 6). TP 3, 6 and 12 divide many vocabularies (Llama 3's 128,256,
-    Phi-3's 32,064), not others (Qwen's 151,936). Another engine's `split` (TensorRT-LLM: no
-    padding, rows rounded up per rank) is applied the same way."""
+    GLM-4.7's 151,552 at TP 6). SGLang's VocabParallelEmbedding (python/sglang/srt/layers/
+    vocab_parallel_embedding.py, adapted from vLLM's) pads and divides the same way on GPUs.
+    TP 3, 6 and 12 divide many vocabularies (Llama 3's 128,256, Phi-3's 32,064), not others
+    (Qwen's 151,936). Another engine's `split` (TensorRT-LLM: no padding, rows rounded up per
+    rank) is applied the same way."""
     padded = cdiv(vocab, split.pad_to) * split.pad_to
     if tp > 1 and padded % tp and not split.exact:
         return cdiv(padded, tp)
     if tp > 1 and padded % tp:
         fits = [t for t in range(2, 17) if padded % t == 0]
         raise BadInputError(
-            f"{model}: vLLM pads the {vocab:,}-token vocabulary to {padded:,} (a multiple of "
-            f"{split.pad_to}) and splits it over tensor parallelism; {padded:,} is not "
-            f"divisible by {tp}, so its embedding cannot be built at TP {tp}",
+            f"{model}: vLLM and SGLang pad the {vocab:,}-token vocabulary to {padded:,} (a "
+            f"multiple of {split.pad_to}) and divide it by tensor parallelism; {padded:,} is "
+            f"not divisible by {tp}, so the engine does not start at TP {tp}",
             "use a TP that divides it: " + ", ".join(map(str, fits)))
     return padded // tp
 
