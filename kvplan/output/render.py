@@ -1,10 +1,11 @@
-"""The one renderer: a View -> rich table, Markdown, CSV or JSON text.
+"""The one renderer: a View -> terminal table, Markdown, CSV or JSON text.
 
 Commands build Reports from raw ints; human strings (GiB, GB, thousands separators) are made
 here and nowhere else, with one exception: the byte formatter itself lives in
 kvplan.core.units (`human_bytes`, re-exported here) because the core's "no memory is left"
 error states its figures in it. JSON is written with json.dumps (never through a pretty-printer that
-wraps lines); rich is imported only for the terminal table.
+wraps lines). Terminal tables are laid out as rich lays them out and written as plain text by
+kvplan.output.terminal; rich itself is imported only for text that is not printable ASCII.
 """
 
 from __future__ import annotations
