@@ -229,6 +229,40 @@ def test_vlm_encoder_profile_gemma3_and_llava():
     assert few is not None and few.num_items == 4
 
 
+def test_eagle_draft_weights():
+    from kvplan.engines import vllm_profile as vp
+
+    # EAGLE-LLaMA3-8B's head: one decoder layer of Llama-3.1-8B (q 4,096 x 4,096, k/v 4,096 x
+    # 1,024, o 4,096 x 4,096, gate/up/down 3 x 4,096 x 14,336, two norms) and fc 8,192 ->
+    # 4,096, bf16; embeddings and LM head shared with the target
+    layer = 4096 * 4096 * 2 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
+    assert layer + 8192 * 4096 == 251666432
+    assert vp.eagle_draft_bytes(model("llama-3.1-8b"), 1) == 2 * 251666432
+    assert vp.eagle_draft_bytes(model("llama-3.1-8b"), 0) is None
+
+
+def test_capture_sizes_with_draft_tokens():
+    from kvplan.engines import vllm_profile as vp
+
+    # 0.33 _set_cudagraph_sizes, 3 draft tokens (q = 4), 64 seqs, 8,192 tokens: the ceiling is
+    # min(64 x 4 x 2, 512) = 512; the token grid up to 512 plus 4 x n for the request counts
+    # 1, 2, 4, 8..64 step 8 (all under 512): 4, 8, 16, 32..256 step 32, all on the grid here
+    grid = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16))
+    decode = [4 * n for n in [1, 2, 4] + list(range(8, 65, 8))]
+    sizes = vp.capture_sizes(64, (0, 33, 0), max_num_batched_tokens=8192,
+                             num_speculative_tokens=3)
+    assert sizes == sorted(set(grid + decode))
+    # without drafts the ceiling is 2 x 64 = 128 and 64 is the decode size
+    assert vp.capture_sizes(64, (0, 33, 0), max_num_batched_tokens=8192) == \
+        [1, 2, 4] + list(range(8, 129, 8))
+    # FULL decode graphs: the sizes from q to q x max_num_seqs (4..256)
+    assert vp.full_decode_sizes(sizes, 64, 3) == [s for s in sizes if 4 <= s <= 256]
+    # q = 3, 8 seqs: ceiling 48; request counts 1, 2, 4, 8 -> 3, 6, 12, 24 join the grid
+    assert vp.capture_sizes(8, (0, 33, 0), max_num_batched_tokens=8192,
+                            num_speculative_tokens=2) == \
+        sorted({1, 2, 4, 8, 16, 24, 32, 40, 48, 3, 6, 12})
+
+
 def test_non_torch_by_version():
     from kvplan.engines import vllm_profile as vp
 
@@ -467,8 +501,9 @@ CASES = (
          why="V0 (0.6.4 log format): no chunked prefill under 32K, batch = max_model_len"),
     Case("vllm-i19996-llama31-8b-eagle-h100", "llama-3.1-8b", "H100", 85028896768,
          (0, 9, 1), 131072, (51.63,), 410128, settings=dict(
-             # the EAGLE head: one Llama-8B decoder layer + the 2h -> h fc, bf16
-             extra_weights_bytes=2 * 251666432), gpu_name="H100 SXM",
+             # the EAGLE head: one Llama-8B decoder layer + the 2h -> h fc, bf16, derived by
+             # vllm_profile.eagle_draft_bytes (test_eagle_draft_weights)
+             num_draft_layers=1), gpu_name="H100 SXM",
          why="one EAGLE draft layer in the pool and its weights"),
     Case("vllm-pr20665-deepseek-v2-lite-4xl4-tp2-pp2", "deepseek-v2-lite", "L4", 23612293120,
          (0, 10, 0), 1024, (12.13, 11.33), 807792, tp=2, pp=2,

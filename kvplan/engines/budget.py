@@ -367,7 +367,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                 enable_chunked_prefill: bool | None = None, usage: str = "server",
                 flashinfer_sampler: bool = False,
                 stage_weights_bytes: Sequence[int] | None = None, gpu_arch: str = "",
-                ep: int = 1, dp: int = 1, check: bool = True) -> Budget:
+                ep: int = 1, dp: int = 1, num_draft_layers: int = 0,
+                num_speculative_tokens: int = 0, check: bool = True) -> Budget:
     """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
     `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11:
     one float, `int` at the end; 0.33: `ceil(total x util) - ...`), minus the CUDA-graph
@@ -376,7 +377,10 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     `stage_weights_bytes` the bytes one GPU of each stage holds (overrides the estimate);
     `ep` the expert-parallel size (whole experts over `ep` GPUs: tp x dp with
     --enable-expert-parallel), `dp` the data-parallel ranks (their process groups' NCCL
-    communicators count before 0.11). `check=False` returns a budget at or below zero instead of
+    communicators count before 0.11). `num_draft_layers`: an EAGLE head's layers, whose weights
+    (`vllm_profile.eagle_draft_bytes`) join the last stage unless `extra_weights_bytes` gives
+    the draft's bytes; `num_speculative_tokens` widens the CUDA-graph capture sizes (from
+    0.20's estimate). `check=False` returns a budget at or below zero instead of
     raising (vLLM logs such a value before it refuses to start)."""
     from kvplan.engines import vllm as engine
     from kvplan.engines import vllm_profile as vp
@@ -392,6 +396,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
         stages, weights_how = stage_weights(spec, weights, weights_bytes, tp, pp, dims, ep=ep,
                                             expert_load=engine.mxfp4_expert_load(gpu_arch))
         per_stage = list(stages)
+    if not extra_weights_bytes and num_draft_layers:
+        extra_weights_bytes = vp.eagle_draft_bytes(spec, num_draft_layers) or 0
     per_stage[-1] += extra_weights_bytes // tp  # draft model on the last stage
     batch = vp.batch_settings(ver, gpu_memory_bytes, gpu_name,
                               max_model_len or spec.max_context_tokens or 8192, usage=usage,
@@ -423,7 +429,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
         capability = compute_capability(gpu_arch)
         graphs = vp.cudagraph_bytes(shapes, batch, ver, tp=tp, num_layers=max(
             b - a for a, b in pp_stages(spec.num_layers, pp)),
-            blackwell=capability is not None and capability[0] == 10)
+            blackwell=capability is not None and capability[0] == 10,
+            num_speculative_tokens=num_speculative_tokens)
     requested = gpu_memory_bytes * util  # 0.11 keeps the float until the final int()
     requested_int = math.ceil(requested) if ver >= engine.V033 else int(requested)
     base = requested_int if ver >= engine.V033 else requested  # 0.33 request_memory: ceil

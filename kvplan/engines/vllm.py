@@ -1138,7 +1138,8 @@ class VllmEngine(BaseEngine):
                 max_num_seqs=dep.max_num_seqs, dims=dep.dims, gpu_name=dep.gpu_name,
                 gpu_arch=dep.gpu_arch, max_model_len=config.max_model_len,
                 enforce_eager=dep.enforce_eager, ep=expert_parallel_size(dep), dp=dep.dp,
-                flashinfer_sampler=bool(dep.flashinfer_sampler))
+                flashinfer_sampler=bool(dep.flashinfer_sampler),
+                num_draft_layers=dep.num_draft_layers)
         prof = profile(dep.spec, config, budget.available_kv_cache_bytes)
         constraints = []
         for i, stage in enumerate(prof.stages):

@@ -387,20 +387,42 @@ def non_torch_bytes(version: tuple[int, ...], tp: int = 1, pp: int = 1, dp: int 
 
 def capture_sizes(max_num_seqs: int, version: tuple[int, ...], *,
                   max_num_batched_tokens: int | None = None,
-                  blackwell: bool = False) -> list[int]:
+                  blackwell: bool = False, num_speculative_tokens: int = 0) -> list[int]:
     """cudagraph_capture_sizes (0.33 `config/vllm.py::_set_cudagraph_sizes`): 1, 2, 4, then
     multiples of 8 below 256 and of 16 from 256, up to max_cudagraph_capture_size =
-    min(2 x max_num_seqs, 512 -- 1,024 on Blackwell, SM 10.x, in 0.33 --,
-    max_num_batched_tokens); max_num_seqs (the widest uniform decode batch) and
-    max_num_batched_tokens are added when they fall under that ceiling."""
-    ceiling = BLACKWELL_CAPTURE_CEILING if blackwell and version >= TIER_160GIB else 512
-    top = min(2 * max_num_seqs, ceiling)
-    if max_num_batched_tokens:
-        top = min(top, max_num_batched_tokens)
+    min(max_num_seqs x q x 2, 512 -- 1,024 on Blackwell, SM 10.x, in 0.33 --,
+    max_num_batched_tokens), q = 1 + num_speculative_tokens (`uniform_decode_query_len`: a
+    decode step verifies every draft token and samples one more); max_num_batched_tokens is
+    added when it falls under that ceiling. The widest uniform decode batches are added too:
+    without drafts max_num_seqs; with drafts q x n for the request counts n (1, 2, 4, 8..248
+    step 8, 256.. step 16, and max_num_seqs itself, at most 512 / 1,024) whose q x n is under
+    the ceiling before the max_num_batched_tokens cap, and at most max_num_batched_tokens."""
+    default = BLACKWELL_CAPTURE_CEILING if blackwell and version >= TIER_160GIB else 512
+    q = 1 + num_speculative_tokens
+    ceiling = min(max_num_seqs * q * 2, default)
+    if q > 1:
+        reqs = min(max_num_seqs, default)
+        counts = {n for n in [1, 2, 4] + list(range(8, min(reqs + 1, 256), 8))
+                  + list(range(256, reqs + 1, 16)) if n <= reqs} | {reqs}
+        decode = {n * q for n in counts if n * q <= ceiling}
+    else:
+        decode = {max_num_seqs} if max_num_seqs <= ceiling else set()
+    tokens = max_num_batched_tokens or ceiling
+    top = min(tokens, ceiling)
     sizes = {s for s in [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
              if s <= top}
-    sizes |= {x for x in (max_num_seqs, max_num_batched_tokens) if x and x <= top}
+    if max_num_batched_tokens and max_num_batched_tokens <= top:
+        sizes.add(max_num_batched_tokens)
+    sizes |= {d for d in decode if d <= tokens}
     return sorted(sizes)
+
+
+def full_decode_sizes(sizes: list[int], max_num_seqs: int, num_speculative_tokens: int = 0
+                      ) -> list[int]:
+    """The FULL decode graphs of FULL_AND_PIECEWISE (0.33 `cudagraph_dispatcher.py::
+    initialize_cudagraph_keys`): the capture sizes from q to q x max_num_seqs."""
+    q = 1 + num_speculative_tokens
+    return [s for s in sizes if q <= s <= q * max_num_seqs]
 
 
 def per_graph_bytes(num_layers: int) -> int:
@@ -411,22 +433,45 @@ def per_graph_bytes(num_layers: int) -> int:
 
 def cudagraph_bytes(shapes: Shapes, batch: BatchSettings, version: tuple[int, ...], *,
                     tp: int = 1, num_layers: int = 0, enforce_eager: bool = False,
-                    blackwell: bool = False) -> int:
+                    blackwell: bool = False, num_speculative_tokens: int = 0) -> int:
     """profile_cudagraph_memory's estimate, subtracted from 0.20 unless --enforce-eager:
     the first capture of the largest size (its eager warm-up's buffers in the regular pool
     and the capture's in the graph pool: twice the forward's) plus, per mode, `n - 1` later
     graphs of `per_graph_bytes` -- piecewise graphs for every capture size, full decode graphs
-    for the sizes up to max_num_seqs (FULL_AND_PIECEWISE)."""
+    for the sizes up to q x max_num_seqs (FULL_AND_PIECEWISE). The drafter's own graphs are
+    not in 0.33's estimate (`profile_cudagraph_memory` counts the target's and the encoder's);
+    an attention backend that cannot replay multi-token uniform decode (FlashInfer with
+    drafts) drops the FULL graphs, which is not modelled."""
     if enforce_eager or version < CUDAGRAPH_ESTIMATE:
         return 0
     sizes = capture_sizes(batch.max_num_seqs, version,
                           max_num_batched_tokens=batch.max_num_batched_tokens,
-                          blackwell=blackwell)
+                          blackwell=blackwell, num_speculative_tokens=num_speculative_tokens)
     piecewise = len(sizes)
-    full = len([s for s in sizes if s <= batch.max_num_seqs])
+    full = len(full_decode_sizes(sizes, batch.max_num_seqs, num_speculative_tokens))
     first = 2 * sizes[-1] * forward_bytes_per_token(shapes, tp)
     later = (piecewise - 1) + max(0, full - 1)
     return first + later * per_graph_bytes(num_layers)
+
+
+def eagle_draft_bytes(spec: ModelSpec, num_draft_layers: int) -> int | None:
+    """The weights an EAGLE head adds (vLLM `llama_eagle.py`, `spec_decode/eagle.py::
+    EagleProposer.load_model`): `num_draft_layers` decoder layers of the target's shape
+    (q/k/v/o, gate/up/down, two norms) and `fc`, the 2h -> h projection of the concatenated
+    token embedding and target hidden state, in the model dtype; the embeddings and the LM head
+    are the target's own (shared when the vocabularies match, so they add nothing). None when
+    the spec lacks the shapes."""
+    from kvplan.core.layers import FullAttention, SlidingWindow
+
+    h, inter, heads = spec.hidden_size, spec.intermediate_size, spec.num_attention_heads
+    attn = next((x for x in spec.layers if isinstance(x, (FullAttention, SlidingWindow))),
+                None)
+    if not (num_draft_layers and h and inter and heads and attn is not None):
+        return None
+    q = heads * attn.head_dim
+    kv = attn.num_kv_heads * attn.head_dim
+    layer = h * q + 2 * h * kv + q * h + 3 * h * inter + 2 * h
+    return (num_draft_layers * layer + 2 * h * h) * ACTIVATION_BYTES
 
 
 def shapes_of(spec: ModelSpec) -> Shapes | None:
