@@ -89,6 +89,25 @@ def test_subclasses_post_init_and_own_methods():
         def __repr__(self) -> str:
             return "mine"
 
+    @record
+    class OwnEq:
+        x: int
+        y: int = 0
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, OwnEq) and self.x == other.x
+
+    @dataclass(frozen=True)
+    class OwnEqDataclass:
+        x: int
+        y: int = 0
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, OwnEqDataclass) and self.x == other.x
+
+    # its own == kept; hashed by the fields as a frozen dataclass is (Python would set None)
+    assert OwnEq(1, 2) == OwnEq(1, 3) and hash(OwnEq(1, 2)) == hash(OwnEq(1, 2))
+    assert hash(OwnEqDataclass(1, 2)) == hash(OwnEqDataclass(1, 2))
     assert Child(1) == Child(1, 2, "c") and Child(1).b == 20 and Child(1, c="d").c == "d"
     assert Base(1) != Child(1)  # another class: never equal, as with dataclasses
     assert repr(Shown(1)) == "mine"

@@ -64,10 +64,14 @@ def record(cls: _T) -> _T:
         pairs = zip(shown, shown_values(self), strict=True)
         return f"{type(self).__qualname__}({', '.join(f'{k}={v!r}' for k, v in pairs)})"
 
+    own = cls.__dict__
+    # a class body that defines __eq__ gets __hash__ = None from Python; dataclasses still
+    # adds the field hash to a frozen class then, and so does this
+    implicit_no_hash = own.get("__hash__", 0) is None and "__eq__" in own
     for name, method in (("__init__", _first_init), ("__repr__", __repr__), ("__eq__", __eq__),
                          ("__hash__", __hash__), ("__setattr__", _setattr),
                          ("__delattr__", _delattr)):
-        if name not in cls.__dict__:
+        if name not in own or (name == "__hash__" and implicit_no_hash):
             setattr(cls, name, method)
     return cls
 
