@@ -446,6 +446,65 @@ def test_trtllm_plan_uses_max_num_tokens_for_the_activation_term():
     assert small.free_bytes - large.free_bytes == 6144 * (3 * 14336 + 3 * 4096) * 2
 
 
+def test_trtllm_plan_shows_the_fraction_of_what_the_profile_leaves():
+    """`plan --engine trtllm` (no --kv-memory): weights + one forward over max_num_tokens +
+    non-torch come off the GPU, and the pool gets free_gpu_memory_fraction of the rest."""
+    from kvplan.engines.registry import get
+
+    gpu = find_gpu("H100")
+    spec = model("llama-3.1-8b")
+    dep = Deployment(spec, engine="trtllm", gpu_name=gpu.name,
+                     gpu_memory_bytes=gpu.memory_bytes)
+    cap = get("trtllm").capacity(dep)
+    rows = dict(get("trtllm").memory_rows(cap))
+    # 8,192 tokens x (3 x 14,336 + 3 x 4,096) x 2 B; the CUDA context and kernels 360 MiB
+    acts, non_torch = 8192 * (3 * 14336 + 3 * 4096) * 2, 360 * MIB
+    weights = rows["- weights"]
+    free = gpu.memory_bytes - weights - acts - non_torch
+    assert rows["- activation peak (max_num_tokens)"] == acts
+    assert rows["- non-torch"] == non_torch
+    assert rows["= free after the profile"] == free
+    assert rows["x free_gpu_memory_fraction 0.9"] == int(free * 0.9)
+    assert cap.engine_profile.max_tokens == int(free * 0.9) // 131072
+    given = get("trtllm").capacity(Deployment(spec, engine="trtllm", kv_memory_bytes=GIB))
+    assert given.budget is None and get("trtllm").memory_rows(given) is None
+
+
+GPT_OSS_LOG = """\
+[TensorRT-LLM] TensorRT-LLM version: 1.1.0rc3
+[12/20/2025-04:21:50] [TRT-LLM] [I] Memory used after loading model weights (inside torch) in \
+memory usage profiling: 63.52 GiB
+[12/20/2025-04:21:51] [TRT-LLM] [I] Memory dynamically allocated during inference (inside \
+torch) in memory usage profiling: 0.85 GiB
+[12/20/2025-04:21:51] [TRT-LLM] [I] Peak memory during memory usage profiling (torch + \
+non-torch): 113.65 GiB, available KV cache memory when calculating max tokens: 5.95 GiB, \
+fraction is set 0.8999999761581421, kv size is 73728. device total memory 119.70 GiB, , tmp \
+kv_mem 0.56 GiB
+[TensorRT-LLM][INFO] Number of tokens per block: 32.
+[TensorRT-LLM][INFO] [MemUsageChange] Allocated 5.95 GiB for max tokens in paged KV cache \
+(86720).
+"""  # a backslash at a line end joins the lines: each log line is one line
+
+
+def test_explain_reads_the_pytorch_backend_profile_lines():
+    """The lines of trtllm-pytorch-gpt-oss-120b-dgx-spark (jeansblog/trt_llm README): the pool
+    recomputed from the logged 5.95 GiB, and the weights and activations beside kvplan's."""
+    from kvplan.planning.explain import explain
+
+    ex = explain(GPT_OSS_LOG, model="gpt-oss-120b")
+    assert ex.engine == "trtllm"
+    rows = {(r.quantity, r.basis): r for r in ex.rows}
+    given = rows[("kv_cache_tokens", "given the logged budget")]
+    assert given.logged == 86720 and given.status == "ok"
+    # 5.95 GiB // 73,728 B = 86,652 tokens -> 2,708 blocks of 32 (the log's 5.95 is rounded)
+    assert given.kvplan == -(-int(5.95 * GIB) // 73728 // 32) * 32
+    assert rows[("weights", "from settings")].logged == int(63.52 * GIB)
+    assert rows[("activation peak", "from settings")].logged == int(0.85 * GIB)
+    assert "Memory dynamically allocated" in rows[("activation peak", "from settings")].line
+    assert ex.settings["memory_fraction"] == pytest.approx(0.9)
+    assert ex.settings["block_size"] == 32
+
+
 # --- the table in docs/engine-accuracy.md ---------------------------------------------------
 
 def accuracy_table() -> str:

@@ -181,6 +181,17 @@ LOG_FORMAT = EngineLog(
         ("tokens_per_block", r"Number of tokens per block: (\d+)", "int", "kv"),
         ("kv_cache_bytes", r"Allocated ([\d.]+) GiB for max tokens in paged KV cache", "gib", "kv"),
         ("kv_cache_tokens", r"for max tokens in paged KV cache \((\d+)\)", "int", "kv"),
+        # the PyTorch backend's profile (_util.py::KvCacheCreator.configure_kv_cache_capacity
+        # and _cal_max_memory): the pool's bytes after the fraction, and the peak's terms
+        ("gpu_total_bytes", r"device total memory ([\d.]+) GiB", "gib", "gpu"),
+        ("available_kv_cache_bytes",
+         r"available KV cache memory when calculating max tokens: ([\d.]+) GiB", "gib", "kv"),
+        ("weights_bytes", r"Memory used after loading model weights \(inside torch\)[^:]*: "
+         r"([\d.]+) GiB", "gib", "weights"),
+        ("activation_bytes", r"Memory dynamically allocated during inference \(inside "
+         r"torch\)[^:]*: ([\d.]+) GiB", "gib", "terms"),
+        ("memory_fraction", r"fraction is set ([\d.]+)", "num", "settings"),
+        ("block_size", r"Number of tokens per block: (\d+)", "int", "settings"),
     ),
 )
 
@@ -194,9 +205,13 @@ class TrtllmEngine(BaseEngine):
     def capacity(self, dep: Deployment) -> Capacity:
         from kvplan.engines.base import weights_per_gpu
         from kvplan.engines.budget import (
+            SCHEMA as BUDGET_SCHEMA,
+        )
+        from kvplan.engines.budget import (
             TRTLLM_MAX_NUM_TOKENS,
             TRTLLM_VOCAB,
-            trtllm_free_bytes,
+            Budget,
+            trtllm_memory,
         )
 
         fraction = dep.memory_fraction if dep.memory_fraction is not None else \
@@ -204,18 +219,25 @@ class TrtllmEngine(BaseEngine):
         config = TrtllmConfig(tp=dep.tp, pp=dep.pp, kv_cache_dtype=dep.kv_dtype,
                               tokens_per_block=dep.block_size or TOKENS_PER_BLOCK,
                               free_gpu_memory_fraction=fraction)
+        budget = None
         if dep.kv_memory_bytes is not None:
             prof = profile(dep.spec, config, 0, kv_cache_bytes=dep.kv_memory_bytes)
         else:
             assert dep.gpu_memory_bytes is not None
             tokens = dep.max_num_batched_tokens or TRTLLM_MAX_NUM_TOKENS
-            free = trtllm_free_bytes(dep.spec, dep.gpu_memory_bytes, tp=dep.tp, pp=dep.pp,
-                                     weights=dep.weights_dtype, weights_bytes=dep.weights_bytes,
-                                     activation_bytes=dep.activation_bytes,
-                                     non_torch_bytes=dep.non_torch_bytes,
-                                     max_num_tokens=tokens,
-                                     dims=dep.dims)
-            prof = profile(dep.spec, config, free)
+            mem = trtllm_memory(dep.spec, dep.gpu_memory_bytes, tp=dep.tp, pp=dep.pp,
+                                weights=dep.weights_dtype, weights_bytes=dep.weights_bytes,
+                                activation_bytes=dep.activation_bytes,
+                                non_torch_bytes=dep.non_torch_bytes, max_num_tokens=tokens,
+                                dims=dep.dims)
+            prof = profile(dep.spec, config, mem.free_bytes)
+            # the terms as explain and find-gpus read them; the fraction applies to what is
+            # left after the peak (requested = total: nothing is held back before it)
+            budget = Budget(BUDGET_SCHEMA, self.name, dep.engine_version or "", "estimated",
+                            mem.total_bytes, fraction, mem.total_bytes, (mem.weights_bytes,),
+                            (mem.activation_bytes,), mem.non_torch_bytes, 0,
+                            (prof.kv_cache_bytes,), max_num_seqs=dep.max_num_seqs,
+                            max_num_batched_tokens=tokens)
         bs = config.tokens_per_block
         pool = Pool(self.name, (Constraint("KV blocks", "block", prof.num_blocks,
                                            (Need("full", bs, shareable=True),)),),
@@ -230,8 +252,23 @@ class TrtllmEngine(BaseEngine):
                       "trtllm-build also holds its execution context, runtime and decoder "
                       "buffers (not modelled; GBs at a large max_batch_size): give --kv-memory "
                       "from its log",)
-        return Capacity(dep, None, prof, pool, prof.kv_cache_dtype,
+        return Capacity(dep, budget, prof, pool, prof.kv_cache_dtype,
                         weights_per_gpu(dep, TRTLLM_VOCAB), prof.bytes_per_token, notes)
+
+    def memory_rows(self, cap: Capacity) -> list[tuple[str, int]] | None:
+        """The profiled peak's terms, what is left of the GPU, and the fraction of it the pool
+        gets (KvCacheCreator._cal_max_memory); None when the budget was given."""
+        b = cap.budget
+        if b is None:
+            return None
+        free = b.total_memory_bytes - max(b.weights_bytes) - max(b.activation_bytes) - \
+            b.non_torch_bytes
+        return [("GPU memory (reported)", b.total_memory_bytes),
+                ("- weights", max(b.weights_bytes)),
+                ("- activation peak (max_num_tokens)", max(b.activation_bytes)),
+                ("- non-torch", b.non_torch_bytes),
+                ("= free after the profile", free),
+                (f"x free_gpu_memory_fraction {b.utilization}", b.available)]
 
     def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
         return dep.max_num_seqs or MAX_BATCH_SIZE, "max_batch_size"

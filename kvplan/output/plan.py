@@ -49,7 +49,12 @@ def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
             f"{' ' + dep.engine_version if dep.engine_version else ''}, KV {cap.kv_format}, "
             f"max length {dep.context_limit():,}")
     tables = []
-    if cap.budget is not None and cap.budget.method == "estimated":
+    rows = getattr(cap.engine, "memory_rows", lambda _: None)(cap)
+    if rows is not None:
+        # the engine's own account of one GPU (llama.cpp: a fixed cache and what is left;
+        # TensorRT-LLM: a fraction of what the profile leaves)
+        tables.append(bytes_table("Memory per GPU", rows))
+    elif cap.budget is not None and cap.budget.method == "estimated":
         b = cap.budget
         tables.append(bytes_table("Memory per GPU (fullest stage)", [
             ("GPU memory (reported)", b.total_memory_bytes),
@@ -60,9 +65,6 @@ def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
             ("- CUDA graphs", b.cudagraph_bytes),
             ("= KV cache budget", b.available),
         ]))
-    elif (rows := getattr(cap.engine, "memory_rows", lambda _: None)(cap)) is not None:
-        # engines that allocate a fixed cache (llama.cpp): what the GPU holds, and what is left
-        tables.append(bytes_table("Memory per GPU", rows))
     numbers = engine_numbers(cap)
     tables.append(Table("Engine start-up numbers",
                         (Column("name", "name"), Column("value", "value")),

@@ -200,8 +200,11 @@ def _predicted(eng: Any, dep: Any, facts: LogFacts, warnings: list[str]) -> list
         return rows
     pairs = (("weights", facts.weights_bytes, max(b.weights_bytes) if b.weights_bytes else 0,
               "weights_bytes"),
+             # vLLM prints the torch peak (activations = peak - weights), TensorRT-LLM the
+             # activations themselves
              ("activation peak", facts.terms.get("activation_bytes"),
-              max(b.activation_bytes) if b.activation_bytes else 0, "peak_torch_bytes"),
+              max(b.activation_bytes) if b.activation_bytes else 0,
+              "peak_torch_bytes" if "peak_torch_bytes" in facts.lines else "activation_bytes"),
              ("non-torch memory", facts.terms.get("non_torch_bytes"), b.non_torch_bytes,
               "non_torch_bytes"),
              ("CUDA graphs", facts.terms.get("cudagraph_bytes"), b.cudagraph_bytes,
