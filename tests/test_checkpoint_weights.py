@@ -626,9 +626,13 @@ _QWEN3_4B = ModelSpec(name="qwen3-4b", layers=(FullAttention(8, 128),) * 36, fam
 
 def _log_cases():
     """(log, engine, GPU, model and format, logged GiB, kvplan bytes, what differs). vLLM's
-    figures include the rotary cos/sin caches it builds at load (vllm.rotary_cache_bytes:
-    e.g. Llama 3.1's 131,072 positions x 128 x 2 B = 32 MiB)."""
-    from kvplan.engines.vllm import rotary_cache_bytes as rope
+    figures are memory_allocated across its load (vllm.loaded_weight_bytes): the tensors as
+    the allocator rounds them plus the rotary cos/sin caches it builds (e.g. Llama 3.1's
+    131,072 positions x 128 x 2 B = 32 MiB)."""
+    from kvplan.engines.vllm import loaded_weight_bytes
+
+    def loaded(spec, q=NONE, expert_load=None):
+        return loaded_weight_bytes(spec, q, expert_load=expert_load)[0]
 
     lib = LIB
     awq = read_quantization(_AWQ, "x")
@@ -642,15 +646,15 @@ def _log_cases():
     return [
         ("vllm-i10517 (engine-logs.yaml)", "vLLM 0.6.4", "RTX 3090",
          "Llama-3.1-8B-Instruct, bf16 (Llama-3-8B shapes)", 14.9888,
-         placement(llama).max_bytes + rope(llama), "-"),
+         loaded(llama), "-"),
         ("vllm-doc-qwen25-7b-awq-rtx4080 (engine-logs.yaml)", "vLLM 0.26.0", "RTX 4080",
          "Qwen2.5-7B-Instruct-AWQ, int4 g128", 5.29,
-         placement(qwen_awq, awq).max_bytes + rope(qwen_awq),
+         loaded(qwen_awq, awq),
          "AWQ-Marlin repacking workspaces and buffers; the logged figure is the author's "
          "breakdown, two decimals"),
         ("vllm-doc-mistral7b-gptq-dgx-spark (engine-logs.yaml)", "vLLM 0.11.0", "GB10",
          "Mistral-7B-Instruct-v0.2-GPTQ, int4 g128 act-order", 3.8844,
-         placement(mistral, gptq).max_bytes + rope(mistral),
+         loaded(mistral, gptq),
          "GPTQ-Marlin's sort indices and workspace"),
         ("sglang-doc-qwq-32b-tp4 (engine-logs.yaml)", "SGLang (2025-03)", "4 x 24 GB, TP 4",
          "QwQ-32B, bf16, per rank", 15.54, placement(_QWQ, tp=4).max_bytes,
@@ -661,15 +665,15 @@ def _log_cases():
          "the logged figure is weights + non-torch memory, not weights alone"),
         ("myoceane.fr vLLM on A100 (gpt-oss-20b)", "vLLM 0.19.0", "A100 80GB (Marlin)",
          "gpt-oss-20b, MXFP4 experts", 13.72,
-         placement(oss20, oss20.quantization, expert_load=marlin).max_bytes + rope(oss20),
+         loaded(oss20, oss20.quantization, marlin),
          "Marlin workspace"),
         ("vllm-project/vllm#23278", "vLLM (Aug 2025)", "H100 (Marlin backend)",
          "gpt-oss-120b, MXFP4 experts", 65.9651,
-         placement(oss120, oss120.quantization, expert_load=marlin).max_bytes + rope(oss120),
+         loaded(oss120, oss120.quantization, marlin),
          "Marlin workspace"),
         ("vllm-project/vllm#33155", "vLLM 0.14.1", "H100 (Triton backend)",
          "gpt-oss-120b, MXFP4 experts", 64.38,
-         placement(oss120, oss120.quantization, expert_load=triton).max_bytes + rope(oss120),
+         loaded(oss120, oss120.quantization, triton),
          "not identified (the swizzled scale layout's padding is a candidate)"),
     ]
 
@@ -727,7 +731,7 @@ HELDOUT_WHY = {
 def _heldout_cases():
     import yaml
 
-    from kvplan.engines.vllm import rotary_cache_bytes as rope
+    from kvplan.engines.vllm import loaded_weights, rotary_cache_bytes
 
     # Qwen3-4B config.json: the Qwen3-4B-Instruct-2507 shapes above, 40,960 positions, fp16
     qwen3_4b = replace(_QWEN3_4B, dtype="fp16", max_context_tokens=40960)
@@ -735,9 +739,13 @@ def _heldout_cases():
     for entry in yaml.safe_load(HELDOUT.read_text(encoding="utf-8")):
         spec = LIB[entry["library"]] if entry["library"] else qwen3_4b
         tp = entry["tp"]
-        got = weight_plan(spec, "auto", tp=tp).max_bytes
-        if not entry["engine"].startswith("SGLang"):
-            got += rope(spec)  # vLLM's figure counts its rotary caches (see weights_table)
+        if entry["engine"].startswith("vLLM") and not any(
+                other in entry["engine"] for other in ("ROCm", "HPU")):  # CUDA's allocator
+            got = loaded_weights(spec, "auto", tp=tp)[0]  # memory_allocated, as vLLM counts
+        else:
+            got = weight_plan(spec, "auto", tp=tp).max_bytes
+            if not entry["engine"].startswith("SGLang"):
+                got += rotary_cache_bytes(spec)  # the device-memory drop holds the caches
         limit, why = HELDOUT_WHY.get(entry["id"], (0.02, "-"))
         rows.append((entry, got, limit, why))
     return rows

@@ -76,7 +76,11 @@ def test_vllm_data_parallel_with_expert_parallel():
     from kvplan.core.weights import weight_plan
 
     ep8 = weight_plan(resolve("deepseek-v3"), "auto", 1, 1, 8)
-    assert ep8 is not None and cap.budget.weights_bytes == ep8.stage_bytes
+    assert ep8 is not None
+    # vLLM's weights term is that placement as memory_allocated counts it: plus the rotary
+    # cache (163,840 positions x 64 x 2 B = 20 MiB) and the allocator's rounding (a few MiB)
+    extra = cap.budget.weights_bytes[0] - ep8.stage_bytes[0]
+    assert 163840 * 64 * 2 <= extra < 163840 * 64 * 2 + 64 * 2**20
 
 
 def test_sglang_dp_attention():

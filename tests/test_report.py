@@ -68,8 +68,12 @@ def test_capacity_rows_follow_the_budget():
     dep = Deployment(spec, gpu_name="H100 SXM", gpu_memory_bytes=85_028_896_768)
     r = report.sizing_report(spec, [dep], ["auto", "fp8"], [8192, 32768])
     bf16, fp8 = r.capacity
-    # Llama-3.1-8B's 8,030,261,248 parameters in bf16, whatever the KV dtype
-    assert bf16.weights_per_gpu_bytes == fp8.weights_per_gpu_bytes == 8030261248 * 2
+    # Llama-3.1-8B's 8,030,261,248 parameters in bf16, whatever the KV dtype, as vLLM's
+    # memory_allocated counts them: + the rotary cache (131,072 positions x 128 x 2 B) + each
+    # of the 32 attention layers' four fp32 scale scalars in a 512-byte block (every weight
+    # of Llama-3.1-8B is a whole number of 2 MiB, so the allocator rounds nothing else)
+    weights = 8030261248 * 2 + 131072 * 128 * 2 + 32 * 4 * 512
+    assert bf16.weights_per_gpu_bytes == fp8.weights_per_gpu_bytes == weights
     # vLLM 0.33 estimate (kvplan.engines.vllm_profile's documented terms): ceil(total x 0.92)
     # - weights - the sampler warm-up's one Triton pass (1,024 seqs x 128,256 vocab x 14 B +
     # the 8,192 x 4,096 bf16 hidden states; above the 8,192-token forward's (3 x 14,336 +
@@ -79,7 +83,7 @@ def test_capacity_rows_follow_the_budget():
     sampler = 1024 * 128256 * 14 + 8192 * 4096 * 2
     assert sampler > 8192 * (3 * 14336 + 3 * 4096) * 2
     graphs = 2 * 512 * (3 * 14336 + 3 * 4096) * 2 + (50 + 50) * 32 * 156 * 1024
-    budget = (math.ceil(85_028_896_768 * 0.92) - 8030261248 * 2 - sampler - 64 * 2**20
+    budget = (math.ceil(85_028_896_768 * 0.92) - weights - sampler - 64 * 2**20
               - graphs)
     assert bf16.kv_budget_bytes == fp8.kv_budget_bytes == budget
     for row, per_block in ((bf16, 16 * LLAMA_TOKEN_BF16), (fp8, 8 * LLAMA_TOKEN_BF16)):

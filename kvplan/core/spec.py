@@ -114,6 +114,19 @@ class VisionTower:
 
 
 @record
+class Rope:
+    """The rotary embedding as config.json sets it (`rope_scaling` / `rope_parameters`): what
+    an engine needs to size the cos/sin caches it builds at load. Only the scaling's kind and
+    numbers; the base frequency matters only as "the sliding layers have their own" (`local`,
+    Gemma 3's rope_local_base_freq: a second cache, unscaled)."""
+
+    scaling: str = "default"  # rope_type: default, linear, dynamic, yarn, llama3, longrope, ...
+    factor: float = 1.0
+    original_max_positions: int | None = None  # original_max_position_embeddings
+    local: bool = False  # sliding-window layers use an unscaled rope of their own base
+
+
+@record
 class ModelSpec:
     name: str
     layers: tuple[Layer, ...]
@@ -180,6 +193,7 @@ class ModelSpec:
     o_lora_rank: int | None = None
     num_hash_layers: int | None = None
     expert_quantization: Quantization | None = None
+    rope: Rope | None = None  # rotary scaling (None: unscaled, or not stated)
     # --- the checkpoint ------------------------------------------------------------------
     quantization: Quantization = NONE  # its weight format (config.json quantization_config)
     checkpoint: Checkpoint | None = None  # its published bytes, when known

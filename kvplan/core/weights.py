@@ -1088,6 +1088,17 @@ def weight_plan(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1
     the spec (the caller spreads a parameter count or a measured total instead)."""
     if supported(spec) is not None:
         return None
+    target, q, why = load_format(spec, weights)
+    plan = placement(target, q, tp, pp, ep, include_mtp=include_mtp,
+                     expert_load=expert_load if q.layout == "mxfp4" else None, vocab=vocab)
+    fmt = q.description if q.quantized else f"{target.dtype} (unquantized)"
+    return WeightPlan(plan.stage_bytes, fmt, why, exact=True)
+
+
+def load_format(spec: ModelSpec, weights: str = "auto") -> tuple[ModelSpec, Quantization, str]:
+    """(the spec in the dtype loaded, the format of its linear layers, why): the checkpoint's
+    own format (`weights` "auto"), one an engine quantizes into at load (a LOAD_FORMATS
+    name) or a model dtype (bf16/fp16/fp32)."""
     q = spec.quantization
     target = spec
     if weights == "auto":
@@ -1106,7 +1117,4 @@ def weight_plan(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1
     else:
         raise BadInputError(f"unknown weights format {weights!r}",
                             "valid: auto, bf16, fp16, fp32, " + ", ".join(LOAD_FORMATS))
-    plan = placement(target, q, tp, pp, ep, include_mtp=include_mtp,
-                     expert_load=expert_load if q.layout == "mxfp4" else None, vocab=vocab)
-    fmt = q.description if q.quantized else f"{target.dtype} (unquantized)"
-    return WeightPlan(plan.stage_bytes, fmt, why, exact=True)
+    return target, q, why

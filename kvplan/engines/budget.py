@@ -241,8 +241,8 @@ def stage_weights(spec: ModelSpec, weights: str | WeightFormat = "auto",
     fmt = weights if isinstance(weights, WeightFormat) else weight_format(weights, spec.dtype)
     shares = layer_weight_shares(spec)
     if weights_bytes is None:
-        name = "auto" if weights == "auto" and spec.dtype != "fp32" else fmt.name
-        plan = weight_plan(spec, name, tp, pp, ep, expert_load, vocab=vocab)
+        plan = weight_plan(spec, _load_name(spec, weights), tp, pp, ep, expert_load,
+                           vocab=vocab)
         if plan is not None:
             return plan.stage_bytes, f"{plan.format}, from {plan.why}, tensor by tensor"
         if weights == "auto" and spec.checkpoint is not None:
@@ -356,6 +356,12 @@ def layer_weight_shares(spec: ModelSpec) -> tuple[int, ...] | None:
     return tuple(attention + (moe_mlp if m else dense_mlp) for m in is_moe)
 
 
+def _load_name(spec: ModelSpec, weights: str | WeightFormat) -> str:
+    """The weights argument as `stage_weights` hands it to the inventory."""
+    fmt = weights if isinstance(weights, WeightFormat) else weight_format(weights, spec.dtype)
+    return "auto" if weights == "auto" and spec.dtype != "fp32" else fmt.name
+
+
 def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, ...] | None = None,
                 tp: int = 1, pp: int = 1, gpu_memory_utilization: float | None = None,
                 weights: str | WeightFormat = "auto", weights_bytes: int | None = None,
@@ -393,9 +399,16 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     if stage_weights_bytes is not None:
         per_stage, weights_how = list(stage_weights_bytes), "given per stage"
     else:
+        expert_load = engine.mxfp4_expert_load(gpu_arch)
         stages, weights_how = stage_weights(spec, weights, weights_bytes, tp, pp, dims, ep=ep,
-                                            expert_load=engine.mxfp4_expert_load(gpu_arch))
+                                            expert_load=expert_load)
         per_stage = list(stages)
+        if weights_bytes is None and weights_how.endswith("tensor by tensor"):
+            # what vLLM subtracts: the weights as memory_allocated counts them (allocator
+            # blocks, rotary caches), not the tensors' own bytes
+            per_stage = list(engine.loaded_weights(spec, _load_name(spec, weights), tp, pp,
+                                                   ep, expert_load))
+            weights_how += ", with vLLM's rotary caches and the allocator's rounding"
     if not extra_weights_bytes and num_draft_layers:
         extra_weights_bytes = vp.eagle_draft_bytes(spec, num_draft_layers) or 0
     per_stage[-1] += extra_weights_bytes // tp  # draft model on the last stage

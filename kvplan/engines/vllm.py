@@ -52,6 +52,7 @@ from kvplan.core.layers import (
     SlidingWindow,
     indexer_key_bytes,
 )
+from kvplan.core.quant import NONE, Quantization
 from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
@@ -70,6 +71,7 @@ from kvplan.engines.base import (
 from kvplan.engines.cache import CacheGroup, CacheLayer, CacheLayout, spec_state
 
 if TYPE_CHECKING:
+    from kvplan.core.allocator import CachingAllocator
     from kvplan.core.launch import EngineLaunch
     from kvplan.engines.vllm_profile import BatchSettings
 
@@ -263,26 +265,182 @@ def _big_gpu(gpu_memory_bytes: int | None, gpu_name: str | None) -> bool:
         "a100" not in (gpu_name or "").lower()
 
 
-def rotary_cache_bytes(spec: ModelSpec) -> int:
-    """The rotary embeddings' cos/sin caches every rank builds at load (rotary_embedding
-    `RotaryEmbedding.__init__`: a `cos_sin_cache` buffer of [max_position, rotary_dim] in the
-    model dtype; `get_rope` shares one per distinct configuration): one per distinct rotary
-    size (the head size; MLA's qk_rope_head_dim) over the model's context
-    (max_position_embeddings, which for YaRN / Llama 3 scaling is the scaled length).
-    Partial rotary factors are not in the spec: the full head size is an upper bound.
-    The budget leaves it out of the weights term (at most tens of MiB: 32 MiB for Llama 3.1's
-    131,072 positions x 128); docs/engine-accuracy.md section 5 adds it to compare with the
-    logged "Model loading took"."""
+@record
+class RopeCache:
+    """One rotary cos/sin cache vLLM builds at load: `positions` x `rotary_dim` in the model
+    dtype, created by the first layer (`first_layer`) that asks for its configuration."""
+
+    positions: int
+    rotary_dim: int
+    first_layer: int
+    linear: bool = False  # LinearScalingRotaryEmbedding: one more fp32 copy while built
+
+
+def rope_caches(spec: ModelSpec, layers: range | None = None) -> tuple[RopeCache, ...]:
+    """The caches `get_rope` builds (rotary_embedding `get_rope`: one per distinct (head
+    size, rotary dim, max position, base, scaling) key, kept in `_ROPE_DICT`). Lengths as
+    each class computes its `cos_sin_cache`:
+
+    - default, llama3, mrope and kinds not listed: max_position_embeddings;
+    - linear and dynamic: max_position x factor (LinearScalingRotaryEmbedding,
+      DynamicNTKScalingRotaryEmbedding: `max_len = max_position_embeddings * scaling_factor`;
+      Gemma 3's global layers: 131,072 x 8 = 1,048,576 positions);
+    - yarn and deepseek_yarn: original_max_position_embeddings x factor;
+    - longrope: a short cache of original_max_position_embeddings and a long one of
+      max_position_embeddings, concatenated (Phi3LongRoPEScaledRotaryEmbedding).
+
+    Sliding layers with a rope of their own (Gemma 3 rope_local_base_freq) get a second,
+    unscaled cache. The rotary dim is the head size (MLA: qk_rope_head_dim); partial rotary
+    factors are not in the spec, so the full head size is an upper bound. `layers`: those of
+    one pipeline stage (each process builds the caches its own layers ask for)."""
     if not spec.max_context_tokens:
-        return 0
-    dims = set()
-    for layer in spec.layers:
+        return ()
+    max_pos = spec.max_context_tokens
+    rope = spec.rope
+    found: dict[tuple[int, bool], RopeCache] = {}
+    for i in layers if layers is not None else range(spec.num_layers):
+        layer = spec.layers[i]
         if isinstance(layer, MLA):
-            dims.add(layer.qk_rope_head_dim)
+            dim = layer.qk_rope_head_dim
         elif isinstance(layer, ATTENTION_KINDS):
-            dims.add(layer.head_dim)
+            dim = layer.head_dim
+        else:
+            continue
+        local = rope is not None and rope.local and isinstance(layer, SlidingWindow)
+        if (dim, local) in found:
+            continue
+        positions, linear = max_pos, False
+        if rope is not None and not local:
+            factor, original = rope.factor, rope.original_max_positions or max_pos
+            if rope.scaling in ("linear", "dynamic"):
+                positions, linear = math.ceil(max_pos * factor), rope.scaling == "linear"
+            elif rope.scaling in ("yarn", "deepseek_yarn"):
+                positions = math.ceil(original * factor)
+            elif rope.scaling == "longrope":
+                positions = original + max_pos
+        found[(dim, local)] = RopeCache(positions, dim, i, linear)
+    return tuple(found.values())
+
+
+def rotary_cache_bytes(spec: ModelSpec) -> int:
+    """The bytes of every rotary cache (`rope_caches`), each `.to(dtype)` in the model dtype
+    (`RotaryEmbedding.__init__`): 32 MiB for Llama 3.1's 131,072 positions x 128."""
     dtype_bytes = 4 if spec.dtype == "fp32" else 2
-    return sum(spec.max_context_tokens * d * dtype_bytes for d in dims)
+    return sum(c.positions * c.rotary_dim * dtype_bytes for c in rope_caches(spec))
+
+
+# Attention.__init__ keeps four fp32 scalars on the device (_k_scale, _v_scale, _q_scale,
+# _prob_scale); each takes a 512-byte block of the caching allocator.
+ATTENTION_SCALE_TENSORS = 4
+# Checkpoint tensors vLLM loads into one parameter (packed_modules_mapping): q/k/v into
+# qkv_proj, gate/up into gate_up_proj (dense MLPs, shared experts and the stacked experts
+# alike: FusedMoE holds every expert's w13 in one [E, 2I, H] tensor and w2 in one more).
+_FUSED = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj",
+          "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj"}
+
+
+def _replay_rope(alloc: CachingAllocator, cache: RopeCache, model_bytes: int) -> None:
+    """`_compute_cos_sin_cache` on the device, then `.to(dtype)`: inv_freq and positions,
+    freqs = positions x inv_freq, cos, sin and their concatenation in fp32 (linear scaling:
+    positions divided by the factor and the list concatenated once more), freed once the
+    model-dtype copy exists. Only the order of these fp32 blocks matters: later weights
+    reuse them."""
+    n, d = cache.positions, cache.rotary_dim
+    temps = [alloc.malloc(d // 2 * 4), alloc.malloc(n * 4)]
+    if cache.linear:
+        temps.append(alloc.malloc(n * 4))
+    temps += [alloc.malloc(n * d // 2 * 4) for _ in range(3)]
+    cat = alloc.malloc(n * d * 4)
+    if cache.linear:
+        temps.append(cat)
+        cat = alloc.malloc(n * d * 4)
+    for h in temps:
+        alloc.free(h)
+    alloc.malloc(n * d * model_bytes)
+    alloc.free(cat)
+
+
+def loaded_weights(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1,
+                   ep: int = 1, expert_load: ExpertLoad | None = None) -> tuple[int, ...]:
+    """`loaded_weight_bytes` in the format `weights` names (kvplan.core.weights.load_format:
+    the checkpoint's, one quantized at load, or a model dtype); MXFP4 experts laid out as
+    `expert_load` says."""
+    from kvplan.core.weights import load_format
+
+    target, q, _ = load_format(spec, weights)
+    return loaded_weight_bytes(target, q, tp, pp, ep,
+                               expert_load=expert_load if q.layout == "mxfp4" else None)
+
+
+def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp: int = 1,
+                        ep: int = 1, include_mtp: bool = False,
+                        expert_load: ExpertLoad | None = None) -> tuple[int, ...]:
+    """What vLLM logs as the weights one GPU of each pipeline stage loaded ("Loading model
+    weights took", "Model loading took", the worker's "model weights take"): the change of
+    `torch.cuda.memory_allocated` across `load_model` (`DeviceMemoryProfiler`). That counts
+    the caching allocator's blocks (kvplan.core.allocator), so it is the weights as vLLM
+    creates its parameters (the checkpoint's tensors, `placement`, fused as
+    packed_modules_mapping fuses them) in the order the model's __init__ creates them, plus
+    the rotary caches (`rope_caches`, built by the first layer that uses each, with their
+    fp32 intermediates freed for later weights to reuse) and the attention layers' scalars,
+    each allocation as the allocator rounds it: a 25 MiB o_proj in a fresh 26 MiB segment
+    counts 26 MiB. R1-Distill-Qwen-14B at TP 2 (vllm#13061): 13.7561 GiB of tensors, 13.9476
+    logged, all of it this."""
+    from kvplan.core.allocator import CachingAllocator
+    from kvplan.core.weights import placement
+
+    plan = placement(spec, q, tp, pp, ep, include_mtp=include_mtp, expert_load=expert_load)
+    inv = plan.inventory
+    stages = pp_stages(spec.num_layers, pp)
+    model_bytes = 4 if spec.dtype == "fp32" else 2
+    groups: dict[tuple[str, int | None], list[int]] = {}  # (param, layer) -> [bytes, order]
+    places: dict[tuple[str, int | None], str] = {}
+    for t in inv.tensors:
+        parts = t.name.split(".")
+        key = (".".join(_FUSED.get(p, p) for p in parts), t.layer)
+        if key not in groups:
+            groups[key] = [0, len(groups)]
+            places[key] = t.place
+        groups[key][0] += t.num_bytes
+    out = []
+    for k, (a, b) in enumerate(stages):
+        alloc = CachingAllocator()
+        last = k == pp - 1
+
+        def put(key: tuple[str, int | None], alloc: CachingAllocator = alloc) -> None:
+            alloc.malloc(groups[key][0])
+
+        ordered = sorted(groups, key=lambda g: groups[g][1])
+        first_use = {c.first_layer: c for c in rope_caches(spec, range(a, b))}
+        if k == 0:
+            for place in ("vision", "embed"):  # the vision tower is built before the LM
+                for key in ordered:
+                    if places[key] == place:
+                        put(key)
+        for i in range(a, b):
+            mine = [key for key in ordered if key[1] == i and places[key] == "layer"]
+            attn = [key for key in mine if "attn" in key[0]]
+            for key in attn:
+                put(key)
+            if i in first_use:
+                _replay_rope(alloc, first_use[i], model_bytes)
+            if isinstance(spec.layers[i], (*ATTENTION_KINDS, MLA)):
+                for _ in range(ATTENTION_SCALE_TENSORS):
+                    alloc.malloc(4)
+            for key in mine:
+                if key not in attn:
+                    put(key)
+        if last:
+            for place in ("final", "head", "mtp"):
+                for key in ordered:
+                    if places[key] == place:
+                        put(key)
+            if pp > 1 and spec.tie_word_embeddings:
+                for key in ordered:
+                    if places[key] == "embed":
+                        put(key)
+        out.append(alloc.allocated_bytes)
+    return tuple(out)
 
 
 def mxfp4_expert_load(gpu_arch: str = "") -> ExpertLoad | None:

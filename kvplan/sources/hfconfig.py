@@ -25,6 +25,7 @@ engine-kv-sizing.md §1.1, §1.10, §4.1 and §5.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from kvplan.core.layers import (
     SlidingWindow,
     StateTensor,
 )
-from kvplan.core.spec import Block, ModelSpec, Source, SSMShapes, VisionTower
+from kvplan.core.spec import Block, ModelSpec, Rope, Source, SSMShapes, VisionTower
 from kvplan.sources import hfarch
 from kvplan.sources.fields import Fields
 from kvplan.sources.quant import deepseek_v4_formats, quantization_from_config
@@ -345,6 +346,42 @@ def _opt_int(cfg: Fields, *names: str, minimum: int = 0) -> int | None:
     return None
 
 
+# Gemma3TextConfig's rope_local_base_freq defaults to 10,000 (its sliding layers' own rope)
+_LOCAL_ROPE_DEFAULT = {"gemma3", "gemma3_text"}
+
+
+def _rope(cfg: Fields, model_type: str | None) -> Rope | None:
+    """ModelSpec.rope from `rope_scaling` (or transformers 5's `rope_parameters`, per layer
+    type where it is split: the full-attention entry; a sliding entry means a local rope);
+    None for an unscaled rope shared by every layer. Values of the wrong type are ignored
+    (the rotary caches then count as unscaled), never raised on."""
+    raw = cfg.raw.get("rope_scaling")
+    params = cfg.raw.get("rope_parameters")
+    local = cfg.has("rope_local_base_freq") or model_type in _LOCAL_ROPE_DEFAULT
+    if isinstance(params, dict) and isinstance(params.get("full_attention"), dict):
+        raw = params["full_attention"]
+        local = local or isinstance(params.get("sliding_attention"), dict)
+    elif not isinstance(raw, dict) and isinstance(params, dict):
+        raw = params
+    kind, factor, original = "default", 1.0, None
+    if isinstance(raw, dict):
+        value = raw.get("rope_type", raw.get("type"))
+        kind = value if isinstance(value, str) and len(value) <= 64 else kind
+        value = raw.get("factor")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                math.isfinite(value) and 0 < value <= 1024:
+            factor = float(value)
+        original = _opt_int(Fields(raw, cfg.source), "original_max_position_embeddings",
+                            minimum=1)
+    if original is None:
+        original = _opt_int(cfg, "original_max_position_embeddings", minimum=1)
+    if original is not None and original > 2**24:
+        original = None
+    if kind == "default" and factor == 1.0 and not local:
+        return None
+    return Rope(kind, factor, original, local)
+
+
 def shapes(reader: _Reader) -> dict[str, Any]:
     """The shapes beyond the KV cache (ModelSpec.hidden_size ... num_nextn_predict_layers),
     each None when the config does not give it."""
@@ -402,6 +439,7 @@ def shapes(reader: _Reader) -> dict[str, Any]:
     elif mt == "qwen2":  # Qwen2Attention: q/k/v carry biases, o does not; no config field
         out["attention_bias"] = True
     out["num_nextn_predict_layers"] = _opt_int(cfg, "num_nextn_predict_layers")
+    out["rope"] = _rope(cfg, mt)
     if mt == "deepseek_v4":
         # DeepSeek-V4: low-rank queries, a grouped low-rank output, hyper-connections, hash
         # routing on the first layers, the experts' own format (expert_dtype)

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,15 @@ from kvplan.core.layers import (
     StateTensor,
 )
 from kvplan.core.quant import NONE
-from kvplan.core.spec import Block, Checkpoint, ModelSpec, Source, SSMShapes, VisionTower
+from kvplan.core.spec import (
+    Block,
+    Checkpoint,
+    ModelSpec,
+    Rope,
+    Source,
+    SSMShapes,
+    VisionTower,
+)
 from kvplan.sources.fields import Fields, read_yaml
 
 SCHEMA = "kvplan.model/1"
@@ -106,7 +115,7 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
     if top.has("shapes"):
         sh = top.sub("shapes")
         sh.check_known(set(SHAPE_INTS) | set(SHAPE_BOOLS)
-                       | {"ssm", "blocks", "vision", "expert_dtype"})
+                       | {"ssm", "blocks", "vision", "expert_dtype", "rope"})
         for key in SHAPE_INTS:
             shapes[key] = sh.int(key, None, minimum=0 if key in _SHAPE_ZERO_OK else 1)
         for key in SHAPE_BOOLS:
@@ -124,6 +133,8 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
             shapes["expert_dtype"] = value
         if sh.has("vision"):
             shapes["vision"] = _read_vision(sh.sub("vision"))
+        if sh.has("rope"):
+            shapes["rope"] = _read_rope(sh.sub("rope"))
         if sh.has("blocks"):
             shapes["blocks"] = parse_blocks(sh, sh.str("blocks"))
     quant = NONE
@@ -196,6 +207,20 @@ def _read_vision(f: Fields) -> VisionTower:
     ints.update({k: f.int(k, 3 if k == "num_channels" else 0, minimum=0, maximum=MAX_DIM)
                  for k in _VISION_OPTIONAL})
     return VisionTower(kind, **ints)
+
+
+def _read_rope(f: Fields) -> Rope:
+    """`shapes.rope`: the rotary scaling config.json states (ModelSpec.rope): `scaling` (its
+    rope_type), `factor`, `original_max_positions`, `local` (sliding layers with a rope of
+    their own base, Gemma 3)."""
+    f.check_known({"scaling", "factor", "original_max_positions", "local"})
+    factor = f.raw.get("factor", 1)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or \
+            not math.isfinite(factor) or not 0 < factor <= 1024:
+        raise f.error("factor", f"must be a number in (0, 1024], got {factor!r}")
+    return Rope(f.str("scaling", "default"), float(factor),
+                f.int("original_max_positions", None, maximum=2**24),
+                f.bool("local", False))
 
 
 def parse_blocks(f: Fields, text: str) -> tuple[Block, ...]:
@@ -415,6 +440,12 @@ def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
         shapes["blocks"] = format_blocks(spec.blocks)
     if spec.expert_quantization is not None:  # "fp4" or "fp8" (DeepSeek-V4 expert_dtype)
         shapes["expert_dtype"] = spec.expert_quantization.method
+    if spec.rope is not None:
+        shapes["rope"] = {"scaling": spec.rope.scaling, "factor": spec.rope.factor}
+        if spec.rope.original_max_positions is not None:
+            shapes["rope"]["original_max_positions"] = spec.rope.original_max_positions
+        if spec.rope.local:
+            shapes["rope"]["local"] = True
     if spec.vision is not None:
         shapes["vision"] = {k: v for k, v in vars(spec.vision).items()
                             if v or k in ("kind", *_VISION_REQUIRED)}

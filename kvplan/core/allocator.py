@@ -1,0 +1,117 @@
+"""PyTorch's CUDA caching allocator as `torch.cuda.memory_allocated` counts it.
+
+Engines built on torch measure "the weights" as the change of memory_allocated across their
+model load (vLLM's `DeviceMemoryProfiler`, `platforms/cuda.py get_current_memory_usage`:
+reset the peak, read max_memory_allocated). That statistic counts the allocator's *blocks*,
+not the bytes the tensors asked for: a large tensor placed in a fresh segment keeps the whole
+segment when what is left over is too small to split off. This module replays a sequence of
+allocations and frees with the allocator's default rules (`c10/cuda/CUDACachingAllocator.cpp`,
+no `PYTORCH_CUDA_ALLOC_CONF` set: no expandable segments, no max_split_size) and reports what
+memory_allocated would say:
+
+- every request is rounded up to 512 bytes (kMinBlockSize);
+- requests of at most 1 MiB (kSmallSize) come from the small pool, whose segments are 2 MiB
+  (kSmallBuffer); a block there is split whenever at least 512 bytes remain;
+- larger requests come from the large pool: the smallest free block that fits (best fit), else
+  a new segment of 20 MiB (kLargeBuffer) for requests under 10 MiB (kMinLargeAlloc), or of the
+  request rounded up to 2 MiB (kRoundLarge); the block is split only when more than 1 MiB
+  remains (`shouldSplit`), so e.g. a 25 MiB tensor in a fresh 26 MiB segment counts 26 MiB;
+- a freed block merges with free neighbours of its own segment and is reused by later requests.
+
+Pure arithmetic over ints; the device is never touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MIN_BLOCK_BYTES = 512  # kMinBlockSize
+SMALL_SIZE_BYTES = 1 << 20  # kSmallSize: largest request of the small pool
+SMALL_BUFFER_BYTES = 2 << 20  # kSmallBuffer: small pool segment
+MIN_LARGE_ALLOC_BYTES = 10 << 20  # kMinLargeAlloc
+LARGE_BUFFER_BYTES = 20 << 20  # kLargeBuffer: segment for large requests under 10 MiB
+ROUND_LARGE_BYTES = 2 << 20  # kRoundLarge
+
+
+def round_request(num_bytes: int) -> int:
+    """The block size a request is rounded to (`round_size`)."""
+    if num_bytes < MIN_BLOCK_BYTES:
+        return MIN_BLOCK_BYTES
+    return -(-num_bytes // MIN_BLOCK_BYTES) * MIN_BLOCK_BYTES
+
+
+def segment_size(rounded_bytes: int) -> int:
+    """The size of the segment cudaMalloc'd for a request no free block fits
+    (`get_allocation_size`)."""
+    if rounded_bytes <= SMALL_SIZE_BYTES:
+        return SMALL_BUFFER_BYTES
+    if rounded_bytes < MIN_LARGE_ALLOC_BYTES:
+        return LARGE_BUFFER_BYTES
+    return -(-rounded_bytes // ROUND_LARGE_BYTES) * ROUND_LARGE_BYTES
+
+
+@dataclass
+class _Block:
+    segment: int
+    offset: int
+    size: int
+    free: bool = True
+
+
+@dataclass
+class CachingAllocator:
+    """A replay of allocations and frees; `allocated_bytes` is memory_allocated."""
+
+    allocated_bytes: int = 0
+    # blocks of every segment, in address order, per pool ("small" / "large")
+    _segments: list[list[_Block]] = field(default_factory=list)
+    _pools: list[str] = field(default_factory=list)
+    _live: dict[int, _Block] = field(default_factory=dict)
+    _next: int = 0
+
+    def malloc(self, num_bytes: int) -> int:
+        """Allocate a tensor of `num_bytes`; returns a handle for `free`."""
+        if num_bytes <= 0:
+            raise ValueError("an allocation needs a positive size")
+        rounded = round_request(num_bytes)
+        pool = "small" if rounded <= SMALL_SIZE_BYTES else "large"
+        block = self._best_fit(pool, rounded)
+        if block is None:
+            self._segments.append([_Block(len(self._segments), 0, segment_size(rounded))])
+            self._pools.append(pool)
+            block = self._segments[-1][0]
+        remaining = block.size - rounded
+        split = remaining >= MIN_BLOCK_BYTES if pool == "small" else remaining > SMALL_SIZE_BYTES
+        if split:
+            blocks = self._segments[block.segment]
+            rest = _Block(block.segment, block.offset + rounded, remaining)
+            blocks.insert(blocks.index(block) + 1, rest)
+            block.size = rounded
+        block.free = False
+        self.allocated_bytes += block.size
+        handle = self._next
+        self._next += 1
+        self._live[handle] = block
+        return handle
+
+    def free(self, handle: int) -> None:
+        block = self._live.pop(handle)
+        self.allocated_bytes -= block.size
+        block.free = True
+        blocks = self._segments[block.segment]
+        i = blocks.index(block)
+        if i + 1 < len(blocks) and blocks[i + 1].free:  # merge with the next free block
+            block.size += blocks.pop(i + 1).size
+        if i > 0 and blocks[i - 1].free:  # and with the previous one
+            blocks[i - 1].size += blocks.pop(i).size
+
+    def _best_fit(self, pool: str, rounded: int) -> _Block | None:
+        """The smallest free block of the pool that fits (ties: the lowest address)."""
+        best: _Block | None = None
+        for seg, blocks in enumerate(self._segments):
+            if self._pools[seg] != pool:
+                continue
+            for b in blocks:
+                if b.free and b.size >= rounded and (best is None or b.size < best.size):
+                    best = b
+        return best

@@ -1,0 +1,132 @@
+"""The weights as vLLM logs them: `torch.cuda.memory_allocated` across the model load, i.e.
+the tensors as PyTorch's caching allocator rounds them plus the rotary cos/sin caches vLLM
+builds (kvplan.core.allocator, kvplan.engines.vllm.loaded_weight_bytes / rope_caches).
+Expected values are the allocator's rules worked by hand (c10/cuda/CUDACachingAllocator.cpp)
+or the figures real logs printed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvplan.core.allocator import CachingAllocator
+from kvplan.engines import vllm
+from kvplan.sources.hfconfig import load_config_file
+from kvplan.sources.library import resolve
+
+MIB = 2**20
+GIB = 2**30
+CONFIGS = Path(__file__).parent / "fixtures" / "hf-configs"
+MODELS = Path(__file__).parent / "fixtures" / "engines" / "models"
+
+
+def test_allocator_rounds_as_the_caching_allocator_does():
+    a = CachingAllocator()
+    # a 4-byte scalar takes a 512-byte block of the small pool
+    a.malloc(4)
+    assert a.allocated_bytes == 512
+    # 25 MiB (>= 10 MiB): a fresh segment of 26 MiB (rounded to 2 MiB); 1 MiB left is not
+    # more than kSmallSize, so the block is not split and counts 26 MiB
+    a.malloc(25 * MIB)
+    assert a.allocated_bytes == 512 + 26 * MIB
+    # 67.5 MiB: a 68 MiB segment, 0.5 MiB left, not split
+    a.malloc(67 * MIB + MIB // 2)
+    assert a.allocated_bytes == 512 + 26 * MIB + 68 * MIB
+    # 9.5 MiB (< 10 MiB): a 20 MiB segment; 10.5 MiB left is split off
+    h = a.malloc(9 * MIB + MIB // 2)
+    assert a.allocated_bytes == 512 + 94 * MIB + 9 * MIB + MIB // 2
+    # a second 9.5 MiB takes the 10.5 MiB rest whole (1 MiB left: not split)
+    a.malloc(9 * MIB + MIB // 2)
+    assert a.allocated_bytes == 512 + 94 * MIB + 20 * MIB
+    # freed, the first 9.5 MiB block is reused by a 3 MiB request, split (6.5 MiB left)
+    a.free(h)
+    a.malloc(3 * MIB)
+    assert a.allocated_bytes == 512 + 94 * MIB + 20 * MIB - 9 * MIB - MIB // 2 + 3 * MIB
+
+
+def test_a_freed_block_is_split_for_a_smaller_tensor():
+    # the fp32 concatenation of a rotary cache (64 MiB) freed, a 35 MiB qkv weight takes it
+    # and the 29 MiB rest is split off: exact, where a fresh segment would count 36 MiB
+    a = CachingAllocator()
+    tmp = a.malloc(64 * MIB)
+    a.free(tmp)
+    assert a.allocated_bytes == 0
+    a.malloc(35 * MIB)
+    assert a.allocated_bytes == 35 * MIB
+    a.malloc(35 * MIB)  # the 29 MiB rest is too small: a fresh 36 MiB segment
+    assert a.allocated_bytes == 35 * MIB + 36 * MIB
+
+
+def test_rope_caches_follow_each_scaling_kind():
+    def caches(name):
+        return [(c.positions, c.rotary_dim) for c in
+                vllm.rope_caches(load_config_file(CONFIGS / f"{name}.json"))]
+
+    # Gemma 3 4B: sliding layers' own rope (rope_local_base_freq) over 131,072 positions;
+    # the global layers' linear factor 8: LinearScalingRotaryEmbedding's max_len =
+    # max_position x factor; head_dim 256
+    assert caches("google--gemma-3-4b-it") == [(131072, 256), (131072 * 8, 256)]
+    assert vllm.rotary_cache_bytes(resolve("gemma-3-4b")) == (131072 + 1048576) * 256 * 2
+    # Gemma 3 1B: unscaled, but two bases, so two caches of 32,768 positions
+    assert caches("google--gemma-3-1b-it") == [(32768, 256), (32768, 256)]
+    # DeepSeek-V3: YaRN over original_max_position_embeddings 4,096 x factor 40, MLA's
+    # qk_rope_head_dim 64
+    assert caches("deepseek-ai--DeepSeek-V3") == [(4096 * 40, 64)]
+    # Phi-3.5-mini: longrope's short (4,096) and long (131,072) caches concatenated; head 96
+    assert caches("microsoft--Phi-3.5-mini-instruct") == [(4096 + 131072, 96)]
+    # Llama 3.1: llama3 scaling keeps max_position_embeddings
+    assert caches("meta-llama--Meta-Llama-3.1-70B") == [(131072, 128)]
+
+
+def test_r1_distill_qwen_14b_tp2_is_the_logged_13_9476():
+    """vllm#13061 (V0 0.7.2, 2 x RTX 4090, TP 2): "Loading model weights took 13.9476 GB"
+    (GiB). The tensors are 13.7561 GiB; the rest is the rotary cache (131,072 x 128 x 2 B =
+    32 MiB) and the allocator: per layer the 35 MiB qkv, 25 MiB o_proj and 135 MiB gate_up
+    each keep 1 MiB more and the 67.5 MiB down_proj 0.5 MiB more (3.5 MiB x 48 layers), except
+    where the rotary cache's freed fp32 buffers (32, 32 and 64 MiB) take layers 1-3's
+    attention weights exactly (4 MiB)."""
+    spec = resolve(str(MODELS / "deepseek-r1-distill-qwen-14b.yaml"))
+    # per rank, bf16: half the padded vocabulary (152,064 / 2 rows of 5,120) for the embedding
+    # and the untied head; per layer qkv 3,584 x 5,120 + its bias, o_proj 5,120 x 2,560,
+    # gate_up 13,824 x 5,120, down 5,120 x 6,912, two norms; the final norm
+    per_layer = 3584 * 5120 + 3584 + 5120 * 2560 + 13824 * 5120 + 5120 * 6912 + 2 * 5120
+    tensors = 2 * (2 * 76032 * 5120 + 48 * per_layer + 5120)
+    expected = tensors + 32 * MIB + (48 * 7 // 2 - 4) * MIB + 48 * 4 * 512
+    got = vllm.loaded_weight_bytes(spec, tp=2)[0]
+    assert got == expected
+    assert round(got / GIB, 4) == 13.9476
+
+
+def test_gemma3_4b_vlm_is_the_logged_8_58():
+    """vllm PR 21489 (0.10.0, B200, google/gemma-3-4b-it): "8.58 GiB for weight". The
+    checkpoint is 8.01 GiB (vision tower included); the global layers' linear-scaled rotary
+    cache is 1,048,576 x 256 x 2 B = 512 MiB and the sliding layers' 64 MiB."""
+    spec = resolve("gemma-3-4b")
+    got = vllm.loaded_weight_bytes(spec)[0]
+    assert got >= 8600158944 + 576 * MIB
+    assert round(got / GIB, 2) == 8.58
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_every_stage_builds_its_own_caches(pp):
+    # each pipeline stage's process builds the caches its layers ask for
+    spec = resolve("gemma-3-4b")
+    stages = vllm.loaded_weight_bytes(spec, pp=pp)
+    assert len(stages) == pp
+    if pp == 2:
+        assert all(s > 576 * MIB for s in stages)
+
+
+def test_rope_survives_the_yaml_round_trip_and_bad_values_are_one_clear_error():
+    from kvplan.core.errors import SpecError
+    from kvplan.sources.yamlspec import spec_from_dict, spec_to_dict
+
+    spec = load_config_file(CONFIGS / "microsoft--Phi-3.5-mini-instruct.json")
+    again = spec_from_dict(spec_to_dict(spec), "x.yaml")
+    assert again.rope == spec.rope and again.rope is not None
+    assert again.rope.original_max_positions == 4096
+    raw = spec_to_dict(resolve("gemma-3-4b"))
+    raw["shapes"]["rope"]["factor"] = "eight"
+    with pytest.raises(SpecError, match="factor"):
+        spec_from_dict(raw, "x.yaml")
