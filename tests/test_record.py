@@ -116,6 +116,16 @@ def test_subclasses_post_init_and_own_methods():
         class Bad(_FrozenBase):
             y: int = 0
 
+    with pytest.raises(TypeError, match="InitVar"):
+        @record
+        class Seeded:
+            x: int
+            seed: dataclasses.InitVar[int] = 0
+    with pytest.raises(TypeError, match="keyword-only"):
+        @record
+        class Named:
+            x: int = field(kw_only=True)
+
 
 @dataclass(frozen=True)
 class _FrozenBase:

@@ -45,8 +45,12 @@ def record(cls: _T) -> _T:
     if own_doc is None:
         cls.__doc__ = None
     fields = dataclasses.fields(cls)
-    if any(f.kw_only is True for f in fields):
-        raise TypeError(f"record {cls.__qualname__}: keyword-only fields are not supported")
+    declared = vars(cls)["__dataclass_fields__"]  # InitVar and ClassVar entries too
+    if any(f.kw_only is True for f in fields) or any(
+            isinstance(f.type, str) and "InitVar" in f.type or f.type is dataclasses.InitVar
+            or isinstance(f.type, dataclasses.InitVar) for f in declared.values()):
+        raise TypeError(f"record {cls.__qualname__}: keyword-only fields and InitVar "
+                        "pseudo-fields are not supported (use @dataclass(frozen=True))")
     compared = _getter(f.name for f in fields if f.compare)
     hashed = _getter(f.name for f in fields if (f.compare if f.hash is None else f.hash))
     shown = tuple(f.name for f in fields if f.repr)
