@@ -257,6 +257,12 @@ def test_capture_sizes_with_draft_tokens():
         [1, 2, 4] + list(range(8, 129, 8))
     # FULL decode graphs: the sizes from q to q x max_num_seqs (4..256)
     assert vp.full_decode_sizes(sizes, 64, 3) == [s for s in sizes if 4 <= s <= 256]
+    # 0.26.0's _set_cudagraph_sizes: the same ceiling (q in it), no decode sizes appended:
+    # 100 seqs -> ceiling 200, the grid only (0.33 adds 100, tested below)
+    assert vp.capture_sizes(100, (0, 26, 0), max_num_batched_tokens=8192) == \
+        [1, 2, 4] + list(range(8, 201, 8))
+    assert vp.capture_sizes(8, (0, 26, 0), max_num_batched_tokens=8192,
+                            num_speculative_tokens=2) == [1, 2, 4, 8, 16, 24, 32, 40, 48]
     # q = 3, 8 seqs: ceiling 48; request counts 1, 2, 4, 8 -> 3, 6, 12, 24 join the grid
     assert vp.capture_sizes(8, (0, 33, 0), max_num_batched_tokens=8192,
                             num_speculative_tokens=2) == \

@@ -91,6 +91,9 @@ INIT_SNAPSHOT = (0, 9)  # V1 gpu_worker: memory_profiling against init_snapshot
 SNAPSHOT_AFTER_NCCL = (0, 11)  # gpu_worker.init_device: snapshot after NCCL init
 CUDAGRAPH_ESTIMATE = (0, 20)  # envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1" (0.20.0)
 TIER_160GIB = (0, 33)  # get_batch_defaults: >= 160 GiB tier
+# _set_cudagraph_sizes appends the uniform decode sizes (max_num_seqs; with drafts q x n);
+# 0.26.0's appends max_num_batched_tokens only (0.27-0.32 not read: treated as 0.26)
+DECODE_CAPTURE_SIZES = (0, 33)
 
 V0_LONG_CONTEXT = 32768  # arg_utils: use_long_context = max_model_len > 32768
 V0_CHUNKED_TOKENS = 512  # config.py SchedulerConfig (0.6): tokens with chunked prefill
@@ -393,14 +396,18 @@ def capture_sizes(max_num_seqs: int, version: tuple[int, ...], *,
     min(max_num_seqs x q x 2, 512 -- 1,024 on Blackwell, SM 10.x, in 0.33 --,
     max_num_batched_tokens), q = 1 + num_speculative_tokens (`uniform_decode_query_len`: a
     decode step verifies every draft token and samples one more); max_num_batched_tokens is
-    added when it falls under that ceiling. The widest uniform decode batches are added too:
-    without drafts max_num_seqs; with drafts q x n for the request counts n (1, 2, 4, 8..248
-    step 8, 256.. step 16, and max_num_seqs itself, at most 512 / 1,024) whose q x n is under
-    the ceiling before the max_num_batched_tokens cap, and at most max_num_batched_tokens."""
+    added when it falls under that ceiling. From 0.33 the widest uniform decode batches are
+    added too: without drafts max_num_seqs; with drafts q x n for the request counts n (1, 2,
+    4, 8..248 step 8, 256.. step 16, and max_num_seqs itself, at most 512 / 1,024) whose q x n
+    is under the ceiling before the max_num_batched_tokens cap, and at most
+    max_num_batched_tokens. 0.26.0's `_set_cudagraph_sizes` has the same q in the ceiling
+    and no decode sizes."""
     default = BLACKWELL_CAPTURE_CEILING if blackwell and version >= TIER_160GIB else 512
     q = 1 + num_speculative_tokens
     ceiling = min(max_num_seqs * q * 2, default)
-    if q > 1:
+    if version < DECODE_CAPTURE_SIZES:
+        decode: set[int] = set()
+    elif q > 1:
         reqs = min(max_num_seqs, default)
         counts = {n for n in [1, 2, 4] + list(range(8, min(reqs + 1, 256), 8))
                   + list(range(256, reqs + 1, 16)) if n <= reqs} | {reqs}
