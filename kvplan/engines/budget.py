@@ -578,7 +578,9 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
 # engine's max_num_tokens) and the runtime/decoder buffers (sized by max_batch_size,
 # max_seq_len and the vocabulary) are allocated (`kvCacheManager.cpp::calculateFreeMemBytes`);
 # those are not modelled (docs/engine-accuracy.md section 7).
-TRTLLM_MAX_NUM_TOKENS = 8192  # llmapi/llm_args.py BaseLlmArgs.max_num_tokens default
+# llmapi/llm_args.py BaseLlmArgs.max_num_tokens default (the 1.1.0rc3 gpt-oss log prints
+# "max_num_tokens=8192" with it unset)
+TRTLLM_MAX_NUM_TOKENS = 8192
 # TRT-LLM's PyTorch flow splits the embedding and LM head by vocabulary rows with no padding
 # to 64: ceil(vocab / tp) rows a rank, the last one padded (tensorrt_llm/_torch/modules/
 # embedding.py LMHead / Embedding with TensorParallelMode.COLUMN), so any TP starts
