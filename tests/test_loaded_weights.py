@@ -130,3 +130,32 @@ def test_rope_survives_the_yaml_round_trip_and_bad_values_are_one_clear_error():
     raw["shapes"]["rope"]["factor"] = "eight"
     with pytest.raises(SpecError, match="factor"):
         spec_from_dict(raw, "x.yaml")
+
+
+# Library models whose context is not their config.json's max_position_embeddings, by choice
+# (each YAML's notes say why): their rotary cache follows the library's context.
+ROPE_CONTEXT_DIFFERS = {
+    "llama-2-13b": "the vendored config is an early revision with 2,048 positions; 4,096",
+    "qwen2.5-72b": "config.json's 32,768; the library plans the card's 131,072 (YaRN)",
+    "falcon-7b": "config.json states no max_position_embeddings",
+}
+
+
+def test_library_rope_caches_are_their_configs():
+    """Every library model with its config.json as a fixture builds the rotary caches the
+    config gives (the library's `shapes.rope` where the scaling changes their length)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_library_reproducible import PAIRS
+
+    for pair in PAIRS:
+        spec, path = pair.values
+        if spec.name in ROPE_CONTEXT_DIFFERS:
+            continue
+        want = [(c.positions, c.rotary_dim, c.first_layer)
+                for c in vllm.rope_caches(load_config_file(path))]
+        if spec.name == "deepseek-v2":  # the library plans 131,072 of config's 163,840
+            assert spec.max_context_tokens == 131072
+        got = [(c.positions, c.rotary_dim, c.first_layer) for c in vllm.rope_caches(spec)]
+        assert got == want, spec.name
