@@ -470,6 +470,17 @@ def test_trtllm_plan_shows_the_fraction_of_what_the_profile_leaves():
     assert given.budget is None and get("trtllm").memory_rows(given) is None
 
 
+def test_trtllm_tensor_parallel_adds_the_all_reduce_workspace():
+    # plugin.py allocate_allreduce_fusion_workspace: IPC size x tp + barriers 256 x tp + three
+    # Lamport buffers of size x tp; size 16,000,000 B up to TP 2, 8,000,000 B beyond
+    assert b.trtllm_allreduce_workspace_bytes(1) == 0
+    assert b.trtllm_allreduce_workspace_bytes(2) == 16_000_000 * 2 * 4 + 256 * 2
+    assert b.trtllm_allreduce_workspace_bytes(8) == 8_000_000 * 8 * 4 + 256 * 8
+    spec, gpu = model("llama-3.1-8b"), find_gpu("H100").memory_bytes
+    one, four = b.trtllm_memory(spec, gpu), b.trtllm_memory(spec, gpu, tp=4)
+    assert four.non_torch_bytes - one.non_torch_bytes == 8_000_000 * 4 * 4 + 256 * 4
+
+
 GPT_OSS_LOG = """\
 [TensorRT-LLM] TensorRT-LLM version: 1.1.0rc3
 [12/20/2025-04:21:50] [TRT-LLM] [I] Memory used after loading model weights (inside torch) in \

@@ -587,6 +587,20 @@ TRTLLM_MAX_NUM_TOKENS = 8192
 TRTLLM_VOCAB = VocabSplit(pad_to=1, exact=False)
 
 
+def trtllm_allreduce_workspace_bytes(tp: int) -> int:
+    """The custom all-reduce workspace each GPU allocates outside torch when TP > 1
+    (`_torch/distributed/ops.py::AllReduce.__init__` -> `get_allreduce_workspace`, once per
+    mapping): `tensorrt_llm/plugin/plugin.py::CustomAllReduceHelper.
+    allocate_allreduce_fusion_workspace` holds an IPC buffer of `size x tp`, barriers of
+    `256 x tp` and three Lamport buffers of `size x tp`, with `size` from
+    `max_workspace_size_auto`: 16,000,000 B up to TP 2, 8,000,000 B beyond (1.0-1.2; 2026 main
+    raises it to 64 MiB, not modelled: the release it lands in is not known)."""
+    if tp <= 1:
+        return 0
+    size = 16_000_000 if tp <= 2 else 8_000_000
+    return 4 * size * tp + 256 * tp
+
+
 @record
 class TrtllmMemory:
     """The terms of TensorRT-LLM's profiled peak on the fullest GPU (PyTorch backend)."""
@@ -617,12 +631,13 @@ def trtllm_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
     """The profiled peak's terms: the weights on the fullest GPU, one forward pass over the
     dummy requests' `max_num_tokens` tokens with the model's own shapes (hidden, MLP or the
     active experts; logits only for each request's last token, so no vocabulary-sized term)
-    and the CUDA context with its kernels."""
+    and the CUDA context with its kernels (+ the all-reduce workspace with TP)."""
     per_gpu = max(stage_weights(spec, weights, weights_bytes, tp, pp, dims,
                                 vocab=TRTLLM_VOCAB)[0])
     acts = forward_bytes(profile_shapes(spec, dims), max_num_tokens, tp) \
         if activation_bytes is None else activation_bytes
-    non_torch = NON_TORCH_BYTES if non_torch_bytes is None else non_torch_bytes
+    non_torch = NON_TORCH_BYTES + trtllm_allreduce_workspace_bytes(tp) \
+        if non_torch_bytes is None else non_torch_bytes
     mem = TrtllmMemory(gpu_memory_bytes, per_gpu, acts, non_torch, max_num_tokens)
     _check_positive("TensorRT-LLM", [mem.free_bytes], gpu_memory_bytes, [per_gpu],
                     "use more GPUs (--tp/--pp) or a smaller weight format")
