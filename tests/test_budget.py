@@ -212,6 +212,15 @@ def test_vlm_encoder_profile_gemma3_and_llava():
     # LLaVA-1.5's CLIP ViT-L/14-336: 24 x 24 patches, one embedding each (CLS dropped)
     assert vp.mm_tokens_per_item(VisionTower("clip", 1024, 4096, 24, 14, 336)) == 576
     assert vp.mm_tokens_per_item(VisionTower("mllama", 1280, 5120, 32, 14, 560)) is None
+    # Llama 4 Scout's ViT (hidden 1,408, MLP 5,632, 336 px / 14 px, pixel shuffle 0.5): the
+    # 16:1 image is 16 tiles + a global one, 24^2 / 4 = 144 embeddings each
+    llama4 = VisionTower("llama4", 1408, 5632, 34, 14, 336)
+    assert vp.mm_tokens_per_item(llama4) == 17 * 144 == 2448
+    enc4 = vp.encoder_profile(llama4, 5120, vp.BatchSettings(8192, 1024, True, "V1"),
+                              (0, 33, 0))
+    assert enc4 is not None and enc4.num_items == 8192 // 2448 == 3
+    assert enc4.pass_bytes == 3 * 17 * (577 * (2 * 1408 + 2 * 5632) * 2 + 3 * 336 * 336 * 2)
+    assert enc4.cache_bytes == 3 * 2448 * 5120 * 2
     # PR 21489's B200 run as an LLM (16,384 tokens, 1,024 seqs): budget max(16,384, 256) ->
     # 64 images of 4,096 patches at once; per patch residual + norm + fc1 + gelu
     batch = vp.BatchSettings(16384, 1024, True, "V1")

@@ -142,6 +142,12 @@ FP8_BYTES = 1  # moe_kernel_quantize_input: the W8A8 kernels' fp8 copy of their 
 # (config.json mm_tokens_per_image 256; gemma3_mm.py::get_num_image_tokens without pan and
 # scan, the default: (0 crops + 1) x image_seq_length)
 GEMMA3_POOL = 4
+# Llama 4's largest image (mllama4.py::get_image_size_with_most_features: 16:1) is
+# max_patches = 16 tiles (preprocessor_config.json of Scout and Maverick) plus the global
+# tile the processor adds to a multi-tile image; per tile the 24 x 24 patch grid shrinks 4x
+# in the pixel shuffle (config.json pixel_shuffle_ratio 0.5: get_patch_per_chunk = 144)
+LLAMA4_MAX_TILES = 16
+LLAMA4_SHUFFLE = 4
 MOE_UNCHUNKED = (0, 33)  # fused_moe.py::fused_experts_impl: M = num_tokens
 
 
@@ -301,8 +307,9 @@ def mm_tokens_per_item(vision: VisionTower) -> int | None:
     """The text-side embeddings one image of the largest size gives, for the encoders whose
     rule is known: Gemma 3's SigLIP (the patch grid pooled 4 x 4: 256 at 896 px / 14 px) and
     LLaVA's CLIP (one per patch, the class token dropped by the "default" feature select
-    strategy: 576 at 336 px / 14 px). None for the others (Llama 4's tiles, mllama's cross
-    attention, MoonViT's variable grids): not modelled."""
+    strategy: 576 at 336 px / 14 px) and Llama 4 (17 tiles of 144: 2,448, only the patch
+    tokens are embeddings, `select_token_ids(img_patch)`). None for the others (mllama's
+    cross attention, MoonViT's variable grids): not modelled."""
     side = vision.image_size // vision.patch_size if vision.patch_size else 0
     if not side:
         return None
@@ -310,14 +317,23 @@ def mm_tokens_per_item(vision: VisionTower) -> int | None:
         return (side // GEMMA3_POOL) ** 2
     if vision.kind == "clip":
         return side * side
+    if vision.kind == "llama4":
+        return tiles_per_item(vision) * side * side // LLAMA4_SHUFFLE
     return None
+
+
+def tiles_per_item(vision: VisionTower) -> int:
+    """Encoder inputs one item of the largest size is cut into: Llama 4's 16 tiles + the
+    global one; one image elsewhere."""
+    return LLAMA4_MAX_TILES + 1 if vision.kind == "llama4" else 1
 
 
 def encoder_layer_bytes_per_patch(vision: VisionTower, tp: int = 1) -> int:
     """A ViT encoder layer's peak per patch row (`siglip.py` / `clip.py`: `SiglipEncoderLayer`
     / `CLIPEncoderLayer`): the residual and the norm's output (alive while the MLP runs, the
     caller still holds it) beside the MLP's fc1 output and its activation's output; the
-    attention (`MultiHeadAttention`: xFormers or SDPA) keeps no score matrix. fc1 is
+    attention (`MultiHeadAttention`: xFormers or SDPA) keeps no score matrix; Llama 4's
+    `Llama4VisionEncoderLayer` has the same shape. fc1 is
     column-parallel: its width splits over TP."""
     return (2 * vision.hidden_size + 2 * vision.intermediate_size // tp) * ACTIVATION_BYTES
 
@@ -335,9 +351,12 @@ def encoder_profile(vision: VisionTower | None, text_hidden_size: int, batch: Ba
         return None
     budget = max(batch.max_num_batched_tokens, per_item)
     items = max(1, min(budget // per_item, batch.max_num_seqs))
-    patches = (vision.image_size // vision.patch_size) ** 2 + (1 if vision.kind == "clip" else 0)
+    # CLIP and Llama 4's ViT append a class token to each tile's patches
+    patches = (vision.image_size // vision.patch_size) ** 2 + \
+        (1 if vision.kind in ("clip", "llama4") else 0)
     pixels = vision.num_channels * vision.image_size ** 2 * ACTIVATION_BYTES
-    pass_bytes = items * (patches * encoder_layer_bytes_per_patch(vision, tp) + pixels)
+    tiles = items * tiles_per_item(vision)
+    pass_bytes = tiles * (patches * encoder_layer_bytes_per_patch(vision, tp) + pixels)
     cache = items * per_item * text_hidden_size * ACTIVATION_BYTES
     return EncoderProfile(per_item, items, pass_bytes, cache)
 
