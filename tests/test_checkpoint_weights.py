@@ -629,6 +629,7 @@ def _log_cases():
     figures are memory_allocated across its load (vllm.loaded_weight_bytes): the tensors as
     the allocator rounds them plus the rotary cos/sin caches it builds (e.g. Llama 3.1's
     131,072 positions x 128 x 2 B = 32 MiB)."""
+    from kvplan.engines.sglang import loaded_weight_bytes as sglang_loaded
     from kvplan.engines.vllm import loaded_weight_bytes
 
     def loaded(spec, q=NONE, expert_load=None):
@@ -657,9 +658,11 @@ def _log_cases():
          loaded(mistral, gptq),
          "GPTQ-Marlin's sort indices and workspace"),
         ("sglang-doc-qwq-32b-tp4 (engine-logs.yaml)", "SGLang (2025-03)", "4 x 24 GB, TP 4",
-         "QwQ-32B, bf16, per rank", 15.54, placement(_QWQ, tp=4).max_bytes,
-         "SGLang logs the drop in free device memory while loading (allocator rounding, "
-         "rotary cache, workspaces)"),
+         "QwQ-32B, bf16, per rank", 15.54,
+         # QwQ-32B config.json: max_position_embeddings 40,960 (the rotary cache's length)
+         sglang_loaded(replace(_QWQ, max_context_tokens=40960), tp=4)[0],
+         "SGLang logs the drop in free device memory while loading: the allocator's "
+         "segments (kvplan.engines.sglang.loaded_weight_bytes), fp32 rotary cache"),
         ("vllm-doc-qwen3-4b-2507-rtx5090 (engine-logs.yaml)", "vLLM", "RTX 5090",
          "Qwen3-4B-Instruct-2507, bf16", 7.64, placement(_QWEN3_4B).max_bytes,
          "the logged figure is weights + non-torch memory, not weights alone"),
@@ -716,8 +719,8 @@ HELDOUT = Path(__file__).parent / "fixtures" / "logs" / "weights-heldout.yaml"
 # allowed error per entry (default 2%).
 HELDOUT_WHY = {
     "xinference-i3481-sglang-qwen3-14b": (
-        0.02, "SGLang logs the drop in free device memory while loading (its GB are GiB): "
-              "allocator rounding, rotary cache"),
+        0.005, "SGLang logs the drop in free device memory while loading (its GB are GiB): "
+              "the allocator's segments, fp32 rotary cache (kvplan.engines.sglang)"),
     "amd-strix-halo-pr5-qwen3-4b": (
         -0.03, "integrated GPU: vLLM's consumed memory is the drop in available system "
                "memory while loading, so non-torch allocations (ROCm runtime, workspaces) "
@@ -731,6 +734,7 @@ HELDOUT_WHY = {
 def _heldout_cases():
     import yaml
 
+    from kvplan.engines.sglang import loaded_weight_bytes as sglang_loaded
     from kvplan.engines.vllm import loaded_weights, rotary_cache_bytes
 
     # Qwen3-4B config.json: the Qwen3-4B-Instruct-2507 shapes above, 40,960 positions, fp16
@@ -742,10 +746,10 @@ def _heldout_cases():
         if entry["engine"].startswith("vLLM") and not any(
                 other in entry["engine"] for other in ("ROCm", "HPU")):  # CUDA's allocator
             got = loaded_weights(spec, "auto", tp=tp)[0]  # memory_allocated, as vLLM counts
+        elif entry["engine"].startswith("SGLang"):
+            got = sglang_loaded(spec, tp=tp)[0]  # free memory lost: allocator segments
         else:
-            got = weight_plan(spec, "auto", tp=tp).max_bytes
-            if not entry["engine"].startswith("SGLang"):
-                got += rotary_cache_bytes(spec)  # the device-memory drop holds the caches
+            got = weight_plan(spec, "auto", tp=tp).max_bytes + rotary_cache_bytes(spec)
         limit, why = HELDOUT_WHY.get(entry["id"], (0.02, "-"))
         rows.append((entry, got, limit, why))
     return rows

@@ -159,3 +159,25 @@ def test_library_rope_caches_are_their_configs():
             assert spec.max_context_tokens == 131072
         got = [(c.positions, c.rotary_dim, c.first_layer) for c in vllm.rope_caches(spec)]
         assert got == want, spec.name
+
+
+def test_sglang_counts_segments_not_blocks():
+    """SGLang's "mem usage" is free device memory lost (segments after empty_cache): at least
+    vLLM's block count, and for QwQ-32B at TP 4 (the shared SGLang log: 15.54 GB, which are
+    GiB) within 0.5%: its 12.5 MiB o_proj shards leave 1.5 MiB of each 14 MiB segment free but
+    reserved, the 17.5 MiB qkv shards 0.5 MiB of each 18 MiB."""
+    from dataclasses import replace
+
+    from kvplan.core.layers import FullAttention
+    from kvplan.core.spec import ModelSpec
+    from kvplan.engines import sglang
+
+    # QwQ-32B config.json: hidden 5120, MLP 27648, 64 layers, 40 / 8 heads of 128, vocabulary
+    # 152064, untied, q/k/v biases, 40,960 positions
+    qwq = ModelSpec(name="qwq-32b", layers=(FullAttention(8, 128),) * 64, family="qwen2",
+                    num_attention_heads=40, hidden_size=5120, vocab_size=152064,
+                    intermediate_size=27648, tie_word_embeddings=False, attention_bias=True,
+                    max_context_tokens=40960)
+    seg = sglang.loaded_weight_bytes(qwq, tp=4)[0]
+    assert seg > vllm.loaded_weight_bytes(replace(qwq), tp=4)[0]
+    assert abs(seg / GIB - 15.54) <= 15.54 * 0.005

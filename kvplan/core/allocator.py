@@ -94,6 +94,14 @@ class CachingAllocator:
         self._live[handle] = block
         return handle
 
+    @property
+    def live_segment_bytes(self) -> int:
+        """`memory_reserved` after `torch.cuda.empty_cache()`: the segments that still hold a
+        live block (empty_cache returns wholly free segments to the driver), which is what
+        the device's free memory loses."""
+        return sum(sum(b.size for b in blocks) for blocks in self._segments
+                   if any(not b.free for b in blocks))
+
     def free(self, handle: int) -> None:
         block = self._live.pop(handle)
         self.allocated_bytes -= block.size

@@ -420,3 +420,18 @@ class SglangEngine(BaseEngine):
         return LOG_FORMAT
 
 ENGINE = SglangEngine()
+
+
+def loaded_weight_bytes(spec: ModelSpec, tp: int = 1, pp: int = 1) -> tuple[int, ...]:
+    """What SGLang logs as "Load weight end ... mem usage" per GPU of each stage: the drop in
+    free device memory across `ModelRunner.load_model` (`get_available_gpu_memory`, which
+    empties torch's cache before reading `mem_get_info`), so the caching allocator's segments
+    that hold a weight, not the weights' own bytes. SGLang's model classes create their
+    parameters as vLLM's do (QKVParallelLinear, MergedColumnParallelLinear, get_rope's cached
+    cos/sin tables), so the replay is vLLM's (kvplan.engines.vllm.loaded_weight_bytes) read
+    as segments, with one difference: on CUDA SGLang keeps each cos/sin cache in fp32
+    (`RotaryEmbedding.__init__`: "cache needs to be in FP32 for numerical stability", the
+    cast to the model dtype only off CUDA). The checkpoint's own format."""
+    from kvplan.engines.vllm import loaded_weight_bytes as replay
+
+    return replay(spec, spec.quantization, tp, pp, reserved=True, rope_fp32=True)

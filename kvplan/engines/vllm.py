@@ -339,12 +339,13 @@ _FUSED = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj",
           "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj"}
 
 
-def _replay_rope(alloc: CachingAllocator, cache: RopeCache, model_bytes: int) -> None:
+def _replay_rope(alloc: CachingAllocator, cache: RopeCache, model_bytes: int,
+                 keep_fp32: bool = False) -> None:
     """`_compute_cos_sin_cache` on the device, then `.to(dtype)`: inv_freq and positions,
     freqs = positions x inv_freq, cos, sin and their concatenation in fp32 (linear scaling:
     positions divided by the factor and the list concatenated once more), freed once the
     model-dtype copy exists. Only the order of these fp32 blocks matters: later weights
-    reuse them."""
+    reuse them. `keep_fp32`: the fp32 concatenation is the cache (SGLang on CUDA)."""
     n, d = cache.positions, cache.rotary_dim
     temps = [alloc.malloc(d // 2 * 4), alloc.malloc(n * 4)]
     if cache.linear:
@@ -356,8 +357,9 @@ def _replay_rope(alloc: CachingAllocator, cache: RopeCache, model_bytes: int) ->
         cat = alloc.malloc(n * d * 4)
     for h in temps:
         alloc.free(h)
-    alloc.malloc(n * d * model_bytes)
-    alloc.free(cat)
+    if not keep_fp32:
+        alloc.malloc(n * d * model_bytes)
+        alloc.free(cat)
 
 
 def loaded_weights(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1,
@@ -374,7 +376,8 @@ def loaded_weights(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int 
 
 def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp: int = 1,
                         ep: int = 1, include_mtp: bool = False,
-                        expert_load: ExpertLoad | None = None) -> tuple[int, ...]:
+                        expert_load: ExpertLoad | None = None, reserved: bool = False,
+                        rope_fp32: bool = False) -> tuple[int, ...]:
     """What vLLM logs as the weights one GPU of each pipeline stage loaded ("Loading model
     weights took", "Model loading took", the worker's "model weights take"): the change of
     `torch.cuda.memory_allocated` across `load_model` (`DeviceMemoryProfiler`). That counts
@@ -385,7 +388,9 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
     fp32 intermediates freed for later weights to reuse) and the attention layers' scalars,
     each allocation as the allocator rounds it: a 25 MiB o_proj in a fresh 26 MiB segment
     counts 26 MiB. R1-Distill-Qwen-14B at TP 2 (vllm#13061): 13.7561 GiB of tensors, 13.9476
-    logged, all of it this."""
+    logged, all of it this. `reserved`: the segments instead of the blocks, as an engine that
+    measures the drop in free device memory after `empty_cache` sees them (SGLang);
+    `rope_fp32`: rotary caches kept in fp32 (SGLang on CUDA)."""
     from kvplan.core.allocator import CachingAllocator
     from kvplan.core.weights import placement
 
@@ -423,7 +428,7 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
             for key in attn:
                 put(key)
             if i in first_use:
-                _replay_rope(alloc, first_use[i], model_bytes)
+                _replay_rope(alloc, first_use[i], model_bytes, rope_fp32)
             if isinstance(spec.layers[i], (*ATTENTION_KINDS, MLA)):
                 for _ in range(ATTENTION_SCALE_TENSORS):
                     alloc.malloc(4)
@@ -439,7 +444,7 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
                 for key in ordered:
                     if places[key] == "embed":
                         put(key)
-        out.append(alloc.allocated_bytes)
+        out.append(alloc.live_segment_bytes if reserved else alloc.allocated_bytes)
     return tuple(out)
 
 
