@@ -463,6 +463,13 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     if graphs:
         notes.append(f"CUDA graphs: {'given' if cudagraph_bytes is not None else 'estimated'},"
                      " subtracted from vLLM 0.20 (--enforce-eager: none)")
+    encoder = vp.encoder_profile(spec.vision, shapes.hidden_size, batch, ver, tp) \
+        if activation_bytes is None else None
+    if encoder is not None:
+        notes.append(f"VLM encoder profile: {encoder.num_items:,} dummy images of "
+                     f"{encoder.tokens_per_item:,} embeddings (encoder pass "
+                     f"{encoder.pass_bytes:,} B; their {encoder.cache_bytes:,} B of embeddings "
+                     "held through the forward and sampler)")
     if shapes.estimated and activation_bytes is None:
         notes.append("model dimensions estimated from the spec (hidden = heads x head_dim)")
     return Budget(SCHEMA, "vllm", ".".join(map(str, ver)), "estimated", gpu_memory_bytes, util,
