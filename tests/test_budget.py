@@ -238,6 +238,18 @@ def test_vlm_encoder_profile_gemma3_and_llava():
     assert few is not None and few.num_items == 4
 
 
+def test_vllm_budget_counts_a_vlms_cached_embeddings():
+    # Gemma-3-4B as PR 21489 ran it (0.10.0, B200, an LLM: 16,384 tokens, 1,024 seqs): the
+    # sampler sort (38 B/logit over 262,208 words, the forward's hidden states alive) sets the
+    # peak, and the 64 dummy images' 256 x 2,560 embeddings stay cached beside it
+    spec = resolve("gemma-3-4b")
+    budget = b.vllm_budget(spec, 191502483456, version=(0, 10, 0), gpu_name="B200",
+                           max_model_len=131072, usage="llm", check=False)
+    sampler = 1024 * 262208 * 38 + 16384 * 2560 * 2
+    assert budget.activation_bytes == (sampler + 64 * 256 * 2560 * 2,)
+    assert any("VLM encoder profile: 64 dummy images" in n for n in budget.notes)
+
+
 def test_eagle_draft_weights():
     from kvplan.engines import vllm_profile as vp
 
