@@ -58,9 +58,10 @@ def build_app(only: str | None = None) -> typer.Typer:
         name="kvplan",
         help=(
             "Exact KV-cache memory sizes for LLM serving.\n\n"
-            "Exit codes: 0 success; 1 a stated target is not met, or the model does not "
-            "fit; 2 bad input (unknown model, bad file or field, bad flag); 3 the Hugging Face "
-            "Hub unreachable with nothing cached. Set KVPLAN_DEBUG=1 for tracebacks."
+            "Exit codes: 0 success; 1 a stated target is not met or the model does not fit "
+            "(validate: a measured size differs; explain: a KV line is more than 0.5% off the "
+            "log); 2 bad input (unknown model, bad file or field, bad flag); 3 the Hugging "
+            "Face Hub unreachable with nothing cached. Set KVPLAN_DEBUG=1 for tracebacks."
         ),
         no_args_is_help=True,
         pretty_exceptions_enable=False,

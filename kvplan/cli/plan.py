@@ -207,7 +207,7 @@ def plan(
     how long they can be, whether a workload fits, and the fewest GPUs for a target.
 
     Exit 1 when a stated target is not met (--context with --concurrency, --requests,
-    --find-gpus); exit 2 for bad input.
+    --find-gpus) or no memory is left for the KV cache; exit 2 for bad input.
 
     Examples:
 

@@ -1,0 +1,179 @@
+"""The README cannot drift from the code: its Python block runs as a doctest, every `kvplan`
+command in its shell blocks runs through the CLI (the hub, GGUF and pip lines are left to the
+tests that cover them: test_hub.py, test_gguf.py, test_fresh_install.py), and every flag its
+text names is an option of some command.
+
+The figures in the README are the code's answers, not independent ones: what this test pins is
+that the page says what the tool prints now. The engine maths behind them is tested by hand
+formula and by real logs elsewhere (test_engines.py, test_budget.py)."""
+
+from __future__ import annotations
+
+import doctest
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+FIXTURES = Path(__file__).parent / "fixtures"
+
+runner = CliRunner()
+
+
+def _blocks(lang: str) -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    return [body for fence_lang, body in re.findall(r"^```(\w*)\n(.*?)^```", text, re.S | re.M)
+            if fence_lang == lang]
+
+
+def _commands() -> list[tuple[str, str]]:
+    """(command, its comment) for each line of a ```sh block that runs `kvplan`."""
+    found = []
+    for body in _blocks("sh"):
+        for line in body.replace("\\\n", " ").splitlines():
+            code, _, comment = line.partition("  #")
+            code = code.strip()
+            if code.startswith("kvplan "):
+                found.append((" ".join(code.split()), comment.strip()))
+    return found
+
+
+COMMANDS = _commands()
+
+# Lines whose subject another test covers with what they need (a Hub, a GGUF file, torch for
+# every library model), with the reason.
+ELSEWHERE = {
+    "kvplan size hf:": "the Hub: test_hub.py serves a fake one",
+    "kvplan show mistralai/": "a Hub repo id: test_hub.py",
+    "kvplan import hf:": "the Hub: test_hub.py",
+    "kvplan size ./qwen3-8b-q4_k_m.gguf": "a GGUF file: test_gguf.py writes them",
+    "kvplan validate --all": "every library model with torch: test_validate.py (slow)",
+}
+# Commands whose README line says they exit 1 (a target not met: the example shows a failure)
+EXIT_1 = ("kvplan plan qwen3-32b --gpu a100-80gb --requests", "kvplan check ")
+# What a command's README comment states (the command as written), and the output that says it
+STATED = {
+    "kvplan size llama-3.1-8b --tokens 8k": "8,192 tokens x batch 1",
+    "kvplan size llama-3.1-70b --tokens 8k --batch 32": "80.000 GiB",
+    "kvplan plan llama-3.1-8b --gpu h100 --context 128 --max-num-seqs 4":
+        "4 requests of 128 tokens fit on 1x H100 SXM (vLLM 0.33), limited by max_num_seqs",
+}
+
+DEPLOYMENT_YAML = """\
+apiVersion: apps/v1
+kind: Deployment
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.10.1
+          command: ["vllm", "serve"]
+          args: ["meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "16384"]
+"""
+
+
+def _workdir(tmp_path: Path) -> Path:
+    """The files the README's commands name, where they name them."""
+    (tmp_path / "my-model").mkdir()
+    shutil.copy(FIXTURES / "hf-configs" / "Qwen--Qwen3-8B.json",
+                tmp_path / "my-model" / "config.json")
+    (tmp_path / "deployment.yaml").write_text(DEPLOYMENT_YAML, encoding="utf-8")
+    shutil.copy(FIXTURES / "logs" / "vllm-v1-llama-3.1-8b.log", tmp_path / "vllm-startup.log")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    return tmp_path
+
+
+def _params():
+    for command, comment in COMMANDS:
+        skip = next((why for prefix, why in ELSEWHERE.items() if command.startswith(prefix)),
+                    None)
+        # validate imports torch (seconds): with the slow cases
+        marks = [pytest.mark.slow] if command.startswith("kvplan validate") else []
+        if skip:
+            marks.append(pytest.mark.skip(reason=skip))
+        yield pytest.param(command, comment, marks=marks, id=command[7:60])
+
+
+def test_the_readme_has_commands_to_run():
+    assert len(COMMANDS) >= 30  # the extraction itself works
+    runnable = [c for c, _ in COMMANDS if not any(c.startswith(p) for p in ELSEWHERE)]
+    for prefix in EXIT_1:
+        assert any(c.startswith(prefix) for c in runnable), f"README no longer runs {prefix!r}"
+    assert set(STATED) <= set(runnable), set(STATED) - set(runnable)
+    for prefix in ELSEWHERE:
+        assert any(c.startswith(prefix) for c, _ in COMMANDS), f"stale ELSEWHERE {prefix!r}"
+
+
+@pytest.mark.parametrize(("command", "comment"), list(_params()))
+def test_readme_command_runs(command, comment, tmp_path, monkeypatch):
+    if command.startswith(("kvplan report", "kvplan plot")):
+        pytest.importorskip("matplotlib")
+    monkeypatch.chdir(_workdir(tmp_path))
+    args = shlex.split(command.partition(" > ")[0])[1:]
+    res = runner.invoke(app, args, env={"COLUMNS": "100", "KVPLAN_DEBUG": ""})
+    expected = 1 if command.startswith(EXIT_1) else 0
+    assert res.exit_code == expected, (command, res.output)
+    assert "Traceback" not in res.output
+    assert "warning" not in res.stderr, (command, res.stderr)  # an example draws no warning
+    if command in STATED:
+        assert STATED[command] in res.stdout, (command, STATED[command])
+
+
+def test_readme_python_block_runs_as_written():
+    blocks = _blocks("pycon")
+    assert blocks, "README's Python front door is a ```pycon block"
+    parser = doctest.DocTestParser()
+    runner_ = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    for n, body in enumerate(blocks):
+        test = parser.get_doctest(body, {}, f"README.md pycon block {n}", str(README), 0)
+        assert test.examples
+        runner_.run(test)
+    assert runner_.failures == 0, "README's Python block no longer prints what the code gives"
+
+
+def test_readme_hub_python_block_names_real_things():
+    """The `From Python:` block needs the Hub and a checkpoint; its imports and the Weights
+    fields its comment lists must exist."""
+    (body,) = [b for b in _blocks("python") if "import_spec" in b]
+    namespace: dict = {}
+    exec("\n".join(line for line in body.splitlines() if line.startswith(("from ", "import "))),
+         namespace)
+    from dataclasses import fields
+
+    from kvplan.sources.weights import Weights
+
+    listed = re.search(r"Weights\(([^)]*)\)", body)
+    assert listed is not None
+    names = {f.name for f in fields(Weights)}
+    assert {s.strip() for s in listed.group(1).split(",")} <= names
+
+
+def _options() -> set[str]:
+    import typer.main
+
+    command = typer.main.get_command(app)
+    found = {"--help", "--version"}
+    for sub in command.commands.values():  # type: ignore[attr-defined]
+        for param in sub.params:
+            found.update(o for o in (*param.opts, *param.secondary_opts) if o.startswith("-"))
+    return found
+
+
+# Flags the README names that belong to an engine's own command line, not to kvplan
+ENGINE_FLAGS = {"--gpus", "--model-id", "--quantization", "--tensor-parallel-size",
+                "--max-model-len", "--gpu-memory-utilization", "--kv-cache-dtype", "-e"}
+
+
+def test_every_flag_the_readme_names_exists():
+    text = README.read_text(encoding="utf-8")
+    named = set(re.findall(r"(?<![\w-])(--?[a-z][a-z0-9-]*)", text))
+    unknown = sorted(named - _options() - ENGINE_FLAGS)
+    assert unknown == [], f"README names flags no command has: {unknown}"
