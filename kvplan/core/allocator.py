@@ -23,6 +23,7 @@ Pure arithmetic over ints; the device is never touched.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
 MIN_BLOCK_BYTES = 512  # kMinBlockSize
@@ -50,12 +51,17 @@ def segment_size(rounded_bytes: int) -> int:
     return -(-rounded_bytes // ROUND_LARGE_BYTES) * ROUND_LARGE_BYTES
 
 
-@dataclass
+@dataclass(eq=False)  # blocks are found by identity (list.index, free lists)
 class _Block:
     segment: int
     offset: int
     size: int
     free: bool = True
+
+    @property
+    def fit_key(self) -> tuple[int, int, int]:
+        """Best fit's order: the smallest block, then the lowest address."""
+        return (self.size, self.segment, self.offset)
 
 
 @dataclass
@@ -68,6 +74,10 @@ class CachingAllocator:
     _pools: list[str] = field(default_factory=list)
     _live: dict[int, _Block] = field(default_factory=dict)
     _next: int = 0
+    # each pool's free blocks by fit_key, kept sorted: best fit is one bisect, not a scan
+    _free: dict[str, list[tuple[int, int, int]]] = field(
+        default_factory=lambda: {"small": [], "large": []})
+    _free_blocks: dict[tuple[int, int, int], _Block] = field(default_factory=dict)
 
     def malloc(self, num_bytes: int) -> int:
         """Allocate a tensor of `num_bytes`; returns a handle for `free`."""
@@ -80,6 +90,8 @@ class CachingAllocator:
             self._segments.append([_Block(len(self._segments), 0, segment_size(rounded))])
             self._pools.append(pool)
             block = self._segments[-1][0]
+        else:
+            self._unlist(block)
         remaining = block.size - rounded
         split = remaining >= MIN_BLOCK_BYTES if pool == "small" else remaining > SMALL_SIZE_BYTES
         if split:
@@ -87,6 +99,7 @@ class CachingAllocator:
             rest = _Block(block.segment, block.offset + rounded, remaining)
             blocks.insert(blocks.index(block) + 1, rest)
             block.size = rounded
+            self._list(rest)
         block.free = False
         self.allocated_bytes += block.size
         handle = self._next
@@ -109,17 +122,29 @@ class CachingAllocator:
         blocks = self._segments[block.segment]
         i = blocks.index(block)
         if i + 1 < len(blocks) and blocks[i + 1].free:  # merge with the next free block
-            block.size += blocks.pop(i + 1).size
+            nxt = blocks.pop(i + 1)
+            self._unlist(nxt)
+            block.size += nxt.size
         if i > 0 and blocks[i - 1].free:  # and with the previous one
-            blocks[i - 1].size += blocks.pop(i).size
+            prev = blocks[i - 1]
+            self._unlist(prev)
+            prev.size += blocks.pop(i).size
+            block = prev
+        self._list(block)
+
+    def _list(self, block: _Block) -> None:
+        key = block.fit_key
+        insort(self._free[self._pools[block.segment]], key)
+        self._free_blocks[key] = block
+
+    def _unlist(self, block: _Block) -> None:
+        key = block.fit_key
+        keys = self._free[self._pools[block.segment]]
+        del keys[bisect_left(keys, key)]
+        del self._free_blocks[key]
 
     def _best_fit(self, pool: str, rounded: int) -> _Block | None:
         """The smallest free block of the pool that fits (ties: the lowest address)."""
-        best: _Block | None = None
-        for seg, blocks in enumerate(self._segments):
-            if self._pools[seg] != pool:
-                continue
-            for b in blocks:
-                if b.free and b.size >= rounded and (best is None or b.size < best.size):
-                    best = b
-        return best
+        keys = self._free[pool]
+        i = bisect_left(keys, (rounded,))
+        return self._free_blocks[keys[i]] if i < len(keys) else None

@@ -407,6 +407,11 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
             groups[key] = [0, len(groups)]
             places[key] = t.place
         groups[key][0] += t.num_bytes
+    ordered = list(groups)  # in creation order (a dict keeps its insertion order)
+    by_layer: dict[int | None, list[tuple[str, int | None]]] = {}  # each layer's, once
+    for key in ordered:
+        if places[key] == "layer":
+            by_layer.setdefault(key[1], []).append(key)
     out = []
     for k, (a, b) in enumerate(stages):
         alloc = CachingAllocator()
@@ -415,7 +420,6 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
         def put(key: tuple[str, int | None], alloc: CachingAllocator = alloc) -> None:
             alloc.malloc(groups[key][0])
 
-        ordered = sorted(groups, key=lambda g: groups[g][1])
         first_use = {c.first_layer: c for c in rope_caches(spec, range(a, b))}
         if k == 0:
             for place in ("vision", "embed"):  # the vision tower is built before the LM
@@ -423,7 +427,7 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
                     if places[key] == place:
                         put(key)
         for i in range(a, b):
-            mine = [key for key in ordered if key[1] == i and places[key] == "layer"]
+            mine = by_layer.get(i, [])
             attn = [key for key in mine if "attn" in key[0]]
             for key in attn:
                 put(key)
