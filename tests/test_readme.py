@@ -177,3 +177,40 @@ def test_every_flag_the_readme_names_exists():
     named = set(re.findall(r"(?<![\w-])(--?[a-z][a-z0-9-]*)", text))
     unknown = sorted(named - _options() - ENGINE_FLAGS)
     assert unknown == [], f"README names flags no command has: {unknown}"
+
+
+def test_engines_doc_plugin_example_runs_as_written():
+    """docs/engines.md's minimal engine, executed as printed, plans through `--engine toy`."""
+    from kvplan.engines import registry
+
+    page = (ROOT / "docs" / "engines.md").read_text(encoding="utf-8")
+    (body,) = re.findall(r"^```python\n(.*?)^```", page, re.S | re.M)
+    try:
+        exec(body, {"__name__": "engines_doc_example"})
+        res = runner.invoke(app, ["plan", "llama-3.1-8b", "--gpu", "h100", "--engine", "toy",
+                                  "--context", "8k"], env={"COLUMNS": "100"})
+    finally:
+        registry.unregister("toy")
+    assert res.exit_code == 0, res.output
+    assert "(Toy), limited by toy blocks" in res.stdout
+
+
+def _doc_yaml_blocks():
+    for page in ("model-schema.md", "formulas.md", "capacity-schema.md"):
+        text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+        for n, body in enumerate(re.findall(r"^```yaml\n(.*?)^```", text, re.S | re.M)):
+            yield pytest.param(body, id=f"{page}-{n}")
+
+
+@pytest.mark.parametrize("body", list(_doc_yaml_blocks()))
+def test_docs_yaml_examples_are_read_as_written(body, tmp_path):
+    """Each model spec and capacity plan the docs print is one kvplan reads (exit 0)."""
+    path = tmp_path / "example.yaml"
+    path.write_text(body, encoding="utf-8")
+    if "kvplan.capacity/" in body:
+        args = ["check", str(path)]
+    else:
+        assert "kvplan.model/" in body, "a docs YAML block that is neither spec nor plan"
+        args = ["size", str(path), "--tokens", "1k", "-f", "json"]
+    res = runner.invoke(app, args, env={"COLUMNS": "100"})
+    assert res.exit_code == 0, res.output
