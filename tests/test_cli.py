@@ -91,6 +91,19 @@ def test_table_output_at_fixed_width():
     assert all(len(line) <= 100 for line in lines)
 
 
+def test_mixed_lengths_say_whose_request_the_per_request_column_is():
+    # was "tiny: 512 tokens x 3 requests of 512..2,048 tokens": the 512 read as every length
+    res = invoke("size", TINY, "--lengths", "512,1k,2k", "-f", "markdown")
+    assert res.exit_code == 0, res.output
+    title = "tiny: 3 requests of 512..2,048 tokens (per request: the first, 512 tokens), KV bf16"
+    assert res.stdout.splitlines()[0] == f"**{title}**"
+    # the first request's bytes: sliding and full layers both hold 512 tokens
+    first_request = 4 * 512 * PER_LAYER_TOKEN  # 1 MiB
+    assert f"| total | 4 |  | 2,048 | {first_request / 2**20:.3f} MiB |" in res.stdout
+    assert ("- Inputs: model tiny (hand-written test fixture), 3 requests of 512..2,048"
+            in res.stdout)
+
+
 def test_tokens_suffixes_are_binary():
     doc = json.loads(invoke("size", TINY, "-t", "1k", "-f", "json").stdout)
     assert doc["inputs"]["tokens"] == 1024

@@ -45,9 +45,12 @@ def size_view(result: SizeResult, spec: ModelSpec, fmt: KVFormat,
     request."""
     r = result
     distinct = {n for n, _ in r.length_runs}
-    batch_label = (f"batch {r.batch}" if len(distinct) == 1
-                   else f"{r.batch} requests of {min(distinct):,}..{max(distinct):,} tokens")
-    head = f"{spec.name}: {r.tokens:,} tokens x {batch_label}, KV {r.kv_dtype}"
+    mixed = len(distinct) > 1
+    # with --lengths, `per request` (and inputs.tokens) is the first request's (formulas §3.2)
+    requests = (f"{r.batch} requests of {min(distinct):,}..{max(distinct):,} tokens "
+                f"(per request: the first, {r.tokens:,} tokens)" if mixed else "")
+    head = (f"{spec.name}: {requests}, KV {r.kv_dtype}" if mixed
+            else f"{spec.name}: {r.tokens:,} tokens x batch {r.batch}, KV {r.kv_dtype}")
     breakdown = Table(
         title=head,
         columns=(
@@ -97,8 +100,9 @@ def size_view(result: SizeResult, spec: ModelSpec, fmt: KVFormat,
         "warnings": warnings,
     }
     notes = [
-        f"Inputs: model {spec.name} ({spec.source.describe()}), {r.tokens:,} tokens, "
-        f"{r.batch} request(s), KV dtype {r.kv_dtype} ({fmt.description}), {par}, "
+        f"Inputs: model {spec.name} ({spec.source.describe()}), "
+        f"{requests if mixed else f'{r.tokens:,} tokens, {r.batch} request(s)'}, "
+        f"KV dtype {r.kv_dtype} ({fmt.description}), {par}, "
         f"block size {r.block_size}, max length {r.max_len:,}.",
         FORMULA,
     ]
