@@ -96,8 +96,24 @@ def test_unknown_engine_version_lists_what_kvplan_knows(tmp_path):
 def test_models_kind_must_be_a_layer_kind():
     res = invoke("models", "--kind", "nonsense")  # exit 0 and an empty list before
     assert res.exit_code == 2, res.output
-    assert "full, sliding, chunked, mla, cross, state, none" in res.stderr
+    assert "full, sliding, chunked, mla, cross, state, compressed, none" in res.stderr
     assert invoke("models", "--kind", "mla").exit_code == 0
+
+
+def test_every_layer_kind_is_a_models_kind():
+    # --help offered `--kind compressed` (DeepSeek-V4) and the command refused it as not a kind
+    import typing
+
+    from kvplan.core.layers import LAYER_KINDS, Layer
+
+    kinds = {cls.__dataclass_fields__["kind"].default for cls in typing.get_args(Layer)}
+    assert kinds == set(LAYER_KINDS)
+    res = invoke("models", "--kind", "compressed", "-f", "json")
+    assert res.exit_code == 0, res.output
+    names = [m["name"] for m in json.loads(res.stdout)["models"]]
+    assert "deepseek-v4-flash" in names  # model_configs/deepseek-v4-flash.yaml: compressed layers
+    help_text = " ".join(invoke("models", "--help").stdout.split())
+    assert "this kind: " + ", ".join(LAYER_KINDS) + "." in help_text
 
 
 @pytest.mark.parametrize("lengths", ["2k,,4k", ",2k", "2k,", " , "])

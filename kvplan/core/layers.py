@@ -463,4 +463,4 @@ Layer = (FullAttention | SlidingWindow | ChunkedLocal | CrossAttention | MLA | R
 AttentionLayer = FullAttention | SlidingWindow | ChunkedLocal | CrossAttention
 ATTENTION_KINDS = (FullAttention, SlidingWindow, ChunkedLocal, CrossAttention)
 # every layer's `kind`, in the order docs and --kind list them
-LAYER_KINDS = ("full", "sliding", "chunked", "mla", "cross", "state", "none")
+LAYER_KINDS = ("full", "sliding", "chunked", "mla", "cross", "state", "compressed", "none")
