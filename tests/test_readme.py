@@ -1,7 +1,8 @@
 """The README cannot drift from the code: its Python block runs as a doctest, every `kvplan`
 command in its shell blocks runs through the CLI (the hub, GGUF and pip lines are left to the
 tests that cover them: test_hub.py, test_gguf.py, test_fresh_install.py), and every flag its
-text names is an option of some command.
+text names is an option of some command. The same holds for the examples in each command's
+--help, docs/engines.md's plugin engine and the YAML examples of the schema docs.
 
 The figures in the README are the code's answers, not independent ones: what this test pins is
 that the page says what the tool prints now. The engine maths behind them is tested by hand
@@ -214,3 +215,46 @@ def test_docs_yaml_examples_are_read_as_written(body, tmp_path):
         args = ["size", str(path), "--tokens", "1k", "-f", "json"]
     res = runner.invoke(app, args, env={"COLUMNS": "100"})
     assert res.exit_code == 0, res.output
+
+
+def _help_examples():
+    """Each `kvplan ...` example line of every command's --help, as its docstring writes it."""
+    import typer.main
+
+    command = typer.main.get_command(app)
+    for sub in command.commands.values():  # type: ignore[attr-defined]
+        for line in (sub.help or "").splitlines():
+            if line.strip().startswith("kvplan "):
+                yield " ".join(line.split())
+
+
+# --help examples that name a file the user has, or the Hub (the README test runs their kind)
+HELP_NEEDS_A_FILE = ("kvplan show ./config.json", "kvplan import ", "kvplan explain ",
+                     "kvplan check capacity.yaml", "kvplan size ./my-model/")
+
+
+def _help_params():
+    for command in _help_examples():
+        marks = [pytest.mark.slow] if command.startswith("kvplan validate") else []
+        if command.startswith(HELP_NEEDS_A_FILE):
+            marks.append(pytest.mark.skip(reason="names a file of the user's, or the Hub"))
+        yield pytest.param(command, marks=marks, id=command[7:60])
+
+
+@pytest.mark.parametrize("command", list(_help_params()))
+def test_help_example_runs(command, tmp_path, monkeypatch):
+    if command.startswith(("kvplan report", "kvplan plot")):
+        pytest.importorskip("matplotlib")
+    monkeypatch.chdir(_workdir(tmp_path))
+    args = shlex.split(command.partition(" > ")[0])[1:]
+    res = runner.invoke(app, args, env={"COLUMNS": "100", "KVPLAN_DEBUG": ""})
+    expected = 1 if command.startswith(EXIT_1) else 0
+    assert res.exit_code == expected, (command, res.output)
+    assert "Traceback" not in res.output
+
+
+def test_help_examples_are_found():
+    examples = list(_help_examples())
+    assert len(examples) >= 30
+    for prefix in HELP_NEEDS_A_FILE:
+        assert any(c.startswith(prefix) for c in examples), f"stale skip {prefix!r}"
