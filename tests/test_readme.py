@@ -11,6 +11,7 @@ formula and by real logs elsewhere (test_engines.py, test_budget.py)."""
 from __future__ import annotations
 
 import doctest
+import json
 import re
 import shlex
 import shutil
@@ -203,18 +204,39 @@ def _doc_yaml_blocks():
             yield pytest.param(body, id=f"{page}-{n}")
 
 
+# Figures the docs state for their example specs at 8,192 tokens, as the docs derive them
+DOC_FIGURES = {
+    # formulas.md: DeepSeek-V3.2 in fp8_ds_mla, 61 x (656 B record + 128 indexer keys + 4 B scale)
+    "# deepseek-v3.2.yaml": (("--kv-dtype", "fp8_ds_mla"), "per_token_bytes",
+                             61 * (656 + 128 + 1 * 4)),
+    # model-schema.md: Qwen3-Next, 12 full layers x 2 heads x 256 x K,V x 2 B x 8,192 tokens
+    # plus 36 gated-delta-net states of (3 x 8,192 + 32 x 128 x 128) bf16 values
+    "# qwen3-next-80b-a3b.yaml": (
+        (), "request_bytes", 12 * 2 * 256 * 2 * 2 * 8192 + 36 * (3 * 8192 + 32 * 128 * 128) * 2),
+}
+
+
 @pytest.mark.parametrize("body", list(_doc_yaml_blocks()))
 def test_docs_yaml_examples_are_read_as_written(body, tmp_path):
-    """Each model spec and capacity plan the docs print is one kvplan reads (exit 0)."""
+    """Each model spec and capacity plan the docs print is one kvplan reads (exit 0), and
+    gives the figures the docs state for it."""
     path = tmp_path / "example.yaml"
     path.write_text(body, encoding="utf-8")
+    stated = DOC_FIGURES.get(body.splitlines()[0])
     if "kvplan.capacity/" in body:
         args = ["check", str(path)]
     else:
         assert "kvplan.model/" in body, "a docs YAML block that is neither spec nor plan"
-        args = ["size", str(path), "--tokens", "1k", "-f", "json"]
+        args = ["size", str(path), "--tokens", "8k", "-f", "json", *(stated[0] if stated else ())]
     res = runner.invoke(app, args, env={"COLUMNS": "100"})
     assert res.exit_code == 0, res.output
+    if stated:
+        assert json.loads(res.stdout)[stated[1]] == stated[2]
+
+
+def test_doc_figures_name_examples_that_exist():
+    firsts = {p.values[0].splitlines()[0] for p in _doc_yaml_blocks()}
+    assert set(DOC_FIGURES) <= firsts
 
 
 def _help_examples():
