@@ -7,8 +7,14 @@ figures request by request."""
 
 from __future__ import annotations
 
+import csv
+import json
 import random
+from dataclasses import replace
+from pathlib import Path
 
+import pytest
+from factories import dense
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +25,16 @@ from kvplan.core.allocator import (
     round_request,
     segment_size,
 )
+from kvplan.core.errors import BadInputError
+from kvplan.planning import plan
+from kvplan.sources import workload
+from kvplan.sources.workload import RequestGroup, Workload, parse_workload
+
+
+def llama70b_on_h100() -> plan.Deployment:
+    spec = replace(dense(layers=80, heads=64), name="llama-3.1-70b", num_params=70553706496)
+    return plan.Deployment(spec, gpu_name="H100 SXM", gpu_memory_bytes=85028896768,
+                           max_model_len=131072)
 
 
 class _SlowAllocator:
@@ -120,3 +136,185 @@ def test_indexed_allocator_matches_the_scan_on_a_long_replay():
     assert fast.allocated_bytes == slow.allocated
     assert fast.live_segment_bytes == slow.live_segments()
     assert _layout(fast) == slow.layout()
+
+
+# --- workload files of distinct shapes ---------------------------------------------------------
+
+def _slow_histogram(path: Path, n: int = 1) -> dict[tuple[int, int, int], int]:
+    """The file read the slow way: one json.loads / csv row per line, one request at a time."""
+    rows: list[dict[str, object]]
+    if path.suffix == ".csv":
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    else:
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    hist: dict[tuple[int, int, int], int] = {}
+    for row in rows:
+        key = (int(row["prompt_tokens"]), int(row["output_tokens"]),  # type: ignore[call-overload]
+               int(row.get("n", n)))  # type: ignore[call-overload]
+        hist[key] = hist.get(key, 0) + 1
+    return hist
+
+
+def _random_requests(count: int, seed: int) -> list[tuple[int, int, int]]:
+    rng = random.Random(seed)
+    return [(rng.randint(100, 8000), rng.randint(0, 1000), rng.choice((1, 1, 1, 2, 4)))
+            for _ in range(count)]
+
+
+def _write(path: Path, requests: list[tuple[int, int, int]], with_n: bool) -> Path:
+    if path.suffix == ".csv":
+        head = "prompt_tokens,output_tokens" + (",n" if with_n else "")
+        path.write_text(head + "\n" + "".join(
+            f"{p},{o},{s}\n" if with_n else f"{p},{o}\n" for p, o, s in requests))
+    else:
+        path.write_text("".join(json.dumps({"prompt_tokens": p, "output_tokens": o,
+                                            **({"n": s} if with_n else {})}) + "\n"
+                                for p, o, s in requests))
+    return path
+
+
+@pytest.mark.parametrize("name", ["r.jsonl", "r.csv"])
+def test_100k_random_requests_answer_as_the_slow_reference(tmp_path, name):
+    # every request a distinct shape (the worst case for the histogram); the figures are
+    # checked against the file read line by line and summed request by request
+    requests = _random_requests(100_000, 17)
+    path = _write(tmp_path / name, requests, with_n=False)
+    w = parse_workload(str(path))
+    slow = _slow_histogram(path)
+    assert dict(w.shapes) == slow and len(slow) > 90_000
+    assert w.num_requests == w.num_sequences == 100_000
+    assert w.longest == max(p + o for p, o, _ in requests)
+    by_length: dict[int, int] = {}
+    for p, o, _ in requests:
+        by_length[p + o] = by_length.get(p + o, 0) + 1
+    assert dict(w.sequences_by_tokens) == by_length
+    assert w.extra_samples_by_prompt == ()
+    # the same answer as the workload built from the slow histogram, one group per request
+    ref = Workload.of(RequestGroup(1, p, o) for p, o, _ in requests)
+    dep = llama70b_on_h100()
+    a = plan.fewest_gpus(dep, plan.Target(workload=w))
+    b = plan.fewest_gpus(dep, plan.Target(workload=ref))
+    assert a.options == b.options and a.best == b.best
+    assert len([o for o in a.options if not o.error]) > 10
+
+
+@pytest.mark.parametrize("name", ["s.jsonl", "s.csv"])
+def test_random_samples_per_request_as_the_slow_reference(tmp_path, name):
+    requests = _random_requests(20_000, 5)
+    path = _write(tmp_path / name, requests, with_n=True)
+    w = parse_workload(str(path))
+    assert dict(w.shapes) == _slow_histogram(path)
+    assert w.num_sequences == sum(s for _, _, s in requests)
+    by_length: dict[int, int] = {}
+    extra: dict[int, int] = {}
+    for p, o, s in requests:
+        by_length[p + o] = by_length.get(p + o, 0) + s
+        if s > 1:
+            extra[p] = extra.get(p, 0) + s - 1
+    assert dict(w.sequences_by_tokens) == by_length
+    assert dict(w.extra_samples_by_prompt) == extra
+    # --n applies to rows without an n field: every sequence counted n times
+    w3 = parse_workload(str(_write(tmp_path / ("3" + name), requests, with_n=False)), n=3)
+    assert dict(w3.sequences_by_tokens) == {t: 3 * c for t, c in
+                                            _lengths(requests).items()}
+
+
+def _lengths(requests: list[tuple[int, int, int]]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for p, o, _ in requests:
+        out[p + o] = out.get(p + o, 0) + 1
+    return out
+
+
+# Lines near the plain shape: each file is read with and without the plain-numbers path, and
+# both must give the same workload or the same message (file and line named).
+_JSON_LINES = st.sampled_from([
+    '{"prompt_tokens": 812, "output_tokens": 96}',
+    '{"prompt_tokens":812,"output_tokens":96}',
+    '  {"prompt_tokens": 812 ,  "output_tokens": 96 }  ',
+    '{"prompt_tokens": 812, "output_tokens": 96}\r',
+    '{"output_tokens": 96, "prompt_tokens": 812}',
+    '{"prompt_tokens": 812, "output_tokens": 0}',
+    '{"prompt_tokens": 0, "output_tokens": 96}',
+    '{"prompt_tokens": 0812, "output_tokens": 96}',
+    '{"prompt_tokens": -812, "output_tokens": 96}',
+    '{"prompt_tokens": 812.0, "output_tokens": 96}',
+    '{"prompt_tokens": 8e2, "output_tokens": 96}',
+    '{"prompt_tokens": "812", "output_tokens": 96}',
+    '{"prompt_tokens": 812, "output_tokens": }',
+    '{"prompt_tokens": 812, "output_tokens": 96',
+    '{"prompt_tokens1": 812, "output_tokens": 96}',
+    '{"prompt_tokens1": , "output_tokens": 96}',
+    '{"prompt_tokens": 812, "output_tokens": 96, "n": 2}',
+    '{"prompt_tokens": 812, "output_tokens": 96, "n": 0}',
+    '{"prompt_tokens": 1234567890123456789012, "output_tokens": 96}',
+    '{"prompt": 700, "output": 50}',
+    '{"prompt_tokens": 812, "output_tokens": 96}{"prompt_tokens": 1, "output_tokens": 1}',
+    '[812, 96]',
+    '{"prompt_tokens": 812, "prompt_tokens": 9, "output_tokens": 96}',
+    '{"prompt_tokens": true, "output_tokens": 96}',
+    "",
+    "   ",
+    "\x0c",
+    "garbage",
+])
+_CSV_LINES = st.sampled_from([
+    "812,96", "812,96\r", "0812,96", "812,0", "0,96", "812,", ",96", "812,96,1", "812",
+    " 812,96", "812.5,96", "-812,96", "abc,96", "", "1234567890123456789012,96",
+])
+
+
+def _outcome(path: Path, n: int = 1) -> object:
+    try:
+        return parse_workload(str(path), n=n)
+    except BadInputError as exc:
+        return ("error", exc.message, exc.hint)
+
+
+def _both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
+    fast = _outcome(path)
+    with monkeypatch.context() as m:
+        m.setattr(workload, "_plain_numbers", lambda *a: None)
+        slow = _outcome(path)
+    return fast, slow
+
+
+@settings(max_examples=200, deadline=None)
+@given(head=st.lists(st.sampled_from(['{"prompt_tokens": 812, "output_tokens": 96}',
+                                      '{"prompt_tokens": 5, "output_tokens": 7}']),
+                     min_size=1, max_size=4),
+       odd=st.lists(_JSON_LINES, max_size=4), end=st.sampled_from(["\n", "", "\r\n"]))
+def test_plain_jsonl_path_agrees_with_the_line_by_line_reader(tmp_path_factory, head, odd, end):
+    path = tmp_path_factory.mktemp("w") / "w.jsonl"
+    path.write_bytes((("\n".join(head + odd)) + end).encode())
+    with pytest.MonkeyPatch.context() as mp:
+        fast, slow = _both_ways(path, mp)
+    assert fast == slow
+
+
+@settings(max_examples=150, deadline=None)
+@given(header=st.sampled_from(["prompt_tokens,output_tokens", "prompt,output",
+                               "prompt_tokens,output_tokens,n", "p1,output_tokens",
+                               "prompt_tokens,prompt_tokens", "prompt_tokens,output_tokens\r"]),
+       rows=st.lists(_CSV_LINES, max_size=5), end=st.sampled_from(["\n", ""]))
+def test_plain_csv_path_agrees_with_the_line_by_line_reader(tmp_path_factory, header, rows,
+                                                             end):
+    path = tmp_path_factory.mktemp("w") / "w.csv"
+    path.write_bytes(("\n".join([header, *rows]) + end).encode())
+    with pytest.MonkeyPatch.context() as mp:
+        fast, slow = _both_ways(path, mp)
+    assert fast == slow
+
+
+def test_a_bad_line_in_a_plain_file_is_still_named(tmp_path):
+    lines = ['{"prompt_tokens": 812, "output_tokens": 96}'] * 5000
+    lines[3120] = '{"prompt_tokens": 0, "output_tokens": 96}'
+    path = tmp_path / "w.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(BadInputError, match=r"w\.jsonl line 3121: lengths must be positive"):
+        parse_workload(str(path))
+    lines[3120] = '{"prompt_tokens": 812, "output_tokens": }'
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(BadInputError, match=r"w\.jsonl line 3121: not valid JSON"):
+        parse_workload(str(path))

@@ -14,7 +14,8 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import field
 from functools import cached_property
-from itertools import repeat
+from itertools import chain, repeat
+from operator import add, itemgetter, mul
 from pathlib import Path
 from typing import Any
 
@@ -60,20 +61,38 @@ class Workload:
         return tuple(RequestGroup(c, p, o, n) for (p, o, n), c in self.shapes)
 
     @cached_property
+    def _columns(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...],
+                                tuple[int, ...]]:
+        """prompts, outputs, samples, counts: one column per field, so that the figures
+        below are C loops (map, Counter) over the shapes, not Python per shape."""
+        keys, counts = zip(*self.shapes, strict=True) if self.shapes else ((), ())
+        prompts, outputs, samples = zip(*keys, strict=True) if keys else ((), (), ())
+        return prompts, outputs, samples, counts
+
+    @cached_property
     def num_requests(self) -> int:
-        return sum(c for _, c in self.shapes)
+        return sum(self._columns[3])
 
     @cached_property
     def num_sequences(self) -> int:
-        return sum(c * n for (_, _, n), c in self.shapes)
+        _, _, samples, counts = self._columns
+        return sum(map(mul, counts, samples))
 
     @cached_property
     def longest(self) -> int:
-        return max(p + o for (p, o, _), _ in self.shapes)
+        prompts, outputs, _, _ = self._columns
+        return max(map(add, prompts, outputs))
 
     @cached_property
     def sequences_by_tokens(self) -> tuple[tuple[int, int], ...]:
         """(length in tokens, sequences of that length): every sample is a sequence."""
+        prompts, outputs, samples, counts = self._columns
+        weights = list(map(mul, counts, samples))  # sequences of each shape
+        if len(weights) > 256 and sum(weights) <= 4 * len(weights):
+            # many shapes of few sequences each (e.g. random lengths): each sequence's length
+            # once, counted in C
+            lengths = map(add, prompts, outputs)
+            return tuple(Counter(chain.from_iterable(map(repeat, lengths, weights))).items())
         hist: dict[int, int] = {}
         for (p, o, n), c in self.shapes:
             hist[p + o] = hist.get(p + o, 0) + c * n
@@ -83,6 +102,8 @@ class Workload:
     def extra_samples_by_prompt(self) -> tuple[tuple[int, int], ...]:
         """(prompt tokens, samples beyond the first): the sequences that can share their
         request's prompt. Empty when every request has one sample."""
+        if not self.shapes or max(self._columns[2]) == 1:
+            return ()
         hist: dict[int, int] = {}
         for (p, _, n), c in self.shapes:
             if n > 1:
@@ -176,16 +197,20 @@ def _read_workload_file(path: Path, shared_prefix: int, n: int) -> Workload:
 
     from kvplan.core.units import MAX_BATCH, MAX_TOKENS
 
-    try:
-        rows = _CsvRows(text) if path.suffix == ".csv" else _JsonlRows(text, path)
-    except csv.Error as exc:  # e.g. a field over csv's 128 KiB limit
-        raise BadInputError(f"{path}: not a usable CSV file ({exc})") from None
-    groups = _columns(rows, n)
-    if groups is None:
-        groups = _row_by_row(rows, n, path)
+    groups = _plain_numbers(text, path.suffix == ".csv", n)
+    if groups is None:  # not the plain shape: every line parsed, each error named
+        try:
+            rows = _CsvRows(text) if path.suffix == ".csv" else _JsonlRows(text, path)
+        except csv.Error as exc:  # e.g. a field over csv's 128 KiB limit
+            raise BadInputError(f"{path}: not a usable CSV file ({exc})") from None
+        groups = _columns(rows, n)
+        if groups is None:
+            groups = _row_by_row(rows, n, path)
     if not groups:
         raise BadInputError(f"{path} holds no requests")
-    for prompt, output, samples in groups:  # each distinct shape once
+    beyond = (max(map(add, map(itemgetter(0), groups), map(itemgetter(1), groups)))
+              > MAX_TOKENS or max(map(itemgetter(2), groups)) > MAX_BATCH)
+    for prompt, output, samples in groups if beyond else ():  # which one, for the message
         if prompt + output > MAX_TOKENS or samples > MAX_BATCH:
             raise BadInputError(f"{path}: a request of {prompt:,} + {output:,} tokens x "
                                 f"{samples:,} samples is beyond any deployment (at most "
@@ -193,11 +218,83 @@ def _read_workload_file(path: Path, shared_prefix: int, n: int) -> Workload:
     return _workload(groups, shared_prefix, str(path))
 
 
+# The plain file, almost every workload file: each line the same object of whole numbers
+# (JSONL: `{"prompt_tokens": 812, "output_tokens": 96}`; CSV: a header of names, then
+# digits and commas). Its shape is checked without a string per line: with every digit 1-9
+# written as 1 (bytes.translate), a file of random lengths has a few dozen distinct lines,
+# and each is matched once against the line's pattern (which tells digits apart only as 0
+# or not, so the mapped line matches exactly when the line does). The numbers then come out
+# of one translate + split: C loops over the text, no Python per request. A file of any
+# other shape, or with any value not accepted here (a 0 prompt, 0 samples, a number of over
+# 18 digits), is read line by line as before, so every message still names file and line.
+_WS = "[ \t]*"
+_JSON_NUMBER = "(?:0|[1-9][0-9]{0,17})"  # JSON's integer syntax, at most 18 digits
+_CSV_NUMBER = "[0-9]{1,18}"  # what _digits accepts, at most 18 digits
+_PLAIN_KEY = re.compile(r"[A-Za-z_]+")  # no digits: every digit in a line is a value
+_CSV_HEADER = re.compile(r"([A-Za-z_][A-Za-z_0-9]*(?:,[A-Za-z_][A-Za-z_0-9]*)*)\r?")
+_DIGITS_AS_01 = bytes(49 if 49 <= c <= 57 else c for c in range(256))
+_NOT_DIGIT = bytes(c if 48 <= c <= 57 else 32 for c in range(256))
+_MAX_LINE_SHAPES = 2000  # more distinct shapes than this: not a plain file
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object's (key, value) pairs in order, duplicates kept."""
+
+
+def _plain_numbers(text: str, csv_file: bool, n: int) -> dict[tuple[int, int, int], int] | None:
+    """The histogram of a plain file (see above), or None when the file is not plain."""
+    if csv_file:
+        first, _, body = text.partition("\n")
+        head = _CSV_HEADER.fullmatch(first)
+        if head is None:
+            return None
+        keys = head.group(1).split(",")
+        line = ",".join([_CSV_NUMBER] * len(keys))
+        line = f"(?:{line})?\r?"  # csv skips blank lines
+    else:
+        import json
+
+        body = text
+        first = next((line for line in text.split("\n", 64) if line.strip()), "")
+        try:
+            pairs = json.loads(first, object_pairs_hook=_Pairs)
+        except (ValueError, RecursionError):
+            return None
+        if type(pairs) is not _Pairs or not pairs or any(
+                type(v) is not int or not _PLAIN_KEY.fullmatch(k) for k, v in pairs):
+            return None
+        keys = [k for k, _ in pairs]
+        obj = f",{_WS}".join(f'"{k}"{_WS}:{_WS}{_JSON_NUMBER}{_WS}' for k in keys)
+        line = f"{_WS}(?:\\{{{_WS}{obj}\\}}{_WS})?\r?"  # blank lines are skipped
+    if len(set(keys)) != len(keys):
+        return None
+    pk, ok, nk = (_first_key(tuple(keys), PROMPT_KEYS), _first_key(tuple(keys), OUTPUT_KEYS),
+                  _first_key(tuple(keys), ("n",)))
+    if pk is None or ok is None:
+        return None
+    data = body.encode()
+    shapes = set(data.translate(_DIGITS_AS_01).split(b"\n"))
+    if len(shapes) > _MAX_LINE_SHAPES:
+        return None
+    pattern = re.compile(line.encode())
+    if not all(map(pattern.fullmatch, shapes)):
+        return None
+    numbers = list(map(int, data.translate(_NOT_DIGIT).split()))
+    width = len(keys)
+    prompts, outputs = numbers[keys.index(pk)::width], numbers[keys.index(ok)::width]
+    if not prompts or min(prompts) <= 0:
+        return None
+    if nk is None:
+        return dict(Counter(zip(prompts, outputs, repeat(n))))
+    samples = numbers[keys.index(nk)::width]
+    if min(samples) <= 0:
+        return None
+    return dict(Counter(zip(prompts, outputs, samples, strict=True)))
+
+
 def _columns(rows: _Lines, n: int) -> dict[tuple[int, int, int], int] | None:
     """The usual file read a column at a time (C loops, no Python per row): every row has
     the same keys and plain whole numbers in range. None when not: read row by row."""
-    from operator import itemgetter
-
     if not rows.rows:
         return {}
     keysets = set(map(tuple, rows.rows))
@@ -382,7 +479,7 @@ def _workload(groups: dict[tuple[int, int, int], int], shared_prefix: int,
               source: str) -> Workload:
     if shared_prefix < 0:
         raise BadInputError("--shared-prefix cannot be negative")
-    shortest = min(p for p, _, _ in groups)
+    shortest = min(map(itemgetter(0), groups))
     if shared_prefix > shortest:
         raise BadInputError(f"--shared-prefix {shared_prefix:,} is longer than the shortest "
                             f"prompt ({shortest:,} tokens)")
