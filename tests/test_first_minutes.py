@@ -344,3 +344,14 @@ def test_plan_starts_with_a_one_line_answer_and_keeps_notes_for_verbose():
     verbose = invoke("plan", LLAMA, "--gpu", "h100", "--context", "32k", "--verbose")
     assert verbose.stdout.splitlines()[0] == first
     assert "Engine log lines:" in verbose.stdout
+
+
+def test_kv_dtype_help_names_every_kv_format():
+    # nvfp4_ds_mla was accepted (and named in the README) but missing from --kv-dtype's help
+    from kvplan.core.dtypes import format_names
+
+    help_text = " ".join(invoke("size", "--help").stdout.split())
+    # fp8_e4m3 is spelled fp8 in the help, as vLLM's --kv-cache-dtype spells it
+    missing = [n for n in format_names() if n != "fp8_e4m3" and f" {n}," not in help_text
+               and f" {n} " not in help_text]
+    assert missing == []

@@ -48,8 +48,8 @@ UnitsOpt = Annotated[str, typer.Option(
     callback=_one_of(("iec", "si")))]
 KVDtypeOpt = Annotated[str, typer.Option(
     "--kv-dtype", "--kv-cache-dtype", help="auto (the model's dtype), fp32, fp16, bf16, fp8, "
-    "fp8_e5m2, int8, int4, "
-    "int2, nvfp4, fp8_ds_mla, or group-wise like int4:g64, int2:g32:kivi:r128.")]
+    "fp8_e5m2, int8, int4, int2, nvfp4, fp8_ds_mla, nvfp4_ds_mla (MLA only), or group-wise "
+    "like int4:g64, int2:g32:kivi:r128.")]
 # each engine's own spelling is accepted too (vLLM --tensor-parallel-size, ...)
 TPOpt = Annotated[int, typer.Option("--tp", "--tensor-parallel-size",
                                     help="Tensor-parallel GPUs (KV heads split).")]
