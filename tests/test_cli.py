@@ -243,3 +243,15 @@ def test_pp_figures_are_each_the_largest_stage(tmp_path):
     assert doc["per_gpu_batch_bytes"] == 250 * 4  # the state stage holds more than 16 B
     assert doc["paged_batch_bytes"] == max(250 * 4, 256 * per_token)  # full stage pages 4,096 B
     assert doc["contiguous_batch_bytes"] == max(250 * 4, 10 * per_token)
+
+
+def test_a_figure_the_engine_lacks_shows_as_a_dash():
+    # SGLang's SWA pool on a model without sliding layers printed "None" in the table
+    args = ("plan", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--context", "8k")
+    res = invoke(*args)
+    assert res.exit_code == 0, res.output
+    row = next(line for line in res.stdout.splitlines() if "swa_max_total_num_tokens" in line)
+    assert row.split() == ["swa_max_total_num_tokens", "-"]
+    assert "None" not in res.stdout
+    doc = json.loads(invoke(*args, "-f", "json").stdout)
+    assert doc["engine"]["swa_max_total_num_tokens"] is None  # JSON keeps null

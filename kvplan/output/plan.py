@@ -146,7 +146,9 @@ def _headline(cap: Capacity, answer: dict[str, Any], met: bool | None) -> str:
 def _show(value: Any) -> str:
     from kvplan.output.render import json_plain
 
-    if isinstance(value, bool) or value is None:
+    if value is None:  # a figure the engine does not have here (SGLang's SWA pool, no SWA)
+        return "-"
+    if isinstance(value, bool):
         return str(value)
     if isinstance(value, int):
         return f"{value:,}"
