@@ -80,23 +80,21 @@ def test_identical_lines_are_parsed_once(tmp_path, monkeypatch):
     calls = []
     real = json.loads
     monkeypatch.setattr(json, "loads", lambda s, *a, **k: calls.append(s) or real(s, **k))
-    # a text field keeps the file off the plain-numbers path (see the next test)
-    path = tmp_path / "w.jsonl"
-    path.write_text("".join(json.dumps({"model": "m", "prompt_tokens": p, "output_tokens": o})
-                            + "\n" for p, o in [(100, 10)] * 5000 + [(200, 20)] * 5000))
+    path = _write_jsonl(tmp_path / "w.jsonl", [(100, 10)] * 5000 + [(200, 20)] * 5000)
     w = parse_workload(str(path))
     assert w.shapes == (((100, 10, 1), 5000), ((200, 20, 1), 5000))
-    # the first line once (is it plain?), then the two distinct lines in one parse
-    assert len(calls) == 2 and calls[1].count("{") == 2
+    assert len(calls) == 1 and calls[0].count("{") == 2  # two distinct lines, one parse
 
 
 def test_a_plain_file_is_decoded_without_a_parse_per_line(tmp_path, monkeypatch):
     calls = []
     real = json.loads
     monkeypatch.setattr(json, "loads", lambda s, *a, **k: calls.append(s) or real(s, **k))
-    path = _write_jsonl(tmp_path / "w.jsonl", [(100, 10)] * 5000 + [(200, 20)] * 5000)
+    # distinct lines (a file of few shapes is read as its distinct lines, the test above)
+    shapes = [(100 + i, 10 + i % 7) for i in range(10_000)]
+    path = _write_jsonl(tmp_path / "w.jsonl", shapes)
     w = parse_workload(str(path))
-    assert w.shapes == (((100, 10, 1), 5000), ((200, 20, 1), 5000))
+    assert w.shapes == tuple(((p, o, 1), 1) for p, o in shapes)
     assert len(calls) == 1 and calls[0].count("{") == 1  # only the first line, for its keys
 
 

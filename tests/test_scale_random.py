@@ -281,9 +281,9 @@ def _both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, obj
 
 
 @settings(max_examples=200, deadline=None)
-@given(head=st.lists(st.sampled_from(['{"prompt_tokens": 812, "output_tokens": 96}',
-                                      '{"prompt_tokens": 5, "output_tokens": 7}']),
-                     min_size=1, max_size=4),
+@given(head=st.lists(st.tuples(st.integers(1, 99_999), st.integers(0, 9_999)), min_size=1,
+                     max_size=4, unique=True).map(
+           lambda ps: [f'{{"prompt_tokens": {p}, "output_tokens": {o}}}' for p, o in ps]),
        odd=st.lists(_JSON_LINES, max_size=4), end=st.sampled_from(["\n", "", "\r\n"]))
 def test_plain_jsonl_path_agrees_with_the_line_by_line_reader(tmp_path_factory, head, odd, end):
     path = tmp_path_factory.mktemp("w") / "w.jsonl"
@@ -297,11 +297,13 @@ def test_plain_jsonl_path_agrees_with_the_line_by_line_reader(tmp_path_factory, 
 @given(header=st.sampled_from(["prompt_tokens,output_tokens", "prompt,output",
                                "prompt_tokens,output_tokens,n", "p1,output_tokens",
                                "prompt_tokens,prompt_tokens", "prompt_tokens,output_tokens\r"]),
+       head=st.lists(st.tuples(st.integers(1, 99_999), st.integers(0, 9_999)), min_size=1,
+                     max_size=4, unique=True).map(lambda ps: [f"{p},{o}" for p, o in ps]),
        rows=st.lists(_CSV_LINES, max_size=5), end=st.sampled_from(["\n", ""]))
-def test_plain_csv_path_agrees_with_the_line_by_line_reader(tmp_path_factory, header, rows,
-                                                             end):
+def test_plain_csv_path_agrees_with_the_line_by_line_reader(tmp_path_factory, header, head,
+                                                             rows, end):
     path = tmp_path_factory.mktemp("w") / "w.csv"
-    path.write_bytes(("\n".join([header, *rows]) + end).encode())
+    path.write_bytes(("\n".join([header, *head, *rows]) + end).encode())
     with pytest.MonkeyPatch.context() as mp:
         fast, slow = _both_ways(path, mp)
     assert fast == slow

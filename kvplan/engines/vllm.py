@@ -400,9 +400,12 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
     model_bytes = 4 if spec.dtype == "fp32" else 2
     groups: dict[tuple[str, int | None], list[int]] = {}  # (param, layer) -> [bytes, order]
     places: dict[tuple[str, int | None], str] = {}
+    fused: dict[str, str] = {}  # each distinct tensor name fused once, not per layer
     for t in inv.tensors:
-        parts = t.name.split(".")
-        key = (".".join(_FUSED.get(p, p) for p in parts), t.layer)
+        name = fused.get(t.name)
+        if name is None:
+            name = fused[t.name] = ".".join(_FUSED.get(p, p) for p in t.name.split("."))
+        key = (name, t.layer)
         if key not in groups:
             groups[key] = [0, len(groups)]
             places[key] = t.place

@@ -65,9 +65,9 @@ class Workload:
                                 tuple[int, ...]]:
         """prompts, outputs, samples, counts: one column per field, so that the figures
         below are C loops (map, Counter) over the shapes, not Python per shape."""
-        keys, counts = zip(*self.shapes, strict=True) if self.shapes else ((), ())
-        prompts, outputs, samples = zip(*keys, strict=True) if keys else ((), (), ())
-        return prompts, outputs, samples, counts
+        keys = tuple(map(itemgetter(0), self.shapes))
+        return (tuple(map(itemgetter(0), keys)), tuple(map(itemgetter(1), keys)),
+                tuple(map(itemgetter(2), keys)), tuple(map(itemgetter(1), self.shapes)))
 
     @cached_property
     def num_requests(self) -> int:
@@ -242,7 +242,12 @@ class _Pairs(list[tuple[str, Any]]):
 
 
 def _plain_numbers(text: str, csv_file: bool, n: int) -> dict[tuple[int, int, int], int] | None:
-    """The histogram of a plain file (see above), or None when the file is not plain."""
+    """The histogram of a plain file (see above), or None when the file is not plain - or
+    when its first lines repeat (a file of few shapes: counting its lines as strings and
+    parsing each distinct one is cheaper still)."""
+    sample = text.split("\n", 2048)[:2048]
+    if len(set(sample)) * 2 < len(sample):
+        return None
     if csv_file:
         first, _, body = text.partition("\n")
         head = _CSV_HEADER.fullmatch(first)
