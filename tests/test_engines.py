@@ -1,6 +1,6 @@
 """Engine profiles against real engine logs and the worked numbers of engine-kv-sizing.md.
 
-Every log in tests/fixtures/engines/engine-logs.yaml (a copy of shared/engine-logs.yaml) has a
+Every log in tests/fixtures/engines/engine-logs.yaml (a copy of the shared engine-logs.yaml) has a
 case below: the logged settings (and the logged budget, where the log gives one) go in, and
 the logged token count, block count and concurrency must come out within 0.5%. Budgets are
 logged with two decimals of GiB, so a recomputed block count can differ by the rounding

@@ -20,7 +20,7 @@ from kvplan.planning import compute, policies, whatif
 BF16 = parse_format("bf16")
 # Llama-3.1-8B shape: 32 layers x 8 KV heads x 128, bf16: K + V per token per layer
 TOKEN_LAYER_BYTES = 2 * 8 * 128 * 2
-LLAMA_TOKEN_BYTES = 32 * TOKEN_LAYER_BYTES  # 131,072 B/token (shared/README.md reference)
+LLAMA_TOKEN_BYTES = 32 * TOKEN_LAYER_BYTES  # 131,072 B/token (the shared README.md reference)
 runner = CliRunner()
 
 
