@@ -339,6 +339,12 @@ _FUSED = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj",
           "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj"}
 
 
+@functools.lru_cache(maxsize=8192)  # names repeat across layouts (find-gpus tries ~30)
+def _fused_name(name: str) -> str:
+    """A checkpoint tensor's name as vLLM's fused parameter (q/k/v -> qkv_proj, ...)."""
+    return ".".join(_FUSED.get(p, p) for p in name.split("."))
+
+
 def _replay_rope(alloc: CachingAllocator, cache: RopeCache, model_bytes: int,
                  keep_fp32: bool = False) -> None:
     """`_compute_cos_sin_cache` on the device, then `.to(dtype)`: inv_freq and positions,
@@ -400,12 +406,8 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
     model_bytes = 4 if spec.dtype == "fp32" else 2
     groups: dict[tuple[str, int | None], list[int]] = {}  # (param, layer) -> [bytes, order]
     places: dict[tuple[str, int | None], str] = {}
-    fused: dict[str, str] = {}  # each distinct tensor name fused once, not per layer
     for t in inv.tensors:
-        name = fused.get(t.name)
-        if name is None:
-            name = fused[t.name] = ".".join(_FUSED.get(p, p) for p in t.name.split("."))
-        key = (name, t.layer)
+        key = (_fused_name(t.name), t.layer)
         if key not in groups:
             groups[key] = [0, len(groups)]
             places[key] = t.place
