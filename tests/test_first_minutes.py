@@ -123,6 +123,13 @@ def test_lengths_with_an_empty_item(lengths):
     assert "--lengths" in res.stderr
 
 
+@pytest.mark.parametrize("mix", ["4x(1k+1k),,2x(1k+1k)", "4x(1k+1k),", ",4x(1k+1k)"])
+def test_requests_with_an_empty_item(mix):
+    res = invoke("plan", LLAMA, "--gpu", "h100", "--requests", mix)  # dropped, exit 0 before
+    assert res.exit_code == 2, res.output
+    assert "empty item" in res.stderr and "Traceback" not in res.output
+
+
 def test_import_creates_the_folder_like_report(tmp_path):
     out = tmp_path / "new" / "deeper" / "tiny.yaml"
     res = invoke("import", TINY, "-o", str(out))  # "cannot write" before

@@ -133,10 +133,13 @@ def parse_workload(text: str, shared_prefix: int = 0, n: int = 1) -> Workload:
     if text.endswith((".jsonl", ".csv", ".json")) or _is_file(path):
         return _read_workload_file(path, shared_prefix, n)
     parts = _split_mix(text)
-    if not parts:
+    if not any(p.strip() for p in parts):
         raise BadInputError("the request mix is empty",
                             "write COUNTx(PROMPT+OUTPUT), e.g. 64x(2k+512),8x(32k+1k), "
                             "or give a .jsonl/.csv file")
+    if not all(p.strip() for p in parts):  # refused as --lengths refuses one (not dropped)
+        raise BadInputError(f"the request mix {text!r} has an empty item",
+                            "remove the extra comma: 64x(2k+512),8x(32k+1k)")
     groups: dict[tuple[int, int, int], int] = {}
     for part in parts:
         m = _MIX_RE.match(part) or _ONE_RE.match(part)
@@ -172,7 +175,7 @@ def _split_mix(text: str) -> list[str]:
         else:
             cur += ch
     parts.append(cur)
-    return [p for p in parts if p.strip()]
+    return parts
 
 
 def _tokens_or_zero(text: str) -> int:
