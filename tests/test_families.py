@@ -109,6 +109,29 @@ def test_deepseek_v4_engine_pools_are_refused_by_name():
     assert "compress" in result.output and "kvplan size" in result.output
 
 
+@pytest.mark.parametrize(("engine", "named"), [
+    # vLLM 0.33 models/deepseek_v4: the SWA cache, compressor state and indexer key caches
+    # beside the compressed MLAAttentionSpec, each its own spec class
+    ("vllm", ("vLLM's", "DeepseekV4SWACache", "SlidingWindowMLASpec", "tokens_per_state",
+              "CompressorStateCache", "DeepseekV4IndexerCache", "576-byte")),
+    # SGLang pool_configurator.py DSV4PoolConfigurator, swa_full_tokens_ratio 0.1 for V4
+    ("sglang", ("SGLang's", "DSV4PoolConfigurator", "swa_full_tokens_ratio 0.1")),
+    # no engine source read for these: the refusal says so instead of naming pools
+    ("trtllm", ("no model of how TensorRT-LLM caches it",)),
+])
+def test_deepseek_v4_refusal_names_what_the_engine_allocates(engine, named):
+    from kvplan.engines.base import Deployment
+    from kvplan.planning.plan import capacity
+
+    spec = load("deepseek-ai--DeepSeek-V4-Flash")
+    with pytest.raises(BadInputError) as err:
+        capacity(Deployment(spec, engine=engine, gpu_memory_bytes=141 * 10**9, tp=8))
+    message = str(err.value)
+    assert message.startswith(f"{spec.name} has DeepSeek-V4 compressed attention")
+    for words in named:
+        assert words in message, words
+
+
 def test_a_compress_ratios_config_under_another_name_is_not_read_as_sliding():
     raw = json.loads((CONFIGS / "deepseek-ai--DeepSeek-V4-Flash.json").read_text())
     raw["model_type"] = "deepseek_ref"  # SGLang's copies of the V4 checkpoints

@@ -332,6 +332,10 @@ class BaseEngine:
     # the cache layouts `kvplan validate` can allocate for it: "" names the layout after the
     # engine (--layout vllm), a variant after a dash (--layout hf-static); () for none
     cache_variants: tuple[str, ...] = ()
+    # What the engine allocates for DeepSeek-V4's compressed attention (core.layers
+    # CompressedAttention) that kvplan does not model, as one clause for the planner's refusal;
+    # "" when kvplan knows nothing of how the engine caches it.
+    compressed_attention_pools = ""
 
     def capacity(self, dep: Deployment) -> Capacity:
         raise NotImplementedError

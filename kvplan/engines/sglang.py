@@ -327,6 +327,11 @@ class SglangEngine(BaseEngine):
     kv_dtypes = KV_DTYPES
     smaller_kv_dtypes = SMALLER_KV_DTYPES
     cache_variants = ("",)  # `validate --layout sglang` allocates cache_layout()
+    # SGLang pool_configurator.py DSV4PoolConfigurator
+    compressed_attention_pools = (
+        "DSV4PoolConfigurator's split of the memory between a sliding-window pool for every "
+        "layer (swa_full_tokens_ratio 0.1) and c4/c128 pools of full_tokens // 4 and // 128, "
+        "the c4 indexer pool and the compressor-state rings")
 
     def capacity(self, dep: Deployment) -> Capacity:
         from kvplan.engines import parse_version

@@ -1290,6 +1290,17 @@ class VllmEngine(BaseEngine):
     kv_dtypes = KV_DTYPES
     smaller_kv_dtypes = SMALLER_KV_DTYPES
     cache_variants = ("",)  # `validate --layout vllm` allocates cache_layout()
+    # vLLM 0.33 models/deepseek_v4/attention.py, compressor.py and
+    # v1/attention/backends/mla/sparse_swa.py (each get_kv_cache_spec), planned by
+    # v1/core/kv_cache_planning.py
+    compressed_attention_pools = (
+        "a sliding-window cache per layer (DeepseekV4SWACache: SlidingWindowMLASpec, 64-token "
+        "blocks), on ratio-4/128 layers a compressed cache (MLAAttentionSpec with "
+        "tokens_per_state 4/128 in 256-token blocks) and fp32 compressor states "
+        "(CompressorStateCache: SlidingWindowMLASpec, blocks of 4/8 tokens), on ratio-4 "
+        "layers indexer keys (DeepseekV4IndexerCache) with their own compressor state, each "
+        "page padded to a 576-byte (fp8_ds_mla) or 512-byte alignment, and the "
+        "kv_cache_planning grouping that unifies those page sizes")
 
     def capacity(self, dep: Deployment) -> Capacity:
         from kvplan.engines.base import weights_per_gpu

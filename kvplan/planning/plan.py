@@ -42,6 +42,7 @@ from kvplan.engines.registry import get as get_engine
 
 if TYPE_CHECKING:
     from kvplan.core.dtypes import KVFormat
+    from kvplan.engines.base import Engine
     from kvplan.sources.workload import RequestGroup as RequestGroup
     from kvplan.sources.workload import Workload as Workload
     from kvplan.sources.workload import parse_workload as parse_workload
@@ -70,7 +71,7 @@ def capacity(dep: Deployment) -> Capacity:
     engine = get_engine(dep.engine)  # an unknown name is a BadInputError naming the known
     check_settings(dep, engine)
     check_parallelism(dep.spec, dep.tp, dep.pp)
-    _refuse_unmodelled_layout(dep)
+    _refuse_unmodelled_layout(dep, engine)
     if dep.kv_memory_bytes is None and dep.gpu_memory_bytes is None and engine.needs_memory:
         raise BadInputError("no memory to plan with",
                             "give --gpu (a catalog GPU), --gpu-memory 24GiB, or the KV budget "
@@ -78,16 +79,19 @@ def capacity(dep: Deployment) -> Capacity:
     return engine.capacity(dep)
 
 
-def _refuse_unmodelled_layout(dep: Deployment) -> None:
+def _refuse_unmodelled_layout(dep: Deployment, engine: Engine) -> None:
     """DeepSeek-V4's compressed attention is sized exactly by `kvplan size`, but no engine
-    module models its pools (vLLM's per-ratio storage blocks and 576-byte page alignment,
-    SGLang's swa_full_tokens_ratio split and compressor rings): refuse rather than guess."""
+    module models its pools: refuse rather than guess, naming what the engine allocates that
+    kvplan lacks (the engine's own `compressed_attention_pools`)."""
     from kvplan.core.layers import CompressedAttention
 
     if any(isinstance(layer, CompressedAttention) for layer in dep.spec.layers):
+        pools = getattr(engine, "compressed_attention_pools", "")
+        name = getattr(engine, "display_name", "") or dep.engine
+        what = (f"kvplan does not model {name}'s KV-cache pools for it: {pools}" if pools
+                else f"kvplan has no model of how {name} caches it")
         raise BadInputError(
-            f"{dep.spec.name} has DeepSeek-V4 compressed attention (compress_ratios), whose "
-            f"{dep.engine} KV-cache pools kvplan does not model",
+            f"{dep.spec.name} has DeepSeek-V4 compressed attention (compress_ratios); {what}",
             "use `kvplan size` for its exact per-request bytes")
 
 
