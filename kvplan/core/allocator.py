@@ -85,21 +85,23 @@ class CachingAllocator:
             raise ValueError("an allocation needs a positive size")
         rounded = round_request(num_bytes)
         pool = "small" if rounded <= SMALL_SIZE_BYTES else "large"
-        block = self._best_fit(pool, rounded)
-        if block is None:
-            self._segments.append([_Block(len(self._segments), 0, segment_size(rounded))])
-            self._pools.append(pool)
-            block = self._segments[-1][0]
+        keys = self._free[pool]
+        i = bisect_left(keys, (rounded,))  # best fit: the smallest, then lowest, that fits
+        if i < len(keys):
+            block = self._free_blocks.pop(keys.pop(i))
         else:
-            self._unlist(block)
+            block = _Block(len(self._segments), 0, segment_size(rounded))
+            self._segments.append([block])
+            self._pools.append(pool)
         remaining = block.size - rounded
-        split = remaining >= MIN_BLOCK_BYTES if pool == "small" else remaining > SMALL_SIZE_BYTES
-        if split:
+        if remaining >= MIN_BLOCK_BYTES if pool == "small" else remaining > SMALL_SIZE_BYTES:
             blocks = self._segments[block.segment]
             rest = _Block(block.segment, block.offset + rounded, remaining)
             blocks.insert(blocks.index(block) + 1, rest)
             block.size = rounded
-            self._list(rest)
+            key = (remaining, rest.segment, rest.offset)
+            insort(keys, key)
+            self._free_blocks[key] = rest
         block.free = False
         self.allocated_bytes += block.size
         handle = self._next
@@ -142,9 +144,3 @@ class CachingAllocator:
         keys = self._free[self._pools[block.segment]]
         del keys[bisect_left(keys, key)]
         del self._free_blocks[key]
-
-    def _best_fit(self, pool: str, rounded: int) -> _Block | None:
-        """The smallest free block of the pool that fits (ties: the lowest address)."""
-        keys = self._free[pool]
-        i = bisect_left(keys, (rounded,))
-        return self._free_blocks[keys[i]] if i < len(keys) else None
