@@ -527,8 +527,12 @@ def test_two_nccl_ranks():
 
 
 def test_results_are_frozen_dataclasses_of_ints():
+    # @record types: dataclasses whose instances refuse assignment as a frozen dataclass does
     for cls in (v.KindResult, v.RankResult, v.ValidateResult, v.DecodeResult):
-        assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen
+        assert dataclasses.is_dataclass(cls)
+        blank = object.__new__(cls)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(blank, dataclasses.fields(cls)[0].name, 0)
 
 
 # --- within memory ----------------------------------------------------------------------------

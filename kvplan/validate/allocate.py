@@ -28,12 +28,13 @@ import os
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError, KvplanError
 from kvplan.core.layers import ATTENTION_KINDS, MLA, Layer, NoCache, RecurrentState
+from kvplan.core.record import record
 from kvplan.engines.cache import CacheLayer, CacheLayout
 from kvplan.validate.predict import (
     either,
@@ -220,7 +221,7 @@ def _kv_dims(layer: Layer) -> tuple[int, int, int]:
 
 # --- layouts -> tensors ---------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class Plane:
     """One tensor a dense layout allocates."""
 
@@ -231,7 +232,7 @@ class Plane:
     shape: Shape
 
 
-@dataclass(frozen=True)
+@record
 class PoolUse:
     layer: str  # the engine's name for the cache layer ("12", "12.indexer")
     kind: str
@@ -239,7 +240,7 @@ class PoolUse:
     blocks: int  # block ids this layer's group holds for the batch
 
 
-@dataclass(frozen=True)
+@record
 class BlockTensor:
     """One raw int8 tensor of a paged layout's block pool, viewed by every layer in `uses`."""
 

@@ -1,11 +1,10 @@
-"""validate's inputs and results: frozen dataclasses of ints (the report is built in
+"""validate's inputs and results: frozen records of ints (the report is built in
 kvplan.output.validate)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvplan.core.dtypes import KVFormat
+from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 from kvplan.engines.registry import DEFAULT
 
@@ -22,9 +21,9 @@ PROBE_BATCH = 2
 PROBE_MAX_LEN = 128  # static layouts preallocate more than the tokens
 RANK_TIMEOUT_S = 300
 
-# --- results: frozen dataclasses of ints ----------------------------------------------------
+# --- results: frozen records of ints ----------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class KindResult:
     """One row: a layer kind (vLLM adds 'null block' and 'padding')."""
 
@@ -37,7 +36,7 @@ class KindResult:
     overhead_bytes: int | None  # allocated - measured: the allocator's rounding
 
 
-@dataclass(frozen=True)
+@record
 class DecodeResult:
     steps: int
     ns_per_step: int
@@ -48,7 +47,7 @@ class DecodeResult:
     floor_ns_per_step: int | None  # predicted bytes / the catalog's HBM bandwidth
 
 
-@dataclass(frozen=True)
+@record
 class RankResult:
     rank: int
     device: str
@@ -63,7 +62,7 @@ class RankResult:
     decode: DecodeResult | None
 
 
-@dataclass(frozen=True)
+@record
 class ValidateRequest:
     spec: ModelSpec
     fmt: KVFormat
@@ -78,7 +77,7 @@ class ValidateRequest:
     decode_steps: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class ValidateResult:
     model: str
     layout: str
@@ -107,7 +106,7 @@ class ValidateResult:
                    for r in self.ranks)
 
 
-@dataclass(frozen=True)
+@record
 class AllRow:
     model: str
     layout: str
@@ -117,7 +116,7 @@ class AllRow:
     status: str  # ok | DIFF | skipped: <why>
 
 
-@dataclass(frozen=True)
+@record
 class AllResult:
     tokens: int
     batch: int
@@ -131,7 +130,7 @@ class AllResult:
         return all(r.status != "DIFF" for r in self.rows)
 
 
-@dataclass(frozen=True)
+@record
 class AllocationPlan:
     """What a rank is about to allocate, stated before it allocates anything."""
 
@@ -141,7 +140,7 @@ class AllocationPlan:
     free_bytes: int | None  # what the device had free when checked
 
 
-@dataclass(frozen=True)
+@record
 class Progress:
     """One step of long work done (validate --all: one model and layout)."""
 
