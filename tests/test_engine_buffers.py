@@ -296,6 +296,26 @@ def sglang_predict(e: dict[str, Any]) -> tuple[b.SglangMemory, int]:
     return mem, prof.max_total_num_tokens
 
 
+@pytest.mark.parametrize("log_id, within_gib", [
+    ("sglang-docs-llama31-8b-h100-2025-01", 0.08), ("sglang-h100-qwen3-30b-a3b-fp8-2026-08", 0.01)])
+def test_sglang_budget_subtracts_the_weights_as_free_memory_sees_them(log_id, within_gib):
+    # model_runner.py::profile_max_num_token sizes the pool from get_available_gpu_memory read
+    # after the load (torch.cuda.empty_cache, then mem_get_info; its GB are GiB), so the
+    # weights the budget takes off are the drop its two "avail mem" lines show: the allocator's
+    # segments and the fp32 rotary caches, more than the tensors' own bytes
+    e = BY_ID[log_id]
+    r = e["reported"]
+    logged = (r["avail_before_load_gb"] - r["avail_after_load_gb"]) * GIB
+    mem, _ = sglang_predict(e)
+    assert mem.free_before_load_bytes - mem.free_after_load_bytes == mem.weights_bytes
+    assert abs(mem.weights_bytes - logged) <= within_gib * GIB
+    if e["model"] == "llama-3.1-8b":  # 8,030,261,248 bf16 parameters: the tensors alone
+        tensors = 8_030_261_248 * 2
+        assert abs(mem.weights_bytes - logged) < abs(tensors - logged)
+        # Llama 3.1's rope cache: 131,072 positions x 128 (cos and sin) x 4 B, kept in fp32
+        assert mem.weights_bytes - tensors >= 131_072 * 128 * 4
+
+
 def test_sglang_prefill_graph_sizes_as_the_log_lists_them():
     # the 2026-08 H100 log captures [4, 8, ..., 8192]: 8 + 14 + 8 + 8 + 12 + 8 = 58 sizes
     sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),

@@ -554,7 +554,15 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
     the DP groups) while the MoE layers still span all tp ranks."""
     attn_tp = tp // dp if dp_attention and dp > 1 else tp
     ep = tp if attn_tp != tp and spec.num_experts else 1
-    per_gpu = max(stage_weights(spec, weights, weights_bytes, attn_tp, pp, dims, ep=ep)[0])
+    stages, weights_how = stage_weights(spec, weights, weights_bytes, attn_tp, pp, dims, ep=ep)
+    if weights_bytes is None and weights_how.endswith("tensor by tensor"):
+        # what SGLang subtracts: profile_max_num_token reads free memory after the load
+        # (get_available_gpu_memory: empty_cache, then mem_get_info), so the allocator's
+        # segments holding the weights and the fp32 rotary caches, not the tensors' bytes
+        from kvplan.engines import sglang as engine
+
+        stages = engine.loaded_weight_bytes(spec, attn_tp, pp, _load_name(spec, weights), ep)
+    per_gpu = max(stages)
     before = gpu_memory_bytes - (SGLANG_INIT_BYTES if init_bytes is None else init_bytes)
     fraction = mem_fraction_static if mem_fraction_static is not None else \
         sglang_default_mem_fraction(gpu_memory_bytes, tp, pp, version, dp, dp_attention,

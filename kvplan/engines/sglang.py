@@ -427,7 +427,8 @@ class SglangEngine(BaseEngine):
 ENGINE = SglangEngine()
 
 
-def loaded_weight_bytes(spec: ModelSpec, tp: int = 1, pp: int = 1) -> tuple[int, ...]:
+def loaded_weight_bytes(spec: ModelSpec, tp: int = 1, pp: int = 1, weights: str = "auto",
+                        ep: int = 1) -> tuple[int, ...]:
     """What SGLang logs as "Load weight end ... mem usage" per GPU of each stage: the drop in
     free device memory across `ModelRunner.load_model` (`get_available_gpu_memory`, which
     empties torch's cache before reading `mem_get_info`), so the caching allocator's segments
@@ -436,7 +437,16 @@ def loaded_weight_bytes(spec: ModelSpec, tp: int = 1, pp: int = 1) -> tuple[int,
     cos/sin tables), so the replay is vLLM's (kvplan.engines.vllm.loaded_weight_bytes) read
     as segments, with one difference: on CUDA SGLang keeps each cos/sin cache in fp32
     (`RotaryEmbedding.__init__`: "cache needs to be in FP32 for numerical stability", the
-    cast to the model dtype only off CUDA). The checkpoint's own format."""
+    cast to the model dtype only off CUDA). `weights`: the checkpoint's own format ("auto"),
+    one quantized at load or a model dtype (kvplan.core.weights.load_format); `ep`: experts
+    split over `ep` ranks (DP attention: attention over `tp`, the MoE over tp x dp).
+
+    The same drop is what SGLang's KV pool is sized from: `ModelRunner.profile_max_num_token`
+    takes `get_available_gpu_memory` after the load, less the pre-load total x (1 -
+    mem_fraction_static), so the budget (kvplan.engines.budget.sglang_memory) subtracts this
+    figure too."""
+    from kvplan.core.weights import load_format
     from kvplan.engines.vllm import loaded_weight_bytes as replay
 
-    return replay(spec, spec.quantization, tp, pp, reserved=True, rope_fp32=True)
+    target, q, _ = load_format(spec, weights)
+    return replay(target, q, tp, pp, ep, reserved=True, rope_fp32=True)
