@@ -362,3 +362,10 @@ def test_kv_dtype_help_names_every_kv_format():
     missing = [n for n in format_names() if n != "fp8_e4m3" and f" {n}," not in help_text
                and f" {n} " not in help_text]
     assert missing == []
+
+
+def test_unknown_gpu_in_a_plan_file_names_the_plan_field(tmp_path):
+    # the hint named only the CLI flag --gpu-memory, which a plan file has no place for
+    res = invoke("check", _plan_file(tmp_path, "vllm", gpu="h10O"))
+    assert res.exit_code == 2, res.output
+    assert "gpu_memory: 24GiB in a plan file" in res.stderr

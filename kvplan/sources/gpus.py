@@ -216,7 +216,7 @@ def find_gpu(name: str, catalog: list[GPU] | None = None) -> GPU:
     raise BadInputError(
         f"unknown GPU {name!r}",
         hint + "`kvplan gpus` lists the catalog; for another GPU give its memory instead, "
-        "e.g. --gpu-memory 24GiB")
+        "e.g. --gpu-memory 24GiB (gpu_memory: 24GiB in a plan file)")
 
 
 # The packaged catalog as it is written: each entry starts with a `  - name:` line and names
