@@ -187,6 +187,14 @@ def plan(
         "--flash-attn", "-fa", help="llama.cpp on|off|auto (auto: on): without it the "
         "compute buffer holds KQ, context x micro-batch x heads x 4 B.",
         show_default=False)] = None,
+    n_gpu_layers: Annotated[str | None, typer.Option(
+        "--n-gpu-layers", "-ngl", help="llama.cpp: layers on the GPU (N, all or auto; "
+        "default all). The output layer and the last N-1 repeating layers go to the GPU with "
+        "their KV cache; the rest and the token embeddings stay in host memory.",
+        show_default=False)] = None,
+    no_kv_offload: Annotated[bool, typer.Option(
+        "--no-kv-offload", "-nkvo", help="llama.cpp: keep the whole KV cache in host "
+        "memory.")] = False,
     cache_type_k: Annotated[str | None, typer.Option(
         "--cache-type-k", "-ctk", help="llama.cpp's K cache type (f16, q8_0, ...): the same "
         "as --kv-dtype.", show_default=False)] = None,
@@ -253,6 +261,8 @@ def plan(
             "max_num_batched_tokens": ("--max-num-batched-tokens", max_num_batched_tokens),
             "parallel": ("--parallel", parallel if parallel != 1 else None),
             "n_ubatch": ("--ubatch-size", ubatch_size), "flash_attn": ("--flash-attn", flash_attn),
+            "n_gpu_layers": ("--n-gpu-layers", n_gpu_layers),
+            "no_kv_offload": ("--no-kv-offload", no_kv_offload or None),
             "dp": ("--dp", dp if dp != 1 else None), "dcp": ("--dcp", dcp if dcp != 1 else None),
             "expert_parallel": ("--enable-expert-parallel", enable_expert_parallel or None),
             "dp_attention": ("--enable-dp-attention", enable_dp_attention or None),
@@ -277,6 +287,8 @@ def plan(
         max_num_seqs=max_num_seqs, parallel=parallel, enforce_eager=enforce_eager,
         **({"n_ubatch": ubatch_size} if ubatch_size is not None else {}),
         **({"flash_attn": flash_attn} if flash_attn is not None else {}),
+        **({"n_gpu_layers": n_gpu_layers} if n_gpu_layers is not None else {}),
+        **({"no_kv_offload": True} if no_kv_offload else {}),
         flashinfer_sampler=flashinfer_sampler or None, dp=dp,
         dcp=dcp, expert_parallel=enable_expert_parallel, dp_attention=enable_dp_attention,
         assume_standard_attention=assume_standard)

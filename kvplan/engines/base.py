@@ -94,6 +94,8 @@ class Deployment:
     parallel: int = 1  # llama.cpp --parallel
     n_ubatch: int | None = None  # llama.cpp -ub: tokens of the reserved micro-batch (512)
     flash_attn: str | None = None  # llama.cpp -fa on/off/auto (None: auto, on for CUDA)
+    n_gpu_layers: str | None = None  # llama.cpp -ngl N/all/auto (None: every layer)
+    no_kv_offload: bool = False  # llama.cpp -nkvo: the KV cache in host memory
     hf_cache: str = "dynamic"
 
     @property

@@ -15,6 +15,10 @@
   kv_lora_rank);
 - recurrent layers (Mamba, RWKV) keep their state in f32 per sequence (llama_memory_recurrent).
 
+Partial offload (`-ngl N`, `offload`): only some layers live on the GPU, each layer's KV
+cache lives with its layer (on the host with `--no-kv-offload`), the token embeddings always
+stay on the host.
+
 Beside the KV cache llama.cpp allocates a compute buffer per backend (`compute_buffers`):
 the graph of one micro-batch reserved at start-up, "CUDA0 compute buffer size = X MiB" on
 the GPU and "CUDA_Host compute buffer size" in pinned host memory. A plan subtracts the GPU
@@ -99,6 +103,27 @@ class LlamacppConfig:
     swa_full: bool = False
     n_ubatch: int = N_UBATCH
     flash_attn: bool = True  # -fa: "auto" (the default since mid-2025) enables it on CUDA
+    n_gpu_layers: int | None = None  # -ngl: None (or negative) = every layer
+    no_kv_offload: bool = False  # -nkvo: every layer's KV cache in host memory
+    output_first: bool = True  # builds from 2025-12 (PR #18148): -ngl counts the output first
+
+
+def offload(n_layer: int, n_gpu_layers: int | None, output_first: bool = True
+            ) -> tuple[int, bool]:
+    """(repeating layers on the GPU, output layer on the GPU) for `-ngl n_gpu_layers`.
+
+    llama.cpp (`src/llama-model.cpp::load_tensors`) numbers the repeating layers 0..n_layer-1
+    and the output layer n_layer, and puts layer `il` on a GPU when `il >= i_gpu_start` (and
+    `il - i_gpu_start < act_gpu_layers = min(N, n_layer + 1)`): the LAST layers go first.
+    Since PR #18148 (2025-12-17) `i_gpu_start = max(n_layer + 1 - N, 0)`, so N >= 1 offloads
+    the output layer and N - 1 repeating layers; before it `i_gpu_start = max(n_layer - N, 0)`:
+    N repeating layers, the output layer only when N > n_layer. The input layer (token
+    embeddings) always stays on the CPU. A negative N (-1) is every layer."""
+    if n_gpu_layers is None or n_gpu_layers < 0 or n_gpu_layers > n_layer:
+        return n_layer, True
+    if output_first:
+        return max(0, n_gpu_layers - 1), n_gpu_layers >= 1
+    return n_gpu_layers, False
 
 
 @record
@@ -118,6 +143,14 @@ class LlamacppProfile:
     cache_type_k: str
     cache_type_v: str
     compute: ComputeBuffers | None = None  # None when the model's shapes are unknown
+    layer_bytes: tuple[int, ...] = ()  # KV (or recurrent state) of each layer, in order
+    gpu_layers: int = 0  # repeating layers on the GPU(s) (-ngl)
+    output_on_gpu: bool = True
+    gpu_kv_bytes: int = 0  # the KV of the layers on the GPU(s); 0 with --no-kv-offload
+
+    @property
+    def host_kv_bytes(self) -> int:
+        return self.total_bytes - self.gpu_kv_bytes
 
     @property
     def total_bytes(self) -> int:
@@ -197,8 +230,10 @@ def compute_buffers(spec: ModelSpec, n_kv: int, config: LlamacppConfig) -> Compu
     output (the input embedding table lives on the CPU, so `get_rows` runs there, E) and the
     f32 mask. Checked against real logs in docs/engine-accuracy.md (exact for 7 of 9 GPU
     buffers; ggml-alloc's placement can add a freed hole under the logits, -3% and -13% on
-    the other two). Not modelled: partial offload (-ngl), pipeline-parallel copies across
-    several GPUs (each GPU is given the whole largest phase), recurrent layers' scan buffers.
+    the other two). Not modelled: partial offload (-ngl: the GPU keeps this estimate, though
+    llama.cpp then also copies CPU layers' weights into it for large micro-batches, see
+    docs/engine-accuracy.md 7.1), pipeline-parallel copies across several GPUs (each GPU is
+    given the whole largest phase), recurrent layers' scan buffers.
     """
     from kvplan.engines.budget import dims_of
 
@@ -238,38 +273,47 @@ def profile(spec: ModelSpec, config: LlamacppConfig) -> LlamacppProfile:
     k = v = swa_k = swa_v = recurrent = 0
     swa_cells = 0
     num_layers = 0
+    per_layer: list[int] = []
     for layer in spec.layers:
-        if isinstance(layer, NoCache):
-            continue
+        before = k + v + swa_k + swa_v + recurrent
         if isinstance(layer, RecurrentState):
             # f32 conv (R) and SSM (S) states, one per sequence
             recurrent += sum(t.elements_per_rank(1) * 4 for t in layer.tensors) \
                 * max(1, seqs)
-            continue
-        num_layers += 1
-        if isinstance(layer, MLA):
+        elif isinstance(layer, MLA):
+            num_layers += 1
             k += cells * ggml_row_bytes(k_fmt, layer.kv_lora_rank + layer.qk_rope_head_dim)
-            continue
-        if not isinstance(layer, ATTENTION_KINDS):
-            raise BadInputError(f"kvplan's llamacpp profile does not model {layer.kind} layers")
-        k_row = ggml_row_bytes(k_fmt, layer.num_kv_heads * layer.head_dim)
-        v_row = ggml_row_bytes(v_fmt, layer.num_kv_heads * layer.value_dim)
-        window = layer.window_tokens
-        if window and not config.swa_full:
-            per_stream = min(stream_cells, pad_cells(
-                window * (seqs if config.kv_unified else 1) + config.n_ubatch))
-            swa_cells = per_stream * streams
-            swa_k += swa_cells * k_row
-            swa_v += swa_cells * v_row
-        else:
-            k += cells * k_row
-            v += cells * v_row
+        elif not isinstance(layer, NoCache):
+            if not isinstance(layer, ATTENTION_KINDS):
+                raise BadInputError(
+                    f"kvplan's llamacpp profile does not model {layer.kind} layers")
+            num_layers += 1
+            k_row = ggml_row_bytes(k_fmt, layer.num_kv_heads * layer.head_dim)
+            v_row = ggml_row_bytes(v_fmt, layer.num_kv_heads * layer.value_dim)
+            window = layer.window_tokens
+            if window and not config.swa_full:
+                per_stream = min(stream_cells, pad_cells(
+                    window * (seqs if config.kv_unified else 1) + config.n_ubatch))
+                swa_cells = per_stream * streams
+                swa_k += swa_cells * k_row
+                swa_v += swa_cells * v_row
+            else:
+                k += cells * k_row
+                v += cells * v_row
+        per_layer.append(k + v + swa_k + swa_v + recurrent - before)
+    gpu_layers, output_on_gpu = offload(len(per_layer), config.n_gpu_layers,
+                                        config.output_first)
+    # each layer's cache lives on its layer's device (`llama_kv_cache` constructor:
+    # `model.dev_layer(il)` when offloading, the CPU buffer type otherwise)
+    gpu_kv = 0 if config.no_kv_offload else sum(per_layer[len(per_layer) - gpu_layers:])
     return LlamacppProfile(
         schema=SCHEMA, model=spec.name, cells=cells, cells_per_seq=per_seq,
         num_layers=num_layers, seqs=seqs, k_bytes=k, v_bytes=v, swa_k_bytes=swa_k,
         swa_v_bytes=swa_v, swa_cells=swa_cells, recurrent_bytes=recurrent,
         cache_type_k=k_fmt.name, cache_type_v=v_fmt.name,
         compute=compute_buffers(spec, stream_cells, config),
+        layer_bytes=tuple(per_layer), gpu_layers=gpu_layers, output_on_gpu=output_on_gpu,
+        gpu_kv_bytes=gpu_kv,
     )
 
 
@@ -277,8 +321,84 @@ def profile(spec: ModelSpec, config: LlamacppConfig) -> LlamacppProfile:
 
 def kv_per_gpu(prof: LlamacppProfile, dep: Deployment) -> int:
     """KV bytes on one GPU: with several GPUs llama.cpp splits the layers (-sm layer, the
-    default) and each layer's cache lives with it; kvplan splits evenly (equal GPUs)."""
-    return cdiv(prof.total_bytes, max(1, dep.tp * dep.pp))
+    default) and each layer's cache lives with it; kvplan splits evenly (equal GPUs). Only
+    the offloaded layers' caches (-ngl), none with --no-kv-offload."""
+    return cdiv(prof.gpu_kv_bytes, max(1, dep.tp * dep.pp))
+
+
+@record
+class WeightPlacement:
+    """The model's weights on the GPU(s) and in host memory under -ngl (`place_weights`)."""
+
+    gpu_bytes: int  # all GPUs together
+    host_bytes: int
+    output_bytes: int  # the output layer (its own copy when the embeddings are tied)
+    embedding_bytes: int  # token embeddings: always in host memory
+
+
+def place_weights(dep: Deployment, gpu_layers: int, output_on_gpu: bool) -> WeightPlacement:
+    """Split the model's weights as llama.cpp's `load_tensors` places them: the token
+    embeddings (`dev_input`) always on the CPU, the output layer (norm + `output`; with tied
+    embeddings a duplicate of `token_embd`, TENSOR_DUPLICATED) on the GPU when offloaded, and
+    the last `gpu_layers` repeating layers on the GPU (layers sized by their parameter share
+    when they differ, kvplan.engines.budget.layer_weight_shares)."""
+    from kvplan.engines.budget import (
+        dims_of,
+        layer_weight_shares,
+        stage_weights,
+        weight_format,
+        weight_split,
+    )
+
+    spec = dep.spec
+    try:
+        total = stage_weights(spec, dep.weights_dtype, dep.weights_bytes, 1, 1, dep.dims)[0][0]
+        split = weight_split(spec, weight_format("bf16", spec.dtype), dep.dims or
+                             dims_of(spec), total)
+    except BadInputError:
+        if spec.num_params is None and dep.weights_bytes is None:
+            return WeightPlacement(0, 0, 0, 0)
+        raise
+    output = split.lm_head_bytes or split.embedding_bytes
+    shares = list(layer_weight_shares(spec) or [1] * spec.num_layers)
+    on_gpu = sum(shares[len(shares) - gpu_layers:]) if gpu_layers else 0
+    layers_gpu = split.layer_bytes * on_gpu // max(1, sum(shares))
+    gpu = layers_gpu + (output if output_on_gpu else 0)
+    host = split.embedding_bytes + split.layer_bytes - layers_gpu + \
+        (0 if output_on_gpu or not split.lm_head_bytes else split.lm_head_bytes)
+    return WeightPlacement(gpu, host, output, split.embedding_bytes)
+
+
+SCHED_COPIES = 4  # GGML_SCHED_MAX_COPIES (ggml/src/ggml-backend.cpp), a compile-time default
+
+
+def pipeline_parallel(num_gpus: int, n_layer: int, n_gpu_layers: int | None,
+                      no_kv_offload: bool) -> bool:
+    """Whether llama.cpp turns on pipeline parallelism (`src/llama-context.cpp`, the
+    llama_context constructor): more than one device, every layer offloaded
+    (`n_gpu_layers() > n_layer`), `-sm layer` (kvplan's only split), the KV cache offloaded
+    and no tensor overrides (not modelled). The scheduler then keeps `n_copies =
+    GGML_SCHED_MAX_COPIES` (4) copies of the graph inputs (`ggml_backend_sched_new(...,
+    parallel)`), which enlarges the compute buffers."""
+    every_layer = n_gpu_layers is None or n_gpu_layers > n_layer
+    return num_gpus > 1 and every_layer and not no_kv_offload
+
+
+def gpu_layer_count(value: str | int | None) -> int | None:
+    """-ngl N / all / auto (common/arg.cpp) -> a layer count, None for every layer. "auto"
+    (the 2026 default, with --fit) is read as every layer: kvplan then says whether it fits."""
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    if text in ("all", "auto", "max"):
+        return None
+    try:
+        count = int(text)
+    except ValueError:
+        raise BadInputError(f"--n-gpu-layers must be a number, 'all' or 'auto', got {value!r}",
+                            "e.g. -ngl 20 (the last 20 layers on the GPU), -ngl 99 (all)"
+                            ) from None
+    return None if count < 0 else count
 
 
 def _cache_type_of(kv_dtype: str) -> str:
@@ -317,6 +437,7 @@ def launch_flags() -> EngineLaunch:
         "-ctv": ("kv_dtype_v", "str"), "--cache-type-v": ("kv_dtype_v", "str"),
         "-ngl": ("n_gpu_layers", "str"), "--n-gpu-layers": ("n_gpu_layers", "str"),
         "--gpu-layers": ("n_gpu_layers", "str"),
+        "-nkvo": ("no_kv_offload", "flag"), "--no-kv-offload": ("no_kv_offload", "flag"),
         "-b": ("n_batch", "int"), "--batch-size": ("n_batch", "int"),
         "-ub": ("n_ubatch", "int"), "--ubatch-size": ("n_ubatch", "int"),
         "-fa": ("flash_attn", "optional"), "--flash-attn": ("flash_attn", "optional"),
@@ -380,15 +501,32 @@ class LlamacppEngine(BaseEngine):
         ctx = dep.context_limit()
         if dep.n_ubatch is not None and dep.n_ubatch <= 0:
             raise BadInputError(f"--ubatch-size must be positive, got {dep.n_ubatch}")
+        ngl = gpu_layer_count(dep.n_gpu_layers)
         config = LlamacppConfig(ctx=ctx, parallel=dep.parallel, cache_type_k=kv,
                                 cache_type_v=kv, n_ubatch=dep.n_ubatch or N_UBATCH,
-                                flash_attn=flash_attn_on(dep.flash_attn))
+                                flash_attn=flash_attn_on(dep.flash_attn), n_gpu_layers=ngl,
+                                no_kv_offload=dep.no_kv_offload)
         prof = profile(dep.spec, config)
         # one cell per token; each slot holds at most cells_per_seq
         pool = Pool(self.name, (Constraint("cells", "cell", prof.cells, (Need("full", 1),)),),
                     prof.cells_per_seq, max_requests=dep.parallel)
         notes = [f"llama.cpp allocates all {prof.cells:,} cells (--ctx {ctx:,}) at start-up"]
-        weights = weights_per_gpu(dep)
+        gpus = max(1, dep.tp * dep.pp)
+        if ngl is None:
+            weights = weights_per_gpu(dep)
+        else:
+            placed = place_weights(dep, prof.gpu_layers, prof.output_on_gpu)
+            weights = cdiv(placed.gpu_bytes, gpus)
+            n_layer = len(prof.layer_bytes)
+            notes.append(
+                f"-ngl {ngl}: {prof.gpu_layers} of {n_layer} repeating layers (the last ones) "
+                f"{'and the output layer ' if prof.output_on_gpu else ''}on the GPU "
+                f"(offloaded {prof.gpu_layers + prof.output_on_gpu}/{n_layer + 1} layers); "
+                f"in host memory: {placed.host_bytes:,} bytes of weights (token embeddings "
+                f"always) and {prof.host_kv_bytes:,} bytes of KV cache")
+        if dep.no_kv_offload:
+            notes.append(f"--no-kv-offload: the whole KV cache ({prof.total_bytes:,} bytes) "
+                         "stays in host memory; attention runs on the CPU")
         compute = prof.compute.gpu_bytes if prof.compute is not None else 0
         if prof.compute is not None:
             c = prof.compute
@@ -396,21 +534,28 @@ class LlamacppEngine(BaseEngine):
                 f"compute buffers: {c.gpu_bytes:,} bytes on each GPU ({c.phase} of a "
                 f"{c.n_tokens:,}-token micro-batch over {c.n_kv:,} cells, flash attention "
                 f"{'on' if c.flash_attn else 'off'}) besides {c.host_bytes:,} bytes of pinned "
-                "host memory; the GPU's memory must hold weights + KV cache + compute buffers")
+                "host memory; the GPU's memory must hold weights + KV cache + compute buffers"
+                + ("" if ngl is None and not dep.no_kv_offload else
+                   " (as fully offloaded: kvplan does not model how partial offload or "
+                   "--no-kv-offload moves them)"))
         else:
             notes.append("compute buffers not estimated (the model's hidden size, vocabulary "
                          "or heads are unknown); the fit check counts weights and KV only")
         memory = dep.gpu_memory_bytes
         kv_bytes = kv_per_gpu(prof, dep)
-        if dep.tp * dep.pp > 1:
-            notes.append(f"layer split over {dep.tp * dep.pp} GPUs (-sm layer): each holds "
+        if gpus > 1:
+            pp_on = pipeline_parallel(gpus, len(prof.layer_bytes), ngl, dep.no_kv_offload)
+            notes.append(f"layer split over {gpus} GPUs (-sm layer): each holds "
                          f"its layers' KV cache, about {kv_bytes:,} bytes (an even split), and "
-                         "a compute buffer of the size above (pipeline-parallel copies not "
-                         "counted)")
+                         "a compute buffer of the size above" + (
+                             f" (pipeline parallelism on: the scheduler keeps {SCHED_COPIES} "
+                             "copies of each split's inputs, not counted)" if pp_on else
+                             " (pipeline parallelism off: not every layer is offloaded, or the "
+                             "KV cache is not)"))
         if memory is not None and weights + kv_bytes + compute > memory:
             notes.append(f"weights ({weights:,} bytes) + KV ({kv_bytes:,} bytes) + "
                          f"compute buffers ({compute:,} bytes) do not fit in {memory:,} bytes: "
-                         "offload layers (-ngl), shrink --ctx or -ub")
+                         "offload fewer layers (-ngl), shrink --ctx or -ub")
             pool = replace(pool, constraints=(replace(pool.constraints[0], capacity=0),))
         per_token = prof.total_bytes // max(1, prof.cells)
         return Capacity(dep, None, prof, pool, prof.cache_type_k, weights, per_token,
@@ -425,6 +570,9 @@ class LlamacppEngine(BaseEngine):
             out.update(compute_buffer_bytes=p.compute.gpu_bytes,
                        host_compute_buffer_bytes=p.compute.host_bytes,
                        compute_mib=p.compute.gpu_mib)
+        if cap.deployment.n_gpu_layers is not None or cap.deployment.no_kv_offload:
+            out.update(gpu_layers=p.gpu_layers, output_on_gpu=p.output_on_gpu,
+                       gpu_kv_bytes=p.gpu_kv_bytes, host_kv_bytes=p.host_kv_bytes)
         return out
 
     def memory_rows(self, cap: Capacity) -> list[tuple[str, int]] | None:
@@ -436,11 +584,20 @@ class LlamacppEngine(BaseEngine):
             return None
         compute = p.compute.gpu_bytes if p.compute is not None else 0
         kv = kv_per_gpu(p, cap.deployment)
-        return [("GPU memory (reported)", memory),
+        rows = [("GPU memory (reported)", memory),
                 ("- weights", cap.weights_per_gpu_bytes),
                 ("- KV cache", kv),
                 ("- compute buffers", compute),
                 ("= left", memory - cap.weights_per_gpu_bytes - kv - compute)]
+        dep = cap.deployment
+        ngl = gpu_layer_count(dep.n_gpu_layers)
+        if ngl is not None or dep.no_kv_offload:
+            # what partial offload (-ngl) and --no-kv-offload leave in host memory (all GPUs)
+            host_weights = 0 if ngl is None else \
+                place_weights(dep, p.gpu_layers, p.output_on_gpu).host_bytes
+            rows += [("host memory: weights", host_weights),
+                     ("host memory: KV cache", p.host_kv_bytes)]
+        return rows
 
     def log_lines(self, cap: Capacity) -> list[str]:
         p: LlamacppProfile = cap.engine_profile

@@ -40,7 +40,8 @@ _DEPLOYMENT = {"name", "model", "gpu", "gpu_memory", "count", "tp", "pp", "dp", 
                "notes"}
 _ENGINE = {"name", "version", "gpu_memory_utilization", "block_size", "max_num_batched_tokens",
            "max_num_seqs", "parallel", "kv_memory", "activation_memory", "cudagraph_memory",
-           "enforce_eager", "expert_parallel", "dp_attention", "n_ubatch", "flash_attn"}
+           "enforce_eager", "expert_parallel", "dp_attention", "n_ubatch", "flash_attn",
+           "n_gpu_layers", "no_kv_offload"}
 _WORKLOAD = {"requests", "shared_prefix", "samples"}
 _REQUIRES = {"min_concurrency", "max_kv_bytes_per_request", "min_context", "headroom_percent"}
 _AT = {"concurrency", "context"}
@@ -318,6 +319,15 @@ def _read_engine(f: _LinedFields) -> dict[str, Any]:
             flash_attn_on(flash_attn)
         except KvplanError as exc:
             raise e.wrap("flash_attn", exc) from None
+    n_gpu_layers = e.raw.get("n_gpu_layers")
+    if n_gpu_layers is not None:
+        from kvplan.engines.llamacpp import gpu_layer_count
+
+        n_gpu_layers = str(n_gpu_layers)
+        try:
+            gpu_layer_count(n_gpu_layers)
+        except KvplanError as exc:
+            raise e.wrap("n_gpu_layers", exc) from None
     # the deployment builder's settings (kvplan.planning.deployment), named as in the file
     return {"engine": engine, "engine_version": version,
             "gpu_memory_utilization": _number(e, "gpu_memory_utilization", 0.01, 1.0),
@@ -326,6 +336,8 @@ def _read_engine(f: _LinedFields) -> dict[str, Any]:
             "cudagraph_memory": _bytes(e, "cudagraph_memory"),
             "parallel": e.int("parallel", 1), **ints,
             **({"flash_attn": flash_attn} if flash_attn is not None else {}),
+            **({"n_gpu_layers": n_gpu_layers} if n_gpu_layers is not None else {}),
+            **({"no_kv_offload": True} if e.bool("no_kv_offload", False) else {}),
             **{k: e.bool(k, False) for k in ("enforce_eager", "expert_parallel",
                                               "dp_attention")}}
 
