@@ -281,3 +281,27 @@ def test_help_examples_are_found():
     assert len(examples) >= 30
     for prefix in HELP_NEEDS_A_FILE:
         assert any(c.startswith(prefix) for c in examples), f"stale skip {prefix!r}"
+
+
+FORMULAS = (ROOT / "docs" / "formulas.md").read_text(encoding="utf-8")
+# `Check: \`kvplan ...\` → \`"key": N\``: the command and the figure the page works out by hand
+STATED_CHECKS = re.findall(r"Check: `(kvplan [^`]+)` → `\"(\w+)\": (\d+)`", FORMULAS)
+LIBRARY_CHECKS = [c for c in re.findall(r"Check: `(kvplan size [^`]+)`", FORMULAS)
+                  if ".yaml" not in c]  # a spec printed on the page: the YAML test reads it
+
+
+def test_formulas_checks_are_found():
+    assert len(STATED_CHECKS) >= 4 and len(LIBRARY_CHECKS) >= 10
+
+
+@pytest.mark.parametrize(("command", "key", "value"), STATED_CHECKS)
+def test_formulas_stated_check_gives_its_figure(command, key, value):
+    res = runner.invoke(app, shlex.split(command)[1:], env={"COLUMNS": "100"})
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)[key] == int(value)
+
+
+@pytest.mark.parametrize("command", LIBRARY_CHECKS)
+def test_formulas_check_command_runs(command):
+    res = runner.invoke(app, shlex.split(command)[1:], env={"COLUMNS": "100"})
+    assert res.exit_code == 0, (command, res.output)
