@@ -172,7 +172,8 @@ def _options() -> set[str]:
 
 # Flags the README names that belong to an engine's own command line, not to kvplan
 ENGINE_FLAGS = {"--gpus", "--model-id", "--quantization", "--tensor-parallel-size",
-                "--max-model-len", "--gpu-memory-utilization", "--kv-cache-dtype", "-e"}
+                "--max-model-len", "--gpu-memory-utilization", "--kv-cache-dtype", "-e",
+                "--speculative-config"}
 
 
 def test_every_flag_the_readme_names_exists():

@@ -179,6 +179,10 @@ def plan(
     enforce_eager: Annotated[bool, typer.Option(
         "--enforce-eager", help="vLLM without CUDA graphs (nothing reserved for them).")
     ] = False,
+    num_speculative_tokens: Annotated[int, typer.Option(
+        "--num-speculative-tokens", help="vLLM speculative decoding: draft tokens proposed a "
+        "step (--speculative-config's num_speculative_tokens); CUDA graphs are captured for 1 "
+        "+ that many tokens a request.")] = 0,
     parallel: Annotated[int, typer.Option("--parallel", "-np", help="llama.cpp slots.")] = 1,
     ubatch_size: Annotated[int | None, typer.Option(
         "--ubatch-size", "-ub", help="llama.cpp's micro-batch (512): its compute buffers "
@@ -266,7 +270,9 @@ def plan(
             "dp": ("--dp", dp if dp != 1 else None), "dcp": ("--dcp", dcp if dcp != 1 else None),
             "expert_parallel": ("--enable-expert-parallel", enable_expert_parallel or None),
             "dp_attention": ("--enable-dp-attention", enable_dp_attention or None),
-            "enforce_eager": ("--enforce-eager", enforce_eager or None)})
+            "enforce_eager": ("--enforce-eager", enforce_eager or None),
+            "num_speculative_tokens": ("--num-speculative-tokens",
+                                       num_speculative_tokens or None)})
     elif model is None:
         raise BadInputError("MODEL is missing", "give a model, or --from-command \"vllm serve "
                             "MODEL ...\"")
@@ -285,6 +291,7 @@ def plan(
         weights_memory=weights_memory, activation_memory=activation_memory,
         cudagraph_memory=cudagraph_memory, max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, parallel=parallel, enforce_eager=enforce_eager,
+        num_speculative_tokens=num_speculative_tokens,
         **({"n_ubatch": ubatch_size} if ubatch_size is not None else {}),
         **({"flash_attn": flash_attn} if flash_attn is not None else {}),
         **({"n_gpu_layers": n_gpu_layers} if n_gpu_layers is not None else {}),

@@ -91,6 +91,9 @@ class Deployment:
     flashinfer_sampler: bool | None = None
     dims: ModelDims | None = None
     num_draft_layers: int = 0
+    # vLLM speculative decoding: draft tokens proposed per step (--speculative-config's
+    # num_speculative_tokens); the CUDA-graph sizes and Mamba pages grow with it
+    num_speculative_tokens: int = 0
     parallel: int = 1  # llama.cpp --parallel
     n_ubatch: int | None = None  # llama.cpp -ub: tokens of the reserved micro-batch (512)
     flash_attn: str | None = None  # llama.cpp -fa on/off/auto (None: auto, on for CUDA)

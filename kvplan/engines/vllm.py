@@ -1110,11 +1110,15 @@ def config_for(dep: Deployment) -> VllmConfig:
     from kvplan.engines import parse_version
 
     ver = parse_version(dep.engine_version) or LATEST
+    if dep.num_speculative_tokens < 0:
+        raise BadInputError(f"--num-speculative-tokens must be at least 0, got "
+                            f"{dep.num_speculative_tokens}")
     return VllmConfig(
         max_model_len=dep.context_limit(), version=ver,
         kv_cache_dtype=_flag_dtype(dep.kv_dtype), block_size=dep.block_size, tp=dep.tp,
         pp=dep.pp, max_num_batched_tokens=batch_for(dep).max_num_batched_tokens,
-        num_draft_layers=dep.num_draft_layers, dcp=dep.dcp,
+        num_draft_layers=dep.num_draft_layers,
+        num_speculative_tokens=dep.num_speculative_tokens, dcp=dep.dcp,
         gpu_name=f"{dep.gpu_name or ''} {dep.gpu_arch}".strip() or None,
         compute_capability=_arch_capability(dep.gpu_arch))
 
@@ -1171,6 +1175,10 @@ def launch_flags() -> EngineLaunch:
         "--enable-chunked-prefill": ("chunked_prefill", "flag"),
         "--no-enable-chunked-prefill": ("chunked_prefill", "no-flag"),
         "--revision": ("revision", "str"), "--swap-space": ("swap_space_gib", "float"),
+        # speculative decoding: a JSON object from 0.8 (its num_speculative_tokens is read),
+        # a flag of its own before (0.4-0.7 EngineArgs)
+        "--speculative-config": ("speculative_config", "json"),
+        "--num-speculative-tokens": ("num_speculative_tokens", "int"),
     }
     ignored = ("--host", "--port", "--served-model-name", "--api-key", "--tokenizer",
                "--tokenizer-mode", "--download-dir", "--chat-template", "--tool-call-parser",
@@ -1322,7 +1330,8 @@ class VllmEngine(BaseEngine):
                 gpu_arch=dep.gpu_arch, max_model_len=config.max_model_len,
                 enforce_eager=dep.enforce_eager, ep=expert_parallel_size(dep), dp=dep.dp,
                 flashinfer_sampler=bool(dep.flashinfer_sampler),
-                num_draft_layers=dep.num_draft_layers)
+                num_draft_layers=dep.num_draft_layers,
+                num_speculative_tokens=dep.num_speculative_tokens)
         prof = profile(dep.spec, config, budget.available_kv_cache_bytes)
         constraints = []
         for i, stage in enumerate(prof.stages):

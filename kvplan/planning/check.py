@@ -41,7 +41,7 @@ _DEPLOYMENT = {"name", "model", "gpu", "gpu_memory", "count", "tp", "pp", "dp", 
 _ENGINE = {"name", "version", "gpu_memory_utilization", "block_size", "max_num_batched_tokens",
            "max_num_seqs", "parallel", "kv_memory", "activation_memory", "cudagraph_memory",
            "enforce_eager", "expert_parallel", "dp_attention", "n_ubatch", "flash_attn",
-           "n_gpu_layers", "no_kv_offload"}
+           "n_gpu_layers", "no_kv_offload", "num_speculative_tokens"}
 _WORKLOAD = {"requests", "shared_prefix", "samples"}
 _REQUIRES = {"min_concurrency", "max_kv_bytes_per_request", "min_context", "headroom_percent"}
 _AT = {"concurrency", "context"}
@@ -335,6 +335,7 @@ def _read_engine(f: _LinedFields) -> dict[str, Any]:
             "activation_memory": _bytes(e, "activation_memory"),
             "cudagraph_memory": _bytes(e, "cudagraph_memory"),
             "parallel": e.int("parallel", 1), **ints,
+            "num_speculative_tokens": e.int("num_speculative_tokens", 0, minimum=0),
             **({"flash_attn": flash_attn} if flash_attn is not None else {}),
             **({"n_gpu_layers": n_gpu_layers} if n_gpu_layers is not None else {}),
             **({"no_kv_offload": True} if e.bool("no_kv_offload", False) else {}),

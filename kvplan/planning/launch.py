@@ -71,6 +71,26 @@ def _resolvable(model: str, warnings: list[str]) -> tuple[str, str | None]:
         return model, None  # resolving it again will give the library's own error
 
 
+def _speculative(config: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """vLLM's --speculative-config object -> the Deployment fields kvplan models: the draft
+    tokens a step (the CUDA-graph sizes grow with them); the drafter itself (`method`,
+    `model`) is named in a warning, its weights and KV layers not read from the command."""
+    k = config.get("num_speculative_tokens")
+    if k is None:  # vLLM then takes the draft model's n_predict (MTP), which kvplan does not read
+        warnings.append("--speculative-config gives no num_speculative_tokens: kvplan plans "
+                        "without draft tokens (add it to the object to count them)")
+        return {}
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise BadInputError(f"--speculative-config in the launch command: num_speculative_tokens "
+                            f"must be a whole number >= 0, got {k!r}",
+                            "write it as {\"num_speculative_tokens\": 3, ...}")
+    drafter = config.get("method") or config.get("model")
+    if drafter:
+        warnings.append(f"speculative decoding with {drafter!r}: kvplan reads its "
+                        f"{k} draft tokens a step, not the drafter's weights or KV layers")
+    return {"num_speculative_tokens": k}
+
+
 def engine_launches() -> list[EngineLaunch]:
     """Every registered engine's launch table (engines without one are skipped)."""
     from kvplan.engines import registry
@@ -106,6 +126,9 @@ def from_command(text: str) -> LaunchPlan:
                             "own format is assumed")
         elif mapped != "auto":
             overrides["weights_dtype"] = mapped
+    speculative = s.pop("speculative_config", None)
+    if speculative is not None:
+        overrides.update(_speculative(speculative, warnings))
     dtype = s.pop("model_dtype", None)
     if dtype not in (None, "auto"):
         warnings.append(f"--dtype {dtype}: kvplan sizes the checkpoint's own dtype")

@@ -254,7 +254,15 @@ def _value(text: str, kind: str, flag: str) -> Any:
             return parse_tokens(text, flag)
         if kind == "bytes":
             return parse_bytes(text)
+        if kind == "json":
+            import json
+
+            value = json.loads(text)
+            if not isinstance(value, dict):
+                raise ValueError(text)
+            return value
     except (ValueError, BadInputError):
+        what = {"int": "number", "float": "number", "json": "JSON object"}.get(kind, kind)
         raise BadInputError(f"{flag} {text!r} in the launch command is not a valid "
-                            f"{'number' if kind in ('int', 'float') else kind}") from None
+                            f"{what}") from None
     return text
