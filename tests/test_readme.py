@@ -88,7 +88,8 @@ def _workdir(tmp_path: Path) -> Path:
                 tmp_path / "my-model" / "config.json")
     (tmp_path / "deployment.yaml").write_text(DEPLOYMENT_YAML, encoding="utf-8")
     shutil.copy(FIXTURES / "logs" / "vllm-v1-llama-3.1-8b.log", tmp_path / "vllm-startup.log")
-    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    (tmp_path / "docs").mkdir()
+    shutil.copy(ROOT / "docs" / "capacity.example.yaml", tmp_path / "docs")
     return tmp_path
 
 
