@@ -26,7 +26,9 @@ def validate(
     batch: Annotated[int, typer.Option("--batch", "-b", help="Requests.")] = 1,
     kv_dtype: KVDtypeOpt = "auto",
     layout: Annotated[str, typer.Option(
-        "--layout", help="vllm, sglang, hf-static, hf-dynamic or contiguous.")] = DEFAULT_ENGINE,
+        "--layout", help="vllm, sglang, hf-static, hf-dynamic (the built-in engines' "
+        "layouts; a plugin engine's own layout names are accepted too) or contiguous.")]
+    = DEFAULT_ENGINE,
     block_size: Annotated[int | None, typer.Option(
         "--block-size", help="vLLM block (default 16, MLA 64) / SGLang page (default 1).",
         show_default=False)] = None,
