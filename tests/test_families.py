@@ -104,16 +104,13 @@ def test_deepseek_v4_other_formats_are_refused():
 def test_deepseek_v4_engine_pools_are_refused_by_name():
     runner = CliRunner()
     path = str(CONFIGS / "deepseek-ai--DeepSeek-V4-Flash.json")
-    result = runner.invoke(app, ["plan", path, "--gpu", "h200", "--count", "8"])
+    result = runner.invoke(app, ["plan", path, "--gpu", "h200", "--count", "8",
+                                 "--engine", "sglang"])
     assert result.exit_code == 2
     assert "compress" in result.output and "kvplan size" in result.output
 
 
 @pytest.mark.parametrize(("engine", "named"), [
-    # vLLM 0.33 models/deepseek_v4: the SWA cache, compressor state and indexer key caches
-    # beside the compressed MLAAttentionSpec, each its own spec class
-    ("vllm", ("vLLM's", "DeepseekV4SWACache", "SlidingWindowMLASpec", "tokens_per_state",
-              "CompressorStateCache", "DeepseekV4IndexerCache", "576-byte")),
     # SGLang pool_configurator.py DSV4PoolConfigurator, swa_full_tokens_ratio 0.1 for V4
     ("sglang", ("SGLang's", "DSV4PoolConfigurator", "swa_full_tokens_ratio 0.1")),
     # no engine source read for these: the refusal says so instead of naming pools
@@ -372,3 +369,80 @@ def test_zamba2_hybrid_layers_hold_attention_and_a_state():
     state = 3 * (2 * 2560 + 2 * 64) * 2 + 80 * 64 * 64 * 2
     assert per_token_bytes(spec.layers, BF16) == 2 * row
     assert request_bytes(spec.layers, 2048, BF16) == 2 * 2048 * row + 6 * state
+
+
+# --- DeepSeek-V4 in vLLM 0.33 (models/deepseek_v4, v1/core/kv_cache_planning.py) ------------
+
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _v4_vllm_expected(max_model_len: int, budget_bytes: int, batched_tokens: int):
+    """vLLM 0.33's plan of DeepSeek-V4-Flash on Hopper, written from its source: fp8_ds_mla
+    rows of 448 fp8 NoPE + 128 bf16 RoPE + 8 scale bytes, every page rounded up to 576 B.
+    Caches: a 64-token sliding window (128) on all 43 layers; on the 21 ratio-4 and 20
+    ratio-128 layers a compressed MLA cache of 256-token blocks (256 / ratio entries) and an
+    fp32 compressor state (kv + score rows of 2 * coff * 512, coff 2 for ratio 4; blocks of 4
+    and 8 tokens, windows 8 and 128); on ratio-4 layers 132-byte indexer keys and the
+    indexer's own state (rows 2 * 2 * 128). `_get_packed_kv_cache_groups` makes 5 groups
+    sharing one block id: the 43 window caches split 22 + 21, the 62 compressed and indexer
+    caches, the 42 ratio-4 states, the 20 ratio-128 states; a block is the widest group."""
+    row = 448 + 128 + 8
+    swa = _round_up(64 * row, 576)
+    c4, c128 = _round_up(64 * row, 576), _round_up(2 * row, 576)
+    index = _round_up(64 * (128 + 4), 576)
+    c4_state = _round_up(4 * 2 * 2 * 512 * 4, 576)
+    index_state = _round_up(4 * 2 * 2 * 128 * 4, 576)
+    c128_state = _round_up(8 * 2 * 1 * 512 * 4, 576)
+    pages = [22 * swa, 21 * swa, 21 * c4 + 21 * index + 20 * c128,
+             21 * c4_state + 21 * index_state, 20 * c128_state]
+    block_bytes = max(pages)
+    t = 2 * batched_tokens  # async scheduling: two batches in flight
+    n = max_model_len
+    # a window keeps min(window - 1 + in flight, max_model_len) tokens and one block more
+    per_request = (2 * (_cdiv(min(128 - 1 + t, n), 64) + 1) + _cdiv(n, 256)
+                   + _cdiv(min(8 - 1 + t, n), 4) + 1 + _cdiv(min(128 - 1 + t, n), 8) + 1)
+    blocks = budget_bytes // block_bytes
+    return blocks, per_request, block_bytes
+
+
+@pytest.mark.parametrize(("max_model_len", "budget_bytes"), [
+    (1_048_576, 60 * 2**30),  # vLLM's planner: 64,280 blocks, 6,253,708 tokens, 5.964x
+    (131_072, 40 * 2**30),  # vLLM's planner: 42,853 blocks, 780,765 tokens, 5.957x
+    (10_001, 21 * 2**30),
+])
+def test_deepseek_v4_vllm_blocks_and_concurrency(max_model_len, budget_bytes):
+    from kvplan.engines import vllm
+
+    spec = load("deepseek-ai--DeepSeek-V4-Flash")
+    config = vllm.VllmConfig(max_model_len=max_model_len, version=(0, 33, 0),
+                             kv_cache_dtype="auto", max_num_batched_tokens=8192,
+                             gpu_name="H200 hopper sm9.0", compute_capability="9.0")
+    prof = vllm.profile(spec, config, budget_bytes)
+    blocks, per_request, block_bytes = _v4_vllm_expected(max_model_len, budget_bytes, 8192)
+    assert prof.bytes_per_block == block_bytes == 1_002_240
+    assert prof.num_kv_cache_groups == 5
+    assert (prof.num_blocks, prof.blocks_per_request) == (blocks, per_request)
+    assert prof.max_concurrency == blocks / per_request
+    assert prof.kv_cache_tokens == int(blocks / per_request * max_model_len)
+    if max_model_len == 1_048_576:
+        assert (blocks, prof.kv_cache_tokens) == (64_280, 6_253_708)
+
+
+@pytest.mark.parametrize(("kv", "gpu", "words"), [
+    ("bfloat16", "H200 hopper sm9.0", "only supports fp8"),  # _resolve_dsv4_kv_cache_dtype
+    ("auto", "A100 SXM 80GB ampere sm8.0", "SM 8.0"),  # FlashMLA sparse: SM 9.x/10.x
+])
+def test_deepseek_v4_vllm_refuses_what_it_does_not_serve(kv, gpu, words):
+    from kvplan.engines import vllm
+
+    spec = load("deepseek-ai--DeepSeek-V4-Flash")
+    config = vllm.VllmConfig(max_model_len=4096, version=(0, 33, 0), kv_cache_dtype=kv,
+                             max_num_batched_tokens=8192, gpu_name=gpu,
+                             compute_capability=gpu.rsplit("sm", 1)[1])
+    with pytest.raises(BadInputError, match=words):
+        vllm.profile(spec, config, 21 * 2**30)

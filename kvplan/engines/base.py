@@ -341,6 +341,7 @@ class BaseEngine:
     # CompressedAttention) that kvplan does not model, as one clause for the planner's refusal;
     # "" when kvplan knows nothing of how the engine caches it.
     compressed_attention_pools = ""
+    models_compressed_attention = False  # True: capacity() plans it (or refuses it itself)
 
     def capacity(self, dep: Deployment) -> Capacity:
         raise NotImplementedError

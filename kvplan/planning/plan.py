@@ -80,11 +80,14 @@ def capacity(dep: Deployment) -> Capacity:
 
 
 def _refuse_unmodelled_layout(dep: Deployment, engine: Engine) -> None:
-    """DeepSeek-V4's compressed attention is sized exactly by `kvplan size`, but no engine
-    module models its pools: refuse rather than guess, naming what the engine allocates that
-    kvplan lacks (the engine's own `compressed_attention_pools`)."""
+    """DeepSeek-V4's compressed attention is sized exactly by `kvplan size`; an engine that
+    models its pools says so (`models_compressed_attention`: vLLM) and plans it itself. For
+    the others refuse rather than guess, naming what the engine allocates that kvplan lacks
+    (the engine's own `compressed_attention_pools`)."""
     from kvplan.core.layers import CompressedAttention
 
+    if getattr(engine, "models_compressed_attention", False):
+        return
     if any(isinstance(layer, CompressedAttention) for layer in dep.spec.layers):
         pools = getattr(engine, "compressed_attention_pools", "")
         name = getattr(engine, "display_name", "") or dep.engine

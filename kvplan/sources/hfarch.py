@@ -141,7 +141,8 @@ FAMILIES: tuple[Family, ...] = (
                                        "compress_rope_theta"),
         "SGLang pool_configurator.py DSV4PoolConfigurator; vLLM models/deepseek_v4/attention.py "
         "(DeepseekV4SWACache, MLAAttentionSpec compress_ratio, DeepseekV4IndexerCache); "
-        "sized by `kvplan size` only: engine pools are refused",
+        "vLLM 0.33's groups planned on SM 9.x/10.x (checked against vLLM's own planner, "
+        "docs/engine-accuracy.md §6); SGLang's pools refused",
         ("DeepseekV4ForCausalLM",),
         ("hc_",),
     ),

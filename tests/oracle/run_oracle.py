@@ -87,6 +87,14 @@ SKIPPED = {
     "llava-1.5-7b", "llama-4-scout", "llama-4-maverick", "llama-3.2-90b-vision",
 }
 
+# DeepSeek-V4 (vllm/models/deepseek_v4): nvidia/model.py serves it with DeepseekV4FlashMLAAttention
+# (FlashMLA sparse, fp8_ds_mla rows) unless the GPU is SM 12.x or a FlashInfer DSV4 backend is
+# asked for; FlashMLA's kernels need SM 9.x/10.x, so kvplan plans it on Hopper and Blackwell
+# (SM 10.x) only and the oracle compares those.
+DSV4_ARCHITECTURES = {"DeepseekV4ForCausalLM"}
+# library models whose config.json is an architecture fixture (tests/fixtures/hf-configs/families)
+FAMILY_FIXTURES = {"deepseek-v4-flash"}
+
 # Differences that are understood and documented in docs/engine-accuracy.md: (model, reason).
 KNOWN_DIFFERENCES: dict[str, str] = {}
 
@@ -99,6 +107,11 @@ def config_dir(spec, tmp: Path) -> Path | None:
     candidates += list(spec.aliases)
     for repo in candidates:
         name = repo.replace("/", "--")
+        if spec.name in FAMILY_FIXTURES and (FIXTURES / "families" / f"{name}.json").exists():
+            d = tmp / name
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "config.json").write_bytes((FIXTURES / "families" / f"{name}.json").read_bytes())
+            return d
         if (ORACLE_CONFIGS / name / "config.json").exists():
             return ORACLE_CONFIGS / name
         fixture = FIXTURES / f"{name}.json"
@@ -276,6 +289,8 @@ class Vllm:
         # the CPU platform's defaults are not the CUDA ones: start from an unset block size
         cc.block_size = cc.DEFAULT_BLOCK_SIZE
         cc.user_specified_block_size = False
+        if mc.architecture in DSV4_ARCHITECTURES:
+            return self.dsv4_layout(vc, mc)
         hf = mc.hf_text_config
         model_cls, _ = ModelRegistry.resolve_model_cls(mc.architecture, model_config=mc)
         head_size = mc.get_head_size()
@@ -358,6 +373,79 @@ class Vllm:
         supported = [x.name for x in get_supported_kv_cache_layouts([backend])]
         resolve_kv_cache_layout(vc, [supported], specs.values())
         return vc, specs, backend.get_name(), gdn_prefill
+
+    def dsv4_layout(self, vc, mc):
+        """DeepSeek-V4 as nvidia/model.py picks its attention on every CUDA GPU but SM 12.x
+        without an explicit backend: DeepseekV4FlashMLAAttention (FlashMLA sparse,
+        fp8_ds_mla). The sliding-window, compressor-state and indexer-key caches are vLLM's own
+        modules asked for their specs; the compressed MLA spec is built as
+        DeepseekV4Attention.get_kv_cache_spec builds it (that module needs the checkpoint)."""
+        import torch
+        from vllm.config import set_current_vllm_config
+        from vllm.models.deepseek_v4.attention import (
+            DeepseekV4IndexerBackend,
+            DeepseekV4IndexerCache,
+            _resolve_dsv4_kv_cache_dtype,
+        )
+        from vllm.models.deepseek_v4.compressor import CompressorBackend, CompressorStateCache
+        from vllm.models.deepseek_v4.nvidia.flashmla import DeepseekV4FlashMLAAttention
+        from vllm.models.deepseek_v4.sparse_mla import DeepseekV4SparseMLABackend
+        from vllm.v1.attention.backends.mla.indexer import dsa_indexer_uses_fp4
+        from vllm.v1.attention.backends.mla.sparse_swa import (
+            DeepseekSparseSWABackend,
+            DeepseekV4SWACache,
+        )
+        from vllm.v1.attention.backends.utils import (
+            get_supported_kv_cache_layouts,
+            resolve_kv_cache_layout,
+        )
+        from vllm.v1.kv_cache_interface import MLAAttentionSpec, get_kv_quant_mode
+
+        cc, hf = vc.cache_config, mc.hf_text_config
+        # the sparse MLA backend's only kernel block size (update_block_size_for_backend)
+        cc.block_size = DeepseekV4SparseMLABackend.get_supported_kernel_block_sizes()[0]
+        kv_str, kv_torch = _resolve_dsv4_kv_cache_dtype(
+            DeepseekV4FlashMLAAttention.use_fp8_ds_mla_layout, cc.cache_dtype, cc)
+        fp8_ds_mla = kv_str == "fp8_ds_mla"
+        specs: dict = {}
+        with set_current_vllm_config(vc):
+            assert not dsa_indexer_uses_fp4(vc)
+            index_dim = hf.index_head_dim + hf.index_head_dim // 128 * 4  # fp8 + fp32 scale
+            for i in range(hf.num_hidden_layers):
+                # DeepseekV4Attention.__init__: the layer type's rate, 1 without one
+                ratio = max(1, hf.compress_rates.get(hf.layer_types[i], 0))
+                prefix = f"model.layers.{i}.attn"
+                swa = DeepseekV4SWACache(head_dim=hf.head_dim, window_size=hf.sliding_window,
+                                         dtype=kv_torch, prefix=f"{prefix}.swa_cache",
+                                         cache_config=cc)
+                specs[swa.prefix] = swa.get_kv_cache_spec(vc)
+                if ratio <= 1:
+                    continue
+                specs[prefix] = MLAAttentionSpec(
+                    block_size=cc.block_size, num_kv_heads=1, max_tp_shards=1,
+                    head_size=hf.head_dim, dtype=torch.uint8 if fp8_ds_mla else kv_torch,
+                    tokens_per_state=ratio, cache_dtype_str=kv_str,
+                    alignment=576 if fp8_ds_mla else 512, model_version="deepseek_v4",
+                    kv_quant_mode=get_kv_quant_mode(kv_str),
+                    state_content_bytes=584 if fp8_ds_mla else None)
+                coff = 1 + (ratio == 4)
+                caches = [CompressorStateCache(
+                    state_dim=2 * coff * hf.head_dim, dtype=torch.float32, compress_ratio=ratio,
+                    prefix=f"{prefix}.compressor.state_cache")]
+                if ratio == 4:  # "Only C4A uses sparse attention and hence has indexer"
+                    caches.append(DeepseekV4IndexerCache(
+                        head_dim=index_dim, dtype=torch.uint8, prefix=f"{prefix}.indexer.k_cache",
+                        cache_config=cc, compress_ratio=ratio))
+                    caches.append(CompressorStateCache(
+                        state_dim=2 * coff * hf.index_head_dim, dtype=torch.float32,
+                        compress_ratio=ratio, prefix=f"{prefix}.indexer.compressor.state_cache"))
+                for cache in caches:
+                    specs[cache.prefix] = cache.get_kv_cache_spec(vc)
+        backends = [DeepseekV4SparseMLABackend, DeepseekSparseSWABackend, CompressorBackend,
+                    DeepseekV4IndexerBackend]
+        supported = [x.name for x in get_supported_kv_cache_layouts(backends)]
+        resolve_kv_cache_layout(vc, [supported], specs.values())
+        return vc, specs, "DEEPSEEK_V4_FLASHMLA_SPARSE", None
 
     def plan(self, vc, specs: dict, budget: int):
         """(num_blocks, tokens, concurrency) or None when vLLM refuses to start."""
@@ -486,6 +574,10 @@ def main(argv: list[str] | None = None) -> int:
             errors += 1
             continue
         for gpu in gpus:
+            if spec.name in FAMILY_FIXTURES and gpu.cc[0] not in (9, 10):
+                print(f"SKIP {spec.name} {gpu.key}: FlashMLA sparse needs SM 9.x/10.x",
+                      flush=True)
+                continue
             entry = find_gpu(gpu.catalog)
             platform = _Platform(gpu, entry.memory_bytes, entry.display_name or entry.name)
             vllm_mbt, _ = v.batch_defaults(platform)
