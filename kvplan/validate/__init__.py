@@ -96,8 +96,11 @@ def validate(request: ValidateRequest, announce: Announce | None = None) -> Vali
 
     if any(isinstance(layer, CompressedAttention) for layer in request.spec.layers):
         raise BadInputError(f"{request.spec.name} has DeepSeek-V4 compressed attention, "
-                            "whose engine tensors validate does not allocate",
-                            "kvplan size gives its exact bytes")
+                            "whose engine tensors validate does not allocate (no layout "
+                            "describes its window, compressed, indexer-key and "
+                            "compressor-state caches as tensors yet)",
+                            "kvplan size gives its exact bytes; `kvplan plan --engine vllm` "
+                            "plans vLLM's groups")
     _check_decode(request)
     require_torch()
     ranks = (run_rank(request, announce=announce),) if request.tp == 1 \
