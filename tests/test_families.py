@@ -183,6 +183,53 @@ def test_kimi_linear_vllm_pages_align_attention_to_the_state():
     assert mamba == {(block * latent, state)}
 
 
+@pytest.mark.parametrize(("gpu", "cc", "checkpoint_pages"), [
+    # FlashKDA prefill (SM 9.x/10.x/12.x, head dim 128, bf16, bounded gate): one
+    # prefill-checkpoint page per KDA group (models/kimi_k3/nvidia/kda.py get_kv_cache_spec)
+    ("H200 hopper sm9.0", "9.0", 1),
+    ("B200 blackwell sm10.0", "10.0", 1),
+    ("A100 ampere sm8.0", "8.0", 0),  # Triton prefill: no checkpoint page
+])
+def test_kimi_k3_vllm_blocks_and_concurrency(gpu, cc, checkpoint_pages):
+    """vLLM 0.33 on Kimi-K3, fp8 KV, 4,096 tokens, 21 GiB, written from its source: a KDA
+    state is 3 x (3 x 96 x 128) bf16 conv + 96 x 128 x 128 fp32; the MLA block grows in steps
+    of 128 (_align_hybrid_block_size) until a page of 576-byte fp8 latents holds it. 24 MLA
+    and 69 KDA layers make groups of 24 layers: 1 MLA group and 3 KDA groups sharing 24
+    tensors, so a block costs 24 pages. In align mode a request holds cdiv(len, block) MLA
+    blocks and, per KDA group, 2 + checkpoint pages (MambaSpec.max_memory_usage_bytes).
+    vLLM's planner (oracle, H200/B200): 143 blocks, 58,572 tokens, 14.3x."""
+    from kvplan.engines import vllm
+
+    spec = load("moonshotai--Kimi-K3")
+    config = vllm.VllmConfig(max_model_len=4096, version=(0, 33, 0), kv_cache_dtype="fp8",
+                             gpu_name=gpu, compute_capability=cc)
+    prof = vllm.profile(spec, config, 21 * 2**30)
+    state = 3 * (3 * 96 * 128) * 2 + 96 * 128 * 128 * 4
+    block = 128 * -(-state // (128 * 576))
+    assert block == 11_392
+    page = block * 576
+    blocks = 21 * 2**30 // (24 * page)
+    per_request = 1 + 3 * (2 + checkpoint_pages)
+    assert prof.num_blocks == blocks == 143
+    assert prof.blocks_per_request == per_request
+    assert prof.max_concurrency == blocks / per_request
+    assert prof.kv_cache_tokens == int(blocks / per_request * 4096)
+    if checkpoint_pages:
+        assert prof.kv_cache_tokens == 58_572
+
+
+def test_kimi_k3_flashkda_needs_a_bounded_gate():
+    # is_flashkda_supported: no gate_lower_bound -> the Triton prefill, no checkpoint page
+    from kvplan.engines import vllm
+
+    raw = json.loads((CONFIGS / "moonshotai--Kimi-K3.json").read_text())
+    config = vllm.VllmConfig(max_model_len=4096, version=(0, 33, 0),
+                             gpu_name="H200 hopper sm9.0", compute_capability="9.0")
+    assert vllm.kda_prefill_backend(from_dict(raw), config) == "flashkda"
+    del raw["text_config"]["linear_attn_config"]["gate_lower_bound"]
+    assert vllm.kda_prefill_backend(from_dict(raw), config) == "triton"
+
+
 # --- Falcon-H1: attention and Mamba2 side by side in every layer -------------------------
 
 # Built from the published Falcon-H1-0.5B shape (transformers FalconH1Config docs table:

@@ -80,6 +80,7 @@ class SSMShapes:
     proj_bias: bool = False  # in_proj / out_proj carry biases
     inner_norms: bool = False  # Jamba: RMSNorms on dt, B and C inside the mixer
     full_rank_gate: bool = False  # KDA: a full-rank output gate g_proj (else g_a / g_b)
+    bounded_gate: bool = False  # KDA: the forget gate has a lower bound (gate_lower_bound)
 
 
 @record

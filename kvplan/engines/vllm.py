@@ -705,6 +705,36 @@ def gdn_prefill_backend(spec: ModelSpec, config: VllmConfig) -> str | None:
     return "triton"
 
 
+# vLLM 0.33.0 model_executor/layers/mamba/kda_checkpoint.py kda_prefill_checkpoint_alignment:
+# the FlashKDA prefill exports checkpoints on a 16-token grid
+FLASHKDA_CHECKPOINT_ALIGNMENT = 16
+
+
+def kda_prefill_backend(spec: ModelSpec, config: VllmConfig) -> str | None:
+    """The Kimi Delta Attention prefill kernel vLLM 0.33 picks with the default "auto"
+    ("flashkda" | "triton"; None without KDA layers): FlashKDA on CUDA SM 9.x/10.x/12.x when
+    the head dim is 128, activations are bf16, the recurrent state bf16 or fp32 and the
+    forget gate has a lower bound; Triton elsewhere (FlashInfer only when asked for)
+    (models/kimi_k3/nvidia/kda.py resolve_kda_prefill_backend / is_flashkda_supported).
+    No GPU given: Hopper, like the MLA block size."""
+    kda = [x for x in spec.layers if isinstance(x, RecurrentState) and x.variant == "kda"]
+    if not kda or config.version < V033:
+        return None if not kda else "triton"
+    if config.compute_capability is None and not config.gpu_name:
+        cc: tuple[int, int] | None = (9, 0)
+    else:
+        cc = _capability(config.compute_capability, config.gpu_name)
+    # the (heads, head_dim, head_dim) recurrent state (kda_state_shape / kda_state_dtype)
+    recurrent = [t for t in kda[0].tensors if len(t.shape) == 3]
+    bounded = spec.ssm is not None and spec.ssm.kind == "kda" and spec.ssm.bounded_gate
+    # dtype=auto serves fp32 checkpoints in bf16 (config/model.py _resolve_auto_dtype)
+    if cc is not None and cc[0] in (9, 10, 12) and bounded and spec.dtype != "fp16" \
+            and recurrent and recurrent[0].shape[1] == 128 \
+            and recurrent[0].dtype_bytes in (2, 4):
+        return "flashkda"
+    return "triton"
+
+
 def _gdn_head_k_dim(layer: RecurrentState) -> int | None:
     # the recurrent state is (num_v_heads, head_k_dim, head_v_dim) (gated_delta_net_state_shape)
     shapes = [t.shape for t in layer.tensors if len(t.shape) == 3]
@@ -725,12 +755,15 @@ def _prefill_checkpoint_alignment(spec: ModelSpec, config: VllmConfig) -> int | 
 def _checkpoint_blocks(layer: RecurrentState, spec: ModelSpec, config: VllmConfig) -> int:
     """MambaSpec.num_prefill_checkpoint_blocks (0.33): 1 for Mamba2 mixers
     (mamba_mixer2.py MambaMixer2.get_kv_cache_spec), 1 for GDN layers that export FlashInfer
-    prefill checkpoints (qwen_gdn_linear_attn.py get_kv_cache_spec), else 0. Counted only in
-    align mode (MambaSpec.max_memory_usage_bytes)."""
+    prefill checkpoints (qwen_gdn_linear_attn.py get_kv_cache_spec), 1 for KDA layers on the
+    FlashKDA prefill (models/kimi_k3/nvidia/kda.py KimiK3DeltaAttention.get_kv_cache_spec),
+    else 0. Counted only in align mode (MambaSpec.max_memory_usage_bytes)."""
     if config.version < V033:
         return 0
     if layer.variant == "mamba2":
         return 1
+    if layer.variant == "kda":
+        return int(kda_prefill_backend(spec, config) == "flashkda")
     if layer.variant == "gated_delta_net" and config.mamba_cache_mode_resolved() == "align" \
             and _prefill_checkpoint_alignment(spec, config) is not None:
         return 1

@@ -558,7 +558,8 @@ def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:
             return None
         return SSMShapes("kda", heads * head_dim, head_dim, conv, heads, heads,
                          conv_bias=False,
-                         full_rank_gate=lin.raw.get("use_full_rank_gate") is True)
+                         full_rank_gate=lin.raw.get("use_full_rank_gate") is True,
+                         bounded_gate=lin.raw.get("gate_lower_bound") is not None)
     if mt == "qwen3_next":
         # Qwen3NextGatedDeltaNet: value heads x value dim, key heads x key dim; no conv bias
         vh, vd = need("linear_num_value_heads"), need("linear_value_head_dim")

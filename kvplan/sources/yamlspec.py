@@ -58,7 +58,7 @@ _SHAPE_ZERO_OK = {"num_shared_experts", "shared_expert_intermediate_size",
 # `shapes.ssm`: the recurrent mixer of a hybrid's state layers (ModelSpec.ssm)
 SSM_KINDS = ("mamba1", "mamba2", "gated_deltanet", "kda")
 _SSM_INTS = ("d_inner", "d_state", "d_conv", "num_heads", "n_groups", "dt_rank")
-_SSM_BOOLS = ("conv_bias", "proj_bias", "inner_norms", "full_rank_gate")
+_SSM_BOOLS = ("conv_bias", "proj_bias", "inner_norms", "full_rank_gate", "bounded_gate")
 # `shapes.blocks`: one token per layer (ModelSpec.blocks), a mixer letter and/or a
 # feed-forward letter, then `:width` for a per-layer MLP width and `xN` to repeat the token.
 BLOCK_MIXERS = {"*": "attention", "M": "ssm", "L": "linear"}

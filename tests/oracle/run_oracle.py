@@ -93,7 +93,7 @@ SKIPPED = {
 # (SM 10.x) only and the oracle compares those.
 DSV4_ARCHITECTURES = {"DeepseekV4ForCausalLM"}
 # library models whose config.json is an architecture fixture (tests/fixtures/hf-configs/families)
-FAMILY_FIXTURES = {"deepseek-v4-flash"}
+FAMILY_FIXTURES = {"deepseek-v4-flash", "kimi-k3"}
 
 # Differences that are understood and documented in docs/engine-accuracy.md: (model, reason).
 KNOWN_DIFFERENCES: dict[str, str] = {}
@@ -146,6 +146,9 @@ class _Platform:
     def is_device_capability_family(self, cap, device_id=0):
         return self.gpu.cc[0] * 10 // 10 == cap // 10
     def get_cuda_runtime_major(self): return self.gpu.cuda_runtime_major
+    def get_device_capability(self, device_id=0):
+        from vllm.platforms.interface import DeviceCapability
+        return DeviceCapability(*self.gpu.cc)
 
 
 def attention_backend(vllm, gpu: GPUClass, use_mla: bool, kv_cache_dtype: str, head_size: int,
@@ -305,6 +308,23 @@ class Vllm:
         if mixer == "gdn" and cc.mamba_cache_mode == "align" and gdn_prefill == "flashinfer":
             from vllm.v1.attention.backends.gdn_attn import FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
             checkpoint_alignment = FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
+        if mixer == "kda":
+            # models/kimi_k3/nvidia/kda.py: the KDA prefill kernel (resolve_kda_prefill_backend,
+            # "auto") decides whether the layer's spec counts a prefill-checkpoint block
+            # (KimiK3DeltaAttention.get_kv_cache_spec, kda_prefill_checkpoint_alignment). The
+            # layer keeps MambaBase.get_prefill_checkpoint_alignment (None), so the block size
+            # is not aligned to it: `checkpoint_alignment` stays None for the block size.
+            import vllm.models.kimi_k3.nvidia.kda as kda
+            from vllm.model_executor.layers.mamba.kda_checkpoint import (
+                kda_prefill_checkpoint_alignment,
+            )
+            lin = hf.linear_attn_config
+            with _patched(kda, "current_platform", platform):
+                gdn_prefill = kda.resolve_kda_prefill_backend(
+                    "auto", lin["head_dim"], mc.dtype,
+                    model_cls.get_mamba_state_dtype_from_config(vc)[1],
+                    lin.get("gate_lower_bound"))
+            kda_alignment = kda_prefill_checkpoint_alignment(gdn_prefill)
         # block size: the backend's preferred size, then the hybrid alignment
         # (platforms/interface.py Platform.update_block_size_for_backend)
         with _patched(Platform, "_find_non_ssm_backends", classmethod(lambda cls, v: [backend])), \
@@ -333,6 +353,10 @@ class Vllm:
                     # mamba_mixer2.py MambaMixer2.get_kv_cache_spec
                     spec = replace(spec, num_prefill_checkpoint_blocks=1,
                                    prefill_checkpoint_alignment=1)
+                elif mixer == "kda":
+                    spec = replace(spec, num_prefill_checkpoint_blocks=int(
+                        kda_alignment is not None),
+                        prefill_checkpoint_alignment=kda_alignment)
                 elif mixer == "gdn" and checkpoint_alignment is not None:
                     # qwen_gdn_linear_attn.py get_kv_cache_spec (_exports_checkpoints)
                     spec = replace(spec, num_prefill_checkpoint_blocks=1,
@@ -470,7 +494,7 @@ class Vllm:
 # Which Mamba-like mixer each hybrid model class builds (vllm/model_executor/models/*.py):
 # NemotronH -> MambaMixer2, Jamba -> MambaMixer, Qwen3-Next -> Qwen gated delta net.
 MIXERS = {"NemotronHForCausalLM": "mamba2", "JambaForCausalLM": "mamba1",
-          "Qwen3NextForCausalLM": "gdn"}
+          "Qwen3NextForCausalLM": "gdn", "KimiK3ForConditionalGeneration": "kda"}
 
 
 def layer_kinds(mc, hf) -> list[str]:
@@ -482,6 +506,11 @@ def layer_kinds(mc, hf) -> list[str]:
     n = mc.get_total_num_hidden_layers() if hasattr(mc, "get_total_num_hidden_layers") \
         else hf.num_hidden_layers
     types_ = getattr(hf, "layer_types", None)
+    lin = getattr(hf, "linear_attn_config", None)
+    if isinstance(lin, dict) and "kda_layers" in lin:
+        # Kimi-Linear / Kimi-K3 (KimiLinearConfig.is_kda_layer): 1-based KDA layer numbers;
+        # the others are MLA layers
+        return ["mamba" if i + 1 in lin["kda_layers"] else "full" for i in range(n)]
     out = []
     for i in range(n):
         t = types_[i] if types_ else "full_attention"
@@ -574,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
             errors += 1
             continue
         for gpu in gpus:
-            if spec.name in FAMILY_FIXTURES and gpu.cc[0] not in (9, 10):
+            if spec.name == "deepseek-v4-flash" and gpu.cc[0] not in (9, 10):
                 print(f"SKIP {spec.name} {gpu.key}: FlashMLA sparse needs SM 9.x/10.x",
                       flush=True)
                 continue
