@@ -225,6 +225,14 @@ def _mla_block_size_033(cc: tuple[int, int] | None, kv_cache_dtype: str) -> int:
     return DEFAULT_BLOCK_SIZE
 
 
+def _kernel_capability(config: VllmConfig) -> tuple[int, int] | None:
+    """The capability a kernel choice is made for: no GPU given at all stands for Hopper
+    (9, 0), as the MLA block size does; otherwise `_capability` (None on ROCm/unknown)."""
+    if config.compute_capability is None and not config.gpu_name:
+        return (9, 0)
+    return _capability(config.compute_capability, config.gpu_name)
+
+
 def _capability(compute_capability: str | None, gpu_name: str | None = None
                 ) -> tuple[int, int] | None:
     """"9.0" -> (9, 0); None for ROCm targets ("gfx942") or when unknown. Without a
@@ -691,10 +699,7 @@ def gdn_prefill_backend(spec: ModelSpec, config: VllmConfig) -> str | None:
            and x.variant == "gated_delta_net"]
     if not gdn or config.version < V033:
         return None if not gdn else "triton"
-    if config.compute_capability is None and not config.gpu_name:
-        cc: tuple[int, int] | None = (9, 0)
-    else:
-        cc = _capability(config.compute_capability, config.gpu_name)
+    cc = _kernel_capability(config)
     if cc is None:
         return "triton"  # ROCm targets take the Triton/FLA (or AITER) path
     head_k_dim = _gdn_head_k_dim(gdn[0])
@@ -720,10 +725,7 @@ def kda_prefill_backend(spec: ModelSpec, config: VllmConfig) -> str | None:
     kda = [x for x in spec.layers if isinstance(x, RecurrentState) and x.variant == "kda"]
     if not kda or config.version < V033:
         return None if not kda else "triton"
-    if config.compute_capability is None and not config.gpu_name:
-        cc: tuple[int, int] | None = (9, 0)
-    else:
-        cc = _capability(config.compute_capability, config.gpu_name)
+    cc = _kernel_capability(config)
     # the (heads, head_dim, head_dim) recurrent state (kda_state_shape / kda_state_dtype)
     recurrent = [t for t in kda[0].tensors if len(t.shape) == 3]
     bounded = spec.ssm is not None and spec.ssm.kind == "kda" and spec.ssm.bounded_gate
