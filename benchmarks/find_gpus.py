@@ -32,11 +32,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import startup
-from startup import REPO_ROOT, _env, run_once
+from startup import REPO_ROOT, _env, median_call_s, run_once
 
 TARGET_S = 0.5
 BEYOND_S = 0.25  # CPU s beyond start-up: keeps a loaded machine under TARGET_S
@@ -84,12 +83,8 @@ def in_process(requests: str, runs: int) -> float:
     from kvplan.sources.library import resolve
 
     dep = plan.Deployment(spec=resolve("llama-3.1-70b")).with_gpu(find_gpu("h100"))
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        plan.fewest_gpus(dep, plan.Target(workload=plan.parse_workload(requests)))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return median_call_s(
+        lambda: plan.fewest_gpus(dep, plan.Target(workload=plan.parse_workload(requests))), runs)
 
 
 def main() -> int:

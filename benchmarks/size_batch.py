@@ -15,10 +15,9 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 
 import startup
-from startup import REPO_ROOT, run_once
+from startup import REPO_ROOT, median_call_s, run_once
 
 TARGET_S = 0.2
 BATCHES = (1, 1_000_000)
@@ -32,12 +31,7 @@ def in_process(batch: int, runs: int = 20) -> float:
 
     spec = resolve("llama-3.1-8b")
     fmt = parse_format("auto", spec.dtype)
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        size(spec, fmt, tokens=8192, batch=batch)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return median_call_s(lambda: size(spec, fmt, tokens=8192, batch=batch), runs)
 
 
 def main() -> int:

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -120,6 +121,16 @@ def run_once(argv: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, float]
         raise SystemExit(f"command failed (exit {proc.returncode}): {' '.join(argv)}\n"
                          + proc.stderr.decode(errors="replace"))
     return elapsed, _children_cpu_s() - cpu_before
+
+
+def median_call_s(call: Callable[[], object], runs: int) -> float:
+    """Median wall seconds of `call()` run `runs` times in this process (no spawn)."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def measure(runs: int, warmup: int,
