@@ -99,23 +99,33 @@ _SIZES = st.one_of(st.integers(1, 4096), st.integers(1, 3 << 20), st.integers(1,
                    st.sampled_from([512, 1 << 20, (1 << 20) + 1, 10 << 20, 25 << 20]))
 
 
+def _step(fast: CachingAllocator, slow: _SlowAllocator, live: list[int], free_one: bool,
+          size: int, pick: int) -> None:
+    """One replay step on both allocators: free live[pick % len(live)], or allocate `size`."""
+    if free_one and live:
+        handle = live.pop(pick % len(live))
+        fast.free(handle)
+        slow.free(handle)
+    else:
+        handle = fast.malloc(size)
+        slow.malloc(handle, size)
+        live.append(handle)
+
+
+def _assert_same_state(fast: CachingAllocator, slow: _SlowAllocator) -> None:
+    assert fast.allocated_bytes == slow.allocated
+    assert fast.live_segment_bytes == slow.live_segments()
+    assert _layout(fast) == slow.layout()
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), _SIZES, st.integers(0, 10**6)), max_size=120))
 def test_indexed_allocator_matches_the_scan(steps):
     fast, slow = CachingAllocator(), _SlowAllocator()
     live: list[int] = []
     for free_one, size, pick in steps:
-        if free_one and live:
-            handle = live.pop(pick % len(live))
-            fast.free(handle)
-            slow.free(handle)
-        else:
-            handle = fast.malloc(size)
-            slow.malloc(handle, size)
-            live.append(handle)
-        assert fast.allocated_bytes == slow.allocated
-        assert fast.live_segment_bytes == slow.live_segments()
-        assert _layout(fast) == slow.layout()
+        _step(fast, slow, live, free_one, size, pick)
+        _assert_same_state(fast, slow)
 
 
 def test_indexed_allocator_matches_the_scan_on_a_long_replay():
@@ -123,19 +133,12 @@ def test_indexed_allocator_matches_the_scan_on_a_long_replay():
     fast, slow = CachingAllocator(), _SlowAllocator()
     live: list[int] = []
     for _ in range(3000):
-        if live and rng.random() < 0.4:
-            handle = live.pop(rng.randrange(len(live)))
-            fast.free(handle)
-            slow.free(handle)
-        else:
-            size = rng.choice([rng.randint(1, 2048), rng.randint(1, 2 << 20),
-                               rng.randint(1, 40 << 20)])
-            handle = fast.malloc(size)
-            slow.malloc(handle, size)
-            live.append(handle)
-    assert fast.allocated_bytes == slow.allocated
-    assert fast.live_segment_bytes == slow.live_segments()
-    assert _layout(fast) == slow.layout()
+        free_one = bool(live) and rng.random() < 0.4
+        size = 0 if free_one else rng.choice([rng.randint(1, 2048), rng.randint(1, 2 << 20),
+                                              rng.randint(1, 40 << 20)])
+        pick = rng.randrange(len(live)) if free_one else 0  # the draws in their old order
+        _step(fast, slow, live, free_one, size, pick)
+    _assert_same_state(fast, slow)
 
 
 # --- workload files of distinct shapes ---------------------------------------------------------
