@@ -15,6 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from accuracy_doc import assert_in_accuracy_doc
 from factories import FullAttention, ModelSpec, dense  # noqa: E402
 
 from kvplan.core.errors import BadInputError  # noqa: E402
@@ -25,7 +26,6 @@ from kvplan.sources.library import resolve  # noqa: E402
 
 GIB = 2**30
 MODELS = Path(__file__).parent / "fixtures" / "engines" / "models"
-DOC = Path(__file__).parent.parent / "docs" / "engine-accuracy.md"
 
 LLAMA8B = ModelSpec("llama-3.1-8b", (FullAttention(8, 128),) * 32, num_attention_heads=32,
                     num_params=8030261248)
@@ -752,8 +752,7 @@ def test_logged_reserve_terms():
 
 
 def test_accuracy_doc_is_current():
-    assert accuracy_table() in DOC.read_text(encoding="utf-8"), \
-        "docs/engine-accuracy.md is stale: run `python tests/test_budget.py`"
+    assert_in_accuracy_doc(accuracy_table(), __file__)
 
 
 if __name__ == "__main__":

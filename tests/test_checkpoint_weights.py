@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from accuracy_doc import assert_in_accuracy_doc
 
 from kvplan.core.layers import FullAttention
 from kvplan.core.quant import NONE, Quantization, linear_tensors
@@ -707,9 +708,7 @@ def weights_table() -> str:
 
 
 def test_weights_table_in_the_docs_is_current():
-    doc = Path(__file__).parents[1] / "docs" / "engine-accuracy.md"
-    assert weights_table() in doc.read_text(encoding="utf-8"), \
-        "docs/engine-accuracy.md is stale: run `python tests/test_checkpoint_weights.py`"
+    assert_in_accuracy_doc(weights_table(), __file__)
 
 
 # --- held-out logs: real start-up lines from public issues, not in engine-logs.yaml -----------
@@ -783,9 +782,7 @@ def heldout_table() -> str:
 
 
 def test_heldout_table_in_the_docs_is_current():
-    doc = Path(__file__).parents[1] / "docs" / "engine-accuracy.md"
-    assert heldout_table() in doc.read_text(encoding="utf-8"), \
-        "docs/engine-accuracy.md is stale: run `python tests/test_checkpoint_weights.py`"
+    assert_in_accuracy_doc(heldout_table(), __file__)
 
 
 if __name__ == "__main__":

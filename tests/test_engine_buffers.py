@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from accuracy_doc import assert_in_accuracy_doc
 from typer.testing import CliRunner
 
 from kvplan.cli import app
@@ -28,7 +29,6 @@ FIXTURES = Path(__file__).parent / "fixtures" / "engines"
 MODELS = FIXTURES / "models"
 LOGS = yaml.safe_load((FIXTURES / "buffer-logs.yaml").read_text())["entries"]
 BY_ID = {e["id"]: e for e in LOGS}
-DOC = Path(__file__).parent.parent / "docs" / "engine-accuracy.md"
 MIB, GIB = 2**20, 2**30
 
 
@@ -587,8 +587,7 @@ def accuracy_table() -> str:
 
 
 def test_accuracy_doc_is_current():
-    assert accuracy_table() in DOC.read_text(encoding="utf-8"), \
-        "docs/engine-accuracy.md is stale: run `python tests/test_engine_buffers.py`"
+    assert_in_accuracy_doc(accuracy_table(), __file__)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from accuracy_doc import assert_in_accuracy_doc
 from typer.testing import CliRunner
 
 from kvplan.cli import app
@@ -31,7 +32,6 @@ from kvplan.sources.library import resolve
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
 LOGS = yaml.safe_load((FIXTURES / "offload-logs.yaml").read_text(encoding="utf-8"))["entries"]
 BY_ID = {e["id"]: e for e in LOGS}
-DOC = Path(__file__).parent.parent / "docs" / "engine-accuracy.md"
 MIB = 2**20
 GIB = 2**30
 LLAMA8B_KV_LAYER_TOKEN = 2 * 8 * 128 * 2  # K and V, 8 KV heads x 128, f16: per layer per token
@@ -294,8 +294,7 @@ def offload_table() -> str:
 
 
 def test_offload_doc_is_current():
-    assert offload_table() in DOC.read_text(encoding="utf-8"), \
-        "docs/engine-accuracy.md is stale: run `python tests/test_llamacpp_offload.py`"
+    assert_in_accuracy_doc(offload_table(), __file__)
 
 
 if __name__ == "__main__":
