@@ -39,6 +39,7 @@ from kvplan.engines.base import (
     Need,
     Pool,
     merge_needs,
+    weights_per_gpu,
 )
 from kvplan.engines.cache import CacheLayer, CacheLayout, StateBuffer, spec_state
 
@@ -193,7 +194,6 @@ class HfEngine(BaseEngine):
     cache_variants = ("static", "dynamic")  # `validate --layout hf-static` / `hf-dynamic`
 
     def capacity(self, dep: Deployment) -> Capacity:
-        from kvplan.engines.base import weights_per_gpu
         from kvplan.engines.budget import hf_free_bytes
 
         fmt = kv_format(dep.spec, dep.kv_dtype)

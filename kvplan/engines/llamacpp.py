@@ -39,7 +39,15 @@ from kvplan.core.launch import EngineLog
 from kvplan.core.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
-from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
+from kvplan.engines.base import (
+    BaseEngine,
+    Capacity,
+    Constraint,
+    Deployment,
+    Need,
+    Pool,
+    weights_per_gpu,
+)
 
 if TYPE_CHECKING:
     from kvplan.core.launch import EngineLaunch
@@ -495,8 +503,6 @@ class LlamacppEngine(BaseEngine):
     needs_memory = False  # it allocates --ctx cells whatever the GPU has
 
     def capacity(self, dep: Deployment) -> Capacity:
-        from kvplan.engines.base import weights_per_gpu
-
         kv = _cache_type_of(dep.kv_dtype)
         ctx = dep.context_limit()
         if dep.n_ubatch is not None and dep.n_ubatch <= 0:

@@ -33,8 +33,16 @@ from kvplan.core.layers import (
 from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
-from kvplan.engines import named_kv_format
-from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
+from kvplan.engines import named_kv_format, parse_version
+from kvplan.engines.base import (
+    BaseEngine,
+    Capacity,
+    Constraint,
+    Deployment,
+    Need,
+    Pool,
+    weights_per_gpu,
+)
 from kvplan.engines.cache import STATE_DTYPES, CacheLayer, CacheLayout, StateBuffer, spec_state
 
 if TYPE_CHECKING:
@@ -334,8 +342,6 @@ class SglangEngine(BaseEngine):
         "the c4 indexer pool and the compressor-state rings")
 
     def capacity(self, dep: Deployment) -> Capacity:
-        from kvplan.engines import parse_version
-        from kvplan.engines.base import weights_per_gpu
         from kvplan.engines.budget import sglang_memory
 
         dp_attention = dep.dp_attention and dep.dp > 1
@@ -406,7 +412,6 @@ class SglangEngine(BaseEngine):
     def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
                  gpu_memory_bytes: int | None = None,
                  version: str | None = None) -> dict[str, Any]:
-        from kvplan.engines import parse_version
         from kvplan.engines.budget import sglang_default_mem_fraction
 
         out: dict[str, Any] = {"page_size": DEFAULT_PAGE_SIZE}

@@ -36,7 +36,15 @@ from kvplan.core.layers import ATTENTION_KINDS, CrossAttention
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 from kvplan.engines import named_kv_format
-from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
+from kvplan.engines.base import (
+    BaseEngine,
+    Capacity,
+    Constraint,
+    Deployment,
+    Need,
+    Pool,
+    weights_per_gpu,
+)
 
 if TYPE_CHECKING:
     from kvplan.core.launch import EngineLaunch
@@ -96,7 +104,6 @@ def bytes_per_block(spec: ModelSpec, fmt: KVFormat, tp: int, block_size: int) ->
 
 
 def profile(spec: ModelSpec, dep: Deployment, compute_major: int | None) -> TgiProfile:
-    from kvplan.engines.base import weights_per_gpu
     from kvplan.engines.budget import NON_TORCH_BYTES, estimate_dims, forward_activation_bytes
 
     fmt = kv_format(spec, dep.kv_dtype)
@@ -181,8 +188,6 @@ class TgiEngine(BaseEngine):
     smaller_kv_dtypes = ("fp8_e4m3fn",)
 
     def capacity(self, dep: Deployment) -> Capacity:
-        from kvplan.engines.base import weights_per_gpu
-
         if dep.pp != 1:
             raise BadInputError("TGI shards tensors only (--num-shard); it has no pipeline "
                                 "parallelism", "use --tp")

@@ -26,7 +26,15 @@ from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
 from kvplan.engines import named_kv_format
-from kvplan.engines.base import BaseEngine, Capacity, Constraint, Deployment, Need, Pool
+from kvplan.engines.base import (
+    BaseEngine,
+    Capacity,
+    Constraint,
+    Deployment,
+    Need,
+    Pool,
+    weights_per_gpu,
+)
 
 if TYPE_CHECKING:
     from kvplan.core.launch import EngineLaunch
@@ -203,7 +211,6 @@ class TrtllmEngine(BaseEngine):
     smaller_kv_dtypes = SMALLER_KV_DTYPES
 
     def capacity(self, dep: Deployment) -> Capacity:
-        from kvplan.engines.base import weights_per_gpu
         from kvplan.engines.budget import (
             SCHEMA as BUDGET_SCHEMA,
         )
