@@ -450,13 +450,6 @@ def check_settings(dep: Deployment, engine: Any) -> None:
                             "rules")
 
 
-def check_choice(value: str, choices: Sequence[str], engine: str, flag: str) -> str:
-    """`value` if it is one of an engine's `choices`, else one clear error."""
-    if value not in choices:
-        raise BadInputError(f"{engine} has no {flag} {value!r}", "valid: " + ", ".join(choices))
-    return value
-
-
 def merge_needs(needs: Sequence[Need]) -> tuple[Need, ...]:
     """Needs that differ only in weight are one need (62 layers -> 2 needs for Gemma 3)."""
     merged: dict[Need, int] = {}
