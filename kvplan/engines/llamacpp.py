@@ -327,11 +327,17 @@ def profile(spec: ModelSpec, config: LlamacppConfig) -> LlamacppProfile:
 
 # --- the engine plugin ---------------------------------------------------------------------
 
+def split_gpus(dep: Deployment) -> int:
+    """The GPUs llama.cpp splits the layers over (-sm layer, the default): kvplan's --tp x
+    --pp, at least one."""
+    return max(1, dep.tp * dep.pp)
+
+
 def kv_per_gpu(prof: LlamacppProfile, dep: Deployment) -> int:
     """KV bytes on one GPU: with several GPUs llama.cpp splits the layers (-sm layer, the
     default) and each layer's cache lives with it; kvplan splits evenly (equal GPUs). Only
     the offloaded layers' caches (-ngl), none with --no-kv-offload."""
-    return cdiv(prof.gpu_kv_bytes, max(1, dep.tp * dep.pp))
+    return cdiv(prof.gpu_kv_bytes, split_gpus(dep))
 
 
 @record
@@ -517,7 +523,7 @@ class LlamacppEngine(BaseEngine):
         pool = Pool(self.name, (Constraint("cells", "cell", prof.cells, (Need("full", 1),)),),
                     prof.cells_per_seq, max_requests=dep.parallel)
         notes = [f"llama.cpp allocates all {prof.cells:,} cells (--ctx {ctx:,}) at start-up"]
-        gpus = max(1, dep.tp * dep.pp)
+        gpus = split_gpus(dep)
         if ngl is None:
             weights = weights_per_gpu(dep)
         else:
