@@ -425,18 +425,19 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
     inv = plan.inventory
     stages = pp_stages(spec.num_layers, pp)
     model_bytes = 4 if spec.dtype == "fp32" else 2
-    groups: dict[tuple[str, int | None], list[int]] = {}  # (param, layer) -> [bytes, order]
+    # (param, layer) -> bytes, in creation order (a dict keeps its insertion order)
+    groups: dict[tuple[str, int | None], int] = {}
     places: dict[tuple[str, int | None], str] = {}
     for t in inv.tensors:
         key = (_fused_name(t.name), t.layer)
-        if key not in groups:
-            groups[key] = [0, len(groups)]
-            places[key] = t.place
-        groups[key][0] += t.num_bytes
-    ordered = list(groups)  # in creation order (a dict keeps its insertion order)
-    by_layer: dict[int | None, list[tuple[str, int | None]]] = {}  # each layer's, once
-    for key in ordered:
-        if places[key] == "layer":
+        places.setdefault(key, t.place)
+        groups[key] = groups.get(key, 0) + t.num_bytes
+    # each place's parameters in creation order; "layer" ones by their layer
+    by_place: dict[str, list[tuple[str, int | None]]] = {}
+    by_layer: dict[int | None, list[tuple[str, int | None]]] = {}
+    for key, place in places.items():
+        by_place.setdefault(place, []).append(key)
+        if place == "layer":
             by_layer.setdefault(key[1], []).append(key)
     out = []
     for k, (a, b) in enumerate(stages):
@@ -444,14 +445,13 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
         last = k == pp - 1
 
         def put(key: tuple[str, int | None], alloc: CachingAllocator = alloc) -> None:
-            alloc.malloc(groups[key][0])
+            alloc.malloc(groups[key])
 
         first_use = {c.first_layer: c for c in rope_caches(spec, range(a, b))}
         if k == 0:
             for place in ("vision", "embed"):  # the vision tower is built before the LM
-                for key in ordered:
-                    if places[key] == place:
-                        put(key)
+                for key in by_place.get(place, []):
+                    put(key)
         for i in range(a, b):
             mine = by_layer.get(i, [])
             attn = [key for key in mine if "attn" in key[0]]
@@ -467,13 +467,11 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
                     put(key)
         if last:
             for place in ("final", "head", "mtp"):
-                for key in ordered:
-                    if places[key] == place:
-                        put(key)
+                for key in by_place.get(place, []):
+                    put(key)
             if pp > 1 and spec.tie_word_embeddings:
-                for key in ordered:
-                    if places[key] == "embed":
-                        put(key)
+                for key in by_place.get("embed", []):
+                    put(key)
         out.append(alloc.live_segment_bytes if reserved else alloc.allocated_bytes)
     return tuple(out)
 
