@@ -238,7 +238,7 @@ def stage_weights(spec: ModelSpec, weights: str | WeightFormat = "auto",
     spread over embeddings and layers."""
     from kvplan.core.weights import weight_plan
 
-    fmt = weights if isinstance(weights, WeightFormat) else weight_format(weights, spec.dtype)
+    fmt = _format(spec, weights)
     shares = layer_weight_shares(spec)
     if weights_bytes is None:
         plan = weight_plan(spec, _load_name(spec, weights), tp, pp, ep, expert_load,
@@ -356,9 +356,14 @@ def layer_weight_shares(spec: ModelSpec) -> tuple[int, ...] | None:
     return tuple(attention + (moe_mlp if m else dense_mlp) for m in is_moe)
 
 
+def _format(spec: ModelSpec, weights: str | WeightFormat) -> WeightFormat:
+    """The weights argument (a format or a --weights-dtype name) as a WeightFormat."""
+    return weights if isinstance(weights, WeightFormat) else weight_format(weights, spec.dtype)
+
+
 def _load_name(spec: ModelSpec, weights: str | WeightFormat) -> str:
     """The weights argument as `stage_weights` hands it to the inventory."""
-    fmt = weights if isinstance(weights, WeightFormat) else weight_format(weights, spec.dtype)
+    fmt = _format(spec, weights)
     return "auto" if weights == "auto" and spec.dtype != "fp32" else fmt.name
 
 
@@ -421,7 +426,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     if activation_bytes is not None:
         acts = [activation_bytes] * pp
     else:
-        fmt = weights if isinstance(weights, WeightFormat) else weight_format(weights, spec.dtype)
+        fmt = _format(spec, weights)
         # W8A8 fp8 experts quantize their input (fused_experts_impl, use_fp8_w8a8)
         fp8_moe = fmt.name == "fp8" or (weights == "auto" and spec.quantization.method == "fp8")
         acts = [vp.activation_peak(shapes, batch, ver, tp=tp, ep=ep, dp=max(1, ep // tp),
