@@ -244,7 +244,7 @@ def stage_weights(spec: ModelSpec, weights: str | WeightFormat = "auto",
         plan = weight_plan(spec, _load_name(spec, weights), tp, pp, ep, expert_load,
                            vocab=vocab)
         if plan is not None:
-            return plan.stage_bytes, f"{plan.format}, from {plan.why}, tensor by tensor"
+            return plan.stage_bytes, f"{plan.format}, from {plan.why}, {_TENSOR_BY_TENSOR}"
         if weights == "auto" and spec.checkpoint is not None:
             split = weight_split(spec, fmt, dims, spec.checkpoint.total_bytes)
             return (stage_weight_bytes(spec, split, tp, pp, shares=shares),
@@ -356,6 +356,15 @@ def layer_weight_shares(spec: ModelSpec) -> tuple[int, ...] | None:
     return tuple(attention + (moe_mlp if m else dense_mlp) for m in is_moe)
 
 
+_TENSOR_BY_TENSOR = "tensor by tensor"  # how `stage_weights` says it used the inventory
+
+
+def _from_inventory(weights_how: str) -> bool:
+    """Whether `stage_weights` summed the tensor inventory (the engines then replay the
+    allocator over it) rather than a measured or published total."""
+    return weights_how.endswith(_TENSOR_BY_TENSOR)
+
+
 def _format(spec: ModelSpec, weights: str | WeightFormat) -> WeightFormat:
     """The weights argument (a format or a --weights-dtype name) as a WeightFormat."""
     return weights if isinstance(weights, WeightFormat) else weight_format(weights, spec.dtype)
@@ -408,7 +417,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
         stages, weights_how = stage_weights(spec, weights, weights_bytes, tp, pp, dims, ep=ep,
                                             expert_load=expert_load)
         per_stage = list(stages)
-        if weights_bytes is None and weights_how.endswith("tensor by tensor"):
+        if _from_inventory(weights_how):
             # what vLLM subtracts: the weights as memory_allocated counts them (allocator
             # blocks, rotary caches), not the tensors' own bytes
             per_stage = list(engine.loaded_weights(spec, _load_name(spec, weights), tp, pp,
@@ -560,7 +569,7 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
     attn_tp = tp // dp if dp_attention and dp > 1 else tp
     ep = tp if attn_tp != tp and spec.num_experts else 1
     stages, weights_how = stage_weights(spec, weights, weights_bytes, attn_tp, pp, dims, ep=ep)
-    if weights_bytes is None and weights_how.endswith("tensor by tensor"):
+    if _from_inventory(weights_how):
         # what SGLang subtracts: profile_max_num_token reads free memory after the load
         # (get_available_gpu_memory: empty_cache, then mem_get_info), so the allocator's
         # segments holding the weights and the fp32 rotary caches, not the tensors' bytes
