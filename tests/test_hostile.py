@@ -161,6 +161,19 @@ def test_huge_head_dim_is_refused(tmp_path):
     assert res.exit_code == 2 and "head_dim" in res.stderr
 
 
+def test_huge_ssm_state_is_refused_like_any_other_width():
+    # shapes.ssm widths are bounded as every other yaml width (2**20), optional ones too
+    from kvplan.core.errors import SpecError
+    from kvplan.sources.fields import Fields
+    from kvplan.sources.yamlspec import _read_ssm
+
+    base = {"kind": "mamba2", "d_inner": 8192, "d_state": 128, "d_conv": 4}
+    assert _read_ssm(Fields(dict(base), "m.yaml", "shapes.ssm")).d_state == 128
+    for name in ("d_state", "n_groups"):
+        with pytest.raises(SpecError, match=name):
+            _read_ssm(Fields({**base, name: 2**20 + 1}, "m.yaml", "shapes.ssm"))
+
+
 def test_size_of_dev_zero_is_refused_without_reading_it_all():
     if not Path("/dev/zero").exists():
         pytest.skip("no /dev/zero here")

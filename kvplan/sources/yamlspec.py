@@ -182,10 +182,8 @@ def _read_ssm(f: Fields) -> SSMShapes:
     if kind not in SSM_KINDS:
         raise f.error("kind", f"is {kind!r}", "one of: " + ", ".join(SSM_KINDS))
     optional = ("num_heads", "n_groups", "dt_rank")
-    ints = {k: f.int(k, 0, minimum=0) if k in optional else f.int(k) for k in _SSM_INTS}
-    for k, v in ints.items():
-        if v > MAX_DIM:
-            raise f.error(k, f"is {v:,}, larger than any real model's")
+    ints = {k: f.int(k, 0, minimum=0, maximum=MAX_DIM) if k in optional
+            else f.int(k, maximum=MAX_DIM) for k in _SSM_INTS}
     bools = {k: f.bool(k, k == "conv_bias") for k in _SSM_BOOLS}
     return SSMShapes(kind, **ints, **bools)
 
