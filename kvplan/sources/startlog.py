@@ -20,10 +20,10 @@ from typing import Any
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.launch import EngineLog
+from kvplan.core.units import GIB
 
-MAX_LOG_BYTES = 64 * 2**20
-GIB = 2**30
 MIB = 2**20
+MAX_LOG_BYTES = 64 * MIB
 
 
 @dataclass
