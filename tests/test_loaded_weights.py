@@ -132,6 +132,30 @@ def test_rope_survives_the_yaml_round_trip_and_bad_values_are_one_clear_error():
         spec_from_dict(raw, "x.yaml")
 
 
+
+@pytest.mark.parametrize("factor", [1024, 1024.5, float("nan"), 0, True])
+def test_config_json_and_yaml_take_the_same_rope_factors(factor):
+    # one bound, (0, 1024]: config.json ignores a factor outside it (an unscaled rope), a
+    # library YAML refuses it
+    from kvplan.core.errors import SpecError
+    from kvplan.sources.hfconfig import spec_from_config
+    from kvplan.sources.yamlspec import spec_from_dict, spec_to_dict
+
+    taken = not isinstance(factor, bool) and 0 < factor <= 1024
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+           "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 8,
+           "hidden_size": 512, "max_position_embeddings": 4096,
+           "rope_scaling": {"rope_type": "linear", "factor": factor}}
+    rope = spec_from_config(cfg, "config.json", name="m").rope
+    assert (rope.factor if rope is not None else 1.0) == (factor if taken else 1.0)
+    raw = spec_to_dict(resolve("gemma-3-4b"))
+    raw["shapes"]["rope"]["factor"] = factor
+    if taken:
+        assert spec_from_dict(raw, "x.yaml").rope.factor == factor
+    else:
+        with pytest.raises(SpecError, match="factor"):
+            spec_from_dict(raw, "x.yaml")
+
 # Library models whose context is not their config.json's max_position_embeddings, by choice
 # (each YAML's notes say why): their rotary cache follows the library's context.
 ROPE_CONTEXT_DIFFERS = {

@@ -127,6 +127,12 @@ class Rope:
     local: bool = False  # sliding-window layers use an unscaled rope of their own base
 
 
+# What a reader takes as a rope: a factor in (0, MAX_ROPE_FACTOR] and an original context of
+# at most MAX_ROPE_ORIGINAL_POSITIONS (real ones: factor <= 64, context <= 2**18)
+MAX_ROPE_FACTOR = 1024
+MAX_ROPE_ORIGINAL_POSITIONS = 2**24
+
+
 @record
 class ModelSpec:
     name: str

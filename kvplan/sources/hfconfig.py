@@ -25,7 +25,6 @@ engine-kv-sizing.md §1.1, §1.10, §4.1 and §5.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,11 +41,20 @@ from kvplan.core.layers import (
     SlidingWindow,
     StateTensor,
 )
-from kvplan.core.spec import Block, ModelSpec, Rope, Source, SSMShapes, VisionTower
+from kvplan.core.spec import (
+    MAX_ROPE_FACTOR,
+    MAX_ROPE_ORIGINAL_POSITIONS,
+    Block,
+    ModelSpec,
+    Rope,
+    Source,
+    SSMShapes,
+    VisionTower,
+)
 from kvplan.sources import hfarch
 from kvplan.sources.fields import Fields
 from kvplan.sources.quant import deepseek_v4_formats, quantization_from_config
-from kvplan.sources.reader import parse_json, read_bytes
+from kvplan.sources.reader import finite_number, parse_json, read_bytes
 
 # No real model comes near these; they stop absurd numbers from building huge layer lists
 # (or integers too long to print in an error message).
@@ -368,14 +376,13 @@ def _rope(cfg: Fields, model_type: str | None) -> Rope | None:
         value = raw.get("rope_type", raw.get("type"))
         kind = value if isinstance(value, str) and len(value) <= 64 else kind
         value = raw.get("factor")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and \
-                math.isfinite(value) and 0 < value <= 1024:
+        if finite_number(value) and 0 < value <= MAX_ROPE_FACTOR:
             factor = float(value)
         original = _opt_int(Fields(raw, cfg.source), "original_max_position_embeddings",
                             minimum=1)
     if original is None:
         original = _opt_int(cfg, "original_max_position_embeddings", minimum=1)
-    if original is not None and original > 2**24:
+    if original is not None and original > MAX_ROPE_ORIGINAL_POSITIONS:
         original = None
     if kind == "default" and factor == 1.0 and not local:
         return None

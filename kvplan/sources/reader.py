@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import Any, TypeGuard
 
 from kvplan.core.errors import BadInputError, SpecError
 
@@ -258,7 +258,7 @@ def check_depth(value: Any, source: str, max_depth: int = MAX_DEPTH) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
-def finite_number(value: Any) -> bool:
+def finite_number(value: Any) -> TypeGuard[int | float]:
     """A real int or float (not a bool) that is finite."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False

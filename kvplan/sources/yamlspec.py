@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,8 @@ from kvplan.core.layers import (
 )
 from kvplan.core.quant import NONE
 from kvplan.core.spec import (
+    MAX_ROPE_FACTOR,
+    MAX_ROPE_ORIGINAL_POSITIONS,
     Block,
     Checkpoint,
     ModelSpec,
@@ -34,6 +35,7 @@ from kvplan.core.spec import (
     VisionTower,
 )
 from kvplan.sources.fields import Fields, read_yaml
+from kvplan.sources.reader import finite_number
 
 SCHEMA = "kvplan.model/1"
 STATE_DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2,
@@ -213,11 +215,10 @@ def _read_rope(f: Fields) -> Rope:
     their own base, Gemma 3)."""
     f.check_known({"scaling", "factor", "original_max_positions", "local"})
     factor = f.raw.get("factor", 1)
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or \
-            not math.isfinite(factor) or not 0 < factor <= 1024:
-        raise f.error("factor", f"must be a number in (0, 1024], got {factor!r}")
+    if not finite_number(factor) or not 0 < factor <= MAX_ROPE_FACTOR:
+        raise f.error("factor", f"must be a number in (0, {MAX_ROPE_FACTOR}], got {factor!r}")
     return Rope(f.str("scaling", "default"), float(factor),
-                f.int("original_max_positions", None, maximum=2**24),
+                f.int("original_max_positions", None, maximum=MAX_ROPE_ORIGINAL_POSITIONS),
                 f.bool("local", False))
 
 
