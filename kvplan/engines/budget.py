@@ -446,8 +446,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     data_parallel = max(dp, ep // tp)
     non_torch = vp.non_torch_bytes(ver, tp, pp, data_parallel, bool(spec.num_experts)) \
         if non_torch_bytes is None else non_torch_bytes
-    if ver < vp.CUDAGRAPH_ESTIMATE or enforce_eager:
-        graphs = 0  # captured after the KV cache, inside 1 - gpu_memory_utilization
+    if not vp.subtracts_cudagraphs(ver, enforce_eager):
+        graphs = 0  # even when given: this version or mode does not subtract them
     elif cudagraph_bytes is not None:
         graphs = cudagraph_bytes
     else:

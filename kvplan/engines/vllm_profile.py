@@ -407,6 +407,13 @@ def non_torch_bytes(version: tuple[int, ...], tp: int = 1, pp: int = 1, dp: int 
 
 # --- 4. CUDA graphs -----------------------------------------------------------------------
 
+def subtracts_cudagraphs(version: tuple[int, ...], enforce_eager: bool = False) -> bool:
+    """Whether the KV budget loses the CUDA-graph estimate: from 0.20, not with
+    --enforce-eager (before, graphs are captured after the KV cache, inside
+    1 - gpu_memory_utilization)."""
+    return not enforce_eager and version >= CUDAGRAPH_ESTIMATE
+
+
 def capture_sizes(max_num_seqs: int, version: tuple[int, ...], *,
                   max_num_batched_tokens: int | None = None,
                   blackwell: bool = False, num_speculative_tokens: int = 0) -> list[int]:
@@ -468,7 +475,7 @@ def cudagraph_bytes(shapes: Shapes, batch: BatchSettings, version: tuple[int, ..
     not in 0.33's estimate (`profile_cudagraph_memory` counts the target's and the encoder's);
     an attention backend that cannot replay multi-token uniform decode (FlashInfer with
     drafts) drops the FULL graphs, which is not modelled."""
-    if enforce_eager or version < CUDAGRAPH_ESTIMATE:
+    if not subtracts_cudagraphs(version, enforce_eager):
         return 0
     sizes = capture_sizes(batch.max_num_seqs, version,
                           max_num_batched_tokens=batch.max_num_batched_tokens,
