@@ -99,9 +99,7 @@ class CachingAllocator:
             rest = _Block(block.segment, block.offset + rounded, remaining)
             blocks.insert(blocks.index(block) + 1, rest)
             block.size = rounded
-            key = (remaining, rest.segment, rest.offset)
-            insort(keys, key)
-            self._free_blocks[key] = rest
+            self._list(rest)
         block.free = False
         self.allocated_bytes += block.size
         handle = self._next
