@@ -333,6 +333,12 @@ def split_gpus(dep: Deployment) -> int:
     return max(1, dep.tp * dep.pp)
 
 
+def compute_per_gpu(prof: LlamacppProfile) -> int:
+    """Compute-buffer bytes on each GPU holding layers (0 when kvplan cannot estimate them:
+    the fit check then counts weights and KV only)."""
+    return prof.compute.gpu_bytes if prof.compute is not None else 0
+
+
 def kv_per_gpu(prof: LlamacppProfile, dep: Deployment) -> int:
     """KV bytes on one GPU: with several GPUs llama.cpp splits the layers (-sm layer, the
     default) and each layer's cache lives with it; kvplan splits evenly (equal GPUs). Only
@@ -539,7 +545,7 @@ class LlamacppEngine(BaseEngine):
         if dep.no_kv_offload:
             notes.append(f"--no-kv-offload: the whole KV cache ({prof.total_bytes:,} bytes) "
                          "stays in host memory; attention runs on the CPU")
-        compute = prof.compute.gpu_bytes if prof.compute is not None else 0
+        compute = compute_per_gpu(prof)
         if prof.compute is not None:
             c = prof.compute
             notes.append(
@@ -594,7 +600,7 @@ class LlamacppEngine(BaseEngine):
         memory = cap.deployment.gpu_memory_bytes
         if memory is None:
             return None
-        compute = p.compute.gpu_bytes if p.compute is not None else 0
+        compute = compute_per_gpu(p)
         kv = kv_per_gpu(p, cap.deployment)
         rows = [("GPU memory (reported)", memory),
                 ("- weights", cap.weights_per_gpu_bytes),
