@@ -22,8 +22,11 @@ Two shapes of layout exist:
 
 from __future__ import annotations
 
-from kvplan.core.layers import Layer, RecurrentState
+from collections.abc import Callable
+
+from kvplan.core.layers import Layer, NoCache, RecurrentState
 from kvplan.core.record import record
+from kvplan.core.spec import ModelSpec
 
 AXES = ("pool", "batch-heads", "batch-tokens")
 # torch dtype names for the state tensors' element sizes (the spec's `dtype_bytes`)
@@ -95,4 +98,24 @@ def spec_state(layer: RecurrentState, tp: int) -> tuple[StateBuffer, ...]:
         if t.tp_axis is not None:
             dims[t.tp_axis] = -(-dims[t.tp_axis] // tp)
         out.append(StateBuffer(t.name, STATE_DTYPES[t.dtype_bytes], tuple(dims)))
+    return tuple(out)
+
+
+def dense_layers(spec: ModelSpec, slots: Callable[[Layer], int], state_slots: int,
+                 state: Callable[[RecurrentState], tuple[tuple[StateBuffer, ...], int]]
+                 ) -> tuple[CacheLayer, ...]:
+    """A dense layout's cache layers, one per layer of `spec` that keeps a cache, in model
+    order: `slots(layer)` token rows for an attention or MLA layer; `state_slots` slots of the
+    tensors and bytes `state(layer)` gives for a recurrent layer. The layout decides the
+    numbers; which layers become which cache layer is decided here once."""
+    out = []
+    for i, layer in enumerate(spec.layers):
+        if isinstance(layer, NoCache):
+            continue
+        if isinstance(layer, RecurrentState):
+            buffers, nbytes = state(layer)
+            out.append(CacheLayer(i, str(i), layer, layer.kind, slots=state_slots,
+                                  state=buffers, state_bytes=nbytes))
+        else:
+            out.append(CacheLayer(i, str(i), layer, layer.kind, slots=slots(layer)))
     return tuple(out)

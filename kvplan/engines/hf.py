@@ -41,7 +41,7 @@ from kvplan.engines.base import (
     merge_needs,
     weights_per_gpu,
 )
-from kvplan.engines.cache import CacheLayer, CacheLayout, StateBuffer, spec_state
+from kvplan.engines.cache import CacheLayout, StateBuffer, dense_layers, spec_state
 
 SCHEMA = "kvplan.engine.hf/1"
 CACHES = ("dynamic", "static")
@@ -168,20 +168,13 @@ def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp:
         raise BadInputError(f"unknown cache class {cache!r}", "use dynamic or static")
     seq_len = (max_len or tokens) if cache == "static" else tokens
     model_bytes = 4 if spec.dtype == "fp32" else 2
-    out = []
-    for i, layer in enumerate(spec.layers):
-        if isinstance(layer, NoCache):
-            continue
-        if isinstance(layer, RecurrentState):
-            out.append(CacheLayer(i, str(i), layer, layer.kind, slots=batch,
-                                  state=state_buffers(layer, spec.dtype, tp),
-                                  state_bytes=_state_bytes(layer, model_bytes, tp)))
-            continue
-        slots = held_tokens(layer, cache, seq_len) if isinstance(layer, ATTENTION_KINDS) \
-            else seq_len  # MLA: every token
-        out.append(CacheLayer(i, str(i), layer, layer.kind, slots=slots))
+    layers = dense_layers(
+        spec, lambda layer: held_tokens(layer, cache, seq_len)
+        if isinstance(layer, ATTENTION_KINDS) else seq_len,  # MLA: every token
+        batch, lambda layer: (state_buffers(layer, spec.dtype, tp),
+                              _state_bytes(layer, model_bytes, tp)))
     return CacheLayout(paged=False, block_tokens=None, batch=batch, axes="batch-heads",
-                       layers=tuple(out), split_latent=True, note=CACHE_NOTES[cache])
+                       layers=layers, split_latent=True, note=CACHE_NOTES[cache])
 
 
 # --- the engine plugin ---------------------------------------------------------------------

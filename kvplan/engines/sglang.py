@@ -43,7 +43,13 @@ from kvplan.engines.base import (
     Pool,
     weights_per_gpu,
 )
-from kvplan.engines.cache import STATE_DTYPES, CacheLayer, CacheLayout, StateBuffer, spec_state
+from kvplan.engines.cache import (
+    STATE_DTYPES,
+    CacheLayout,
+    StateBuffer,
+    dense_layers,
+    spec_state,
+)
 
 if TYPE_CHECKING:
     from kvplan.core.launch import EngineLaunch
@@ -284,21 +290,19 @@ def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp:
 
     page = page_size or DEFAULT_PAGE_SIZE
     ssm_bytes = SglangConfig().mamba_ssm_dtype_bytes
-    out = []
-    for i, layer in enumerate(spec.layers):
-        if isinstance(layer, NoCache):
-            continue
-        if isinstance(layer, RecurrentState):
-            state = tuple(StateBuffer(b.name, STATE_DTYPES[ssm_bytes], b.shape)
-                          if b.name in SSM_STATE_NAMES else b for b in spec_state(layer, tp))
-            out.append(CacheLayer(i, str(i), layer, layer.kind, slots=batch + 1, state=state,
-                                  state_bytes=mamba_state_bytes(layer, tp, ssm_bytes)))
-            continue
+
+    def slots(layer: Layer) -> int:
         held = layer.encoder_tokens if isinstance(layer, CrossAttention) else tokens
-        out.append(CacheLayer(i, str(i), layer, layer.kind,
-                              slots=batch * cdiv(held, page) * page + page))
+        return batch * cdiv(held, page) * page + page
+
+    def state(layer: RecurrentState) -> tuple[tuple[StateBuffer, ...], int]:
+        return (tuple(StateBuffer(b.name, STATE_DTYPES[ssm_bytes], b.shape)
+                      if b.name in SSM_STATE_NAMES else b for b in spec_state(layer, tp)),
+                mamba_state_bytes(layer, tp, ssm_bytes))
+
     return CacheLayout(paged=False, block_tokens=page, batch=batch, axes="pool",
-                       layers=tuple(out), whole_tokens=True, note=CACHE_NOTE)
+                       layers=dense_layers(spec, slots, batch + 1, state), whole_tokens=True,
+                       note=CACHE_NOTE)
 
 
 # --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---

@@ -20,9 +20,9 @@ from typing import Any
 
 from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError
-from kvplan.core.layers import MLA, Layer, NoCache, RecurrentState
+from kvplan.core.layers import MLA, Layer, RecurrentState
 from kvplan.core.spec import ModelSpec
-from kvplan.engines.cache import CacheLayer, CacheLayout, spec_state
+from kvplan.engines.cache import CacheLayout, dense_layers, spec_state
 from kvplan.validate.results import ValidateRequest
 
 # --- layout names -> the engines' layouts ---------------------------------------------------
@@ -52,18 +52,10 @@ def contiguous_layout(spec: ModelSpec, tokens: int, batch: int, tp: int, max_len
     """Every request preallocated at `max_len` tokens, [batch, slots, heads, dim] per K and
     V, slots as `kvplan size` counts them (Layer.contiguous_tokens: a window caps them); the
     state tensors as the spec gives them."""
-    out = []
-    for i, layer in enumerate(spec.layers):
-        if isinstance(layer, NoCache):
-            continue
-        if isinstance(layer, RecurrentState):
-            out.append(CacheLayer(i, str(i), layer, layer.kind, slots=batch,
-                                  state=spec_state(layer, tp), state_bytes=layer.state_bytes(tp)))
-            continue
-        out.append(CacheLayer(i, str(i), layer, layer.kind,
-                              slots=layer.contiguous_tokens(max(max_len, tokens))))
+    layers = dense_layers(spec, lambda layer: layer.contiguous_tokens(max(max_len, tokens)),
+                          batch, lambda layer: (spec_state(layer, tp), layer.state_bytes(tp)))
     return CacheLayout(paged=False, block_tokens=None, batch=batch, axes="batch-tokens",
-                       layers=tuple(out), note=CONTIGUOUS_NOTE)
+                       layers=layers, note=CONTIGUOUS_NOTE)
 
 
 @functools.lru_cache(maxsize=32)
