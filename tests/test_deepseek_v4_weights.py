@@ -211,3 +211,15 @@ def test_yaml_round_trip_keeps_the_v4_shapes():
     assert again.expert_quantization == spec.expert_quantization
     assert again.quantization == spec.quantization
     assert inventory(again, again.quantization).bytes_by_dtype() == PUBLISHED
+
+
+def test_yaml_expert_dtype_outside_deepseek_v4_is_refused_not_dropped():
+    # only DeepSeek-V4's reader uses shapes.expert_dtype; another family would lose it silently
+    from kvplan.core.errors import SpecError
+    from kvplan.sources.yamlspec import spec_from_dict, spec_to_dict
+
+    raw = spec_to_dict(replace(load_config_file(FIXTURE), name="v4"))
+    assert spec_from_dict(raw, "v4.yaml").expert_quantization is not None
+    raw["family"] = "deepseek_v3"
+    with pytest.raises(SpecError, match="expert_dtype"):
+        spec_from_dict(raw, "v4.yaml")

@@ -132,6 +132,9 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
             if value not in DEEPSEEK_V4_EXPERT_DTYPES:
                 raise sh.error("expert_dtype", f"is {value!r}; kvplan knows "
                                + " and ".join(DEEPSEEK_V4_EXPERT_DTYPES) + " (DeepSeek-V4)")
+            if top.raw.get("family") != "deepseek_v4":  # read nowhere else: not dropped
+                raise sh.error("expert_dtype", "is read only for family deepseek_v4",
+                               "remove it, or state the format in quantization_config")
             shapes["expert_dtype"] = value
         if sh.has("vision"):
             shapes["vision"] = _read_vision(sh.sub("vision"))
