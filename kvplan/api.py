@@ -102,7 +102,7 @@ class Model:
         elif lengths is not None:
             runs = [n for n in (_tokens(x, "lengths") for x in lengths) if n is not None]
         else:
-            runs = {_tokens(tokens, "tokens") or spec.max_context_tokens or 8192: batch}
+            runs = {spec.context_tokens(_tokens(tokens, "tokens")): batch}
         longest = max(runs)
         explicit_max = _tokens(max_len, "max_len")
         if spec.max_context_tokens and longest > spec.max_context_tokens \

@@ -211,6 +211,11 @@ class ModelSpec:
     def num_layers(self) -> int:
         return len(self.layers)
 
+    def context_tokens(self, max_model_len: int | None = None) -> int:
+        """The context an engine plans for: its max_model_len, else the model's own maximum,
+        else 8,192 tokens when the spec states none."""
+        return max_model_len or self.max_context_tokens or 8192
+
     def kind_counts(self) -> dict[str, int]:
         return dict(Counter(layer.kind for layer in self.layers))
 

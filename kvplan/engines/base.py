@@ -121,7 +121,7 @@ class Deployment:
                        gpu_bandwidth_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s, gpu_arch=arch)
 
     def context_limit(self) -> int:
-        return self.max_model_len or self.spec.max_context_tokens or 8192
+        return self.spec.context_tokens(self.max_model_len)
 
 
 def compute_capability(gpu_arch: str) -> tuple[int, int] | None:

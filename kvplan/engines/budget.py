@@ -427,7 +427,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
         extra_weights_bytes = vp.eagle_draft_bytes(spec, num_draft_layers) or 0
     per_stage[-1] += extra_weights_bytes // tp  # draft model on the last stage
     batch = vp.batch_settings(ver, gpu_memory_bytes, gpu_name,
-                              max_model_len or spec.max_context_tokens or 8192, usage=usage,
+                              spec.context_tokens(max_model_len), usage=usage,
                               max_num_batched_tokens=max_num_batched_tokens,
                               max_num_seqs=max_num_seqs,
                               enable_chunked_prefill=enable_chunked_prefill)
