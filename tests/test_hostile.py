@@ -52,6 +52,9 @@ def _one_message(res: subprocess.CompletedProcess[str], needle: str) -> None:
     assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
     assert "Traceback" not in res.stderr
     assert res.stderr.startswith("kvplan: error:"), res.stderr[-2000:]
+    # one message: the error line, then at most a hint
+    rest = res.stderr.splitlines()[1:]
+    assert len(rest) <= 1 and all(line.lstrip().startswith("hint:") for line in rest), res.stderr
     assert needle in res.stderr, res.stderr
 
 
@@ -86,15 +89,18 @@ def test_100000_nested_brackets_in_a_spec_do_not_crash_the_parser(tmp_path):
     # PyYAML's C composer recursed once per level: exit 139 (segfault) on this file
     spec = tmp_path / "deep.yaml"
     spec.write_text("schema: kvplan.model/1\nname: x\nlayers: " + "[" * 100_000 + "\n")
-    _one_message(_child(["size", str(spec)]), f"nests deeper than {MAX_DEPTH} levels")
+    # kvplan's behaviour, not the YAML library's wording: libyaml >= 0.2.6 (PyYAML 6.0.4's
+    # wheels) stops deep nesting itself at 1,000 levels, before kvplan's own depth check
+    # (test_nesting_at_the_limit_still_parses pins that one); either way: exit 2, one line
+    # naming the file, no traceback, in bounded memory
+    _one_message(_child(["size", str(spec)]), str(spec))
 
 
 def test_5000_nested_brackets_in_a_plan(tmp_path):
     plan = tmp_path / "deep.yaml"
     plan.write_text("schema: kvplan.capacity/1\ndeployments: " + "[" * 5000 + "\n")
-    res = invoke("check", str(plan))
-    assert res.exit_code == 2, res.output
-    assert "nests deeper than" in res.stderr
+    # exit 2 and one line naming the file, whichever of kvplan or libyaml stops it first
+    _one_message(_child(["check", str(plan)]), str(plan))
 
 
 def test_nesting_at_the_limit_still_parses():
