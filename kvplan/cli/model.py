@@ -158,7 +158,7 @@ def import_model(
       kvplan import ./my-checkpoint/ > my-model.yaml
     """
     from kvplan.output.tables import weights_note
-    from kvplan.sources.weights import import_spec
+    from kvplan.sources.importing import import_spec
     from kvplan.sources.yamlspec import dump_yaml
 
     spec, weights = import_spec(model)
