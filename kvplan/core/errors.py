@@ -51,30 +51,6 @@ class NoKVMemoryError(BadInputError):
         self.weights_bytes = weights_bytes
         self.memory_bytes = memory_bytes
 
-    @classmethod
-    def on_stage(cls, engine: str, stage: int, left_bytes: int, weights_bytes: int,
-                 gpu_bytes: int, hint: str | None = None) -> NoKVMemoryError:
-        """A budget (GPU less weights and reserves) of zero or less on one pipeline stage."""
-        from kvplan.core.units import human_bytes
-
-        return cls(f"no memory is left for the KV cache: {engine} budget on stage {stage} is "
-                   f"{human_bytes(left_bytes)} after {human_bytes(weights_bytes)} of weights "
-                   f"on a {human_bytes(gpu_bytes)} GPU", hint, engine=engine,
-                   left_bytes=left_bytes, weights_bytes=weights_bytes, memory_bytes=gpu_bytes)
-
-    @classmethod
-    def past_fraction(cls, engine: str, kept_fraction: float, free_bytes: int,
-                      weights_bytes: int, left_bytes: int, hint: str | None = None
-                      ) -> NoKVMemoryError:
-        """An engine that keeps `kept_fraction` of the free memory back (SGLang's
-        1 - mem_fraction_static) and whose weights take the rest."""
-        from kvplan.core.units import human_bytes
-
-        return cls(f"no memory is left for the KV cache: {engine} keeps {kept_fraction:.0%} "
-                   f"of {human_bytes(free_bytes)} free and the weights take "
-                   f"{human_bytes(weights_bytes)} per GPU", hint, engine=engine,
-                   left_bytes=left_bytes, weights_bytes=weights_bytes, memory_bytes=free_bytes)
-
 
 class TargetNotMetError(KvplanError):
     """A stated target that nothing kvplan tried meets (and no figures to show instead)."""

@@ -37,6 +37,7 @@ from kvplan.core.errors import BadInputError, NoKVMemoryError
 from kvplan.core.layers import MLA, FullAttention
 from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
+from kvplan.core.units import human_bytes
 from kvplan.core.spec import ModelSpec
 from kvplan.core.weights import ExpertLoad, VocabSplit
 from kvplan.engines.vllm_profile import (
@@ -303,10 +304,16 @@ def measured_budget(kv_bytes: int, engine: str = "vllm", version: str = "", pp: 
 
 def _check_positive(engine: str, stages: Sequence[int], total: int, weights: Sequence[int],
                     hint: str) -> None:
+    """The "no memory left" check: a budget (GPU less weights and reserves) of zero or less
+    on any pipeline stage is a NoKVMemoryError naming the worst stage."""
     worst = min(range(len(stages)), key=lambda i: stages[i])
-    if stages[worst] <= 0:
-        raise NoKVMemoryError.on_stage(engine, worst, stages[worst], weights[worst], total,
-                                       hint)
+    left, w = stages[worst], weights[worst]
+    if left <= 0:
+        raise NoKVMemoryError(
+            f"no memory is left for the KV cache: {engine} budget on stage {worst} is "
+            f"{human_bytes(left)} after {human_bytes(w)} of weights on a "
+            f"{human_bytes(total)} GPU", hint, engine=engine, left_bytes=left,
+            weights_bytes=w, memory_bytes=total)
 
 
 def dims_of(spec: ModelSpec) -> ModelDims:
@@ -583,10 +590,15 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
                                     mla=spec.is_mla)
     after = before - per_gpu
     if after - before * (1 - fraction) <= 0:
-        raise NoKVMemoryError.past_fraction(
-            "SGLang", 1 - fraction, before, per_gpu, int(after - before * (1 - fraction)),
+        # SGLang keeps 1 - mem_fraction_static of the free memory back; the weights take
+        # the rest
+        raise NoKVMemoryError(
+            f"no memory is left for the KV cache: SGLang keeps {1 - fraction:.0%} of "
+            f"{human_bytes(before)} free and the weights take {human_bytes(per_gpu)} per GPU",
             "use more GPUs (--tp/--pp), a smaller weight format, or a larger "
-            "--mem-fraction-static")
+            "--mem-fraction-static", engine="SGLang",
+            left_bytes=int(after - before * (1 - fraction)), weights_bytes=per_gpu,
+            memory_bytes=before)
     return SglangMemory(before, after, fraction, per_gpu)
 
 
