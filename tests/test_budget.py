@@ -20,8 +20,11 @@ from factories import FullAttention, ModelSpec, dense  # noqa: E402
 
 from kvplan.core.errors import BadInputError  # noqa: E402
 from kvplan.core.units import parse_bytes  # noqa: E402
-from kvplan.engines import budget as b  # noqa: E402
-from kvplan.engines import vllm  # noqa: E402
+from kvplan.engines import sglang, trtllm, vllm  # noqa: E402
+from kvplan.engines.shared import activations as act  # noqa: E402
+from kvplan.engines.shared import budget as shared_budget  # noqa: E402
+from kvplan.engines.shared import device as dev  # noqa: E402
+from kvplan.engines.shared import weights as shared_weights  # noqa: E402
 from kvplan.sources.library import resolve  # noqa: E402
 
 GIB = 2**30
@@ -29,7 +32,7 @@ MODELS = Path(__file__).parent / "fixtures" / "engines" / "models"
 
 LLAMA8B = ModelSpec("llama-3.1-8b", (FullAttention(8, 128),) * 32, num_attention_heads=32,
                     num_params=8030261248)
-LLAMA8B_DIMS = b.ModelDims(4096, 14336, 128256)
+LLAMA8B_DIMS = shared_weights.ModelDims(4096, 14336, 128256)
 
 
 def model(name: str) -> ModelSpec:
@@ -39,15 +42,15 @@ def model(name: str) -> ModelSpec:
 # --- weights ---------------------------------------------------------------------------------
 
 def test_bf16_weights_are_params_times_two():
-    split = b.weight_split(LLAMA8B, b.weight_format("auto"), LLAMA8B_DIMS)
+    split = shared_weights.weight_split(LLAMA8B, shared_weights.weight_format("auto"), LLAMA8B_DIMS)
     assert split.total_bytes == 8030261248 * 2
     assert split.embedding_bytes == split.lm_head_bytes == 128256 * 4096 * 2
 
 
 def test_quantized_weights_keep_embeddings_in_16_bit():
-    dims = b.ModelDims(3584, 18944, 152064)  # Qwen2.5-7B config.json
+    dims = shared_weights.ModelDims(3584, 18944, 152064)  # Qwen2.5-7B config.json
     spec = model("qwen2.5-7b")
-    split = b.weight_split(spec, b.weight_format("awq"), dims)
+    split = shared_weights.weight_split(spec, shared_weights.weight_format("awq"), dims)
     embed = 152064 * 3584
     layers = spec.num_params - 2 * embed
     # int4 + (fp16 scale + 4-bit zero) per 128 weights = 4.15625 bits
@@ -55,25 +58,25 @@ def test_quantized_weights_keep_embeddings_in_16_bit():
     assert split.embedding_bytes == embed * 2
     # the RTX 4080 log: "Model loading took 5.29 GiB"
     assert abs(split.total_bytes / GIB - 5.29) < 0.11
-    assert b.weight_format("mxfp4").bits_per_weight() == 4 + 8 / 32
+    assert shared_weights.weight_format("mxfp4").bits_per_weight() == 4 + 8 / 32
     with pytest.raises(BadInputError):
-        b.weight_format("int3")
+        shared_weights.weight_format("int3")
 
 
 def test_stage_weights_follow_pp_split_and_tp():
-    split = b.weight_split(LLAMA8B, b.weight_format("bf16"), LLAMA8B_DIMS)
-    one = b.stage_weight_bytes(LLAMA8B, split, tp=1, pp=1)
+    split = shared_weights.weight_split(LLAMA8B, shared_weights.weight_format("bf16"), LLAMA8B_DIMS)
+    one = shared_weights.stage_weight_bytes(LLAMA8B, split, tp=1, pp=1)
     assert one == (split.total_bytes,)
-    tp2 = b.stage_weight_bytes(LLAMA8B, split, tp=2, pp=1)
+    tp2 = shared_weights.stage_weight_bytes(LLAMA8B, split, tp=2, pp=1)
     assert tp2 == (split.total_bytes // 2,)
-    first, last = b.stage_weight_bytes(LLAMA8B, split, tp=1, pp=2)
+    first, last = shared_weights.stage_weight_bytes(LLAMA8B, split, tp=1, pp=2)
     assert first == split.layer_bytes // 2 + split.embedding_bytes
     assert last == split.layer_bytes // 2 + split.lm_head_bytes
 
 
 def test_missing_param_count_asks_for_weights():
     with pytest.raises(BadInputError, match="--weights-memory"):
-        b.vllm_budget(dense(), 80 * GIB)
+        vllm.vllm_budget(dense(), 80 * GIB)
 
 
 # --- activations -------------------------------------------------------------------------------
@@ -81,12 +84,12 @@ def test_missing_param_count_asks_for_weights():
 def test_forward_activation_matches_rtx3090_log():
     # issue 10517: peak torch 17.98 GiB - weights 14.99 GiB = 2.99 GiB at 29,000 tokens
     per_token = (3 * 14336 + 3 * 4096) * 2
-    assert b.forward_activation_bytes(LLAMA8B_DIMS, 29000) == 29000 * per_token
+    assert act.forward_activation_bytes(LLAMA8B_DIMS, 29000) == 29000 * per_token
     assert abs(29000 * per_token / GIB - 2.99) < 0.01
 
 
 def test_sampler_warmup_bytes_per_logit():
-    from kvplan.engines import vllm_profile as vp
+    from kvplan.engines.vllm import memory as vp
 
     # sort path (<= 0.17): bf16 logits 2 + fp32 copy 4 + sort values/int64 indices 12 + iota 8
     # + cub's alternate key (4) and value (8) buffers
@@ -99,20 +102,20 @@ def test_sampler_warmup_bytes_per_logit():
     # one pass. The RTX 4080 log (0.26): "1.04 GiB for peak activation" includes the 0.48 GiB
     # graph estimate (vllm#57983: the suggestion line counts the estimate twice), so 0.56 GiB
     # for 256 x 152,064 logits with 2,048 x 3,584 bf16 hidden states alive
-    shapes = vp.Shapes(3584, 152064, 18944)
+    shapes = act.Shapes(3584, 152064, 18944)
     total = vp.sampler_bytes(shapes, 256, 2048, (0, 26, 0))
     assert total == 256 * 152064 * 14 + 2048 * 3584 * 2
     assert f"{total / GIB:.2f}" == "0.52"  # logged 1.04 - 0.48 = 0.56
     # the RTX A5000 log (LMCache#3430, 0.21, Qwen3-8B, 8,192 tokens): the forward's 0.75 GiB
     # sets the peak, the sampler's single pass (0.57 GiB) stays under it; its own arithmetic
     # leaves about 0.78 GiB for the activations (see the held-out table)
-    qwen3 = vp.Shapes(4096, 151936, 12288)
+    qwen3 = act.Shapes(4096, 151936, 12288)
     assert vp.sampler_bytes(qwen3, 256, 8192, (0, 21, 0)) == 256 * 151936 * 14 + 8192 * 4096 * 2
-    assert vp.forward_bytes(qwen3, 8192) == 8192 * (3 * 12288 + 3 * 4096) * 2 == 0.75 * GIB
+    assert act.forward_bytes(qwen3, 8192) == 8192 * (3 * 12288 + 3 * 4096) * 2 == 0.75 * GIB
 
 
 def test_flashinfer_sampler_by_version_and_launch():
-    from kvplan.engines import vllm_profile as vp
+    from kvplan.engines.vllm import memory as vp
     from kvplan.planning.launch import from_command
 
     # V1 with flashinfer installed: only the logits and their fp32 copy
@@ -133,8 +136,8 @@ def test_flashinfer_sampler_by_version_and_launch():
         f"docker run vllm/vllm-openai:v0.20.0 {model}").overrides
     # the budget grows by the sampler bytes saved: 1,024 x 128,256 x (38 - 6) on an H100
     spec = model_of(CASES[1])
-    pip = b.vllm_budget(spec, 85028896768, version=(0, 10, 1), gpu_name="H100 SXM")
-    image = b.vllm_budget(spec, 85028896768, version=(0, 10, 1), gpu_name="H100 SXM",
+    pip = vllm.vllm_budget(spec, 85028896768, version=(0, 10, 1), gpu_name="H100 SXM")
+    image = vllm.vllm_budget(spec, 85028896768, version=(0, 10, 1), gpu_name="H100 SXM",
                           flashinfer_sampler=True)
     forward = 8192 * (3 * 14336 + 3 * 4096) * 2
     assert image.activation_bytes[0] == max(forward, 1024 * 128256 * 6 + 8192 * 4096 * 2)
@@ -142,7 +145,7 @@ def test_flashinfer_sampler_by_version_and_launch():
 
 
 def test_batch_defaults_by_version():
-    from kvplan.engines import vllm_profile as vp
+    from kvplan.engines.vllm import memory as vp
 
     # V0 (0.6): no chunked prefill under 32K tokens: the batch is max(max_model_len, 2048)
     v0 = vp.batch_settings((0, 6, 4), 25318916096, "RTX 3090", 29000)
@@ -160,51 +163,49 @@ def test_batch_defaults_by_version():
 
 
 def test_moe_forward_buffers_and_the_dp_gather():
-    from kvplan.engines import vllm_profile as vp
 
     # DeepSeek-V2-Lite at TP 2: 6 routed experts of 1,408 (704 per rank), 2 shared (2,816)
-    shapes = vp.Shapes(2048, 102400, 10944, 1408, 6, 2816)
+    shapes = act.Shapes(2048, 102400, 10944, 1408, 6, 2816)
     # fused_experts_impl: cache13 = topk x max(2N, hidden), cache2 = topk x N; the shared
     # experts' 3 x 2,816 / 2; against the dense first layer's 3 x 10,944 / 2
     moe = (6 * (max(2 * 704, 2048) + 704) + 3 * 2816 // 2) * 2
-    assert vp.moe_bytes_per_token(shapes, tp=2) == moe
-    assert vp.forward_bytes_per_token(shapes, tp=2) == max(3 * 10944 // 2 * 2, moe) + 3 * 2048 * 2
+    assert act.moe_bytes_per_token(shapes, tp=2) == moe
+    assert act.forward_bytes_per_token(shapes, tp=2) == max(3 * 10944 // 2 * 2, moe) + 3 * 2048 * 2
     # DP 8 with expert parallelism: every rank's 2,048 tokens gathered before the experts
     # (16,384 rows, under the 32,768-row chunk), whole experts per rank
     whole = (6 * (max(2 * 1408, 2048) + 1408) + 3 * 2816) * 2
     gathered = 2048 * 3 * 2048 * 2 + 16384 * whole + 16384 * 2048 * 2
-    assert vp.forward_bytes(shapes, 2048, tp=1, ep=8, dp=8) == max(
-        2048 * vp.forward_bytes_per_token(shapes, 1, 8), gathered)
+    assert act.forward_bytes(shapes, 2048, tp=1, ep=8, dp=8) == max(
+        2048 * act.forward_bytes_per_token(shapes, 1, 8), gathered)
     # 0.33's fused_experts_impl has no chunk loop: all 16,384 gathered rows at once (the
     # same here, under 32,768); at DP 32 the 65,536 rows are chunked before 0.33 only
     rows_dp32 = 2048 * 32
     before = 2048 * 3 * 2048 * 2 + 32768 * whole + rows_dp32 * 2048 * 2
     after = 2048 * 3 * 2048 * 2 + rows_dp32 * whole + rows_dp32 * 2048 * 2
-    assert vp.forward_bytes(shapes, 2048, tp=1, ep=32, dp=32, version=(0, 26, 0)) == before
-    assert vp.forward_bytes(shapes, 2048, tp=1, ep=32, dp=32, version=(0, 33, 0)) == after
+    assert act.forward_bytes(shapes, 2048, tp=1, ep=32, dp=32, version=(0, 26, 0)) == before
+    assert act.forward_bytes(shapes, 2048, tp=1, ep=32, dp=32, version=(0, 33, 0)) == after
 
 
 def test_fp8_experts_quantize_their_input_chunked_in_0_10_1():
-    from kvplan.engines import vllm_profile as vp
 
     # Qwen3-Coder-480B-A35B (config.json): hidden 6,144, 8 of 160 experts of 2,560, no shared
-    shapes = vp.Shapes(6144, 151936, 0, 2560, 8, 0)
+    shapes = act.Shapes(6144, 151936, 0, 2560, 8, 0)
     bf16 = 8 * (max(2 * 2560, 6144) + 2560) * 2
     # fused_experts_impl with use_fp8_w8a8: moe_kernel_quantize_input's fp8 copy of the chunk's
     # input (6,144 per row) and of cache2 (8 x 2,560 per row), 1 byte each
     fp8 = bf16 + (8 * 2560 + 6144) * 1
-    assert vp.moe_bytes_per_token(shapes, ep=8) == bf16
-    assert vp.moe_bytes_per_token(shapes, ep=8, fp8=True) == fp8
+    assert act.moe_bytes_per_token(shapes, ep=8) == bf16
+    assert act.moe_bytes_per_token(shapes, ep=8, fp8=True) == fp8
     # recipes PR 12 (0.10.1, DP 8 + EP, 8,192 tokens a rank): the naive all2all gathers
     # 65,536 rows, fused_experts_impl runs them 32,768 (VLLM_FUSED_MOE_CHUNK_SIZE) at a time
     expected = 8192 * 3 * 6144 * 2 + 32768 * fp8 + 65536 * 6144 * 2
-    assert vp.forward_bytes(shapes, 8192, tp=1, ep=8, dp=8, version=(0, 10, 1),
+    assert act.forward_bytes(shapes, 8192, tp=1, ep=8, dp=8, version=(0, 10, 1),
                             fp8_moe=True) == expected
 
 
 def test_vlm_encoder_profile_gemma3_and_llava():
     from kvplan.core.spec import VisionTower
-    from kvplan.engines import vllm_profile as vp
+    from kvplan.engines.vllm import memory as vp
 
     # Gemma 3's SigLIP (config.json vision_config): hidden 1,152, MLP 4,304, 896 px / 14 px
     siglip = VisionTower("siglip", 1152, 4304, 27, 14, 896)
@@ -243,7 +244,7 @@ def test_vllm_budget_counts_a_vlms_cached_embeddings():
     # sampler sort (38 B/logit over 262,208 words, the forward's hidden states alive) sets the
     # peak, and the 64 dummy images' 256 x 2,560 embeddings stay cached beside it
     spec = resolve("gemma-3-4b")
-    budget = b.vllm_budget(spec, 191502483456, version=(0, 10, 0), gpu_name="B200",
+    budget = vllm.vllm_budget(spec, 191502483456, version=(0, 10, 0), gpu_name="B200",
                            max_model_len=131072, usage="llm", check=False)
     sampler = 1024 * 262208 * 38 + 16384 * 2560 * 2
     assert budget.activation_bytes == (sampler + 64 * 256 * 2560 * 2,)
@@ -251,7 +252,7 @@ def test_vllm_budget_counts_a_vlms_cached_embeddings():
 
 
 def test_eagle_draft_weights():
-    from kvplan.engines import vllm_profile as vp
+    from kvplan.engines.vllm import memory as vp
 
     # EAGLE-LLaMA3-8B's head: one decoder layer of Llama-3.1-8B (q 4,096 x 4,096, k/v 4,096 x
     # 1,024, o 4,096 x 4,096, gate/up/down 3 x 4,096 x 14,336, two norms) and fc 8,192 ->
@@ -263,7 +264,7 @@ def test_eagle_draft_weights():
 
 
 def test_capture_sizes_with_draft_tokens():
-    from kvplan.engines import vllm_profile as vp
+    from kvplan.engines.vllm import memory as vp
 
     # 0.33 _set_cudagraph_sizes, 3 draft tokens (q = 4), 64 seqs, 8,192 tokens: the ceiling is
     # min(64 x 4 x 2, 512) = 512; the token grid up to 512 plus 4 x n for the request counts
@@ -291,30 +292,30 @@ def test_capture_sizes_with_draft_tokens():
 
 
 def test_non_torch_by_version():
-    from kvplan.engines import vllm_profile as vp
+    from kvplan.engines.vllm import memory as vp
 
     # absolute in V0 <= 0.6.4 and V1 0.8 (the CUDA context counts), else growth only; NCCL
     # counted before 0.11
-    assert vp.non_torch_bytes((0, 6, 4)) == vp.CUDA_CONTEXT_BYTES + vp.KERNELS_BYTES
-    assert vp.non_torch_bytes((0, 8, 5)) == vp.CUDA_CONTEXT_BYTES + vp.KERNELS_BYTES
-    assert vp.non_torch_bytes((0, 7, 3)) == vp.KERNELS_BYTES
-    assert vp.non_torch_bytes((0, 9, 1)) == vp.KERNELS_BYTES
-    assert vp.non_torch_bytes((0, 10, 0), tp=2, pp=2) == vp.KERNELS_BYTES + \
-        2 * vp.NCCL_COMMUNICATOR_BYTES + vp.CUSTOM_ALLREDUCE_BYTES
-    assert vp.non_torch_bytes((0, 11, 0), tp=8) == vp.KERNELS_BYTES
+    assert vp.non_torch_bytes((0, 6, 4)) == dev.CUDA_CONTEXT_BYTES + dev.KERNELS_BYTES
+    assert vp.non_torch_bytes((0, 8, 5)) == dev.CUDA_CONTEXT_BYTES + dev.KERNELS_BYTES
+    assert vp.non_torch_bytes((0, 7, 3)) == dev.KERNELS_BYTES
+    assert vp.non_torch_bytes((0, 9, 1)) == dev.KERNELS_BYTES
+    assert vp.non_torch_bytes((0, 10, 0), tp=2, pp=2) == dev.KERNELS_BYTES + \
+        2 * dev.NCCL_COMMUNICATOR_BYTES + dev.CUSTOM_ALLREDUCE_BYTES
+    assert vp.non_torch_bytes((0, 11, 0), tp=8) == dev.KERNELS_BYTES
     # V1 before 0.11: the DP group's communicator, and for MoE models the EP group's (DP x TP)
-    assert vp.non_torch_bytes((0, 10, 1), dp=8, moe=True) == vp.KERNELS_BYTES + \
-        2 * vp.NCCL_COMMUNICATOR_BYTES
-    assert vp.non_torch_bytes((0, 10, 0), tp=2, pp=2, moe=True) == vp.KERNELS_BYTES + \
-        3 * vp.NCCL_COMMUNICATOR_BYTES + vp.CUSTOM_ALLREDUCE_BYTES
-    assert vp.non_torch_bytes((0, 10, 0), tp=2) == vp.KERNELS_BYTES + \
-        vp.NCCL_COMMUNICATOR_BYTES + vp.CUSTOM_ALLREDUCE_BYTES  # dense: no EP group
+    assert vp.non_torch_bytes((0, 10, 1), dp=8, moe=True) == dev.KERNELS_BYTES + \
+        2 * dev.NCCL_COMMUNICATOR_BYTES
+    assert vp.non_torch_bytes((0, 10, 0), tp=2, pp=2, moe=True) == dev.KERNELS_BYTES + \
+        3 * dev.NCCL_COMMUNICATOR_BYTES + dev.CUSTOM_ALLREDUCE_BYTES
+    assert vp.non_torch_bytes((0, 10, 0), tp=2) == dev.KERNELS_BYTES + \
+        dev.NCCL_COMMUNICATOR_BYTES + dev.CUSTOM_ALLREDUCE_BYTES  # dense: no EP group
 
 
 def test_cudagraphs_from_0_20_unless_eager():
-    from kvplan.engines import vllm_profile as vp
+    from kvplan.engines.vllm import memory as vp
 
-    shapes = vp.Shapes(4096, 128256, 14336)
+    shapes = act.Shapes(4096, 128256, 14336)
     batch = vp.batch_settings((0, 21, 0), 85028896768, "H100 SXM", 8192)
     assert vp.cudagraph_bytes(shapes, batch, (0, 19, 0)) == 0
     assert vp.cudagraph_bytes(shapes, batch, (0, 20, 0)) > 0  # the 0.20.0 wheel's default
@@ -331,8 +332,8 @@ def test_cudagraphs_from_0_20_unless_eager():
     assert vp.cudagraph_bytes(shapes, batch, (0, 21, 0), num_layers=32) == \
         first + 100 * 32 * vp.CUDAGRAPH_BYTES_PER_LAYER
     spec = model("llama-3.1-8b")
-    eager = b.vllm_budget(spec, 85028896768, version=(0, 26, 0), enforce_eager=True)
-    graphs = b.vllm_budget(spec, 85028896768, version=(0, 26, 0))
+    eager = vllm.vllm_budget(spec, 85028896768, version=(0, 26, 0), enforce_eager=True)
+    graphs = vllm.vllm_budget(spec, 85028896768, version=(0, 26, 0))
     assert eager.available - graphs.available == graphs.cudagraph_bytes > 0
 
 
@@ -342,21 +343,21 @@ def test_cudagraph_estimate_against_the_logged_graph_lines():
     read) and the held-out RTX A5000 (LMCache#3430, 0.21, Qwen3-8B, 36 layers: "Profiling
     CUDA graph memory: PIECEWISE=51 (largest=512), FULL=35 (largest=256)", "Estimated CUDA
     graph memory: 0.52 GiB total")."""
-    from kvplan.engines import vllm_profile as vp
+    from kvplan.engines.vllm import memory as vp
 
     small = vp.BatchSettings(2048, 256, True, "V1")
     sizes = vp.capture_sizes(256, (0, 21, 0))
     assert (len(sizes), len([s for s in sizes if s <= 256]), sizes[-1]) == (51, 35, 512)
-    qwen25 = vp.Shapes(3584, 152064, 18944)
+    qwen25 = act.Shapes(3584, 152064, 18944)
     rtx4080 = vp.cudagraph_bytes(qwen25, small, (0, 26, 0), num_layers=28)
     assert abs(rtx4080 / GIB - 0.48) <= 0.01
-    qwen3 = vp.Shapes(4096, 151936, 12288)
+    qwen3 = act.Shapes(4096, 151936, 12288)
     a5000 = vp.cudagraph_bytes(qwen3, small, (0, 21, 0), num_layers=36)
     assert abs(a5000 / GIB - 0.52) <= 0.05  # held out: 0.54 predicted
 
 
 def test_capture_sizes_follow_the_seqs_the_tokens_and_blackwell():
-    from kvplan.engines import vllm_profile as vp
+    from kvplan.engines.vllm import memory as vp
 
     # 0.33 config/vllm.py: ceiling min(2 x max_num_seqs, 512 or 1,024 on SM 10.x,
     # max_num_batched_tokens); max_num_seqs and max_num_batched_tokens added under it
@@ -378,13 +379,13 @@ def test_v1_up_to_0_8_2_samples_1024_sequences_on_every_gpu():
 
 
 def test_v0_tp_counts_the_logits_gather_communicator():
-    from kvplan.engines import vllm_profile as vp
+    from kvplan.engines.vllm import memory as vp
 
     # V0 0.7: snapshot before NCCL init -> pynccl + custom all-reduce, and torch's own NCCL
     # communicator for the TP group, created by the driver's logits gather in the profile run
-    assert vp.non_torch_bytes((0, 7, 2), tp=2) == vp.KERNELS_BYTES + \
-        2 * vp.NCCL_COMMUNICATOR_BYTES + vp.CUSTOM_ALLREDUCE_BYTES
-    assert vp.non_torch_bytes((0, 7, 2), tp=1) == vp.KERNELS_BYTES
+    assert vp.non_torch_bytes((0, 7, 2), tp=2) == dev.KERNELS_BYTES + \
+        2 * dev.NCCL_COMMUNICATOR_BYTES + dev.CUSTOM_ALLREDUCE_BYTES
+    assert vp.non_torch_bytes((0, 7, 2), tp=1) == dev.KERNELS_BYTES
 
 
 def test_held_out_logs_are_cited_with_their_lines():
@@ -401,7 +402,7 @@ def test_held_out_logs_are_cited_with_their_lines():
 
 
 def test_estimated_dims():
-    d = b.estimate_dims(LLAMA8B)
+    d = shared_weights.estimate_dims(LLAMA8B)
     assert d.hidden_size == 32 * 128 and d.estimated  # heads x head_dim
     assert d.vocab_size == 128256  # Llama 3's, the documented default
     # per layer (8,030,261,248 - 2 x 128,256 x 4,096) / 32 = 218,112,128 parameters, less
@@ -427,13 +428,13 @@ def test_vllm_defaults_by_version():
 def test_vllm_budget_formula_and_versions():
     kw = dict(weights_bytes=15 * GIB, activation_bytes=2 * GIB, non_torch_bytes=GIB // 2,
               cudagraph_bytes=GIB, dims=LLAMA8B_DIMS)
-    old = b.vllm_budget(LLAMA8B, 80 * GIB, version=(0, 11, 0), **kw)
+    old = vllm.vllm_budget(LLAMA8B, 80 * GIB, version=(0, 11, 0), **kw)
     # 0.11: int(total x 0.9 - (weights + activations + non-torch)); graphs not subtracted
     assert old.available == int(80 * GIB * 0.9 - (15 * GIB + 2 * GIB + GIB // 2))
     assert old.cudagraph_bytes == 0 and old.utilization == 0.9
-    new = b.vllm_budget(LLAMA8B, 80 * GIB, version=(0, 21, 0), **kw)
+    new = vllm.vllm_budget(LLAMA8B, 80 * GIB, version=(0, 21, 0), **kw)
     assert new.available == int(80 * GIB * 0.92 - 17.5 * GIB - GIB)  # graphs from 0.21
-    given = b.vllm_budget(LLAMA8B, 80 * GIB, version=(0, 11, 0), gpu_memory_utilization=0.5,
+    given = vllm.vllm_budget(LLAMA8B, 80 * GIB, version=(0, 11, 0), gpu_memory_utilization=0.5,
                           **kw)
     assert given.available == int(40 * GIB - 17.5 * GIB)
 
@@ -442,8 +443,8 @@ def test_vllm_budget_negative_is_bad_input():
     big = ModelSpec("big", (FullAttention(8, 128),) * 80, num_attention_heads=64,
                     num_params=70_553_706_496)
     with pytest.raises(BadInputError, match="no memory is left"):
-        b.vllm_budget(big, 80 * GIB)
-    four = b.vllm_budget(big, 85028896768, tp=4)  # 4 x H100 fits
+        vllm.vllm_budget(big, 80 * GIB)
+    four = vllm.vllm_budget(big, 85028896768, tp=4)  # 4 x H100 fits
     # at most 0.92 of the H100 less a quarter of the bf16 weights (~45.4 GiB); activations and
     # non-torch memory come off that
     ceiling = 85028896768 * 0.92 - 70_553_706_496 * 2 / 4
@@ -451,42 +452,42 @@ def test_vllm_budget_negative_is_bad_input():
 
 
 def test_measured_budget():
-    m = b.measured_budget(parse_bytes("57.65GiB"), pp=2)
+    m = shared_budget.measured_budget(parse_bytes("57.65GiB"), pp=2)
     assert m.available_kv_cache_bytes == (5765 * GIB // 100,) * 2 == (61901216153,) * 2
     assert m.method == "measured"
     with pytest.raises(BadInputError):
-        b.measured_budget(0)
+        shared_budget.measured_budget(0)
 
 
 def test_sglang_mem_fraction_defaults():
     # classic per-TP table
-    assert [b.sglang_default_mem_fraction(0, tp, version=(0, 4)) for tp in (1, 2, 4, 8, 16)] \
+    assert [sglang.sglang_default_mem_fraction(0, tp, version=(0, 4)) for tp in (1, 2, 4, 8, 16)] \
         == [0.88, 0.87, 0.85, 0.81, 0.79]
     # 0.5.x: H100 (79.19 GiB): chunked prefill 8192, decode graphs up to 256:
     # reserved = max(512 + 8192 x 1.5 + 1/8 x 1024 + 2 x 256, 10,240) = 13,440 MB
     h100 = 85028896768
     mb = h100 / 2**20
     v053 = (0, 5, 3)  # before the prefill CUDA graphs' reserve (0.5.23)
-    assert b.sglang_default_mem_fraction(h100, tp=1, version=v053) == \
+    assert sglang.sglang_default_mem_fraction(h100, tp=1, version=v053) == \
         round((mb - 13440) / mb, 3) == 0.834
     # B200 (182,631 MiB >= 160 GiB): chunked 16384, max_bs 512
     b200 = 182631 * 2**20
-    assert b.sglang_default_mem_fraction(b200, version=v053) == round(
+    assert sglang.sglang_default_mem_fraction(b200, version=v053) == round(
         (182631 - (512 + 16384 * 1.5 + 128 + 2 * 512)) / 182631, 3) == 0.856
     # H100 at TP 8: decode graphs up to 512, and 8 x 1 / 8 x 1,024 MB
-    assert b.sglang_default_mem_fraction(h100, tp=8, version=v053) == round(
+    assert sglang.sglang_default_mem_fraction(h100, tp=8, version=v053) == round(
         (mb - (512 + 8192 * 1.5 + 1024 + 2 * 512)) / mb, 3)
     # a 24 GiB card: chunked 4096, max_bs 48
     mb24 = 24 * 1024
-    assert b.sglang_default_mem_fraction(24 * GIB, version=v053) == round(
+    assert sglang.sglang_default_mem_fraction(24 * GIB, version=v053) == round(
         (mb24 - (512 + 4096 * 1.5 + 128 + 96)) / mb24, 3)
 
 
 def test_sglang_memory_and_trtllm_free():
-    mem = b.sglang_memory(LLAMA8B, 80 * GIB, mem_fraction_static=0.9, dims=LLAMA8B_DIMS)
-    assert mem.free_before_load_bytes == 80 * GIB - b.SGLANG_INIT_BYTES
+    mem = sglang.sglang_memory(LLAMA8B, 80 * GIB, mem_fraction_static=0.9, dims=LLAMA8B_DIMS)
+    assert mem.free_before_load_bytes == 80 * GIB - sglang.SGLANG_INIT_BYTES
     assert mem.free_after_load_bytes == mem.free_before_load_bytes - 8030261248 * 2
-    free = b.trtllm_free_bytes(LLAMA8B, 80 * GIB, activation_bytes=GIB, non_torch_bytes=0,
+    free = trtllm.trtllm_free_bytes(LLAMA8B, 80 * GIB, activation_bytes=GIB, non_torch_bytes=0,
                                dims=LLAMA8B_DIMS)
     assert free == 80 * GIB - 8030261248 * 2 - GIB
 
@@ -529,7 +530,7 @@ CASES = (
     Case("vllm-i19996-llama31-8b-eagle-h100", "llama-3.1-8b", "H100", 85028896768,
          (0, 9, 1), 131072, (51.63,), 410128, settings=dict(
              # the EAGLE head: one Llama-8B decoder layer + the 2h -> h fc, bf16, derived by
-             # vllm_profile.eagle_draft_bytes (test_eagle_draft_weights)
+             # vllm.memory.eagle_draft_bytes (test_eagle_draft_weights)
              num_draft_layers=1), gpu_name="H100 SXM",
          why="one EAGLE draft layer in the pool and its weights"),
     Case("vllm-pr20665-deepseek-v2-lite-4xl4-tp2-pp2", "deepseek-v2-lite", "L4", 23612293120,
@@ -608,11 +609,11 @@ def held_out_spec(case: HeldOut) -> ModelSpec:
     return resolve(case.model)
 
 
-def predict_held_out(case: HeldOut) -> tuple[b.Budget, int | None]:
+def predict_held_out(case: HeldOut) -> tuple[shared_budget.Budget, int | None]:
     """(the predicted budget, the predicted count the log printed, or None)."""
     spec = held_out_spec(case)
     gpu_name = case.gpu_name or (None if case.gpu.endswith("GiB") else case.gpu)
-    budget = b.vllm_budget(spec, case.gpu_memory_bytes, version=case.version, tp=case.tp,
+    budget = vllm.vllm_budget(spec, case.gpu_memory_bytes, version=case.version, tp=case.tp,
                            pp=case.pp, weights=case.weights, gpu_name=gpu_name,
                            max_model_len=case.max_model_len, check=False, **case.settings)
     unit = case.logged.get("unit")
@@ -637,13 +638,13 @@ def model_of(case: Case) -> ModelSpec:
     return model(case.model)
 
 
-def budget_of(case: Case) -> b.Budget:
-    return b.vllm_budget(model_of(case), case.gpu_memory_bytes, version=case.version,
+def budget_of(case: Case) -> shared_budget.Budget:
+    return vllm.vllm_budget(model_of(case), case.gpu_memory_bytes, version=case.version,
                          tp=case.tp, pp=case.pp, weights=case.weights, gpu_name=case.gpu_name,
                          max_model_len=case.max_model_len, **case.settings)
 
 
-def predict(case: Case) -> tuple[b.Budget, int]:
+def predict(case: Case) -> tuple[shared_budget.Budget, int]:
     """(the predicted budget, the predicted count the log printed)."""
     budget = budget_of(case)
     config = vllm.VllmConfig(max_model_len=case.max_model_len, version=case.version,
@@ -768,7 +769,7 @@ def test_no_kv_memory_error_keeps_its_figures_as_ints_and_states_them():
                     num_params=70_553_706_496)
     weights = 70_553_706_496 * 2  # bf16, one GPU
     with pytest.raises(NoKVMemoryError) as vllm_err:
-        b.vllm_budget(big, 80 * GIB)
+        vllm.vllm_budget(big, 80 * GIB)
     err = vllm_err.value
     assert (err.engine, err.weights_bytes, err.memory_bytes) == ("vLLM", weights, 80 * GIB)
     assert err.left_bytes < 0 and isinstance(err.left_bytes, int)
@@ -776,7 +777,7 @@ def test_no_kv_memory_error_keeps_its_figures_as_ints_and_states_them():
         "no memory is left for the KV cache: vLLM budget on stage 0 is "
         f"-{-err.left_bytes / GIB:,.3f} GiB after 131.417 GiB of weights on a 80.000 GiB GPU")
     with pytest.raises(NoKVMemoryError) as sglang_err:
-        b.sglang_memory(big, 80 * GIB, mem_fraction_static=0.88)
+        sglang.sglang_memory(big, 80 * GIB, mem_fraction_static=0.88)
     err = sglang_err.value
     free = 80 * GIB - GIB // 2  # SGLang measures free memory after ~0.5 GiB of context
     assert (err.engine, err.weights_bytes, err.memory_bytes) == ("SGLang", weights, free)

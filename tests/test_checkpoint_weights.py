@@ -457,7 +457,7 @@ def test_the_published_checkpoint_is_the_fallback_for_an_unmodelled_family():
     num_params x bf16 (2 to 4 times too much for FP4 experts)."""
     from dataclasses import replace
 
-    from kvplan.engines.budget import stage_weights
+    from kvplan.engines.shared.weights import stage_weights
 
     spec = replace(LIB["deepseek-v4-flash"], family="deepseek_v4_unknown")
     assert supported(spec) is not None
@@ -627,11 +627,11 @@ _QWEN3_4B = ModelSpec(name="qwen3-4b", layers=(FullAttention(8, 128),) * 36, fam
 
 def _log_cases():
     """(log, engine, GPU, model and format, logged GiB, kvplan bytes, what differs). vLLM's
-    figures are memory_allocated across its load (vllm.loaded_weight_bytes): the tensors as
-    the allocator rounds them plus the rotary cos/sin caches it builds (e.g. Llama 3.1's
+    figures are memory_allocated across its load (kvplan.engines.shared.loading's replay): the
+    tensors as the allocator rounds them plus the rotary cos/sin caches it builds (e.g. Llama 3.1's
     131,072 positions x 128 x 2 B = 32 MiB)."""
     from kvplan.engines.sglang import loaded_weight_bytes as sglang_loaded
-    from kvplan.engines.vllm import loaded_weight_bytes
+    from kvplan.engines.shared.loading import loaded_weight_bytes
 
     def loaded(spec, q=NONE, expert_load=None):
         return loaded_weight_bytes(spec, q, expert_load=expert_load)[0]
@@ -734,7 +734,7 @@ def _heldout_cases():
     import yaml
 
     from kvplan.engines.sglang import loaded_weight_bytes as sglang_loaded
-    from kvplan.engines.vllm import loaded_weights, rotary_cache_bytes
+    from kvplan.engines.shared.loading import loaded_weights, rotary_cache_bytes
 
     # Qwen3-4B config.json: the Qwen3-4B-Instruct-2507 shapes above, 40,960 positions, fp16
     qwen3_4b = replace(_QWEN3_4B, dtype="fp16", max_context_tokens=40960)
@@ -795,7 +795,7 @@ def test_gpt_oss_20b_budget_on_a100_matches_the_log():
     """myoceane.fr, vLLM 0.19.0 on an A100 80GB, `--max-model-len 131072
     --gpu-memory-utilization 0.65`: "Model loading took 13.72 GiB", "Available KV cache
     memory: 36.56 GiB". Predicted from the GPU and the settings alone."""
-    from kvplan.engines.budget import vllm_budget
+    from kvplan.engines.vllm import vllm_budget
     from kvplan.sources.gpus import find_gpu
 
     gpu = find_gpu("a100-80gb")
@@ -810,7 +810,7 @@ def test_gpt_oss_20b_budget_on_a100_matches_the_log():
 def test_llama_31_8b_loaded_size_is_exact():
     # vllm-project/vllm#10517: "weights_gib 14.9888" = bf16 weights + the llama3 rotary cache
     # (131,072 positions x 128 x 2 B): (8,030,261,248 x 2 + 33,554,432) / 2^30 = 14.98877
-    from kvplan.engines.vllm import rotary_cache_bytes
+    from kvplan.engines.shared.loading import rotary_cache_bytes
 
     llama31 = replace(LIB["llama-3-8b"], max_context_tokens=131072)
     assert rotary_cache_bytes(llama31) == 131072 * 128 * 2

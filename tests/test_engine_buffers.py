@@ -19,7 +19,6 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.core.errors import BadInputError, SpecError
-from kvplan.engines import budget as b
 from kvplan.engines import llamacpp, sglang, trtllm
 from kvplan.engines.base import Deployment
 from kvplan.sources.gpus import find_gpu
@@ -280,14 +279,14 @@ def test_explain_sets_the_logged_micro_batch_and_shows_the_compute_buffer():
 
 # --- SGLang ---------------------------------------------------------------------------------
 
-def sglang_predict(e: dict[str, Any]) -> tuple[b.SglangMemory, int]:
+def sglang_predict(e: dict[str, Any]) -> tuple[sglang.SglangMemory, int]:
     """(the free-memory readings and the token count) from the GPU, version and settings."""
     from kvplan.engines import parse_version
 
     gpu = find_gpu(e["gpu"])
     s = e["settings"]
     spec = model(e["model"])
-    mem = b.sglang_memory(spec, gpu.memory_bytes, tp=s.get("tp", 1),
+    mem = sglang.sglang_memory(spec, gpu.memory_bytes, tp=s.get("tp", 1),
                           version=parse_version(e.get("engine_version")),
                           weights=s.get("weights_dtype", "auto"))
     prof = sglang.profile(spec, sglang.SglangConfig(tp=s.get("tp", 1)),
@@ -320,8 +319,8 @@ def test_sglang_prefill_graph_sizes_as_the_log_lists_them():
     # the 2026-08 H100 log captures [4, 8, ..., 8192]: 8 + 14 + 8 + 8 + 12 + 8 = 58 sizes
     sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
              *range(1280, 4097, 256), *range(4608, 8193, 512)]
-    assert b.prefill_graph_sizes(8192) == len(sizes) == 58
-    assert b.prefill_graph_sizes(4096) == sum(s <= 4096 for s in sizes) == 50  # 8+14+8+8+12
+    assert sglang.prefill_graph_sizes(8192) == len(sizes) == 58
+    assert sglang.prefill_graph_sizes(4096) == sum(s <= 4096 for s in sizes) == 50  # 8+14+8+8+12
 
 
 def test_sglang_default_fraction_with_prefill_graphs_matches_the_log():
@@ -329,11 +328,11 @@ def test_sglang_default_fraction_with_prefill_graphs_matches_the_log():
     h100 = find_gpu("h100").memory_bytes
     mb = h100 / MIB
     expected = round((mb - (512 + 8192 * 1.5 + 1 / 8 * 1024 + 2 * 256 + 58 * 8)) / mb, 3)
-    assert b.sglang_default_mem_fraction(h100, version=(0, 5, 23)) == expected == 0.829
-    assert b.sglang_default_mem_fraction(h100, version=(0, 5, 23),
+    assert sglang.sglang_default_mem_fraction(h100, version=(0, 5, 23)) == expected == 0.829
+    assert sglang.sglang_default_mem_fraction(h100, version=(0, 5, 23),
                                          prefill_cuda_graph=False) == 0.834
     # MLA backends reserve 1.5 GiB for their prefill graphs instead
-    assert b.sglang_default_mem_fraction(h100, version=(0, 5, 23), mla=True) == \
+    assert sglang.sglang_default_mem_fraction(h100, version=(0, 5, 23), mla=True) == \
         round((mb - (512 + 8192 * 1.5 + 128 + 512 + 1536)) / mb, 3)
     # what the log's own numbers imply: 1 - (after - rest) / before, rest = the K+V pool
     e = BY_ID["sglang-h100-qwen3-30b-a3b-fp8-2026-08"]["reported"]
@@ -370,7 +369,7 @@ def trtllm_config(e: dict[str, Any], **kw: Any) -> trtllm.TrtllmConfig:
                                free_gpu_memory_fraction=s["free_gpu_memory_fraction"], **kw)
 
 
-def trtllm_predict(e: dict[str, Any]) -> tuple[b.TrtllmMemory, trtllm.TrtllmProfile]:
+def trtllm_predict(e: dict[str, Any]) -> tuple[trtllm.TrtllmMemory, trtllm.TrtllmProfile]:
     """From the GPU and the logged settings only: the weights in their format, one forward
     pass over max_num_tokens, the CUDA context; the fraction of what is left."""
     s = e["settings"]
@@ -380,7 +379,7 @@ def trtllm_predict(e: dict[str, Any]) -> tuple[b.TrtllmMemory, trtllm.TrtllmProf
     # memory (less the temporary KV pool in it) so that the other terms can be compared
     non_torch = int((r["outside_torch_gib"] - r["tmp_kv_gib"]) * GIB) \
         if e["gpu"] == "DGX Spark" else None
-    mem = b.trtllm_memory(spec, trtllm_total(e), weights=s["weights_dtype"],
+    mem = trtllm.trtllm_memory(spec, trtllm_total(e), weights=s["weights_dtype"],
                           max_num_tokens=s["max_num_tokens"], non_torch_bytes=non_torch)
     return mem, trtllm.profile(spec, trtllm_config(e), mem.free_bytes)
 
@@ -459,8 +458,8 @@ def test_trtllm_weights_of_the_memory_doc_engine():
 def test_trtllm_plan_uses_max_num_tokens_for_the_activation_term():
     spec = model("llama-3.1-8b")
     gpu = find_gpu("H100").memory_bytes
-    small = b.trtllm_memory(spec, gpu, max_num_tokens=2048)
-    large = b.trtllm_memory(spec, gpu, max_num_tokens=8192)
+    small = trtllm.trtllm_memory(spec, gpu, max_num_tokens=2048)
+    large = trtllm.trtllm_memory(spec, gpu, max_num_tokens=8192)
     # 3 x 14,336 (gate, up, product) + 3 x 4,096 hidden, bf16, per token
     assert large.activation_bytes - small.activation_bytes == 6144 * (3 * 14336 + 3 * 4096) * 2
     assert small.free_bytes - large.free_bytes == 6144 * (3 * 14336 + 3 * 4096) * 2
@@ -493,11 +492,11 @@ def test_trtllm_plan_shows_the_fraction_of_what_the_profile_leaves():
 def test_trtllm_tensor_parallel_adds_the_all_reduce_workspace():
     # plugin.py allocate_allreduce_fusion_workspace: IPC size x tp + barriers 256 x tp + three
     # Lamport buffers of size x tp; size 16,000,000 B up to TP 2, 8,000,000 B beyond
-    assert b.trtllm_allreduce_workspace_bytes(1) == 0
-    assert b.trtllm_allreduce_workspace_bytes(2) == 16_000_000 * 2 * 4 + 256 * 2
-    assert b.trtllm_allreduce_workspace_bytes(8) == 8_000_000 * 8 * 4 + 256 * 8
+    assert trtllm.trtllm_allreduce_workspace_bytes(1) == 0
+    assert trtllm.trtllm_allreduce_workspace_bytes(2) == 16_000_000 * 2 * 4 + 256 * 2
+    assert trtllm.trtllm_allreduce_workspace_bytes(8) == 8_000_000 * 8 * 4 + 256 * 8
     spec, gpu = model("llama-3.1-8b"), find_gpu("H100").memory_bytes
-    one, four = b.trtllm_memory(spec, gpu), b.trtllm_memory(spec, gpu, tp=4)
+    one, four = trtllm.trtllm_memory(spec, gpu), trtllm.trtllm_memory(spec, gpu, tp=4)
     assert four.non_torch_bytes - one.non_torch_bytes == 8_000_000 * 4 * 4 + 256 * 4
 
 

@@ -56,7 +56,7 @@ class ToyEngine(BaseEngine):
         pool = Pool(self.name, (Constraint("toy blocks", "block", blocks,
                                            (Need("full", TOY_BLOCK),)),),
                     dep.context_limit(), tokens_per_unit=TOY_BLOCK)
-        return Capacity(dep, None, {"blocks": blocks}, pool, fmt.name, 0, per_token)
+        return Capacity(dep, self, None, {"blocks": blocks}, pool, fmt.name, 0, per_token)
 
     def numbers(self, cap: Capacity) -> dict[str, Any]:
         return {"num_blocks": cap.engine_profile["blocks"]}

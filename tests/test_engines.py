@@ -167,7 +167,7 @@ def test_vllm_rtx5090_qwen3_4b():
 
 def test_sglang_qwq32b_tp4_classic_mem_fraction():
     e = BY_ID["sglang-doc-qwq-32b-tp4-24gb"]["reported"]
-    from kvplan.engines.budget import sglang_default_mem_fraction
+    from kvplan.engines.sglang import sglang_default_mem_fraction
 
     # The server_args line with mem_fraction_static was not captured; SGLang of March 2025
     # used the per-TP table: TP 4 -> 0.85. rest = 6.09 - 21.63 x 0.15 GB.

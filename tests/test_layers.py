@@ -45,6 +45,6 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
 
 def test_engines_and_sources_are_independent(tmp_path):
     # siblings in one layer: an engine reads no file and no catalog; the caller passes values
-    result = _lint(_copy_with(tmp_path, "engines.vllm", "from kvplan.sources import gpus"))
+    result = _lint(_copy_with(tmp_path, "engines.vllm.engine", "from kvplan.sources import gpus"))
     assert result.returncode == 1
-    assert "kvplan.engines.vllm -> kvplan.sources.gpus" in result.stdout
+    assert "kvplan.engines.vllm.engine -> kvplan.sources.gpus" in result.stdout

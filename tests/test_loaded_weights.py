@@ -1,6 +1,6 @@
 """The weights as vLLM logs them: `torch.cuda.memory_allocated` across the model load, i.e.
 the tensors as PyTorch's caching allocator rounds them plus the rotary cos/sin caches vLLM
-builds (kvplan.core.allocator, kvplan.engines.vllm.loaded_weight_bytes / rope_caches).
+builds (kvplan.core.allocator, kvplan.engines.shared.loading: loaded_weight_bytes / rope_caches).
 Expected values are the allocator's rules worked by hand (c10/cuda/CUDACachingAllocator.cpp)
 or the figures real logs printed."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.core.allocator import CachingAllocator
-from kvplan.engines import vllm
+from kvplan.engines.shared import loading
 from kvplan.sources.hfconfig import load_config_file
 from kvplan.sources.library import resolve
 
@@ -61,13 +61,13 @@ def test_a_freed_block_is_split_for_a_smaller_tensor():
 def test_rope_caches_follow_each_scaling_kind():
     def caches(name):
         return [(c.positions, c.rotary_dim) for c in
-                vllm.rope_caches(load_config_file(CONFIGS / f"{name}.json"))]
+                loading.rope_caches(load_config_file(CONFIGS / f"{name}.json"))]
 
     # Gemma 3 4B: sliding layers' own rope (rope_local_base_freq) over 131,072 positions;
     # the global layers' linear factor 8: LinearScalingRotaryEmbedding's max_len =
     # max_position x factor; head_dim 256
     assert caches("google--gemma-3-4b-it") == [(131072, 256), (131072 * 8, 256)]
-    assert vllm.rotary_cache_bytes(resolve("gemma-3-4b")) == (131072 + 1048576) * 256 * 2
+    assert loading.rotary_cache_bytes(resolve("gemma-3-4b")) == (131072 + 1048576) * 256 * 2
     # Gemma 3 1B: unscaled, but two bases, so two caches of 32,768 positions
     assert caches("google--gemma-3-1b-it") == [(32768, 256), (32768, 256)]
     # DeepSeek-V3: YaRN over original_max_position_embeddings 4,096 x factor 40, MLA's
@@ -93,7 +93,7 @@ def test_r1_distill_qwen_14b_tp2_is_the_logged_13_9476():
     per_layer = 3584 * 5120 + 3584 + 5120 * 2560 + 13824 * 5120 + 5120 * 6912 + 2 * 5120
     tensors = 2 * (2 * 76032 * 5120 + 48 * per_layer + 5120)
     expected = tensors + 32 * MIB + (48 * 7 // 2 - 4) * MIB + 48 * 4 * 512
-    got = vllm.loaded_weight_bytes(spec, tp=2)[0]
+    got = loading.loaded_weight_bytes(spec, tp=2)[0]
     assert got == expected
     assert round(got / GIB, 4) == 13.9476
 
@@ -103,7 +103,7 @@ def test_gemma3_4b_vlm_is_the_logged_8_58():
     checkpoint is 8.01 GiB (vision tower included); the global layers' linear-scaled rotary
     cache is 1,048,576 x 256 x 2 B = 512 MiB and the sliding layers' 64 MiB."""
     spec = resolve("gemma-3-4b")
-    got = vllm.loaded_weight_bytes(spec)[0]
+    got = loading.loaded_weight_bytes(spec)[0]
     assert got >= 8600158944 + 576 * MIB
     assert round(got / GIB, 2) == 8.58
 
@@ -112,7 +112,7 @@ def test_gemma3_4b_vlm_is_the_logged_8_58():
 def test_every_stage_builds_its_own_caches(pp):
     # each pipeline stage's process builds the caches its layers ask for
     spec = resolve("gemma-3-4b")
-    stages = vllm.loaded_weight_bytes(spec, pp=pp)
+    stages = loading.loaded_weight_bytes(spec, pp=pp)
     assert len(stages) == pp
     if pp == 2:
         assert all(s > 576 * MIB for s in stages)
@@ -178,10 +178,10 @@ def test_library_rope_caches_are_their_configs():
         if spec.name in ROPE_CONTEXT_DIFFERS:
             continue
         want = [(c.positions, c.rotary_dim, c.first_layer)
-                for c in vllm.rope_caches(load_config_file(path))]
+                for c in loading.rope_caches(load_config_file(path))]
         if spec.name == "deepseek-v2":  # the library plans 131,072 of config's 163,840
             assert spec.max_context_tokens == 131072
-        got = [(c.positions, c.rotary_dim, c.first_layer) for c in vllm.rope_caches(spec)]
+        got = [(c.positions, c.rotary_dim, c.first_layer) for c in loading.rope_caches(spec)]
         assert got == want, spec.name
 
 
@@ -203,5 +203,5 @@ def test_sglang_counts_segments_not_blocks():
                     intermediate_size=27648, tie_word_embeddings=False, attention_bias=True,
                     max_context_tokens=40960)
     seg = sglang.loaded_weight_bytes(qwq, tp=4)[0]
-    assert seg > vllm.loaded_weight_bytes(replace(qwq), tp=4)[0]
+    assert seg > loading.loaded_weight_bytes(replace(qwq), tp=4)[0]
     assert abs(seg / GIB - 15.54) <= 15.54 * 0.005

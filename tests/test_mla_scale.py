@@ -84,7 +84,7 @@ def test_vllm_data_parallel_with_expert_parallel():
 
 
 def test_sglang_dp_attention():
-    from kvplan.engines.budget import sglang_default_mem_fraction
+    from kvplan.engines.sglang import sglang_default_mem_fraction
 
     cap = plan.capacity(deployment(engine="sglang", tp=8, dp=8, dp_attention=True))
     assert cap.deployment.num_gpus == 8  # DP attention splits the TP group

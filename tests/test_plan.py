@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.core.dtypes import cdiv
 from kvplan.core.errors import BadInputError
+from kvplan.engines.registry import get as get_engine
 from kvplan.planning import plan
 
 GIB = 2**30
@@ -72,7 +73,8 @@ def test_largest_context_fits_and_one_more_does_not(blocks, block_size, concurre
     if window:
         needs.append(plan.Need("window", block_size, cap=window, extra_blocks=1))
     pool = plan.Pool("vllm", (plan.Constraint("blocks", "block", blocks, tuple(needs)),), limit)
-    cap = plan.Capacity(plan.Deployment(dense()), None, None, pool, "bf16", 0, 0)
+    cap = plan.Capacity(plan.Deployment(dense()), get_engine("vllm"), None, None, pool, "bf16", 0,
+                        0)
     r = plan.max_context(cap, concurrency)
     if r.max_context_tokens == 0:
         assert not pool.fits(1, concurrency)
@@ -210,7 +212,7 @@ def test_fewest_gpus():
 
 def _llama70b_h100_requests_at_32k(tp: int, pp: int) -> int:
     """By hand: 32k requests of Llama-3.1-70B on H100s under vLLM 0.33's budget, as
-    kvplan.engines.budget / vllm_profile document it. Per stage (get_pp_indices split;
+    kvplan.engines.vllm.budget / memory document it. Per stage (get_pp_indices split;
     embeddings on the first stage, LM head on the last): ceil(total x 0.92) - weights / TP -
     activations - 64 MiB of kernels - the CUDA-graph estimate. Activations = 8,192 tokens x
     (3 x 28,672 / TP + 3 x 8,192) x 2 B, or on the last stage the sampler's 1,024 seqs x
@@ -362,7 +364,7 @@ def test_cli_find_gpus():
                  "--concurrency", "16", "--find-gpus", "-f", "json")
     assert res.exit_code == 0, res.output
     answer = json.loads(res.stdout)["answer"]
-    # vLLM 0.33 budget per GPU (kvplan.engines.vllm_profile's documented model): ceil(24 GiB x
+    # vLLM 0.33 budget per GPU (kvplan.engines.vllm.memory's documented model): ceil(24 GiB x
     # 0.92) - bf16 weights / TP - sampler (256 seqs x 128,256 vocab x 14 B + 2,048 x 4,096 bf16
     # hidden states; above the 2,048-token forward) - 64 MiB of kernels - CUDA graphs (twice
     # the 512-token forward + 50 more piecewise and 34 more full graphs x 32 layers x 156 KiB)

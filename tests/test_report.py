@@ -74,7 +74,7 @@ def test_capacity_rows_follow_the_budget():
     # of Llama-3.1-8B is a whole number of 2 MiB, so the allocator rounds nothing else)
     weights = 8030261248 * 2 + 131072 * 128 * 2 + 32 * 4 * 512
     assert bf16.weights_per_gpu_bytes == fp8.weights_per_gpu_bytes == weights
-    # vLLM 0.33 estimate (kvplan.engines.vllm_profile's documented terms): ceil(total x 0.92)
+    # vLLM 0.33 estimate (kvplan.engines.vllm.memory's documented terms): ceil(total x 0.92)
     # - weights - the sampler warm-up's one Triton pass (1,024 seqs x 128,256 vocab x 14 B +
     # the 8,192 x 4,096 bf16 hidden states; above the 8,192-token forward's (3 x 14,336 +
     # 3 x 4,096) x 2 B a token) - 64 MiB non-torch growth - CUDA graphs (the 512-token

@@ -16,7 +16,7 @@ from kvplan.cli import app
 # Llama-3.1-8B (config.json: hidden 4,096, intermediate 14,336, 32 layers), bf16, TP 1
 HIDDEN, INTER, LAYERS = 4096, 14336, 32
 # the forward's widest buffers a token: gate/up output and the activation (3 x intermediate)
-# plus three hidden-size buffers, bf16 (vllm_profile.forward_bytes_per_token's rule)
+# plus three hidden-size buffers, bf16 (shared.activations.forward_bytes_per_token's rule)
 FORWARD_PER_TOKEN = 3 * INTER * 2 + 3 * HIDDEN * 2
 PER_GRAPH = max(2**20, LAYERS * 156 * 2**10)  # each later graph: the driver's executable graph
 

@@ -68,7 +68,8 @@ def test_trtllm_rounds_the_rows_up_without_padding(tp):
     """TensorRT-LLM's PyTorch flow (tensorrt_llm/_torch/modules/embedding.py: Embedding and
     LMHead with TensorParallelMode.COLUMN) holds ceil(vocab / tp) rows a rank, no padding to
     64: GPT-2's 50,257 words at TP 3 are 16,753 rows a rank where vLLM holds 16,768."""
-    from kvplan.engines.budget import TRTLLM_VOCAB, stage_weights, trtllm_memory
+    from kvplan.engines.shared.weights import stage_weights
+    from kvplan.engines.trtllm import TRTLLM_VOCAB, trtllm_memory
 
     spec = resolve("gpt2")
     trt = inventory(spec, spec.quantization, tp=tp, padded_vocab=True, vocab=TRTLLM_VOCAB)

@@ -27,13 +27,15 @@ from kvplan.core.dtypes import cdiv
 from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
+from kvplan.engines.shared.device import compute_capability
 
 if TYPE_CHECKING:
     from kvplan.core.dtypes import KVFormat
     from kvplan.core.launch import EngineLaunch, EngineLog
     from kvplan.core.weights import VocabSplit
-    from kvplan.engines.budget import Budget, ModelDims
     from kvplan.engines.cache import CacheLayout
+    from kvplan.engines.shared.budget import Budget
+    from kvplan.engines.shared.weights import ModelDims
 
 
 # --- the deployment -----------------------------------------------------------------------
@@ -124,15 +126,6 @@ class Deployment:
         return self.spec.context_tokens(self.max_model_len)
 
 
-def compute_capability(gpu_arch: str) -> tuple[int, int] | None:
-    """'hopper sm9.0' (Deployment.gpu_arch, written by with_gpu; 'hopper 9.0' too) -> (9, 0);
-    None for ROCm targets ('cdna3 smgfx942') and unknown GPUs. The one reader of that string."""
-    import re
-
-    found = re.search(r"(?:\bsm|\s|^)(\d+)\.(\d+)\b", gpu_arch or "")
-    return (int(found.group(1)), int(found.group(2))) if found else None
-
-
 # --- how requests use memory --------------------------------------------------------------
 
 @record
@@ -212,6 +205,7 @@ class Capacity:
     """A deployment's KV capacity: the engine's numbers and the pool they imply."""
 
     deployment: Deployment
+    engine: Engine  # the engine that computed it (asked for its numbers, lines, checks)
     budget: Budget | None
     engine_profile: Any  # the engine's own profile (VllmProfile, SglangProfile, ...)
     pool: Pool
@@ -219,12 +213,6 @@ class Capacity:
     weights_per_gpu_bytes: int  # the fullest GPU (0 when unknown)
     kv_bytes_per_token: int  # per GPU, every layer still growing (the fullest stage)
     notes: tuple[str, ...] = ()
-
-    @property
-    def engine(self) -> Engine:
-        from kvplan.engines.registry import get
-
-        return get(self.deployment.engine)
 
     @property
     def engine_numbers(self) -> dict[str, Any]:
@@ -265,9 +253,18 @@ class Engine(Protocol):
 
     name: str  # the --engine value and the registry key
     display_name: str  # how the engine names itself in messages ("vLLM")
-    kv_dtypes: tuple[str, ...]  # the KV dtype names it accepts (option choices)
-    smaller_kv_dtypes: tuple[str, ...]  # what to suggest when the default does not fit
     needs_memory: bool  # False: plans without a GPU memory or budget (llama.cpp)
+
+    # read-only members (a class attribute meets them; any tuple of names, however long)
+    @property
+    def kv_dtypes(self) -> tuple[str, ...]:
+        """The KV dtype names it accepts (option choices)."""
+        ...
+
+    @property
+    def smaller_kv_dtypes(self) -> tuple[str, ...]:
+        """What to suggest when the default does not fit."""
+        ...
 
     def capacity(self, dep: Deployment) -> Capacity:
         """The engine's budget, start-up numbers and request pool for `dep`."""
@@ -460,11 +457,11 @@ def merge_needs(needs: Sequence[Need]) -> tuple[Need, ...]:
 
 
 def weights_per_gpu(dep: Deployment, vocab: VocabSplit | None = None) -> int:
-    """Weight bytes on the fullest GPU (kvplan.engines.budget.stage_weights; `vocab` the
+    """Weight bytes on the fullest GPU (kvplan.engines.shared.weights.stage_weights; `vocab` the
     engine's vocabulary split, None: vLLM's); 0 when neither the tensor inventory nor a
     parameter count can size them."""
     from kvplan.core.errors import BadInputError
-    from kvplan.engines.budget import stage_weights
+    from kvplan.engines.shared.weights import stage_weights
 
     try:
         return max(stage_weights(dep.spec, dep.weights_dtype, dep.weights_bytes, dep.tp,

@@ -42,6 +42,10 @@ from kvplan.engines.base import (
     weights_per_gpu,
 )
 from kvplan.engines.cache import CacheLayout, StateBuffer, dense_layers, spec_state
+from kvplan.engines.shared.activations import forward_activation_bytes
+from kvplan.engines.shared.budget import check_positive
+from kvplan.engines.shared.device import NON_TORCH_BYTES
+from kvplan.engines.shared.weights import ModelDims, estimate_dims, stage_weights
 
 SCHEMA = "kvplan.engine.hf/1"
 CACHES = ("dynamic", "static")
@@ -187,8 +191,6 @@ class HfEngine(BaseEngine):
     cache_variants = ("static", "dynamic")  # `validate --layout hf-static` / `hf-dynamic`
 
     def capacity(self, dep: Deployment) -> Capacity:
-        from kvplan.engines.budget import hf_free_bytes
-
         fmt = kv_format(dep.spec, dep.kv_dtype)
         budget = dep.kv_memory_bytes
         if budget is None:
@@ -225,7 +227,7 @@ class HfEngine(BaseEngine):
                        tp=dep.tp)
         pool = Pool(self.name, (Constraint("bytes", "byte", budget, merge_needs(needs)),),
                     max_len)
-        return Capacity(dep, None, prof, pool, fmt.name, weights_per_gpu(dep), growing,
+        return Capacity(dep, self, None, prof, pool, fmt.name, weights_per_gpu(dep), growing,
                         (f"transformers {dep.hf_cache} cache; nothing reserved up front",))
 
     def numbers(self, cap: Capacity) -> dict[str, Any]:
@@ -247,5 +249,19 @@ class HfEngine(BaseEngine):
         return cache_layout(spec, fmt, tokens, batch, tp=tp, cache=variant or "dynamic",
                             max_len=max_len)
 
+
+def hf_free_bytes(spec: ModelSpec, gpu_memory_bytes: int, *, weights: str = "auto",
+                  weights_bytes: int | None = None, activation_bytes: int | None = None,
+                  batch_tokens: int = 2048, dims: ModelDims | None = None) -> int:
+    """transformers reserves nothing: the cache may grow into whatever the weights and the
+    forward pass leave (plus the CUDA context, counted as non-torch)."""
+    dims = dims or estimate_dims(spec)
+    w = sum(stage_weights(spec, weights, weights_bytes, 1, 1, dims)[0])
+    acts = forward_activation_bytes(dims, batch_tokens) if activation_bytes is None \
+        else activation_bytes
+    free = gpu_memory_bytes - w - acts - NON_TORCH_BYTES
+    check_positive("transformers", [free], gpu_memory_bytes, [w],
+                    "use a larger GPU or a smaller weight format")
+    return free
 
 ENGINE = HfEngine()

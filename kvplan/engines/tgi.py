@@ -104,7 +104,9 @@ def bytes_per_block(spec: ModelSpec, fmt: KVFormat, tp: int, block_size: int) ->
 
 
 def profile(spec: ModelSpec, dep: Deployment, compute_major: int | None) -> TgiProfile:
-    from kvplan.engines.budget import NON_TORCH_BYTES, estimate_dims, forward_activation_bytes
+    from kvplan.engines.shared.activations import forward_activation_bytes
+    from kvplan.engines.shared.device import NON_TORCH_BYTES
+    from kvplan.engines.shared.weights import estimate_dims
 
     fmt = kv_format(spec, dep.kv_dtype)
     attention = attention_backend(spec, compute_major)
@@ -198,7 +200,7 @@ class TgiEngine(BaseEngine):
                                                  shareable=True),)),),
                     dep.context_limit(), tokens_per_unit=prof.block_size)
         fmt = kv_format(dep.spec, dep.kv_dtype)
-        return Capacity(dep, None, prof, pool, fmt.name, weights_per_gpu(dep),
+        return Capacity(dep, self, None, prof, pool, fmt.name, weights_per_gpu(dep),
                         prof.bytes_per_block // prof.block_size,
                         (f"attention {prof.attention}, BLOCK_SIZE {prof.block_size}",
                          f"cuda_memory_fraction {prof.memory_fraction} x TGI_WIGGLE_ROOM "

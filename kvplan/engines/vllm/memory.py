@@ -1,7 +1,7 @@
 """vLLM's start-up profile run as a model, per version: what it reserves besides the KV cache.
 
 vLLM sizes the KV cache as `requested - weights - torch peak increase - non-torch - CUDA graphs`
-(kvplan.engines.budget.vllm_budget). The last three are what the engine *measures* while it runs
+(kvplan.engines.vllm.budget). The last three are what the engine *measures* while it runs
 a dummy batch; this module predicts each from the mechanism that produces it, citing the source
 it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8.5, 0.9.1,
 0.10.1, 0.11.0, 0.12.0-0.20.0, 0.26.0 and 0.33.0 source distributions):
@@ -82,6 +82,19 @@ from __future__ import annotations
 
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec, VisionTower
+from kvplan.engines.shared.activations import (
+    ACTIVATION_BYTES,
+    Shapes,
+    forward_bytes,
+    forward_bytes_per_token,
+)
+from kvplan.engines.shared.device import (
+    CUDA_CONTEXT_BYTES,
+    CUSTOM_ALLREDUCE_BYTES,
+    KERNELS_BYTES,
+    NCCL_COMMUNICATOR_BYTES,
+)
+from kvplan.engines.vllm.config import default_max_num_batched_tokens, default_max_num_seqs
 
 GIB = 2**30
 MIB = 2**20
@@ -102,7 +115,6 @@ V0_INCREASE = (0, 6, 5)  # worker.py: memory_profiling against baseline_snapshot
 V0_MIN_TOKENS = 2048  # max(max_model_len, 2048) without chunked prefill
 V0_MAX_NUM_SEQS = 256
 
-ACTIVATION_BYTES = 2  # bf16/fp16 activations
 # Per logit of the sampler warm-up (see the module docstring, item 2).
 SAMPLER_SORT_BYTES_PER_LOGIT = 2 + 4 + (4 + 8) + (8 + 4 + 8)
 # one Triton pass: logits, fp32 copy, softmax probabilities, exponential noise
@@ -114,18 +126,7 @@ TRITON_TOPK_TOPP = (0, 18)  # topk_topp_sampler.apply_top_k_top_p -> apply_top_k
 # profile also warms the native path, so it no longer lowers the peak.
 FLASHINFER_DEFAULT_UNTIL = (0, 12)
 NATIVE_WARMUP = (0, 26)
-# Device constants. The CUDA context of a CUDA 12 process with lazy module loading, and the
-# kernels/library workspaces a forward pass loads on first use: the two vLLM logs that print
-# a non-torch line give 0.35 GiB absolute (RTX 3090, V0: context + kernels) and 0.06 GiB of
-# growth (RTX 4080, 0.26: kernels only); kvplan splits them so.
-CUDA_CONTEXT_BYTES = 296 * MIB
-KERNELS_BYTES = 64 * MIB
-# One NCCL communicator's buffers: NCCL_BUFFSIZE (4 MiB) for the Simple protocol plus
-# LL/LL128 buffers, send and receive, over a handful of channels (NCCL docs, env NCCL_BUFFSIZE);
-# vLLM sets up one per TP group (pynccl, plus the custom all-reduce's 8 MiB IPC buffer) and per
-# PP group.
-NCCL_COMMUNICATOR_BYTES = 64 * MIB
-CUSTOM_ALLREDUCE_BYTES = 8 * MIB
+
 CUDAGRAPH_MIN_PER_GRAPH = MIB  # profile_cudagraph_memory: "at least 1 MiB per graph"
 BLACKWELL_CAPTURE_CEILING = 1024  # 0.33 config/vllm.py: device capability family 100
 # Device memory one more captured graph adds per decoder layer (the instantiated executable
@@ -136,8 +137,7 @@ BLACKWELL_CAPTURE_CEILING = 1024  # 0.33 config/vllm.py: device capability famil
 # (LMCache#3430, 0.21, Qwen3-8B, 36 layers: 0.52 GiB for the same 51 + 35 graphs) gives
 # 144 KiB.
 CUDAGRAPH_BYTES_PER_LAYER = 156 * 1024
-MOE_CHUNK_TOKENS = 32768  # envs.py VLLM_FUSED_MOE_CHUNK_SIZE default (0.10, 0.10.1)
-FP8_BYTES = 1  # moe_kernel_quantize_input: the W8A8 kernels' fp8 copy of their input
+
 # Gemma 3's image embeddings per image: its SigLIP's 64 x 64 patch grid average-pooled 4 x 4
 # (config.json mm_tokens_per_image 256; gemma3_mm.py::get_num_image_tokens without pan and
 # scan, the default: (0 crops + 1) x image_seq_length)
@@ -148,7 +148,6 @@ GEMMA3_POOL = 4
 # in the pixel shuffle (config.json pixel_shuffle_ratio 0.5: get_patch_per_chunk = 144)
 LLAMA4_MAX_TILES = 16
 LLAMA4_SHUFFLE = 4
-MOE_UNCHUNKED = (0, 33)  # fused_moe.py::fused_experts_impl: M = num_tokens
 
 
 # --- 1. the dummy batch -------------------------------------------------------------------
@@ -170,8 +169,6 @@ def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
                    max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
                    enable_chunked_prefill: bool | None = None) -> BatchSettings:
     """The profile batch vLLM `version` runs with these settings (None = engine default)."""
-    from kvplan.engines import vllm
-
     if not is_v1(version):
         chunked = max_model_len > V0_LONG_CONTEXT if enable_chunked_prefill is None \
             else enable_chunked_prefill
@@ -186,74 +183,14 @@ def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
     elif not chunked:
         tokens = max_model_len
     else:
-        tokens = vllm.default_max_num_batched_tokens(gpu_memory_bytes, gpu_name, usage,
+        tokens = default_max_num_batched_tokens(gpu_memory_bytes, gpu_name, usage,
                                                      version=version)
-    seqs = max_num_seqs or min(vllm.default_max_num_seqs(gpu_memory_bytes, gpu_name, version),
+    seqs = max_num_seqs or min(default_max_num_seqs(gpu_memory_bytes, gpu_name, version),
                                tokens)
     return BatchSettings(tokens, seqs, chunked, "V1")
 
 
 # --- 2. the torch peak --------------------------------------------------------------------
-
-@record
-class Shapes:
-    """The model sizes the profile run's buffers depend on (config.json)."""
-
-    hidden_size: int
-    vocab_size: int
-    intermediate_size: int = 0  # a dense MLP layer's width (0: none)
-    moe_intermediate_size: int = 0  # one routed expert's width
-    num_experts_per_token: int = 0
-    shared_intermediate_size: int = 0  # the shared experts' MLP together
-    estimated: bool = False
-
-
-def moe_bytes_per_token(shapes: Shapes, tp: int = 1, ep: int = 1, fp8: bool = False) -> int:
-    """One token's fused-MoE buffers (`fused_moe.py::fused_experts_impl`, 0.10 / 0.10.1):
-    `cache13`, shared by the gate/up output and the down output, `topk x max(2N, hidden)`, and
-    the activation `cache2`, `topk x N`, with N the expert width on this rank (split by TP,
-    whole under expert parallelism); the shared experts' gate/up and activation beside them.
-    `fp8`: W8A8 experts (`use_fp8_w8a8`) -- `moe_kernel_quantize_input` makes an fp8 copy of
-    the chunk's input (hidden) and of `cache2` (topk x N), both alive at the down GEMM."""
-    if not (shapes.num_experts_per_token and shapes.moe_intermediate_size):
-        return 0
-    n = shapes.moe_intermediate_size // (1 if ep > 1 else tp)
-    routed = shapes.num_experts_per_token * (max(2 * n, shapes.hidden_size) + n)
-    quantized = (shapes.num_experts_per_token * n + shapes.hidden_size) * FP8_BYTES if fp8 \
-        else 0
-    return (routed + 3 * shapes.shared_intermediate_size // tp) * ACTIVATION_BYTES + quantized
-
-
-def forward_bytes_per_token(shapes: Shapes, tp: int = 1, ep: int = 1, fp8_moe: bool = False
-                            ) -> int:
-    """The widest layer's transient buffers plus three hidden-size ones, per token."""
-    h = shapes.hidden_size
-    dense = 3 * shapes.intermediate_size // tp * ACTIVATION_BYTES
-    return max(dense, moe_bytes_per_token(shapes, tp, ep, fp8_moe)) + 3 * h * ACTIVATION_BYTES
-
-
-def forward_bytes(shapes: Shapes, tokens: int, tp: int = 1, ep: int = 1, dp: int = 1,
-                  version: tuple[int, ...] | None = None, fp8_moe: bool = False) -> int:
-    """The forward pass's peak over `tokens` tokens. With data-parallel ranks under expert
-    parallelism the all-to-all gathers every rank's tokens before the experts, so each rank's
-    MoE buffers hold `tokens x dp` rows beside the gathered hidden states. 0.10.1: the default
-    `VLLM_ALL2ALL_BACKEND` "naive" (`FusedMoE.forward_impl` -> `NaiveAll2AllManager.dispatch`,
-    whose `naive_multicast` broadcasts every rank's rows into one gathered buffer; the
-    pplx / DeepEP modular kernels only on request) and then the plain `fused_experts` (no
-    prepare/finalize kernel; DeepGEMM off by default, `VLLM_USE_DEEP_GEMM` "0"), whose
-    `fused_experts_impl` runs `VLLM_FUSED_MOE_CHUNK_SIZE` (32,768) rows at a time: the
-    caches are sized `M = min(num_tokens, CHUNK_SIZE)`. In 0.33 `fused_experts_impl` sizes
-    its caches for every row at once (`M = num_tokens`, the variable is gone from envs.py)."""
-    own = tokens * forward_bytes_per_token(shapes, tp, ep, fp8_moe)
-    if dp <= 1 or ep <= 1 or not moe_bytes_per_token(shapes, tp, ep):
-        return own
-    gathered = tokens * dp
-    rows = gathered if version is not None and version >= MOE_UNCHUNKED else \
-        min(gathered, MOE_CHUNK_TOKENS)
-    moe = rows * moe_bytes_per_token(shapes, tp, ep, fp8_moe)
-    return max(own, tokens * 3 * shapes.hidden_size * ACTIVATION_BYTES + moe
-               + gathered * shapes.hidden_size * ACTIVATION_BYTES)
-
 
 def sampler_bytes_per_logit(version: tuple[int, ...], flashinfer: bool = False) -> int:
     """Bytes per logit of the warm-up's peak; `flashinfer`: the FlashInfer sampler runs (V1
@@ -505,12 +442,3 @@ def eagle_draft_bytes(spec: ModelSpec, num_draft_layers: int) -> int | None:
     kv = attn.num_kv_heads * attn.head_dim
     layer = h * q + 2 * h * kv + q * h + 3 * h * inter + 2 * h
     return (num_draft_layers * layer + 2 * h * h) * ACTIVATION_BYTES
-
-
-def shapes_of(spec: ModelSpec) -> Shapes | None:
-    """The spec's own shapes (config.json), or None when it lacks hidden size or vocabulary."""
-    if not spec.hidden_size or not spec.vocab_size:
-        return None
-    return Shapes(spec.hidden_size, spec.vocab_size, spec.intermediate_size or 0,
-                  spec.moe_intermediate_size or 0, spec.num_experts_per_token or 0,
-                  spec.shared_expert_intermediate_size or 0)

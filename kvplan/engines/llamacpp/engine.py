@@ -243,7 +243,7 @@ def compute_buffers(spec: ModelSpec, n_kv: int, config: LlamacppConfig) -> Compu
     docs/engine-accuracy.md 7.1), pipeline-parallel copies across several GPUs (each GPU is
     given the whole largest phase), recurrent layers' scan buffers.
     """
-    from kvplan.engines.budget import dims_of
+    from kvplan.engines.shared.weights import dims_of
 
     if not (spec.hidden_size and spec.vocab_size and spec.num_attention_heads):
         return None
@@ -361,8 +361,8 @@ def place_weights(dep: Deployment, gpu_layers: int, output_on_gpu: bool) -> Weig
     embeddings (`dev_input`) always on the CPU, the output layer (norm + `output`; with tied
     embeddings a duplicate of `token_embd`, TENSOR_DUPLICATED) on the GPU when offloaded, and
     the last `gpu_layers` repeating layers on the GPU (layers sized by their parameter share
-    when they differ, kvplan.engines.budget.layer_weight_shares)."""
-    from kvplan.engines.budget import (
+    when they differ, kvplan.engines.shared.weights.layer_weight_shares)."""
+    from kvplan.engines.shared.weights import (
         dims_of,
         layer_weight_shares,
         stage_weights,
@@ -576,7 +576,7 @@ class LlamacppEngine(BaseEngine):
                          "offload fewer layers (-ngl), shrink --ctx or -ub")
             pool = replace(pool, constraints=(replace(pool.constraints[0], capacity=0),))
         per_token = prof.total_bytes // max(1, prof.cells)
-        return Capacity(dep, None, prof, pool, prof.cache_type_k, weights, per_token,
+        return Capacity(dep, self, None, prof, pool, prof.cache_type_k, weights, per_token,
                         tuple(notes))
 
     def numbers(self, cap: Capacity) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""SGLang: `max_total_num_tokens` from the mem_fraction_static rule (engine-kv-sizing.md §2).
+"""SGLang: `max_total_num_tokens` from the mem_fraction_static rule (SGLang 0.4-0.5.23).
 
     rest = free_after_load - free_before_load x (1 - mem_fraction_static)     (GB floats)
     max_total_num_tokens = int(rest x 2^30 // cell_size), rounded down to page_size
@@ -43,13 +43,8 @@ from kvplan.engines.base import (
     Pool,
     weights_per_gpu,
 )
-from kvplan.engines.cache import (
-    STATE_DTYPES,
-    CacheLayout,
-    StateBuffer,
-    dense_layers,
-    spec_state,
-)
+from kvplan.engines.cache import STATE_DTYPES, CacheLayout, StateBuffer, dense_layers, spec_state
+from kvplan.engines.sglang.memory import sglang_default_mem_fraction, sglang_memory
 
 if TYPE_CHECKING:
     from kvplan.core.launch import EngineLaunch
@@ -346,8 +341,6 @@ class SglangEngine(BaseEngine):
         "the c4 indexer pool and the compressor-state rings")
 
     def capacity(self, dep: Deployment) -> Capacity:
-        from kvplan.engines.budget import sglang_memory
-
         dp_attention = dep.dp_attention and dep.dp > 1
         if dp_attention and dep.tp % dep.dp:
             raise BadInputError(f"--dp {dep.dp} must divide --tp {dep.tp} with "
@@ -390,7 +383,7 @@ class SglangEngine(BaseEngine):
                         prof.max_total_num_tokens, dep.context_limit(), dep.max_num_seqs,
                         dep.dp if dp_attention else 1),
                     max_requests_setting="max_running_requests", replicas=dep.dp)
-        return Capacity(dep, None, prof, pool, prof.kv_cache_dtype, weights,
+        return Capacity(dep, self, None, prof, pool, prof.kv_cache_dtype, weights,
                         prof.cell_size_bytes, budget_notes)
 
     def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
@@ -416,8 +409,6 @@ class SglangEngine(BaseEngine):
     def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
                  gpu_memory_bytes: int | None = None,
                  version: str | None = None) -> dict[str, Any]:
-        from kvplan.engines.budget import sglang_default_mem_fraction
-
         out: dict[str, Any] = {"page_size": DEFAULT_PAGE_SIZE}
         if gpu_memory_bytes is not None:
             out["mem_fraction_static"] = sglang_default_mem_fraction(
@@ -434,28 +425,3 @@ class SglangEngine(BaseEngine):
         return LOG_FORMAT
 
 ENGINE = SglangEngine()
-
-
-def loaded_weight_bytes(spec: ModelSpec, tp: int = 1, pp: int = 1, weights: str = "auto",
-                        ep: int = 1) -> tuple[int, ...]:
-    """What SGLang logs as "Load weight end ... mem usage" per GPU of each stage: the drop in
-    free device memory across `ModelRunner.load_model` (`get_available_gpu_memory`, which
-    empties torch's cache before reading `mem_get_info`), so the caching allocator's segments
-    that hold a weight, not the weights' own bytes. SGLang's model classes create their
-    parameters as vLLM's do (QKVParallelLinear, MergedColumnParallelLinear, get_rope's cached
-    cos/sin tables), so the replay is vLLM's (kvplan.engines.vllm.loaded_weight_bytes) read
-    as segments, with one difference: on CUDA SGLang keeps each cos/sin cache in fp32
-    (`RotaryEmbedding.__init__`: "cache needs to be in FP32 for numerical stability", the
-    cast to the model dtype only off CUDA). `weights`: the checkpoint's own format ("auto"),
-    one quantized at load or a model dtype (kvplan.core.weights.load_format); `ep`: experts
-    split over `ep` ranks (DP attention: attention over `tp`, the MoE over tp x dp).
-
-    The same drop is what SGLang's KV pool is sized from: `ModelRunner.profile_max_num_token`
-    takes `get_available_gpu_memory` after the load, less the pre-load total x (1 -
-    mem_fraction_static), so the budget (kvplan.engines.budget.sglang_memory) subtracts this
-    figure too."""
-    from kvplan.core.weights import load_format
-    from kvplan.engines.vllm import loaded_weight_bytes as replay
-
-    target, q, _ = load_format(spec, weights)
-    return replay(target, q, tp, pp, ep, reserved=True, rope_fp32=True)

@@ -1,0 +1,146 @@
+"""SGLang's memory budget: the two free-memory readings and mem_fraction_static.
+
+    rest = free_after_load - free_before_load x (1 - mem_fraction_static)
+
+`model_runner.py::profile_max_num_token` reads free memory before and after loading the
+weights (`get_available_gpu_memory`: empty_cache, then mem_get_info), so the weights it
+subtracts are the caching allocator's segments (`loaded_weight_bytes`, the replay of
+kvplan.engines.shared.loading read as segments, rotary caches in fp32 on CUDA). The default
+mem_fraction_static follows `server_args.py` by release (classic <= 0.4, 0.5.x, 0.5.23's
+prefill CUDA graphs).
+"""
+
+from __future__ import annotations
+
+from kvplan.core.errors import NoKVMemoryError
+from kvplan.core.record import record
+from kvplan.core.spec import ModelSpec
+from kvplan.core.units import human_bytes
+from kvplan.engines.shared.device import GIB
+from kvplan.engines.shared.loading import loaded_weight_bytes as replay
+from kvplan.engines.shared.weights import ModelDims, from_inventory, load_name, stage_weights
+
+SGLANG_INIT_BYTES = int(0.5 * GIB)  # CUDA context + NCCL before SGLang measures free memory
+
+
+def prefill_graph_sizes(max_tokens: int) -> int:
+    """How many prefill CUDA graphs SGLang captures up to `max_tokens` (its chunked prefill
+    size): `generate_prefill_cuda_graph_batch_sizes` (0.5.23), 4..32 step 4, 48..256 step
+    16, 288..512 step 32, 576..1024 step 64, 1280..4096 step 256, then step 512. 58 for
+    8,192 (the 2026-08 H100 log lists them)."""
+    steps = (range(4, 33, 4), range(48, 257, 16), range(288, 513, 32), range(576, 1025, 64),
+             range(1280, 4097, 256), range(4608, max_tokens + 1, 512))
+    return sum(1 for r in steps for size in r if size <= max_tokens)
+
+
+SGLANG_PREFILL_GRAPHS = (0, 5, 23)  # the first version read that captures prefill graphs
+
+
+def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
+                                version: tuple[int, ...] | None = None, dp: int = 1,
+                                dp_attention: bool = False, mla: bool = False,
+                                prefill_cuda_graph: bool | None = None) -> float:
+    """mem_fraction_static when unset (`server_args.py::_handle_gpu_memory_settings`).
+
+    Classic (<= 0.4): tp >= 16: 0.79, >= 8: 0.81, >= 4: 0.85, >= 2: 0.87, else 0.88.
+    0.5.x: `round((gpu_MB - reserved_MB) / gpu_MB, 3)` with
+    `reserved_MB = 512 + max(chunked_prefill, 2048) x 1.5 + tp x pp / 8 x 1024 + 2 x max_bs`,
+    at least 10 GiB on GPUs > 60 GiB. With --enable-dp-attention (0.5.3
+    `server_args.py::_handle_gpu_memory_settings`, "DP attention needs more padding")
+    `+ max_bs x dp x 3`, and `+ max_bs x dp x 1.5` more when max_bs > 300 (before the floor).
+    From 0.5.23 (`arg_groups` memory hook, `reserve_for_graph_mb`) the prefill CUDA graphs
+    add `8 MB x len(prefill graph sizes)` (`prefill_graph_sizes`; MLA backends 1.5 GiB)
+    before the floor; `prefill_cuda_graph=False` (--disable-prefill-cuda-graph) drops it.
+    """
+    if version is not None and version < (0, 5):
+        for limit, fraction in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
+            if tp >= limit:
+                return fraction
+        return 0.88
+    gpu_mb = gpu_memory_bytes / 2**20
+    gib = gpu_memory_bytes / GIB
+    chunked, max_bs = ((2048, 8) if gib < 20 else
+                       (4096, 160 if tp >= 4 else 48) if gib < 35 else
+                       (4096, 32) if gib < 60 else
+                       (8192, 512 if tp >= 4 else 256) if gib < 90 else
+                       (8192, 256) if gib < 160 else (16384, 512))
+    reserved = 512 + max(chunked, 2048) * 1.5 + tp * pp / 8 * 1024 + 2 * max_bs
+    if dp_attention and dp > 1:
+        reserved += max_bs * dp * 3 + (max_bs * dp * 1.5 if max_bs > 300 else 0)
+    if prefill_cuda_graph is None:
+        prefill_cuda_graph = version is None or version >= SGLANG_PREFILL_GRAPHS
+    if prefill_cuda_graph:
+        reserved += 1.5 * 1024 if mla else prefill_graph_sizes(chunked) * 8
+    if gib > 60:
+        reserved = max(reserved, 10 * 1024)
+    return round((gpu_mb - reserved) / gpu_mb, 3)
+
+
+@record
+class SglangMemory:
+    """The two free-memory readings SGLang's profile_max_num_token uses (per GPU)."""
+
+    free_before_load_bytes: int  # "Load weight begin. avail mem=..."
+    free_after_load_bytes: int  # "Load weight end. ... avail mem=..."
+    mem_fraction_static: float
+    weights_bytes: int
+
+
+def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: int = 1,
+                  version: tuple[int, ...] | None = None,
+                  mem_fraction_static: float | None = None, weights: str = "auto",
+                  weights_bytes: int | None = None, init_bytes: int | None = None,
+                  dims: ModelDims | None = None, dp: int = 1,
+                  dp_attention: bool = False) -> SglangMemory:
+    """Predicted free memory before and after loading the weights on the fullest GPU. With
+    DP attention the attention weights are split over tp // dp ranks only (replicated across
+    the DP groups) while the MoE layers still span all tp ranks."""
+    attn_tp = tp // dp if dp_attention and dp > 1 else tp
+    ep = tp if attn_tp != tp and spec.num_experts else 1
+    stages, weights_how = stage_weights(spec, weights, weights_bytes, attn_tp, pp, dims, ep=ep)
+    if from_inventory(weights_how):
+        # what SGLang subtracts: profile_max_num_token reads free memory after the load
+        # (get_available_gpu_memory: empty_cache, then mem_get_info), so the allocator's
+        # segments holding the weights and the fp32 rotary caches, not the tensors' bytes
+        stages = loaded_weight_bytes(spec, attn_tp, pp, load_name(spec, weights), ep)
+    per_gpu = max(stages)
+    before = gpu_memory_bytes - (SGLANG_INIT_BYTES if init_bytes is None else init_bytes)
+    fraction = mem_fraction_static if mem_fraction_static is not None else \
+        sglang_default_mem_fraction(gpu_memory_bytes, tp, pp, version, dp, dp_attention,
+                                    mla=spec.is_mla)
+    after = before - per_gpu
+    if after - before * (1 - fraction) <= 0:
+        # SGLang keeps 1 - mem_fraction_static of the free memory back; the weights take
+        # the rest
+        raise NoKVMemoryError(
+            f"no memory is left for the KV cache: SGLang keeps {1 - fraction:.0%} of "
+            f"{human_bytes(before)} free and the weights take {human_bytes(per_gpu)} per GPU",
+            "use more GPUs (--tp/--pp), a smaller weight format, or a larger "
+            "--mem-fraction-static", engine="SGLang",
+            left_bytes=int(after - before * (1 - fraction)), weights_bytes=per_gpu,
+            memory_bytes=before)
+    return SglangMemory(before, after, fraction, per_gpu)
+
+
+def loaded_weight_bytes(spec: ModelSpec, tp: int = 1, pp: int = 1, weights: str = "auto",
+                        ep: int = 1) -> tuple[int, ...]:
+    """What SGLang logs as "Load weight end ... mem usage" per GPU of each stage: the drop in
+    free device memory across `ModelRunner.load_model` (`get_available_gpu_memory`, which
+    empties torch's cache before reading `mem_get_info`), so the caching allocator's segments
+    that hold a weight, not the weights' own bytes. SGLang's model classes create their
+    parameters as vLLM's do (QKVParallelLinear, MergedColumnParallelLinear, get_rope's cached
+    cos/sin tables), so the replay is vLLM's (kvplan.engines.shared.loading) read
+    as segments, with one difference: on CUDA SGLang keeps each cos/sin cache in fp32
+    (`RotaryEmbedding.__init__`: "cache needs to be in FP32 for numerical stability", the
+    cast to the model dtype only off CUDA). `weights`: the checkpoint's own format ("auto"),
+    one quantized at load or a model dtype (kvplan.core.weights.load_format); `ep`: experts
+    split over `ep` ranks (DP attention: attention over `tp`, the MoE over tp x dp).
+
+    The same drop is what SGLang's KV pool is sized from: `ModelRunner.profile_max_num_token`
+    takes `get_available_gpu_memory` after the load, less the pre-load total x (1 -
+    mem_fraction_static), so the budget (`sglang_memory`) subtracts this
+    figure too."""
+    from kvplan.core.weights import load_format
+
+    target, q, _ = load_format(spec, weights)
+    return replay(target, q, tp, pp, ep, reserved=True, rope_fp32=True)

@@ -1,0 +1,217 @@
+"""A weight load replayed through PyTorch's caching allocator, as an engine measures it.
+
+vLLM logs the weights it loaded as the change of `torch.cuda.memory_allocated` across
+`load_model`; SGLang as the drop in free device memory after `empty_cache`. Both count the
+caching allocator's blocks or segments (kvplan.core.allocator), not the tensors' own bytes,
+and both create their parameters alike (QKVParallelLinear, MergedColumnParallelLinear,
+get_rope's cached cos/sin tables), so one replay serves both: the checkpoint's tensors fused
+as vLLM's packed_modules_mapping fuses them, in the model's creation order, with the rotary
+caches (vLLM `rotary_embedding.py::get_rope`) and the attention layers' scalars. Each
+engine reads it its own way (kvplan.engines.vllm.memory, kvplan.engines.sglang.memory).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import TYPE_CHECKING
+
+from kvplan.core.layers import ATTENTION_KINDS, MLA, SlidingWindow
+from kvplan.core.quant import NONE, Quantization
+from kvplan.core.record import record
+from kvplan.core.sizing import pp_stages
+from kvplan.core.spec import ModelSpec
+from kvplan.core.weights import ExpertLoad
+
+if TYPE_CHECKING:
+    from kvplan.core.allocator import CachingAllocator
+
+
+@record
+class RopeCache:
+    """One rotary cos/sin cache vLLM builds at load: `positions` x `rotary_dim` in the model
+    dtype, created by the first layer (`first_layer`) that asks for its configuration."""
+
+    positions: int
+    rotary_dim: int
+    first_layer: int
+    linear: bool = False  # LinearScalingRotaryEmbedding: one more fp32 copy while built
+
+
+def rope_caches(spec: ModelSpec, layers: range | None = None) -> tuple[RopeCache, ...]:
+    """The caches `get_rope` builds (rotary_embedding `get_rope`: one per distinct (head
+    size, rotary dim, max position, base, scaling) key, kept in `_ROPE_DICT`). Lengths as
+    each class computes its `cos_sin_cache`:
+
+    - default, llama3, mrope and kinds not listed: max_position_embeddings;
+    - linear and dynamic: max_position x factor (LinearScalingRotaryEmbedding,
+      DynamicNTKScalingRotaryEmbedding: `max_len = max_position_embeddings * scaling_factor`;
+      Gemma 3's global layers: 131,072 x 8 = 1,048,576 positions);
+    - yarn and deepseek_yarn: original_max_position_embeddings x factor;
+    - longrope: a short cache of original_max_position_embeddings and a long one of
+      max_position_embeddings, concatenated (Phi3LongRoPEScaledRotaryEmbedding).
+
+    Sliding layers with a rope of their own (Gemma 3 rope_local_base_freq) get a second,
+    unscaled cache. The rotary dim is the head size (MLA: qk_rope_head_dim); partial rotary
+    factors are not in the spec, so the full head size is an upper bound. `layers`: those of
+    one pipeline stage (each process builds the caches its own layers ask for)."""
+    if not spec.max_context_tokens:
+        return ()
+    max_pos = spec.max_context_tokens
+    rope = spec.rope
+    found: dict[tuple[int, bool], RopeCache] = {}
+    for i in layers if layers is not None else range(spec.num_layers):
+        layer = spec.layers[i]
+        if isinstance(layer, MLA):
+            dim = layer.qk_rope_head_dim
+        elif isinstance(layer, ATTENTION_KINDS):
+            dim = layer.head_dim
+        else:
+            continue
+        local = rope is not None and rope.local and isinstance(layer, SlidingWindow)
+        if (dim, local) in found:
+            continue
+        positions, linear = max_pos, False
+        if rope is not None and not local:
+            factor, original = rope.factor, rope.original_max_positions or max_pos
+            if rope.scaling in ("linear", "dynamic"):
+                positions, linear = math.ceil(max_pos * factor), rope.scaling == "linear"
+            elif rope.scaling in ("yarn", "deepseek_yarn"):
+                positions = math.ceil(original * factor)
+            elif rope.scaling == "longrope":
+                positions = original + max_pos
+        found[(dim, local)] = RopeCache(positions, dim, i, linear)
+    return tuple(found.values())
+
+
+def rotary_cache_bytes(spec: ModelSpec) -> int:
+    """The bytes of every rotary cache (`rope_caches`), each `.to(dtype)` in the model dtype
+    (`RotaryEmbedding.__init__`): 32 MiB for Llama 3.1's 131,072 positions x 128."""
+    dtype_bytes = 4 if spec.dtype == "fp32" else 2
+    return sum(c.positions * c.rotary_dim * dtype_bytes for c in rope_caches(spec))
+
+
+# Attention.__init__ keeps four fp32 scalars on the device (_k_scale, _v_scale, _q_scale,
+# _prob_scale); each takes a 512-byte block of the caching allocator.
+ATTENTION_SCALE_TENSORS = 4
+# Checkpoint tensors vLLM loads into one parameter (packed_modules_mapping): q/k/v into
+# qkv_proj, gate/up into gate_up_proj (dense MLPs, shared experts and the stacked experts
+# alike: FusedMoE holds every expert's w13 in one [E, 2I, H] tensor and w2 in one more).
+_FUSED = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj",
+          "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj"}
+
+
+@functools.lru_cache(maxsize=8192)  # names repeat across layouts (find-gpus tries ~30)
+def _fused_name(name: str) -> str:
+    """A checkpoint tensor's name as vLLM's fused parameter (q/k/v -> qkv_proj, ...)."""
+    return ".".join(_FUSED.get(p, p) for p in name.split("."))
+
+
+def _replay_rope(alloc: CachingAllocator, cache: RopeCache, model_bytes: int,
+                 keep_fp32: bool = False) -> None:
+    """`_compute_cos_sin_cache` on the device, then `.to(dtype)`: inv_freq and positions,
+    freqs = positions x inv_freq, cos, sin and their concatenation in fp32 (linear scaling:
+    positions divided by the factor and the list concatenated once more), freed once the
+    model-dtype copy exists. Only the order of these fp32 blocks matters: later weights
+    reuse them. `keep_fp32`: the fp32 concatenation is the cache (SGLang on CUDA)."""
+    n, d = cache.positions, cache.rotary_dim
+    temps = [alloc.malloc(d // 2 * 4), alloc.malloc(n * 4)]
+    if cache.linear:
+        temps.append(alloc.malloc(n * 4))
+    temps += [alloc.malloc(n * d // 2 * 4) for _ in range(3)]
+    cat = alloc.malloc(n * d * 4)
+    if cache.linear:
+        temps.append(cat)
+        cat = alloc.malloc(n * d * 4)
+    for h in temps:
+        alloc.free(h)
+    if not keep_fp32:
+        alloc.malloc(n * d * model_bytes)
+        alloc.free(cat)
+
+
+def loaded_weights(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1,
+                   ep: int = 1, expert_load: ExpertLoad | None = None) -> tuple[int, ...]:
+    """`loaded_weight_bytes` in the format `weights` names (kvplan.core.weights.load_format:
+    the checkpoint's, one quantized at load, or a model dtype); MXFP4 experts laid out as
+    `expert_load` says."""
+    from kvplan.core.weights import load_format
+
+    target, q, _ = load_format(spec, weights)
+    return loaded_weight_bytes(target, q, tp, pp, ep,
+                               expert_load=expert_load if q.layout == "mxfp4" else None)
+
+
+def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp: int = 1,
+                        ep: int = 1, include_mtp: bool = False,
+                        expert_load: ExpertLoad | None = None, reserved: bool = False,
+                        rope_fp32: bool = False) -> tuple[int, ...]:
+    """What vLLM logs as the weights one GPU of each pipeline stage loaded ("Loading model
+    weights took", "Model loading took", the worker's "model weights take"): the change of
+    `torch.cuda.memory_allocated` across `load_model` (`DeviceMemoryProfiler`). That counts
+    the caching allocator's blocks (kvplan.core.allocator), so it is the weights as vLLM
+    creates its parameters (the checkpoint's tensors, `placement`, fused as
+    packed_modules_mapping fuses them) in the order the model's __init__ creates them, plus
+    the rotary caches (`rope_caches`, built by the first layer that uses each, with their
+    fp32 intermediates freed for later weights to reuse) and the attention layers' scalars,
+    each allocation as the allocator rounds it: a 25 MiB o_proj in a fresh 26 MiB segment
+    counts 26 MiB. R1-Distill-Qwen-14B at TP 2 (vllm#13061): 13.7561 GiB of tensors, 13.9476
+    logged, all of it this. `reserved`: the segments instead of the blocks, as an engine that
+    measures the drop in free device memory after `empty_cache` sees them (SGLang);
+    `rope_fp32`: rotary caches kept in fp32 (SGLang on CUDA)."""
+    from kvplan.core.allocator import CachingAllocator
+    from kvplan.core.weights import placement
+
+    plan = placement(spec, q, tp, pp, ep, include_mtp=include_mtp, expert_load=expert_load)
+    inv = plan.inventory
+    stages = pp_stages(spec.num_layers, pp)
+    model_bytes = 4 if spec.dtype == "fp32" else 2
+    # (param, layer) -> bytes, in creation order (a dict keeps its insertion order)
+    groups: dict[tuple[str, int | None], int] = {}
+    places: dict[tuple[str, int | None], str] = {}
+    for t in inv.tensors:
+        key = (_fused_name(t.name), t.layer)
+        places.setdefault(key, t.place)
+        groups[key] = groups.get(key, 0) + t.num_bytes
+    # each place's parameters in creation order; "layer" ones by their layer
+    by_place: dict[str, list[tuple[str, int | None]]] = {}
+    by_layer: dict[int | None, list[tuple[str, int | None]]] = {}
+    for key, place in places.items():
+        by_place.setdefault(place, []).append(key)
+        if place == "layer":
+            by_layer.setdefault(key[1], []).append(key)
+    out = []
+    for k, (a, b) in enumerate(stages):
+        alloc = CachingAllocator()
+        last = k == pp - 1
+
+        def put(key: tuple[str, int | None], alloc: CachingAllocator = alloc) -> None:
+            alloc.malloc(groups[key])
+
+        first_use = {c.first_layer: c for c in rope_caches(spec, range(a, b))}
+        if k == 0:
+            for place in ("vision", "embed"):  # the vision tower is built before the LM
+                for key in by_place.get(place, []):
+                    put(key)
+        for i in range(a, b):
+            mine = by_layer.get(i, [])
+            attn = [key for key in mine if "attn" in key[0]]
+            for key in attn:
+                put(key)
+            if i in first_use:
+                _replay_rope(alloc, first_use[i], model_bytes, rope_fp32)
+            if isinstance(spec.layers[i], (*ATTENTION_KINDS, MLA)):
+                for _ in range(ATTENTION_SCALE_TENSORS):
+                    alloc.malloc(4)
+            for key in mine:
+                if key not in attn:
+                    put(key)
+        if last:
+            for place in ("final", "head", "mtp"):
+                for key in by_place.get(place, []):
+                    put(key)
+            if pp > 1 and spec.tie_word_embeddings:
+                for key in by_place.get("embed", []):
+                    put(key)
+        out.append(alloc.live_segment_bytes if reserved else alloc.allocated_bytes)
+    return tuple(out)

@@ -1,0 +1,50 @@
+"""vLLM V1: how the engine lays out its KV cache, sizes its budget and what it logs at start-up.
+
+Modules in the order they build on each other (each imports only those before it):
+
+- `config`       VllmConfig (the flags that change the layout), defaults by release and GPU
+- `formats`      --kv-cache-dtype names -> stored formats
+- `backends`     attention/prefill kernels by compute capability, and their block sizes
+- `pages`        one layer's page per block (vllm/v1/kv_cache_interface.py)
+- `grouping`     layers sharing block ids (get_kv_cache_groups); the per-request rule
+- `deepseek_v4`  DeepSeek-V4's caches and packed groups (0.33 models/deepseek_v4)
+- `startup`      the layout of every stage, blocks, token line, concurrency, start-up check
+- `memory`       the profile run and the budget ("Available KV cache memory")
+- `text`         the `vllm serve` flags and the start-up log lines, as data
+- `engine`       the plugin: a Deployment -> Capacity
+
+The public names below are what the planner, `validate` and the tests ask for.
+"""
+
+from kvplan.engines.vllm.backends import (
+    default_block_size,
+    gdn_prefill_backend,
+    kda_prefill_backend,
+    mxfp4_expert_load,
+)
+from kvplan.engines.vllm.budget import vllm_budget
+from kvplan.engines.vllm.config import (
+    LATEST,
+    VllmConfig,
+    default_gpu_memory_utilization,
+    default_max_num_batched_tokens,
+    default_max_num_seqs,
+)
+from kvplan.engines.vllm.engine import ENGINE, VllmEngine, batch_for, config_for
+from kvplan.engines.vllm.formats import kv_format
+from kvplan.engines.vllm.grouping import (
+    KVCacheGroup,
+    StageLayout,
+    blocks_for_request,
+    group_needs,
+    held_blocks,
+)
+from kvplan.engines.vllm.pages import PageSpec, layer_page_specs
+from kvplan.engines.vllm.startup import VllmProfile, layout, profile
+
+__all__ = ["ENGINE", "LATEST", "KVCacheGroup", "PageSpec", "StageLayout", "VllmConfig",
+           "VllmEngine", "VllmProfile", "batch_for", "blocks_for_request", "config_for",
+           "default_block_size", "default_gpu_memory_utilization",
+           "default_max_num_batched_tokens", "default_max_num_seqs", "gdn_prefill_backend",
+           "group_needs", "held_blocks", "kda_prefill_backend", "kv_format",
+           "layer_page_specs", "layout", "mxfp4_expert_load", "profile", "vllm_budget"]

@@ -1,0 +1,148 @@
+"""vLLM's "Available KV cache memory": the memory it lets itself use less what the profile
+run measured.
+
+    total x gpu_memory_utilization - weights - activation peak - non-torch
+    (- CUDA graphs from 0.20, unless --enforce-eager)
+
+`gpu_worker.py::determine_available_memory` (0.11: one float, `int` at the end; 0.33:
+`ceil(total x util) - ...`). The weights are what `memory_allocated` counts after the load
+(kvplan.engines.shared.loading); the activation peak, non-torch memory and CUDA graphs are
+kvplan.engines.vllm.memory's model of the profile run, each term citing the vLLM source it
+follows; docs/engine-accuracy.md compares the result with vLLM's logs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from kvplan.core.errors import BadInputError
+from kvplan.core.sizing import pp_stages
+from kvplan.core.spec import ModelSpec
+from kvplan.engines.shared.activations import profile_shapes
+from kvplan.engines.shared.budget import SCHEMA, Budget, check_positive
+from kvplan.engines.shared.device import compute_capability
+from kvplan.engines.shared.loading import loaded_weights
+from kvplan.engines.shared.weights import (
+    ModelDims,
+    WeightFormat,
+    as_weight_format,
+    from_inventory,
+    load_name,
+    stage_weights,
+)
+from kvplan.engines.vllm import memory as vp
+from kvplan.engines.vllm.backends import mxfp4_expert_load
+from kvplan.engines.vllm.config import LATEST, V033, default_gpu_memory_utilization
+
+
+def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, ...] | None = None,
+                tp: int = 1, pp: int = 1, gpu_memory_utilization: float | None = None,
+                weights: str | WeightFormat = "auto", weights_bytes: int | None = None,
+                extra_weights_bytes: int = 0, activation_bytes: int | None = None,
+                non_torch_bytes: int | None = None, cudagraph_bytes: int | None = None,
+                max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
+                dims: ModelDims | None = None, gpu_name: str | None = None,
+                max_model_len: int | None = None, enforce_eager: bool = False,
+                enable_chunked_prefill: bool | None = None, usage: str = "server",
+                flashinfer_sampler: bool = False,
+                stage_weights_bytes: Sequence[int] | None = None, gpu_arch: str = "",
+                ep: int = 1, dp: int = 1, num_draft_layers: int = 0,
+                num_speculative_tokens: int = 0, check: bool = True) -> Budget:
+    """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
+    `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11:
+    one float, `int` at the end; 0.33: `ceil(total x util) - ...`), minus the CUDA-graph
+    estimate from 0.20 (not with enforce_eager). The reserves are kvplan.engines.vllm.memory's
+    model of the profile run unless given. `weights_bytes` is the whole model's measured size;
+    `stage_weights_bytes` the bytes one GPU of each stage holds (overrides the estimate);
+    `ep` the expert-parallel size (whole experts over `ep` GPUs: tp x dp with
+    --enable-expert-parallel), `dp` the data-parallel ranks (their process groups' NCCL
+    communicators count before 0.11). `num_draft_layers`: an EAGLE head's layers, whose weights
+    (`memory.eagle_draft_bytes`) join the last stage unless `extra_weights_bytes` gives
+    the draft's bytes; `num_speculative_tokens` widens the CUDA-graph capture sizes (from
+    0.20's estimate). `check=False` returns a budget at or below zero instead of
+    raising (vLLM logs such a value before it refuses to start)."""
+
+    ver = version or LATEST
+    util = gpu_memory_utilization if gpu_memory_utilization is not None else \
+        default_gpu_memory_utilization(ver)
+    if not 0 < util <= 1:
+        raise BadInputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
+    if stage_weights_bytes is not None:
+        per_stage, weights_how = list(stage_weights_bytes), "given per stage"
+    else:
+        expert_load = mxfp4_expert_load(gpu_arch)
+        stages, weights_how = stage_weights(spec, weights, weights_bytes, tp, pp, dims, ep=ep,
+                                            expert_load=expert_load)
+        per_stage = list(stages)
+        if from_inventory(weights_how):
+            # what vLLM subtracts: the weights as memory_allocated counts them (allocator
+            # blocks, rotary caches), not the tensors' own bytes
+            per_stage = list(loaded_weights(spec, load_name(spec, weights), tp, pp,
+                                                   ep, expert_load))
+            weights_how += ", with vLLM's rotary caches and the allocator's rounding"
+    if not extra_weights_bytes and num_draft_layers:
+        extra_weights_bytes = vp.eagle_draft_bytes(spec, num_draft_layers) or 0
+    per_stage[-1] += extra_weights_bytes // tp  # draft model on the last stage
+    batch = vp.batch_settings(ver, gpu_memory_bytes, gpu_name,
+                              spec.context_tokens(max_model_len), usage=usage,
+                              max_num_batched_tokens=max_num_batched_tokens,
+                              max_num_seqs=max_num_seqs,
+                              enable_chunked_prefill=enable_chunked_prefill)
+    shapes = profile_shapes(spec, dims)
+    if activation_bytes is not None:
+        acts = [activation_bytes] * pp
+    else:
+        fmt = as_weight_format(spec, weights)
+        # W8A8 fp8 experts quantize their input (fused_experts_impl, use_fp8_w8a8)
+        fp8_moe = fmt.name == "fp8" or (weights == "auto" and spec.quantization.method == "fp8")
+        acts = [vp.activation_peak(shapes, batch, ver, tp=tp, ep=ep, dp=max(1, ep // tp),
+                                   last_stage=i == pp - 1,
+                                   flashinfer_sampler=flashinfer_sampler, fp8_moe=fp8_moe,
+                                   vision=spec.vision).peak_bytes
+                for i in range(pp)]
+    data_parallel = max(dp, ep // tp)
+    non_torch = vp.non_torch_bytes(ver, tp, pp, data_parallel, bool(spec.num_experts)) \
+        if non_torch_bytes is None else non_torch_bytes
+    if not vp.subtracts_cudagraphs(ver, enforce_eager):
+        graphs = 0  # even when given: this version or mode does not subtract them
+    elif cudagraph_bytes is not None:
+        graphs = cudagraph_bytes
+    else:
+        capability = compute_capability(gpu_arch)
+        graphs = vp.cudagraph_bytes(shapes, batch, ver, tp=tp, num_layers=max(
+            b - a for a, b in pp_stages(spec.num_layers, pp)),
+            blackwell=capability is not None and capability[0] == 10,
+            num_speculative_tokens=num_speculative_tokens)
+    requested = gpu_memory_bytes * util  # 0.11 keeps the float until the final int()
+    requested_int = math.ceil(requested) if ver >= V033 else int(requested)
+    base = requested_int if ver >= V033 else requested  # 0.33 request_memory: ceil
+    available = tuple(int(base - (w + a + non_torch) - graphs)
+                      for w, a in zip(per_stage, acts, strict=True))
+    if check:
+        check_positive("vLLM", available, gpu_memory_bytes, per_stage,
+                        "use more GPUs (--tp/--pp), a smaller weight format, a larger "
+                        "--gpu-memory-utilization, or give --kv-memory as vLLM logged it")
+    notes = [f"gpu_memory_utilization {util} ({'given' if gpu_memory_utilization else 'default'} "
+             f"for vLLM {'.'.join(map(str, ver))})",
+             f"weights: {weights_how}",
+             f"activations: {'given' if activation_bytes is not None else 'estimated'} "
+             f"({batch.engine} profile batch: max_num_batched_tokens "
+             f"{batch.max_num_batched_tokens:,}, max_num_seqs {batch.max_num_seqs:,}, chunked "
+             f"prefill {'on' if batch.chunked_prefill else 'off'})"]
+    if graphs:
+        notes.append(f"CUDA graphs: {'given' if cudagraph_bytes is not None else 'estimated'},"
+                     " subtracted from vLLM 0.20 (--enforce-eager: none)")
+    encoder = vp.encoder_profile(spec.vision, shapes.hidden_size, batch, ver, tp) \
+        if activation_bytes is None else None
+    if encoder is not None:
+        notes.append(f"VLM encoder profile: {encoder.num_items:,} dummy images of "
+                     f"{encoder.tokens_per_item:,} embeddings (encoder pass "
+                     f"{encoder.pass_bytes:,} B; their {encoder.cache_bytes:,} B of embeddings "
+                     "held through the forward and sampler)")
+    if shapes.estimated and activation_bytes is None:
+        notes.append("model dimensions estimated from the spec (hidden = heads x head_dim)")
+    return Budget(SCHEMA, "vllm", ".".join(map(str, ver)), "estimated", gpu_memory_bytes, util,
+                  requested_int, tuple(per_stage), tuple(acts), non_torch, graphs,
+                  available, tuple(notes), max_num_seqs=batch.max_num_seqs,
+                  max_num_batched_tokens=batch.max_num_batched_tokens)

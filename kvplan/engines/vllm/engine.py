@@ -1,0 +1,293 @@
+"""The vLLM engine plugin: a deployment -> vLLM's settings, budget, start-up numbers and pool.
+
+`config_for` fills in the settings a deployment implies (defaults by release and GPU);
+`VllmEngine.capacity` runs the budget (kvplan.engines.vllm.memory), the start-up numbers
+(kvplan.engines.vllm.startup) and turns each stage's groups into block constraints (one
+block is the permanent null block, `block_pool.py`; the scheduler never runs more than
+max_num_seqs requests, `core/sched/scheduler.py`). `cache_layout` describes the block pools
+as `kvplan validate` allocates them with torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from kvplan.core.dtypes import KVFormat
+from kvplan.core.errors import BadInputError
+from kvplan.core.launch import EngineLog
+from kvplan.core.layers import (
+    ATTENTION_KINDS,
+    MLA,
+    CrossAttention,
+    FullAttention,
+    Layer,
+    RecurrentState,
+)
+from kvplan.core.spec import ModelSpec
+from kvplan.engines.base import (
+    BaseEngine,
+    Capacity,
+    Constraint,
+    Deployment,
+    HostBlocks,
+    Pool,
+    StartCheck,
+    weights_per_gpu,
+)
+from kvplan.engines.cache import CacheGroup, CacheLayer, CacheLayout, spec_state
+from kvplan.engines.shared.budget import measured_budget
+from kvplan.engines.shared.device import compute_capability
+from kvplan.engines.vllm.backends import default_block_size
+from kvplan.engines.vllm.budget import vllm_budget
+from kvplan.engines.vllm.config import (
+    LATEST,
+    VllmConfig,
+    default_gpu_memory_utilization,
+    default_max_num_batched_tokens,
+    default_max_num_seqs,
+)
+from kvplan.engines.vllm.formats import (
+    INDEX_HEAD_DIM,
+    KV_DTYPES,
+    SMALLER_KV_DTYPES,
+    flag_dtype,
+    kv_format,
+)
+from kvplan.engines.vllm.grouping import group_needs, held_blocks
+from kvplan.engines.vllm.memory import (
+    FLASHINFER_DEFAULT_UNTIL,
+    V1_DEFAULT,
+    BatchSettings,
+    batch_settings,
+)
+from kvplan.engines.vllm.startup import VllmProfile, layout, profile
+from kvplan.engines.vllm.text import LOG_FORMAT, launch_flags
+
+if TYPE_CHECKING:
+    from kvplan.core.launch import EngineLaunch
+
+
+def batch_for(dep: Deployment) -> BatchSettings:
+    """The scheduler's batch limits for a deployment (flags, else the version's defaults by
+    GPU: kvplan.engines.vllm.memory.batch_settings)."""
+    from kvplan.engines import parse_version
+
+    ver = parse_version(dep.engine_version) or LATEST
+    return batch_settings(ver, dep.gpu_memory_bytes, dep.gpu_name, dep.context_limit(),
+                          max_num_batched_tokens=dep.max_num_batched_tokens,
+                          max_num_seqs=dep.max_num_seqs)
+
+
+def expert_parallel_size(dep: Deployment) -> int:
+    """GPUs the routed experts are spread over: with --enable-expert-parallel the EP group is
+    the TP x DP ranks, each holding whole experts (config/parallel.py, fused_moe/config.py
+    FusedMoEParallelConfig.make: ep_size = tp_size x dp_size); without it the experts are
+    tensor-parallel over the same tp x dp ranks, the same bytes per GPU up to rounding."""
+    if dep.spec.num_experts and (dep.expert_parallel or dep.dp > 1):
+        return dep.tp * dep.dp
+    return 1
+
+
+def config_for(dep: Deployment) -> VllmConfig:
+    """The vLLM settings a deployment implies (defaults by version and GPU filled in)."""
+    from kvplan.engines import parse_version
+
+    ver = parse_version(dep.engine_version) or LATEST
+    if dep.num_speculative_tokens < 0:
+        raise BadInputError(f"--num-speculative-tokens must be at least 0, got "
+                            f"{dep.num_speculative_tokens}")
+    return VllmConfig(
+        max_model_len=dep.context_limit(), version=ver,
+        kv_cache_dtype=flag_dtype(dep.kv_dtype), block_size=dep.block_size, tp=dep.tp,
+        pp=dep.pp, max_num_batched_tokens=batch_for(dep).max_num_batched_tokens,
+        num_draft_layers=dep.num_draft_layers,
+        num_speculative_tokens=dep.num_speculative_tokens, dcp=dep.dcp,
+        gpu_name=f"{dep.gpu_name or ''} {dep.gpu_arch}".strip() or None,
+        compute_capability=_arch_capability(dep.gpu_arch))
+
+
+def _arch_capability(gpu_arch: str) -> str | None:
+    """'hopper sm9.0' (Deployment.gpu_arch, from the catalog) -> '9.0'; None for ROCm
+    targets ('cdna3 smgfx942') and unknown GPUs."""
+    found = compute_capability(gpu_arch)
+    return f"{found[0]}.{found[1]}" if found else None
+
+
+# --- the cache as allocated (what `kvplan validate` builds with torch) ---------------------
+
+CACHE_NOTE = ("vLLM: raw int8 block pools per layer group, block {block_size} (raised for "
+              "attention + Mamba hybrids until a page holds a state), block 0 the null "
+              "block; K and V planes per attention layer, one latent plane for MLA; each "
+              "request holds the blocks it peaks at growing one token per step.")
+
+
+def _stored(layer: Layer, group_kind: str) -> Layer:
+    """The layer as a group of `group_kind` stores it: a sliding or chunked layer in a full
+    group (vLLM turns the hybrid manager off for chunked attention) keeps every token."""
+
+    if group_kind == "full" and isinstance(layer, ATTENTION_KINDS) \
+            and not isinstance(layer, (FullAttention, CrossAttention)):
+        return FullAttention(layer.num_kv_heads, layer.head_dim, layer.v_head_dim)
+    return layer
+
+
+def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp: int = 1,
+                 block_size: int | None = None) -> CacheLayout:
+    """The block pools of one stage for `batch` requests of `tokens` tokens: the newest
+    version's groups (`layout`), no prefix caching (a Mamba request holds one state page),
+    max_model_len the requests' length, the blocks each request holds at its peak."""
+
+    config = VllmConfig(max_model_len=max(1, tokens), block_size=block_size, tp=tp,
+                        mamba_cache_mode="none")
+    (stage,) = layout(spec, config, fmt)
+    groups = []
+    for g in stage.groups:
+        members = []
+        for name in g.layer_names:
+            index, _, part = name.partition(".")
+            original = spec.layers[int(index)]
+            stored = _stored(original, g.kind)
+            indexer = part == "indexer"
+            if indexer and isinstance(stored, MLA) and stored.index_head_dim is None:
+                stored = replace(stored, index_head_dim=INDEX_HEAD_DIM)
+            members.append(CacheLayer(
+                int(index), name, stored, original.kind, indexer,
+                state=spec_state(stored, tp) if isinstance(stored, RecurrentState) else ()))
+        groups.append(CacheGroup(tuple(members), g.block_size, held_blocks(g, tokens, config)))
+    return CacheLayout(paged=True, block_tokens=block_size or default_block_size(spec),
+                       batch=batch, groups=tuple(groups),
+                       shared_tensors=stage.group_size if len(groups) > 1 else 0,
+                       reserved_blocks=1, whole_tokens=True, note=CACHE_NOTE)
+
+
+class VllmEngine(BaseEngine):
+    name = "vllm"
+    display_name = "vLLM"
+    # vllm/config/cache.py `BlockSize = Literal[1, 8, 16, 32, 64, 128]`
+    block_sizes = (1, 8, 16, 32, 64, 128)
+    latest_version = LATEST
+    kv_dtypes = KV_DTYPES
+    smaller_kv_dtypes = SMALLER_KV_DTYPES
+    cache_variants = ("",)  # `validate --layout vllm` allocates cache_layout()
+    models_compressed_attention = True  # DeepSeek-V4 on Hopper (dsv4_stage)
+
+    def capacity(self, dep: Deployment) -> Capacity:
+        config = config_for(dep)
+        if dep.kv_memory_bytes is not None:
+            budget = measured_budget(dep.kv_memory_bytes, self.name,
+                                     ".".join(map(str, config.version)), dep.pp)
+        else:
+            assert dep.gpu_memory_bytes is not None
+            budget = vllm_budget(
+                dep.spec, dep.gpu_memory_bytes, version=config.version, tp=dep.tp, pp=dep.pp,
+                gpu_memory_utilization=dep.memory_fraction, weights=dep.weights_dtype,
+                weights_bytes=dep.weights_bytes, activation_bytes=dep.activation_bytes,
+                non_torch_bytes=dep.non_torch_bytes, cudagraph_bytes=dep.cudagraph_bytes,
+                max_num_batched_tokens=config.max_num_batched_tokens,
+                max_num_seqs=dep.max_num_seqs, dims=dep.dims, gpu_name=dep.gpu_name,
+                gpu_arch=dep.gpu_arch, max_model_len=config.max_model_len,
+                enforce_eager=dep.enforce_eager, ep=expert_parallel_size(dep), dp=dep.dp,
+                flashinfer_sampler=bool(dep.flashinfer_sampler),
+                num_draft_layers=dep.num_draft_layers,
+                num_speculative_tokens=dep.num_speculative_tokens)
+        prof = profile(dep.spec, config, budget.available_kv_cache_bytes)
+        constraints = []
+        for i, stage in enumerate(prof.stages):
+            needs = tuple(group_needs(g, config) for g in stage.groups)
+            name = "KV blocks" + (f" (stage {i})" if len(prof.stages) > 1 else "")
+            # every worker allocates the min over workers; one block is the permanent null
+            # block (block_pool.py)
+            constraints.append(Constraint(name, "block", prof.usable_blocks, needs))
+        # the scheduler never runs more than max_num_seqs requests at once
+        # (core/sched/scheduler.py: `len(self.running) == self.max_num_running_reqs`)
+        pool = Pool(self.name, tuple(constraints), config.max_model_len,
+                    max_requests=batch_for(dep).max_num_seqs, tokens_per_unit=prof.block_size,
+                    reserved_units=1, max_requests_setting="max_num_seqs", replicas=dep.dp)
+        return Capacity(dep, self, budget, prof, pool, prof.kv_cache_dtype,
+                        max(budget.weights_bytes) or weights_per_gpu(dep), prof.per_token_bytes,
+                        budget.notes)
+
+    def numbers(self, cap: Capacity) -> dict[str, Any]:
+        p: VllmProfile = cap.engine_profile
+        return {"available_kv_cache_bytes": p.available_kv_cache_bytes,
+                "num_blocks": p.num_blocks, "block_size": p.block_size,
+                "kv_cache_tokens": p.kv_cache_tokens, "max_concurrency": p.max_concurrency,
+                "max_concurrency_fraction": f"{p.max_concurrency_exact.numerator}/"
+                                            f"{p.max_concurrency_exact.denominator}",
+                "max_model_len": p.max_model_len, "blocks_per_request": p.blocks_per_request,
+                "num_kv_cache_groups": p.num_kv_cache_groups,
+                "num_padding_layers": p.num_padding_layers,
+                "bytes_per_block": p.bytes_per_block,
+                "fits_max_model_len": p.fits_max_model_len,
+                "estimated_max_model_len": p.estimated_max_model_len}
+
+    def kv_budget_bytes(self, cap: Capacity) -> int:
+        return int(cap.engine_profile.available_kv_cache_bytes)
+
+    def token_capacity(self, cap: Capacity) -> int:
+        p: VllmProfile = cap.engine_profile
+        return p.num_blocks * p.block_size
+
+    def sizing_format(self, cap: Capacity) -> KVFormat:
+        return kv_format(cap.deployment.spec, flag_dtype(cap.deployment.kv_dtype))
+
+    def start_check(self, cap: Capacity) -> StartCheck:
+        # the start-up check: one request of max_model_len must fit, else vLLM exits
+        p: VllmProfile = cap.engine_profile
+        return StartCheck(p.fits_max_model_len, p.estimated_max_model_len)
+
+    def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
+        return batch_for(dep).max_num_seqs, "max_num_seqs"
+
+    def launch_overrides(self, image: str | None, image_version: str | None,
+                         env: dict[str, str]) -> dict[str, Any]:
+        """The sampler a launch implies: VLLM_USE_FLASHINFER_SAMPLER when set; else the
+        vllm/vllm-openai image (it installs flashinfer: docker/Dockerfile) of 0.8-0.11, whose
+        V1 sampler takes FlashInfer whenever it is importable (topk_topp_sampler.py:
+        `VLLM_USE_FLASHINFER_SAMPLER is not False`)."""
+        from kvplan.engines import parse_version
+
+        flag = env.get("VLLM_USE_FLASHINFER_SAMPLER")
+        if flag in ("0", "1"):
+            return {"flashinfer_sampler": flag == "1"}
+        ver = parse_version(image_version) if image_version else None
+        if image and "vllm-openai" in image and ver is not None and \
+                V1_DEFAULT <= ver < FLASHINFER_DEFAULT_UNTIL:
+            return {"flashinfer_sampler": True}
+        return {}
+
+    def host_blocks(self, cap: Capacity, context_tokens: int | None = None) -> HostBlocks:
+        # swap space / CPU offload: whole blocks of the same layout ("# CPU blocks")
+        p: VllmProfile = cap.engine_profile
+        need = cap.pool.constraints[0].units(context_tokens) if context_tokens else 0
+        return HostBlocks(p.bytes_per_block, p.block_size, need)
+
+    def launch(self) -> EngineLaunch:
+        return launch_flags()
+
+    def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
+                 gpu_memory_bytes: int | None = None,
+                 version: str | None = None) -> dict[str, Any]:
+        from kvplan.engines import parse_version
+
+        ver = parse_version(version) or LATEST
+        return {"block_size": default_block_size(spec, gpu_name),
+                "gpu_memory_utilization": default_gpu_memory_utilization(ver),
+                "max_num_batched_tokens": default_max_num_batched_tokens(
+                    gpu_memory_bytes, gpu_name, version=ver),
+                "max_num_seqs": min(default_max_num_seqs(gpu_memory_bytes, gpu_name, ver),
+                                    default_max_num_batched_tokens(
+                                        gpu_memory_bytes, gpu_name, version=ver))}
+
+
+    def cache_layout(self, spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *,
+                     tp: int = 1, block_size: int | None = None, max_len: int | None = None,
+                     variant: str = "") -> CacheLayout:
+        return cache_layout(spec, fmt, tokens, batch, tp=tp, block_size=block_size)
+
+
+    def log_format(self) -> EngineLog:
+        return LOG_FORMAT
+
+ENGINE = VllmEngine()

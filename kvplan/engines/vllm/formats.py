@@ -1,0 +1,96 @@
+"""vLLM's KV-cache storage formats: `--kv-cache-dtype` names -> stored formats.
+
+vLLM's names (`vllm/utils` STR_DTYPE_TO_TORCH_DTYPE) beside kvplan's formats
+(kvplan.core.dtypes), the per-token-head formats of 0.33 (`KVQuantMode`,
+`triton_attn.py::customize_spec`), and the model-driven overrides: DeepSeek-V3.2 and V4
+store `fp8_ds_mla` records (`models/config.py::DeepseekV32ForCausalLM`,
+`models/deepseek_v4/attention.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvplan.core.dtypes import (
+    BF16,
+    FP8_DS_MLA,
+    FP8_E4M3,
+    FP8_E5M2,
+    FP16,
+    FP32,
+    NVFP4,
+    NVFP4_DS_MLA,
+    KVFormat,
+)
+from kvplan.core.errors import BadInputError
+from kvplan.core.layers import CompressedAttention, indexer_key_bytes
+from kvplan.core.spec import ModelSpec
+from kvplan.engines import named_kv_format
+
+# --- vLLM-only storage formats (kv_cache_dtype names) ------------------------------------
+# Per-token-head quantization (0.33 KVQuantMode): 1-byte (or 4-bit) data plus one fp32 scale
+# per token, per head, for K and for V (triton_attn.py::customize_spec). Expressed as one
+# group spanning the whole row (group size larger than any head) with a 4-byte scale.
+_WHOLE_ROW = 2**31
+INT8_PER_TOKEN_HEAD = KVFormat(
+    "int8_per_token_head", 8, group_size=_WHOLE_ROW, scale_bytes=4,
+    description="vLLM int8 per token-head: 1 byte per element + fp32 scale per row")
+FP8_PER_TOKEN_HEAD = replace(INT8_PER_TOKEN_HEAD, name="fp8_per_token_head",
+                             description="vLLM fp8 per token-head: 1 byte + fp32 scale per row")
+INT4_PER_TOKEN_HEAD = KVFormat(
+    "int4_per_token_head", 4, group_size=_WHOLE_ROW, scale_bytes=4,
+    description="vLLM int4 per token-head: half a byte per element + fp32 scale per row")
+
+_KV_DTYPES: dict[str, KVFormat] = {
+    "bfloat16": BF16, "bf16": BF16, "float16": FP16, "fp16": FP16, "half": FP16,
+    "float32": FP32, "float": FP32, "fp32": FP32,
+    "fp8": FP8_E4M3, "fp8_e4m3": FP8_E4M3, "fp8_inc": FP8_E4M3, "fp8_e5m2": FP8_E5M2,
+    "nvfp4": NVFP4, "fp8_ds_mla": FP8_DS_MLA, "nvfp4_ds_mla": NVFP4_DS_MLA,
+    "int8_per_token_head": INT8_PER_TOKEN_HEAD, "fp8_per_token_head": FP8_PER_TOKEN_HEAD,
+    "int4_per_token_head": INT4_PER_TOKEN_HEAD,
+}
+KV_DTYPES = ("auto", "bfloat16", "float16", "float32", "fp8", "fp8_e4m3", "fp8_e5m2",
+             "fp8_inc", "fp8_ds_mla", "nvfp4", "nvfp4_ds_mla", "int8_per_token_head",
+             "fp8_per_token_head", "int4_per_token_head")
+SMALLER_KV_DTYPES = ("fp8", "nvfp4")  # what to suggest when bf16 does not fit
+INDEX_HEAD_DIM = 128  # the DSA indexer head when the spec names none (DeepSeek-V3.2)
+INDEXER_BYTES_PER_TOKEN = indexer_key_bytes(INDEX_HEAD_DIM)  # fp8 key + fp32 scale
+
+
+def is_sparse_mla(spec: ModelSpec) -> bool:
+    """DeepSeek-V3.2 (configs with `index_topk`): FLASHMLA_SPARSE, fp8_ds_mla, indexer cache."""
+    return spec.is_mla and (spec.family or "").replace("-", "_") in ("deepseek_v32",)
+
+
+def has_compressed_attention(spec: ModelSpec) -> bool:
+    """DeepSeek-V4 (compress_ratios): its own cache specs and grouping (dsv4_stage)."""
+    return any(isinstance(x, CompressedAttention) for x in spec.layers)
+
+
+def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
+    """`--kv-cache-dtype` -> the stored format (vllm/utils STR_DTYPE_TO_TORCH_DTYPE).
+
+    `auto` is the model dtype, but `dtype=auto` itself serves float32 checkpoints in bf16
+    (config/model.py::_resolve_auto_dtype). DeepSeek-V3.2 forces any fp8 (and auto) to
+    `fp8_ds_mla` (models/config.py::DeepseekV32ForCausalLM).
+    """
+    name = kv_cache_dtype.strip().lower()
+    if is_sparse_mla(spec) and (name == "auto" or name.startswith("fp8")):
+        return FP8_DS_MLA
+    if has_compressed_attention(spec):
+        # models/deepseek_v4/attention.py _resolve_dsv4_kv_cache_dtype, fp8_ds_mla layout (the
+        # FlashMLA sparse backend): auto and any fp8 become fp8_ds_mla, anything else refused
+        if name == "auto" or name.startswith("fp8"):
+            return FP8_DS_MLA
+        raise BadInputError(f"--kv-cache-dtype {name}: vLLM's DeepSeek-V4 fp8_ds_mla layout "
+                            "only supports fp8 KV cache", "use auto or fp8")
+    fmt = named_kv_format(spec, name, _KV_DTYPES, "vLLM", KV_DTYPES)
+    if fmt.name in ("fp8_ds_mla", "nvfp4_ds_mla") and not spec.is_mla:
+        raise BadInputError(f"--kv-cache-dtype {name} is an MLA-only record; "
+                            f"{spec.name} has no MLA layers", "use fp8 instead")
+    return fmt
+
+
+def flag_dtype(name: str) -> str:
+    """kvplan's KV dtype names -> vLLM's --kv-cache-dtype spelling of the same format."""
+    return {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(name, name)

@@ -1,0 +1,190 @@
+"""One layer's KV-cache page as vLLM builds it (`vllm/v1/kv_cache_interface.py`).
+
+A page is the bytes one layer needs for one block of `block_size` tokens (`AttentionSpec`,
+`SlidingWindowSpec`, `ChunkedLocalAttentionSpec`, `MLAAttentionSpec`, `MambaSpec`,
+`CrossAttentionSpec`), after the block-size rules: the MLA backend's block size, the hybrid
+attention/Mamba alignment and Mamba page padding, and sliding/chunked layers turned full
+when the hybrid manager is off. Per request a page kind needs `cdiv(len, bs)` blocks (full,
+MLA), `cdiv(min(W-1+T, len), bs)+1` (sliding), `cdiv(min(C+T, len), bs)` (chunked), or one
+or two pages (Mamba) (`max_memory_usage_bytes`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from kvplan.core.dtypes import KVFormat, cdiv
+from kvplan.core.errors import BadInputError
+from kvplan.core.layers import (
+    ATTENTION_KINDS,
+    MLA,
+    ChunkedLocal,
+    CrossAttention,
+    Layer,
+    NoCache,
+    RecurrentState,
+    SlidingWindow,
+)
+from kvplan.core.record import record
+from kvplan.core.sizing import pp_stages
+from kvplan.core.spec import ModelSpec
+from kvplan.engines.vllm.backends import (
+    checkpoint_blocks,
+    default_block_size,
+    prefill_checkpoint_alignment,
+)
+from kvplan.engines.vllm.config import HYBRID_ALIGN_BLOCK, V033, VllmConfig
+from kvplan.engines.vllm.formats import INDEXER_BYTES_PER_TOKEN, is_sparse_mla, kv_format
+
+# --- per-layer specs -----------------------------------------------------------------------
+
+@record
+class PageSpec:
+    """One layer's KV-cache spec as vLLM builds it: kind, block size and page bytes."""
+
+    kind: str  # full | sliding | chunked | cross | mla | mamba
+    block_size: int
+    page_bytes: int  # allocated per block (Mamba: padded to the attention page)
+    real_page_bytes: int
+    window: int = 0  # sliding window, or attention chunk
+    encoder_tokens: int = 0
+    checkpoint_blocks: int = 0  # Mamba: prefill-checkpoint pages in align mode (0.33)
+
+    def blocks_per_request(self, max_model_len: int, config: VllmConfig) -> int:
+        """cdiv(max_memory_usage_bytes, page) for one request of max_model_len
+        (kv_cache_interface.py, each spec's max_memory_usage_bytes)."""
+        bs, t = self.block_size, config.in_flight_tokens()
+        if self.kind in ("full", "mla"):
+            # kv_cache_interface.py (0.11): each DCP rank keeps cdiv(max_model_len, dcp)
+            return cdiv(cdiv(max_model_len, config.dcp), bs)
+        if self.kind == "sliding":
+            # the window may start mid-block, hence one block more
+            return cdiv(min(self.window - 1 + t, max_model_len), bs) + 1
+        if self.kind == "chunked":
+            return cdiv(min(self.window + t, max_model_len), bs)
+        if self.kind == "cross":
+            return cdiv(self.encoder_tokens, bs)
+        return config.mamba_pages_per_request(self.checkpoint_blocks)  # whole-state pages
+
+    @property
+    def token_slots(self) -> str:
+        """What decides the token-slot needs; layers of one type share it."""
+        return (f"{self.kind}:{self.window}:{self.encoder_tokens}:{self.block_size}:"
+                f"{self.checkpoint_blocks}")
+
+
+def _token_bytes(layer: Layer, fmt: KVFormat, tp: int) -> int:
+    """Bytes one token takes in this layer's page on one rank."""
+    if isinstance(layer, MLA):
+        # one latent per token (no K/V x2), replicated on every TP rank; the DSA indexer
+        # keys are a cache layer of their own (indexer_specs)
+        return layer.latent_token_bytes(fmt)
+    if not isinstance(layer, ATTENTION_KINDS):
+        raise BadInputError(f"kvplan's vLLM profile does not model {layer.kind} layers "
+                            f"({type(layer).__name__})",
+                            "kvplan size gives its exact bytes; plan it with an engine whose "
+                            "profile models this layer kind")
+    # K and V rows of max(1, kv // tp) heads (cross attention: per encoder token)
+    return sum(layer.kv_token_bytes(fmt, tp))
+
+
+def layer_page_specs(spec: ModelSpec, layers: Sequence[Layer], config: VllmConfig,
+                     fmt: KVFormat | None = None) -> list[PageSpec | None]:
+    """One PageSpec per layer (None for layers without cache), after the block-size rules:
+    MLA backends' block sizes, the hybrid attention/Mamba alignment and Mamba page padding,
+    and the unification of sliding/chunked into full when the hybrid manager is off.
+    `fmt`: a stored format given directly (validate's formats beyond vLLM's flag names)."""
+    fmt = fmt or kv_format(spec, config.kv_cache_dtype)
+    block = config.block_size or default_block_size(
+        spec, config.gpu_name, config.version, config.kv_cache_dtype, config.compute_capability)
+    tp = config.tp
+    disable_hybrid = config.disable_hybrid_kv_cache_manager
+    if disable_hybrid is None:
+        # set automatically for any model with attention_chunk_size (Llama 4) unless
+        # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (0.11 config/__init__.py)
+        disable_hybrid = any(isinstance(x, ChunkedLocal) for x in spec.layers)
+
+    states = [x for x in layers if isinstance(x, RecurrentState)]
+    attention = [x for x in spec.layers if not isinstance(x, (RecurrentState, NoCache))]
+    # 0.33: a layer gets a window only through the config's `layer_types` (llama.py
+    # LlamaAttention, gemma2/gemma3/olmo...); otherwise Attention falls back to
+    # cache_config.sliding_window, which 0.33 never sets. So one config-wide
+    # `sliding_window` on every layer (Mistral-7B-v0.1, Phi-3-mini-4k: no layer_types) leaves
+    # vLLM 0.33's layers full-attention; mixed models always list their layer_types.
+    windows = {x.window for x in attention if isinstance(x, SlidingWindow)}
+    config_wide_window = config.version >= V033 and len(windows) == 1 and \
+        all(isinstance(x, SlidingWindow) for x in attention)
+    mamba_page = 0
+    if states and attention:
+        # Hybrid attention + Mamba (0.11 HybridAttentionMambaModelConfig): the attention
+        # block grows until its page holds a whole Mamba state; the Mamba page is then
+        # padded to the attention page.
+        attn_1tok = _token_bytes(attention[0], fmt, tp)
+        raw_mamba = max(s.state_bytes(tp) for s in spec.layers if isinstance(s, RecurrentState))
+        base = HYBRID_ALIGN_BLOCK if (config.version < V033 or config.block_size is None) \
+            else config.block_size
+        if config.version >= V033:
+            if any(isinstance(x, MLA) for x in attention):
+                base = max(base, 128)  # MLA hybrids: multiples of 128 (_align_hybrid_block_size)
+            if config.mamba_cache_mode_resolved() == "align":
+                # internal prefill checkpoints land on block boundaries
+                base = math.lcm(base, prefill_checkpoint_alignment(spec, config) or 1)
+        attn_block = base * cdiv(raw_mamba, base * attn_1tok)
+        if config.block_size is None or config.block_size < attn_block:
+            block = attn_block
+        mamba_page = block * attn_1tok
+
+    out: list[PageSpec | None] = []
+    for layer in layers:
+        if isinstance(layer, NoCache):
+            out.append(None)
+        elif isinstance(layer, RecurrentState):
+            real = layer.state_bytes(tp)
+            out.append(PageSpec("mamba", block, max(mamba_page, real), real,
+                                checkpoint_blocks=checkpoint_blocks(layer, spec, config)))
+        elif isinstance(layer, MLA):
+            page = block * _token_bytes(layer, fmt, tp)
+            out.append(PageSpec("mla", block, page, page))
+        else:
+            page = block * _token_bytes(layer, fmt, tp)
+            if isinstance(layer, SlidingWindow) and not (disable_hybrid or config_wide_window):
+                out.append(PageSpec("sliding", block, page, page, window=layer.window))
+            elif isinstance(layer, ChunkedLocal) and not disable_hybrid:
+                out.append(PageSpec("chunked", block, page, page, window=layer.chunk))
+            elif isinstance(layer, CrossAttention):
+                out.append(PageSpec("cross", block, page, page,
+                                    encoder_tokens=layer.encoder_tokens))
+            else:
+                out.append(PageSpec("full", block, page, page))
+    return out
+
+
+def stage_layers(spec: ModelSpec, config: VllmConfig) -> list[list[Layer]]:
+    stages = [list(spec.layers[a:b]) for a, b in pp_stages(spec.num_layers, config.pp)]
+    if config.num_draft_layers:
+        # EAGLE/MTP draft layers are attention layers of the target's shape; they live with
+        # the last stage and share its pool (issue #19996: 32 + 1 layers in the pool).
+        draft = next((x for x in spec.layers if not isinstance(x, (RecurrentState, NoCache))),
+                     None)
+        if draft is None:
+            raise BadInputError(f"{spec.name} has no attention layer to copy for draft layers")
+        stages[-1] += [draft] * config.num_draft_layers
+    return stages
+
+
+def indexer_specs(spec: ModelSpec, layers: Sequence[Layer], block: int
+                   ) -> list[tuple[int, PageSpec]]:
+    # DSA models (DeepSeek-V3.2, GLM-5): an MLA layer with an indexer also caches its keys
+    # (DeepseekV32IndexerCache), an MLAAttentionSpec with one uint8 "head" of
+    # index_head_dim fp8 values + fp32 scales (132 bytes for 128). A DeepSeek-V3.2 spec that
+    # does not name its indexer (no index_head_dim) gets the 128-wide one on every MLA layer.
+    sparse = is_sparse_mla(spec)
+    out = []
+    for i, layer in enumerate(layers):
+        if not isinstance(layer, MLA):
+            continue
+        per_token = layer.index_token_bytes() or (INDEXER_BYTES_PER_TOKEN if sparse else 0)
+        if per_token:
+            out.append((i, PageSpec("mla", block, block * per_token, block * per_token)))
+    return out
