@@ -144,7 +144,8 @@ def test_each_engine_declares_its_log_and_the_reader_knows_no_engine():
     arguments: a new engine's log is read without editing kvplan/sources/startlog.py."""
     import re
 
-    from kvplan.core.launch import LOG_CONVERTERS, LOG_PLACES, EngineLog
+    from kvplan.core.launch import (LOG_COMBINE, LOG_CONVERTERS, LOG_PLACES, LOG_SCOPES,
+                                    EngineLog, LogLine)
     from kvplan.engines import registry
 
     formats = log_formats()
@@ -153,16 +154,18 @@ def test_each_engine_declares_its_log_and_the_reader_knows_no_engine():
     assert {"vllm", "sglang", "llamacpp", "trtllm", "tgi"} <= {f.engine for f in formats}
     for f in formats:
         assert registry.get(f.engine).log_format() is f
-        for figure, pattern, converter, place in f.figures:
-            assert converter in LOG_CONVERTERS and place in LOG_PLACES, figure
-            assert re.compile(pattern).groups == 1, (f.engine, figure)
+        for line in f.figures:
+            assert line.converter in LOG_CONVERTERS and line.place in LOG_PLACES, line.figure
+            assert line.scope in LOG_SCOPES and line.combine in LOG_COMBINE, line.figure
+            assert re.compile(line.pattern).groups == 1, (f.engine, line.figure)
+            assert line.key and "\\" not in line.key, (f.engine, line.figure)
     source = open(startlog.__file__).read()
     for name in registry.names():
         assert f'"{name}"' not in source, name
     # a plugin's log, read by the same reader with no change to it
     toy = EngineLog("toy", "Toy", markers=r"toy-server", figures=(
-        ("num_blocks", r"toy-server: ([\d,]+) blocks", "int", "kv"),
-        ("weights_bytes", r"weights ([\d.]+) GiB", "gib", "weights")))
+        LogLine("num_blocks", "toy-server:", r"toy-server: ([\d,]+) blocks", "int", "kv"),
+        LogLine("weights_bytes", "weights", r"weights ([\d.]+) GiB", "gib", "weights")))
     facts = startlog.read_log("toy-server: 1,234 blocks\nweights 1.50 GiB\n",
                               (*formats, toy))
     assert facts.engine == "toy" and facts.kv["num_blocks"] == 1234

@@ -35,10 +35,38 @@ class EngineLaunch:
 
 
 #: how the text a log pattern captures becomes a value: as is, an int ("1,234"), a number,
-#: or a two-decimal GiB figure turned into bytes (round(x * 2**30))
-LOG_CONVERTERS = ("str", "int", "num", "gib")
+#: a two-decimal GiB figure turned into bytes (round(x * 2**30)), or a token count as vLLM's
+#: flags take one ("32K" = 32,768, "32k" = 32,000, "1M" = 2**20: upper case binary)
+LOG_CONVERTERS = ("str", "int", "num", "gib", "tokens")
 #: where a figure goes in kvplan.sources.startlog.LogFacts
 LOG_PLACES = ("version", "model", "settings", "weights", "gpu", "terms", "kv")
+#: how several lines giving one figure combine: the first line, or the sum of all of them
+#: (per-device buffers: llama.cpp prints one "KV buffer size" line per device)
+LOG_COMBINE = ("first", "sum")
+#: whose figure a line states: the whole engine's, one worker's (a TP/PP rank: vLLM's
+#: "Available KV cache memory" is its worker's), or one sequence's (llama.cpp's n_ctx_slot)
+LOG_SCOPES = ("engine", "worker", "sequence")
+
+
+@record
+class LogLine:
+    """One line format of a start-up log, as data: the reader finds `key` (literal text) in a
+    line and matches `pattern` (one group) in a bounded window around it, so reading is linear
+    in the log's length whatever a line holds."""
+
+    figure: str  # the quantity, under the name kvplan.planning.explain and the engine use
+    key: str  # literal text every such line contains
+    pattern: str  # a regular expression with one group, matched near `key`
+    converter: str  # in LOG_CONVERTERS
+    place: str  # in LOG_PLACES
+    unit: str = ""  # as printed: "GiB", "GB" (SGLang's: 2^30), "MiB", "tokens", "blocks", "x"
+    # the releases that print the line (first, last; "" = open), for dating a log
+    releases: tuple[str, str] = ("", "")
+    scope: str = "engine"  # in LOG_SCOPES
+    combine: str = "first"  # in LOG_COMBINE
+    # literal text that, anywhere in the log, shows the line is another tool's and not the
+    # engine's own (kvcached's virtual pool printed through SGLang's line): then not read
+    unless: str = ""
 
 
 @record
@@ -47,8 +75,9 @@ class EngineLog:
 
     engine: str  # the registry name
     display_name: str
-    # a regular expression: the engine whose markers occur most often wrote the log
+    # a regular expression of literal alternatives: the engine whose markers occur most often
+    # wrote the log
     markers: str
-    # (figure, pattern with one group, converter in LOG_CONVERTERS, place in LOG_PLACES);
-    # the first line matching a figure's patterns, in order, gives it
-    figures: tuple[tuple[str, str, str, str], ...]
+    # its line formats; for each figure the first format (in order) that a line matches
+    # gives it
+    figures: tuple[LogLine, ...]

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import BF16, FP8_E4M3, FP8_E5M2, FP16, KVFormat
 from kvplan.core.errors import BadInputError
-from kvplan.core.launch import EngineLog
+from kvplan.core.launch import EngineLog, LogLine
 from kvplan.core.layers import ATTENTION_KINDS, CrossAttention
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
@@ -171,14 +171,20 @@ LOG_FORMAT = EngineLog(
     "tgi", "TGI",
     markers=(r"text_generation_(?:launcher|router)|Setting max batch total tokens"),
     figures=(
-        ("model", r"model_id: \"([^\"]+)\"", "str", "model"),
-        ("tp", r"num_shard: Some\((\d+)\)", "int", "settings"),
-        ("max_model_len", r"max_total_tokens: Some\((\d+)\)", "int", "settings"),
-        ("memory_fraction", r"cuda_memory_fraction: ([\d.]+)", "num", "settings"),
-        ("max_batch_prefill_tokens", r"max_batch_prefill_tokens: Some\((\d+)\)", "int", "settings"),
-        ("num_blocks", r"KV-cache blocks: (\d+), size: \d+", "int", "kv"),
-        ("block_size", r"KV-cache blocks: \d+, size: (\d+)", "int", "kv"),
-        ("max_batch_total_tokens", r"Setting max batch total tokens to (\d+)", "int", "kv"),
+        LogLine("model", "model_id:", r"model_id: \"([^\"]+)\"", "str", "model"),
+        LogLine("tp", "num_shard:", r"num_shard: Some\((\d+)\)", "int", "settings"),
+        LogLine("max_model_len", "max_total_tokens:", r"max_total_tokens: (?:Some\()?(\d+)",
+                "int", "settings"),
+        LogLine("memory_fraction", "cuda_memory_fraction:", r"cuda_memory_fraction: ([\d.]+)",
+                "num", "settings"),
+        LogLine("max_batch_prefill_tokens", "max_batch_prefill_tokens:",
+                r"max_batch_prefill_tokens: (?:Some\()?(\d+)", "int", "settings"),
+        LogLine("num_blocks", "KV-cache blocks:", r"KV-cache blocks: (\d+), size: \d+", "int",
+                "kv", "blocks"),
+        LogLine("block_size", "KV-cache blocks:", r"KV-cache blocks: \d+, size: (\d+)", "int",
+                "kv", "tokens"),
+        LogLine("max_batch_total_tokens", "Setting max batch total tokens to",
+                r"Setting max batch total tokens to (\d+)", "int", "kv", "tokens"),
     ),
 )
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import BF16, FP8_E4M3, FP16, FP32, INT8, NVFP4, KVFormat, cdiv
 from kvplan.core.errors import BadInputError
-from kvplan.core.launch import EngineLog
+from kvplan.core.launch import EngineLog, LogLine
 from kvplan.core.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
 from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
@@ -185,26 +185,39 @@ def launch_flags() -> EngineLaunch:
 
 LOG_FORMAT = EngineLog(
     "trtllm", "TensorRT-LLM",
-    markers=(r"\[TensorRT-LLM\]|paged kv cache|KV cache primary pool"),
+    markers=(r"\[TensorRT-LLM\]|paged kv cache|paged KV cache|KV cache primary pool|"
+             r"MemUsageChange|memory usage profiling"),
     figures=(
-        ("gpu_total_bytes", r"max tokens in paged kv cache: total: ([\d.]+) GiB", "gib", "gpu"),
-        ("free_bytes", r"max tokens in paged kv cache: total: [\d.]+ GiB, available: ([\d.]+) GiB",
-         "gib", "kv"),
-        ("num_blocks", r"Number of blocks in KV cache primary pool: (\d+)", "int", "kv"),
-        ("tokens_per_block", r"Number of tokens per block: (\d+)", "int", "kv"),
-        ("kv_cache_bytes", r"Allocated ([\d.]+) GiB for max tokens in paged KV cache", "gib", "kv"),
-        ("kv_cache_tokens", r"for max tokens in paged KV cache \((\d+)\)", "int", "kv"),
+        LogLine("gpu_total_bytes", "max tokens in paged kv cache: total:",
+                r"max tokens in paged kv cache: total: ([\d.]+) GiB", "gib", "gpu", "GiB"),
+        LogLine("free_bytes", "max tokens in paged kv cache: total:",
+                r"max tokens in paged kv cache: total: [\d.]+ GiB, available: ([\d.]+) GiB",
+                "gib", "kv", "GiB"),
+        LogLine("num_blocks", "Number of blocks in KV cache primary pool:",
+                r"Number of blocks in KV cache primary pool: (\d+)", "int", "kv", "blocks"),
+        LogLine("tokens_per_block", "Number of tokens per block:",
+                r"Number of tokens per block: (\d+)", "int", "kv", "tokens"),
+        LogLine("kv_cache_bytes", "for max tokens in paged KV cache",
+                r"Allocated ([\d.]+) GiB for max tokens in paged KV cache", "gib", "kv", "GiB"),
+        LogLine("kv_cache_tokens", "for max tokens in paged KV cache (",
+                r"for max tokens in paged KV cache \((\d+)\)", "int", "kv", "tokens"),
         # the PyTorch backend's profile (_util.py::KvCacheCreator.configure_kv_cache_capacity
         # and _cal_max_memory): the pool's bytes after the fraction, and the peak's terms
-        ("gpu_total_bytes", r"device total memory ([\d.]+) GiB", "gib", "gpu"),
-        ("available_kv_cache_bytes",
-         r"available KV cache memory when calculating max tokens: ([\d.]+) GiB", "gib", "kv"),
-        ("weights_bytes", r"Memory used after loading model weights \(inside torch\)[^:]*: "
-         r"([\d.]+) GiB", "gib", "weights"),
-        ("activation_bytes", r"Memory dynamically allocated during inference \(inside "
-         r"torch\)[^:]*: ([\d.]+) GiB", "gib", "terms"),
-        ("memory_fraction", r"fraction is set ([\d.]+)", "num", "settings"),
-        ("block_size", r"Number of tokens per block: (\d+)", "int", "settings"),
+        LogLine("gpu_total_bytes", "device total memory", r"device total memory ([\d.]+) GiB",
+                "gib", "gpu", "GiB"),
+        LogLine("available_kv_cache_bytes", "available KV cache memory when calculating",
+                r"available KV cache memory when calculating max tokens: ([\d.]+) GiB", "gib",
+                "kv", "GiB"),
+        LogLine("weights_bytes", "Memory used after loading model weights (inside torch)",
+                r"Memory used after loading model weights \(inside torch\)[^:]*: ([\d.]+) GiB",
+                "gib", "weights", "GiB"),
+        LogLine("activation_bytes", "Memory dynamically allocated during inference",
+                r"Memory dynamically allocated during inference \(inside torch\)[^:]*: "
+                r"([\d.]+) GiB", "gib", "terms", "GiB"),
+        LogLine("memory_fraction", "fraction is set", r"fraction is set ([\d.]+)", "num",
+                "settings"),
+        LogLine("block_size", "Number of tokens per block:", r"Number of tokens per block: "
+                r"(\d+)", "int", "settings"),
     ),
 )
 

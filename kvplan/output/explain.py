@@ -7,7 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from kvplan.output.render import Column, Table, View
-from kvplan.planning.explain import TOLERANCE, Explanation
+from kvplan.planning.explain import TOLERANCE_TEXT, Explanation
 
 SCHEMA = "kvplan.explain/1"
 
@@ -30,7 +30,7 @@ def explain_view(e: Explanation) -> View:
         Column("kvplan", "kvplan"), Column("diff", "diff"), Column("status", "status")), rows)
     bad = sum(r.status == "DIFF" for r in e.rows)
     notes = [f"{'OK' if not bad else f'{bad} DIFF'}: KV lines recomputed from the logged "
-             f"budget must agree within {TOLERANCE:.1%} (exit 1 otherwise); 'from settings' "
+             f"budget must agree within {TOLERANCE_TEXT} (exit 1 otherwise); 'from settings' "
              "rows predict the budget and its terms from the GPU and settings alone.",
              "Settings read from the log: " + (", ".join(f"{k}={v}" for k, v in
                                                          sorted(e.settings.items())) or "none")]

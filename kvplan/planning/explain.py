@@ -3,8 +3,9 @@
 Two passes over what the log states (kvplan.sources.startlog):
 1. **given the logged budget**: kvplan computes the engine's KV lines (blocks, tokens,
    concurrency, K/V sizes) from the budget the log printed, the model and the settings. These
-   must agree within 0.5% (the logs' own two-decimal rounding is smaller), else exit 1: a check
-   that kvplan still matches the engine version a team deploys.
+   must agree within the log's own printed precision (the budget's last digit, half a unit
+   either way, and the line's own), else exit 1: a check that kvplan still matches the engine
+   version a team deploys.
 2. **from the GPU and settings alone**, when the log gives the GPU's total memory (or --gpu
    names it): kvplan's predicted budget and its terms (weights, activation peak, non-torch
    memory, CUDA graphs) beside each term the log printed.
@@ -20,7 +21,8 @@ from kvplan.core.launch import EngineLog
 from kvplan.core.record import record
 from kvplan.sources.startlog import LogFacts, read_log
 
-TOLERANCE = 0.005  # a KV line further off than this is a disagreement (exit 1)
+# the agreement a KV line must reach: within what the log's printed precision allows
+TOLERANCE_TEXT = "the log's printed precision"
 
 # the engine's KV figures explain compares, under the names engine.numbers() gives them
 KV_FIGURES = ("num_blocks", "kv_cache_tokens", "max_concurrency", "max_total_num_tokens",
@@ -131,49 +133,49 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
 
 def explain(text: str, model: str | None = None, gpu: str | None = None,
             engine: str | None = None, kv_dtype: str | None = None,
-            tp: int | None = None) -> Explanation:
-    """Reconcile a start-up log; `model`, `gpu`, `kv_dtype` and `tp` supply what the log
-    does not print (a per-rank log shows only its own rank, not the TP size)."""
+            tp: int | None = None, engine_version: str | None = None) -> Explanation:
+    """Reconcile a start-up log; `model`, `gpu`, `kv_dtype`, `tp` and `engine_version` supply
+    what the log does not print (a per-rank log shows only its own rank, not the TP size; a
+    log with no release line is dated by its line formats unless `engine_version` says)."""
     from kvplan.engines.registry import get
 
     facts = read_log(text, log_formats(), engine)
     warnings: list[str] = list(facts.notes)
+    if engine_version is not None:
+        facts.version = engine_version
+    elif facts.version is None:
+        facts.version = _date(facts, warnings)
+    _settings_from_lines(facts, warnings)
     dep = _deployment(facts, model, gpu, kv_dtype, warnings, tp)
     eng = get(dep.engine)
     rows: list[Row] = []
     budget = _logged_budget(facts)
+    half = _budget_precision(facts)
     if budget is None and "num_blocks" in facts.kv:
         # V0 printed only "# GPU blocks: N": the budget is N whole blocks of the engine's size
         per_block = eng.numbers(eng.capacity(replace(dep, kv_memory_bytes=2**40))).get(
             "bytes_per_block")
         if per_block:
-            budget = int(facts.kv["num_blocks"]) * int(per_block)
+            budget, half = int(facts.kv["num_blocks"]) * int(per_block), 0
             warnings.append("the log prints blocks, not bytes: the budget is its block count "
                             "times the block size, so the block line agrees by construction")
-    given = replace(dep, kv_memory_bytes=budget) if budget is not None else dep
     if budget is None and eng.needs_memory:
         warnings.append("the log prints no KV budget: only what follows from the settings")
+    elif budget is not None and budget <= 0:
+        warnings.append("the logged KV budget is not positive: the engine refused to start, "
+                        "so there is no KV line to recompute")
     else:
-        cap = eng.capacity(given)
-        ours = eng.numbers(cap)
-        for figure in KV_FIGURES:
-            if figure not in facts.kv or figure not in ours:
-                continue
-            logged, value = facts.kv[figure], ours[figure]
-            diff = _diff(float(logged), float(value))
-            if figure == "max_concurrency":  # printed with two decimals
-                bad = abs(float(value) - float(logged)) > max(0.005 + 1e-9,
-                                                             TOLERANCE * float(logged))
-            else:
-                bad = diff is not None and abs(diff) > TOLERANCE * 100
-            rows.append(Row(figure, "given the logged budget", logged, value, diff,
-                            "DIFF" if bad else "ok", facts.lines.get(figure, "")))
+        rows += _recomputed(eng, dep, facts, budget, half)
+        if tp is None and "tp" not in facts.settings and any(r.status == "DIFF" for r in rows):
+            rows, dep = _per_worker(eng, dep, facts, budget, half, rows, warnings)
         for figure in ESTIMATED_FIGURES:
-            if figure in facts.kv and figure in ours:
-                logged, value = facts.kv[figure], ours[figure]
-                rows.append(Row(figure, "from settings", logged, value,
-                                _diff(float(logged), float(value)), "info",
-                                facts.lines.get(figure, "")))
+            if figure in facts.kv:
+                ours = eng.numbers(eng.capacity(_given(dep, budget)))
+                if figure in ours:
+                    logged, value = facts.kv[figure], ours[figure]
+                    rows.append(Row(figure, "from settings", logged, value,
+                                    _diff(float(logged), float(value)), "info",
+                                    facts.lines.get(figure, "")))
     if dep.gpu_memory_bytes is not None and eng.needs_memory:
         rows += _predicted(eng, dep, facts, warnings)
     if facts.weights_bytes is not None and not any(r.quantity == "weights" for r in rows):
@@ -185,6 +187,101 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
     settings = {k: v for k, v in facts.settings.items()}
     return Explanation(str(facts.engine), dep.spec.name, facts.version, settings, tuple(rows),
                        tuple(warnings))
+
+
+def _given(dep: Any, budget: int | None) -> Any:
+    return replace(dep, kv_memory_bytes=max(budget, 1)) if budget is not None else dep
+
+
+def _recomputed(eng: Any, dep: Any, facts: LogFacts, budget: int | None,
+                half: float) -> list[Row]:
+    """Each KV line the log printed beside kvplan's from the logged budget; it agrees when the
+    logged value lies between kvplan's at the budget's lowest and highest printed reading,
+    widened by the line's own rounding."""
+    ours = eng.numbers(eng.capacity(_given(dep, budget)))
+    figures = [f for f in KV_FIGURES if f in facts.kv and f in ours]
+    if not figures:
+        return []
+    ends = [ours]
+    if budget is not None and half:
+        ends = [eng.numbers(eng.capacity(_given(dep, round(budget + d * half))))
+                for d in (-1, 1)]
+    rows = []
+    for figure in figures:
+        logged, value = facts.kv[figure], ours[figure]
+        lo = min(float(e[figure]) for e in ends)
+        hi = max(float(e[figure]) for e in ends)
+        slack = facts.precision.get(figure, 0.0) + 1e-9 * max(abs(lo), abs(hi), 1.0)
+        ok = lo - slack <= float(logged) <= hi + slack
+        rows.append(Row(figure, "given the logged budget", logged, value,
+                        _diff(float(logged), float(value)), "ok" if ok else "DIFF",
+                        facts.lines.get(figure, "")))
+    return rows
+
+
+def _per_worker(eng: Any, dep: Any, facts: LogFacts, budget: int | None, half: float,
+                rows: list[Row], warnings: list[str]) -> tuple[list[Row], Any]:
+    """A log that does not print the TP size: a worker's budget gives one rank's share of the
+    cache. The smallest TP size that makes every recomputed line agree is taken, and said."""
+    for size in (2, 4, 8, 16):
+        try:
+            trial = replace(dep, tp=size)
+            found = _recomputed(eng, trial, facts, budget, half)
+        except BadInputError:
+            continue
+        if found and all(r.status == "ok" for r in found):
+            warnings.append(f"the log does not print the TP size; its KV lines agree with a "
+                            f"worker's budget at TP {size} (not at TP 1), so TP {size} is "
+                            f"applied: --tp says otherwise")
+            return found, trial
+    return rows, dep
+
+
+def _budget_precision(facts: LogFacts) -> float:
+    """Half a unit of the budget's last printed digit, in bytes (the K and V lines' summed)."""
+    for names in (("available_kv_cache_bytes",), ("k_size_bytes", "v_size_bytes"),
+                  ("kv_cache_bytes",)):
+        if all(n in facts.kv for n in names):
+            return sum(facts.precision.get(n, 0.0) for n in names)
+    return 0.0
+
+
+def _date(facts: LogFacts, warnings: list[str]) -> str | None:
+    """The release a log with no release line was written by, from its line formats: the
+    latest release that prints every line read (each LogLine names the releases printing it)."""
+    from kvplan.engines import parse_version
+
+    first: tuple[int, ...] = ()
+    last: tuple[int, ...] | None = None
+    lo_text = hi_text = ""
+    for lo, hi in facts.releases.values():
+        lo_v, hi_v = parse_version(lo), parse_version(hi)
+        if lo_v is not None and lo_v > first:
+            first, lo_text = lo_v, lo
+        if hi_v is not None and (last is None or hi_v < last):
+            last, hi_text = hi_v, hi
+    if last is None or (first and first > last):
+        if first and last is not None:
+            warnings.append(f"the log's lines are of different releases ({lo_text} and later, "
+                            f"{hi_text} and earlier): not dated; --engine-version says which")
+        return None
+    if not first and not hi_text:
+        return None
+    warnings.append(f"the log prints no release; its line formats are those of {lo_text or '?'}"
+                    f"-{hi_text}: {hi_text} is applied (--engine-version says which)")
+    return hi_text
+
+
+def _settings_from_lines(facts: LogFacts, warnings: list[str]) -> None:
+    """Settings a log states other than as a setting: a slot's context times the slots, the
+    cells of llama.cpp's KV line (its context, padded)."""
+    s = facts.settings
+    if "max_model_len" not in s and "ctx_per_seq" in s:
+        s["max_model_len"] = int(s["ctx_per_seq"]) * int(s.get("parallel", 1))
+        warnings.append(f"the context is {s.get('parallel', 1)} slot(s) of "
+                        f"{s['ctx_per_seq']:,} tokens (n_ctx_slot)")
+    if "max_model_len" not in s and "cells" in facts.kv:
+        s["max_model_len"] = int(facts.kv["cells"])
 
 
 def _predicted(eng: Any, dep: Any, facts: LogFacts, warnings: list[str]) -> list[Row]:

@@ -1,29 +1,43 @@
 """Engine start-up logs as input: the settings, memory terms and KV lines an engine's log
-printed, each with the line it came from. A partial log gives what it has; nothing is guessed.
+printed, each with the line it came from and the precision it was printed with. A partial log
+gives what it has; nothing is guessed.
 
 The reader is generic: each engine module declares its log (kvplan.core.launch.EngineLog: the
-markers that show it wrote a log, and per figure the patterns of the lines that state it) and
-the caller (kvplan.planning.explain) passes the registry's engines' formats in, so adding an
-engine does not touch this module, and sources never import engines.
+markers that show it wrote a log, and its line formats as LogLine data: the literal key of a
+line, the pattern of the figure next to it, its unit, the releases that print it) and the
+caller (kvplan.planning.explain) passes the registry's engines' formats in, so adding an engine
+does not touch this module, and sources never import engines.
+
+Reading is linear in the log's length: a line longer than MAX_LINE_CHARS is cut there, a
+pattern is only tried where its key occurs (at most KEY_TRIES times a line) and only within a
+window of WINDOW_CHARS around it, so no line, however long, can make a pattern backtrack over
+it.
 
 Units as the engines print them: vLLM, SGLang and TRT-LLM print GiB (SGLang writes "GB" but
 divides by 2^30), llama.cpp MiB; a two-decimal figure is converted to bytes with
-`round(x * 2^30)`, so it carries the log's own rounding (half a hundredth of a GiB).
+`round(x * 2^30)`, and its precision (half a unit of the last printed digit) is kept in
+`LogFacts.precision` so that a comparison can allow exactly the log's own rounding.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.core.errors import BadInputError
-from kvplan.core.launch import EngineLog
+from kvplan.core.launch import EngineLog, LogLine
 from kvplan.core.units import GIB
 
 MIB = 2**20
 MAX_LOG_BYTES = 64 * MIB
+MAX_LINE_CHARS = 64 * 1024  # a longer line is read up to here (config dumps are ~10 KiB)
+WINDOW_CHARS = 512  # a pattern is matched within this many characters after its key
+BACK_CHARS = 96  # ... and this many before it (patterns may start before the key)
+KEY_TRIES = 4  # occurrences of a key tried in one line
+# a worker's rank in a line's prefix: "rank=3", "(VllmWorker rank=1 ...)", "[... TP0]"
+_RANK = re.compile(r"\brank[= ](\d+)|\b(?:TP|PP)(\d+)\b")
 
 
 @dataclass
@@ -37,6 +51,12 @@ class LogFacts:
     terms: dict[str, int] = field(default_factory=dict)  # activation/non-torch/cudagraph
     kv: dict[str, Any] = field(default_factory=dict)  # the engine's own KV figures
     lines: dict[str, str] = field(default_factory=dict)  # figure -> the log line it came from
+    # figure -> half a unit of its last printed digit, in the figure's own unit (bytes for a
+    # GiB figure): the log's rounding; 0 for a count
+    precision: dict[str, float] = field(default_factory=dict)
+    # figure -> the releases that print the line it came from (first, last; "" = open)
+    releases: dict[str, tuple[str, str]] = field(default_factory=dict)
+    scopes: dict[str, str] = field(default_factory=dict)  # figure -> "engine"/"worker"/...
     notes: list[str] = field(default_factory=list)
 
 
@@ -52,13 +72,63 @@ def _gib(text: str) -> int:
     return round(_num(text) * GIB)
 
 
-_CONVERT: dict[str, Any] = {"str": str, "int": _int, "num": _num, "gib": _gib}
-_RANK_BUDGET = re.compile(r"rank=(\d+)[^\n]*Available KV cache memory: ([\d.]+) GiB")
+_SUFFIX = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def _tokens(text: str) -> int:
+    """'32768', '32K' (32,768), '32k' (32,000): vLLM's human-readable integers
+    (vllm/engine/arg_utils.py human_readable_int: lower case decimal, upper case binary)."""
+    text = text.replace(",", "").strip()
+    if text and text[-1] in _SUFFIX:
+        return round(float(text[:-1]) * _SUFFIX[text[-1]])
+    return int(text)
+
+
+_CONVERT: dict[str, Any] = {"str": str, "int": _int, "num": _num, "gib": _gib,
+                            "tokens": _tokens}
+
+
+def _precision(text: str, converter: str) -> float:
+    """Half a unit of the last digit `text` prints, in the converted value's unit."""
+    if converter not in ("num", "gib") or "." not in text:
+        return 0.0 if converter != "num" else 0.5
+    half = 0.5 * 10.0 ** -len(text.strip().split(".")[1])
+    return half * GIB if converter == "gib" else half
+
+
+def _lines(text: str, facts: LogFacts) -> list[str]:
+    out = []
+    cut = 0
+    for line in text.splitlines():
+        if len(line) > MAX_LINE_CHARS:
+            line = line[:MAX_LINE_CHARS]
+            cut += 1
+        out.append(line)
+    if cut:
+        facts.notes.append(f"{cut} line(s) longer than {MAX_LINE_CHARS:,} characters were read "
+                           "only up to there")
+    return out
+
+
+def _matches(lines: Sequence[str], fmt: LogLine, compiled: re.Pattern[str]
+             ) -> Iterator[tuple[str, re.Match[str]]]:
+    """(line, match) for every line where `fmt`'s pattern matches near its key."""
+    for line in lines:
+        pos = line.find(fmt.key)
+        tries = 0
+        while pos >= 0 and tries < KEY_TRIES:
+            lo = max(0, pos - BACK_CHARS)
+            m = compiled.search(line, lo, pos + len(fmt.key) + WINDOW_CHARS)
+            if m:
+                yield line, m
+                break
+            pos = line.find(fmt.key, pos + 1)
+            tries += 1
 
 
 def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None) -> LogFacts:
     """The facts a start-up log states, read with the engines' `formats` (their markers and
-    figure tables). `engine` (a registry name) overrides the detection."""
+    line formats). `engine` (a registry name) overrides the detection."""
     if len(text) > MAX_LOG_BYTES:
         raise BadInputError(f"the log is larger than {MAX_LOG_BYTES // MIB} MiB",
                             "give the start-up part (up to the KV cache lines)")
@@ -73,21 +143,56 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
     if facts.engine not in known:
         raise BadInputError(f"kvplan reads no {facts.engine} start-up log",
                             "one of: " + ", ".join(known))
-    for figure, pattern, converter, where in known[facts.engine].figures:
-        if _have(facts, figure, where):
+    lines = _lines(text, facts)
+    for fmt in known[facts.engine].figures:
+        if fmt.combine == "first" and _have(facts, fmt.figure, fmt.place):
             continue
-        m = re.search(pattern, text)
-        if not m:
+        if fmt.unless and fmt.unless in text:
+            note = (f"{fmt.figure}: the '{fmt.key}' line is not read: the log shows "
+                    f"'{fmt.unless}', whose figure it then is")
+            if note not in facts.notes:
+                facts.notes.append(note)
             continue
-        try:
-            value = _CONVERT[converter](m.group(1).strip())
-        except ValueError:
-            continue
-        _put(facts, figure, where, value)
-        start = text.rfind("\n", 0, m.start()) + 1
-        end = text.find("\n", m.end())
-        facts.lines[figure] = text[start:end if end >= 0 else None].strip()
-    _rank_budgets(text, facts)  # only vLLM's workers print "rank=N ... Available KV cache"
+        compiled = re.compile(fmt.pattern)
+        total: float = 0
+        found = 0
+        ranks: dict[int, Any] = {}
+        for line, m in _matches(lines, fmt, compiled):
+            raw = m.group(1).strip()
+            try:
+                value = _CONVERT[fmt.converter](raw)
+            except ValueError:
+                continue
+            if not found:
+                facts.lines[fmt.figure] = line.strip()
+                facts.releases[fmt.figure] = fmt.releases
+                facts.scopes[fmt.figure] = fmt.scope
+            found += 1
+            if fmt.scope == "worker":
+                rank = _RANK.search(line, 0, m.start())
+                if rank:
+                    ranks.setdefault(int(rank.group(1) or rank.group(2)), value)
+            if fmt.combine == "first":
+                if found == 1:
+                    _put(facts, fmt.figure, fmt.place, value)
+                    facts.precision[fmt.figure] = _precision(raw, fmt.converter)
+                if fmt.scope != "worker":
+                    break
+                continue
+            total += value
+            facts.precision[fmt.figure] = (facts.precision.get(fmt.figure, 0.0)
+                                           + _precision(raw, fmt.converter))
+        if found and fmt.combine == "sum" and not _have(facts, fmt.figure, fmt.place):
+            _put(facts, fmt.figure, fmt.place, total)
+            if found > 1:
+                facts.lines[fmt.figure] += f" (+ {found - 1} more line(s), summed)"
+        if len(set(ranks.values())) > 1:
+            # each worker logs its own figure: the lowest rank's (the first pipeline stage's)
+            # is the one kvplan applies, and the spread is noted
+            low = min(ranks)
+            _put(facts, fmt.figure, fmt.place, ranks[low])
+            facts.notes.append(f"workers logged different {fmt.figure} ({len(set(ranks.values()))}"
+                               f" values); rank {low}'s is applied to every stage")
     if "peak_torch_bytes" in facts.terms and facts.weights_bytes is not None:
         facts.terms["activation_bytes"] = facts.terms["peak_torch_bytes"] - facts.weights_bytes
     return facts
@@ -117,7 +222,7 @@ def _put(facts: LogFacts, figure: str, where: str, value: Any) -> None:
     elif where == "kv":
         facts.kv[figure] = value
     elif where == "terms":
-        facts.terms[figure] = value
+        facts.terms[figure] = int(value)
     elif where == "model":
         facts.model = str(value)
     elif where == "version":
@@ -128,12 +233,3 @@ def _put(facts: LogFacts, figure: str, where: str, value: Any) -> None:
         facts.gpu_total_bytes = int(value)
 
 
-def _rank_budgets(text: str, facts: LogFacts) -> None:
-    """With several workers each logs its own budget; the lowest rank's (the first pipeline
-    stage's) is the one kvplan applies, and the spread is noted."""
-    ranks = {int(r): _gib(v) for r, v in _RANK_BUDGET.findall(text)}
-    if len(set(ranks.values())) > 1:
-        low = min(ranks)
-        facts.kv["available_kv_cache_bytes"] = ranks[low]
-        facts.notes.append(f"ranks logged different KV budgets ({len(set(ranks.values()))} "
-                           f"values); rank {low}'s is applied to every stage")

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import KVFormat, cdiv
 from kvplan.core.errors import BadInputError
-from kvplan.core.launch import EngineLog
+from kvplan.core.launch import EngineLog, LogLine
 from kvplan.core.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
@@ -480,29 +480,59 @@ def launch_flags() -> EngineLaunch:
 
 
 # --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
+#
+# The KV line by build: llama_kv_cache_init / llama_new_context_with_model "KV self size  = X
+# MiB, K (f16): ..., V (f16): ..." (2024; ik_llama.cpp's MLA cache prints "c^KV (q8_0): X
+# MiB"), llama_kv_cache_unified (2025: "size = X MiB (N cells, L layers, S/S seqs), K (f16):
+# ...") and llama_kv_cache (from b6300), and 2023's "kv self size  = X MB" (ggml's MB: 2^20).
+# The server's "n_ctx_slot" is one slot's context (-np slots share n_ctx).
 
+_KV_LINE = r"llama_kv_cache(?:_unified)?: +size = +"
 LOG_FORMAT = EngineLog(
     "llamacpp", "llama.cpp",
     markers=(r"llama_kv_cache|llama_context|llama_model_loader|llama-server|"
-             r"KV self size"),
+             r"KV self size|kv self size|llama_model_load_internal|llama_new_context_with_model|"
+             r"compute buffer size|KV buffer size|n_ctx_slot"),
     figures=(
-        ("model", r"general\.name\s+str\s+=\s+(.+)", "str", "model"),
-        ("max_model_len", r"\bn_ctx\s+=\s+(\d+)", "int", "settings"),
-        ("parallel", r"\bn_seq_max\s+=\s+(\d+)", "int", "settings"),
-        ("n_ubatch", r"\bn_ubatch\s+=\s+(\d+)", "int", "settings"),
-        ("flash_attn", r"\bflash_attn\s+=\s+(\w+)", "str", "settings"),
+        LogLine("model", "general.name", r"general\.name\s+str\s+=\s+(.+)", "str", "model"),
+        LogLine("max_model_len", "n_ctx", r"\bn_ctx\s+=\s+(\d+)", "int", "settings"),
+        LogLine("ctx_per_seq", "n_ctx_slot=", r"\bn_ctx_slot=(\d+)", "int", "settings",
+                "tokens", scope="sequence"),
+        LogLine("parallel", "n_seq_max", r"\bn_seq_max\s+=\s+(\d+)", "int", "settings"),
+        LogLine("parallel", "n_slots=", r"\bn_slots=(\d+)", "int", "settings"),
+        LogLine("n_ubatch", "n_ubatch", r"\bn_ubatch\s+=\s+(\d+)", "int", "settings"),
+        LogLine("flash_attn", "flash_attn", r"\bflash_attn\s+=\s+(\w+)", "str", "settings"),
         # the first GPU's compute buffer ("CUDA0", "ROCm0", "Vulkan0", "Metal"; not *_Host)
-        ("compute_mib", r"\b(?:CUDA|ROCm|Vulkan|Metal|SYCL|MUSA)\d* +compute buffer size = +"
-                        r"([\d.]+) MiB", "num", "kv"),
-        ("cells", r"llama_kv_cache(?:_unified)?: +size = +[\d.]+ MiB \( *(\d+) cells", "int", "kv"),
-        ("kv_mib", r"llama_kv_cache(?:_unified)?: +size = +([\d.]+) MiB", "num", "kv"),
-        ("k_mib", r"llama_kv_cache(?:_unified)?: +size = .*?K \(\w+\): +([\d.]+) MiB", "num", "kv"),
-        ("v_mib", r"llama_kv_cache(?:_unified)?: +size = .*?V \(\w+\): +([\d.]+) MiB", "num", "kv"),
-        ("kv_dtype", r"llama_kv_cache(?:_unified)?: +size = .*?K \((\w+)\)", "str", "settings"),
-        ("kv_dtype_v", r"llama_kv_cache(?:_unified)?: +size = .*?V \((\w+)\)", "str", "settings"),
-        ("kv_mib", r"KV self size += +([\d.]+) MiB", "num", "kv"),
-        ("k_mib", r"KV self size = .*?K \(\w+\): +([\d.]+) MiB", "num", "kv"),
-        ("v_mib", r"KV self size = .*?V \(\w+\): +([\d.]+) MiB", "num", "kv"),
+        LogLine("compute_mib", "compute buffer size",
+                r"\b(?:CUDA|ROCm|Vulkan|Metal|SYCL|MUSA)\d* +compute buffer size = +([\d.]+) "
+                r"MiB", "num", "kv", "MiB"),
+        LogLine("cells", "cells", _KV_LINE + r"[\d.]+ MiB \( *(\d+) cells", "int", "kv",
+                "cells", releases=("b5300", "")),
+        LogLine("kv_mib", "size =", _KV_LINE + r"([\d.]+) MiB", "num", "kv", "MiB",
+                releases=("b5300", "")),
+        LogLine("k_mib", "K (", _KV_LINE + r"[^()]*\([^()]*\), K \(\w+\): +([\d.]+) MiB", "num",
+                "kv", "MiB", releases=("b5300", "")),
+        LogLine("v_mib", "V (", _KV_LINE + r"[^()]*\([^()]*\), K \(\w+\): +[\d.]+ MiB, V "
+                r"\(\w+\): +([\d.]+) MiB", "num", "kv", "MiB", releases=("b5300", "")),
+        LogLine("kv_dtype", "K (", _KV_LINE + r"[^()]*\([^()]*\), K \((\w+)\)", "str",
+                "settings"),
+        LogLine("kv_dtype_v", "V (", _KV_LINE + r"[^()]*\([^()]*\), K \(\w+\): +[\d.]+ MiB, V "
+                r"\((\w+)\)", "str", "settings"),
+        LogLine("kv_mib", "KV self size", r"KV self size += +([\d.]+) MiB", "num", "kv", "MiB",
+                releases=("b1500", "b5299")),
+        LogLine("k_mib", "KV self size", r"KV self size += +[\d.]+ MiB, K \(\w+\): +([\d.]+) MiB",
+                "num", "kv", "MiB", releases=("b1500", "b5299")),
+        LogLine("v_mib", "KV self size", r"KV self size += +[\d.]+ MiB, K \(\w+\): +[\d.]+ MiB, "
+                r"V \(\w+\): +([\d.]+) MiB", "num", "kv", "MiB", releases=("b1500", "b5299")),
+        LogLine("kv_dtype", "KV self size", r"KV self size += +[\d.]+ MiB, (?:K|c\^KV) \((\w+)\)",
+                "str", "settings"),
+        LogLine("kv_dtype_v", "KV self size", r"KV self size += +[\d.]+ MiB, K \(\w+\): +[\d.]+ "
+                r"MiB, V \((\w+)\)", "str", "settings"),
+        LogLine("kv_mib", "kv self size", r"kv self size += +([\d.]+) MB", "num", "kv", "MB",
+                releases=("", "b1499")),
+        # per-device buffers, summed, where no size line says the total
+        LogLine("kv_mib", "KV buffer size", r"KV buffer size = +([\d.]+) MiB", "num", "kv",
+                "MiB", combine="sum"),
     ),
 )
 

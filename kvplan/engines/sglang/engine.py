@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import BF16, FP8_DS_MLA, FP8_E4M3, FP8_E5M2, FP16, FP32, KVFormat
 from kvplan.core.errors import BadInputError
-from kvplan.core.launch import EngineLog
+from kvplan.core.launch import EngineLog, LogLine
 from kvplan.core.layers import (
     ATTENTION_KINDS,
     MLA,
@@ -301,29 +301,55 @@ def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp:
 
 
 # --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
+#
+# SGLang prints "GB" for figures divided by 2^30 (model_executor/model_runner.py). Its own pool
+# line is "KV Cache is allocated. #tokens: N, K size: X GB, V size: Y GB" (MHA pools; 0.4.1 had
+# no "#tokens" and printed max_total_num_tokens separately, later builds add "dtype: ...") or
+# "..., KV size: X GB" (MLA pools). kvcached's virtual pool ("kvcached ... #tokens") is not
+# SGLang's own and is not read as it.
 
 LOG_FORMAT = EngineLog(
     "sglang", "SGLang",
-    markers=(r"sglang|KV Cache is allocated\. #tokens|server_args=ServerArgs|"
-             r"Load weight (?:begin|end)"),
+    markers=(r"sglang|KV Cache is allocated\.|server_args=ServerArgs|"
+             r"Load weight (?:begin|end)|max_total_num_tokens="),
     figures=(
-        ("model", r"\bmodel_path='([^']+)'", "str", "model"),
-        ("model", r"sglang\.launch_server .*?--model(?:-path)? (\S+)", "str", "model"),
-        ("tp", r"\btp_size=(\d+)", "int", "settings"),
-        ("tp", r"sglang\.launch_server .*?--tp(?:-size)? (\d+)", "int", "settings"),
-        ("memory_fraction", r"\bmem_fraction_static=([\d.]+)", "num", "settings"),
-        ("memory_fraction", r"--mem-fraction-static[= ]([\d.]+)", "num", "settings"),
-        ("max_model_len", r"\bcontext_len=(\d+)", "int", "settings"),
-        ("max_model_len", r"\bcontext_length=(\d+)", "int", "settings"),
-        ("kv_dtype", r"\bkv_cache_dtype='(\w+)'", "str", "settings"),
-        ("max_num_seqs", r"\bmax_running_requests=(\d+)", "int", "settings"),
-        ("free_before_load_bytes", r"Load weight begin\. avail mem=([\d.]+) GB", "gib", "terms"),
-        ("weights_bytes", r"Load weight end\..*?mem usage=([\d.]+) GB", "gib", "weights"),
-        ("cudagraph_bytes", r"Capture cuda graph end\..*?mem usage=([\d.]+) GB", "gib", "terms"),
-        ("max_total_num_tokens", r"KV Cache is allocated\. #tokens: (\d+)", "int", "kv"),
-        ("k_size_bytes", r"KV Cache is allocated\. #tokens: \d+, K size: ([\d.]+) GB", "gib", "kv"),
-        ("v_size_bytes", r"KV Cache is allocated\..*?V size: ([\d.]+) GB", "gib", "kv"),
-        ("max_total_num_tokens", r"\bmax_total_num_tokens=(\d+)", "int", "kv"),
+        LogLine("model", "model_path=", r"\bmodel_path='([^']+)'", "str", "model"),
+        LogLine("model", "--model", r"--model(?:-path)?[= ](\S+)", "str", "model"),
+        LogLine("tp", "tp_size=", r"\btp_size=(\d+)", "int", "settings"),
+        LogLine("tp", "--tp", r"--tp(?:-size)?[= ](\d+)", "int", "settings"),
+        LogLine("memory_fraction", "mem_fraction_static=", r"\bmem_fraction_static=([\d.]+)",
+                "num", "settings"),
+        LogLine("memory_fraction", "--mem-fraction-static",
+                r"--mem-fraction-static[= ]([\d.]+)", "num", "settings"),
+        LogLine("max_model_len", "context_len=", r"\bcontext_len=(\d+)", "int", "settings"),
+        LogLine("max_model_len", "context_length=", r"\bcontext_length=(\d+)", "int",
+                "settings"),
+        LogLine("max_model_len", "--context-length", r"--context-length[= ](\d+)", "int",
+                "settings"),
+        LogLine("kv_dtype", "kv_cache_dtype=", r"\bkv_cache_dtype='(\w+)'", "str", "settings"),
+        LogLine("kv_dtype", "--kv-cache-dtype", r"--kv-cache-dtype[= ](\w+)", "str", "settings"),
+        LogLine("max_num_seqs", "max_running_requests=", r"\bmax_running_requests=(\d+)",
+                "int", "settings"),
+        LogLine("free_before_load_bytes", "Load weight begin", r"Load weight begin\. avail "
+                r"mem=([\d.]+) GB", "gib", "terms", "GB", scope="worker"),
+        LogLine("weights_bytes", "Load weight end", r"mem usage=([\d.]+) GB", "gib", "weights",
+                "GB", scope="worker"),
+        LogLine("cudagraph_bytes", "Capture cuda graph end", r"mem usage=([\d.]+) GB", "gib",
+                "terms", "GB", scope="worker"),
+        LogLine("max_total_num_tokens", "KV Cache is allocated.", r"#tokens: (\d+)", "int",
+                "kv", "tokens", scope="worker",
+                unless="kvcached"),
+        LogLine("k_size_bytes", "KV Cache is allocated.", r"\bK size: ([\d.]+) GB", "gib",
+                "kv", "GB", scope="worker",
+                unless="kvcached"),
+        LogLine("v_size_bytes", "KV Cache is allocated.", r"\bV size: ([\d.]+) GB", "gib",
+                "kv", "GB", scope="worker",
+                unless="kvcached"),
+        LogLine("kv_cache_bytes", "KV Cache is allocated.", r"\bKV size: ([\d.]+) GB", "gib",
+                "kv", "GB", scope="worker",
+                unless="kvcached"),
+        LogLine("max_total_num_tokens", "max_total_num_tokens=",
+                r"\bmax_total_num_tokens=(\d+)", "int", "kv", "tokens", scope="worker"),
     ),
 )
 
