@@ -30,8 +30,9 @@ CORPUS = Path(__file__).parent / "fixtures" / "logs"
 INDEX = yaml.safe_load((CORPUS / "index.yaml").read_text(encoding="utf-8"))
 LOGS = {e["id"]: e for e in INDEX["logs"]}
 REPO = Path(__file__).resolve().parent.parent
-# the floor the corpus reaches today: a change that recomputes fewer logs exactly fails
-EXACT_FLOOR = 0.0
+# the floor the corpus reaches today (29 of the 35 logs that print a KV line; the six that
+# differ are named in docs/engine-accuracy.md): a change that recomputes fewer fails
+EXACT_FLOOR = 29
 MIN_LOGS = 40
 
 
@@ -67,15 +68,18 @@ def outcome(entry: dict) -> dict:
 def counts() -> dict:
     results = {i: outcome(e) for i, e in LOGS.items()}
     exact = sum(r["status"] == "exact" for r in results.values())
+    with_line = sum(r["status"] in ("exact", "diff") for r in results.values())
     predicted = [r["settings_diff"] for r in results.values() if r["settings_diff"] is not None]
     within = sum(abs(d) <= 5 for d in predicted)
-    return {"results": results, "exact": exact, "total": len(results),
+    return {"results": results, "exact": exact, "total": len(results), "with_line": with_line,
             "within": within, "predicted": len(predicted)}
 
 
 def summary(c: dict) -> str:
-    return (f"{c['exact']} of {c['total']} logs recomputed exactly from the logged budget; "
-            f"{c['within']} of {c['predicted']} budgets within 5% from settings")
+    return (f"{c['exact']} of {c['with_line']} logs that print a KV line recomputed exactly "
+            f"from the logged budget ({c['total']} logs; {c['total'] - c['with_line']} print "
+            f"no KV line beyond the budget); {c['within']} of {c['predicted']} budgets within "
+            f"5% from settings")
 
 
 def corpus_table(c: dict | None = None) -> str:
@@ -104,7 +108,7 @@ def test_the_corpus_is_real_and_cited():
 def test_corpus_counts():
     c = counts()
     print(summary(c))
-    assert c["exact"] >= EXACT_FLOOR * c["total"], summary(c)
+    assert c["exact"] >= EXACT_FLOOR, summary(c)
 
 
 def test_accuracy_doc_is_current():
