@@ -144,8 +144,14 @@ def test_each_engine_declares_its_log_and_the_reader_knows_no_engine():
     arguments: a new engine's log is read without editing kvplan/sources/startlog.py."""
     import re
 
-    from kvplan.core.launch import (LOG_COMBINE, LOG_CONVERTERS, LOG_PLACES, LOG_SCOPES,
-                                    EngineLog, LogLine)
+    from kvplan.core.launch import (
+        LOG_COMBINE,
+        LOG_CONVERTERS,
+        LOG_PLACES,
+        LOG_SCOPES,
+        EngineLog,
+        LogLine,
+    )
     from kvplan.engines import registry
 
     formats = log_formats()
@@ -171,3 +177,102 @@ def test_each_engine_declares_its_log_and_the_reader_knows_no_engine():
     assert facts.engine == "toy" and facts.kv["num_blocks"] == 1234
     assert facts.weights_bytes == 3 * 2**30 // 2
     assert facts.lines["num_blocks"] == "toy-server: 1,234 blocks"
+
+
+# --- the reader: linear, precise, settings echoed, dated, per worker and per slot -------------
+
+def test_a_256_kib_line_is_read_in_milliseconds():
+    """Patterns are tried only near their key, in a bounded window: a line of 256 KiB full of
+    keys and near-misses costs a few passes over it, not a backtracking search."""
+    import time
+
+    bad = ("KV Cache is allocated. #tokens: K size: " * 7000)[:256 * 1024]
+    text = ("[2025-01-01 TP0] sglang.launch_server --model-path x " + bad + "\n"
+            + "vllm serve m --max-model-len " + "9" * 250_000 + "\n"
+            + "llama_kv_cache: size = " + " " * 250_000 + "\n")
+    start = time.perf_counter()
+    for engine in ("sglang", "vllm", "llamacpp", "trtllm", "tgi"):
+        startlog.read_log(text, log_formats(), engine)
+    assert time.perf_counter() - start < 0.5  # five engines' tables over 768 KiB of lines
+
+
+def test_the_echoed_command_line_and_human_readable_lengths():
+    log = ("INFO 05-01 10:00:00 [api_server.py:1040] vLLM API server version 0.9.0\n"
+           "$ vllm serve meta-llama/Llama-3.1-8B-Instruct --gpu-memory-utilization 0.65 "
+           "--max-model-len 32K -tp 2 --kv-cache-dtype fp8 --max-num-seqs 64\n")
+    facts = startlog.read_log(log, log_formats())
+    assert facts.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert facts.settings == {"memory_fraction": 0.65, "max_model_len": 32 * 1024, "tp": 2,
+                              "kv_dtype": "fp8", "max_num_seqs": 64}
+    lower = startlog.read_log(log.replace("32K", "32k"), log_formats())
+    assert lower.settings["max_model_len"] == 32_000  # vLLM: lower case is decimal
+
+
+def test_a_kv_line_agrees_within_the_logs_printed_precision():
+    # "50.00 GiB" is 49.995-50.005 GiB: 2 MiB blocks of Llama-3.1-8B (16 x 131,072 B) number
+    # floor(49.995 x 512) = 25,597 to floor(50.005 x 512) = 25,602 (the report counts every
+    # block); one block outside either end is a difference of 0.004%, and a DIFF
+    for blocks, ok in ((25_597, True), (25_602, True), (25_596, False), (25_603, False)):
+        result = explain(_v1_log(blocks * 16))
+        tokens = next(r for r in result.rows if r.quantity == "kv_cache_tokens")
+        assert (tokens.status == "ok") is ok, blocks
+
+
+def test_kvcacheds_virtual_pool_is_not_read_as_sglangs_own():
+    log = ("[2025-09-04 10:00:00 TP0] kvcached: allocated virtual KV space\n"
+           "[2025-09-04 10:00:01 TP0] KV Cache is allocated. #tokens: 9000000, K size: 999.00 GB,"
+           " V size: 999.00 GB\n")
+    facts = startlog.read_log(log, log_formats())
+    assert facts.engine == "sglang"
+    assert not {"max_total_num_tokens", "k_size_bytes", "v_size_bytes"} & set(facts.kv)
+    assert any("kvcached" in n for n in facts.notes)
+
+
+V0_LOG = (  # vllm-project/vllm#10517: no release printed; the one-line profile of 0.6.3-0.6.4
+    "Memory profiling results: total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB "
+    "peak_torch_memory=17.98GiB memory_usage_post_profile=15.35GiB non_torch_memory=0.35GiB "
+    "kv_cache_size=2.89GiB gpu_memory_utilization=0.90\n"
+    "# GPU blocks: 1478, # CPU blocks: 2048\n"
+    "Maximum concurrency for 29000 tokens per request: 0.82x\n")
+
+
+def test_a_log_without_a_release_is_dated_by_its_lines():
+    result = explain(V0_LOG, model="llama-3.1-8b")
+    assert result.version == "0.6.4"
+    assert any("line formats" in n for n in result.notes)
+    assert explain(V0_LOG, model="llama-3.1-8b", engine_version="0.6.3").version == "0.6.3"
+
+
+def test_cli_takes_the_engine_version(tmp_path):
+    path = tmp_path / "v0.log"
+    path.write_text(V0_LOG)
+    result = runner.invoke(app, ["explain", str(path), "--model", "llama-3.1-8b",
+                                 "--engine-version", "0.6.3", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["version"] == "0.6.3"
+
+
+def test_a_workers_budget_with_no_tp_printed_is_one_ranks_share():
+    # Qwen2.5-7B at TP 2: 28 layers x 2 KV heads x 128 x 2 x 2 B = 28,672 B a token per rank;
+    # 31.83 GiB / (16 x 28,672) = 74,501 blocks (the null block kept: 74,510 - 1 at the top of
+    # the printed range), so 1,192,160 tokens is one rank's pool, not TP 1's (596,000)
+    log = ("(VllmWorker TP0 pid=1) INFO 09-03 02:12:25 [gpu_worker.py:276] Available KV cache "
+           "memory: 31.83 GiB\n"
+           "INFO 09-03 02:12:26 [kv_cache_utils.py:849] GPU KV cache size: 1,192,160 tokens\n")
+    result = explain(log, model="qwen2.5-7b")
+    assert result.ok
+    assert any("TP 2" in n for n in result.notes)
+
+
+def test_a_server_slots_context_is_the_context_per_slot():
+    # ik_llama.cpp, DeepSeek-R1's MLA cache in q8_0: 61 layers x (512 + 64) x 34/32 B x 32,768
+    # cells = 1,166.62 MiB, the context being the one slot's 32,768 tokens
+    log = ("llama_new_context_with_model: KV self size  = 1166.62 MiB, c^KV (q8_0): 1166.62 MiB,"
+           " kv^T: not used\n"
+           'INFO [                    init] initializing slots | n_slots=1\n'
+           'INFO [                    init] new slot | id_slot=0 n_ctx_slot=32768\n')
+    result = explain(log, model="deepseek-r1")
+    kv = next(r for r in result.rows if r.quantity == "kv_mib")
+    assert kv.status == "ok"
+    assert kv.kvplan == pytest.approx(61 * 576 * 34 / 32 * 32768 / 2**20)
+    assert result.settings["kv_dtype"] == "q8_0"
