@@ -27,7 +27,7 @@ TOLERANCE_TEXT = "the log's printed precision"
 # the engine's KV figures explain compares, under the names engine.numbers() gives them
 KV_FIGURES = ("num_blocks", "kv_cache_tokens", "max_concurrency", "max_total_num_tokens",
               "k_size_bytes", "v_size_bytes", "cells", "k_mib", "v_mib", "kv_mib",
-              "max_batch_total_tokens")
+              "max_batch_total_tokens", "estimated_max_model_len")
 # figures the engine estimates rather than computes exactly: shown beside the log, never a DIFF
 # (llama.cpp's compute buffer: docs/engine-accuracy.md section 7)
 ESTIMATED_FIGURES = ("compute_mib",)

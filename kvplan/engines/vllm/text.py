@@ -176,16 +176,27 @@ LOG_FORMAT = EngineLog(
         LogLine("available_kv_cache_bytes", "reserved for KV Cache is",
                 r"reserved for KV Cache is (?:only )?(-?[\d.]+) ?GiB", "gib", "kv", "GiB",
                 releases=("0.6.5", "0.10.2"), scope="worker"),
+        # gpu_executor.py's "# GPU blocks" until 0.6.6; executor_base.py's "# cuda blocks"
+        # (the platform's device name) from 0.7
         LogLine("num_blocks", "GPU blocks:", r"GPU blocks: (\d+)", "int", "kv", "blocks",
-                releases=("0.2.0", "0.6.4")),
+                releases=("0.2.0", "0.6.6")),
         LogLine("num_blocks", "blocks:", r"# (?:CUDA|cuda|ROCM|rocm|XPU|xpu) blocks: (\d+)",
-                "int", "kv", "blocks", releases=("0.6.5", "0.10.2")),
+                "int", "kv", "blocks", releases=("0.7.0", "0.10.2")),
         LogLine("kv_cache_tokens", "GPU KV cache size:", r"GPU KV cache size: ([\d,]+) tokens",
                 "int", "kv", "tokens", releases=("0.7.3", "")),
         # V0's refusal names the tokens its blocks hold (num_gpu_blocks x block_size)
         LogLine("kv_cache_tokens", "stored in KV cache (",
                 r"can be stored in KV cache \((\d+)\)", "int", "kv", "tokens",
                 releases=("0.2.0", "0.10.2")),
+        # V1's refusal when one request of max_model_len does not fit (kv_cache_utils.py
+        # check_enough_kv_cache_memory; the estimate from 0.9)
+        LogLine("available_kv_cache_bytes", "larger than the available KV cache memory (",
+                r"larger than the available KV cache memory \((-?[\d.]+) GiB\)", "gib", "kv",
+                "GiB", releases=("0.8.0", ""), scope="worker"),
+        LogLine("estimated_max_model_len", "the estimated maximum model length is",
+                r"the estimated maximum model length is (\d+)", "int", "kv", "tokens",
+                releases=("0.9.0", "")),
+        LogLine("max_model_len", "max seq len (", r"max seq len \((\d+)\)", "int", "settings"),
         LogLine("max_concurrency_tokens", "Maximum concurrency for",
                 r"Maximum concurrency for ([\d,]+) tokens per request", "int", "kv", "tokens"),
         LogLine("max_concurrency", "tokens per request:",
