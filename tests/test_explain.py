@@ -276,3 +276,16 @@ def test_a_server_slots_context_is_the_context_per_slot():
     assert kv.status == "ok"
     assert kv.kvplan == pytest.approx(61 * 576 * 34 / 32 * 32768 / 2**20)
     assert result.settings["kv_dtype"] == "q8_0"
+
+
+def test_a_non_unified_cache_prints_one_streams_cells():
+    # llama.cpp -np 4 without --kv-unified: "8192 cells ... 4/4 seqs" is four streams of 8,192;
+    # Qwen3-8B: 36 layers x 8 KV heads x 128 x 2 B = 73,728 B a cell for K (and for V), so
+    # 32,768 cells hold 2,304 MiB of K and 4,608 MiB in all
+    log = ("llama_context: n_seq_max     = 4\nllama_context: n_ctx         = 32768\n"
+           "llama_kv_cache: size = 4608.00 MiB (  8192 cells,  36 layers,  4/4 seqs), "
+           "K (f16): 2304.00 MiB, V (f16): 2304.00 MiB\n")
+    result = explain(log, model="qwen3-8b")
+    rows = {r.quantity: r for r in result.rows}
+    assert rows["cells"].logged == 32768 and rows["kv_mib"].kvplan == 4608.0
+    assert result.ok and any("4 streams" in n for n in result.notes)

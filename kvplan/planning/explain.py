@@ -280,6 +280,12 @@ def _settings_from_lines(facts: LogFacts, warnings: list[str]) -> None:
         s["max_model_len"] = int(s["ctx_per_seq"]) * int(s.get("parallel", 1))
         warnings.append(f"the context is {s.get('parallel', 1)} slot(s) of "
                         f"{s['ctx_per_seq']:,} tokens (n_ctx_slot)")
+    streams = int(facts.kv.get("streams", 1))
+    if "cells" in facts.kv and streams > 1:
+        # a non-unified cache prints one stream's cells; the engine holds them per stream
+        facts.kv["cells"] = int(facts.kv["cells"]) * streams
+        warnings.append(f"the KV line is {streams} streams (one per sequence) of "
+                        f"{int(facts.kv['cells']) // streams:,} cells")
     if "max_model_len" not in s and "cells" in facts.kv:
         s["max_model_len"] = int(facts.kv["cells"])
 
