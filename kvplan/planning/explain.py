@@ -260,6 +260,11 @@ def _date(facts: LogFacts, warnings: list[str]) -> str | None:
             first, lo_text = lo_v, lo
         if hi_v is not None and (last is None or hi_v < last):
             last, hi_text = hi_v, hi
+    if last is None and first:
+        warnings.append(f"the log prints no release; its line formats are those of {lo_text} "
+                        "and later: kvplan's latest model of the engine is applied "
+                        "(--engine-version says which)")
+        return None
     if last is None or (first and first > last):
         if first and last is not None:
             warnings.append(f"the log's lines are of different releases ({lo_text} and later, "
