@@ -29,9 +29,9 @@ CORPUS = Path(__file__).parent / "fixtures" / "logs"
 INDEX = yaml.safe_load((CORPUS / "index.yaml").read_text(encoding="utf-8"))
 LOGS = {e["id"]: e for e in INDEX["logs"]}
 REPO = Path(__file__).resolve().parent.parent
-# the floor the corpus reaches today (32 of the 38 logs that print a KV line; the six that
+# the floor the corpus reaches today (33 of the 39 logs that print a KV line; the six that
 # differ are named in docs/engine-accuracy.md): a change that recomputes fewer fails
-EXACT_FLOOR = 32
+EXACT_FLOOR = 33
 MIN_LOGS = 40
 
 

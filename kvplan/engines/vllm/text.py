@@ -176,10 +176,10 @@ LOG_FORMAT = EngineLog(
         LogLine("available_kv_cache_bytes", "reserved for KV Cache is",
                 r"reserved for KV Cache is (?:only )?(-?[\d.]+) ?GiB", "gib", "kv", "GiB",
                 releases=("0.6.5", "0.10.2"), scope="worker"),
-        # gpu_executor.py's "# GPU blocks" until 0.6.6; executor_base.py's "# cuda blocks"
-        # (the platform's device name) from 0.7
+        # V0 gpu_executor.py's "# GPU blocks" until 0.6.6 and V1 kv_cache_utils.py's until
+        # 0.7.2 (then tokens); V0 executor_base.py's "# cuda blocks" (the device name) from 0.7
         LogLine("num_blocks", "GPU blocks:", r"GPU blocks: (\d+)", "int", "kv", "blocks",
-                releases=("0.2.0", "0.6.6")),
+                releases=("0.2.0", "0.7.2")),
         LogLine("num_blocks", "blocks:", r"# (?:CUDA|cuda|ROCM|rocm|XPU|xpu) blocks: (\d+)",
                 "int", "kv", "blocks", releases=("0.7.0", "0.10.2")),
         LogLine("kv_cache_tokens", "GPU KV cache size:", r"GPU KV cache size: ([\d,]+) tokens",
