@@ -289,3 +289,17 @@ def test_a_non_unified_cache_prints_one_streams_cells():
     rows = {r.quantity: r for r in result.rows}
     assert rows["cells"].logged == 32768 and rows["kv_mib"].kvplan == 4608.0
     assert result.ok and any("4 streams" in n for n in result.notes)
+
+
+def test_the_batch_and_eager_settings_a_v1_log_echoes():
+    # vllm-project/vllm#27508's command line, and a V1 config dump's fields
+    line = ("vllm serve openai/gpt-oss-120b --gpu-memory-utilization 0.95 "
+            "--max-num-batched-tokens 1024\n")
+    facts = startlog.read_log(line, log_formats())
+    assert facts.settings["max_num_batched_tokens"] == 1024
+    assert facts.settings["memory_fraction"] == 0.95
+    dump = ("INFO [core.py:74] Initializing a V1 LLM engine (v0.10.1.1) with config: "
+            "model='m', tensor_parallel_size=1, data_parallel_size=2, enforce_eager=True, "
+            "kv_cache_dtype=auto\n")
+    facts = startlog.read_log(dump, log_formats())
+    assert (facts.settings["dp"], facts.settings["enforce_eager"]) == (2, "True")

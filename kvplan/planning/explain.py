@@ -128,7 +128,10 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
         max_model_len=s.get("max_model_len"), block_size=s.get("block_size"),
         gpu_memory_utilization=s.get("memory_fraction"), max_num_seqs=s.get("max_num_seqs"),
         parallel=s.get("parallel", 1), weights_dtype=quant or "auto",
-        **{k: s[k] for k in ("n_ubatch", "flash_attn") if k in s})
+        max_num_batched_tokens=s.get("max_num_batched_tokens"), dp=int(s.get("dp", 1)),
+        **{k: s[k] for k in ("n_ubatch", "flash_attn") if k in s},
+        **({"enforce_eager": True} if str(s.get("enforce_eager")) in ("True", "--enforce-eager")
+           else {}))
 
 
 def explain(text: str, model: str | None = None, gpu: str | None = None,

@@ -83,7 +83,7 @@ LOG_FORMAT = EngineLog(
     markers=(r"vLLM|vllm serve|gpu_worker\.py|kv_cache_utils\.py|Memory profiling|"
              r"GPU blocks:|CUDA blocks:|GPU KV cache size:|Available KV cache memory|"
              r"reserved for KV Cache|stored in KV cache|VllmWorker|model_runner\.py|"
-             r"Desired GPU memory utilization|vllm\.entrypoints"),
+             r"Desired GPU memory utilization|vllm\.entrypoints|LLM engine \(v"),
     figures=(
         LogLine("version", "vLLM API server version", r"vLLM API server version ([\w.+\-]+)",
                 "str", "version"),
@@ -118,6 +118,22 @@ LOG_FORMAT = EngineLog(
         LogLine("block_size", "block", r"--block[-_]size[= ](\d+)", "int", "settings"),
         LogLine("max_num_seqs", "'max_num_seqs':", r"'max_num_seqs': (\d+)", "int", "settings"),
         LogLine("max_num_seqs", "seqs", r"--max[-_]num[-_]seqs[= ](\d+)", "int", "settings"),
+        LogLine("max_num_batched_tokens", "'max_num_batched_tokens':",
+                r"'max_num_batched_tokens': (\d+)", "int", "settings"),
+        LogLine("max_num_batched_tokens", "max_num_batched_tokens=",
+                r"\bmax_num_batched_tokens=(\d+)", "int", "settings"),
+        LogLine("max_num_batched_tokens", "batched",
+                r"--max[-_]num[-_]batched[-_]tokens[= ]([\d.]+[kKmMgG]?)\b", "tokens",
+                "settings"),
+        LogLine("enforce_eager", "enforce_eager=", r"\benforce_eager=(True|False)", "str",
+                "settings"),
+        LogLine("enforce_eager", "'enforce_eager':", r"'enforce_eager': (True|False)", "str",
+                "settings"),
+        LogLine("enforce_eager", "--enforce-eager", r"(--enforce-eager)\b", "str", "settings"),
+        LogLine("dp", "'data_parallel_size':", r"'data_parallel_size': (\d+)", "int",
+                "settings"),
+        LogLine("dp", "data_parallel_size=", r"\bdata_parallel_size=(\d+)", "int", "settings"),
+        LogLine("dp", "-dp", r"(?:--data-parallel-size|-dp)[= ](\d+)", "int", "settings"),
         LogLine("memory_fraction", "gpu_memory_utilization=",
                 r"gpu_memory_utilization=([\d.]+)", "num", "settings"),
         LogLine("memory_fraction", "'gpu_memory_utilization':",
