@@ -119,6 +119,9 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
         from kvplan.sources.gpus import custom_gpu
 
         gpu_of_log = custom_gpu(f"{facts.gpu_total_bytes}B", "the log's GPU")
+    extra: dict[str, Any] = {k: s[k] for k in ("n_ubatch", "flash_attn") if k in s}
+    if str(s.get("enforce_eager")) in ("True", "--enforce-eager"):
+        extra["enforce_eager"] = True
     # the one deployment builder, as plan and check use it: the log's settings are checked as
     # the same flags would be
     return deployment(
@@ -129,9 +132,7 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
         gpu_memory_utilization=s.get("memory_fraction"), max_num_seqs=s.get("max_num_seqs"),
         parallel=s.get("parallel", 1), weights_dtype=quant or "auto",
         max_num_batched_tokens=s.get("max_num_batched_tokens"), dp=int(s.get("dp", 1)),
-        **{k: s[k] for k in ("n_ubatch", "flash_attn") if k in s},
-        **({"enforce_eager": True} if str(s.get("enforce_eager")) in ("True", "--enforce-eager")
-           else {}))
+        **extra)
 
 
 def explain(text: str, model: str | None = None, gpu: str | None = None,
