@@ -148,13 +148,12 @@ def test_prefill_flops_and_time_on_h100():
     assert f.linear_flops == 2 * params * 1000  # Kaplan et al.: 2N per token
     # 32 layers x 2 x 32 query heads x (128 + 128) x sum_{i<=1000} i
     assert f.attention_flops == 32 * 2 * 32 * 256 * (1000 * 1001 // 2)
-    d = whatif.prefill_decode(spec, split, 1000, 989_400 * 10**9, "bf16", Fraction(1, 2), 1,
-                              1, 16_060_522_496, 1000 * LLAMA_TOKEN_BYTES,
-                              3_350_000_000_000)
+    p = compute.prefill(spec, split, 1000, 989_400 * 10**9, "bf16", "given", Fraction(1, 2), 1)
     # H100 SXM whitepaper: 989.4 dense BF16 TFLOP/s, at 50%
-    assert d.ttft_s == pytest.approx(f.total_flops / (989.4e12 * 0.5))
-    # decode floor: (weights + KV) / 3.35 TB/s
-    assert d.decode_step_s == pytest.approx((16_060_522_496 + 1000 * 131072) / 3.35e12)
+    assert p.seconds == pytest.approx(f.total_flops / (989.4e12 * 0.5))
+    assert p.gpu_seconds == pytest.approx(f.total_flops / (989.4e12 * 0.5))
+    two = compute.prefill(spec, split, 1000, 989_400 * 10**9, "bf16", "given", Fraction(1, 2), 2)
+    assert two.seconds == pytest.approx(p.seconds / 2) and two.gpu_seconds == p.gpu_seconds
 
 
 def test_moe_decode_reads_only_touched_experts():
@@ -211,17 +210,49 @@ def _json(*args: str) -> dict:
 
 
 def test_disaggregated_transfer_of_llama_70b_over_ndr():
-    out = _json("llama-3.1-70b", "--gpu", "h100", "-n", "4", "--prompt", "2k", "--output",
+    out = _json("llama-3.1-70b", "--gpu", "h100", "-n", "4", "--prompt", "4k", "--output",
                 "512", "--link", "ib-ndr")
     d = out["disaggregated"]
     per_token = 80 * 2 * 8 * 128 * 2  # Llama-3.1-70B bf16: 327,680 B/token, one copy
-    assert d["transfer_bytes"] == 2048 * per_token
-    assert d["transfer_s"] == pytest.approx(2048 * per_token / 50e9)
+    assert d["transfer_bytes"] == 4096 * per_token
+    # vLLM's NIXL connector: decode rank i reads its 2 of the 8 KV heads from prefill rank i,
+    # each over its own NIC (one 400 Gb/s NDR port per H100): a quarter of the cache per link,
+    # 4,096 x 327,680 / 4 / 50e9 = 6.71 ms (not 26.8 ms through one link)
+    assert d["per_decode_rank_bytes"] == 4096 * per_token // 4
+    assert d["wire_bytes"] == 4096 * per_token  # heads split, nothing replicated
+    assert d["transfer_s"] == pytest.approx(4096 * per_token / 4 / 50e9)
     assert d["prefill_gpus_per_decode_gpu"] == pytest.approx(
         d["prefill_gpu_s"] / d["decode_gpu_s"])
     # decode GPU-seconds per request: output tokens x step / batch x the instance's 4 GPUs
     p = out["prefill"]
     assert d["decode_gpu_s"] == pytest.approx(512 * p["decode_step_s"] / p["decode_batch"] * 4)
+
+
+def test_disaggregated_mla_pulls_a_full_latent_copy_per_decode_rank():
+    # DeepSeek-V3's MLA cache is one latent per token (kv_lora_rank 512 + rope 64, bf16), the
+    # same on every TP rank (vLLM replicates it): each of 8 decode ranks pulls the whole copy
+    out = _json("deepseek-v3", "--gpu", "h200", "-n", "8", "--prompt", "4k", "--output", "256",
+                "--link", "ib-ndr")
+    d = out["disaggregated"]
+    copy = 61 * 4096 * (512 + 64) * 2  # 61 layers; 4,096 is a whole number of blocks
+    assert d["transfer_bytes"] == copy
+    assert d["per_decode_rank_bytes"] == copy
+    assert d["wire_bytes"] == 8 * copy
+    assert d["transfer_s"] == pytest.approx(copy / 50e9)  # rank i from rank i, one NIC each
+
+
+def test_disaggregated_pools_with_different_kv_dtypes_are_refused():
+    # vLLM nixl_connector.py NixlConnectorWorker._validate_remote_agent_handshake asserts the
+    # remote block length equals the local one "and same dtype": bf16 prefill + fp8 decode fails
+    result = runner.invoke(app, ["whatif", "llama-3.1-70b", "--gpu", "h100", "-n", "4",
+                                 "--prompt", "4k", "--output", "1k", "--link", "ib-ndr",
+                                 "--decode-gpu", "h200", "--decode-kv-dtype", "fp8"])
+    assert result.exit_code == 2, result.output
+    assert "same dtype" in result.output and "Traceback" not in result.output
+    both = _json("llama-3.1-70b", "--gpu", "h100", "-n", "4", "--prompt", "4k", "--output",
+                 "1k", "--kv-dtype", "fp8", "--link", "ib-ndr", "--decode-gpu", "h200")
+    # fp8 on both sides: 1 byte per element, half of bf16's 327,680 B/token
+    assert both["disaggregated"]["transfer_bytes"] == 4096 * 80 * 2 * 8 * 128
 
 
 def test_cli_policies_rows_and_capacity_with_a_measured_budget():
@@ -373,3 +404,78 @@ def test_pipeline_stages_are_compared_by_bytes_not_by_layer_count():
                                  BF16, 32768, block_size=16)
     # 4 layers x 1,024 kept tokens x (K + V) x 8 heads x 128 x 2 bytes
     assert r.request_bytes == 4 * 1024 * 2 * 8 * 128 * 2
+
+
+# --- one decode-step model and one prefill model for plan and whatif ------------------------
+
+def _plan_floor(*args: str) -> dict:
+    result = runner.invoke(app, ["plan", *args, "-f", "json"])
+    assert result.exit_code == 0, result.output
+    (rows,) = [v for k, v in json.loads(result.stdout)["tables"].items()
+               if k.startswith("Decode floor")]
+    return {r["name"]: int(r["value"].replace(",", "")) for r in rows
+            if r["name"].endswith("_per_gpu")}
+
+
+def test_mixtral_batch_1_decode_step_is_the_same_in_plan_and_whatif():
+    # Mixtral-8x7B config.json: hidden 4,096, intermediate 14,336, 32 layers, 32 query and 8
+    # KV heads of 128, 8 experts (2 per token), vocab 32,000, untied embeddings, bf16
+    h, inter, layers, vocab = 4096, 14336, 32, 32000
+    attention = 2 * h * h + 2 * h * 8 * 128  # q, o; k, v
+    experts = 8 * 3 * h * inter  # w1, w2, w3 per expert
+    per_layer = attention + 8 * h + 2 * h + experts  # + router, two norms
+    total = layers * per_layer + h + 2 * vocab * h
+    assert total == 46_702_792_704  # "46.7B total" (Mixtral of experts, 2023)
+    # batch 1 reads 2 of 8 experts per layer and never the input table (it is looked up)
+    read_params = total - vocab * h - layers * experts * 6 // 8
+    weights_bytes = 2 * read_params
+    kv_bytes = layers * 2 * 8 * 128 * 2 * 1024
+    out = _json("mixtral-8x7b", "--gpu", "h200", "--tokens", "1k", "--prefill",
+                "--decode-batch", "1")
+    p = out["prefill"]
+    # within 0.01%: the engine's loaded weights also hold buffers (the rotary cos/sin cache)
+    # that the step is charged for in the same proportion
+    assert p["weights_read_bytes"] == pytest.approx(weights_bytes, rel=1e-4)
+    assert p["kv_read_bytes"] == kv_bytes
+    # H200: 4.8 TB/s (datasheet); the issue's doubled reduction read 2/8 of 2/8 of the experts
+    assert p["decode_step_s"] == pytest.approx((weights_bytes + kv_bytes) / 4.8e12, rel=1e-4)
+    plan = _plan_floor("mixtral-8x7b", "--gpu", "h200", "--context", "1k", "--concurrency", "1")
+    assert plan == {"weights_read_bytes_per_gpu": p["weights_read_bytes"],
+                    "kv_bytes_per_gpu": kv_bytes}
+
+
+def test_deepseek_v3_batch_1_decode_step_is_the_same_in_plan_and_whatif():
+    out = _json("deepseek-v3", "--gpu", "h200", "-n", "8", "--tokens", "1k", "--prefill",
+                "--decode-batch", "1")
+    p = out["prefill"]
+    plan = _plan_floor("deepseek-v3", "--gpu", "h200", "-n", "8", "--context", "1k",
+                       "--concurrency", "1")
+    assert plan == {"weights_read_bytes_per_gpu": p["weights_read_bytes"],
+                    "kv_bytes_per_gpu": p["kv_read_bytes"]}
+    # one token reads the ~37B activated parameters (technical report) over 8 GPUs: FP8, 1
+    # byte each, except the bf16 output head (129,280 x 7,168, 2 bytes each); the input table
+    # of the same size is looked up, not read. Block scales and bf16 norms/router: within 2%
+    table = 129_280 * 7_168
+    expected = ((37e9 - 2 * table) * 1 + table * 2) / 8
+    assert p["weights_read_bytes"] == pytest.approx(expected, rel=0.02)
+    # MLA latent (512 + 64) x bf16, 61 layers, replicated on every rank
+    assert p["kv_read_bytes"] == 61 * 1024 * (512 + 64) * 2
+
+
+def test_prefill_on_an_fp8_checkpoint_uses_the_fp8_peak():
+    from kvplan.sources.gpus import find_gpu
+
+    out = _json("deepseek-v3", "--gpu", "h200", "-n", "8", "--tokens", "1k", "--prefill")
+    p = out["prefill"]
+    # DeepSeek-V3 ships FP8 (block-wise) weights; vLLM runs them as FP8 GEMMs on Hopper:
+    # H200 datasheet 3,958 FP8 TFLOPS with sparsity = 1,979 dense
+    assert p["compute_dtype"] == "fp8" and p["peak_flops_per_s"] == 1_979 * 10**12
+    assert p["ttft_s"] == pytest.approx(p["flops"]["total_flops"] / (8 * 1.979e15 * 0.5))
+    bf16 = _json("deepseek-v3", "--gpu", "h200", "-n", "8", "--tokens", "1k", "--prefill",
+                 "--compute-dtype", "bf16")["prefill"]
+    assert bf16["ttft_s"] == pytest.approx(2 * p["ttft_s"], rel=0.001)
+    # a bf16 checkpoint keeps the bf16 peak; an A100 (no FP8 tensor cores) runs FP8 weights
+    # weight-only, at the bf16 rate
+    assert _json("llama-3.1-8b", "--gpu", "h100", "--tokens", "1k",
+                 "--prefill")["prefill"]["peak_flops_per_s"] == 989_400 * 10**9
+    assert find_gpu("a100-80gb").dense_flops_per_s == {"bf16": 312 * 10**12}

@@ -66,8 +66,10 @@ def whatif_view(r: WhatIfResult) -> View:
             {"quantity": "  attention", "value": f"{f.flops.attention_flops:,}"},
             {"quantity": f"peak dense {f.compute_dtype} FLOP/s per GPU",
              "value": f"{f.peak_flops_per_s:,}"},
+            {"quantity": "  math dtype because", "value": f.compute_dtype_why},
             {"quantity": "time to first token (ms)", "value": _ms(f.ttft_s)},
             {"quantity": "decode batch", "value": f"{f.decode_batch:,}"},
+            {"quantity": "decode context (tokens)", "value": f"{f.decode_context_tokens:,}"},
             {"quantity": "weights read per step (B)", "value": f"{f.weights_read_bytes:,}"},
             {"quantity": "KV read per step (B)", "value": f"{f.kv_read_bytes:,}"},
             {"quantity": "decode step floor (ms)", "value": _ms(f.decode_step_s)},
@@ -89,14 +91,17 @@ def whatif_view(r: WhatIfResult) -> View:
     if r.disaggregated is not None:
         d = r.disaggregated
         rows: list[dict[str, Any]] = [
-            {"quantity": f"KV sent per request ({d.prefill_kv_dtype})",
+            {"quantity": f"one copy of the prompt cache ({d.prefill_kv_dtype})",
              "value": f"{d.transfer_bytes:,}"}]
         rows += [{"quantity": f"  {k.kind} x {k.num_layers}", "value": f"{k.bytes:,}"}
                  for k in d.by_kind]
         rows += [
-            {"quantity": f"held on decode ({d.decode_kv_dtype})",
-             "value": f"{d.decode_held_bytes:,}"},
-            {"quantity": f"link {d.link} (B/s)", "value": f"{d.link_bytes_per_s:,}"},
+            {"quantity": "bytes on the wire (every decode rank's share)",
+             "value": f"{d.wire_bytes:,}"},
+            {"quantity": "  busiest decode rank pulls", "value": f"{d.per_decode_rank_bytes:,}"},
+            {"quantity": "  busiest prefill rank sends",
+             "value": f"{d.per_prefill_rank_bytes:,}"},
+            {"quantity": f"link {d.link} per GPU (B/s)", "value": f"{d.link_bytes_per_s:,}"},
             {"quantity": "transfer time (ms)", "value": _ms(d.transfer_s)},
             {"quantity": "prefill GPU-ms per request", "value": _ms(d.prefill_gpu_s)},
             {"quantity": f"decode GPU-ms per request (batch {d.decode_batch:,})",
@@ -105,8 +110,11 @@ def whatif_view(r: WhatIfResult) -> View:
              "value": f"{d.prefill_gpus_per_decode_gpu:.3f}"}]
         tables.append(Table("disaggregated prefill and decode", (
             Column("quantity", "quantity"), Column("value", "value")), tuple(rows)))
-        notes.append(f"Disaggregated: {d.link_note}; the ratio keeps neither pool idle "
-                     "(prefill GPU-seconds / decode GPU-seconds per request).")
+        notes.append(f"Disaggregated: {d.link_note}, one link per GPU; vLLM's NIXL connector "
+                     "has each decode rank read its own KV heads from the prefill rank that "
+                     "holds them (a replicated cache such as MLA's latent once per rank), so the "
+                     "transfer is the busier side's per-rank bytes over one link; the ratio keeps "
+                     "neither pool idle (prefill GPU-seconds / decode GPU-seconds per request).")
     notes.extend(r.notes)
     payload = {"schema": SCHEMA, **json_plain(asdict(r))}
     from kvplan import __version__

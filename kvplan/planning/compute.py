@@ -19,11 +19,15 @@ so its floor is bytes over HBM bandwidth. Both count only the experts a MoE mode
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.layers import MLA, ChunkedLocal, CrossAttention, FullAttention, SlidingWindow
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from kvplan.engines.base import Deployment
 
 
 def _sum_to(n: int) -> int:
@@ -180,3 +184,85 @@ def prefill_flops(spec: ModelSpec, prompt_tokens: int, split: ParamSplit) -> Pre
                      f"{split.source})")
     return PrefillFlops(prompt_tokens, split.active_params, linear, attention, linear + attention,
                         tuple(notes))
+
+
+# --- the prefill model shared by `plan --rate` and `whatif --prefill` ----------------------
+
+#: checkpoint layouts whose linear layers run FP8 x FP8 GEMMs on a GPU with FP8 tensor cores
+#: (vLLM Fp8LinearMethod / CompressedTensorsW8A8Fp8 / ModelOptFp8LinearMethod quantize the
+#: activations dynamically and call an FP8 scaled matmul; on GPUs without FP8 tensor cores
+#: they fall back to weight-only Marlin kernels, bf16 math)
+FP8_MATH_LAYOUTS = frozenset({"fp8", "fp8-ct", "fp8-modelopt"})
+
+
+def default_compute_dtype(spec: ModelSpec, weights_dtype: str, gpu_dtypes: frozenset[str]
+                          ) -> tuple[str, str]:
+    """(math dtype, why) for prefill's peak: FP8 for an FP8 checkpoint (or `--weights-dtype
+    fp8`, vLLM's dynamic FP8) on a GPU the catalog gives FP8 throughput for; else bf16 (fp16
+    runs at the same tensor-core rate on every catalog GPU)."""
+    fp8_weights = (spec.quantization.layout in FP8_MATH_LAYOUTS
+                   or weights_dtype.strip().lower() in ("fp8", "fp8_e4m3"))
+    if fp8_weights and "fp8" in gpu_dtypes:
+        return "fp8", "the checkpoint's FP8 weights run FP8 GEMMs"
+    if fp8_weights:
+        return "bf16", "FP8 weights, but no FP8 tensor-core figure for this GPU (weight-only)"
+    return "bf16", f"the checkpoint's {spec.dtype} weights"
+
+
+@record
+class Prefill:
+    """One prompt's prefill: FLOPs over the tensor-parallel GPUs' dense peak at an efficiency."""
+
+    flops: PrefillFlops
+    compute_dtype: str
+    compute_dtype_why: str
+    peak_flops_per_s: int  # one GPU, dense
+    efficiency: Fraction  # the share of peak the kernels reach (a stated assumption)
+    gpus: int  # tensor-parallel GPUs sharing one prompt's FLOPs
+    seconds: float  # FLOPs / (gpus x peak x efficiency): time to first token, queueing aside
+    gpu_seconds: float  # FLOPs / (peak x efficiency): what one prompt costs a pool
+
+
+def prefill(spec: ModelSpec, split: ParamSplit, prompt_tokens: int, peak_flops_per_s: int,
+            compute_dtype: str, why: str, efficiency: Fraction, gpus: int) -> Prefill:
+    """The prefill model: compute-bound, FLOPs (prefill_flops) / (gpus x peak x efficiency)."""
+    if not 0 < efficiency <= 1:
+        raise BadInputError(f"--efficiency must be in (0, 1], got {float(efficiency)}")
+    if peak_flops_per_s <= 0:
+        raise BadInputError("the GPU's dense throughput must be known", "give --tflops")
+    if gpus < 1:
+        raise BadInputError("prefill needs at least one GPU")
+    flops = prefill_flops(spec, prompt_tokens, split)
+    per_gpu = Fraction(flops.total_flops) / (peak_flops_per_s * efficiency)
+    return Prefill(flops, compute_dtype, why, peak_flops_per_s, efficiency, gpus,
+                   float(per_gpu / gpus), float(per_gpu))
+
+
+def deployment_prefill(dep: Deployment, prompt_tokens: int, compute_dtype: str | None = None,
+                       tflops: Fraction | None = None, efficiency: Fraction = Fraction(1, 2),
+                       active_params: int | None = None) -> Prefill:
+    """`prefill` on a deployment: its GPU's catalog peak for the math dtype (default_compute_
+    dtype unless `compute_dtype` is given; `tflops` overrides the catalog), its TP ranks."""
+    from kvplan.sources.gpus import find_gpu
+
+    spec = dep.spec
+    split = param_split(spec, active_params)
+    if tflops is not None:
+        dtype, why = compute_dtype or "given", "--tflops"
+        return prefill(spec, split, prompt_tokens, int(tflops * 10**12), dtype, why,
+                       efficiency, dep.tp)
+    if not dep.gpu_name:
+        raise BadInputError("the prefill time needs a catalog GPU", "give --gpu, or --tflops")
+    gpu = find_gpu(dep.gpu_name)
+    if compute_dtype is None:
+        dtype, why = default_compute_dtype(spec, dep.weights_dtype,
+                                           frozenset(gpu.dense_flops_per_s))
+    else:
+        dtype = compute_dtype.strip().lower()
+        dtype, why = ("bf16" if dtype == "fp16" else dtype), "--compute-dtype"
+    if dtype not in gpu.dense_flops_per_s:
+        known = ", ".join(sorted(gpu.dense_flops_per_s)) or "none"
+        raise BadInputError(f"the catalog has no dense {dtype} throughput for {gpu.name} "
+                            f"(it has: {known})", "give --tflops, the dense TFLOP/s to assume")
+    return prefill(spec, split, prompt_tokens, gpu.dense_flops_per_s[dtype], dtype, why,
+                   efficiency, dep.tp)

@@ -19,11 +19,11 @@ from kvplan.core.errors import BadInputError
 from kvplan.core.layers import MLA, FullAttention
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
-from kvplan.planning.compute import ParamSplit, PrefillFlops, prefill_flops
+from kvplan.planning.compute import Prefill, PrefillFlops
 from kvplan.planning.policies import Policy, PolicyResult
 
 if TYPE_CHECKING:
-    from kvplan.planning.plan import Capacity, Deployment
+    from kvplan.planning.plan import Capacity, DecodeFloor, Deployment
 
 # --- prefix reuse ----------------------------------------------------------------------------
 
@@ -85,47 +85,36 @@ def prefix_reuse(spec: ModelSpec, fmt: KVFormat, prompt_tokens: int, output_toke
 
 @record
 class PrefillDecode:
+    """One prompt's prefill (kvplan.planning.compute.prefill) beside the decode step of
+    `decode_batch` requests (kvplan.planning.plan.decode_floor): the same two models `kvplan
+    plan` uses, so the figures they share agree."""
+
     prompt_tokens: int
     flops: PrefillFlops
     compute_dtype: str
+    compute_dtype_why: str
     peak_flops_per_s: int  # one GPU, dense
     efficiency: Fraction  # the share of peak the kernels reach (a stated assumption)
     gpus: int  # GPUs sharing the FLOPs (tensor parallel)
     ttft_s: float  # time to first token: FLOPs / (gpus x peak x efficiency)
+    prefill_gpu_s: float  # FLOPs / (peak x efficiency): what one prompt costs a pool
     decode_batch: int
+    decode_context_tokens: int
     weights_read_bytes: int  # per GPU per decode step (active experts only)
     kv_read_bytes: int  # per GPU per decode step: the batch's cache
     hbm_bandwidth_bytes_per_s: int
-    decode_step_s: float  # (weights + KV) / bandwidth: the memory-bound floor
+    decode_step_s: float  # plan.decode_floor's step: the memory-bound floor
     decode_tokens_per_s: float  # the batch's tokens per second at that floor
 
 
-def peak_flops(dense_flops_per_s: dict[str, int], gpu_name: str, dtype: str) -> int:
-    if dtype not in dense_flops_per_s:
-        known = ", ".join(sorted(dense_flops_per_s)) or "none"
-        raise BadInputError(f"the catalog has no dense {dtype} throughput for {gpu_name} "
-                            f"(it has: {known})", "give --tflops, the dense TFLOP/s to assume")
-    return dense_flops_per_s[dtype]
-
-
-def prefill_decode(spec: ModelSpec, split: ParamSplit, prompt_tokens: int, peak: int,
-                   compute_dtype: str, efficiency: Fraction, tp: int, decode_batch: int,
-                   weights_read_bytes_per_gpu: int, kv_bytes_per_gpu: int,
-                   bandwidth_bytes_per_s: int) -> PrefillDecode:
-    """Time to first token from FLOPs, beside the decode floor of `decode_batch` requests."""
-    if not 0 < efficiency <= 1:
-        raise BadInputError(f"--efficiency must be in (0, 1], got {float(efficiency)}")
-    if peak <= 0 or bandwidth_bytes_per_s <= 0:
-        raise BadInputError("the GPU's throughput and memory bandwidth must be known")
-    if decode_batch < 1:
-        raise BadInputError("the decode batch must be at least 1 request")
-    flops = prefill_flops(spec, prompt_tokens, split)
-    ttft = Fraction(flops.total_flops) / (tp * peak * efficiency)
-    weights_read = int(weights_read_bytes_per_gpu * split.read_fraction(decode_batch))
-    step = Fraction(weights_read + kv_bytes_per_gpu, bandwidth_bytes_per_s)
-    return PrefillDecode(prompt_tokens, flops, compute_dtype, peak, efficiency, tp, float(ttft),
-                         decode_batch, weights_read, kv_bytes_per_gpu, bandwidth_bytes_per_s,
-                         float(step), float(decode_batch / step))
+def prefill_decode(pre: Prefill, floor: DecodeFloor) -> PrefillDecode:
+    """Time to first token from FLOPs, beside the decode floor of `floor.batch` requests."""
+    return PrefillDecode(pre.flops.prompt_tokens, pre.flops, pre.compute_dtype,
+                         pre.compute_dtype_why, pre.peak_flops_per_s, pre.efficiency, pre.gpus,
+                         pre.seconds, pre.gpu_seconds, floor.batch, floor.context_tokens,
+                         floor.weights_read_bytes_per_gpu, floor.kv_bytes_per_gpu,
+                         floor.hbm_bandwidth_bytes_per_s, floor.ms_per_token / 1000,
+                         floor.tokens_per_s)
 
 
 # --- offload tiers ---------------------------------------------------------------------------
@@ -230,14 +219,17 @@ class Disaggregated:
     output_tokens: int
     prefill_kv_dtype: str
     decode_kv_dtype: str
-    transfer_bytes: int  # one request's prompt cache as the prefill side stores it (paged)
+    transfer_bytes: int  # one copy of a request's prompt cache as the prefill side stores it
     by_kind: tuple[LayerKindTransfer, ...]
-    decode_held_bytes: int  # the same tokens in the decode side's format (paged)
+    wire_bytes: int  # what crosses: every decode rank pulls its own heads (a replicated
+    # cache - MLA's latent, fewer KV heads than ranks - once per rank)
+    per_decode_rank_bytes: int  # what the busiest decode rank pulls
+    per_prefill_rank_bytes: int  # what the busiest prefill rank sends (wire / its ranks)
     link: str
     link_note: str
-    link_bytes_per_s: int
-    transfer_s: float
-    prefill_gpu_s: float  # GPU-seconds of prefill per request (all its tensor-parallel GPUs)
+    link_bytes_per_s: int  # per GPU: one NIC per GPU, rank i to rank i
+    transfer_s: float  # the busier side's per-rank bytes over one GPU's link
+    prefill_gpu_s: float  # GPU-seconds of prefill per request
     decode_gpu_s: float  # GPU-seconds of decode per request at the decode batch
     decode_batch: int
     prefill_gpus_per_decode_gpu: float  # the ratio at which neither pool idles
@@ -245,38 +237,62 @@ class Disaggregated:
 
 def disaggregated(spec: ModelSpec, prefill_fmt: KVFormat, decode_fmt: KVFormat,
                   prompt_tokens: int, output_tokens: int, block_size: int, link: str,
-                  prefill_tp: int, decode_tp: int, prefill: PrefillDecode,
-                  decode_step_s: float, decode_batch: int, decode_gpus: int) -> Disaggregated:
+                  prefill_tp: int, prefill_pp: int, decode_tp: int, decode_pp: int,
+                  prefill: PrefillDecode, decode: PrefillDecode) -> Disaggregated:
     """What crosses from the prefill pool to the decode pool per request, how long it takes,
     and the GPU ratio that keeps both pools busy: prefill GPU-seconds per request over decode
     GPU-seconds per request (output tokens x step time / batch x the decode instance's GPUs).
-    Transfers move whole blocks of each layer's cache (vLLM's NIXL and Mooncake connectors move
-    blocks); each distinct byte of the cache crosses once, whatever the two sides' TP."""
+
+    vLLM's NIXL connector (vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py)
+    has each decode worker read the blocks of its own KV heads from the prefill worker that
+    holds them (rank i from rank i at equal TP), so each GPU's link carries its rank's share:
+    the transfer takes the busier side's per-rank bytes over one link (an H100/H200 node has
+    one NIC per GPU). A cache every rank replicates (MLA's latent, KV heads fewer than the
+    ranks) is pulled by every decode rank. Its handshake
+    (NixlConnectorWorker._validate_remote_agent_handshake) asserts that the remote block
+    length matches the local one "and same dtype": two pools with different KV dtypes are
+    refused, not converted."""
+    from kvplan.core.sizing import pp_stages
+
+    if prefill_fmt.name != decode_fmt.name:
+        raise BadInputError(
+            f"the decode pool stores {decode_fmt.name} and the prefill pool {prefill_fmt.name}: "
+            "vLLM's NIXL connector refuses to pair KV caches of different dtypes (its "
+            "handshake asserts equal block lengths 'and same dtype')",
+            f"give both pools the same --kv-dtype (e.g. --kv-dtype {decode_fmt.name} and no "
+            "--decode-kv-dtype)")
     name, bw, note = parse_link(link)
+    if decode.decode_batch < 1 or decode.decode_step_s <= 0:
+        raise BadInputError("the decode pool fits no request of this shape")
+
+    def layer_bytes(layer: object, fmt: KVFormat, tp: int) -> int:
+        slots = layer.paged_tokens(prompt_tokens, block_size)  # type: ignore[attr-defined]
+        return (layer.bytes_for_tokens(slots, fmt, tp)  # type: ignore[attr-defined]
+                if slots else layer.request_bytes(prompt_tokens, fmt, tp))  # type: ignore
+
     kinds: dict[str, list[int]] = {}
-    total = held = 0
+    total = 0
     for layer in spec.layers:
-        # one copy of each layer's cache: KV heads split by TP add up to it, and a replicated
-        # cache (MLA, fewer KV heads than ranks) crosses once
-        slots = layer.paged_tokens(prompt_tokens, block_size)
-        sent = (layer.bytes_for_tokens(slots, prefill_fmt) if slots
-                else layer.request_bytes(prompt_tokens, prefill_fmt))
-        kept = (layer.bytes_for_tokens(slots, decode_fmt) if slots
-                else layer.request_bytes(prompt_tokens, decode_fmt))
+        sent = layer_bytes(layer, prefill_fmt, 1)  # one copy of the layer's cache
         entry = kinds.setdefault(layer.kind, [0, 0])
         entry[0] += 1
         entry[1] += sent
         total += sent
-        held += kept
-    if decode_batch < 1 or decode_step_s <= 0:
-        raise BadInputError("the decode pool fits no request of this shape")
-    prefill_gpu_s = prefill.ttft_s * prefill_tp
-    decode_gpu_s = output_tokens * decode_step_s / decode_batch * decode_gpus
-    ratio = prefill_gpu_s / decode_gpu_s if decode_gpu_s else float("inf")
+    stages = [spec.layers[a:b] for a, b in pp_stages(spec.num_layers, decode_pp)]
+    per_rank = [sum(layer_bytes(layer, decode_fmt, decode_tp) for layer in stage)
+                for stage in stages]
+    wire = decode_tp * sum(per_rank)
+    per_decode = max(per_rank)
+    per_prefill = cdiv(wire, prefill_tp * prefill_pp)
+    link_bytes = max(per_decode, per_prefill)
+    decode_gpus = decode_tp * decode_pp
+    decode_gpu_s = output_tokens * decode.decode_step_s / decode.decode_batch * decode_gpus
+    ratio = prefill.prefill_gpu_s / decode_gpu_s if decode_gpu_s else float("inf")
     return Disaggregated(prompt_tokens, output_tokens, prefill_fmt.name, decode_fmt.name, total,
                          tuple(LayerKindTransfer(k, n, b) for k, (n, b) in kinds.items()),
-                         held, name, note, bw, float(Fraction(total, bw)), prefill_gpu_s,
-                         decode_gpu_s, decode_batch, ratio)
+                         wire, per_decode, per_prefill, name, note, bw,
+                         float(Fraction(link_bytes, bw)), prefill.prefill_gpu_s, decode_gpu_s,
+                         decode.decode_batch, ratio)
 
 
 # --- all of it over one deployment -----------------------------------------------------------
@@ -291,7 +307,7 @@ class WhatIfQuestion:
     shared_prefix_tokens: int | None = None
     hit_rate: Fraction = Fraction(1)
     prefill: bool = False
-    compute_dtype: str | None = None  # None: the checkpoint's (bf16 / fp16 -> bf16 peak)
+    compute_dtype: str | None = None  # None: compute.default_compute_dtype (FP8 checkpoints: fp8)
     tflops: Fraction | None = None  # overrides the catalog's dense throughput (TFLOP/s)
     efficiency: Fraction = Fraction(1, 2)
     active_params: int | None = None
@@ -317,39 +333,25 @@ class WhatIfResult:
     notes: tuple[str, ...]
 
 
-def _decode_side(cap: Capacity, tokens: int, batch: int | None) -> tuple[int, int, int]:
-    """(batch, weights bytes per GPU, KV bytes read per GPU) for a decode step at `tokens`."""
+def _decode_floor(cap: Capacity, tokens: int, batch: int | None) -> DecodeFloor:
+    """plan.decode_floor at `tokens`, for `batch` requests (None: as many as fit)."""
     from kvplan.planning.plan import decode_floor, max_concurrency
 
-    fits = max_concurrency(cap, tokens).max_requests
     if batch is None:
-        batch = fits
+        batch = max_concurrency(cap, tokens).max_requests
     if batch < 1:
         raise BadInputError(f"not one request of {tokens:,} tokens fits this deployment",
                             "try a shorter --tokens, more GPUs or a smaller KV dtype")
-    floor = decode_floor(cap, batch, tokens)
-    return batch, floor.weights_read_bytes_per_gpu, floor.kv_bytes_per_gpu
+    return decode_floor(cap, batch, tokens)
 
 
 def _prefill(dep: Deployment, cap: Capacity, q: WhatIfQuestion, batch: int | None
              ) -> PrefillDecode:
-    from kvplan.planning.compute import param_split
-    from kvplan.sources.gpus import find_gpu
+    from kvplan.planning.compute import deployment_prefill
 
-    spec = dep.spec
-    split = param_split(spec, q.active_params)
-    dtype = q.compute_dtype or ("fp16" if spec.dtype == "fp16" else "bf16")
-    if q.tflops is not None:
-        peak = int(q.tflops * 10**12)
-    else:
-        if not dep.gpu_name:
-            raise BadInputError("the prefill time needs a catalog GPU", "give --gpu, or --tflops")
-        gpu = find_gpu(dep.gpu_name)
-        peak = peak_flops(gpu.dense_flops_per_s, gpu.name, "bf16" if dtype == "fp16" else dtype)
-    tokens = q.prompt_tokens + q.output_tokens
-    batch, weights, kv = _decode_side(cap, tokens, batch)
-    return prefill_decode(spec, split, q.prompt_tokens, peak, dtype, q.efficiency, dep.tp,
-                          batch, weights, kv, dep.gpu_bandwidth_bytes_per_s)
+    pre = deployment_prefill(dep, q.prompt_tokens, q.compute_dtype, q.tflops, q.efficiency,
+                             q.active_params)
+    return prefill_decode(pre, _decode_floor(cap, q.prompt_tokens + q.output_tokens, batch))
 
 
 def run(dep: Deployment, question: WhatIfQuestion) -> WhatIfResult:
@@ -415,9 +417,8 @@ def run(dep: Deployment, question: WhatIfQuestion) -> WhatIfResult:
         decode_fmt = format_for_sizing(decode_cap)
         decode = _prefill(decode_dep, decode_cap, q, q.decode_batch) if q.decode else prefill
         disagg = disaggregated(dep.spec, fmt, decode_fmt, q.prompt_tokens, q.output_tokens,
-                               block, q.link, dep.tp, decode_dep.tp, prefill,
-                               decode.decode_step_s, decode.decode_batch,
-                               decode_dep.tp * decode_dep.pp)
+                               block, q.link, dep.tp, dep.pp, decode_dep.tp, decode_dep.pp,
+                               prefill, decode)
     where = (f"{dep.tp * dep.pp}x {dep.gpu_name}" if dep.gpu_name else
              "a given KV budget" if dep.kv_memory_bytes else "no GPU")
     return WhatIfResult(dep.spec.name, f"{where}, {dep.engine}", q.prompt_tokens,
