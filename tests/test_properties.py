@@ -87,14 +87,17 @@ def test_paged_never_less_than_exact(spec, lengths, block):
 
 
 def test_kivi_request_bytes_hold_the_peak_before_a_flush():
-    # int2:g32:kivi:r128, one head of 64: at 159 tokens every key is in bf16 (128 residual +
-    # 31 of an unfinished group); at 160 a group of 32 is quantized and the exact bytes drop.
-    # A request that reached 160 tokens held the 159-token bytes: capacity must hold the peak.
+    # int2:g32:kivi:r128, one head of 64. KIVI Algorithm 1 (arXiv:2402.02750, KeyQuant): the
+    # key residual holds l mod R tokens and is quantized whole when it reaches R = 128, so at
+    # 127 tokens every key is bf16 and at 128 all are quantized and the exact bytes drop.
+    # A request that reached 128 tokens held the 127-token bytes: capacity must hold the peak.
     from kvplan.core.layers import FullAttention
 
     fmt = parse_format("int2:g32:kivi:r128")
     layer = FullAttention(1, 64)
-    assert layer.bytes_for_tokens(160, fmt) < layer.bytes_for_tokens(159, fmt)
-    assert layer.request_bytes(160, fmt) == layer.bytes_for_tokens(159, fmt)
+    assert layer.bytes_for_tokens(128, fmt) < layer.bytes_for_tokens(127, fmt)
+    assert layer.request_bytes(128, fmt) == layer.bytes_for_tokens(127, fmt)
+    assert layer.request_bytes(300, fmt) == max(layer.bytes_for_tokens(300, fmt),
+                                                layer.bytes_for_tokens(255, fmt))
     sizes = [request_bytes((layer,), n, fmt) for n in range(1, 400)]
     assert sizes == sorted(sizes)

@@ -77,7 +77,7 @@ MODELS = {
 }
 DTYPES = ("fp32", "fp16", "bf16", "fp8", "fp8_e5m2", "int8", "int4", "int2", "nvfp4",
           "int4:g64", "int2:g32:s=fp32:sym", "fp8:g32:s=fp8", "int3:g16", "int4:g32:r16",
-          "int2:g16:kivi", "int2:g16:kivi:r8", "fp8_ds_mla", "nvfp4_ds_mla")
+          "int2:g16:kivi", "int2:g16:kivi:r16", "fp8_ds_mla", "nvfp4_ds_mla")
 PAGED = ("vllm", "sglang")
 
 

@@ -479,3 +479,20 @@ def test_prefill_on_an_fp8_checkpoint_uses_the_fp8_peak():
     assert _json("llama-3.1-8b", "--gpu", "h100", "--tokens", "1k",
                  "--prefill")["prefill"]["peak_flops_per_s"] == 989_400 * 10**9
     assert find_gpu("a100-80gb").dense_flops_per_s == {"bf16": 312 * 10**12}
+
+
+def test_kivi_keeps_l_mod_r_keys_in_full_precision():
+    # KIVI (Liu et al., ICML 2024, arXiv:2402.02750) Algorithm 1: KeyQuant splits l key tokens
+    # into r = l mod R full-precision tokens and l - r quantized per channel in groups of G;
+    # values keep the last R tokens. Llama-3.1-8B head: 8 KV heads x 128, G = 32, R = 128, 2-bit
+    fmt = parse_format("int2:g32:kivi:r128")
+    heads, dim, n = 8, 128, 1000
+    r = n % 128  # 104 keys in bf16 (the old rule kept 128 + (872 mod 32) = 136)
+    keys = ((n - r) * heads * dim * 2 // 8  # 2-bit codes
+            + heads * dim * ((n - r) // 32) * (2 + 2)  # fp16 scale + zero per channel, group
+            + r * heads * dim * 2)  # bf16 residual
+    values = (n - 128) * heads * (dim * 2 // 8 + dim // 32 * (2 + 2)) + 128 * heads * dim * 2
+    assert fmt.tensor_bytes(n, heads, dim, "key") == keys
+    assert fmt.tensor_bytes(n, heads, dim, "value") == values
+    with pytest.raises(BadInputError, match="multiple of the group size"):
+        parse_format("int2:g32:kivi:r100")

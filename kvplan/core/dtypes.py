@@ -9,10 +9,15 @@ symmetric) in `scale_bytes` each.
 Two layouts do not fit "one row per token" and are charged per request instead
 (see `KVFormat.tensor_bytes`):
 - KIVI (`:kivi`): keys are grouped per channel along the token axis, so each channel pays
-  one scale (+ zero-point) per `group_size` tokens, and the tokens of a group not yet full
-  stay in full precision; values stay grouped per token.
-- a residual window (`:r128`): the most recent `residual_tokens` tokens are kept in the
-  full-precision `residual` format, as Hugging Face's QuantizedCache and KIVI do.
+  one scale (+ zero-point) per `group_size` tokens; values stay grouped per token.
+- a residual window (`:r128`): recent tokens kept in the full-precision `residual` format.
+  Values (and every token of a non-KIVI format) keep the last `residual_tokens` R tokens, a
+  sliding window. KIVI keys follow the paper's Algorithm 1 (Liu et al., "KIVI: A Tuning-Free
+  Asymmetric 2bit Quantization for KV Cache", ICML 2024, arXiv:2402.02750; KeyQuant): of l
+  key tokens the last `l mod R` stay in full precision and the rest are quantized, the
+  residual flushed whole each time it reaches R (without `:r`, R is the group size).
+  Hugging Face's QuantizedCache is a different scheme (it re-quantizes keys and values
+  together whenever its residual fills); kvplan does not model it.
 
 Per-tensor scales (vLLM's fp8 `k_scale`/`v_scale`) are scalars outside the cache: not counted.
 
@@ -83,14 +88,13 @@ class KVFormat:
         residual = min(tokens, self.residual_tokens) if self.residual is not None else 0
         quantized = tokens - residual
         if role == "key" and self.per_channel_keys:
-            # KIVI: keys are quantized per channel over whole groups of `group_size` tokens;
-            # the tokens of a group not yet full stay in full precision with the residual.
-            groups, partial = divmod(quantized, self.group_size)
-            residual += partial
-            quantized -= partial
+            # KIVI Algorithm 1 (KeyQuant): r = l mod R key tokens stay in full precision, the
+            # other l - r are quantized per channel in groups of `group_size` tokens
+            residual = tokens % self.key_period
+            quantized = tokens - residual
             total = quantized * rows * self.key_row_bytes(n)
             # one scale (+ zero-point) per channel per group of tokens
-            total += rows * n * groups * self._group_meta_bytes()
+            total += rows * n * cdiv(quantized, self.group_size) * self._group_meta_bytes()
         elif role == "key":
             total = quantized * rows * self.key_row_bytes(n)
         elif role == "value":
@@ -102,18 +106,20 @@ class KVFormat:
             total += residual * rows * self.residual.row_bytes(n)
         return total
 
+    @property
+    def key_period(self) -> int:
+        """KIVI's residual length R: keys are flushed to the quantized cache R at a time."""
+        return self.residual_tokens or self.group_size
+
     def last_flush_peak(self, tokens: int) -> int | None:
-        """KIVI quantizes keys a whole group of tokens at a time, so key bytes drop at each
-        flush. The token count of the last peak before `tokens` (R + G - 1 past a whole
-        number of groups), which a request that reached `tokens` has held; None when there is
-        none or `tokens` is itself one."""
+        """KIVI quantizes keys R tokens at a time (Algorithm 1), so key bytes drop at each
+        flush. The token count of the last peak before `tokens` (R - 1 past a whole number of
+        flushes), which a request that reached `tokens` has held; None when there is none."""
         if not (self.per_channel_keys and self.residual is not None and self.group_size):
             return None
-        span = self.residual_tokens + self.group_size - 1
-        if tokens <= span:
-            return None
-        peak = span + (tokens - span) // self.group_size * self.group_size
-        return peak if peak < tokens else None
+        period = self.key_period
+        peak = tokens // period * period - 1
+        return peak if period - 1 <= peak < tokens and peak > 0 else None
 
     def token_row_bytes(self, n: int, role: str) -> int:
         """Marginal bytes of one more quantized token's row (no residual, no per-channel scales)."""
@@ -228,6 +234,11 @@ def _parse_grouped(raw: str, original: str, model_dtype: str) -> KVFormat:
         raise BadInputError(
             f"group-wise KV dtype {original!r} needs a group size", "e.g. int4:g64"
         )
+    if kivi and residual_tokens % group:
+        raise BadInputError(
+            f"KV dtype {original!r}: KIVI flushes its key residual R={residual_tokens} tokens "
+            f"at a time in groups of {group}, so R must be a multiple of the group size",
+            "e.g. int2:g32:kivi:r128 (the paper's G = 32, R = 128)")
     # KIVI keeps a not-yet-full group of key tokens in full precision, so it always needs the
     # model's dtype as its residual format, even without an `r` window.
     residual = parse_format(model_dtype) if residual_tokens or kivi else None

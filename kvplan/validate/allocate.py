@@ -148,8 +148,9 @@ def _slot_planes(fmt: KVFormat, slots: int, n: int, name: str, per_channel: bool
     older = slots - recent
     planes: Planes = []
     if per_channel and fmt.per_channel_keys:
-        groups, unfinished = divmod(older, fmt.group_size)
-        recent += unfinished  # a key group is quantized only once it is full
+        # KIVI keys: the last slots mod R stay in full precision (KVFormat.tensor_bytes)
+        recent = slots % fmt.key_period
+        groups = (slots - recent) // fmt.group_size
         if groups:
             packed = -(-fmt.group_size * fmt.bits // 8)
             data = "uint8" if fmt.bits < 8 else "int8"
