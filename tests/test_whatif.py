@@ -49,23 +49,86 @@ def test_snapkv_compresses_the_prompt_and_appends_generated_tokens():
     assert _bytes("snapkv:1024", 600, 10) == 610 * LLAMA_TOKEN_BYTES
 
 
-def test_pyramidkv_budgets_follow_the_paper():
-    # PyramidKV section 3.2: top layer N / beta, bottom 2N - top, arithmetic in between
-    budgets = policies.pyramid_budgets(512, 20, 32)
-    assert budgets[-1] == 512 // 20 == 25
-    assert budgets[0] == 2 * 512 - 25 == 999
-    assert all(a >= b for a, b in zip(budgets, budgets[1:], strict=False))
-    # the mean is N: each interpolated step rounds up by under a token
-    assert 512 * 32 <= sum(budgets) < 512 * 32 + 32
+def _pyramid_reference(n: int, beta: int, layers: int, prompt: int, window: int) -> list[int]:
+    # KVCache-Factory pyramidkv/pyramidkv_utils.py, PyramidKVCluster.update_kv, transcribed:
+    # the prompt tokens layer `layer_idx` keeps (its branches, in order)
+    out = []
+    for layer_idx in range(layers):
+        min_num = (n - window) // beta
+        max_num = (n - window) * 2 - min_num
+        if max_num >= prompt - window:
+            max_num = prompt - window
+            min_num = (n - window) * 2 - max_num
+        steps = (max_num - min_num) // (layers - 1)
+        if prompt < n:
+            out.append(prompt)  # "return key_states, value_states": nothing evicted
+        elif prompt < (n - window) * 2:
+            out.append(n)  # topk(max_capacity_prompt - window_size) + the window
+        else:
+            out.append(max_num - layer_idx * steps + window)  # topk(layer's) + the window
+    return out
+
+
+def test_pyramidkv_budgets_follow_the_reference_code():
+    for prompt in (100, 512, 959, 960, 1000, 32768):
+        assert list(policies.pyramid_budgets(512, 20, 32, prompt, 32)) == \
+            _pyramid_reference(512, 20, 32, prompt, 32)
+    budgets = _pyramid_reference(512, 20, 32, 32768, 32)
+    assert budgets[0] > budgets[-1] and budgets[-1] >= 32 + (512 - 32) // 20
     assert _bytes("pyramid:512", 32768) == sum(budgets) * TOKEN_LAYER_BYTES
-    # a short request keeps all its tokens where a layer's budget is larger than it
-    assert _bytes("pyramid:512", 100) == sum(min(100, b) for b in budgets) * TOKEN_LAYER_BYTES
+    # generated tokens are appended to each layer's compressed prompt, as in SnapKV
+    assert _bytes("pyramid:512", 32768, 1024) == (sum(budgets) + 32 * 1024) * TOKEN_LAYER_BYTES
+
+
+def test_pyramidkv_with_output_tokens_appends_them():
+    # the case: Llama-3.1-8B, pyramid:512, a 512-token prompt and 1,024 output tokens.
+    # prompt < 2(N - W): every layer keeps N = 512 prompt tokens, then appends the 1,024
+    # generated ones: 32 layers x 1,536 tokens x 4,096 B = 201,326,592 B (not capped at 999)
+    assert _bytes("pyramid:512", 512, 1024) == 32 * (512 + 1024) * 4096 == 201_326_592
 
 
 def test_cross_layer_sharing_stores_every_kth_layer():
     assert _bytes("share:2", 4096) == 16 * 4096 * TOKEN_LAYER_BYTES  # CLA2: 32 -> 16 caches
     assert _bytes("share:3", 4096) == 11 * 4096 * TOKEN_LAYER_BYTES  # layers 0, 3, ..., 30
     assert _bytes("share:2&budget:2048", 32768) == 16 * 2048 * TOKEN_LAYER_BYTES
+
+
+def test_cross_layer_sharing_stays_within_one_kind_of_layer():
+    # Gemma-2-9B: 21 sliding (window 4,096) and 21 full layers, alternating, 8 KV heads x 256.
+    # CLA pairs layers that keep the same tokens: sliding with sliding, full with full, so
+    # ceil(21 / 2) = 11 of each kind keep a cache (pairing neighbours would keep 21 sliding
+    # layers and no full layer at all)
+    spec = alternating(pairs=21, kv_heads=8, head_dim=256, window=4096)
+    per_layer_token = 2 * 8 * 256 * 2
+    assert _bytes("share:2", 32768, spec=spec) == \
+        11 * 4096 * per_layer_token + 11 * 32768 * per_layer_token
+
+
+def test_turboquant_stores_b_bits_per_coordinate_and_two_norms():
+    # TurboQuant (arXiv:2504.19874) Algorithm 2 at b = 3: (b - 1)-bit MSE codes + 1-bit QJL
+    # signs per coordinate = 3 x 128 / 8 = 48 B per row, + the residual norm gamma and the
+    # row's norm (fp16 each, kvplan's assumption): 52 B per K or V row of 128
+    per_token = 32 * 2 * 8 * (3 * 128 // 8 + 2 * 2)
+    assert _bytes("turboquant:3", 4096) == 4096 * per_token
+    assert _bytes("budget:1024&turboquant:3", 4096) == 1024 * per_token
+    assert _bytes("turboquant:3", 4096) * 4 < 4096 * LLAMA_TOKEN_BYTES  # more than 4x smaller
+
+
+def test_kvtc_leaves_sinks_and_recent_tokens_uncompressed():
+    # KVTC (arXiv:2511.01815): 4 sink + 128 recent tokens stay 16-bit, the rest at 1/R
+    rest = (32768 - 4 - 128) * LLAMA_TOKEN_BYTES
+    assert _bytes("kvtc:20", 32768) == 32 * (-(-(rest // 32) // 20)) + 132 * LLAMA_TOKEN_BYTES
+    # each layer's compressed bytes rounded up to a whole byte
+    assert _bytes("kvtc:20,sinks=0,window=0", 32768) == \
+        32 * -(-(32768 * TOKEN_LAYER_BYTES) // 20)
+
+
+def test_cachegen_divides_the_cache_by_its_ratio():
+    # CacheGen (arXiv:2310.07240): a bitstream R times smaller than the cache it encodes;
+    # with an fp8 base (1 byte per element) and R = 4: 32k x 65,536 B / 4
+    fmt = parse_format("fp8")
+    assert _bytes("cachegen:4", 32768, fmt=fmt) == 32768 * LLAMA_TOKEN_BYTES // 2 // 4
+    assert _bytes("cachegen:3.5", 7, fmt=fmt) == 32 * -(-(7 * TOKEN_LAYER_BYTES // 2 * 2) // 7)
 
 
 def test_budget_at_n_equals_the_exact_baseline_at_n_tokens_in_any_format():
@@ -103,7 +166,9 @@ def test_capacity_is_the_budget_over_paged_request_bytes():
 
 @pytest.mark.parametrize("text", ["", "bogus:1", "budget", "budget:0", "budget:1,2",
                                   "sinks+window:4", "snapkv:10,window=20", "share:2&share:3",
-                                  "budget:10&pyramid:10", "pyramid:512,gamma=2", "budget:&"])
+                                  "budget:10&pyramid:10", "pyramid:512,gamma=2", "budget:&",
+                                  "pyramid:32", "turboquant:1", "turboquant:3&kvtc:20",
+                                  "kvtc:0.5", "cachegen:x", "cachegen:4,sinks=2"])
 def test_bad_policies_are_refused_with_the_text(text):
     with pytest.raises(BadInputError):
         policies.parse_policy(text)

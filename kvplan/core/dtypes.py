@@ -57,12 +57,15 @@ class KVFormat:
     residual: KVFormat | None = None
     # MLA only: the RoPE part of the latent stored in another format (fp8_ds_mla keeps it bf16).
     mla_rope: KVFormat | None = None
+    # Scalars stored once per row whatever its length (TurboQuant: the row's norm and its
+    # residual's norm, kvplan.planning.policies).
+    row_scalar_bytes: int = 0
     description: str = ""
 
     # --- costs -------------------------------------------------------------------------
     def row_bytes(self, n: int) -> int:
         """Bytes of one token's row of `n` elements (data plus per-token group scales)."""
-        data = cdiv(n * self.bits, 8)
+        data = cdiv(n * self.bits, 8) + self.row_scalar_bytes
         if self.group_size and not self.per_channel_keys:
             data += cdiv(n, self.group_size) * self._group_meta_bytes()
         return data

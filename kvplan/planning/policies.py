@@ -17,22 +17,51 @@ Policies (the text a user types, e.g. `--policy sinks+window:4,1020`):
   Generation", 2024, arXiv:2404.14469): the prompt is compressed once to N tokens per layer and
   head, of which the last W (the observation window, default 32) are always kept; tokens
   generated afterwards are appended uncompressed: min(prompt, N) + output tokens.
-- `pyramid:N[,beta=B]` PyramidKV (Cai et al., "PyramidKV: Dynamic KV Cache Compression based on
-  Pyramidal Information Funneling", 2024, arXiv:2406.02069, section 3.2): the same total as N per
-  layer, spread as an arithmetic sequence from the bottom layer down to N / beta (default 20) at
-  the top: k_top = N // beta, k_0 = 2N - k_top, k_l = k_0 - (k_0 - k_top) * l // (m - 1).
+- `pyramid:N[,beta=B,window=W]` PyramidKV (Cai et al., "PyramidKV: Dynamic KV Cache
+  Compression based on Pyramidal Information Funneling", 2024, arXiv:2406.02069, section 3.2),
+  as its reference code budgets layers (KVCache-Factory, pyramidkv/pyramidkv_utils.py,
+  PyramidKVCluster.update_kv): a prompt shorter than N is kept whole; one shorter than 2(N - W)
+  keeps N tokens in every layer; a longer one keeps, in layer l of m, max - l x steps selected
+  tokens plus the W-token observation window, with min = (N - W) // beta, max = 2(N - W) - min
+  (max capped at prompt - W, min then 2(N - W) - max) and steps = (max - min) // (m - 1).
+  Generated tokens are appended uncompressed, as in SnapKV.
 - `share:K`            Cross-Layer Attention (Brandon et al., "Reducing Transformer Key-Value
   Cache Size with Cross-Layer Attention", 2024, arXiv:2405.12981): each group of K adjacent
-  attention layers shares the cache of its first layer (CLA2 is K = 2).
+  attention layers shares the cache of its first layer (CLA2 is K = 2). Layers share only with
+  layers of the same kind and shape (a sliding-window layer never holds a full layer's cache):
+  on an interleaved model (Gemma-2) the groups are formed within each kind.
 
-Policies combine with `&` (e.g. `share:2&budget:2048`). They apply to layers that keep tokens
-(full attention, MLA, sliding and chunked windows, which they can only shorten); recurrent
-state and cross-attention caches are left as they are.
+Codecs store the tokens a request keeps in fewer bytes:
+
+- `turboquant:B`       TurboQuant (Zandieh et al., "TurboQuant: Online Vector Quantization
+  with Near-optimal Distortion Rate", 2025, arXiv:2504.19874, Algorithm 2): each key and value
+  row, randomly rotated, is stored as B - 1 bits of MSE-optimal code and 1 bit of QJL sign per
+  coordinate, plus the residual's norm; the algorithm works on unit vectors, so the row's own
+  norm is stored too. kvplan charges ceil(n x B / 8) bytes and two fp16 scalars per row.
+- `kvtc:R[,sinks=S,window=W]` KVTC (Staniszewski and Lancucki, "KV Cache Transform Coding for
+  Compact Storage in LLM Inference", 2025, arXiv:2511.01815): PCA decorrelation, adaptive
+  quantization and DEFLATE entropy coding at a compression ratio R (the paper reports up to 20x
+  against a 16-bit cache), leaving the S = 4 oldest (attention sink) and W = 128 most recent
+  tokens uncompressed: bytes(S + W tokens) + bytes(the rest) / R.
+- `cachegen:R`         CacheGen (Liu et al., "CacheGen: KV Cache Compression and Streaming for
+  Fast Large Language Model Serving", SIGCOMM 2024, arXiv:2310.07240): delta and arithmetic
+  coding of the cache into a bitstream R times smaller than the cache it encodes (the abstract
+  reports 3.5-4.3x against the quantized caches of the KV-reuse systems it is compared with):
+  bytes / R of the cache in the request's KV format (give --kv-dtype fp8 for an 8-bit base).
+
+KVTC and CacheGen are storage and transfer formats: attention reads the decompressed cache, so
+their bytes are what a request costs at rest (offloaded, shipped, or parked between turns).
+
+Policies combine with `&` (e.g. `share:2&budget:2048&turboquant:3`): at most one token budget,
+one share:K and one codec. They apply to layers that keep tokens (full attention, MLA, sliding
+and chunked windows, which they can only shorten); recurrent state and cross-attention caches
+are left as they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 
 from kvplan.core.dtypes import KVFormat, cdiv
 from kvplan.core.errors import BadInputError
@@ -42,10 +71,13 @@ from kvplan.core.record import record
 #: the layer kinds a policy may shorten or share: those that keep a growing set of tokens
 TOKEN_KINDS = (FullAttention, SlidingWindow, ChunkedLocal, MLA)
 
+CODECS = ("turboquant", "kvtc", "cachegen")
+
+
 @record
 class Policy:
     """One policy's parameters, parsed from its text. `kind` is none, sinks+window, budget,
-    snapkv, pyramid or share."""
+    snapkv, pyramid, share, or a codec (turboquant, kvtc, cachegen)."""
 
     kind: str
     text: str
@@ -54,6 +86,8 @@ class Policy:
     budget_tokens: int = 0
     beta: int = 20
     share_every: int = 1
+    bits: int = 0  # turboquant: bits per coordinate
+    ratio: Fraction = Fraction(1)  # kvtc, cachegen: the compression ratio
 
     @property
     def citation(self) -> str:
@@ -72,11 +106,24 @@ class Policy:
                     f"head ({self.window_tokens:,} of them the observation window); generated "
                     "tokens are appended uncompressed",)
         if k == "pyramid":
-            return (f"layer budgets fall linearly from the bottom to {self.budget_tokens:,} // "
-                    f"{self.beta} at the top and average {self.budget_tokens:,} per layer",)
+            return (f"the prompt is compressed per layer as PyramidKV's reference code budgets "
+                    f"it (N = {self.budget_tokens:,}, beta = {self.beta}, window "
+                    f"{self.window_tokens:,}: more tokens in lower layers); generated tokens "
+                    "are appended uncompressed",)
         if k == "share":
-            return (f"every {self.share_every} adjacent attention layers share the first one's "
-                    "cache (the others store nothing)",)
+            return (f"every {self.share_every} adjacent attention layers of the same kind share "
+                    "the first one's cache (the others store nothing)",)
+        if k == "turboquant":
+            return (f"each key and value row stored as {self.bits} bits per coordinate plus "
+                    "two fp16 norms (the row's and the QJL residual's)",)
+        if k == "kvtc":
+            return (f"the cache compressed {float(self.ratio):g}x except the first "
+                    f"{self.sinks_tokens:,} and last {self.window_tokens:,} tokens; a storage "
+                    "format (attention reads the decompressed cache)",)
+        if k == "cachegen":
+            return (f"the cache encoded into a bitstream {float(self.ratio):g}x smaller than "
+                    "the request's KV format; a storage and transfer format (attention reads "
+                    "the decoded cache)",)
         return ("the engine keeps every token (no policy)",)
 
 
@@ -85,8 +132,13 @@ CITATIONS = {
     "sinks+window": "StreamingLLM, Xiao et al., ICLR 2024, arXiv:2309.17453",
     "budget": "H2O, Zhang et al., NeurIPS 2023, arXiv:2306.14048",
     "snapkv": "SnapKV, Li et al., 2024, arXiv:2404.14469",
-    "pyramid": "PyramidKV, Cai et al., 2024, arXiv:2406.02069 (section 3.2)",
+    "pyramid": "PyramidKV, Cai et al., 2024, arXiv:2406.02069 (section 3.2); layer budgets "
+               "as KVCache-Factory pyramidkv_utils.py PyramidKVCluster.update_kv",
     "share": "Cross-Layer Attention, Brandon et al., 2024, arXiv:2405.12981",
+    "turboquant": "TurboQuant, Zandieh et al., 2025, arXiv:2504.19874 (Algorithm 2)",
+    "kvtc": "KVTC, Staniszewski and Lancucki, 2025, arXiv:2511.01815 (section 3: 4 sink and "
+            "128 recent tokens uncompressed)",
+    "cachegen": "CacheGen, Liu et al., SIGCOMM 2024, arXiv:2310.07240 (3.5-4.3x, abstract)",
 }
 
 #: what each policy keeps per layer, as docs/whatif.md states it (n = the request's tokens)
@@ -95,9 +147,14 @@ DEFINITIONS = {
     "budget:N": "N tokens per layer and head, through prefill and generation: `min(n, N)`",
     "snapkv:N[,window=W]": "the prompt compressed once to N (the last W always kept), the "
                            "output appended: `min(prompt, N) + output`",
-    "pyramid:N[,beta=B]": "from `2N - N//B` at the bottom layer down to `N//B` at the top, "
-                          "linearly; mean N",
-    "share:K": "each K adjacent attention layers keep one cache",
+    "pyramid:N[,beta=B,window=W]": "prompt < N: all of it; < 2(N-W): N; longer: layer l keeps "
+                                   "`max - l x steps + W` (max = 2(N-W) - (N-W)//B); the "
+                                   "output appended",
+    "share:K": "each K adjacent attention layers of one kind keep one cache",
+    "turboquant:B": "every kept token, each row in `ceil(n x B / 8)` bytes + two fp16 norms",
+    "kvtc:R[,sinks=S,window=W]": "every kept token; all but the first S (4) and last W (128) "
+                                 "stored in 1/R of their bytes",
+    "cachegen:R": "every kept token, in 1/R of its bytes (a bitstream)",
 }
 
 NO_POLICY = Policy("none", "none")
@@ -111,17 +168,19 @@ def _count(text: str, what: str) -> int:
 
 def parse_policy(text: str) -> tuple[Policy, ...]:
     """`sinks+window:4,1020`, `budget:2048`, `snapkv:1024,window=32`, `pyramid:512,beta=20`,
-    `share:2`, or several joined by `&`. Raises BadInputError naming the part it cannot read."""
+    `share:2`, `turboquant:3`, `kvtc:20`, `cachegen:4`, or several joined by `&`. Raises
+    BadInputError naming the part it cannot read."""
     parts = [p.strip() for p in text.split("&")]
     if not text.strip() or any(not p for p in parts):
         raise BadInputError(f"--policy {text!r} is empty or has an empty part",
                             "e.g. sinks+window:4,1020 or share:2&budget:2048")
     policies = tuple(_parse_one(p) for p in parts)
     kinds = [p.kind for p in policies if p.kind != "none"]
-    evicting = [k for k in kinds if k != "share"]
-    if len(evicting) > 1 or kinds.count("share") > 1:
+    evicting = [k for k in kinds if k != "share" and k not in CODECS]
+    codecs = [k for k in kinds if k in CODECS]
+    if len(evicting) > 1 or kinds.count("share") > 1 or len(codecs) > 1:
         raise BadInputError(f"--policy {text!r} combines {', '.join(kinds)}",
-                            "combine at most one token budget with one share:K")
+                            "combine at most one token budget, one share:K and one codec")
     return policies
 
 
@@ -170,17 +229,41 @@ def _parse_one(part: str) -> Policy:
                                 f"the budget ({budget:,})")
         return Policy(name, part, budget_tokens=budget, window_tokens=window)
     if name == "pyramid":
-        take(1, ("beta",))
+        take(1, ("beta", "window"))
         budget = _positive(_count(positional[0], what), what)
         beta = _positive(_count(named.get("beta", "20"), what), what)
-        return Policy(name, part, budget_tokens=budget, beta=beta)
+        window = _count(named.get("window", "32"), what)
+        if window >= budget:
+            raise BadInputError(f"{what}: the observation window ({window:,}) must be smaller "
+                                f"than the budget ({budget:,})")
+        return Policy(name, part, budget_tokens=budget, beta=beta, window_tokens=window)
+    if name == "turboquant":
+        take(1)
+        bits = _count(positional[0], what)
+        if not 2 <= bits <= 8:
+            raise BadInputError(f"{what}: bits per coordinate must be 2 to 8 (one of them the "
+                                f"QJL sign), got {bits}", "e.g. turboquant:3")
+        return Policy(name, part, bits=bits)
+    if name in ("kvtc", "cachegen"):
+        take(1, ("sinks", "window") if name == "kvtc" else ())
+        ratio = _ratio(positional[0], what)
+        if name == "cachegen":
+            return Policy(name, part, ratio=ratio)
+        return Policy(name, part, ratio=ratio,
+                      sinks_tokens=_count_or_zero(named.get("sinks", "4"), what),
+                      window_tokens=_count_or_zero(named.get("window", "128"), what))
     take(1)
     return Policy(name, part, share_every=_positive(_count(positional[0], what), what))
 
 
 EXAMPLES = {"sinks+window": "sinks+window:4,1020", "budget": "budget:2048",
             "snapkv": "snapkv:1024,window=32", "pyramid": "pyramid:512,beta=20",
-            "share": "share:2"}
+            "share": "share:2", "turboquant": "turboquant:3", "kvtc": "kvtc:20",
+            "cachegen": "cachegen:4"}
+
+
+def _count_or_zero(text: str, what: str) -> int:
+    return 0 if text.strip() == "0" else _count(text, what)
 
 
 def _positive(value: int, what: str) -> int:
@@ -189,15 +272,35 @@ def _positive(value: int, what: str) -> int:
     return value
 
 
+def _ratio(text: str, what: str) -> Fraction:
+    try:
+        value = Fraction(text.strip().rstrip("xX"))
+    except (ValueError, ZeroDivisionError):
+        raise BadInputError(f"{what}: the compression ratio must be a number such as 20 or "
+                            f"3.5, got {text!r}") from None
+    if value < 1:
+        raise BadInputError(f"{what}: the compression ratio must be at least 1, got {text!r}")
+    return value
+
+
 # --- applying policies to a model's layers --------------------------------------------------
 
-def pyramid_budgets(budget_tokens: int, beta: int, num_layers: int) -> tuple[int, ...]:
-    """PyramidKV's per-layer budgets, bottom layer first (arXiv:2406.02069 section 3.2)."""
-    top = budget_tokens // beta
-    bottom = 2 * budget_tokens - top
-    if num_layers == 1:
-        return (budget_tokens,)
-    return tuple(bottom - (bottom - top) * i // (num_layers - 1) for i in range(num_layers))
+def pyramid_budgets(budget_tokens: int, beta: int, num_layers: int, prompt_tokens: int,
+                    window_tokens: int = 32) -> tuple[int, ...]:
+    """Prompt tokens each layer keeps under PyramidKV, bottom layer first, as the reference
+    code budgets them (KVCache-Factory pyramidkv_utils.py, PyramidKVCluster.update_kv)."""
+    if prompt_tokens < budget_tokens:
+        return (prompt_tokens,) * num_layers
+    spare = budget_tokens - window_tokens
+    if prompt_tokens < 2 * spare or num_layers == 1:
+        return (budget_tokens,) * num_layers
+    low = spare // beta
+    high = 2 * spare - low
+    if high >= prompt_tokens - window_tokens:
+        high = prompt_tokens - window_tokens
+        low = 2 * spare - high
+    steps = (high - low) // (num_layers - 1)
+    return tuple(high - i * steps + window_tokens for i in range(num_layers))
 
 
 def kept_tokens(layers: Sequence[Layer], policies: Sequence[Policy], prompt_tokens: int,
@@ -220,28 +323,60 @@ def kept_tokens(layers: Sequence[Layer], policies: Sequence[Policy], prompt_toke
             caps = {i: min(c, min(prompt_tokens, policy.budget_tokens) + output_tokens)
                     for i, c in caps.items()}
         elif policy.kind == "pyramid":
-            budgets = pyramid_budgets(policy.budget_tokens, policy.beta, len(positions))
-            caps = {i: min(caps[i], b) for i, b in zip(positions, budgets, strict=True)}
+            budgets = pyramid_budgets(policy.budget_tokens, policy.beta, len(positions),
+                                      prompt_tokens, policy.window_tokens)
+            caps = {i: min(caps[i], b + output_tokens)
+                    for i, b in zip(positions, budgets, strict=True)}
     for policy in policies:
         if policy.kind == "share":
-            caps = {i: (c if n % policy.share_every == 0 else 0)
-                    for n, (i, c) in enumerate(sorted(caps.items()))}
+            # groups of K adjacent layers of one kind and shape: a layer can only hold the
+            # cache of a layer that keeps the same tokens in the same rows
+            seen: dict[Layer, int] = {}
+            for i in positions:
+                n = seen.get(layers[i], 0)
+                seen[layers[i]] = n + 1
+                if n % policy.share_every:
+                    caps[i] = 0
     return tuple(caps.get(i) for i in range(len(layers)))
 
 
+def codec(policies: Sequence[Policy]) -> Policy | None:
+    """The codec among the policies (turboquant, kvtc, cachegen), if any."""
+    return next((p for p in policies if p.kind in CODECS), None)
+
+
+def turboquant_format(bits: int) -> KVFormat:
+    """TurboQuant's row (arXiv:2504.19874, Algorithm 2): `bits` per coordinate ((bits - 1)-bit
+    MSE code + 1-bit QJL sign) and two fp16 scalars, the row's norm and the residual's."""
+    return KVFormat(f"turboquant:{bits}", bits, row_scalar_bytes=2 * 2,
+                    description=f"TurboQuant, {bits} bits per coordinate + 2 fp16 norms per row")
+
+
+def _slots(layer: Layer, tokens: int, kept: int | None, block_size: int | None) -> int | None:
+    """Token slots the layer holds (whole blocks with `block_size`); None for a layer that
+    keeps no token slots (state, or a cache whose own rule is not per token)."""
+    if kept is None or kept >= layer.held_tokens(tokens):
+        if not block_size:
+            return layer.held_tokens(tokens) if isinstance(layer, TOKEN_KINDS) else None
+        return layer.paged_tokens(tokens, block_size) or None
+    return cdiv(kept, block_size) * block_size if block_size else kept
+
+
 def _layer_bytes(layer: Layer, tokens: int, kept: int | None, fmt: KVFormat, tp: int,
-                 block_size: int | None) -> int:
+                 block_size: int | None, code: Policy | None = None) -> int:
     if kept == 0:
         return 0
-    if kept is None or kept >= layer.held_tokens(tokens):
+    slots = _slots(layer, tokens, kept, block_size)
+    if slots is None or (kept is None and not block_size and code is None):
         # the policy does not bind here: the layer's own rule (kvplan.core.sizing's)
-        if not block_size:
-            return layer.request_bytes(tokens, fmt, tp)
-        slots = layer.paged_tokens(tokens, block_size)
-        return _peak(layer, slots, fmt, tp) if slots else layer.request_bytes(tokens, fmt, tp)
-    # the policy keeps fewer slots than the layer would (a window can only get shorter)
-    held = cdiv(kept, block_size) * block_size if block_size else kept
-    return _peak(layer, held, fmt, tp)
+        return layer.request_bytes(tokens, fmt, tp)
+    held = _peak(layer, slots, fmt, tp)
+    if code is None or not isinstance(layer, TOKEN_KINDS) or code.kind == "turboquant":
+        return held
+    if code.kind == "cachegen":
+        return cdiv(held * code.ratio.denominator, code.ratio.numerator)
+    plain = layer.bytes_for_tokens(min(slots, code.sinks_tokens + code.window_tokens), fmt, tp)
+    return plain + cdiv((held - plain) * code.ratio.denominator, code.ratio.numerator)
 
 
 def _peak(layer: Layer, slots: int, fmt: KVFormat, tp: int) -> int:
@@ -258,7 +393,10 @@ def request_bytes(layers: Sequence[Layer], policies: Sequence[Policy], fmt: KVFo
     rounded up to whole blocks as a paged engine allocates them."""
     tokens = prompt_tokens + output_tokens
     kept = kept_tokens(layers, policies, prompt_tokens, output_tokens)
-    return sum(_layer_bytes(layer, tokens, k, fmt, tp, block_size)
+    code = codec(policies)
+    if code is not None and code.kind == "turboquant":
+        fmt = turboquant_format(code.bits)
+    return sum(_layer_bytes(layer, tokens, k, fmt, tp, block_size, code)
                for layer, k in zip(layers, kept, strict=True))
 
 
