@@ -177,21 +177,66 @@ def test_bad_policies_are_refused_with_the_text(text):
 # --- prefix reuse ----------------------------------------------------------------------------
 
 def test_prefix_reuse_shares_only_whole_blocks():
-    spec = dense()
+    out = _json("llama-3.1-8b", "--kv-memory", "10GiB", "--prompt", "2048", "--output", "512",
+                "--shared-prefix", "1000")
+    r = out["prefix"]
     # prompt 2,048 + output 512 in 16-token blocks: 160 blocks; a 1,000-token prefix fills 62
     # whole blocks (its last 8 tokens share a block with the request's own tokens)
-    r = whatif.prefix_reuse(spec, BF16, 2048, 512, 1000, Fraction(1), 10_000, 16)
-    assert (r.blocks_per_request, r.shared_blocks, r.blocks_per_hit_request) == (160, 62, 98)
-    assert r.max_requests_without_reuse == 10_000 // 160
-    assert r.max_requests_with_reuse == (10_000 - 62) // 98
-    assert r.bytes_per_block == 16 * LLAMA_TOKEN_BYTES
-    half = whatif.prefix_reuse(spec, BF16, 2048, 512, 1000, Fraction(1, 2), 10_000, 16)
-    assert half.max_requests_with_reuse == int((10_000 - 62) / Fraction(98 + 160, 2))
+    assert (r["blocks_per_request"], r["shared_blocks"], r["blocks_per_hit_request"]) == \
+        (160, 62, 98)
+    blocks = r["capacity_units"]  # 10 GiB // (16 x 131,072 B), less vLLM's null block
+    assert blocks == 10 * 2**30 // (16 * LLAMA_TOKEN_BYTES) - 1
+    assert r["max_requests_without_reuse"] == blocks // 160
+    assert r["max_requests_with_reuse"] == (blocks - 62) // 98
+    half = _json("llama-3.1-8b", "--kv-memory", "10GiB", "--prompt", "2048", "--output", "512",
+                 "--shared-prefix", "1000", "--hit-rate", "0.5")["prefix"]
+    assert half["max_requests_with_reuse"] == int((blocks - 62) / Fraction(98 + 160, 2))
 
 
-def test_prefix_reuse_refuses_windowed_models():
-    with pytest.raises(BadInputError, match="every layer keeps every token"):
-        whatif.prefix_reuse(alternating(), BF16, 2048, 0, 1024, Fraction(1), 100, 16)
+def test_prefix_reuse_on_a_hybrid_model_shares_per_kv_cache_group():
+    # Gemma-2-9B on vLLM: a full-attention group and a sliding-window group (4,096) draw from
+    # one pool of 16-token blocks. A 1,280-token request holds 80 blocks in the full group and
+    # 80 + 1 in the sliding group (SlidingWindowSpec: one block more); the 512-token prefix is
+    # 32 whole blocks, still inside the window, so both groups hold it once
+    out = _json("gemma-2-9b", "--gpu", "h100", "--prompt", "1k", "--output", "256",
+                "--shared-prefix", "512")
+    r = out["prefix"]
+    assert {n["kind"]: (n["units_per_request"], n["shared_units"]) for n in r["needs"]} == \
+        {"full": (80, 32), "window": (81, 32)}
+    assert r["blocks_per_request"] == 161 and r["shared_blocks"] == 64
+    assert r["max_requests_with_reuse"] == (r["capacity_units"] - 64) // (161 - 64)
+
+
+def test_prefix_reuse_past_the_window_shares_only_full_attention_blocks():
+    # gpt-oss-20b alternates 128-token sliding windows with full attention. At 64k tokens a
+    # sliding group holds only its window (vLLM frees the blocks that fall out of it), so the
+    # 1,024-token prefix at the start is shared by the full-attention group alone
+    out = _json("gpt-oss-20b", "--gpu", "h100", "--prompt", "64k", "--output", "256",
+                "--shared-prefix", "1k")
+    r = out["prefix"]
+    needs = {n["kind"]: n for n in r["needs"]}
+    assert needs["window"]["shared_units"] == 0
+    assert needs["full"]["shared_units"] == 1024 // out["block_size"]
+    assert needs["full"]["units_per_request"] == -(-(65536 + 256) // out["block_size"])
+
+
+def test_multi_turn_prefill_computes_what_the_cache_lacks():
+    # 3 turns of 1,000 tokens in and 200 out, 16-token blocks: turn t's prompt is
+    # (t - 1) x 1,200 + 1,000 tokens; the history's whole blocks are cached
+    out = _json("llama-3.1-8b", "--gpu", "h100", "--prompt", "1000", "--output", "200",
+                "--turns", "3")
+    turns = out["multi_turn"]["turns"]
+    for t, row in enumerate(turns, start=1):
+        history = (t - 1) * 1200
+        assert row["prompt_tokens"] == history + 1000
+        assert row["cached_tokens"] == history // 16 * 16
+        assert row["computed_tokens"] == history + 1000 - history // 16 * 16
+        assert row["request_bytes"] == (history + 1200) * LLAMA_TOKEN_BYTES  # exact bytes
+    assert out["multi_turn"]["computed_tokens"] == sum(r["computed_tokens"] for r in turns)
+    assert out["multi_turn"]["computed_without_reuse_tokens"] == 1000 + 2200 + 3400
+    # turn 1 has nothing cached; later turns prefill less than the whole prompt
+    assert turns[0]["prefill_s"] == turns[0]["prefill_without_reuse_s"]
+    assert turns[2]["prefill_s"] < turns[2]["prefill_without_reuse_s"] / 2
 
 
 # --- prefill beside decode -------------------------------------------------------------------

@@ -42,8 +42,9 @@ def whatif(
     model: ModelArg,
     policy: Annotated[list[str] | None, typer.Option(
         "--policy", "-p", help="A cache policy beside the baseline (repeat for more rows): "
-        "sinks+window:S,W  budget:N  snapkv:N[,window=W]  pyramid:N[,beta=B]  share:K; "
-        "join two with & (share:2&budget:2048).", show_default=False)] = None,
+        "sinks+window:S,W  budget:N  snapkv:N[,window=W]  pyramid:N[,beta=B,window=W]  "
+        "share:K  turboquant:B  kvtc:R[,sinks=S,window=W]  cachegen:R; join with & "
+        "(share:2&budget:2048&turboquant:3).", show_default=False)] = None,
     tokens: Annotated[str | None, typer.Option(
         "--tokens", "-t", help="Tokens per request (all prompt). Default: 32k.",
         show_default=False)] = None,
@@ -69,6 +70,10 @@ def whatif(
     hit_rate: Annotated[str | None, typer.Option(
         "--hit-rate", help="Share of requests that find the prefix cached (0.8 or 80%; "
         "default 1).", show_default=False)] = None,
+    turns: Annotated[int | None, typer.Option(
+        "--turns", help="Multi-turn reuse: a conversation of this many turns, each --prompt "
+        "new tokens in and --output out; prefill computes what the prefix cache lacks.",
+        show_default=False)] = None,
     prefill: Annotated[bool, typer.Option(
         "--prefill", help="Time to first token from FLOPs beside the decode floor.")] = False,
     efficiency: Annotated[str | None, typer.Option(
@@ -105,8 +110,9 @@ def whatif(
     units: UnitsOpt = "iec",
 ) -> None:
     """What-if planning beside the exact baseline: cache eviction and compression policies
-    (StreamingLLM, H2O, SnapKV, PyramidKV, cross-layer sharing) in any KV format, prefix reuse,
-    prefill time beside the decode floor, offload tiers, and disaggregated prefill/decode.
+    (StreamingLLM, H2O, SnapKV, PyramidKV, cross-layer sharing, TurboQuant, KVTC, CacheGen) in
+    any KV format, prefix and multi-turn reuse, prefill time beside the decode floor, offload
+    tiers, and disaggregated prefill/decode.
     These are what-ifs: the engine must implement the policy.
 
     Examples:
@@ -121,6 +127,8 @@ def whatif(
       kvplan whatif deepseek-v3 --gpu h200 -n 8 --prompt 8k --output 1k --prefill --link ib-ndr
 
       kvplan whatif llama-3.1-8b --gpu h100 --tokens 32k --tier host:512GiB@50GB/s
+
+      kvplan whatif gemma-2-9b --gpu h100 --prompt 1k --output 256 --turns 4 --prefill
     """
     from dataclasses import replace
 
@@ -179,5 +187,6 @@ def whatif(
         compute_dtype=compute_dtype, tflops=peak,
         efficiency=_fraction(efficiency, "--efficiency", Fraction(1, 2)),
         active_params=active, decode_batch=decode_batch,
-        tiers=tuple(parse_tier(t) for t in tier or ()), link=link, decode=decode)
+        tiers=tuple(parse_tier(t) for t in tier or ()), link=link, decode=decode,
+        turns=turns)
     _emit(whatif_view(run(dep, question)), fmt, units)

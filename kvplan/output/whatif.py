@@ -41,21 +41,48 @@ def whatif_view(r: WhatIfResult) -> View:
     tables.append(policies)
     for p in r.policies[1:]:
         if p.policy == "none":
+            notes.append(f"{p.kv_dtype} (no policy): {p.citation}.")
             continue
-        notes.append(f"{p.policy}: {p.citation}; assumes {'; '.join(p.assumptions)}.")
+        notes.append(f"{p.policy} in {p.kv_dtype}: {p.citation}; assumes "
+                     f"{'; '.join(p.assumptions)}.")
     if r.prefix is not None:
         x = r.prefix
+        pairs: list[tuple[str, Any]] = [
+            ("shared prefix tokens", x.shared_prefix_tokens),
+            (f"{x.unit}s held once (the prefix's whole blocks)", x.shared_blocks)]
+        pairs += [(f"  {n.kind} group: per request / shared",
+                   f"{n.units_per_request:,} / {n.shared_units:,}") for n in x.needs]
+        pairs += [
+            (f"{x.unit}s per request", x.blocks_per_request),
+            (f"{x.unit}s per request that hits", x.blocks_per_hit_request),
+            ("requests without reuse", x.max_requests_without_reuse),
+            ("requests with reuse", x.max_requests_with_reuse),
+            (f"{x.unit}s saved", x.blocks_saved)]
         tables.append(Table("prefix reuse (whole blocks shared)", (
-            Column("quantity", "quantity"), Column("value", "value", "int")), (
-            {"quantity": "shared prefix tokens", "value": x.shared_prefix_tokens},
-            {"quantity": "shared blocks (held once)", "value": x.shared_blocks},
-            {"quantity": "blocks per request", "value": x.blocks_per_request},
-            {"quantity": "blocks per request that hits", "value": x.blocks_per_hit_request},
-            {"quantity": "requests without reuse", "value": x.max_requests_without_reuse},
-            {"quantity": "requests with reuse", "value": x.max_requests_with_reuse},
-            {"quantity": "blocks saved", "value": x.blocks_saved})))
-        notes.append(f"Prefix reuse: hit rate {float(x.hit_rate):.0%}; paged engines share "
-                     "only full blocks of the prefix, its last partial block is private.")
+            Column("quantity", "quantity"), Column("value", "value")),
+            tuple({"quantity": k, "value": v if isinstance(v, str) else f"{v:,}"}
+                  for k, v in pairs)))
+        notes.append(f"Prefix reuse ({x.citation}): hit rate {float(x.hit_rate):.0%}; only "
+                     "whole blocks of the prefix are shared, its last partial block is private; "
+                     "a sliding-window group shares only the prefix blocks still in its window "
+                     "(vLLM frees the rest), recurrent state none.")
+    if r.multi_turn is not None:
+        m = r.multi_turn
+        tables.append(Table(f"multi-turn reuse ({m.user_tokens:,} in + {m.output_tokens:,} out "
+                            "per turn)", (
+            Column("turn", "turn", "int"), Column("prompt_tokens", "prompt", "int"),
+            Column("cached_tokens", "cached", "int"), Column("computed_tokens", "computed", "int"),
+            Column("prefill_ms", "prefill (ms)"), Column("without_ms", "without reuse (ms)"),
+            Column("request_bytes", "cache after", "bytes")),
+            tuple({"turn": t.turn, "prompt_tokens": t.prompt_tokens,
+                   "cached_tokens": t.cached_tokens, "computed_tokens": t.computed_tokens,
+                   "prefill_ms": "-" if t.prefill_s is None else _ms(t.prefill_s),
+                   "without_ms": "-" if t.prefill_without_reuse_s is None
+                   else _ms(t.prefill_without_reuse_s),
+                   "request_bytes": t.request_bytes} for t in m.turns)))
+        notes.append(f"Multi-turn ({m.citation}): prefill computes {m.computed_tokens:,} tokens "
+                     f"over the conversation instead of {m.computed_without_reuse_tokens:,}; "
+                     "assumes the history stays cached between turns.")
     if r.prefill is not None:
         f = r.prefill
         tables.append(Table("prefill beside decode", (
@@ -74,9 +101,11 @@ def whatif_view(r: WhatIfResult) -> View:
             {"quantity": "KV read per step (B)", "value": f"{f.kv_read_bytes:,}"},
             {"quantity": "decode step floor (ms)", "value": _ms(f.decode_step_s)},
             {"quantity": "decode tokens/s (batch)", "value": f"{f.decode_tokens_per_s:,.1f}"})))
-        notes.append(f"Prefill: FLOPs / ({f.gpus} GPU x peak x efficiency "
-                     f"{float(f.efficiency):.0%}); decode floor: bytes read per step / HBM "
-                     "bandwidth (MoE: the experts a step touches, uniform routing).")
+        notes.append(f"Prefill (Kaplan et al., arXiv:2001.08361, section 2.1: 2 FLOPs per "
+                     f"parameter per token, plus attention): FLOPs / ({f.gpus} GPU x peak x "
+                     f"efficiency {float(f.efficiency):.0%}); decode floor (kvplan plan's): "
+                     "bytes read per step / HBM bandwidth (MoE: the experts a step touches, "
+                     "uniform routing).")
         notes.extend(f.flops.assumptions)
     if r.tiers:
         tables.append(Table("offload tiers", (
@@ -86,11 +115,12 @@ def whatif_view(r: WhatIfResult) -> View:
             tuple({"name": t.name, "capacity_bytes": t.capacity_bytes,
                    "bandwidth": t.bandwidth_bytes_per_s, "requests": t.requests,
                    "tokens": t.tokens, "reload_ms": _ms(t.reload_s)} for t in r.tiers)))
-        notes.append("Offload: a tier holds whole requests of this shape in whole blocks; "
-                     "reload = one request's bytes / the tier's bandwidth.")
+        notes.append("Offload (vLLM's KV offloading connector and LMCache move whole blocks): "
+                     "a tier holds whole requests of this shape in whole blocks; reload = one "
+                     "request's bytes / the tier's bandwidth.")
     if r.disaggregated is not None:
         d = r.disaggregated
-        rows: list[dict[str, Any]] = [
+        rows = [
             {"quantity": f"one copy of the prompt cache ({d.prefill_kv_dtype})",
              "value": f"{d.transfer_bytes:,}"}]
         rows += [{"quantity": f"  {k.kind} x {k.num_layers}", "value": f"{k.bytes:,}"}

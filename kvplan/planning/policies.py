@@ -400,6 +400,22 @@ def request_bytes(layers: Sequence[Layer], policies: Sequence[Policy], fmt: KVFo
                for layer, k in zip(layers, kept, strict=True))
 
 
+def format_citation(fmt: KVFormat) -> str:
+    """Where a KV format's storage rule comes from, for a what-if row in that format."""
+    if fmt.per_channel_keys:
+        return ("KIVI, Liu et al., ICML 2024, arXiv:2402.02750 (Algorithm 1: keys per channel "
+                "in groups of G tokens, the last l mod R in full precision; values per token, "
+                "the last R in full precision)")
+    if fmt.row_scalar_bytes:
+        return CITATIONS["turboquant"]
+    if fmt.group_size and fmt.name not in ("nvfp4", "fp8_ds_mla", "nvfp4_ds_mla"):
+        window = (f"; the last {fmt.residual_tokens:,} tokens in full precision"
+                  if fmt.residual is not None else "")
+        return ("group-wise integer quantization: a scale (and zero point unless sym) per "
+                f"group of {fmt.group_size} elements of each token's row{window}")
+    return "the KV format as the engine stores it"
+
+
 @record
 class PolicyResult:
     """One policy beside the exact baseline, for one request of prompt + output tokens."""
@@ -438,9 +454,17 @@ def evaluate(layers: Sequence[Layer], policies: Sequence[Policy], fmt: KVFormat,
     if kv_budget_bytes is not None:
         fits = kv_budget_bytes // paged if paged else None
         base_fits = kv_budget_bytes // base_paged if base_paged else None
-    active = [p for p in policies if p.kind != "none"] or [NO_POLICY]
+    code = codec(policies)
+    if code is not None and code.kind == "turboquant":
+        fmt = turboquant_format(code.bits)  # the rows are TurboQuant's whatever --kv-dtype says
+    active = [p for p in policies if p.kind != "none"]
+    cites = [p.citation for p in active]
+    if fmt.is_quantized and fmt.group_size and not fmt.row_scalar_bytes:
+        cites.append(format_citation(fmt))  # a what-if format: its own rule's source
+    active = active or [NO_POLICY]
+    cites = cites or [NO_POLICY.citation]
     return PolicyResult(
-        policy="&".join(p.text for p in active), citation="; ".join(p.citation for p in active),
+        policy="&".join(p.text for p in active), citation="; ".join(cites),
         assumptions=tuple(a for p in active for a in p.assumptions()),
         prompt_tokens=prompt_tokens, output_tokens=output_tokens, kv_dtype=fmt.name,
         request_bytes=exact, baseline_request_bytes=base, paged_request_bytes=paged,

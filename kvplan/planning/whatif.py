@@ -16,69 +16,192 @@ from typing import TYPE_CHECKING
 
 from kvplan.core.dtypes import KVFormat, cdiv
 from kvplan.core.errors import BadInputError
-from kvplan.core.layers import MLA, FullAttention
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
-from kvplan.planning.compute import Prefill, PrefillFlops
+from kvplan.planning.compute import ParamSplit, Prefill, PrefillFlops
 from kvplan.planning.policies import Policy, PolicyResult
 
 if TYPE_CHECKING:
+    from kvplan.engines.base import Constraint, Need
     from kvplan.planning.plan import Capacity, DecodeFloor, Deployment
 
 # --- prefix reuse ----------------------------------------------------------------------------
 
 
 @record
+class PrefixNeed:
+    """One way a request uses the pool (a KV-cache group) under prefix reuse."""
+
+    kind: str  # full | window | fixed (the engine's Need)
+    units_per_request: int
+    shared_units: int  # held once for every request that hits the prefix
+
+
+@record
 class PrefixReuse:
     """Requests of prompt + output tokens whose first `shared_prefix_tokens` are one system
     prompt; a share `hit_rate` of them find it cached. Paged engines share whole blocks only:
-    the prefix's full blocks are held once, its last partial block by every request."""
+    the prefix's full blocks are held once, its last partial block by every request. A
+    sliding-window group shares only the prefix blocks still inside the window at the
+    request's full length (vLLM's SlidingWindowManager frees the blocks that fall out of it,
+    so a long request holds none of the prefix there); recurrent state is never shared."""
 
     prompt_tokens: int
     output_tokens: int
     shared_prefix_tokens: int
     hit_rate: Fraction
     block_size: int
-    num_blocks: int  # the KV pool, in blocks
-    shared_blocks: int  # prefix_tokens // block_size, held once
-    blocks_per_request: int  # cdiv(prompt + output, block_size) without reuse
-    blocks_per_hit_request: int  # the same, less the shared blocks
+    constraint: str  # the pool constraint that binds
+    unit: str
+    capacity_units: int
+    needs: tuple[PrefixNeed, ...]
+    shared_blocks: int  # units held once (the binding constraint)
+    blocks_per_request: int  # units per request without reuse
+    blocks_per_hit_request: int  # the same, less the shared units
     max_requests_without_reuse: int
     max_requests_with_reuse: int
     blocks_saved: int  # at max_requests_with_reuse, versus every request holding its own
-    bytes_per_block: int
+    citation: str = ("vLLM automatic prefix caching: KVCacheManager.get_computed_blocks and "
+                     "HybridKVCacheCoordinator.find_longest_cache_hit (v1/core), whole blocks "
+                     "per KV-cache group")
 
 
-def prefix_reuse(spec: ModelSpec, fmt: KVFormat, prompt_tokens: int, output_tokens: int,
-                 shared_prefix_tokens: int, hit_rate: Fraction, num_blocks: int,
-                 block_size: int, tp: int = 1) -> PrefixReuse:
-    """Concurrency with and without prefix caching for one request shape (vLLM / SGLang radix
-    style: full blocks of a common prefix are stored once and referenced by each request)."""
-    if any(not isinstance(layer, (FullAttention, MLA)) for layer in spec.layers):
-        kinds = sorted({layer.kind for layer in spec.layers})
-        raise BadInputError(f"prefix reuse is modelled for models whose every layer keeps every "
-                            f"token; {spec.name} has {', '.join(kinds)} layers",
-                            "windowed and state layers free or fold the prefix differently")
+def _shared_units(need: Need, prefix_tokens: int, tokens: int) -> int:
+    """Units of a common prefix one request holds that another request's can be: whole
+    blocks; for a window, only those still inside it at `tokens` (the blocks before it are
+    freed: vLLM SlidingWindowManager.remove_skipped_blocks)."""
+    if need.kind == "full":
+        return need.shared_units(prefix_tokens) if need.shareable else 0
+    if need.kind != "window":
+        return 0
+    whole = prefix_tokens // need.block_size
+    held = need.units(tokens) // need.weight
+    first_held = max(0, cdiv(tokens, need.block_size) - held)
+    return max(0, min(whole - first_held, held)) * need.weight
+
+
+def prefix_reuse(cap: Capacity, prompt_tokens: int, output_tokens: int,
+                 shared_prefix_tokens: int, hit_rate: Fraction) -> PrefixReuse:
+    """Concurrency with and without prefix caching for one request shape, over the engine's
+    own pool (vLLM / SGLang radix style: whole blocks of a common prefix are stored once and
+    referenced by each request; each KV-cache group shares what it keeps)."""
     if not 0 <= hit_rate <= 1:
         raise BadInputError(f"--hit-rate must be between 0 and 1, got {float(hit_rate)}")
     if not 0 <= shared_prefix_tokens <= prompt_tokens:
         raise BadInputError(f"the shared prefix ({shared_prefix_tokens:,} tokens) must fit in "
                             f"the prompt ({prompt_tokens:,})")
-    if block_size < 1 or num_blocks < 0:
-        raise BadInputError("the block size must be positive and the pool not negative")
-    per_request = cdiv(prompt_tokens + output_tokens, block_size)
-    shared = shared_prefix_tokens // block_size if hit_rate else 0
-    per_hit = per_request - shared
-    without = num_blocks // per_request if per_request else 0
-    # R requests: shared + R x (h x per_hit + (1 - h) x per_request) <= num_blocks
-    mean = hit_rate * per_hit + (1 - hit_rate) * per_request
-    with_reuse = int((num_blocks - shared) / mean) if num_blocks > shared and mean else without
-    with_reuse = max(with_reuse, without)
+    tokens = prompt_tokens + output_tokens
+    pool = cap.pool
+    best: tuple[int, int, Constraint, list[PrefixNeed], int, int] | None = None
+    for c in pool.constraints:
+        needs = [PrefixNeed(n.kind, n.units(tokens),
+                            _shared_units(n, shared_prefix_tokens, tokens) if hit_rate else 0)
+                 for n in c.needs]
+        per_request = sum(n.units_per_request for n in needs)
+        shared = sum(n.shared_units for n in needs)
+        per_hit = per_request - shared
+        without = c.capacity // per_request if per_request else 10**12
+        # R requests: shared + R x (h x per_hit + (1 - h) x per_request) <= capacity
+        mean = hit_rate * per_hit + (1 - hit_rate) * per_request
+        with_reuse = (int((c.capacity - shared) / mean) if c.capacity > shared and mean
+                      else without)
+        with_reuse = max(with_reuse, without)
+        if best is None or with_reuse < best[1]:
+            best = (without, with_reuse, c, needs, per_request, shared)
+    assert best is not None
+    without, with_reuse, c, needs, per_request, shared = best
+    if pool.max_requests is not None:
+        without = min(without, pool.max_requests)
+        with_reuse = min(with_reuse, pool.max_requests)
+    mean = hit_rate * (per_request - shared) + (1 - hit_rate) * per_request
     saved = int(with_reuse * per_request - (shared + with_reuse * mean)) if with_reuse else 0
-    per_block = sum(layer.bytes_for_tokens(block_size, fmt, tp) for layer in spec.layers)
-    return PrefixReuse(prompt_tokens, output_tokens, shared_prefix_tokens, hit_rate, block_size,
-                       num_blocks, shared, per_request, per_hit, without, with_reuse,
-                       max(0, saved), per_block)
+    return PrefixReuse(prompt_tokens, output_tokens, shared_prefix_tokens, hit_rate,
+                       pool.tokens_per_unit, c.name, c.unit, c.capacity, tuple(needs), shared,
+                       per_request, per_request - shared, without * pool.replicas,
+                       with_reuse * pool.replicas, max(0, saved))
+
+
+# --- multi-turn reuse ------------------------------------------------------------------------
+
+@record
+class Turn:
+    turn: int
+    prompt_tokens: int  # the whole conversation so far plus the new user message
+    cached_tokens: int  # the history's whole blocks, found in the prefix cache
+    computed_tokens: int  # what prefill computes: prompt - cached
+    prefill_s: float | None  # time to first token with the cache (None without a GPU)
+    prefill_without_reuse_s: float | None
+    request_bytes: int  # the conversation's exact cache after this turn's output (per GPU)
+
+
+@record
+class MultiTurn:
+    turns: tuple[Turn, ...]
+    user_tokens: int
+    output_tokens: int
+    block_size: int
+    computed_tokens: int  # over all turns, with reuse
+    computed_without_reuse_tokens: int
+    citation: str = ("vLLM automatic prefix caching: a turn's prompt starts with the previous "
+                     "turns' prompt and output, whose whole blocks are cached (generated tokens "
+                     "included), so prefill computes the rest")
+
+
+def multi_turn(dep: Deployment, cap: Capacity | None, turns: int, user_tokens: int,
+               output_tokens: int, block_size: int, q: WhatIfQuestion) -> MultiTurn:
+    """A conversation of `turns` turns of `user_tokens` in and `output_tokens` out: each
+    turn's prompt is the history plus the new message; with prefix caching the history's
+    whole blocks are found cached (assumed not evicted between turns) and prefill computes
+    only the rest. Prefill times use the prefill model (compute.deployment_prefill) on the
+    tokens computed, attention over the whole context."""
+    from kvplan.core.sizing import request_bytes, stage_layers
+    from kvplan.planning.compute import deployment_prefill, prefill_flops
+
+    if turns < 1:
+        raise BadInputError(f"--turns must be at least 1, got {turns}")
+    fmt = format_for(cap, dep)
+    rows = []
+    total = total_without = 0
+    for t in range(1, turns + 1):
+        history = (t - 1) * (user_tokens + output_tokens)
+        prompt = history + user_tokens
+        cached = history // block_size * block_size
+        computed = prompt - cached
+        with_s = without_s = None
+        if cap is not None and (dep.gpu_name or q.tflops is not None):
+            full = deployment_prefill(dep, prompt, q.compute_dtype, q.tflops, q.efficiency,
+                                      q.active_params)
+            without_s = full.seconds
+            # FLOPs of the computed suffix: the whole prompt's less the cached prefix's (each
+            # counts the output head once; the suffix still samples one token)
+            if cached:
+                before = prefill_flops(dep.spec, cached, _split(dep, q))
+                share = Fraction(full.flops.total_flops - before.total_flops
+                                 + 2 * _split(dep, q).table_params, full.flops.total_flops)
+                with_s = float(full.seconds * share)
+            else:
+                with_s = full.seconds
+        stage = max(stage_layers(dep.spec.layers, dep.pp),
+                    key=lambda ls: request_bytes(ls, prompt + output_tokens, fmt, dep.tp))
+        rows.append(Turn(t, prompt, cached, computed, with_s, without_s,
+                         request_bytes(stage, prompt + output_tokens, fmt, dep.tp)))
+        total += computed
+        total_without += prompt
+    return MultiTurn(tuple(rows), user_tokens, output_tokens, block_size, total, total_without)
+
+
+def _split(dep: Deployment, q: WhatIfQuestion) -> ParamSplit:
+    from kvplan.planning.compute import param_split
+
+    return param_split(dep.spec, q.active_params)
+
+
+def format_for(cap: Capacity | None, dep: Deployment) -> KVFormat:
+    from kvplan.core.dtypes import parse_format
+    from kvplan.planning.plan import format_for_sizing
+
+    return format_for_sizing(cap) if cap is not None else parse_format(dep.kv_dtype,
+                                                                       dep.spec.dtype)
 
 
 # --- prefill beside decode -------------------------------------------------------------------
@@ -315,6 +438,7 @@ class WhatIfQuestion:
     tiers: tuple[Tier, ...] = ()
     link: str | None = None  # set: plan disaggregated prefill and decode over it
     decode: Deployment | None = None  # the decode pool's deployment (default: the same)
+    turns: int | None = None  # set: a conversation of this many turns of prompt + output
 
 
 @record
@@ -331,6 +455,7 @@ class WhatIfResult:
     tiers: tuple[TierResult, ...]
     disaggregated: Disaggregated | None
     notes: tuple[str, ...]
+    multi_turn: MultiTurn | None = None
 
 
 def _decode_floor(cap: Capacity, tokens: int, batch: int | None) -> DecodeFloor:
@@ -357,7 +482,7 @@ def _prefill(dep: Deployment, cap: Capacity, q: WhatIfQuestion, batch: int | Non
 def run(dep: Deployment, question: WhatIfQuestion) -> WhatIfResult:
     """Every what-if the question asks, over one deployment's exact baseline."""
     from kvplan.core.sizing import stage_layers
-    from kvplan.planning.plan import capacity, format_for_sizing, kv_budget_bytes, token_capacity
+    from kvplan.planning.plan import capacity, format_for_sizing, kv_budget_bytes
     from kvplan.planning.policies import evaluate_stages
 
     q = question
@@ -396,11 +521,13 @@ def run(dep: Deployment, question: WhatIfQuestion) -> WhatIfResult:
     tokens = q.prompt_tokens + q.output_tokens
     prefix = None
     if q.shared_prefix_tokens is not None:
-        blocks = token_capacity(cap) // block if cap is not None else 0
         if cap is None:
             raise BadInputError("prefix reuse needs a KV pool", "give --gpu or --kv-memory")
-        prefix = prefix_reuse(dep.spec, fmt, q.prompt_tokens, q.output_tokens,
-                              q.shared_prefix_tokens, q.hit_rate, blocks, block, dep.tp)
+        prefix = prefix_reuse(cap, q.prompt_tokens, q.output_tokens, q.shared_prefix_tokens,
+                              q.hit_rate)
+    turns = None
+    if q.turns is not None:
+        turns = multi_turn(dep, cap, q.turns, q.prompt_tokens, q.output_tokens, block, q)
     prefill = None
     if q.prefill or q.link is not None:
         if cap is None:
@@ -423,4 +550,4 @@ def run(dep: Deployment, question: WhatIfQuestion) -> WhatIfResult:
              "a given KV budget" if dep.kv_memory_bytes else "no GPU")
     return WhatIfResult(dep.spec.name, f"{where}, {dep.engine}", q.prompt_tokens,
                         q.output_tokens, block, budget, tuple(rows), prefix, prefill, tiers,
-                        disagg, tuple(notes))
+                        disagg, tuple(notes), turns)
