@@ -8,6 +8,7 @@
     d.max_context(64)                             # ContextResult
     d.fits("64x(2k+512)")                         # WorkloadResult (.fits)
     d.fewest_gpus(context="32k", concurrency=64)  # LayoutResult
+    d.traffic("5/s", "2k+512", ttft="500ms", itl="50ms")  # TrafficPlan: replicas (bounds)
 
 Values are accepted as the CLI accepts them ("8k", "57.65GiB", "h100", "int4:g64"), and the
 KV dtype may be a name or a `KVFormat` everywhere. Results are the library's own frozen
@@ -16,6 +17,7 @@ dataclasses; the CLI's `size`, `plan` and `compare` call exactly these methods.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
         LayoutResult,
         WorkloadResult,
     )
+    from kvplan.planning.traffic import TrafficPlan
     from kvplan.sources.workload import Workload
 
 Tokens = str | int
@@ -184,6 +187,38 @@ class Deployed:
             raise BadInputError("--find-gpus needs a target",
                                 "give --context and/or --concurrency, or --requests")
         return fewest_gpus(self.deployment, target, max_gpus)
+
+
+    def traffic(self, rate: str | float | Fraction, requests: str | Workload, *,
+                ttft: str | float | None = None, itl: str | float | None = None,
+                efficiency: str | float | None = None, compute_dtype: str | None = None,
+                shared_prefix: Tokens = 0, samples: int = 1) -> TrafficPlan:
+        """Replicas of this deployment that `rate` requests/s ("5/s", 5) of `requests` (a
+        mix, "2k+512", or a file) need by memory, bandwidth and compute, aggregated and split
+        into prefill and decode pools, at `ttft` / `itl` targets ("500ms", 0.05 s): bounds
+        (kvplan.planning.traffic)."""
+        from kvplan.planning.traffic import parse_rate, parse_seconds, size_for_traffic
+
+        def seconds(value: str | float | None, flag: str) -> Fraction | None:
+            if value is None:
+                return None
+            return parse_seconds(value if isinstance(value, str) else repr(value), flag)
+
+        share = Fraction(1, 2)
+        if efficiency is not None:
+            from kvplan.core.errors import BadInputError
+
+            try:
+                share = Fraction(str(efficiency).strip())
+            except (ValueError, ZeroDivisionError):
+                raise BadInputError(f"--efficiency must be a number in (0, 1], got "
+                                    f"{efficiency!r}") from None
+            if not 0 < share <= 1:
+                raise BadInputError(f"--efficiency must be in (0, 1], got {efficiency!r}")
+        per_s = parse_rate(rate if isinstance(rate, str) else str(Fraction(rate)))
+        return size_for_traffic(self.capacity, workload(requests, shared_prefix, samples),
+                                per_s, seconds(ttft, "--ttft"), seconds(itl, "--itl"), share,
+                                compute_dtype)
 
 
 def workload(requests: str | Workload, shared_prefix: Tokens = 0, samples: int = 1) -> Workload:

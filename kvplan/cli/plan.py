@@ -214,6 +214,20 @@ def plan(
     fmt: FormatOpt = "table",
     units: UnitsOpt = "iec",
     assume_standard: AssumeStandardOpt = False,
+    # --- sizing from traffic (kvplan.planning.traffic): one block, read by _traffic ---
+    rate: Annotated[str | None, typer.Option(
+        "--rate", help="Size for traffic: requests per second (5, 5/s, 300/min) of the "
+        "--requests mix; gives replicas by memory, bandwidth and compute (bounds).",
+        show_default=False)] = None,
+    ttft: Annotated[str | None, typer.Option(
+        "--ttft", help="With --rate: the time-to-first-token target (500ms, 2s).",
+        show_default=False)] = None,
+    itl: Annotated[str | None, typer.Option(
+        "--itl", help="With --rate: the inter-token latency target (50ms).",
+        show_default=False)] = None,
+    efficiency: Annotated[str | None, typer.Option(
+        "--efficiency", help="With --rate: the share of the dense peak prefill reaches "
+        "(default 0.5).", show_default=False)] = None,
 ) -> None:
     """Capacity of one serving instance: what the engine will print, how many requests fit,
     how long they can be, whether a workload fits, and the fewest GPUs for a target.
@@ -305,6 +319,10 @@ def plan(
     d = deploy(model, **settings)
     for warning in d.deployment.spec.warnings:  # --assume-standard-attention's assumptions
         typer.echo(f"kvplan: warning: {warning}", err=True)
+    if rate is not None or ttft is not None or itl is not None or efficiency is not None:
+        return _traffic(d, rate, requests, shared_prefix, samples, ttft, itl, efficiency,
+                        find_gpus or context is not None or concurrency is not None, fmt,
+                        units, verbose)
     question = _Question(_tokens(context, "--context"), concurrency, requests,
                          _tokens(shared_prefix, "--shared-prefix") or 0, samples, find_gpus,
                          _bytes(host_memory))
@@ -584,3 +602,28 @@ def _compare_row(model: str, gpu: str | None, gpu_memory: str | None, count: int
         row["max_context_tokens"] = d.max_context(concurrency).max_context_tokens
     row["_cap"] = cap
     return row
+
+
+def _traffic(d: "Deployed", rate: str | None, requests: str | None, shared_prefix: str | None,
+             samples: int, ttft: str | None, itl: str | None, efficiency: str | None,
+             other_target: bool, fmt: str, units: str, verbose: bool) -> None:
+    """`plan --rate`: replicas for a request rate (kvplan.planning.traffic)."""
+    from kvplan.core.errors import BadInputError
+    from kvplan.output.traffic import traffic_view
+
+    if rate is None:
+        raise BadInputError("--ttft, --itl and --efficiency size a deployment for traffic",
+                            "add --rate (requests per second) and --requests")
+    if requests is None:
+        raise BadInputError("--rate needs the requests' lengths",
+                            "add --requests 2k+512 (prompt + output), a mix such as "
+                            "\"3x(2k+512),1x(8k+1k)\", or a .jsonl/.csv file")
+    if other_target:
+        raise BadInputError("--rate sizes replicas for traffic; --context, --concurrency and "
+                            "--find-gpus ask other questions", "give them in another run")
+    result = d.traffic(rate, requests, ttft=ttft, itl=itl, efficiency=efficiency,
+                       shared_prefix=_tokens(shared_prefix, "--shared-prefix") or 0,
+                       samples=samples)
+    dep = d.deployment
+    _emit(traffic_view(result, f"{dep.tp * dep.pp}x {dep.gpu_name}, {dep.engine}"), fmt, units,
+          verbose)

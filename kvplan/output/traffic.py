@@ -1,0 +1,75 @@
+"""`kvplan plan --rate` as a View: requests in flight, then replicas by memory, bandwidth and
+compute, aggregated and split into prefill and decode pools; bounds, with their assumptions."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from kvplan.output.render import Column, Table, View, json_plain
+from kvplan.planning.traffic import SCHEMA, TrafficPlan
+
+
+def _ms(seconds: Any) -> str:
+    return f"{float(seconds) * 1000:,.3f}"
+
+
+def traffic_view(t: TrafficPlan, deployment: str) -> View:
+    def latency(value: Any, target: bool) -> str:
+        return f"{_ms(value)} ({'target' if target else 'floor'})"
+
+    load = Table("traffic and requests in flight (Little's law)", (
+        Column("quantity", "quantity"), Column("value", "value")), tuple(
+        {"quantity": k, "value": v} for k, v in (
+            ("rate (requests/s)", f"{float(t.rate_per_s):,.3f}"),
+            ("mean prompt / output tokens",
+             f"{float(t.mean_prompt_tokens):,.1f} / {float(t.mean_output_tokens):,.1f}"),
+            ("TTFT (ms)", latency(t.ttft_s, t.ttft_target)),
+            ("ITL (ms)", latency(t.itl_s, t.itl_target)),
+            ("time in system (s) = TTFT + output x ITL", f"{float(t.time_in_system_s):,.3f}"),
+            ("requests in flight = rate x time", f"{float(t.in_flight):,.2f}"),
+            ("  in prefill / in decode",
+             f"{float(t.in_flight_prefill):,.2f} / {float(t.in_flight_decode):,.2f}"),
+            ("KV cache in flight (one copy, B)", f"{t.kv_bytes_in_flight:,}"),
+            ("mean prompt's prefill floor (ms)", _ms(t.prefill_floor_s)),
+            (f"decode step at batch {t.decode_batch:,} ({t.decode_context_tokens:,} tokens, ms)",
+             _ms(t.decode.ms_per_token / 1000) if t.decode else "-"))))
+    replicas = Table(f"replicas of {deployment} ({t.gpus_per_replica} GPU each): lower bounds", (
+        Column("bound", "bound"), Column("share", "replicas' worth"),
+        Column("replicas", "replicas", "int"), Column("how", "from")), (
+        {"bound": "memory", "share": f"{float(t.memory_share):,.2f}",
+         "replicas": t.replicas_by_memory,
+         "how": (f"in flight / {t.max_requests_per_replica:,} ({t.memory_constraint})"
+                 if t.memory_by_request_cap else
+                 f"in flight x {float(t.units_per_request):,.1f} units ({t.memory_constraint}) / "
+                 f"{t.capacity_units_per_replica:,} per replica")},
+        {"bound": "bandwidth", "share": f"{float(t.decode_share):,.2f}",
+         "replicas": t.replicas_by_bandwidth,
+         "how": f"rate x output x step / batch {t.decode_batch:,}"},
+        {"bound": "compute", "share": f"{float(t.compute_share):,.2f} "
+                                       f"({float(t.prefill_share):,.2f} prefill)",
+         "replicas": t.replicas_by_compute,
+         "how": f"rate x FLOPs / ({t.gpus_per_replica} x {t.compute_dtype} peak x "
+                f"{float(t.efficiency):.0%})"},
+        {"bound": f"aggregated (binds: {t.aggregated_binding})", "share": "",
+         "replicas": t.aggregated_replicas,
+         "how": "max(memory, prefill + decode time shares)"},
+        {"bound": "split: prefill pool", "share": "", "replicas": t.prefill_replicas,
+         "how": "prefill FLOPs"},
+        {"bound": f"split: decode pool (binds: {t.decode_binding})", "share": "",
+         "replicas": t.decode_replicas, "how": "max(memory of decoding requests, bandwidth)"}))
+    notes = [f"These are bounds: the fewest replicas that could carry this traffic, not a "
+             f"simulation. Aggregated: {t.aggregated_replicas} replicas = "
+             f"{t.aggregated_gpus} GPUs; split: {t.prefill_replicas} prefill + "
+             f"{t.decode_replicas} decode = {t.split_gpus} GPUs."]
+    notes += [f"Assumption: {a}." for a in t.assumptions]
+    warnings = [f"not reachable on this layout at any rate: {x}" for x in t.infeasible]
+    payload: dict[str, Any] = {"schema": SCHEMA, "deployment": deployment,
+                               **json_plain(asdict(t)), "aggregated_gpus": t.aggregated_gpus,
+                               "split_gpus": t.split_gpus}
+    from kvplan import __version__
+
+    payload["kvplan_version"] = __version__
+    headline = (f"{t.aggregated_replicas} replica(s) aggregated (binds: {t.aggregated_binding}); "
+                f"{t.prefill_replicas} prefill + {t.decode_replicas} decode split")
+    return View([load, replicas], payload, replicas, notes, warnings, headline)
