@@ -137,3 +137,32 @@ def test_bad_traffic_input_is_one_message_exit_2(args):
     result = runner.invoke(app, ["plan", "llama-3.1-8b", "--gpu", "h100", *args])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
+
+
+def test_docs_work_the_example_by_hand():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "whatif.md").read_text()
+    t = _run("llama-3.1-70b", "--gpu", "h100", "-n", "4", "--rate", "20", "--requests",
+             "2k+256", "--ttft", "1s", "--itl", "40ms")
+    weights = t["decode"]["weights_read_bytes_per_gpu"]
+    # the page's arithmetic, step by step, as the test above derives it
+    assert "rate x W = 20 x 11.24 = **224.8**" in page
+    assert "20 x 256 x 0.040 = 204.8" in page
+    assert "cdiv(2,304, 16) = 144 blocks" in page
+    assert "2,176 x 327,680 B\n   / 4 = 178,257,920 B" in page
+    assert 2176 * TOKEN_BYTES // 4 == 178_257_920
+    by_itl = (Fraction(40, 1000) * H100_BW - weights) // (2176 * TOKEN_BYTES // 4)
+    assert f"it meets 40 ms up to B = {by_itl}" in page
+    assert f"so B* = {t['decode_batch']}" in page
+    flops = (2 * (PARAMS - 2 * TABLE) * 2048 + 2 * TABLE
+             + 80 * 2 * 64 * 256 * (2048 * 2049 // 2))
+    assert f"{flops:,} FLOPs" in page
+    assert f"**{float(Fraction(20 * flops) / (2 * H100_BF16)):.2f}** replicas' worth" in page
+    assert "**4 replicas (16 GPUs)**" in page and "**3** prefill replicas" in page
+    # the published benchmark it is set beside: its link and figures
+    assert "https://gist.github.com/surajssd/eef8ebf83cadd690f6fb4ee87b30fe1a" in page
+    assert "2.4957 requests/s" in page and "69.5 ms" in page and "A100 80GB PCIe" in page
+    # mean lengths from the benchmark's throughputs: 532.931 / 2.4957 output tokens and
+    # (1,065.25 - 532.931) / 2.4957 prompt tokens per request
+    assert round(532.931 / 2.4957, 1) == 213.5 and round((1065.25 - 532.931) / 2.4957, 1) == 213.3

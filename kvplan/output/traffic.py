@@ -59,9 +59,9 @@ def traffic_view(t: TrafficPlan, deployment: str) -> View:
         {"bound": f"split: decode pool (binds: {t.decode_binding})", "share": "",
          "replicas": t.decode_replicas, "how": "max(memory of decoding requests, bandwidth)"}))
     notes = [f"These are bounds: the fewest replicas that could carry this traffic, not a "
-             f"simulation. Aggregated: {t.aggregated_replicas} replicas = "
-             f"{t.aggregated_gpus} GPUs; split: {t.prefill_replicas} prefill + "
-             f"{t.decode_replicas} decode = {t.split_gpus} GPUs."]
+             f"simulation. Aggregated: {_n(t.aggregated_replicas, 'replica')} = "
+             f"{_n(t.aggregated_gpus, 'GPU')}; split: {t.prefill_replicas} prefill + "
+             f"{t.decode_replicas} decode = {_n(t.split_gpus, 'GPU')}."]
     notes += [f"Assumption: {a}." for a in t.assumptions]
     warnings = [f"not reachable on this layout at any rate: {x}" for x in t.infeasible]
     payload: dict[str, Any] = {"schema": SCHEMA, "deployment": deployment,
@@ -70,6 +70,11 @@ def traffic_view(t: TrafficPlan, deployment: str) -> View:
     from kvplan import __version__
 
     payload["kvplan_version"] = __version__
-    headline = (f"{t.aggregated_replicas} replica(s) aggregated (binds: {t.aggregated_binding}); "
-                f"{t.prefill_replicas} prefill + {t.decode_replicas} decode split")
+    headline = (f"{_n(t.aggregated_replicas, 'replica')} aggregated (binds: "
+                f"{t.aggregated_binding}); {t.prefill_replicas} prefill + {t.decode_replicas} "
+                "decode split")
     return View([load, replicas], payload, replicas, notes, warnings, headline)
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
