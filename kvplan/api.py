@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         LayoutResult,
         WorkloadResult,
     )
-    from kvplan.planning.traffic import TrafficPlan
+    from kvplan.planning.traffic import TrafficLayouts, TrafficPlan
     from kvplan.sources.workload import Workload
 
 Tokens = str | int
@@ -192,11 +192,13 @@ class Deployed:
     def traffic(self, rate: str | float | Fraction, requests: str | Workload, *,
                 ttft: str | float | None = None, itl: str | float | None = None,
                 efficiency: str | float | None = None, compute_dtype: str | None = None,
-                shared_prefix: Tokens = 0, samples: int = 1) -> TrafficPlan:
+                shared_prefix: Tokens = 0, samples: int = 1,
+                find_gpus: bool = False) -> TrafficPlan | TrafficLayouts:
         """Replicas of this deployment that `rate` requests/s ("5/s", 5) of `requests` (a
         mix, "2k+512", or a file) need by memory, bandwidth and compute, aggregated and split
         into prefill and decode pools, at `ttft` / `itl` targets ("500ms", 0.05 s): bounds
-        (kvplan.planning.traffic)."""
+        (kvplan.planning.traffic). find_gpus: the same for replicas of each layout of 1, 2, 4
+        and 8 GPUs, and the one that needs the fewest GPUs in all (TrafficLayouts)."""
         from kvplan.planning.traffic import parse_rate, parse_seconds, size_for_traffic
 
         def seconds(value: str | float | None, flag: str) -> Fraction | None:
@@ -216,9 +218,14 @@ class Deployed:
             if not 0 < share <= 1:
                 raise BadInputError(f"--efficiency must be in (0, 1], got {efficiency!r}")
         per_s = parse_rate(rate if isinstance(rate, str) else str(Fraction(rate)))
-        return size_for_traffic(self.capacity, workload(requests, shared_prefix, samples),
-                                per_s, seconds(ttft, "--ttft"), seconds(itl, "--itl"), share,
-                                compute_dtype)
+        mix = workload(requests, shared_prefix, samples)
+        if find_gpus:
+            from kvplan.planning.traffic import fewest_gpus_for_traffic
+
+            return fewest_gpus_for_traffic(self.deployment, mix, per_s, seconds(ttft, "--ttft"),
+                                           seconds(itl, "--itl"), share, compute_dtype)
+        return size_for_traffic(self.capacity, mix, per_s, seconds(ttft, "--ttft"),
+                                seconds(itl, "--itl"), share, compute_dtype)
 
 
 def workload(requests: str | Workload, shared_prefix: Tokens = 0, samples: int = 1) -> Workload:

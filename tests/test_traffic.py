@@ -166,3 +166,20 @@ def test_docs_work_the_example_by_hand():
     # mean lengths from the benchmark's throughputs: 532.931 / 2.4957 output tokens and
     # (1,065.25 - 532.931) / 2.4957 prompt tokens per request
     assert round(532.931 / 2.4957, 1) == 213.5 and round((1065.25 - 532.931) / 2.4957, 1) == 213.3
+
+
+def test_find_gpus_picks_the_layout_needing_the_fewest_gpus():
+    t = _run("llama-3.1-70b", "--gpu", "h100", "--rate", "20", "--requests", "2k+256",
+             "--ttft", "1s", "--itl", "40ms", "--find-gpus")
+    by_layout = {(o["tp"], o["pp"]): o for o in t["layouts"]}
+    # one H100 cannot hold 141 GB of bf16 weights
+    assert by_layout[(1, 1)]["total_gpus"] is None and by_layout[(1, 1)]["error"]
+    # TP 1 x PP 2: a token passes both stages, each reading half of 141 GB of weights at
+    # 3.35 TB/s (21 ms each): 42 ms a step at batch 1, over the 40 ms target
+    assert "ITL" in by_layout[(1, 2)]["error"]
+    assert 2 * (PARAMS * 2 // 2) / H100_BW > 0.040
+    # the choice: the fewest GPUs in all among the layouts that can meet the targets
+    usable = [o for o in t["layouts"] if o["total_gpus"] is not None and not o["error"]]
+    fewest = min(o["total_gpus"] for o in usable)
+    assert t["aggregated_gpus"] == fewest == 16  # TP 4 x 4 replicas (the worked example)
+    assert t["deployment"].startswith("TP 4 x PP 1")

@@ -321,8 +321,8 @@ def plan(
         typer.echo(f"kvplan: warning: {warning}", err=True)
     if rate is not None or ttft is not None or itl is not None or efficiency is not None:
         return _traffic(d, rate, requests, shared_prefix, samples, ttft, itl, efficiency,
-                        find_gpus or context is not None or concurrency is not None, fmt,
-                        units, verbose)
+                        find_gpus, context is not None or concurrency is not None, fmt, units,
+                        verbose)
     question = _Question(_tokens(context, "--context"), concurrency, requests,
                          _tokens(shared_prefix, "--shared-prefix") or 0, samples, find_gpus,
                          _bytes(host_memory))
@@ -606,10 +606,12 @@ def _compare_row(model: str, gpu: str | None, gpu_memory: str | None, count: int
 
 def _traffic(d: "Deployed", rate: str | None, requests: str | None, shared_prefix: str | None,
              samples: int, ttft: str | None, itl: str | None, efficiency: str | None,
-             other_target: bool, fmt: str, units: str, verbose: bool) -> None:
-    """`plan --rate`: replicas for a request rate (kvplan.planning.traffic)."""
-    from kvplan.core.errors import BadInputError
+             find_gpus: bool, other_target: bool, fmt: str, units: str, verbose: bool) -> None:
+    """`plan --rate`: replicas for a request rate (kvplan.planning.traffic); with --find-gpus,
+    for each layout of 1-8 GPUs, and the one needing the fewest GPUs."""
+    from kvplan.core.errors import BadInputError, TargetNotMetError
     from kvplan.output.traffic import traffic_view
+    from kvplan.planning.traffic import TrafficLayouts
 
     if rate is None:
         raise BadInputError("--ttft, --itl and --efficiency size a deployment for traffic",
@@ -619,11 +621,24 @@ def _traffic(d: "Deployed", rate: str | None, requests: str | None, shared_prefi
                             "add --requests 2k+512 (prompt + output), a mix such as "
                             "\"3x(2k+512),1x(8k+1k)\", or a .jsonl/.csv file")
     if other_target:
-        raise BadInputError("--rate sizes replicas for traffic; --context, --concurrency and "
-                            "--find-gpus ask other questions", "give them in another run")
+        raise BadInputError("--rate sizes replicas for traffic; --context and --concurrency "
+                            "ask other questions", "give them in another run")
     result = d.traffic(rate, requests, ttft=ttft, itl=itl, efficiency=efficiency,
                        shared_prefix=_tokens(shared_prefix, "--shared-prefix") or 0,
-                       samples=samples)
+                       samples=samples, find_gpus=find_gpus)
     dep = d.deployment
-    _emit(traffic_view(result, f"{dep.tp * dep.pp}x {dep.gpu_name}, {dep.engine}"), fmt, units,
-          verbose)
+    layouts = None
+    if isinstance(result, TrafficLayouts):
+        layouts = result
+        if result.best is None or result.best.plan is None:
+            why = "; ".join(sorted({o.error for o in result.options if o.error})) or "none fit"
+            raise TargetNotMetError(f"no layout of 1 to 8 {dep.gpu_name} GPUs per replica can "
+                                    f"meet the targets: {why}",
+                                    "relax --ttft / --itl, or a faster GPU")
+        best = result.best
+        assert best.plan is not None
+        plan, where = best.plan, f"TP {best.tp} x PP {best.pp} on {dep.gpu_name}, {dep.engine}"
+    else:
+        plan, where = result, f"{dep.tp * dep.pp}x {dep.gpu_name}, {dep.engine}"
+    view = traffic_view(plan, where, layouts)
+    _emit(view, fmt, units, verbose)

@@ -7,14 +7,15 @@ from dataclasses import asdict
 from typing import Any
 
 from kvplan.output.render import Column, Table, View, json_plain
-from kvplan.planning.traffic import SCHEMA, TrafficPlan
+from kvplan.planning.traffic import SCHEMA, TrafficLayouts, TrafficPlan
 
 
 def _ms(seconds: Any) -> str:
     return f"{float(seconds) * 1000:,.3f}"
 
 
-def traffic_view(t: TrafficPlan, deployment: str) -> View:
+def traffic_view(t: TrafficPlan, deployment: str, layouts: TrafficLayouts | None = None
+                 ) -> View:
     def latency(value: Any, target: bool) -> str:
         return f"{_ms(value)} ({'target' if target else 'floor'})"
 
@@ -67,13 +68,29 @@ def traffic_view(t: TrafficPlan, deployment: str) -> View:
     payload: dict[str, Any] = {"schema": SCHEMA, "deployment": deployment,
                                **json_plain(asdict(t)), "aggregated_gpus": t.aggregated_gpus,
                                "split_gpus": t.split_gpus}
+    tables = [load, replicas]
+    if layouts is not None:
+        rows = tuple({"layout": f"TP {o.tp} x PP {o.pp}", "gpus": o.gpus_per_replica,
+                      "replicas": o.plan.aggregated_replicas if o.plan else None,
+                      "total": o.total_gpus,
+                      "binds": o.plan.aggregated_binding if o.plan else "",
+                      "note": o.error or ("fewest GPUs" if o is layouts.best else "")}
+                     for o in layouts.options)
+        tables.insert(0, Table("layouts tried (aggregated replicas)", (
+            Column("layout", "layout"), Column("gpus", "GPUs/replica", "int"),
+            Column("replicas", "replicas", "int"), Column("total", "GPUs in all", "int"),
+            Column("binds", "binds"), Column("note", "note")), rows))
+        payload["layouts"] = [{"tp": o.tp, "pp": o.pp, "gpus_per_replica": o.gpus_per_replica,
+                               "aggregated_replicas": r["replicas"], "total_gpus": o.total_gpus,
+                               "error": o.error} for o, r in zip(layouts.options, rows,
+                                                                 strict=True)]
     from kvplan import __version__
 
     payload["kvplan_version"] = __version__
     headline = (f"{_n(t.aggregated_replicas, 'replica')} aggregated (binds: "
                 f"{t.aggregated_binding}); {t.prefill_replicas} prefill + {t.decode_replicas} "
                 "decode split")
-    return View([load, replicas], payload, replicas, notes, warnings, headline)
+    return View(tables, payload, replicas, notes, warnings, headline)
 
 
 def _n(count: int, noun: str) -> str:

@@ -38,7 +38,7 @@ from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
 
 if TYPE_CHECKING:
-    from kvplan.engines.base import Capacity
+    from kvplan.engines.base import Capacity, Deployment
     from kvplan.planning.plan import DecodeFloor
     from kvplan.sources.workload import Workload
 
@@ -267,3 +267,49 @@ def size_for_traffic(cap: Capacity, workload: Workload, rate_per_s: Fraction,
         decode_share, by_bandwidth, prefill_per_request, decode_per_request, pre.compute_dtype,
         pre.peak_flops_per_s, efficiency, prefill_share, compute_share, by_compute, aggregated,
         binding, _ceil(prefill_share), decode_pool, decode_binding, tuple(infeasible), assumptions)
+
+
+@record
+class TrafficLayout:
+    tp: int
+    pp: int
+    gpus_per_replica: int
+    plan: TrafficPlan | None  # None: the layout cannot serve (error)
+    error: str
+
+    @property
+    def total_gpus(self) -> int | None:
+        return self.plan.aggregated_gpus if self.plan is not None else None
+
+
+@record
+class TrafficLayouts:
+    best: TrafficLayout | None  # the fewest GPUs in all whose targets are reachable
+    options: tuple[TrafficLayout, ...]
+
+
+def fewest_gpus_for_traffic(dep: Deployment, workload: Workload, rate_per_s: Fraction,
+                            ttft_s: Fraction | None = None, itl_s: Fraction | None = None,
+                            efficiency: Fraction = Fraction(1, 2),
+                            compute_dtype: str | None = None,
+                            counts: tuple[int, ...] = (1, 2, 4, 8)) -> TrafficLayouts:
+    """`size_for_traffic` for replicas of each TP x PP layout of `counts` GPUs (as `plan
+    --find-gpus` lays them out): the layout whose aggregated replicas use the fewest GPUs in
+    all, among those that can meet the targets (then the one with fewer GPUs per replica)."""
+    from kvplan.planning.plan import candidate_deployments, capacity
+
+    options: list[TrafficLayout] = []
+    for count in counts:
+        for trial in candidate_deployments(dep, count):
+            try:
+                t = size_for_traffic(capacity(trial), workload, rate_per_s, ttft_s, itl_s,
+                                     efficiency, compute_dtype)
+            except BadInputError as exc:
+                options.append(TrafficLayout(trial.tp, trial.pp, trial.num_gpus, None,
+                                             exc.message))
+                continue
+            options.append(TrafficLayout(trial.tp, trial.pp, trial.num_gpus, t,
+                                         "; ".join(t.infeasible)))
+    usable = [o for o in options if o.plan is not None and not o.error]
+    best = min(usable, key=lambda o: (o.total_gpus, o.gpus_per_replica), default=None)
+    return TrafficLayouts(best, tuple(options))
