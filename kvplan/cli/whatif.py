@@ -80,7 +80,8 @@ def whatif(
         "--efficiency", help="Share of the GPU's peak dense FLOP/s prefill reaches (default "
         "0.5).", show_default=False)] = None,
     compute_dtype: Annotated[str | None, typer.Option(
-        "--compute-dtype", help="Math dtype for the peak: bf16 (default), fp8, fp4.",
+        "--compute-dtype", help="Math dtype for the peak: bf16, fp8, fp4 (default: fp8 for "
+        "an FP8 checkpoint on a GPU with FP8 tensor cores, else bf16).",
         show_default=False)] = None,
     tflops: Annotated[str | None, typer.Option(
         "--tflops", help="Peak dense TFLOP/s per GPU, for a GPU the catalog has no figure for.",
