@@ -9,7 +9,7 @@ from typing import Any
 from kvplan.output.render import Column, Table, View, json_plain
 from kvplan.planning.whatif import WhatIfResult
 
-SCHEMA = "kvplan.whatif/1"
+SCHEMA = "kvplan.whatif/2"  # 2: disaggregated wire/per-rank bytes, prefix needs, turns
 
 WHATIF_NOTE = ("What-ifs: a policy's bytes assume the engine implements it; kvplan's baseline is "
                "the exact cache the engine keeps today. Capacity = the engine's KV budget // one "
@@ -83,6 +83,7 @@ def whatif_view(r: WhatIfResult) -> View:
         notes.append(f"Multi-turn ({m.citation}): prefill computes {m.computed_tokens:,} tokens "
                      f"over the conversation instead of {m.computed_without_reuse_tokens:,}; "
                      "assumes the history stays cached between turns.")
+        notes.extend(m.notes)
     if r.prefill is not None:
         f = r.prefill
         tables.append(Table("prefill beside decode", (

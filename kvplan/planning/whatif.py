@@ -142,6 +142,7 @@ class MultiTurn:
     block_size: int
     computed_tokens: int  # over all turns, with reuse
     computed_without_reuse_tokens: int
+    notes: tuple[str, ...] = ()
     citation: str = ("vLLM automatic prefix caching: a turn's prompt starts with the previous "
                      "turns' prompt and output, whose whole blocks are cached (generated tokens "
                      "included), so prefill computes the rest")
@@ -187,7 +188,14 @@ def multi_turn(dep: Deployment, cap: Capacity | None, turns: int, user_tokens: i
                          request_bytes(stage, prompt + output_tokens, fmt, dep.tp)))
         total += computed
         total_without += prompt
-    return MultiTurn(tuple(rows), user_tokens, output_tokens, block_size, total, total_without)
+    notes: tuple[str, ...] = ()
+    if any(layer.kind == "state" for layer in dep.spec.layers):
+        notes = ("the model keeps recurrent state: kvplan assumes the engine resumes it where "
+                 "the cached history ends (vLLM keeps Mamba state at block boundaries with "
+                 "prefix caching on, mamba_cache_mode 'align'); it does not check that the "
+                 "engine does",)
+    return MultiTurn(tuple(rows), user_tokens, output_tokens, block_size, total, total_without,
+                     notes)
 
 
 def _split(dep: Deployment, q: WhatIfQuestion) -> ParamSplit:
