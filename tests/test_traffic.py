@@ -183,3 +183,13 @@ def test_find_gpus_picks_the_layout_needing_the_fewest_gpus():
     fewest = min(o["total_gpus"] for o in usable)
     assert t["aggregated_gpus"] == fewest == 16  # TP 4 x 4 replicas (the worked example)
     assert t["deployment"].startswith("TP 4 x PP 1")
+
+
+def test_a_ttft_target_below_the_longest_prompts_prefill_is_named():
+    # Llama-3.1-8B, a 32k prompt: 2 x 8.03e9 x 32,768 linear FLOPs alone, at 50% of 989.4
+    # TFLOP/s, take over a second; a 1 s TTFT cannot be met for it on one H100
+    assert 2 * 8_030_261_248 * 32768 / (989.4e12 / 2) > 1.0
+    result = runner.invoke(app, ["plan", "llama-3.1-8b", "--gpu", "h100", "--rate", "1",
+                                 "--requests", "9x(1k+128),1x(32k+128)", "--ttft", "1s"])
+    assert result.exit_code == 0, result.output
+    assert "not reachable" in result.output and "32,768-token prompt" in result.output

@@ -174,10 +174,16 @@ def size_for_traffic(cap: Capacity, workload: Workload, rate_per_s: Fraction,
     pre = deployment_prefill(dep, mean_prompt, compute_dtype, tflops, efficiency)
     replica_flops = gpus * pre.peak_flops_per_s * efficiency
     infeasible: list[str] = []
-    if ttft_s is not None and Fraction(pre.seconds) > ttft_s:
-        infeasible.append(f"TTFT {float(ttft_s) * 1000:,.1f} ms: the mean prompt's prefill "
-                          f"alone takes {pre.seconds * 1000:,.1f} ms on {dep.tp} GPU(s) at "
-                          f"{float(efficiency):.0%} of peak")
+    longest = max(g.prompt_tokens for g in groups)
+    if ttft_s is not None and longest:
+        # every request must meet the target: the longest prompt's prefill, alone on the
+        # replica's TP ranks, is the least its TTFT can be
+        slow = pre if longest == mean_prompt else deployment_prefill(
+            dep, longest, compute_dtype, tflops, efficiency)
+        if Fraction(slow.seconds) > ttft_s:
+            infeasible.append(f"TTFT {float(ttft_s) * 1000:,.1f} ms: a {longest:,}-token "
+                              f"prompt's prefill alone takes {slow.seconds * 1000:,.1f} ms on "
+                              f"{dep.tp} GPU(s) at {float(efficiency):.0%} of peak")
     # decode: the largest batch that fits one replica and meets the ITL target
     fits = max_concurrency(cap, max(1, ctx)).max_requests
     if fits < 1:
