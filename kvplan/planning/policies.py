@@ -136,8 +136,8 @@ CITATIONS = {
                "as KVCache-Factory pyramidkv_utils.py PyramidKVCluster.update_kv",
     "share": "Cross-Layer Attention, Brandon et al., 2024, arXiv:2405.12981",
     "turboquant": "TurboQuant, Zandieh et al., 2025, arXiv:2504.19874 (Algorithm 2)",
-    "kvtc": "KVTC, Staniszewski and Lancucki, 2025, arXiv:2511.01815 (section 3: 4 sink and "
-            "128 recent tokens uncompressed)",
+    "kvtc": "KVTC, Staniszewski and Lancucki, 2025, arXiv:2511.01815 (the 4 oldest (sink) and "
+            "128 most recent tokens left uncompressed)",
     "cachegen": "CacheGen, Liu et al., SIGCOMM 2024, arXiv:2310.07240 (3.5-4.3x, abstract)",
 }
 
