@@ -233,7 +233,8 @@ def plan(
     how long they can be, whether a workload fits, and the fewest GPUs for a target.
 
     Exit 1 when a stated target is not met (--context with --concurrency, --requests,
-    --find-gpus) or no memory is left for the KV cache; exit 2 for bad input.
+    --find-gpus, --ttft/--itl with --rate) or no memory is left for the KV cache; exit 2 for
+    bad input.
 
     Examples:
 
@@ -250,6 +251,8 @@ def plan(
       kvplan plan deepseek-v3 --gpu h200 --count 8 --dp 8 --enable-expert-parallel
 
       kvplan plan deepseek-v3 --gpu h200 --tp 8 --dcp 8 --context 128k
+
+      kvplan plan llama-3.1-70b --gpu h100 -n 4 --rate 20 --requests 2k+256 --ttft 1s --itl 40ms
     """
 
     from kvplan.api import deploy
@@ -642,3 +645,6 @@ def _traffic(d: "Deployed", rate: str | None, requests: str | None, shared_prefi
         plan, where = result, f"{dep.tp * dep.pp}x {dep.gpu_name}, {dep.engine}"
     view = traffic_view(plan, where, layouts)
     _emit(view, fmt, units, verbose)
+    if plan.infeasible:
+        typer.echo("kvplan: the latency targets are not met (exit 1)", err=True)
+        raise typer.Exit(1)
