@@ -380,7 +380,8 @@ def test_cli_policies_rows_and_capacity_with_a_measured_budget():
                                   ["--hit-rate", "-10%", "--shared-prefix", "1k"],
                                   ["--hit-rate", "0.5"],
                                   ["--tokens", "1k", "--prompt", "1k"],
-                                  ["--decode-gpu", "h100"]])
+                                  ["--decode-gpu", "h100"], ["--turns", "0"],
+                                  ["-p", "turboquant:3&cachegen:4"]])
 def test_cli_bad_input_is_one_message_exit_2(args):
     result = runner.invoke(app, ["whatif", "llama-3.1-8b", "--gpu", "h100", *args])
     assert result.exit_code == 2, result.output

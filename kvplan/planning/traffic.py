@@ -264,7 +264,9 @@ def size_for_traffic(cap: Capacity, workload: Workload, rate_per_s: Fraction,
         "token, attention FLOPs left out",
         "aggregated: a replica's time is shared by prefill and decode; split: a prefill pool "
         "sized by compute, a decode pool by memory and bandwidth, the same layout each",
-    )
+    ) + (("prefill FLOPs count every prompt token: a cached shared prefix would save its "
+          "FLOPs (the memory bound shares its whole blocks)",)
+         if workload.shared_prefix_tokens else ())
     return TrafficPlan(
         rate_per_s, count, mean_p, mean_o, ctx, gpus, ttft, ttft_s is not None, itl,
         itl_s is not None, pre.seconds, ttft + mean_o * itl, in_flight, in_prefill, in_decode,
