@@ -109,8 +109,10 @@ def test_bad_commands_are_one_clear_error(text, match):
 def test_cli_without_model_or_command_is_exit_2():
     result = runner.invoke(app, ["plan", "--gpu", "h100"])
     assert result.exit_code == 2 and "MODEL is missing" in result.output
-    both = runner.invoke(app, ["plan", "llama-3.1-8b", "--from-command", "vllm serve x"])
-    assert both.exit_code == 2 and "not both" in both.output
+    # a command without a model and no MODEL beside it names what to add
+    none = runner.invoke(app, ["plan", "--gpu", "h100", "--from-command",
+                               "vllm serve --tensor-parallel-size 2"])
+    assert none.exit_code == 2 and "names no model" in none.output
 
 
 

@@ -108,7 +108,8 @@ def _cache_types(kv_dtype: str, k: str | None, v: str | None) -> str:
 def plan(
     model: Annotated[str | None, typer.Argument(
         help="Library name (llama-3.1-8b), a YAML spec, a config.json / directory holding one, "
-        "or a Hugging Face Hub repo: hf:org/name[@revision]. Omit it with --from-command.",
+        "or a Hugging Face Hub repo: hf:org/name[@revision]. With --from-command it is where "
+        "the command's model is read from (a local path in the command, a config here).",
         show_default=False)] = None,
     from_command: Annotated[str | None, typer.Option(
         "--from-command", help="The engine's launch command as you run it (vllm serve ..., "
@@ -264,10 +265,7 @@ def plan(
     if from_command is not None:
         from kvplan.planning.launch import from_command as read_command
 
-        if model is not None:
-            raise BadInputError("give MODEL or --from-command, not both",
-                                "the launch command names its model")
-        launched = read_command(_command_text(from_command))
+        launched = read_command(_command_text(from_command), model)
         model, engine, overrides = launched.model, launched.engine, launched.overrides
         launch_warnings = list(launched.warnings)
         # the command's settings by Deployment field, beside the flag that sets the same thing

@@ -49,6 +49,12 @@ def model_name(model: str, warnings: list[str]) -> tuple[str, str | None]:
     return _resolvable(model, warnings)
 
 
+def _name_quant(model: str) -> str | None:
+    """The weight format a checkpoint's name ends in (Qwen3-Coder-30B-A3B-Instruct-FP8 -> fp8)."""
+    lowered = model.rstrip("/").lower()
+    return next((quant for suffix, quant in _NAME_QUANT if lowered.endswith(suffix)), None)
+
+
 def _resolvable(model: str, warnings: list[str]) -> tuple[str, str | None]:
     from kvplan.core.errors import KvplanError
     from kvplan.sources.library import resolve
@@ -104,17 +110,27 @@ def engine_launches() -> list[EngineLaunch]:
     return found
 
 
-def from_command(text: str) -> LaunchPlan:
+def from_command(text: str, model: str | None = None) -> LaunchPlan:
+    """The deployment a launch command starts. `model`, when given, is what kvplan reads the
+    model from (a library name, a config.json or directory, hf:org/name): the command's own
+    model is then only named, as deployed lines name a directory on the serving machine
+    (`vllm serve ./Qwen/Qwen3-8B`) whose config is elsewhere here."""
     from kvplan.engines.base import Deployment
 
     launch = parse_launch(text, engine_launches())
     s = dict(launch.settings)
     warnings: list[str] = []
-    model = s.pop("model", None) or s.pop("hf_repo", None)
-    if not model:
+    named = s.pop("model", None) or s.pop("hf_repo", None)
+    if model is not None:
+        if named and str(named) != model:
+            warnings.append(f"the command's model {named} is read from {model}")
+        quant_from_name = _name_quant(str(named)) if named else None
+    elif not named:
         raise BadInputError(f"the {launch.program} command names no model",
-                            "include the model (vllm serve MODEL, --model-path, -m, --model-id)")
-    model, quant_from_name = model_name(str(model), warnings)
+                            "include the model (vllm serve MODEL, --model-path, -m, --model-id)"
+                            ", or give MODEL beside --from-command")
+    else:
+        model, quant_from_name = model_name(str(named), warnings)
     known = {f.name for f in fields(Deployment)}
     # settings named as Deployment fields (the flag tables name them so) are taken as they are
     overrides: dict[str, Any] = {k: s.pop(k) for k in sorted(s) if k in known}

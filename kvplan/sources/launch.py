@@ -146,18 +146,39 @@ def _image_version(image: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+# what may follow a program's name in a build or fork of it: llama-server-cuda,
+# llama-server.exe, llama-server_avx2 (the flags decide whether it is read as the engine)
+_BINARY_SUFFIX = re.compile(r"^[-_.][A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+
+def _names_program(word: str, name: str) -> bool:
+    """Whether a command's first word runs the program `name`: the same file name under any
+    directory (./build/bin/llama-server, ik_llama.cpp's build), or that name with a build
+    suffix (llama-server-cuda). Only programs named by a file, never flags like `-m`."""
+    base = word.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]
+    if base == name:
+        return True
+    return not name.startswith("-") and base.startswith(name) and \
+        bool(_BINARY_SUFFIX.match(base[len(name):]))
+
+
 def _find_program(words: list[str], engines: Sequence[EngineLaunch]
                   ) -> tuple[EngineLaunch, int, str] | None:
     """The engine whose program appears in the words, where its arguments start, and the
-    words that named it."""
-    for start in range(len(words)):
-        for eng in engines:
-            for program in eng.programs:
-                n = len(program)
-                window = words[start:start + n]
-                if [w.rsplit("/", 1)[-1] if k == 0 else w for k, w in enumerate(window)] == \
-                        list(program):
-                    return eng, start + n, " ".join(program)
+    words that named it. An exact name anywhere wins over a build-suffixed one."""
+    for exact in (True, False):
+        for start in range(len(words)):
+            for eng in engines:
+                for program in eng.programs:
+                    n = len(program)
+                    window = words[start:start + n]
+                    if len(window) < n or window[1:] != list(program[1:]):
+                        continue
+                    first = window[0].rsplit("/", 1)[-1]
+                    if first == program[0] if exact else _names_program(window[0], program[0]):
+                        named = " ".join(program) if first == program[0] else \
+                            f"{first} (read as {program[0]})"
+                        return eng, start + n, named
     return None
 
 

@@ -1,0 +1,79 @@
+"""Launch lines as they are deployed: a model directory on the serving machine read through
+MODEL given beside --from-command, builds and forks of llama-server under other file names,
+and GPUs such lines run on (GH200)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.core.errors import BadInputError
+from kvplan.planning.launch import engine_launches, from_command
+from kvplan.sources.gpus import find_gpu
+from kvplan.sources.launch import parse_launch
+
+runner = CliRunner()
+MODELS = Path(__file__).parent / "fixtures" / "engines" / "models"
+
+
+def test_model_beside_the_command_reads_a_local_directory():
+    # vllm-project/vllm#13061: the served model is a directory on the serving machine
+    line = ("vllm serve --trust-remote-code --tensor_parallel_size 2 "
+            "--gpu_memory_utilization=0.98 "
+            "/root/autodl-tmp/deepseek-ai/DeepSeek-R1-Distill-Qwen-14B")
+    spec = str(MODELS / "deepseek-r1-distill-qwen-14b.yaml")
+    plan = from_command(line, spec)
+    assert plan.model == spec
+    assert plan.overrides["tp"] == 2 and plan.overrides["memory_fraction"] == 0.98
+    assert any("DeepSeek-R1-Distill-Qwen-14B" in w and spec in w for w in plan.warnings)
+    # without MODEL the directory is read by its last part, which kvplan does not hold
+    result = runner.invoke(app, ["plan", "--gpu", "rtx 4090", "--count", "2",
+                                 "--from-command", line])
+    assert result.exit_code == 2 and "DeepSeek-R1-Distill-Qwen-14B" in result.output
+    result = runner.invoke(app, ["plan", spec, "--gpu", "rtx 4090", "--count", "2",
+                                 "--engine-version", "0.7.2", "--format", "json",
+                                 "--from-command", line])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["deployment"]["tp"] == 2 and out["deployment"]["num_gpus"] == 2
+
+
+def test_model_beside_keeps_the_weight_format_the_checkpoint_name_gives():
+    # vllm-project/vllm#34076: ./Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8, an FP8 checkpoint
+    plan = from_command("vllm serve ./Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8 "
+                        "--pipeline-parallel-size 2", "qwen3-30b-a3b")
+    assert plan.model == "qwen3-30b-a3b" and plan.overrides["weights_dtype"] == "fp8"
+    assert plan.overrides["pp"] == 2
+
+
+@pytest.mark.parametrize("line,program", [
+    ("llama-server-cuda -m model.gguf -c 8192", "llama-server-cuda (read as llama-server)"),
+    ("./build/bin/llama-server -m model.gguf -c 8192", "llama-server"),
+    ("/opt/ik_llama.cpp/build/bin/llama-server -m model.gguf -c 8192 -fa", "llama-server"),
+    ("llama-server.exe -m model.gguf -c 8192", "llama-server.exe (read as llama-server)"),
+    ("bin/llama-cli -m ../../model.gguf -n 128 -ngl 999", "llama-cli"),
+])
+def test_builds_and_forks_of_llama_server_are_read_as_llama_cpp(line, program):
+    launch = parse_launch(line, engine_launches())
+    assert launch.engine == "llamacpp" and launch.program == program
+    assert launch.settings["model"].endswith("model.gguf")
+
+
+def test_a_name_that_only_begins_like_a_program_is_not_one():
+    with pytest.raises(BadInputError, match="no engine's launch program"):
+        parse_launch("llama-serverx -m model.gguf", engine_launches())
+    # the exact program wins over a suffixed word earlier in the line
+    launch = parse_launch("vllm-env/bin/activate && vllm serve Qwen/Qwen3-8B", engine_launches())
+    assert launch.engine == "vllm" and launch.program == "vllm serve"
+
+
+def test_gh200_is_its_hbm_as_torch_reports_it():
+    gpu = find_gpu("gh200")
+    # Lightning-AI/litgpt#1892, torch on a GH200 480GB: "total capacity of 94.88 GiB"
+    assert gpu.memory_bytes == round(94.88 * 1024) * 2**20
+    assert gpu.compute_capability == "9.0"
+    assert find_gpu("GH200-480GB").name == gpu.name
