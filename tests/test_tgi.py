@@ -103,3 +103,32 @@ def test_cli_plan_with_a_tgi_launch_line():
     out = json.loads(result.stdout)
     tokens = out["engine"]["max_batch_total_tokens"]
     assert out["answer"]["max_concurrency"] == tokens // 8192  # block size 1: whole tokens
+
+
+def test_the_budget_rule_follows_the_release():
+    """flash_causal_lm.warmup: up to 2.4 `int(free_memory * 0.95 // total_cache_size)` with
+    free = total x fraction - used (2.4: TGI_WIGGLE_ROOM 0.90); from 3.0
+    `get_free_memory(device, MEMORY_FRACTION * TGI_WIGGLE_ROOM)`; paged blocks of 16 before
+    2.3 (models/cache_manager.py BLOCK_SIZE) and on ROCm."""
+    from kvplan.engines import tgi
+
+    weights, activation, context = 16_060_522_496, 2 * 2**30, 500 * 2**20
+    used = weights + activation + context
+
+    def numbers(version, gpu="h100"):
+        dep = Deployment(resolve("llama-3.1-8b"), engine="tgi", engine_version=version,
+                         weights_bytes=weights, activation_bytes=activation,
+                         non_torch_bytes=context).with_gpu(find_gpu(gpu))
+        return get("tgi").capacity(dep).engine_numbers
+
+    per_block_16 = 16 * 32 * 8 * 128 * 2 * 2  # BLOCK_SIZE x layers x KV heads x dim x K,V x 2 B
+    old = numbers("2.0.2")
+    assert old["block_size"] == 16
+    assert old["kv_budget_bytes"] == math.floor((H100_TOTAL - used) * 0.95)
+    assert old["num_blocks"] == math.floor((H100_TOTAL - used) * 0.95) // per_block_16
+    assert numbers("2.4.1")["kv_budget_bytes"] == math.floor((H100_TOTAL - used) * 0.90)
+    assert numbers("3.0.0")["kv_budget_bytes"] == math.floor(H100_TOTAL * 0.95) - used
+    assert numbers("3.2.0")["kv_budget_bytes"] == math.floor(H100_TOTAL * 0.93) - used
+    assert numbers("3.0.0")["block_size"] == 1  # flashinfer for head dim 128
+    assert numbers("3.0.0", "mi300x")["block_size"] == 16  # ROCm: paged attention
+    assert tgi.release_rule(None) == (0.90, "fraction")

@@ -17,7 +17,14 @@ From TGI's source (huggingface/text-generation-inference, server/text_generation
 - `models/globals.py`: TGI_WIGGLE_ROOM 0.90 (env), BLOCK_SIZE by attention backend: flashinfer
   1, flashdecoding 256, paged 16; `utils/dist.py`: MEMORY_FRACTION = CUDA_MEMORY_FRACTION
   (launcher --cuda-memory-fraction, default 1.0).
-- `launcher/src/main.rs::resolve_attention`: flashinfer by default; head dims other than 64,
+- Per release (`TGI_RELEASES`): up to 2.4 the wiggle room multiplies the free memory,
+  `int(free_memory * 0.95 // total_cache_size)` (2.0-2.2: a literal 0.95; 2.3: TGI_WIGGLE_ROOM
+  0.95; 2.4: 0.90); from 3.0 it multiplies the fraction, `get_free_memory(device,
+  MEMORY_FRACTION * TGI_WIGGLE_ROOM)` (3.0: 0.95; 3.1-3.2: 0.93; 3.3: 0.90). Before 2.3 the
+  block size is 16 (paged attention; `models/cache_manager.py` BLOCK_SIZE); ROCm builds keep
+  paged attention (16) in every release.
+- `launcher/src/main.rs::resolve_attention` (2.3 on): flashinfer by default; head dims other
+  than 64,
   128, 256 (and falcon / deepseek_v2) fall back to flashdecoding, or to paged on GPUs below
   compute capability 8.0. `max_batch_prefill_tokens` defaults to 4096 (capped at
   max_position_embeddings; the launcher may lower it further from a FLOPs estimate).
@@ -50,7 +57,13 @@ if TYPE_CHECKING:
     from kvplan.core.launch import EngineLaunch
 
 SCHEMA = "kvplan.engine.tgi/1"
-WIGGLE_ROOM = 0.90  # TGI_WIGGLE_ROOM default (models/globals.py)
+WIGGLE_ROOM = 0.90  # TGI_WIGGLE_ROOM default (models/globals.py, 3.3)
+# (first release, wiggle room, what it multiplies): "free" = (total x fraction - used) x wiggle
+# (flash_causal_lm.warmup up to 2.4), "fraction" = total x fraction x wiggle - used (3.0 on)
+TGI_RELEASES: tuple[tuple[tuple[int, ...], float, str], ...] = (
+    ((0,), 0.95, "free"), ((2, 3), 0.95, "free"), ((2, 4), 0.90, "free"),
+    ((3, 0), 0.95, "fraction"), ((3, 1), 0.93, "fraction"), ((3, 3), WIGGLE_ROOM, "fraction"))
+RESOLVED_ATTENTION = (2, 3)  # the launcher picks the attention backend from this release
 MEMORY_FRACTION = 1.0  # CUDA_MEMORY_FRACTION / --cuda-memory-fraction default
 DEFAULT_PREFILL_TOKENS = 4096  # launcher default max_batch_prefill_tokens
 BLOCK_SIZES = {"flashinfer": 1, "flashdecoding": 256, "paged": 16}
@@ -64,8 +77,20 @@ def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
     return named_kv_format(spec, kv_cache_dtype, _FORMATS, "TGI", KV_DTYPES)
 
 
-def attention_backend(spec: ModelSpec, compute_major: int | None) -> str:
-    """launcher resolve_attention: flashinfer unless the head dim (or the GPU) rules it out."""
+def release_rule(version: tuple[int, ...] | None) -> tuple[float, str]:
+    """(wiggle room, what it multiplies) for a TGI release; the newest rule without one."""
+    found = TGI_RELEASES[-1]
+    if version is not None:
+        found = [r for r in TGI_RELEASES if version[:2] >= r[0]][-1]
+    return found[1], found[2]
+
+
+def attention_backend(spec: ModelSpec, compute_major: int | None,
+                      version: tuple[int, ...] | None = None, rocm: bool = False) -> str:
+    """launcher resolve_attention: flashinfer unless the head dim (or the GPU) rules it out;
+    paged attention before 2.3 and on ROCm."""
+    if rocm or (version is not None and version[:2] < RESOLVED_ATTENTION):
+        return "paged"
     heads = {layer.head_dim for layer in spec.layers if isinstance(layer, ATTENTION_KINDS)}
     fallback = "paged" if compute_major is not None and compute_major < 8 else "flashdecoding"
     if not heads <= set(FLASHINFER_HEAD_DIMS) or (spec.family or "") in ("falcon",
@@ -104,12 +129,15 @@ def bytes_per_block(spec: ModelSpec, fmt: KVFormat, tp: int, block_size: int) ->
 
 
 def profile(spec: ModelSpec, dep: Deployment, compute_major: int | None) -> TgiProfile:
+    from kvplan.engines import parse_version
     from kvplan.engines.shared.activations import forward_activation_bytes
     from kvplan.engines.shared.device import NON_TORCH_BYTES
     from kvplan.engines.shared.weights import estimate_dims
 
     fmt = kv_format(spec, dep.kv_dtype)
-    attention = attention_backend(spec, compute_major)
+    version = parse_version(dep.engine_version)
+    wiggle, rule = release_rule(version)
+    attention = attention_backend(spec, compute_major, version, "gfx" in (dep.gpu_arch or ""))
     block = dep.block_size or BLOCK_SIZES[attention]
     per_block = bytes_per_block(spec, fmt, dep.tp, block)
     fraction = dep.memory_fraction if dep.memory_fraction is not None else MEMORY_FRACTION
@@ -124,15 +152,19 @@ def profile(spec: ModelSpec, dep: Deployment, compute_major: int | None) -> TgiP
         acts = dep.activation_bytes if dep.activation_bytes is not None else \
             forward_activation_bytes(dep.dims or estimate_dims(spec), prefill, dep.tp)
         context = dep.non_torch_bytes if dep.non_torch_bytes is not None else NON_TORCH_BYTES
-        budget = math.floor(dep.gpu_memory_bytes * fraction * WIGGLE_ROOM) - weights - acts \
-            - context
+        if rule == "fraction":
+            budget = math.floor(dep.gpu_memory_bytes * fraction * wiggle) - weights - acts \
+                - context
+        else:
+            budget = math.floor((math.floor(dep.gpu_memory_bytes * fraction) - weights - acts
+                                 - context) * wiggle)
     if budget < per_block:
         raise BadInputError(f"TGI would find no memory for KV blocks ({budget:,} bytes left)",
                             "use more GPUs (--num-shard), a larger --cuda-memory-fraction or "
                             "a smaller --max-batch-prefill-tokens")
     blocks = budget // per_block
     return TgiProfile(SCHEMA, attention, block, per_block, budget, blocks, blocks * block,
-                      prefill, fraction, WIGGLE_ROOM)
+                      prefill, fraction, wiggle)
 
 
 @functools.cache
