@@ -24,8 +24,7 @@ From TGI's source (huggingface/text-generation-inference, server/text_generation
   block size is 16 (paged attention; `models/cache_manager.py` BLOCK_SIZE); ROCm builds keep
   paged attention (16) in every release.
 - `launcher/src/main.rs::resolve_attention` (2.3 on): flashinfer by default; head dims other
-  than 64,
-  128, 256 (and falcon / deepseek_v2) fall back to flashdecoding, or to paged on GPUs below
+  than 64, 128, 256 (and falcon / deepseek_v2) fall back to flashdecoding, or to paged on GPUs below
   compute capability 8.0. `max_batch_prefill_tokens` defaults to 4096 (capped at
   max_position_embeddings; the launcher may lower it further from a FLOPs estimate).
 """
