@@ -30,6 +30,9 @@ WITHIN_5_PERCENT = {
     "vllm-i13061-r1-distill-qwen14b-2x4090",
     "vllm-myoceane-gpt-oss-20b-a100-gmu065",
     "llamacpp-arm-rpc-llama-3.1-70b-q4",
+    "vllm-pr20665-deepseek-v2-lite-4xl4-tp2-pp2",
+    "sglang-docs-llama-3.1-8b-h100",
+    "ik-llama-pr259-deepseek-r1-q2-mla2-c32k",
 }
 
 
