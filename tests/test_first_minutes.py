@@ -59,11 +59,15 @@ def test_block_size_is_refused_the_same_everywhere(tmp_path, block):
 
 
 def test_vllm_block_sizes_are_vllms():
-    # vllm/config/cache.py: BlockSize = Literal[1, 8, 16, 32, 64, 128]
-    for block in ("1", "128"):
+    # vllm/config/cache.py: BlockSize = Literal[1, 8, 16, 32, 64, 128] (0.9-0.10), with 256
+    # in 0.11.1 and 0.16.0
+    for block in ("1", "128", "256"):
         assert invoke("plan", LLAMA, "--gpu", "h100", "--block-size", block).exit_code == 0
-    res = invoke("plan", LLAMA, "--gpu", "h100", "--block-size", "256")
-    assert res.exit_code == 2 and "valid: 1, 8, 16, 32, 64, 128" in res.stderr
+    res = invoke("plan", LLAMA, "--gpu", "h100", "--block-size", "512")
+    assert res.exit_code == 2 and "valid: 1, 8, 16, 32, 64, 128, 256" in res.stderr
+    res = invoke("plan", LLAMA, "--gpu", "h100", "--block-size", "256", "--engine-version",
+                 "0.10.1")
+    assert res.exit_code == 2 and "0.11.1" in res.stderr
 
 
 @pytest.mark.parametrize("flag", ["--max-num-seqs", "--max-num-batched-tokens", "--parallel"])

@@ -77,3 +77,19 @@ def test_gh200_is_its_hbm_as_torch_reports_it():
     assert gpu.memory_bytes == round(94.88 * 1024) * 2**20
     assert gpu.compute_capability == "9.0"
     assert find_gpu("GH200-480GB").name == gpu.name
+
+
+def test_vllm_block_size_256_from_a_launch_line():
+    # config/cache.py BlockSize gained 256 by 0.11.1; a 256-token block of Llama-3.1-8B holds
+    # 256 tokens x 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes
+    result = runner.invoke(app, ["plan", "--gpu", "h100", "--engine-version", "0.11.1",
+                                 "--format", "json", "--from-command",
+                                 "vllm serve meta-llama/Llama-3.1-8B-Instruct --block-size 256"])
+    assert result.exit_code == 0, result.output
+    numbers = json.loads(result.stdout)["engine"]
+    assert numbers["block_size"] == 256
+    assert numbers["bytes_per_block"] == 256 * 32 * 8 * 128 * 2 * 2
+    old = runner.invoke(app, ["plan", "--gpu", "h100", "--engine-version", "0.10.1",
+                              "--from-command",
+                              "vllm serve meta-llama/Llama-3.1-8B-Instruct --block-size 256"])
+    assert old.exit_code == 2 and "no block size 256" in old.output

@@ -32,6 +32,21 @@ LARGEST_BUCKET_GROUPING = (0, 33)
 V033 = (0, 33)
 V1 = (0, 8)  # envs.py VLLM_USE_V1 defaults to "1"
 SEQS_BY_GPU = (0, 8, 3)  # arg_utils: max_num_seqs 1024 / 256 by GPU class (after 0.8.2)
+# config/cache.py `BlockSize`: Literal[1, 8, 16, 32, 64, 128] up to 0.10, with 256 added by
+# 0.11.1 (the Literal of 0.11.1 and 0.16.0). 256 tokens a block needs a backend that takes
+# multiples of 16 (FlashAttention: get_kv_cache_shape raises "Block size must be a multiple
+# of 16"; Triton; FA3 and Triton MLA); FlashMLA (64 only) and CUTLASS MLA (128 only) refuse it.
+BLOCK_256 = (0, 11, 1)
+
+
+def check_block_size(block_size: int | None, version: tuple[int, ...]) -> None:
+    """Refuse a --block-size the release's CacheConfig does not accept (256 before 0.11.1)."""
+    if block_size == 256 and version < BLOCK_256:
+        raise BadInputError(
+            f"vLLM {'.'.join(map(str, version))} has no block size 256 (--block-size): its "
+            "config/cache.py BlockSize is 1, 8, 16, 32, 64 or 128",
+            "256 is accepted from vLLM 0.11.1 (--engine-version 0.11.1 or newer), or give a "
+            "smaller --block-size")
 
 
 def default_max_num_batched_tokens(gpu_memory_bytes: int | None, gpu_name: str | None = None,

@@ -43,6 +43,7 @@ from kvplan.engines.vllm.budget import vllm_budget
 from kvplan.engines.vllm.config import (
     LATEST,
     VllmConfig,
+    check_block_size,
     default_gpu_memory_utilization,
     default_max_num_batched_tokens,
     default_max_num_seqs,
@@ -94,6 +95,7 @@ def config_for(dep: Deployment) -> VllmConfig:
     from kvplan.engines import parse_version
 
     ver = parse_version(dep.engine_version) or LATEST
+    check_block_size(dep.block_size, ver)
     if dep.num_speculative_tokens < 0:
         raise BadInputError(f"--num-speculative-tokens must be at least 0, got "
                             f"{dep.num_speculative_tokens}")
@@ -164,8 +166,8 @@ def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp:
 class VllmEngine(BaseEngine):
     name = "vllm"
     display_name = "vLLM"
-    # vllm/config/cache.py `BlockSize = Literal[1, 8, 16, 32, 64, 128]`
-    block_sizes = (1, 8, 16, 32, 64, 128)
+    # vllm/config/cache.py `BlockSize` (256 from 0.11.1: config.check_block_size)
+    block_sizes = (1, 8, 16, 32, 64, 128, 256)
     latest_version = LATEST
     kv_dtypes = KV_DTYPES
     smaller_kv_dtypes = SMALLER_KV_DTYPES
