@@ -93,3 +93,11 @@ def test_vllm_block_size_256_from_a_launch_line():
                               "--from-command",
                               "vllm serve meta-llama/Llama-3.1-8B-Instruct --block-size 256"])
     assert old.exit_code == 2 and "no block size 256" in old.output
+
+
+def test_cpu_offload_is_read_and_named_not_silently_dropped():
+    plan = from_command("vllm serve meta-llama/Llama-3.1-70B-Instruct --cpu-offload-gb 32 -tp 2")
+    assert plan.overrides["tp"] == 2
+    assert not any("not a flag kvplan knows" in w for w in plan.warnings)
+    assert any(w.startswith("--cpu-offload-gb 32:") and "32 GiB low" in w
+               for w in plan.warnings)
