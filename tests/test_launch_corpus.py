@@ -33,6 +33,7 @@ WITHIN_5_PERCENT = {
     "vllm-pr20665-deepseek-v2-lite-4xl4-tp2-pp2",
     "sglang-docs-llama-3.1-8b-h100",
     "ik-llama-pr259-deepseek-r1-q2-mla2-c32k",
+    "vllm-i2136-codellama-13b-2x4090-v024",
 }
 
 
