@@ -101,3 +101,35 @@ def test_cpu_offload_is_read_and_named_not_silently_dropped():
     assert not any("not a flag kvplan knows" in w for w in plan.warnings)
     assert any(w.startswith("--cpu-offload-gb 32:") and "32 GiB low" in w
                for w in plan.warnings)
+
+
+GPT_OSS = ("vllm serve openai/gpt-oss-120b --gpu-memory-utilization 0.95 "
+           "--max-num-batched-tokens 1024")
+
+
+def _weights_gib(line: str, *flags: str) -> float:
+    result = runner.invoke(app, ["plan", "--from-command", line, "--gpu", "h100",
+                                 "--format", "json", *flags])
+    assert result.exit_code in (0, 1), result.output
+    return int(json.loads(result.stdout)["budget"]["weights_bytes"][0]) / 2**30
+
+
+def test_mxfp4_marlin_backend_from_the_launch_environment():
+    # envs.py VLLM_MXFP4_USE_MARLIN=1: get_mxfp4_backend takes Marlin for MXFP4 experts
+    plan = from_command("VLLM_MXFP4_USE_MARLIN=1 " + GPT_OSS)
+    assert plan.overrides["mxfp4_backend"] == "marlin"
+    assert "mxfp4_backend" not in from_command(GPT_OSS).overrides
+    # what vLLM logged loading gpt-oss-120b on one H100: "Model loading took 65.9651 GiB"
+    # with the Marlin kernel (vllm-project/vllm#23278), "64.38 GiB" with "Using Triton
+    # backend" (vllm-project/vllm#33155)
+    marlin = _weights_gib("VLLM_MXFP4_USE_MARLIN=1 " + GPT_OSS, "--engine-version", "0.11.0")
+    triton = _weights_gib(GPT_OSS, "--engine-version", "0.14.1")
+    assert abs(marlin - 65.9651) <= 65.9651 * 0.002
+    assert abs(triton - 64.38) <= 64.38 * 0.005
+
+
+def test_an_unknown_mxfp4_backend_is_named():
+    from kvplan.api import deploy
+
+    with pytest.raises(BadInputError, match="MXFP4 MoE backend 'cutlass'"):
+        deploy("gpt-oss-120b", gpu="h100", mxfp4_backend="cutlass").capacity

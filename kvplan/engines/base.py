@@ -91,6 +91,9 @@ class Deployment:
     # vLLM's FlashInfer top-k/top-p sampler (flashinfer installed, as in the vllm/vllm-openai
     # image; the default sampler of 0.8-0.11 then). None: as a pip install, without it
     flashinfer_sampler: bool | None = None
+    # vLLM's MoE backend for MXFP4 experts (triton | flashinfer | marlin), which sets how they
+    # are re-laid out in memory; None: the GPU's default (kvplan.engines.vllm.backends)
+    mxfp4_backend: str | None = None
     dims: ModelDims | None = None
     num_draft_layers: int = 0
     # vLLM speculative decoding: draft tokens proposed per step (--speculative-config's

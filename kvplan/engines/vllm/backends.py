@@ -10,6 +10,7 @@ are served.
 
 from __future__ import annotations
 
+from kvplan.core.errors import BadInputError
 from kvplan.core.layers import RecurrentState
 from kvplan.core.spec import ModelSpec
 from kvplan.core.weights import ExpertLoad
@@ -112,25 +113,39 @@ def capability(compute_capability: str | None, gpu_name: str | None = None
     return None
 
 
-def mxfp4_expert_load(gpu_arch: str = "") -> ExpertLoad | None:
+# get_mxfp4_backend's choices, as the expert layout each re-lays the checkpoint into
+MXFP4_BACKENDS = ("triton", "flashinfer", "marlin")
+
+
+def mxfp4_expert_load(gpu_arch: str = "", backend: str | None = None) -> ExpertLoad | None:
     """How vLLM holds MXFP4 MoE experts on a GPU (quantization/mxfp4.py, default settings:
     `get_mxfp4_backend` picks the backend, `Mxfp4MoEMethod.create_weights` pads, and
     `process_weights_after_loading` re-lays them out). `gpu_arch` holds the compute capability
-    ("hopper sm9.0"); None when it does not (the checkpoint's own layout is used).
+    ("hopper sm9.0"); None when it does not (the checkpoint's own layout is used). `backend`
+    (Deployment.mxfp4_backend) names the backend instead of the GPU's default.
 
     - Hopper (9.0): Triton kernels; width rounded to 64; the biases become fp32 and the block
       scales are swizzled into a second tensor while the checkpoint's stay registered (two
-      copies).
+      copies). Triton needs the `triton_kernels` package (`has_triton_kernels()`): the pip
+      wheels of 0.10-0.11 do not install it (vllm-project/vllm#27370: "users have to install
+      triton_kernels manually"), and without it, or with VLLM_MXFP4_USE_MARLIN=1, Hopper falls
+      back to Marlin.
     - Datacenter Blackwell (10.x): FlashInfer; width and hidden rounded to 256.
     - Other CUDA GPUs (Ampere 8.x, Ada 8.9, consumer Blackwell 12.x): Marlin; width rounded
       to 128, hidden to 256 (the Marlin MoE kernel needs n % 256 and k % 128)."""
-    found = compute_capability(gpu_arch)
-    if found is None:
-        return None
-    major, minor = found
-    if (major, minor) == (9, 0):
+    if backend is not None and backend not in MXFP4_BACKENDS:
+        raise BadInputError(f"unknown MXFP4 MoE backend {backend!r} (mxfp4_backend)",
+                            "one of: " + ", ".join(MXFP4_BACKENDS))
+    if backend is None:
+        found = compute_capability(gpu_arch)
+        if found is None:
+            return None
+        major, minor = found
+        backend = "triton" if (major, minor) == (9, 0) else \
+            "flashinfer" if major == 10 else "marlin"
+    if backend == "triton":
         return ExpertLoad(width_align=64, scale_copies=2, bias_dtype="F32")
-    if major == 10:
+    if backend == "flashinfer":
         return ExpertLoad(width_align=256, hidden_align=256)
     return ExpertLoad(width_align=128, hidden_align=256)
 

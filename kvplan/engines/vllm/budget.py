@@ -47,6 +47,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                 enable_chunked_prefill: bool | None = None, usage: str = "server",
                 flashinfer_sampler: bool = False,
                 stage_weights_bytes: Sequence[int] | None = None, gpu_arch: str = "",
+                mxfp4_backend: str | None = None,
                 ep: int = 1, dp: int = 1, num_draft_layers: int = 0,
                 num_speculative_tokens: int = 0, check: bool = True) -> Budget:
     """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
@@ -55,12 +56,13 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     estimate from 0.20 (not with enforce_eager). The reserves are kvplan.engines.vllm.memory's
     model of the profile run unless given. `weights_bytes` is the whole model's measured size;
     `stage_weights_bytes` the bytes one GPU of each stage holds (overrides the estimate);
-    `ep` the expert-parallel size (whole experts over `ep` GPUs: tp x dp with
-    --enable-expert-parallel), `dp` the data-parallel ranks (their process groups' NCCL
-    communicators count before 0.11). `num_draft_layers`: an EAGLE head's layers, whose weights
-    (`memory.eagle_draft_bytes`) join the last stage unless `extra_weights_bytes` gives
-    the draft's bytes; `num_speculative_tokens` widens the CUDA-graph capture sizes (from
-    0.20's estimate). `check=False` returns a budget at or below zero instead of
+    `mxfp4_backend` the MoE backend of MXFP4 experts (None: the GPU's default, see
+    backends.mxfp4_expert_load); `ep` the expert-parallel size (whole experts over `ep` GPUs: tp
+    x dp with --enable-expert-parallel), `dp` the data-parallel ranks (their process groups'
+    NCCL communicators count before 0.11). `num_draft_layers`: an EAGLE head's layers, whose
+    weights (`memory.eagle_draft_bytes`) join the last stage unless `extra_weights_bytes` gives
+    the draft's bytes; `num_speculative_tokens` widens the CUDA-graph capture sizes (from 0.20's
+    estimate). `check=False` returns a budget at or below zero instead of
     raising (vLLM logs such a value before it refuses to start)."""
 
     ver = version or LATEST
@@ -71,7 +73,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     if stage_weights_bytes is not None:
         per_stage, weights_how = list(stage_weights_bytes), "given per stage"
     else:
-        expert_load = mxfp4_expert_load(gpu_arch)
+        expert_load = mxfp4_expert_load(gpu_arch, mxfp4_backend)
         stages, weights_how = stage_weights(spec, weights, weights_bytes, tp, pp, dims, ep=ep,
                                             expert_load=expert_load)
         per_stage = list(stages)

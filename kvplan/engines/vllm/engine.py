@@ -188,7 +188,8 @@ class VllmEngine(BaseEngine):
                 non_torch_bytes=dep.non_torch_bytes, cudagraph_bytes=dep.cudagraph_bytes,
                 max_num_batched_tokens=config.max_num_batched_tokens,
                 max_num_seqs=dep.max_num_seqs, dims=dep.dims, gpu_name=dep.gpu_name,
-                gpu_arch=dep.gpu_arch, max_model_len=config.max_model_len,
+                gpu_arch=dep.gpu_arch, mxfp4_backend=dep.mxfp4_backend,
+                max_model_len=config.max_model_len,
                 enforce_eager=dep.enforce_eager, ep=expert_parallel_size(dep), dp=dep.dp,
                 flashinfer_sampler=bool(dep.flashinfer_sampler),
                 num_draft_layers=dep.num_draft_layers,
@@ -244,20 +245,26 @@ class VllmEngine(BaseEngine):
 
     def launch_overrides(self, image: str | None, image_version: str | None,
                          env: dict[str, str]) -> dict[str, Any]:
-        """The sampler a launch implies: VLLM_USE_FLASHINFER_SAMPLER when set; else the
+        """What a launch's environment and image imply: the MXFP4 MoE backend
+        (VLLM_MXFP4_USE_MARLIN=1: Marlin), and the sampler: VLLM_USE_FLASHINFER_SAMPLER when
+        set; else the
         vllm/vllm-openai image (it installs flashinfer: docker/Dockerfile) of 0.8-0.11, whose
         V1 sampler takes FlashInfer whenever it is importable (topk_topp_sampler.py:
         `VLLM_USE_FLASHINFER_SAMPLER is not False`)."""
         from kvplan.engines import parse_version
 
+        found: dict[str, Any] = {}
+        # envs.py VLLM_MXFP4_USE_MARLIN: get_mxfp4_backend takes Marlin for MXFP4 experts
+        if env.get("VLLM_MXFP4_USE_MARLIN", "").lower() in ("1", "true"):
+            found["mxfp4_backend"] = "marlin"
         flag = env.get("VLLM_USE_FLASHINFER_SAMPLER")
-        if flag in ("0", "1"):
-            return {"flashinfer_sampler": flag == "1"}
         ver = parse_version(image_version) if image_version else None
-        if image and "vllm-openai" in image and ver is not None and \
+        if flag in ("0", "1"):
+            found["flashinfer_sampler"] = flag == "1"
+        elif image and "vllm-openai" in image and ver is not None and \
                 V1_DEFAULT <= ver < FLASHINFER_DEFAULT_UNTIL:
-            return {"flashinfer_sampler": True}
-        return {}
+            found["flashinfer_sampler"] = True
+        return found
 
     def host_blocks(self, cap: Capacity, context_tokens: int | None = None) -> HostBlocks:
         # swap space / CPU offload: whole blocks of the same layout ("# CPU blocks")
