@@ -32,6 +32,9 @@ class EngineLaunch:
     positional: str | None = None
     # "--flag value" and "--flag=value" both; flags in underscore_spelling match dashes too
     underscores_match_dashes: bool = True
+    # environment variables (VAR=value before the program, docker -e) -> (setting, kind), read
+    # like flags; others are kept in Launch.env unread
+    env: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 #: how the text a log pattern captures becomes a value: as is, an int ("1,234"), a number,

@@ -97,6 +97,24 @@ def _speculative(config: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
     return {"num_speculative_tokens": k}
 
 
+def _partition_note(partition: str, pp: Any) -> str:
+    """vLLM's VLLM_PP_LAYER_PARTITION, named: kvplan splits a model's layers over the pipeline
+    stages as get_pp_indices does without it (kvplan.core.sizing.pp_stages), one GPU kind."""
+    try:
+        layers = [int(p) for p in partition.split(",")]
+    except ValueError:
+        raise BadInputError(f"VLLM_PP_LAYER_PARTITION {partition!r} in the launch command is "
+                            "not a list of layer counts", "write it like 16,32") from None
+    if pp is not None and len(layers) != pp:
+        raise BadInputError(f"VLLM_PP_LAYER_PARTITION {partition!r} names {len(layers)} "
+                            f"stages but --pipeline-parallel-size is {pp}",
+                            "give one layer count per stage")
+    return (f"VLLM_PP_LAYER_PARTITION={partition}: vLLM gives the pipeline stages "
+            f"{' + '.join(map(str, layers))} layers; kvplan splits the layers evenly over one "
+            "GPU kind, so each stage's weights and KV budget differ from vLLM's (the fullest "
+            "stage, and a smaller GPU on one stage, are not modelled)")
+
+
 def engine_launches() -> list[EngineLaunch]:
     """Every registered engine's launch table (engines without one are skipped)."""
     from kvplan.engines import registry
@@ -112,9 +130,10 @@ def engine_launches() -> list[EngineLaunch]:
 
 def from_command(text: str, model: str | None = None) -> LaunchPlan:
     """The deployment a launch command starts. `model`, when given, is what kvplan reads the
-    model from (a library name, a config.json or directory, hf:org/name): the command's own
-    model is then only named, as deployed lines name a directory on the serving machine
-    (`vllm serve ./Qwen/Qwen3-8B`) whose config is elsewhere here."""
+    model from (a library name, a config.json or directory, hf:org/name) instead of the
+    command's own, as deployed lines name a directory on the serving machine
+    (`vllm serve ./Qwen/Qwen3-8B`) whose config is elsewhere here; a checkpoint name's
+    weight-format suffix (-FP8, -AWQ) still sets the weights."""
     from kvplan.engines.base import Deployment
 
     launch = parse_launch(text, engine_launches())
@@ -122,8 +141,6 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
     warnings: list[str] = []
     named = s.pop("model", None) or s.pop("hf_repo", None)
     if model is not None:
-        if named and str(named) != model:
-            warnings.append(f"the command's model {named} is read from {model}")
         quant_from_name = _name_quant(str(named)) if named else None
     elif not named:
         raise BadInputError(f"the {launch.program} command names no model",
@@ -154,6 +171,9 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
                         f"{value_v}): kvplan sizes both as {overrides.get('kv_dtype')}")
     elif value_v is not None and "kv_dtype" not in overrides:
         overrides["kv_dtype"] = value_v
+    partition = s.pop("pp_layer_partition", None)
+    if partition is not None:
+        warnings.append(_partition_note(str(partition), overrides.get("pp")))
     offload = s.pop("cpu_offload_gib", None)
     if offload:
         warnings.append(f"--cpu-offload-gb {offload:g}: vLLM keeps up to {offload:g} GiB of "

@@ -203,6 +203,9 @@ def parse_launch(text: str, engines: Sequence[EngineLaunch]) -> Launch:
         raise BadInputError("no engine's launch program in the command",
                             "kvplan reads: " + ", ".join(names))
     settings, unknown, ignored = read_flags(words[start:], eng)
+    for var, (setting, kind) in eng.env.items():
+        if var in env and setting not in settings:
+            settings[setting] = _value(env[var], kind, var)
     return Launch(eng.engine, program, settings, image, _image_version(image), unknown,
                   ignored, env)
 

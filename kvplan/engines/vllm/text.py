@@ -69,7 +69,9 @@ def launch_flags() -> EngineLaunch:
     return EngineLaunch("vllm", (("vllm", "serve"), ("-m", "vllm.entrypoints.openai.api_server"),
                                  ("-m", "vllm.entrypoints.api_server")),
                         images=("vllm/vllm-openai", "vllm-openai"), flags=flags,
-                        positional="model")
+                        positional="model",
+                        # envs.py: the layers of each pipeline stage (get_pp_indices)
+                        env={"VLLM_PP_LAYER_PARTITION": ("pp_layer_partition", "str")})
 
 
 # --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
