@@ -132,3 +132,16 @@ def test_the_budget_rule_follows_the_release():
     assert numbers("3.0.0")["block_size"] == 1  # flashinfer for head dim 128
     assert numbers("3.0.0", "mi300x")["block_size"] == 16  # ROCm: paged attention
     assert tgi.release_rule(None) == (0.90, "fraction")
+
+
+def test_the_first_releases_take_the_free_memory_whole_and_older_ones_do_not_size():
+    """0.9.4-1.4.0 flash_causal_lm.warmup: `int(free_memory // total_cache_size)`, no wiggle
+    room; before 0.9.4 the router takes --max-batch-total-tokens (16,000 by default)."""
+    from kvplan.engines import tgi
+
+    assert tgi.release_rule((1, 0, 3)) == (1.0, "free")
+    assert tgi.release_rule((1, 4, 0)) == (1.0, "free")
+    assert tgi.release_rule((1, 4, 1)) == (0.95, "free")
+    assert tgi.release_rule((2, 3, 1)) == (0.95, "free")
+    with pytest.raises(BadInputError, match="before 0.9.4"):
+        tgi.release_rule((0, 9, 3))

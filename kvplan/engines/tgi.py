@@ -17,10 +17,13 @@ From TGI's source (huggingface/text-generation-inference, server/text_generation
 - `models/globals.py`: TGI_WIGGLE_ROOM 0.90 (env), BLOCK_SIZE by attention backend: flashinfer
   1, flashdecoding 256, paged 16; `utils/dist.py`: MEMORY_FRACTION = CUDA_MEMORY_FRACTION
   (launcher --cuda-memory-fraction, default 1.0).
-- Per release (`TGI_RELEASES`): up to 2.4 the wiggle room multiplies the free memory,
-  `int(free_memory * 0.95 // total_cache_size)` (2.0-2.2: a literal 0.95; 2.3: TGI_WIGGLE_ROOM
-  0.95; 2.4: 0.90); from 3.0 it multiplies the fraction, `get_free_memory(device,
-  MEMORY_FRACTION * TGI_WIGGLE_ROOM)` (3.0: 0.95; 3.1-3.2: 0.93; 3.3: 0.90). Before 2.3 the
+- Per release (`TGI_RELEASES`): 0.9.4 (the first to size max_batch_total_tokens from
+  memory) to 1.4.0 take the free memory as it is, `int(free_memory // total_cache_size)`;
+  1.4.1 to 2.4 multiply it by a wiggle room, `int(free_memory * 0.95 // total_cache_size)`
+  (1.4.1-2.2: a literal 0.95; 2.3: TGI_WIGGLE_ROOM 0.95; 2.4: 0.90); from 3.0 it multiplies
+  the fraction, `get_free_memory(device, MEMORY_FRACTION * TGI_WIGGLE_ROOM)` (3.0: 0.95;
+  3.1-3.2: 0.93; 3.3: 0.90). Before 0.9.4 the router takes --max-batch-total-tokens (default
+  16,000) and kvplan refuses to size it from memory. Before 2.3 the
   block size is 16 (paged attention; `models/cache_manager.py` BLOCK_SIZE); ROCm builds keep
   paged attention (16) in every release.
 - `launcher/src/main.rs::resolve_attention` (2.3 on): flashinfer by default; head dims other
@@ -60,7 +63,8 @@ WIGGLE_ROOM = 0.90  # TGI_WIGGLE_ROOM default (models/globals.py, 3.3)
 # (first release, wiggle room, what it multiplies): "free" = (total x fraction - used) x wiggle
 # (flash_causal_lm.warmup up to 2.4), "fraction" = total x fraction x wiggle - used (3.0 on)
 TGI_RELEASES: tuple[tuple[tuple[int, ...], float, str], ...] = (
-    ((0,), 0.95, "free"), ((2, 3), 0.95, "free"), ((2, 4), 0.90, "free"),
+    ((0, 9, 4), 1.0, "free"), ((1, 4, 1), 0.95, "free"), ((2, 3), 0.95, "free"),
+    ((2, 4), 0.90, "free"),
     ((3, 0), 0.95, "fraction"), ((3, 1), 0.93, "fraction"), ((3, 3), WIGGLE_ROOM, "fraction"))
 RESOLVED_ATTENTION = (2, 3)  # the launcher picks the attention backend from this release
 MEMORY_FRACTION = 1.0  # CUDA_MEMORY_FRACTION / --cuda-memory-fraction default
@@ -80,7 +84,13 @@ def release_rule(version: tuple[int, ...] | None) -> tuple[float, str]:
     """(wiggle room, what it multiplies) for a TGI release; the newest rule without one."""
     found = TGI_RELEASES[-1]
     if version is not None:
-        found = [r for r in TGI_RELEASES if version[:2] >= r[0]][-1]
+        known = [r for r in TGI_RELEASES if version >= r[0]]
+        if not known:
+            raise BadInputError(
+                f"TGI {'.'.join(map(str, version))} does not size its batch from memory: "
+                "before 0.9.4 the router takes --max-batch-total-tokens (default 16,000)",
+                "give --engine-version 0.9.4 or newer, or --kv-memory")
+        found = known[-1]
     return found[1], found[2]
 
 
