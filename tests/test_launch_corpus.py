@@ -3,16 +3,21 @@ the KV figure its engine then logged) planned through `kvplan plan --from-comman
 
 Every line must parse: exit 0, or 1 where the engine would not fit the request; never a usage
 error. The test prints how many land within 5% of the logged figure, and holds the lines that
-do to that (a regression moves one out)."""
+do to that (a regression moves one out). `python tests/test_launch_corpus.py` prints the table
+of docs/engine-accuracy.md section 8, each line with the kvplan command that gives its figure;
+a test keeps the document equal to it."""
 
 from __future__ import annotations
 
 import json
+import shlex
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from accuracy_doc import assert_in_accuracy_doc
 from typer.testing import CliRunner
 
 from kvplan.cli import app
@@ -37,16 +42,60 @@ WITHIN_5_PERCENT = {
 }
 
 
-def plan(entry: dict[str, Any]) -> tuple[int, Any, str]:
-    """(exit code, kvplan's figure for what the engine logged, output)."""
-    model = [str(ROOT / entry["model"]) if "/" in entry["model"] else entry["model"]] \
-        if entry.get("model") else []
-    result = runner.invoke(app, ["plan", *model, "--from-command", entry["line"],
-                                 *[str(f) for f in entry["flags"]], "--format", "json"])
+def arguments(entry: dict[str, Any]) -> list[str]:
+    """`kvplan plan`'s arguments for an entry: MODEL where given, the line, the post's flags."""
+    model = [entry["model"]] if entry.get("model") else []
+    return ["plan", *model, "--from-command", entry["line"], *[str(f) for f in entry["flags"]]]
+
+
+@cache
+def _plan(entry_id: str) -> tuple[int, Any, str]:
+    entry = next(e for e in ENTRIES if e["id"] == entry_id)
+    args = [str(ROOT / a) if a == entry.get("model") and "/" in a else a
+            for a in arguments(entry)]
+    result = runner.invoke(app, [*args, "--format", "json"])
     figure = None
     if result.exit_code in (0, 1) and result.stdout.lstrip().startswith("{"):
         figure = json.loads(result.stdout)["engine"].get(entry["logged"]["figure"])
     return result.exit_code, figure, result.output
+
+
+def plan(entry: dict[str, Any]) -> tuple[int, Any, str]:
+    """(exit code, kvplan's figure for what the engine logged, output)."""
+    return _plan(entry["id"])
+
+
+TOKEN_FIGURES = ("kv_cache_tokens", "estimated_max_model_len", "max_total_num_tokens",
+                 "max_batch_total_tokens")
+
+
+def shown(figure: str, value: float | None) -> str:
+    """A logged or planned figure as the engine prints it."""
+    if value is None:
+        return "-"
+    if figure in TOKEN_FIGURES:
+        return f"{value:,.0f} tokens"
+    if figure == "num_blocks":
+        return f"{value:,.0f} blocks"
+    if figure == "available_kv_cache_bytes":
+        return f"{value / 2**30:.2f} GiB"
+    return f"{value / 2**20:,.2f} MiB"
+
+
+def corpus_table() -> str:
+    """docs/engine-accuracy.md section 8: each line's logged figure, kvplan's, and the command."""
+    rows = ["| line | engine | logged | kvplan | off |", "| --- | --- | ---: | ---: | ---: |"]
+    commands = []
+    for entry in ENTRIES:
+        _, figure, _ = plan(entry)
+        key, logged = entry["logged"]["figure"], entry["logged"]["value"]
+        off = "-" if figure is None else f"{(figure - logged) / logged * 100:+.1f}%"
+        engine = f"{entry['engine']} {entry.get('version', '')}".strip()
+        rows.append(f"| [{entry['id']}]({entry['url']}) | {engine} | {shown(key, logged)} | "
+                    f"{shown(key, figure)} | {off} |")
+        commands.append(f"- {entry['id']}: `kvplan {shlex.join(arguments(entry))}`")
+    return "\n".join(rows) + "\n\nThe command behind each row (from the repository root):\n\n" \
+        + "\n".join(commands) + "\n"
 
 
 def test_corpus_entries_are_complete_and_sourced():
@@ -79,3 +128,11 @@ def test_launch_corpus_counts(capsys):
         print(f"\n{parsed} of {len(ENTRIES)} launch lines parsed; {within} within 5% of the "
               "logged KV figure")
     assert parsed == len(ENTRIES)
+
+
+def test_accuracy_doc_holds_the_corpus_table():
+    assert_in_accuracy_doc(corpus_table(), __file__)
+
+
+if __name__ == "__main__":
+    print(corpus_table())
