@@ -4,7 +4,7 @@ the KV figure its engine then logged) planned through `kvplan plan --from-comman
 Every line must parse: exit 0, or 1 where the engine would not fit the request; never a usage
 error. The test prints how many land within 5% of the logged figure, and holds the lines that
 do to that (a regression moves one out). `python tests/test_launch_corpus.py` prints the table
-of docs/engine-accuracy.md section 8, each line with the kvplan command that gives its figure;
+of docs/engine-accuracy.md section 9, each line with the kvplan command that gives its figure;
 a test keeps the document equal to it."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def shown(figure: str, value: float | None) -> str:
 
 
 def corpus_table() -> str:
-    """docs/engine-accuracy.md section 8: each line's logged figure, kvplan's, and the command."""
+    """docs/engine-accuracy.md section 9: each line's logged figure, kvplan's, and the command."""
     rows = ["| line | engine | logged | kvplan | off |", "| --- | --- | ---: | ---: | ---: |"]
     commands = []
     for entry in ENTRIES:
