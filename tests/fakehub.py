@@ -13,6 +13,10 @@ Routes (read from huggingface_hub's hf_api.py, file_download.py and utils/_http.
 Files may be "virtual": a real prefix (a safetensors header) and a claimed total size, the
 rest read as zeros, so a 13 GB checkpoint's headers can be served from memory. The server
 stops itself after `lifetime_s` even if a test forgets to.
+
+A repo can also misbehave, as a hostile mirror named by HF_ENDPOINT could (`Misbehave`):
+answer any revision at all, name its commit or ETag with a path, send a gzip body that
+expands far beyond its size, or drip its answer a byte at a time.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import json
 import re
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
@@ -42,6 +47,16 @@ class Blob:
 
 
 @dataclass
+class Misbehave:
+    any_revision: bool = False       # every revision resolves (even `../../x`)
+    api_sha: str | None = None       # the model info's `sha`
+    commit_header: str | None = None  # X-Repo-Commit of file answers
+    etag: str | None = None          # ETag of file answers (sent as given)
+    gzip: dict[str, bytes] = field(default_factory=dict)  # file -> gzip body sent as is
+    drip_s: float = 0.0              # seconds between each byte of every answer
+
+
+@dataclass
 class Repo:
     repo_id: str
     files: dict[str, Blob]
@@ -50,6 +65,7 @@ class Repo:
     gated: bool = False
     allowed_token: str | None = None
     drop_mid_body: set[str] = field(default_factory=set)  # files whose GET dies half-way
+    misbehave: Misbehave = field(default_factory=Misbehave)
 
 
 @dataclass
@@ -74,12 +90,14 @@ class FakeHub:
 
     def add(self, repo_id: str, files: dict[str, bytes | Blob], *, tags: tuple[str, ...] = (),
             gated: bool = False, allowed_token: str | None = None,
-            drop_mid_body: set[str] | None = None) -> Repo:
+            drop_mid_body: set[str] | None = None,
+            misbehave: Misbehave | None = None) -> Repo:
         sha = hashlib.sha1(repo_id.encode()).hexdigest()
         repo = Repo(repo_id, {k: v if isinstance(v, Blob) else Blob.of(v)
                               for k, v in files.items()}, sha,
                     refs={"main": sha, **{t: sha for t in tags}}, gated=gated,
-                    allowed_token=allowed_token, drop_mid_body=drop_mid_body or set())
+                    allowed_token=allowed_token, drop_mid_body=drop_mid_body or set(),
+                    misbehave=misbehave or Misbehave())
         self.repos[repo_id] = repo
         return repo
 
@@ -118,6 +136,7 @@ class FakeHub:
 
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeHub
+    drip_s = 0.0
     timeout = 5  # a stuck client cannot hold a handler thread for long
     protocol_version = "HTTP/1.0"  # one request per connection: a stopped server is gone
 
@@ -146,18 +165,27 @@ class _Handler(BaseHTTPRequestHandler):
         repo = self.fake.repos.get(repo_id)
         if repo is None:
             return self._error(404, body, "RepoNotFound", "Repository not found")
+        self.drip_s = repo.misbehave.drip_s
+        if repo.misbehave.any_revision and rev is not None:
+            repo.refs.setdefault(rev, repo.sha)
         if rev is not None and rev not in repo.refs and rev != repo.sha:
             return self._error(404, body, "RevisionNotFound", f"Invalid rev id: {rev}")
         info = {"_id": repo.sha[:24], "id": repo_id, "modelId": repo_id, "sha": repo.sha,
                 "private": False, "gated": "manual" if repo.gated else False,
                 "disabled": False, "tags": [], "lastModified": "2024-07-23T00:00:00.000Z",
                 "siblings": [{"rfilename": name} for name in sorted(repo.files)]}
+        if repo.misbehave.api_sha is not None:
+            info["sha"] = repo.misbehave.api_sha
         self._send(200, json.dumps(info).encode(), body, {"Content-Type": "application/json"})
 
     def _resolve(self, repo_id: str, rev: str, filename: str, body: bool) -> None:
         repo = self.fake.repos.get(repo_id)
         if repo is None:
             return self._error(404, body, "RepoNotFound", "Repository not found")
+        bad = repo.misbehave
+        self.drip_s = bad.drip_s
+        if bad.any_revision:
+            repo.refs.setdefault(rev, repo.sha)
         if repo.gated:
             auth = self.headers.get("Authorization")
             if auth is None:
@@ -176,9 +204,12 @@ class _Handler(BaseHTTPRequestHandler):
         if blob is None:
             return self._error(404, body, "EntryNotFound", f"{filename} does not exist",
                                {"X-Repo-Commit": commit})
-        headers = {"X-Repo-Commit": commit, "Accept-Ranges": "bytes",
-                   "ETag": f'"{hashlib.sha256(blob.prefix).hexdigest()}"',
+        headers = {"X-Repo-Commit": bad.commit_header or commit, "Accept-Ranges": "bytes",
+                   "ETag": bad.etag or f'"{hashlib.sha256(blob.prefix).hexdigest()}"',
                    "Content-Type": "application/octet-stream"}
+        if filename in bad.gzip:
+            headers["Content-Encoding"] = "gzip"
+            return self._send(200, bad.gzip[filename], body, headers)
         if filename in repo.drop_mid_body and body:
             return self._drop(blob, headers)
         start, end = 0, blob.size
@@ -195,6 +226,8 @@ class _Handler(BaseHTTPRequestHandler):
     # --- replies ---------------------------------------------------------------------
     def _send(self, status: int, data: bytes, body: bool, headers: dict[str, str],
               length: int | None = None) -> None:
+        if self.drip_s:
+            return self._drip(status, data if body else b"", headers)
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
@@ -210,6 +243,20 @@ class _Handler(BaseHTTPRequestHandler):
         if code:
             headers["X-Error-Code"] = code
         self._send(status, json.dumps({"error": message}).encode(), body, headers)
+
+    def _drip(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+        """The whole answer, status line first, one byte every drip_s seconds."""
+        lines = [f"HTTP/1.0 {status} OK", *(f"{k}: {v}" for k, v in headers.items()),
+                 f"Content-Length: {len(data)}", "", ""]
+        raw = "\r\n".join(lines).encode() + data
+        try:
+            for i in range(len(raw)):
+                self.wfile.write(raw[i:i + 1])
+                self.wfile.flush()
+                time.sleep(self.drip_s)
+        except OSError:  # the client gave up: what a test wants to see
+            pass
+        self.close_connection = True
 
     def _drop(self, blob: Blob, headers: dict[str, str]) -> None:
         """The network fails mid-download: the first GET promises the whole file and sends

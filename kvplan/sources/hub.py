@@ -8,6 +8,22 @@ a local file and `kvplan --help` never load it (tests/test_hub.py proves it).
 When the Hub cannot be reached, one line on stderr says so and the cached config.json is used;
 with nothing cached, UnavailableError (exit 3). Each answer the Hub can give (gated repo, no
 such repo, no such revision, no config.json) has its own message.
+
+kvplan decides every path it writes and bounds everything it reads, whatever the server
+answers (a mirror named by HF_ENDPOINT may be anyone's):
+
+* a revision is a branch, tag or commit name (`_REVISION`), checked before any request, so
+  it never becomes `refs/../../x` in the cache;
+* config.json and the safetensors index are downloaded by kvplan itself (`_download`), at
+  the commit sha the Hub's API named (40 hex digits, checked), into the client's cache
+  layout under names kvplan builds (`models--org--name/snapshots/<sha>/config.json`,
+  `refs/<revision>`), at most MAX_FILE_BYTES each;
+* every answer the client receives passes one guard (`_guard_client`): its ETag,
+  X-Linked-Etag and X-Repo-Commit must be plain hash-like names (the client makes blob and
+  snapshot paths of them), its body is at most MAX_ANSWER_BYTES once decoded (gzip and
+  deflate are decoded by the guard, with the limit checked during decompression; other
+  encodings are refused), and each Hub operation ends after HUB_TIME_LIMIT_S, however
+  slowly the server drips its answer (the open sockets are shut at the deadline).
 """
 
 from __future__ import annotations
@@ -17,6 +33,8 @@ import hashlib
 import os
 import re
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +52,14 @@ from kvplan.core.spec import ModelSpec, Source
 CONFIG_FILE = "config.json"
 DEFAULT_REVISION = "main"  # the client's default branch (huggingface_hub.constants)
 _COMMIT = re.compile(r"[0-9a-f]{40}")
+# A branch, tag or commit name: no path separator, no `..`, not hidden, at most 128
+# characters; or a pull request's ref (`refs/pr/12`), which the Hub names that way.
+_REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}|refs/pr/[0-9]{1,9}")
+# What the client turns into file names (ETag -> blobs/<etag>, X-Repo-Commit ->
+# snapshots/<sha>): a hash-like token, never a path.
+_SERVER_NAME = re.compile(r'(?:W/)?"?([A-Za-z0-9_-]{1,128})"?')
+HUB_TIME_LIMIT_S = 60.0         # one Hub operation (a config, the safetensors headers)
+MAX_ANSWER_BYTES = 32 * 2**20   # one answer's body, decoded (safetensors headers: <= 25 MB)
 # Hub repo ids: `name` or `org/name`, letters, digits, `-`, `_`, `.`; no `--` or `..`.
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(?:/[A-Za-z0-9][\w.-]*)?")
 
@@ -94,6 +120,8 @@ class TensorEntry:
 def parse_hub_ref(model: str) -> HubRef:
     """`hf:org/name@rev`, `hf:name`, `org/name@rev`, `org/name` -> HubRef, or BadInputError."""
     ref = _hub_ref(model)
+    if ref is not None:
+        check_revision(ref, model)
     if ref is None:
         raise BadInputError(f"{model!r} is not a Hugging Face Hub model id",
                             "write hf:org/name, optionally with @branch, @tag or "
@@ -103,8 +131,24 @@ def parse_hub_ref(model: str) -> HubRef:
 
 def bare_hub_ref(model: str) -> HubRef | None:
     """An unprefixed `org/name[@rev]` -> HubRef; None for anything else (a bare `gpt2` is a
-    library name, `./x/y` a path)."""
-    return None if model.startswith("hf:") else _hub_ref(model)
+    library name, `./x/y` a path). A repo id with a revision that is not a branch, tag or
+    commit name is refused (BadInputError), never sent."""
+    ref = None if model.startswith("hf:") else _hub_ref(model)
+    if ref is not None:
+        check_revision(ref, model)
+    return ref
+
+
+def check_revision(ref: HubRef, model: str) -> None:
+    """A revision kvplan may send and name a file after: a branch, tag or commit name."""
+    rev = ref.revision
+    if rev is None or (_REVISION.fullmatch(rev) and ".." not in rev
+                       and not rev.endswith(".lock")):
+        return
+    shown = rev if len(rev) <= 60 else rev[:57] + "..."
+    raise BadInputError(f"{model[:200]!r}: {shown!r} is not a branch, tag or commit name",
+                        "a revision is letters, digits, '.', '_', '-' and '+' (no '/' or "
+                        "'..'), or a 40-digit commit sha, e.g. hf:org/name@main")
 
 
 def _hub_ref(model: str) -> HubRef | None:
@@ -136,10 +180,10 @@ def fetch_config(ref: HubRef) -> HubConfig:
     """config.json of `ref`, through the client's cache.
 
     A commit sha already in the cache needs no network. Otherwise the Hub is asked for the
-    repo at that revision (one API call: it tells a missing repo from a missing revision, and
-    fails fast when the Hub is unreachable, where the download call would retry for
-    about 25 s),
-    then the file is downloaded into the cache. Offline or unreachable: the cached copy."""
+    repo at that revision (one API call: it tells a missing repo from a missing revision,
+    names the commit, and fails fast when the Hub is unreachable), then kvplan downloads the
+    file at that commit into the cache (`_download`). Offline or unreachable: the cached
+    copy."""
     hf = _client()
     endpoint = hf.constants.ENDPOINT
     if _COMMIT.fullmatch(ref.rev):
@@ -148,30 +192,103 @@ def fetch_config(ref: HubRef) -> HubConfig:
             return _read_cached(ref, Path(cached), offline=False)
     if hf.constants.is_offline_mode():
         return _from_cache(hf, ref, "offline mode is on (HF_HUB_OFFLINE)")
+    with time_limit(f"{CONFIG_FILE} of {ref}"):
+        try:
+            with progress(f"Fetching {CONFIG_FILE} of {ref} from {endpoint}"):
+                info = hf.HfApi().model_info(ref.repo, revision=ref.rev,
+                                             timeout=hf.constants.HF_HUB_ETAG_TIMEOUT)
+        except Exception as exc:
+            if _is_unreachable(hf, exc):
+                return _from_cache(hf, ref, f"cannot reach the Hugging Face Hub at "
+                                            f"{endpoint} ({_reason(exc)})")
+            raise hub_error(hf, exc, ref, CONFIG_FILE) from exc
+        commit = info.sha
+        if not isinstance(commit, str) or not _COMMIT.fullmatch(commit):
+            raise BadInputError(f"the Hugging Face Hub at {endpoint} named the commit of {ref} "
+                                f"{_shown(commit)}, which is not a 40-digit commit sha",
+                                "check HF_ENDPOINT: it should be a Hub or a faithful mirror")
+        siblings = [s.rfilename for s in (info.siblings or [])]
+        if info.siblings is not None and CONFIG_FILE not in siblings:
+            raise _no_config(ref, siblings)
+        with progress(f"Downloading {CONFIG_FILE} of {ref}"):
+            data = _download(hf, ref, CONFIG_FILE, commit)
+    _store(hf, ref, commit, CONFIG_FILE, data)
+    return HubConfig(ref, commit, data, False)
+
+
+def _download(hf: _Client, ref: HubRef, filename: str, commit: str,
+              max_bytes: int | None = None) -> bytes:
+    """One file of the repo at `commit`, into memory: at most max_bytes (MAX_FILE_BYTES),
+    checked against Content-Length before and while the body arrives (decoded). Nothing is
+    written here; the caller stores it under names kvplan chooses."""
+    from kvplan.sources.reader import MAX_FILE_BYTES
+
+    limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
+    endpoint = hf.constants.ENDPOINT
+    url = hf.hf_hub_url(ref.repo, filename, revision=commit)
+    too_large = BadInputError(
+        f"{filename} of {ref} from {endpoint} is larger than {limit // 2**20} MiB, too large "
+        f"to be one", "check HF_ENDPOINT: it should be a Hub or a faithful mirror")
     try:
-        with progress(f"Fetching {CONFIG_FILE} of {ref} from {endpoint}"):
-            info = hf.HfApi().model_info(ref.repo, revision=ref.rev,
-                                         timeout=hf.constants.HF_HUB_ETAG_TIMEOUT)
+        with hf.get_session().stream("GET", url, headers=hf.build_hf_headers(),
+                                     follow_redirects=True) as response:
+            hf.hf_raise_for_status(response)
+            declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and len(declared) < 20 and int(declared) > limit:
+                raise too_large
+            chunks: list[bytes] = []
+            got = 0
+            for chunk in response.iter_bytes():
+                got += len(chunk)
+                if got > limit:
+                    raise too_large
+                chunks.append(chunk)
+    except KvplanError:
+        raise
     except Exception as exc:
         if _is_unreachable(hf, exc):
-            return _from_cache(hf, ref, f"cannot reach the Hugging Face Hub at {endpoint} "
-                                        f"({_reason(exc)})")
-        raise hub_error(hf, exc, ref, CONFIG_FILE) from exc
-    siblings = [s.rfilename for s in (info.siblings or [])]
-    if info.siblings is not None and CONFIG_FILE not in siblings:
-        raise _no_config(ref, siblings)
-    try:
-        with progress(f"Downloading {CONFIG_FILE} of {ref}"):
-            path = hf.hf_hub_download(ref.repo, CONFIG_FILE, revision=ref.rev)
-    except Exception as exc:
-        if _is_unreachable(hf, exc) or isinstance(exc, hf.LocalEntryNotFoundError):
             raise UnavailableError(
                 f"lost the connection to the Hugging Face Hub at {endpoint} while downloading "
-                f"{CONFIG_FILE} of {ref} ({_reason(exc)}); nothing was written to the cache",
+                f"{filename} of {ref} ({_reason(exc)}); nothing was written to the cache",
                 "try again; the download starts from scratch") from None
-        raise hub_error(hf, exc, ref, CONFIG_FILE) from exc
-    fetched = _read_cached(ref, Path(path), offline=False)
-    return fetched if fetched.commit else HubConfig(ref, info.sha, fetched.data, False)
+        raise hub_error(hf, exc, ref, filename) from exc
+    return b"".join(chunks)
+
+
+def _store(hf: _Client, ref: HubRef, commit: str, filename: str, data: bytes) -> None:
+    """Put a downloaded file where the client's cache keeps it (so HF_HUB_OFFLINE and
+    try_to_load_from_cache find it): `models--org--name/snapshots/<commit>/<filename>` and
+    `refs/<revision>` holding the commit. Every part of each path is kvplan's: the repo id
+    and revision were checked (`_REPO_ID`, `_REVISION`), the commit is 40 hex digits, the
+    file name a constant. A cache that cannot be written is not an error: the answer is
+    already in hand."""
+    root = Path(hf.constants.HF_HUB_CACHE) / ("models--" + ref.repo.replace("/", "--"))
+    try:
+        _write_file(root / "snapshots" / commit / filename, data)
+        if ref.rev != commit:
+            _write_file(root / "refs" / ref.rev, commit.encode())
+    except OSError as exc:
+        notice(f"could not keep {filename} of {ref} in the cache {root}: "
+               f"{exc.strerror or exc}")
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".incomplete", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def safetensors_tensors(fetched: HubConfig) -> dict[str, list[TensorEntry]] | None:
@@ -182,7 +299,8 @@ def safetensors_tensors(fetched: HubConfig) -> dict[str, list[TensorEntry]] | No
     hf = _client()
     revision = fetched.commit or fetched.ref.rev
     try:
-        with progress(f"Reading safetensors headers of {fetched.ref}"):
+        with time_limit(f"the safetensors headers of {fetched.ref}"), \
+                progress(f"Reading safetensors headers of {fetched.ref}"):
             meta = hf.HfApi().get_safetensors_metadata(fetched.ref.repo, revision=revision)
     except hf.NotASafetensorsRepoError:
         return None
@@ -213,15 +331,16 @@ def safetensors_index_total(fetched: HubConfig) -> int | None:
     commit (the bytes of every tensor in its shards, as the checkpoint's writer summed them):
     what is left to record when the shard headers themselves cannot be read. None when the
     repo has no index, it cannot be fetched, or it states no whole-number total."""
-    import json
-
+    from kvplan.sources.reader import parse_json
     from kvplan.sources.weights import INDEX_FILE
 
     hf = _client()
-    revision = fetched.commit or fetched.ref.rev
+    if fetched.commit is None:  # offline, from a cache without its commit: nothing to add
+        return None
     try:
-        path = hf.hf_hub_download(fetched.ref.repo, INDEX_FILE, revision=revision)
-        data = json.loads(Path(path).read_bytes())
+        with time_limit(f"{INDEX_FILE} of {fetched.ref}"):
+            raw = _download(hf, fetched.ref, INDEX_FILE, fetched.commit)
+        data = parse_json(raw, f"{fetched.ref} {INDEX_FILE}")
     except Exception:  # no index, the Hub unreachable, a damaged file: nothing to add
         return None
     meta = data.get("metadata") if isinstance(data, dict) else None
@@ -250,6 +369,12 @@ class _Client:
         self.constants = constants
         self.HfApi = hf.HfApi
         self.hf_hub_download = hf.hf_hub_download
+        self.hf_hub_url = hf.hf_hub_url
+        self.get_session = hf.get_session
+        from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+
+        self.build_hf_headers = build_hf_headers
+        self.hf_raise_for_status = hf_raise_for_status
         self.try_to_load_from_cache = hf.try_to_load_from_cache
         self.get_token = hf.get_token
         self.HfHubHTTPError = errors.HfHubHTTPError
@@ -276,6 +401,7 @@ class _Client:
             from huggingface_hub.utils import logging as hf_logging
 
             hf_logging.set_verbosity_error()
+        _install_guard()
 
 
 def _client() -> _Client:
@@ -351,11 +477,9 @@ def _from_cache(hf: _Client, ref: HubRef, why: str) -> HubConfig:
 
 
 def _read_cached(ref: HubRef, path: Path, offline: bool) -> HubConfig:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UnavailableError(f"cannot read the cached {CONFIG_FILE} of {ref} at {path}: "
-                               f"{exc.strerror or exc}") from None
+    from kvplan.sources.reader import read_bytes
+
+    data = read_bytes(str(path), f"the cached {CONFIG_FILE} of {ref}")
     # The client's cache keeps each commit's files under snapshots/<commit sha>/.
     commit = path.parent.name if _COMMIT.fullmatch(path.parent.name) else None
     return HubConfig(ref, commit, data, offline)
@@ -388,3 +512,243 @@ def progress(message: str) -> Iterator[None]:
 
     with Console(file=stream, highlight=False).status(message):
         yield
+
+
+# --- the guard between the client and the network -------------------------------------------
+
+class _Deadline:
+    """The time limit of the Hub operation under way: when it passes, every socket opened
+    for it is shut, so a server that drips its answer (headers included, where the client's
+    per-read timeouts never fire) cannot hold kvplan."""
+
+    def __init__(self, what: str, seconds: float) -> None:
+        self.what = what
+        self.seconds = seconds
+        self.ends = time.monotonic() + seconds
+        self.expired = False
+        self._sockets: list[Any] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def left(self) -> float:
+        return self.ends - time.monotonic()
+
+    def watch(self, sock: Any) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            expired = self.expired
+        if expired:
+            _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            _shut(sock)
+
+    def error(self) -> UnavailableError:
+        return UnavailableError(
+            f"the Hugging Face Hub did not finish answering for {self.what} within "
+            f"{self.seconds:g} s; nothing was written to the cache",
+            "try again; check HF_ENDPOINT and the network")
+
+    def check(self) -> None:
+        if self.expired or self.left() <= 0:
+            self.expired = True
+            raise self.error()
+
+
+def _shut(sock: Any) -> None:
+    import socket
+
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+_DEADLINE: _Deadline | None = None  # process-wide: the client fetches shards in threads
+
+
+@contextlib.contextmanager
+def time_limit(what: str) -> Iterator[None]:
+    """Bound one Hub operation to HUB_TIME_LIMIT_S (the outermost one counts)."""
+    global _DEADLINE
+    if _DEADLINE is not None:
+        yield
+        return
+    deadline = _Deadline(what, HUB_TIME_LIMIT_S)
+    _DEADLINE = deadline
+    deadline._timer.start()
+    try:
+        yield
+    finally:
+        deadline._timer.cancel()
+        _DEADLINE = None
+
+
+def _install_guard() -> None:
+    """Route every request the client makes through `_guard_client` (once per process; the
+    user's own client factory, if any, is wrapped, not replaced)."""
+    from huggingface_hub.utils import _http
+
+    current = getattr(_http, "_GLOBAL_CLIENT_FACTORY", None)
+    if current is None or getattr(current, "kvplan_guard", False):
+        return
+
+    def factory() -> Any:
+        return _guard_client(current())
+
+    factory.kvplan_guard = True  # type: ignore[attr-defined]
+    _http.set_client_factory(factory)
+
+
+def _guard_client(client: Any) -> Any:
+    """The client's httpx client with each transport wrapped in the guard."""
+    guard = _guard_class()
+    client._transport = guard(client._transport)
+    for pattern, transport in list(client._mounts.items()):
+        if transport is not None:
+            client._mounts[pattern] = guard(transport)
+    return client
+
+
+def _guard_class() -> Any:
+    import httpx2 as httpx  # the client's HTTP library (huggingface_hub 2.x)
+
+    class GuardedStream(httpx.SyncByteStream):
+        """A body read with the decoded-size limit and the deadline checked per chunk."""
+
+        def __init__(self, raw: Any, decoder: Any, where: str) -> None:
+            self.raw = raw
+            self.decoder = decoder
+            self.where = where
+
+        def __iter__(self) -> Iterator[bytes]:
+            got = 0
+            deadline = _DEADLINE
+            try:
+                for chunk in self.raw:
+                    if deadline is not None:
+                        deadline.check()
+                    parts = [self._decode(chunk)] if self.decoder is not None else [chunk]
+                    for data in parts:
+                        got += len(data)
+                        if got > MAX_ANSWER_BYTES:
+                            raise _too_large(self.where)
+                        if data:
+                            yield data
+                if self.decoder is not None:
+                    tail = self.decoder.flush()
+                    if got + len(tail) > MAX_ANSWER_BYTES:
+                        raise _too_large(self.where)
+                    if tail:
+                        yield tail
+            except KvplanError:
+                raise
+            except Exception:
+                if deadline is not None and deadline.expired:
+                    raise deadline.error() from None
+                raise
+
+        def _decode(self, chunk: bytes) -> bytes:
+            import zlib
+
+            try:  # never more than the limit + 1 out of one chunk, however well it packs
+                out = self.decoder.decompress(chunk, MAX_ANSWER_BYTES + 1)
+            except zlib.error as exc:
+                raise BadInputError(f"{self.where}: the answer's compressed body is damaged "
+                                    f"({exc})") from None
+            if self.decoder.unconsumed_tail:
+                raise _too_large(self.where)
+            return bytes(out)
+
+        def close(self) -> None:
+            self.raw.close()
+
+    class Guard(httpx.BaseTransport):
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def handle_request(self, request: Any) -> Any:
+            deadline = _DEADLINE
+            where = f"{request.method} {request.url.copy_with(query=None)}"
+            request.headers["Accept-Encoding"] = "gzip, deflate"  # what the guard decodes
+            if deadline is not None:
+                deadline.check()
+                left = max(deadline.left(), 0.001)
+                timeouts = dict(request.extensions.get("timeout") or {})
+                request.extensions["timeout"] = {
+                    k: min(v, left) if isinstance(v, (int, float)) else left
+                    for k, v in {"connect": None, "read": None, "write": None, "pool": None,
+                                 **timeouts}.items()}
+                outer = request.extensions.get("trace")
+
+                def trace(name: str, info: dict[str, Any]) -> None:
+                    if name.endswith("connect_tcp.complete") or name.endswith("start_tls."
+                                                                               "complete"):
+                        stream = info.get("return_value")
+                        sock = stream.get_extra_info("socket") if stream is not None else None
+                        if sock is not None:
+                            deadline.watch(sock)
+                    if outer is not None:
+                        outer(name, info)
+
+                request.extensions["trace"] = trace
+            try:
+                response = self.inner.handle_request(request)
+            except Exception:
+                if deadline is not None and deadline.expired:
+                    raise deadline.error() from None
+                raise
+            try:
+                return self._checked(request, response, where)
+            except BaseException:
+                response.close()
+                raise
+
+        def _checked(self, request: Any, response: Any, where: str) -> Any:
+            import zlib
+
+            headers = response.headers
+            for name in ("ETag", "X-Linked-Etag", "X-Repo-Commit"):
+                value = headers.get(name)
+                if value is not None and not _SERVER_NAME.fullmatch(value.strip()):
+                    raise BadInputError(
+                        f"{where}: the server's {name} {_shown(value)} is not a plain hash; "
+                        "kvplan does not let a server name files in its cache",
+                        "check HF_ENDPOINT: it should be a Hub or a faithful mirror")
+            encoding = headers.get("Content-Encoding", "identity").strip().lower()
+            length = headers.get("Content-Length", "")
+            if (request.method != "HEAD" and length.isdigit()
+                    and (len(length) > 15 or int(length) > MAX_ANSWER_BYTES)):
+                raise _too_large(where)
+            if encoding in ("", "identity"):
+                decoder = None
+            elif encoding in ("gzip", "x-gzip", "deflate"):
+                decoder = zlib.decompressobj(16 + zlib.MAX_WBITS if "gzip" in encoding
+                                             else zlib.MAX_WBITS)
+            else:
+                raise BadInputError(f"{where}: the server answered in the {encoding!r} "
+                                    "encoding, which kvplan does not read",
+                                    "check HF_ENDPOINT: it should be a Hub or a faithful "
+                                    "mirror")
+            if decoder is not None:
+                raw = [(k, v) for k, v in headers.raw
+                       if k.lower() not in (b"content-encoding", b"content-length")]
+            else:
+                raw = headers.raw
+            return httpx.Response(response.status_code, headers=raw,
+                                  stream=GuardedStream(response.stream, decoder, where),
+                                  extensions=response.extensions, request=request)
+
+        def close(self) -> None:
+            self.inner.close()
+
+    return Guard
+
+
+def _too_large(where: str) -> BadInputError:
+    return BadInputError(f"{where}: the answer is larger than {MAX_ANSWER_BYTES // 2**20} MiB, "
+                         "more than any file kvplan reads from the Hub",
+                         "check HF_ENDPOINT: it should be a Hub or a faithful mirror")

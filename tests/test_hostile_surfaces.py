@@ -1,0 +1,285 @@
+"""Hostile input on the newer surfaces (issue 25): a misbehaving Hub, `-o` onto special files,
+GGUF headers, numbers too long or out of range. Each case ends in a result or one message
+with exit 2 (3 where the Hub cannot be used and nothing is cached) — never a traceback, a
+hang, unbounded memory, or a file written outside the cache or the `-o` target.
+
+The Hub cases run the real huggingface_hub client against a loopback server that misbehaves
+(tests/fakehub.py, `Misbehave`), pointed at by HF_ENDPOINT as a user's mirror would be.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import importlib
+import json
+import signal
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+from fakehub import Blob, FakeHub, Misbehave
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+
+pytest.importorskip("huggingface_hub")
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hub"
+LLAMA2 = (FIXTURES / "meta-llama--Llama-2-7b-hf.json").read_bytes()
+# Llama-2-7B: 32 layers x 32 KV heads x head_dim 128, K and V, fp16 (2 bytes) per token.
+LLAMA2_TOKEN_BYTES = 2 * 32 * 32 * 128 * 2
+runner = CliRunner()
+
+
+def invoke(*args: str, input: str | None = None):  # noqa: A002
+    return runner.invoke(app, list(args), env={"COLUMNS": "100"}, input=input)
+
+
+def one_message(res, needle: str, code: int = 2) -> None:
+    assert res.exit_code == code, (res.exit_code, res.output)
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    lines = res.stderr.splitlines()
+    assert lines and lines[0].startswith("kvplan: error:"), res.stderr
+    assert all(line.lstrip().startswith("hint:") for line in lines[1:]) and len(lines) <= 2, \
+        res.stderr
+    assert needle in res.stderr, res.stderr
+
+
+@contextlib.contextmanager
+def alarm(seconds: int):
+    """Fail (instead of hanging the suite) when the block takes longer than `seconds`."""
+
+    def expired(signum, frame):
+        raise AssertionError(f"still running after {seconds} s: kvplan hangs")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _reload_client() -> None:
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    importlib.reload(constants)
+    huggingface_hub.close_session()
+
+
+def files_under(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+@pytest.fixture
+def badhub(tmp_path, monkeypatch):
+    """A loopback Hub and a sandbox: HF_HOME at sandbox/home/hf; anything written outside
+    sandbox/home/hf is a file kvplan let the server (or the input) place."""
+    server = FakeHub().start()
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",
+                 "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS",
+                 "HF_HUB_ETAG_TIMEOUT", "KVPLAN_DEBUG", "HF_TOKEN_PATH", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    sandbox = tmp_path / "a" / "b" / "c" / "d"
+    home = sandbox / "home" / "hf"
+    home.mkdir(parents=True)
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    _reload_client()
+    server.home = home  # type: ignore[attr-defined]
+    server.root = tmp_path  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+    monkeypatch.undo()
+    _reload_client()
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    folder = tmp_path / "inputs"
+    folder.mkdir()
+    return folder
+
+
+def outside(server) -> set[Path]:
+    """Files under the test's directory but outside HF_HOME and the test's own inputs."""
+    inputs = server.root / "inputs"
+    return {p for p in files_under(server.root)
+            if server.home not in p.parents and inputs not in p.parents}
+
+
+def cache_bytes(server) -> int:
+    return sum(p.stat().st_size for p in files_under(server.home) if p.is_file())
+
+
+# --- revisions: checked before any request, wherever they come from ------------------------
+
+ESCAPES = ["../../../../escape", "ABS/escape", "..", "a/../../b", "x\\..\\y", ".hidden",
+           "a" * 300, "main\n", "refs/../../x"]
+
+
+@pytest.mark.parametrize("rev", ESCAPES)
+def test_a_revision_that_is_a_path_is_refused_before_any_request(badhub, rev):
+    rev = rev.replace("ABS", str(badhub.root))  # an absolute path inside the test's folder
+    badhub.add("org/x", {"config.json": LLAMA2}, misbehave=Misbehave(any_revision=True))
+    res = invoke("size", f"hf:org/x@{rev}", "--tokens", "4096")
+    one_message(res, "is not a branch, tag or commit name")
+    assert badhub.seen == []
+    assert outside(badhub) == set() and files_under(badhub.home) == set()
+
+
+def test_an_unprefixed_repo_with_a_path_revision(badhub):
+    badhub.add("org/x", {"config.json": LLAMA2}, misbehave=Misbehave(any_revision=True))
+    one_message(invoke("size", "org/x@../../../../escape"), "is not a branch, tag or commit")
+    assert badhub.seen == [] and outside(badhub) == set()
+
+
+def test_a_revision_in_a_launch_line(badhub):
+    badhub.add("org/x", {"config.json": LLAMA2}, misbehave=Misbehave(any_revision=True))
+    res = invoke("plan", "--from-command",
+                 "vllm serve hf:org/x@../../../../escape --max-model-len 4096", "--gpu", "H100")
+    one_message(res, "is not a branch, tag or commit name")
+    assert badhub.seen == [] and outside(badhub) == set()
+
+
+def test_a_revision_in_a_logs_model_name(badhub, inputs):
+    badhub.add("org/x", {"config.json": LLAMA2}, misbehave=Misbehave(any_revision=True))
+    model = "org/x@../../../../escape"
+    log = inputs / "engine.log"
+    log.write_text(
+        "INFO 06-23 14:20:01 [core.py:69] Initializing a V1 LLM engine (v0.9.1) with config: "
+        f"model='{model}', speculative_config=None, tokenizer='{model}', dtype=torch.bfloat16, "
+        "max_seq_len=32768, download_dir=None, load_format=auto, tensor_parallel_size=1, "
+        "pipeline_parallel_size=1, quantization=None, enforce_eager=False, "
+        "kv_cache_dtype=auto, device_config=cuda\n"
+        "INFO 06-23 14:21:48 [gpu_worker.py:232] Available KV cache memory: 50.00 GiB\n"
+        "INFO 06-23 14:21:48 [kv_cache_utils.py:716] GPU KV cache size: 409,584 tokens\n")
+    res = invoke("explain", str(log))
+    one_message(res, "is not a branch, tag or commit name")
+    assert badhub.seen == [] and outside(badhub) == set()
+
+
+def test_a_revision_in_a_plans_model(badhub, inputs):
+    badhub.add("org/x", {"config.json": LLAMA2}, misbehave=Misbehave(any_revision=True))
+    plan = inputs / "plan.yaml"
+    plan.write_text("schema: kvplan.capacity/1\ndeployments:\n  - name: d\n"
+                    f"    model: hf:org/x@{badhub.root}/escape\n"
+                    "    gpu: H100\n    max_model_len: 4096\n"
+                    "    requires:\n      min_context: {concurrency: 1, context: 4k}\n")
+    one_message(invoke("check", str(plan)), "is not a branch, tag or commit name")
+    assert badhub.seen == [] and outside(badhub) == set()
+
+
+def test_branch_tag_sha_and_pull_request_revisions_still_work(badhub):
+    repo = badhub.add("org/ok", {"config.json": LLAMA2}, tags=("v1.0-rc_2+b",))
+    repo.refs["refs/pr/12"] = repo.sha
+    for rev in ("main", "v1.0-rc_2+b", repo.sha, "refs/pr/12"):
+        res = invoke("size", f"hf:org/ok@{rev}", "--tokens", "1", "-f", "json")
+        assert res.exit_code == 0, (rev, res.output)
+        assert json.loads(res.stdout)["per_token_bytes"] == LLAMA2_TOKEN_BYTES
+    # the cache layout the client itself reads back offline
+    snap = badhub.home / "hub" / "models--org--ok" / "snapshots" / repo.sha / "config.json"
+    assert snap.read_bytes() == LLAMA2
+    assert (badhub.home / "hub" / "models--org--ok" / "refs" / "refs" / "pr" / "12"
+            ).read_text() == repo.sha
+    assert outside(badhub) == set()
+
+
+def test_offline_reads_back_what_kvplan_stored(badhub, monkeypatch):
+    repo = badhub.add("org/ok", {"config.json": LLAMA2}, tags=("v2",))
+    assert invoke("size", "hf:org/ok@v2", "--tokens", "1").exit_code == 0
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _reload_client()
+    res = invoke("size", "hf:org/ok@v2", "--tokens", "1", "-f", "json")
+    assert res.exit_code == 0, res.output
+    assert repo.sha[:12] in res.stderr and "offline mode" in res.stderr
+
+
+# --- names the server sends never become paths ---------------------------------------------
+
+@pytest.mark.parametrize("etag", ['"../../../../../x"', "../../../../../x", '"ABS/x"',
+                                  'W/"a/b"', '"..\\\\x"'])
+def test_an_etag_that_is_a_path_writes_nothing_outside(badhub, etag):
+    etag = etag.replace("ABS", str(badhub.root))
+    badhub.add("org/etag", {"config.json": LLAMA2, "model.safetensors": b"x" * 64},
+               misbehave=Misbehave(etag=etag))
+    res = invoke("size", "hf:org/etag", "--tokens", "1")
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    assert outside(badhub) == set()
+    res = invoke("import", "hf:org/etag", "-o", str(badhub.root / "inputs" / "out.yaml"))
+    assert res.exit_code == 2 and outside(badhub) == set()
+
+
+@pytest.mark.parametrize("where", ["api_sha", "commit_header"])
+def test_a_commit_that_is_a_path_writes_nothing_outside(badhub, where):
+    badhub.add("org/commit", {"config.json": LLAMA2},
+               misbehave=Misbehave(**{where: "../../../../../x"}))
+    res = invoke("size", "hf:org/commit", "--tokens", "1")
+    one_message(res, "not a", code=2)
+    assert outside(badhub) == set() and files_under(badhub.home) == set()
+
+
+# --- sizes and time ------------------------------------------------------------------------
+
+def _gzip_of_zeros(total: int) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = bytes(2**20)
+    return b"".join(packer.compress(block) for _ in range(total // 2**20)) + packer.flush()
+
+
+def test_a_small_gzip_answer_that_expands_is_stopped_during_decompression(badhub):
+    bomb = _gzip_of_zeros(64 * 2**20)  # 64 MiB of zeros in about 64 KB
+    assert len(bomb) < 2**20
+    badhub.add("org/bomb", {"config.json": LLAMA2}, misbehave=Misbehave(gzip={"config.json": bomb}))
+    res = invoke("size", "hf:org/bomb", "--tokens", "1")
+    one_message(res, "larger than")
+    assert cache_bytes(badhub) < 2**20 and outside(badhub) == set()
+
+
+def test_a_gzip_answer_of_a_real_config_is_read(badhub):
+    badhub.add("org/gz", {"config.json": LLAMA2},
+               misbehave=Misbehave(gzip={"config.json": gzip.compress(LLAMA2)}))
+    res = invoke("size", "hf:org/gz", "--tokens", "1", "-f", "json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["per_token_bytes"] == LLAMA2_TOKEN_BYTES
+
+
+def test_the_16_mib_config_limit_holds_on_the_hub_path(badhub):
+    big = Blob(b'{"model_type": "llama", "x": "', 20 * 2**20)  # 20 MiB (zeros after)
+    badhub.add("org/big", {"config.json": big})
+    res = invoke("size", "hf:org/big", "--tokens", "1")
+    one_message(res, "config.json of hf:org/big@main")
+    assert "larger than 16 MiB" in res.stderr
+    assert cache_bytes(badhub) < 2**20
+
+
+def test_an_answer_larger_than_it_declared_is_cut_off(badhub, monkeypatch):
+    # a safetensors range request answered with the whole (64 MiB) file
+    import fakehub
+
+    monkeypatch.setattr(fakehub, "_RANGE", __import__("re").compile(r"(?!)"))  # ignore Range
+    small = (8).to_bytes(8, "little") + b'{      }'
+    badhub.add("org/norange", {"config.json": LLAMA2,
+                               "model.safetensors": Blob(small, 64 * 2**20)})
+    with alarm(60):
+        res = invoke("import", "hf:org/norange", "-o", str(badhub.root / "inputs" / "o.yaml"))
+    one_message(res, "larger than 32 MiB")
+
+
+def test_a_server_that_drips_a_byte_a_second_does_not_hang_kvplan(badhub, monkeypatch):
+    from kvplan.sources import hub
+
+    monkeypatch.setattr(hub, "HUB_TIME_LIMIT_S", 2.0)
+    badhub.add("org/slow", {"config.json": LLAMA2}, misbehave=Misbehave(drip_s=0.2))
+    start = time.monotonic()
+    with alarm(30):
+        res = invoke("size", "hf:org/slow", "--tokens", "1")
+    assert time.monotonic() - start < 15
+    one_message(res, "did not finish answering", code=3)
+    assert files_under(badhub.home) == set()
