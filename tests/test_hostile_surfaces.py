@@ -13,7 +13,9 @@ import contextlib
 import gzip
 import importlib
 import json
+import os
 import signal
+import stat
 import time
 import zlib
 from pathlib import Path
@@ -283,3 +285,73 @@ def test_a_server_that_drips_a_byte_a_second_does_not_hang_kvplan(badhub, monkey
     assert time.monotonic() - start < 15
     one_message(res, "did not finish answering", code=3)
     assert files_under(badhub.home) == set()
+
+
+# --- `-o` writes a regular file, or standard output, or refuses ----------------------------
+
+SPEC = str(Path(__file__).resolve().parent.parent / "model_configs" / "llama-3.1-8b.yaml")
+
+
+def _import(out: str):
+    return invoke("import", SPEC, "-o", out)
+
+
+def test_o_onto_a_fifo_is_refused_without_blocking_or_replacing_it(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with alarm(20):
+        res = _import(str(fifo))
+    one_message(res, "is a FIFO (named pipe), not a regular file")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["pipe"]  # no temporary file left
+
+
+def test_o_onto_a_link_to_standard_output_is_refused(tmp_path):
+    link = tmp_path / "stdout"
+    link.symlink_to("/proc/self/fd/1")
+    res = _import(str(link))
+    one_message(res, "not a regular file")
+    assert link.is_symlink() and os.readlink(link) == "/proc/self/fd/1"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_o_onto_a_device_node_is_refused(tmp_path):
+    node = tmp_path / "null"
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    one_message(_import(str(node)), "is a character device, not a regular file")
+    assert stat.S_ISCHR(os.lstat(node).st_mode)
+
+
+def test_o_onto_a_directory_is_refused(tmp_path):
+    one_message(_import(str(tmp_path)), "is a directory, not a regular file")
+
+
+def test_dev_stdout_is_refused_before_anything_is_written():
+    from kvplan.cli.options import output_target
+    from kvplan.core.errors import BadInputError
+
+    with pytest.raises(BadInputError, match="not a regular file"):
+        output_target("/dev/stdout")
+
+
+def test_o_dash_writes_standard_output(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = invoke("import", SPEC, "-o", "-")
+    assert res.exit_code == 0, res.output
+    assert res.stdout.startswith("schema: kvplan.model/1")
+    assert not (Path.cwd() / "-").exists()
+    res = invoke("report", "llama-3.1-8b", "-o", "-")
+    assert res.exit_code == 0, res.output
+    assert res.stdout.startswith("#") and not (Path.cwd() / "-").exists()
+    res = invoke("plot", "llama-3.1-8b", "-t", "1k..4k", "-o", "-")
+    assert res.exit_code == 0, res.output
+    assert res.stdout_bytes.lstrip().startswith(b"<?xml")
+
+
+def test_o_through_a_link_to_a_regular_file_writes_that_file(tmp_path):
+    real = tmp_path / "real.yaml"
+    real.write_text("old")
+    link = tmp_path / "link.yaml"
+    link.symlink_to(real)
+    assert _import(str(link)).exit_code == 0
+    assert link.is_symlink() and real.read_text().startswith("schema: kvplan.model/1")

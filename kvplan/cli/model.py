@@ -146,7 +146,7 @@ def import_model(
     model: ModelArg,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Write the YAML here (replaced whole, never half-written) "
-        "instead of stdout.", show_default=False)] = None,
+        "instead of stdout (- is stdout).", show_default=False)] = None,
 ) -> None:
     """Write MODEL's resolved spec as a library YAML, with its source (repo, commit sha,
     config.json sha256) and its parameter count when the weights are known.
@@ -164,7 +164,7 @@ def import_model(
     spec, weights = import_spec(model)
     if weights is not None:
         typer.echo(f"kvplan: {weights_note(weights)}", err=True)
-    if output is None:
+    if output is None or str(output) == "-":
         sys.stdout.write(dump_yaml(spec))
         return
     _write_atomic(output, dump_yaml(spec))

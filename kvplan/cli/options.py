@@ -114,23 +114,93 @@ def _terminal_width() -> int:
     return 80
 
 
+def output_target(path: Path | str) -> Path | None:
+    """Where `-o PATH` writes: None for `-` (stdout); a regular file (existing or not); the
+    file a symbolic link points to when that is a regular file. Anything else (a FIFO, a
+    device, a directory, a socket, a link to /proc/self/fd/1 such as /dev/stdout) is
+    refused: writing a temporary file and renaming it over such an entry would replace it."""
+    import stat
+
+    from kvplan.core.errors import BadInputError
+
+    if str(path) == "-":
+        return None
+    target = Path(path)
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return target
+    except OSError as exc:
+        raise BadInputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(mode):
+        hop = _through_proc(target)
+        if hop is not None:  # /dev/stdout, /proc/self/fd/1: another process's open file
+            raise BadInputError(f"cannot write {path}: it is a link to {hop}, an open file "
+                                "of a process, not a regular file",
+                                "give a file name, or -o - for standard output")
+        real = Path(os.path.realpath(target))
+        try:
+            real_mode = os.stat(real).st_mode
+        except FileNotFoundError:
+            real_mode = stat.S_IFREG  # a link to a file not yet written: write that file
+        except OSError as exc:
+            raise BadInputError(f"cannot write {path}: {exc.strerror or exc}") from None
+        if stat.S_ISREG(real_mode):
+            return real
+        kind = _file_kind(real_mode)
+        raise BadInputError(f"cannot write {path}: it is a link to {real}, {kind}, not a "
+                            "regular file", "give a file name, or -o - for standard output")
+    if not stat.S_ISREG(mode):
+        raise BadInputError(f"cannot write {path}: it is {_file_kind(mode)}, not a regular "
+                            "file", "give a file name, or -o - for standard output")
+    return target
+
+
+def _through_proc(link: Path) -> str | None:
+    """The first step of a chain of symbolic links that lies in /proc (None: no such step)."""
+    current = os.path.abspath(link)
+    for _ in range(40):
+        if current == "/proc" or current.startswith("/proc/"):
+            return current
+        try:
+            nxt = os.readlink(current)
+        except OSError:  # not a link (or gone): the chain ends here
+            return None
+        current = os.path.normpath(os.path.join(os.path.dirname(current), nxt))
+    return current  # a loop of links: refused like the rest
+
+
+def _file_kind(mode: int) -> str:
+    import stat
+
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
 def _write_atomic(path: Path, text: str) -> None:
     """Write to a temporary file beside `path`, then rename it over `path`: a reader (or a
-    failure half-way) never sees half a file."""
+    failure half-way) never sees half a file. `-` writes standard output; special files are
+    refused (output_target)."""
     import tempfile
 
     from kvplan.core.errors import BadInputError
 
+    target = output_target(path)
+    if target is None:
+        sys.stdout.write(text)
+        return
     tmp: str | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)  # as `report -o`, `import -o`, --junit
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        target.parent.mkdir(parents=True, exist_ok=True)  # as `report -o`, `import -o`
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except OSError as exc:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)

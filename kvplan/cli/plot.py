@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -31,7 +32,8 @@ WeightsMemoryOpt = Annotated[str | None, typer.Option(
 def plot(
     models: ModelsArg,
     output: Annotated[Path, typer.Option(
-        "--output", "-o", help="The image: chart.png or chart.svg.", show_default=False)],
+        "--output", "-o", help="The image: chart.png or chart.svg (- writes SVG to standard "
+        "output).", show_default=False)],
     y: Annotated[str, typer.Option(
         "--y", help="memory: KV cache per GPU against context, with each GPU's KV budget as "
         "a dashed line; concurrency: requests that fit at once against context.")] = "memory",
@@ -62,6 +64,7 @@ def plot(
 
       kvplan plot llama-3.1-8b --y concurrency --gpu h100 --kv-dtype auto,fp8 -o conc.png
     """
+    from kvplan.cli.options import output_target
     from kvplan.core.errors import BadInputError
     from kvplan.output import chart as core
     from kvplan.planning.deployment import deployment, layout
@@ -69,7 +72,9 @@ def plot(
     from kvplan.sources.library import resolve
 
     _check_choice(y, ("memory", "concurrency"), "--y")
-    core.image_format(output)
+    target = output_target(output)
+    if target is not None:
+        core.image_format(target)
     specs = [resolve(m) for m in models]
     longest = max(s.max_context_tokens or 131072 for s in specs)
     lengths = parse_token_range(tokens or f"1k..{longest}")
@@ -94,5 +99,9 @@ def plot(
                                             deployments)
     for warning in warnings:
         typer.echo(f"kvplan: warning: {warning}", err=True)
-    core.draw(chart, output, units)
+    if target is None:
+        core.draw(chart, sys.stdout.buffer, units, fmt="svg")
+        sys.stdout.flush()
+        return
+    core.draw(chart, target, units)
     typer.echo(f"kvplan: wrote {output} ({len(chart.series)} series)", err=True)

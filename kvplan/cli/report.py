@@ -25,7 +25,8 @@ from kvplan.cli.plot import GpusOpt, WeightsMemoryOpt
 def report(
     model: ModelArg,
     output: Annotated[Path, typer.Option(
-        "--output", "-o", help="The Markdown file to write (sizing.md).", show_default=False)],
+        "--output", "-o", help="The Markdown file to write (sizing.md; - for standard output, "
+        "with a chart only where --chart names one).", show_default=False)],
     gpu: GpusOpt = None,
     count: CountOpt = None,
     engine: EngineOpt = DEFAULT_ENGINE,
@@ -56,6 +57,7 @@ def report(
 
       kvplan report llama-3.1-70b --gpu h100 --count 4 --kv-dtype auto,fp8 -o 70b.md --no-chart
     """
+    from kvplan.cli.options import output_target
     from kvplan.core.errors import BadInputError
     from kvplan.output import page as core
     from kvplan.planning.deployment import deployment, layout
@@ -64,6 +66,10 @@ def report(
 
     if chart is not None and no_chart:
         raise BadInputError("--chart and --no-chart contradict each other; give one")
+    target = output_target(output)
+    if chart is not None and output_target(chart) is None:
+        raise BadInputError("--chart - is not possible: the report goes there",
+                            "give the chart a file name")
     spec = resolve(model)
     layout(count)  # a bad --count is an error even without --gpu
     deps = [deployment(spec, gpu=g.strip(), count=count, engine=engine,
@@ -74,14 +80,19 @@ def report(
     figures = core.sizing_report(spec, deps, dtypes, parse_token_range(contexts),
                                  parse_token_range(tokens) if tokens else (),
                                  parse_int_values(batch, "--batch"))
-    image = None if no_chart else (chart or output.with_suffix(".svg"))
+    image = None if no_chart else (chart or (target.with_suffix(".svg") if target else None))
     if image is not None:
         from kvplan.output.chart import draw
 
         drawing, warnings = core.report_chart(figures)
         for warning in warnings:
             typer.echo(f"kvplan: warning: {warning}", err=True)
-        draw(drawing, image, units)
-    link = os.path.relpath(image, output.parent).replace(os.sep, "/") if image else None
+        image_target = output_target(image)
+        assert image_target is not None
+        draw(drawing, image_target, units)
+    base = target.parent if target is not None else Path(".")
+    link = os.path.relpath(image, base).replace(os.sep, "/") if image else None
     _write_atomic(output, core.report_markdown(figures, link, units))
+    if target is None:
+        return
     typer.echo(f"kvplan: wrote {output}" + (f" and {image}" if image else ""), err=True)

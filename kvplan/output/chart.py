@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from kvplan.core.errors import BadInputError, KvplanError
 from kvplan.core.record import record
@@ -199,10 +199,14 @@ def _number_label(y: float, _pos: int) -> str:
     return f"{y:,.0f}" if y >= 1 else f"{y:g}"
 
 
-def draw(chart: Chart, path: str | Path, units: str = "iec") -> None:
-    """Write the chart as PNG or SVG (by the file name). Deterministic: no dates or
-    software versions in the metadata, salted SVG ids, text drawn as paths."""
-    fmt = image_format(path)
+def draw(chart: Chart, path: str | Path | BinaryIO, units: str = "iec",
+         fmt: str | None = None) -> None:
+    """Write the chart as PNG or SVG (by the file name, or `fmt` for an open stream).
+    Deterministic: no dates or software versions in the metadata, salted SVG ids, text drawn
+    as paths."""
+    if fmt is None:
+        assert isinstance(path, (str, Path))
+        fmt = image_format(path)
     matplotlib = _matplotlib()
     fig = figure(chart, units)
     metadata: dict[str, Any] = ({"Date": None, "Creator": "kvplan"} if fmt == "svg"
