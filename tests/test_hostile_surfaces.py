@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import stat
+import struct
 import time
 import zlib
 from pathlib import Path
@@ -355,3 +356,200 @@ def test_o_through_a_link_to_a_regular_file_writes_that_file(tmp_path):
     link.symlink_to(real)
     assert _import(str(link)).exit_code == 0
     assert link.is_symlink() and real.read_text().startswith("schema: kvplan.model/1")
+
+
+# --- GGUF: counts checked before anything is allocated --------------------------------------
+
+def _gguf_string(text: str | bytes) -> bytes:
+    data = text.encode() if isinstance(text, str) else text
+    return struct.pack("<Q", len(data)) + data
+
+
+def _gguf_kv(key: str, vtype: int, payload: bytes) -> bytes:
+    return _gguf_string(key) + struct.pack("<I", vtype) + payload
+
+
+def _raw_gguf(path: Path, kvs: list[bytes], n_tensors: int = 0, tail: bytes = b"") -> Path:
+    """A GGUF v3 file as the format's spec lays it out: magic, version, tensor and key counts,
+    then each key (length-prefixed name, uint32 type, value)."""
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, n_tensors, len(kvs)) + b"".join(kvs)
+                     + tail)
+    return path
+
+
+U32, STRING, ARRAY = 4, 8, 9
+
+
+def _u32(key: str, value: int) -> bytes:
+    return _gguf_kv(key, U32, struct.pack("<I", value))
+
+
+def _u32_array(key: str, values: list[int]) -> bytes:
+    return _gguf_kv(key, ARRAY, struct.pack("<IQ", U32, len(values))
+                    + struct.pack(f"<{len(values)}I", *values))
+
+
+def _arch(arch: str) -> bytes:
+    return _gguf_kv("general.architecture", STRING, _gguf_string(arch))
+
+
+def _child_size(path: Path, *more: str):
+    from test_hostile import _child
+
+    return _child(["size", str(path), "--tokens", "1k", *more], limit_bytes=1 << 30,
+                  timeout=60)
+
+
+def _one_child_message(res, needle: str) -> None:
+    from test_hostile import _one_message
+
+    _one_message(res, needle)
+
+
+def test_a_512_byte_gguf_declaring_10_to_the_12_elements(tmp_path):
+    path = _raw_gguf(tmp_path / "huge.gguf", [
+        _arch("llama"),
+        _gguf_kv("tokenizer.ggml.scores", ARRAY, struct.pack("<IQ", 6, 10**12))],
+        tail=bytes(380))
+    assert path.stat().st_size < 512
+    _one_child_message(_child_size(path), "not a readable GGUF file")
+
+
+def test_a_string_longer_than_the_file(tmp_path):
+    path = _raw_gguf(tmp_path / "s.gguf", [_gguf_kv("general.name", STRING,
+                                                    struct.pack("<Q", 2**62))])
+    _one_child_message(_child_size(path), "not a readable GGUF file")
+
+
+def test_a_valid_header_followed_by_zeros(tmp_path):
+    path = tmp_path / "zeros.gguf"
+    # a llama header declaring 10^9 tensor infos; zeros after it (each zero tensor info
+    # would read as a 0-dimension tensor: 2.8 million of them in 64 MiB)
+    head = _raw_gguf(tmp_path / "h.gguf", _llama_keys(), n_tensors=10**9).read_bytes()
+    path.write_bytes(head + bytes(64 * 2**20))
+    start = time.monotonic()
+    _one_child_message(_child_size(path), "not a readable GGUF file")
+    assert time.monotonic() - start < 30
+
+
+def test_arrays_nested_5000_deep(tmp_path):
+    nested = struct.pack("<IQ", ARRAY, 1) * 5000 + struct.pack("<IQ", U32, 0)
+    path = _raw_gguf(tmp_path / "deep.gguf", [_arch("llama"), _gguf_kv("llama.x", ARRAY,
+                                                                       nested)])
+    _one_child_message(_child_size(path), "arrays nest deeper than")
+
+
+def _llama_keys(**override) -> list[bytes]:
+    keys = {"llama.block_count": 2, "llama.context_length": 4096,
+            "llama.embedding_length": 256, "llama.attention.head_count": 4,
+            "llama.attention.head_count_kv": 2, "llama.feed_forward_length": 512, **override}
+    return [_arch("llama"), *(v if isinstance(v, bytes) else _u32(k, v)
+                              for k, v in keys.items() if v is not None)]
+
+
+def test_an_empty_head_count_array(tmp_path):
+    path = _raw_gguf(tmp_path / "e.gguf", _llama_keys(**{
+        "llama.attention.head_count": _u32_array("llama.attention.head_count", [])}))
+    one_message(invoke("size", str(path)), "llama.attention.head_count has 0 entries for 2 "
+                                           "layers")
+
+
+NEMOTRON = {"nemotron_h.block_count": 4, "nemotron_h.context_length": 8192,
+            "nemotron_h.embedding_length": 256, "nemotron_h.attention.head_count": 4,
+            "nemotron_h.ssm.inner_size": 512, "nemotron_h.ssm.state_size": 16,
+            "nemotron_h.ssm.conv_kernel": 4, "nemotron_h.ssm.time_step_rank": 8,
+            "nemotron_h.ssm.group_count": 1}
+
+
+def _nemotron(path: Path, **override) -> Path:
+    keys: dict = {**NEMOTRON,
+                  "nemotron_h.attention.head_count_kv":
+                      _u32_array("nemotron_h.attention.head_count_kv", [0, 2, 0, 0]),
+                  "nemotron_h.feed_forward_length":
+                      _u32_array("nemotron_h.feed_forward_length", [0, 0, 1024, 0]),
+                  **override}
+    return _raw_gguf(path, [_arch("nemotron_h"), *(
+        v if isinstance(v, bytes) else _u32(k, v) for k, v in keys.items() if v is not None)])
+
+
+def test_a_well_formed_nemotron_h_header_reads(tmp_path):
+    res = invoke("size", str(_nemotron(tmp_path / "ok.gguf")), "--tokens", "1k", "-f", "json")
+    assert res.exit_code == 0, res.output
+    # one attention layer (2 KV heads x head_dim 256/4 = 64, K and V, bf16): 512 B a token
+    assert json.loads(res.stdout)["per_token_bytes"] == 2 * 64 * 2 * 2
+
+
+@pytest.mark.parametrize("override, needle", [
+    ({"nemotron_h.ssm.time_step_rank": 0}, "nemotron_h.ssm.time_step_rank must be between 1"),
+    ({"nemotron_h.ssm.time_step_rank": 7}, "is not a whole number of 7 heads"),
+    ({"nemotron_h.attention.head_count_kv": _u32_array("nemotron_h.attention.head_count_kv",
+                                                       [0, 2])}, "has 2 entries for 4 layers"),
+    ({"nemotron_h.feed_forward_length": _u32_array("nemotron_h.feed_forward_length", [])},
+     "has 0 entries for 4 layers"),
+    ({"nemotron_h.attention.head_count_kv": _gguf_kv(
+        "nemotron_h.attention.head_count_kv", STRING, _gguf_string("two"))},
+     "must be a whole number"),
+    ({"nemotron_h.attention.head_count_kv": None}, "head_count_kv is missing"),
+    ({"nemotron_h.ssm.inner_size": None}, "without its ssm.* keys"),
+    ({"nemotron_h.block_count": 10**9}, "more than the 100,000 layers"),
+])
+def test_malformed_nemotron_h_headers(tmp_path, override, needle):
+    one_message(invoke("size", str(_nemotron(tmp_path / "n.gguf", **override))), needle)
+
+
+def test_a_fifo_named_gguf_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "model.gguf"
+    os.mkfifo(fifo)
+    with alarm(20):
+        one_message(invoke("size", str(fifo)), "not a regular file")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"schema: kvplan.capacity/1\ndeployments:\n  - name: d\n"
+                    f"    model: {fifo}\n    gpu: H100\n    max_model_len: 4096\n"
+                    "    requires:\n      min_context: {concurrency: 1, context: 4k}\n")
+    with alarm(20):
+        one_message(invoke("check", str(plan)), "not a regular file")
+
+
+def test_a_262k_token_vocabulary_is_stepped_over_in_milliseconds(tmp_path):
+    """Gemma 3's vocabulary size (262,144 tokens, with scores and token types), written by
+    llama.cpp's own writer: the header is read without building the vocabulary."""
+    import tracemalloc
+
+    gguf = pytest.importorskip("gguf")
+    np = pytest.importorskip("numpy")
+    path = tmp_path / "gemma3.gguf"
+    w = gguf.GGUFWriter(str(path), "gemma3")
+    for name, value in {"block_count": 26, "context_length": 32768, "embedding_length": 1152,
+                        "feed_forward_length": 6912, "attention.head_count": 4,
+                        "attention.head_count_kv": 1, "attention.key_length": 256,
+                        "attention.value_length": 256, "attention.sliding_window": 512}.items():
+        w.add_uint32(f"gemma3.{name}", value)
+    vocab = 262_144
+    w.add_tokenizer_model("llama")
+    w.add_token_list([f"<tok{i}>".encode() for i in range(vocab)])
+    w.add_token_scores([0.0] * vocab)
+    w.add_token_types([1] * vocab)
+    w.add_tensor("token_embd.weight", np.zeros((8, 64), dtype=np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    from kvplan.sources.gguf import read_header
+
+    took = []
+    for _ in range(3):
+        start = time.perf_counter()
+        header = read_header(path)
+        took.append(time.perf_counter() - start)
+    assert min(took) < 1.0, took  # about 40 ms here; the gguf package's reader: 20-50 s
+    tracemalloc.start()
+    header = read_header(path)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert header["tokenizer.ggml.tokens.count"] == vocab
+    assert "tokenizer.ggml.scores" not in header
+    assert peak < 4 * 2**20, peak  # nothing of the vocabulary is kept (the package: 700 MiB)
+    res = invoke("size", str(path), "--tokens", "1k", "-f", "json")
+    assert res.exit_code == 0, res.output
+    # 26 layers x 1 KV head x head_dim 256, K and V, bf16: 1,024 B per layer per token
+    assert json.loads(res.stdout)["per_token_bytes"] == 26 * 1 * 256 * 2 * 2

@@ -1,8 +1,17 @@
 """GGUF files (llama.cpp, Ollama) as models: the header only, never the tensors.
 
-The `gguf` package (llama.cpp's own reader, an optional extra) memory-maps the file and parses
-its key/value header and tensor infos; no tensor data is read, so a multi-GB file costs
-milliseconds. The header's architecture keys are translated into the config.json fields that
+kvplan reads the header itself, field by field (`_Header`), keeping only the keys it needs:
+`general.*`, the architecture's own keys and the length of the tokenizer's vocabulary, whose
+strings are stepped over (a 262k-token vocabulary costs milliseconds and no memory; llama.cpp's
+`gguf` package would build a numpy array per string). Every count the file states (keys,
+tensors, array lengths, string lengths, dimensions, nesting) is checked against the bytes
+left in the file and kvplan's limits before anything is allocated or iterated; a file that
+is not a regular file (a FIFO, a device) is refused before it is opened. The format is the
+one llama.cpp's `gguf-py/gguf/gguf_reader.py` reads (GGUF v2/v3: little-endian, 64-bit
+counts; v1's 32-bit counts are not read); the ggml types' block sizes come from the `gguf`
+package's `GGML_QUANT_SIZES`.
+
+The header's architecture keys are translated into the config.json fields that
 kvplan.sources.hfconfig already reads, so a GGUF file and the same model's config.json go
 through one reader and give the same layers. The weights' exact bytes come from the tensor
 infos (each tensor's element count in its ggml quantization type's block size).
@@ -17,8 +26,11 @@ a recurrent layer), `.attention.key_length`, `.attention.value_length`,
 
 from __future__ import annotations
 
+import os
+import stat
+import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
@@ -38,6 +50,20 @@ ARCHITECTURES: dict[str, tuple[str, str]] = {
     "nemotron_h": ("nemotron_h", "NemotronHForCausalLM"),
 }
 
+MAGIC = b"GGUF"
+MAX_KEPT_STRING = 64 * 1024    # a kept string value (a name, an architecture)
+MAX_KEPT_ARRAY = 100_000       # a kept per-layer array (as many as kvplan's layer limit)
+MAX_NESTING = 4                # arrays of arrays (llama.cpp writes none deeper than 2)
+MAX_DIMS = 4                   # GGML_MAX_DIMS
+MAX_KEY = 1024                 # a key's name
+MAX_KEYS = 100_000             # keys in a header (real files: < 100)
+MAX_TENSORS = 1_000_000        # tensor infos (real files: < 10,000)
+MAX_VOCAB = 4_000_000          # tokens in the vocabulary (real files: <= 262,144)
+# value types (gguf-py constants.GGUFValueType): fixed sizes, and their struct codes
+_FIXED = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q",
+          12: "d"}
+_STRING, _ARRAY = 8, 9
+
 
 @record
 class GGUFWeights:
@@ -48,90 +74,290 @@ class GGUFWeights:
     bytes_by_type: dict[str, int]
 
 
-def _reader(path: Path) -> Any:
+class _Bad(Exception):
+    """The file breaks the format (the caller names the file)."""
+
+
+class _Header:
+    """A GGUF header read front to back from a file, every count checked first."""
+
+    def __init__(self, data: Any, size: int) -> None:
+        self.data = data  # the file, memory-mapped: nothing is read until it is sliced
+        self.size = size
+        self.pos = 0
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or n > self.size - self.pos:
+            raise _Bad(f"it ends inside its header (needs {n:,} bytes at byte {self.pos:,} "
+                       f"of {self.size:,})")
+        out = bytes(self.data[self.pos:self.pos + n])
+        self.pos += n
+        return out
+
+    def skip(self, n: int) -> None:
+        if n < 0 or n > self.size - self.pos:
+            raise _Bad(f"it ends inside its header (a value of {n:,} bytes at byte "
+                       f"{self.pos:,} of {self.size:,})")
+        self.pos += n
+
+    def num(self, code: str) -> Any:
+        return struct.unpack("<" + code, self.take(struct.calcsize(code)))[0]
+
+    def count(self, what: str, min_item_bytes: int, limit: int | None = None) -> int:
+        n = int(self.num("Q"))
+        if n * max(min_item_bytes, 1) > self.size - self.pos:
+            raise _Bad(f"it declares {n:,} {what}, more than its {self.size:,} bytes can hold")
+        if limit is not None and n > limit:
+            raise _Bad(f"it declares {n:,} {what}, more than any model has ({limit:,})")
+        return n
+
+    def skip_strings(self, n: int) -> None:
+        """Step over n length-prefixed strings (the vocabulary) without reading them."""
+        data, size, pos = self.data, self.size, self.pos
+        unpack = struct.Struct("<Q").unpack_from
+        for _ in range(n):
+            if pos + 8 > size:
+                raise _Bad("it ends inside its vocabulary")
+            pos += 8 + unpack(data, pos)[0]
+        if pos > size:
+            raise _Bad("it ends inside its vocabulary")
+        self.pos = pos
+
+    def string(self, keep: bool, limit: int = MAX_KEPT_STRING) -> str | None:
+        n = self.count("bytes of text", 1)
+        if not keep:
+            self.skip(n)
+            return None
+        if n > limit:
+            raise _Bad(f"a text value of {n:,} bytes (at byte {self.pos:,}) is longer than "
+                       f"any kvplan reads ({limit:,})")
+        return self.take(n).decode("utf-8", "replace")
+
+    def value(self, vtype: int, keep: bool, depth: int = 0) -> Any:
+        if vtype in _FIXED:
+            if not keep:
+                self.skip(struct.calcsize(_FIXED[vtype]))
+                return None
+            return self.num(_FIXED[vtype])
+        if vtype == _STRING:
+            return self.string(keep)
+        if vtype != _ARRAY:
+            raise _Bad(f"a value of unknown type {vtype} at byte {self.pos:,}")
+        if depth >= MAX_NESTING:
+            raise _Bad(f"arrays nest deeper than {MAX_NESTING} levels")
+        sub = int(self.num("I"))
+        if sub in _FIXED:
+            width = struct.calcsize(_FIXED[sub])
+            n = self.count("array elements", width)
+            if not keep:
+                self.skip(n * width)
+                return None
+            if n > MAX_KEPT_ARRAY:
+                raise _Bad(f"an array of {n:,} numbers is longer than any kvplan reads "
+                           f"({MAX_KEPT_ARRAY:,})")
+            return list(struct.unpack(f"<{n}{_FIXED[sub]}", self.take(n * width)))
+        if sub == _STRING:  # each at least its 8-byte length
+            n = self.count("array elements", 8)
+            if keep and n > MAX_KEPT_ARRAY:
+                raise _Bad(f"an array of {n:,} strings is longer than any kvplan reads")
+            items = [self.string(keep) for _ in range(n)]
+            return items if keep else n
+        if sub == _ARRAY:
+            n = self.count("array elements", 12)
+            if keep and n > MAX_KEPT_ARRAY:
+                raise _Bad(f"an array of {n:,} arrays is longer than any kvplan reads")
+            items = [self.value(_ARRAY, keep, depth + 1) for _ in range(n)]
+            return items if keep else None
+        raise _Bad(f"an array of unknown type {sub} at byte {self.pos:,}")
+
+
+def _open(path: Path) -> BinaryIO:
+    """The file, opened only once it is known to be a regular file (a FIFO would block at
+    open, a device never end)."""
     try:
-        from gguf import GGUFReader
-    except ImportError:
-        raise BadInputError("reading .gguf files needs the gguf package",
-                            "pip install 'kvplan[gguf]'") from None
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise BadInputError(f"cannot read {path}: not a regular file",
+                                "give the path of a .gguf file")
+        return open(path, "rb")  # noqa: SIM115 (closed by the caller)
+    except OSError as exc:
+        raise BadInputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _keeps(name: str) -> bool:
+    return (name.startswith("general.") or name == "tokenizer.ggml.model"
+            or name.partition(".")[0] in ARCHITECTURES)
+
+
+_Tensors = list[tuple[str, tuple[int, ...], int, int]]  # name, dims, ggml type, offset
+
+
+def _read(path: Path, with_tensors: bool) -> tuple[dict[str, Any], _Tensors, int, int]:
+    """(header keys kvplan needs, tensor infos (name, dims, ggml type, offset), the offset
+    where tensor data starts, the file's size)."""
+    import mmap
+
+    with _open(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        try:
+            if size < 24:
+                raise _Bad(f"it is {size} bytes long, shorter than a GGUF header")
+            data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError, _Bad) as exc:
+            raise BadInputError(f"{path}: not a readable GGUF file ({exc})",
+                                "check that the download finished") from None
+        try:
+            return _parse(path, _Header(data, size), with_tensors)
+        finally:
+            data.close()
+
+
+def _parse(path: Path, h: _Header, with_tensors: bool
+           ) -> tuple[dict[str, Any], _Tensors, int, int]:
+    size = h.size
     try:
-        return GGUFReader(str(path), "r")
-    except (ValueError, OSError, IndexError, KeyError, TypeError) as exc:
+        if h.take(4) != MAGIC:
+            raise _Bad("it does not start with the GGUF magic bytes")
+        version = h.num("I")
+        if version not in (2, 3):
+            raise _Bad(f"GGUF version {version} is not read (kvplan reads versions 2 "
+                       "and 3, little-endian)")
+        n_tensors = h.count("tensors", 24, MAX_TENSORS)
+        n_keys = h.count("keys", 13, MAX_KEYS)
+        out: dict[str, Any] = {}
+        for _ in range(n_keys):
+            name = h.string(True, MAX_KEY) or ""
+            vtype = int(h.num("I"))
+            if name == "tokenizer.ggml.tokens" and vtype == _ARRAY:
+                sub = int(h.num("I"))
+                if sub != _STRING:
+                    raise _Bad("tokenizer.ggml.tokens is not an array of strings")
+                n = h.count("tokens", 8, MAX_VOCAB)
+                h.skip_strings(n)
+                out["tokenizer.ggml.tokens.count"] = n
+                continue
+            keep = _keeps(name)
+            value = h.value(vtype, keep)
+            if keep:
+                out[name] = value
+        tensors: list[tuple[str, tuple[int, ...], int, int]] = []
+        if with_tensors:
+            for _ in range(n_tensors):
+                tname = h.string(True, MAX_KEY) or ""
+                n_dims = int(h.num("I"))
+                if n_dims > MAX_DIMS:
+                    raise _Bad(f"tensor {tname!r} has {n_dims} dimensions (ggml has at "
+                               f"most {MAX_DIMS})")
+                dims = tuple(int(h.num("Q")) for _ in range(n_dims))
+                tensors.append((tname, dims, int(h.num("I")), int(h.num("Q"))))
+        align = out.get("general.alignment", 32)
+        if isinstance(align, bool) or not isinstance(align, int) or not 1 <= align <= 2**16:
+            raise _Bad(f"general.alignment {align!r} is not a usable alignment")
+        data_start = -(-h.pos // align) * align
+    except _Bad as exc:
         raise BadInputError(f"{path}: not a readable GGUF file ({exc})",
-                            "check that the download finished (a truncated file cannot be "
-                            "read)") from None
-
-
-def _value(field: Any) -> Any:
-    """A GGUF key's value as plain Python (numbers, strings, lists)."""
-    from gguf import GGUFValueType
-
-    types = field.types
-    if not types:
-        return None
-    if types[0] == GGUFValueType.ARRAY:
-        sub = types[-1]
-        if sub == GGUFValueType.STRING:
-            return [bytes(field.parts[i]).decode("utf-8", "replace") for i in field.data]
-        return [field.parts[i].tolist()[0] for i in field.data]
-    if types[0] == GGUFValueType.STRING:
-        return bytes(field.parts[field.data[0]]).decode("utf-8", "replace")
-    return field.parts[field.data[0]].tolist()[0]
+                            "check that the download finished (a truncated file cannot "
+                            "be read)") from None
+    except (struct.error, OSError, ValueError) as exc:
+        raise BadInputError(f"{path}: not a readable GGUF file ({exc})",
+                            "check that the download finished") from None
+    return out, tensors, data_start, size
 
 
 def read_header(path: Path) -> dict[str, Any]:
-    """Every key of the header except the tokenizer's vocabulary lists (their length kept)."""
-    r = _reader(path)
-    out: dict[str, Any] = {}
-    for name, field in r.fields.items():
-        if name.startswith("tokenizer.ggml.") and name not in ("tokenizer.ggml.model",):
-            if name == "tokenizer.ggml.tokens":
-                out["tokenizer.ggml.tokens.count"] = len(field.data)
-            continue
-        out[name] = _value(field)
-    return out
+    """The header's `general.*` keys, the architecture's keys, `tokenizer.ggml.model` and the
+    vocabulary's length (`tokenizer.ggml.tokens.count`); every other value is stepped over."""
+    return _read(path, with_tensors=False)[0]
 
 
 def weights(path: Path) -> GGUFWeights:
     """Exact tensor bytes from the tensor infos (no data read)."""
-    r = _reader(path)
+    return _weights(path, *_read(path, with_tensors=True)[1:])
+
+
+def _weights(path: Path, tensors: _Tensors, data_start: int, size: int) -> GGUFWeights:
+    try:
+        from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+    except ImportError:
+        raise BadInputError("reading .gguf files needs the gguf package",
+                            "pip install 'kvplan[gguf]'") from None
     by_type: dict[str, int] = {}
     params = 0
-    size = path.stat().st_size
-    for t in r.tensors:
-        if int(t.data_offset) + int(t.n_bytes) > size:
-            raise BadInputError(f"{path}: truncated (tensor {t.name} ends past the file's "
+    for name, dims, ggml_type, offset in tensors:
+        try:
+            qtype = GGMLQuantizationType(ggml_type)
+            block, type_bytes = GGML_QUANT_SIZES[qtype]
+        except (ValueError, KeyError):
+            raise BadInputError(f"{path}: tensor {name!r} has ggml type {ggml_type}, which "
+                                "the gguf package does not know",
+                                "update the gguf package (pip install -U gguf)") from None
+        elements = 1
+        for d in dims:
+            elements *= d
+        if elements % block:
+            raise BadInputError(f"{path}: tensor {name!r} has {elements:,} values, not whole "
+                                f"blocks of {block} for {qtype.name}")
+        n_bytes = elements // block * type_bytes
+        if data_start + offset + n_bytes > size:
+            raise BadInputError(f"{path}: truncated (tensor {name} ends past the file's "
                                 f"{size:,} bytes)", "check that the download finished")
-        name = t.tensor_type.name
-        by_type[name] = by_type.get(name, 0) + int(t.n_bytes)
-        params += int(t.n_elements)
+        by_type[qtype.name] = by_type.get(qtype.name, 0) + n_bytes
+        params += elements
     return GGUFWeights(sum(by_type.values()), params, by_type)
 
 
 def config_from_header(h: dict[str, Any], source: str) -> dict[str, Any]:
-    """The config.json fields this header describes (only the ones kvplan reads)."""
+    """The config.json fields this header describes (only the ones kvplan reads). Counts
+    are checked here, where the key can be named: whole numbers, per-layer arrays as long as
+    the block count, nothing empty."""
+    from kvplan.sources.hfconfig import MAX_LAYERS
+
     arch = h.get("general.architecture")
     if not isinstance(arch, str):
         raise BadInputError(f"{source}: the GGUF header has no general.architecture")
     if arch not in ARCHITECTURES:
-        raise BadInputError(f"{source}: GGUF architecture {arch!r} has no reader in kvplan",
-                            "known: " + ", ".join(sorted(ARCHITECTURES)))
+        raise BadInputError(f"{source}: GGUF architecture {arch[:80]!r} has no reader in "
+                            "kvplan", "known: " + ", ".join(sorted(ARCHITECTURES)))
     model_type, class_name = ARCHITECTURES[arch]
 
-    def key(name: str, default: Any = None) -> Any:
-        return h.get(f"{arch}.{name}", default)
+    def bad(name: str, problem: str) -> BadInputError:
+        return BadInputError(f"{source}: {arch}.{name} {problem}",
+                             "the GGUF header is damaged or not one llama.cpp wrote; size "
+                             "the model from its config.json")
 
-    layers = key("block_count")
-    heads = key("attention.head_count")
-    if not isinstance(layers, int) or layers < 1:
+    def count(name: str, value: Any, minimum: int = 0) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad(name, f"must be a whole number, got {str(value)[:40]}")
+        if not minimum <= value <= 2**53:
+            raise bad(name, f"must be between {minimum} and 2^53, got {value:,}")
+        return value
+
+    def key(name: str, default: Any = None, per_layer: bool = False, minimum: int = 0) -> Any:
+        value = h.get(f"{arch}.{name}", default)
+        if value is None:
+            return None
+        if isinstance(value, list):
+            if not per_layer:
+                raise bad(name, "is an array; kvplan reads one number here")
+            if len(value) != layers:
+                raise bad(name, f"has {len(value):,} entries for {layers:,} layers "
+                          f"({arch}.block_count)")
+            return [count(name, v, 0) for v in value]
+        return count(name, value, minimum)
+
+    layers = h.get(f"{arch}.block_count")
+    if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
         raise BadInputError(f"{source}: {arch}.block_count is missing or not a positive count")
+    if layers > MAX_LAYERS:
+        raise bad("block_count", f"is {layers:,}, more than the {MAX_LAYERS:,} layers kvplan "
+                  "reads")
     cfg: dict[str, Any] = {"model_type": model_type, "architectures": [class_name],
                            "num_hidden_layers": layers}
+    heads = key("attention.head_count", per_layer=True)
     if isinstance(heads, list):
         heads = max(heads)
-    kv = key("attention.head_count_kv", heads)
-    hidden = key("embedding_length")
-    for field, value in (("hidden_size", hidden), ("num_attention_heads", heads),
+    kv = key("attention.head_count_kv", heads, per_layer=True)
+    for field, value in (("hidden_size", key("embedding_length")),
+                         ("num_attention_heads", heads),
                          ("max_position_embeddings", key("context_length")),
                          ("head_dim", key("attention.key_length")),
                          ("sliding_window", key("attention.sliding_window")),
@@ -143,22 +369,30 @@ def config_from_header(h: dict[str, Any], source: str) -> dict[str, Any]:
     vocab = key("vocab_size", h.get("tokenizer.ggml.tokens.count"))
     if vocab:
         cfg["vocab_size"] = vocab
-    ff = key("feed_forward_length")
+    ff = key("feed_forward_length", per_layer=True)
     if isinstance(ff, int):
         cfg["intermediate_size"] = ff
     if arch == "nemotron_h":
         # per layer: KV heads > 0 = attention, no KV heads and no MLP = Mamba2, else MLP
+        if h.get(f"{arch}.attention.head_count_kv") is None:
+            raise bad("attention.head_count_kv", "is missing (a nemotron_h header names the "
+                      "KV heads of each layer)")
         kv_list = kv if isinstance(kv, list) else [kv] * layers
         ff_list = ff if isinstance(ff, list) else [ff or 0] * layers
         cfg["hybrid_override_pattern"] = "".join(
             "*" if k else ("M" if not f else "-") for k, f in zip(kv_list, ff_list, strict=True))
         cfg["num_key_value_heads"] = max(kv_list)
-        inner, groups = key("ssm.inner_size"), key("ssm.group_count", 1)
+        inner, groups = key("ssm.inner_size"), key("ssm.group_count", 1, minimum=1)
         state, conv = key("ssm.state_size"), key("ssm.conv_kernel")
-        head_dim = key("ssm.time_step_rank")  # llama.cpp stores Mamba2's head count here
-        if None in (inner, state, conv, head_dim):
-            raise BadInputError(f"{source}: a nemotron_h GGUF without its ssm.* keys")
-        cfg.update(mamba_num_heads=head_dim, mamba_head_dim=inner // head_dim,
+        mamba_heads = key("ssm.time_step_rank", minimum=1)  # llama.cpp: Mamba2's head count
+        if None in (inner, state, conv, mamba_heads):
+            raise BadInputError(f"{source}: a nemotron_h GGUF without its ssm.* keys "
+                                "(ssm.inner_size, ssm.state_size, ssm.conv_kernel, "
+                                "ssm.time_step_rank)")
+        if inner % mamba_heads:
+            raise bad("ssm.inner_size", f"{inner:,} is not a whole number of "
+                      f"{mamba_heads:,} heads ({arch}.ssm.time_step_rank)")
+        cfg.update(mamba_num_heads=mamba_heads, mamba_head_dim=inner // mamba_heads,
                    ssm_state_size=state, n_groups=groups, conv_kernel=conv)
         if isinstance(ff, list):
             cfg["intermediate_size"] = max(ff)
@@ -183,15 +417,15 @@ def load_gguf(path: Path) -> ModelSpec:
     from kvplan.sources.hfconfig import spec_from_config
 
     source = str(path)
-    header = read_header(path)
+    header, tensors, data_start, size = _read(path, with_tensors=True)  # the file read once
     cfg = config_from_header(header, source)
-    name = str(header.get("general.name") or path.stem)
-    slug = "-".join(name.lower().split())
+    name = str(header.get("general.name") or path.stem)[:200]
+    slug = "-".join(name.lower().split()) or path.stem
     spec = spec_from_config(cfg, source, name=slug, source_info=Source(
-        file=source, note="GGUF header (the gguf package's reader)"))
+        file=source, note="GGUF header"))
     from kvplan.core.spec import Checkpoint
 
-    w = weights(path)
+    w = _weights(path, tensors, data_start, size)
     bytes_by_type = tuple(sorted(w.bytes_by_type.items(), key=lambda kv: -kv[1]))
     checkpoint = Checkpoint(bytes_by_type, f"GGUF tensor infos of {path.name} (ggml types)") \
         if w.total_bytes else None
