@@ -553,3 +553,99 @@ def test_a_262k_token_vocabulary_is_stepped_over_in_milliseconds(tmp_path):
     assert res.exit_code == 0, res.output
     # 26 layers x 1 KV head x head_dim 256, K and V, bf16: 1,024 B per layer per token
     assert json.loads(res.stdout)["per_token_bytes"] == 26 * 1 * 256 * 2 * 2
+
+
+# --- numbers: length and range checked before conversion ------------------------------------
+
+DIGITS = "9" * 5000  # int() refuses more than 4,300 digits; Fraction would build 10^5000
+H100 = ("--gpu", "h100")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("size", "llama-3.1-8b", "--tokens", DIGITS), "--tokens"),
+    (("size", "llama-3.1-8b", "--tokens", "1." + DIGITS), "--tokens"),
+    (("sweep", "llama-3.1-8b", "--tokens", DIGITS), "digits"),
+    (("plan", "llama-3.1-8b", *H100, "--engine-version", DIGITS), "engine version"),
+    (("plan", "llama-3.1-8b", *H100, "--engine-version", "0." + DIGITS), "engine version"),
+    (("plan", "llama-3.1-8b", *H100, "--kv-memory", DIGITS + "GiB"), "--kv-memory"),
+    (("plan", "llama-3.1-8b", *H100, "--kv-memory", "1." + DIGITS + "GiB"), "--kv-memory"),
+    (("plan", "llama-3.1-8b", *H100, "--context", DIGITS), "--context"),
+    (("plan", "llama-3.1-8b", *H100, "--max-model-len", DIGITS), "--max-model-len"),
+    (("plan", "llama-3.1-8b", *H100, "--shared-prefix", DIGITS), "--shared-prefix"),
+    (("plan", "llama-3.1-8b", *H100, "--requests", DIGITS + "x(2k+512)"), "request count"),
+    (("plan", "llama-3.1-8b", *H100, "--requests", "2x(" + DIGITS + "+512)"), "prompt tokens"),
+    (("plan", "--from-command", f"docker run vllm/vllm-openai:v0.{DIGITS} --model "
+      "meta-llama/Llama-3.1-8B", *H100), "engine version"),
+    (("whatif", "llama-3.1-8b", *H100, "--tier", f"host:{DIGITS}GiB@50GB/s"), "--tier"),
+    (("whatif", "llama-3.1-8b", *H100, "--tier", f"host:512GiB@{DIGITS}GB/s"), "--tier"),
+    (("whatif", "llama-3.1-8b", *H100, "--tokens", "4k", "-p", f"budget:{DIGITS}"), "--policy"),
+    (("whatif", "llama-3.1-8b", *H100, "--shared-prefix", "1k", "--hit-rate", DIGITS),
+     "--hit-rate"),
+])
+def test_a_5000_digit_number_is_one_message(args, needle):
+    with alarm(30):
+        one_message(invoke(*args), needle)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--hit-rate", "1e-99999999"), "--hit-rate"),
+    (("--active-params", "1e99999999"), "--active-params"),
+    (("--tflops", "1e99999999"), "--tflops"),
+    (("--efficiency", "1e-99999999"), "--efficiency"),
+])
+def test_a_huge_exponent_does_not_hang_whatif(args, needle):
+    with alarm(20):
+        one_message(invoke("whatif", "llama-3.1-8b", *H100, "--prompt", "2k", "--output", "1",
+                           "--shared-prefix", "1k", "--prefill", *args), needle)
+
+
+def test_ordinary_decimals_still_read():
+    from fractions import Fraction
+
+    from kvplan.core.units import parse_decimal
+
+    assert parse_decimal("0.8", "x") == Fraction(4, 5)
+    assert parse_decimal("80%", "x") == Fraction(4, 5)
+    assert parse_decimal("1.5e9", "x") == 1_500_000_000
+    assert parse_decimal("3/4", "x") == Fraction(3, 4)
+    assert parse_decimal("8_000_000_000", "x") == 8 * 10**9
+
+
+@pytest.mark.parametrize("flag", ["--tensor-parallel-size", "--tp", "--pp", "--count"])
+def test_a_parallel_size_of_0_is_refused_not_planned_as_1(flag):
+    res = invoke("plan", "llama-3.1-8b", *H100, flag, "0")
+    one_message(res, "must be between 1 and")
+
+
+def test_decode_batch_0_is_answered_about_itself():
+    res = invoke("whatif", "llama-3.1-8b", *H100, "--decode-batch", "0", "--prefill")
+    one_message(res, "--decode-batch must be between 1 and")
+
+
+PLAN = """schema: kvplan.capacity/1
+deployments:
+  - name: d
+    model: {model}
+    gpu: H100
+    max_model_len: 4096
+{extra}    requires:
+      min_context: {{concurrency: 1, context: 4k}}
+"""
+
+
+@pytest.mark.parametrize("model, extra, needle", [
+    ("llama-3.1-8b", f"    engine: {{name: vllm, kv_memory: {2**70}}}\n",
+     "field 'deployments[0].engine.kv_memory': is 1,180,591,620,717,411,303,424 bytes"),
+    ("llama-3.1-8b", f"    weights_memory: {2**70}\n",
+     "field 'deployments[0].weights_memory': is 1,180,591,620,717,411,303,424 bytes"),
+    ("llama-3.1-8b", "    workload: {requests: 64x(2k+512), samples: x}\n",
+     "field 'deployments[0].workload.samples': must be a whole number, got 'x'"),
+    ("a" * 300, "", "field 'deployments[0].model': unknown model"),
+    ("org/" + "a" * 300, "", "field 'deployments[0].model': unknown model"),
+])
+def test_plan_fields(inputs, model, extra, needle):
+    plan = inputs / "plan.yaml"
+    plan.write_text(PLAN.format(model=model, extra=extra))
+    res = invoke("check", str(plan))
+    one_message(res, needle)
+    assert "workload.requests" not in res.stderr

@@ -26,15 +26,12 @@ from kvplan.cli.plan import (
 
 
 def _fraction(text: str | None, flag: str, default: Fraction) -> Fraction:
-    from kvplan.core.errors import BadInputError
+
+    from kvplan.core.units import parse_decimal
 
     if text is None:
         return default
-    try:
-        value = Fraction(text.strip().rstrip("%")) / (100 if text.strip().endswith("%") else 1)
-    except (ValueError, ZeroDivisionError):
-        raise BadInputError(f"{flag} must be a number such as 0.8 or 80%, got {text!r}") from None
-    return value
+    return parse_decimal(text, flag)
 
 
 @handle_errors
@@ -135,7 +132,7 @@ def whatif(
 
     from kvplan.cli.plan import _tokens
     from kvplan.core.errors import BadInputError
-    from kvplan.core.units import parse_tokens
+    from kvplan.core.units import MAX_BATCH, parse_tokens
     from kvplan.output.whatif import whatif_view
     from kvplan.planning.deployment import deployment, layout
     from kvplan.planning.policies import parse_policy
@@ -143,6 +140,9 @@ def whatif(
 
     if tokens is not None and (prompt is not None or output is not None):
         raise BadInputError("--tokens is the whole request; give it or --prompt/--output")
+    if decode_batch is not None and not 1 <= decode_batch <= MAX_BATCH:
+        raise BadInputError(f"--decode-batch must be between 1 and {MAX_BATCH:,} requests, "
+                            f"got {decode_batch:,}", "or leave it out: as many as fit")
     prompt_tokens = parse_tokens(prompt if prompt is not None else tokens or "32k",
                                  "--prompt" if prompt is not None else "--tokens")
     output_tokens = _tokens(output, "--output") or 0
@@ -165,11 +165,9 @@ def whatif(
                             "decode pool of a disaggregated plan", "add --link")
     active = None
     if active_params is not None:
-        try:
-            active = int(Fraction(active_params.replace("_", "").replace(",", "")))
-        except (ValueError, ZeroDivisionError):
-            raise BadInputError(f"--active-params must be a number, got {active_params!r}") \
-                from None
+        from kvplan.core.units import parse_decimal
+
+        active = int(parse_decimal(active_params, "--active-params"))
     rate = _fraction(hit_rate, "--hit-rate", Fraction(1))
     if not 0 <= rate <= 1:
         raise BadInputError(f"--hit-rate must be between 0 and 1 (or 0% and 100%), got "

@@ -10,8 +10,12 @@ number of "G".
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from kvplan.core.errors import BadInputError
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 GIB = 2**30
 GB = 10**9
@@ -21,6 +25,11 @@ GB = 10**9
 MAX_TOKENS = 2**40  # tokens in one request or one pool
 MAX_BATCH = 2**24  # requests sized at once
 MAX_BYTES = 2**60  # one size (an exbibyte)
+# Digits in one number typed by a person, checked before it is converted: int() of a
+# 5,000-digit string raises (Python's 4,300-digit limit) and Fraction("1e-99999999") would
+# build a 100-million-digit power of ten. 2^60 has 19 digits; 24 leave room for decimals.
+MAX_DIGITS = 24
+MAX_EXPONENT = 24  # |e| in 1.5e9, 1e-6
 
 _TOKEN_SUFFIX = {"": 1, "k": 2**10, "m": 2**20}
 _TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
@@ -48,11 +57,50 @@ _BYTE_UNITS = {
 _BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
+def check_digits(number: str, what: str, text: object = None) -> None:
+    """Refuse a number with more than MAX_DIGITS digits before anything converts it."""
+    digits = sum(c.isdigit() for c in number)
+    if digits > MAX_DIGITS:
+        shown = str(number if text is None else text)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise BadInputError(f"{what} {shown!r} has {digits:,} digits, more than any value "
+                            f"kvplan reads ({MAX_DIGITS})", "check the number")
+
+
+def parse_decimal(text: str, what: str) -> Fraction:
+    """'0.8', '80%', '1.5e9', '3/4' -> an exact Fraction, its digits and exponent bounded
+    (MAX_DIGITS, MAX_EXPONENT) before it is built; BadInputError naming `what` otherwise."""
+    from fractions import Fraction
+
+    raw = text.strip()
+    percent = raw.endswith("%")
+    body = raw[:-1].strip() if percent else raw
+    match = _DECIMAL_RE.fullmatch(body.replace("_", "").replace(",", ""))
+    if not match:
+        raise BadInputError(f"{what} must be a number such as 0.8 or 80%, got {text[:40]!r}")
+    check_digits(body, what, text)
+    exponent = match.group("exp")
+    if exponent is not None and abs(int(exponent)) > MAX_EXPONENT:
+        raise BadInputError(f"{what} {text[:40]!r} has the exponent {exponent}, beyond "
+                            f"+-{MAX_EXPONENT}", "check the number")
+    try:
+        value = Fraction(match.group(0))
+    except (ValueError, ZeroDivisionError):
+        raise BadInputError(f"{what} must be a number such as 0.8 or 80%, got "
+                            f"{text[:40]!r}") from None
+    return value / 100 if percent else value
+
+
+_DECIMAL_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE](?P<exp>[+-]?\d{1,9}))?"
+                         r"|[+-]?\d+/\d+")
+
+
 def parse_tokens(text: str | int, what: str = "tokens") -> int:
     """'8192', '8,192', '8k' (8,192), '128k' (131,072), '1m' (1,048,576) -> a positive int."""
     if isinstance(text, int):
         value = text
     else:
+        check_digits(text, what)
         cleaned = text.replace(",", "").replace("_", "")
         match = _TOKEN_RE.match(cleaned)
         if not match:
@@ -77,6 +125,7 @@ def parse_bytes(text: str, what: str = "") -> int:
     """'24GiB' -> 25,769,803,776; '80GB' -> 80,000,000,000. A unit is required. `what` names
     the flag or field in the message (like parse_tokens)."""
     where = f"{what}: " if what else ""
+    check_digits(text, what or "the size")
     match = _BYTES_RE.match(text.replace(",", "").replace("_", ""))
     unit = match.group(2).lower() if match else ""
     if not match or unit not in _BYTE_UNITS:

@@ -53,13 +53,25 @@ def parse_version(text: str | None) -> tuple[int, ...] | None:
     if not text:
         return None
     raw = text.strip().lower().lstrip("v")
-    if raw.startswith("b") and raw[1:].split()[0].isdigit():
-        return (int(raw[1:].split()[0]),)
+
+    def number(piece: str) -> int:
+        if len(piece) > 9:  # a release part, or llama.cpp's build number: a few digits
+            from kvplan.core.errors import BadInputError
+
+            raise BadInputError(f"cannot read the engine version {text[:40]!r}: a part of "
+                                f"{len(piece):,} digits", "write it like 0.11.0 or 0.21")
+        return int(piece)
+
+    def digits(piece: str) -> bool:
+        return piece.isascii() and piece.isdigit()
+
+    if raw.startswith("b") and raw[1:].split() and digits(raw[1:].split()[0]):
+        return (number(raw[1:].split()[0]),)
     parts: list[int] = []
     for piece in raw.replace("+", ".").replace(" ", ".").split("."):
-        if not piece.isdigit():
+        if not digits(piece):
             break
-        parts.append(int(piece))
+        parts.append(number(piece))
     if not parts:
         from kvplan.core.errors import BadInputError
 

@@ -208,7 +208,7 @@ def _tokens(f: _LinedFields, name: str, default: Any = None) -> Any:
 
 
 def _bytes(f: _LinedFields, name: str) -> int | None:
-    from kvplan.core.units import parse_bytes
+    from kvplan.core.units import MAX_BYTES, parse_bytes
 
     value = f.raw.get(name)
     if value is None:
@@ -216,6 +216,8 @@ def _bytes(f: _LinedFields, name: str) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool):
         if value <= 0:
             raise f.error(name, f"must be positive, got {value}")
+        if value > MAX_BYTES:
+            raise f.error(name, f"is {value:,} bytes, more than an exbibyte (2^60 bytes)")
         return value  # a bare whole number is bytes
     if not isinstance(value, str):
         raise f.error(name, f"must be a size such as 24GiB, got {value!r}")
@@ -247,8 +249,11 @@ def _read_deployment(f: _LinedFields, base: Path) -> PlannedDeployment:
     model = f.str("model")
     local = base / model
     try:
-        spec = resolve(str(local) if not Path(model).is_absolute() and local.exists()
-                       else model)
+        beside = not Path(model).is_absolute() and local.exists()
+    except (OSError, ValueError):  # a name no file can have (too long, a NUL byte)
+        beside = False
+    try:
+        spec = resolve(str(local) if beside else model)
     except KvplanError as exc:
         raise f.wrap("model", exc) from None
     settings = _read_engine(f)
@@ -395,8 +400,9 @@ def _read_workload(f: _LinedFields, base: Path) -> Workload:
     local = base / text
     if text.endswith((".jsonl", ".csv", ".json")) and not Path(text).is_absolute():
         text = str(local)  # a requests file is found beside the plan
+    shared, samples = _tokens(w, "shared_prefix", 0), w.int("samples", 1)  # name themselves
     try:
-        return parse_workload(text, _tokens(w, "shared_prefix", 0), w.int("samples", 1))
+        return parse_workload(text, shared, samples)
     except KvplanError as exc:
         raise w.wrap("requests" if isinstance(raw, Mapping) else None, exc) from None
 

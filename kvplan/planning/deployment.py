@@ -43,15 +43,19 @@ class SettingError(BadInputError):
         self.setting = setting
 
 
+MAX_GPUS = 65_536  # GPUs (or ranks of one kind) in one instance: far above any real one
+
+
 def layout(count: int | None = None, tp: int | None = None, pp: int | None = None,
            dp: int = 1, dp_attention: bool = False, spell: Spelling = flag) -> tuple[int, int]:
     """(TP, PP) from a GPU count and/or explicit sizes: GPUs = TP x PP x DP (vLLM's
     data-parallel ranks each have their own GPUs; SGLang's DP attention splits the TP group
     instead). TP defaults to what the count leaves, PP to 1."""
-    if count is not None and count < 1:
-        raise SettingError("count", f"{spell('count')} must be at least 1, got {count}")
-    if dp < 1:
-        raise SettingError("dp", f"{spell('dp')} must be at least 1, got {dp}")
+    for setting, value in (("count", count), ("tp", tp), ("pp", pp), ("dp", dp)):
+        # 0 is not "unset": `--tensor-parallel-size 0` is refused, not planned as TP 1
+        if value is not None and not 1 <= value <= MAX_GPUS:
+            raise SettingError(setting, f"{spell(setting)} must be between 1 and {MAX_GPUS:,}, "
+                               f"got {value:,}")
     ranks = 1 if dp_attention else dp
     pp = pp or 1
     tp = tp or ((count // (pp * ranks)) if count else 1)
@@ -74,13 +78,16 @@ def tokens(value: str | int | None, setting: str, spell: Spelling = flag) -> int
     return parse_tokens(value, spell(setting))
 
 
-def memory(value: str | int | None) -> int | None:
-    """'57.65GiB' / '24GB' / an int of bytes -> bytes."""
+def memory(value: str | int | None, what: str = "") -> int | None:
+    """'57.65GiB' / '24GB' / an int of bytes -> bytes; `what` names the flag or field."""
+    from kvplan.core.units import MAX_BYTES, parse_bytes
+
+    if isinstance(value, int) and not 0 < value <= MAX_BYTES:
+        raise BadInputError(f"{what or 'a memory size'} must be between 1 byte and an "
+                            f"exbibyte (2^60 bytes), got {value:,} bytes")
     if value is None or isinstance(value, int):
         return value
-    from kvplan.core.units import parse_bytes
-
-    return parse_bytes(value)
+    return parse_bytes(value, what)
 
 
 def kv_dtype_name(kv_dtype: str | KVFormat) -> str:
@@ -159,8 +166,10 @@ def deployment(
         raise BadInputError(f"unknown deployment setting(s): {', '.join(unknown)}")
     tp_, pp_ = layout(count, tp, pp, dp, dp_attention, spell)
     max_len = tokens(max_model_len, "max_model_len", spell)
-    kv_bytes, weights_bytes = memory(kv_memory), memory(weights_memory)
-    activation_bytes, cudagraph_bytes = memory(activation_memory), memory(cudagraph_memory)
+    kv_bytes = memory(kv_memory, spell("kv_memory"))
+    weights_bytes = memory(weights_memory, spell("weights_memory"))
+    activation_bytes = memory(activation_memory, spell("activation_memory"))
+    cudagraph_bytes = memory(cudagraph_memory, spell("cudagraph_memory"))
     if gpu is not None and gpu_memory is not None:
         find_gpu(gpu, gpu_memory, spell)  # the conflict, before the model is read
     if isinstance(model, str):

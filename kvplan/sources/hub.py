@@ -156,6 +156,7 @@ def _hub_ref(model: str) -> HubRef | None:
     body = model[3:] if prefixed else model
     repo, at, revision = body.partition("@")
     valid = (_REPO_ID.fullmatch(repo) is not None and "--" not in repo and ".." not in repo
+             and all(len(part) <= 96 for part in repo.split("/"))  # the Hub's own limit
              and not repo.endswith(".git") and (prefixed or "/" in repo)
              and (not at or (revision != "" and not revision.isspace())))
     return HubRef(repo, revision or None) if valid else None

@@ -127,7 +127,7 @@ _ONE_RE = re.compile(r"^\s*\(?\s*([\w.,]+)\s*\+\s*([\w.,]+)\s*\)?\s*$")
 def parse_workload(text: str, shared_prefix: int = 0, n: int = 1) -> Workload:
     """'64x(2k+512)', '64x(2k+512),8x(32k+1k)', '(4k+256)', or a .jsonl/.csv file of
     prompt/output lengths (one request per line)."""
-    from kvplan.core.units import parse_tokens
+    from kvplan.core.units import check_digits, parse_tokens
 
     path = Path(text)
     if text.endswith((".jsonl", ".csv", ".json")) or _is_file(path):
@@ -147,6 +147,8 @@ def parse_workload(text: str, shared_prefix: int = 0, n: int = 1) -> Workload:
             raise BadInputError(f"cannot read the request mix {part!r}",
                                 "write COUNTx(PROMPT+OUTPUT), e.g. 64x(2k+512),8x(32k+1k), "
                                 "or give a .jsonl/.csv file")
+        if len(m.groups()) == 3:
+            check_digits(m.group(1), "the request count in", part.strip())
         count = int(m.group(1)) if len(m.groups()) == 3 else 1
         prompt, output = m.groups()[-2:]
         if count <= 0:
@@ -287,7 +289,12 @@ def _plain_numbers(text: str, csv_file: bool, n: int) -> dict[tuple[int, int, in
     pattern = re.compile(line.encode())
     if not all(map(pattern.fullmatch, shapes)):
         return None
-    numbers = list(map(int, data.translate(_NOT_DIGIT).split()))
+    from kvplan.core.units import MAX_DIGITS
+
+    fields = data.translate(_NOT_DIGIT).split()
+    if any(len(f) > MAX_DIGITS for f in fields):
+        return None  # the line-by-line reader names the number
+    numbers = list(map(int, fields))
     width = len(keys)
     prompts, outputs = numbers[keys.index(pk)::width], numbers[keys.index(ok)::width]
     if not prompts or min(prompts) <= 0:
@@ -364,7 +371,10 @@ def _row_by_row(rows: _Lines, n: int, path: Path) -> dict[tuple[int, int, int], 
 
 def _digits(value: Any) -> Any:
     """'123' -> 123; anything else as it is (for _field to accept or name)."""
-    return int(value) if type(value) is str and value.isascii() and value.isdigit() else value
+    from kvplan.core.units import MAX_DIGITS
+
+    return (int(value) if type(value) is str and value.isascii() and value.isdigit()
+            and len(value) <= MAX_DIGITS else value)
 
 
 def _first_key(keys: tuple[Any, ...], names: Sequence[str]) -> str | None:
@@ -461,6 +471,8 @@ class _CsvRows(_Lines):
 
 def _field(row: dict[str, Any], keys: Sequence[str], path: Path, line: int, what: str,
            default: int | None = None) -> int:
+    from kvplan.core.units import MAX_DIGITS, MAX_TOKENS
+
     for key in keys:
         if key in row and row[key] not in (None, ""):
             value = row[key]
@@ -469,14 +481,19 @@ def _field(row: dict[str, Any], keys: Sequence[str], path: Path, line: int, what
                     raise ValueError
                 if isinstance(value, str):
                     value = value.strip()
-                    if not value.isdigit():
+                    if not (value.isascii() and value.isdigit()) or len(value) > MAX_DIGITS:
                         raise ValueError
                 elif isinstance(value, float) and not value.is_integer():
                     raise ValueError
-                return int(value)
-            except (TypeError, ValueError):
+                number = int(value)
+            except (TypeError, ValueError, OverflowError):
+                shown = repr(row[key]) if len(repr(row[key])) <= 40 else repr(row[key])[:37] + "..."
                 raise BadInputError(f"{path} line {line}: {key} must be a whole number of "
-                                    f"tokens, got {row[key]!r}") from None
+                                    f"tokens, got {shown}") from None
+            if number > MAX_TOKENS:
+                raise BadInputError(f"{path} line {line}: {key} is {number:,}, more than the "
+                                    f"{MAX_TOKENS:,} tokens kvplan accepts")
+            return number
     if default is not None:
         return default
     raise BadInputError(f"{path} line {line}: no {what} length",
