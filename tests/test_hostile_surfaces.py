@@ -649,3 +649,57 @@ def test_plan_fields(inputs, model, extra, needle):
     res = invoke("check", str(plan))
     one_message(res, needle)
     assert "workload.requests" not in res.stderr
+
+
+# --- a new user's rough edges ---------------------------------------------------------------
+
+def test_number_headers_wrap_at_words_instead_of_being_cut_at_80_columns():
+    res = runner.invoke(app, ["size", "llama-3.1-8b"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    head = res.stdout.split("─")[0]
+    words = head.split()
+    for word in ("per", "token", "(B)", "request"):
+        assert word in words, head
+    assert "(B" not in [w for w in words if w != "(B)"] and "reques" not in words, head
+    assert all(len(line) <= 80 for line in res.stdout.splitlines())
+
+
+@pytest.mark.parametrize("command, rows", [("models", 58), ("gpus", 27)])
+@pytest.mark.parametrize("columns", [80, 100, 119])
+def test_models_and_gpus_stay_tables_below_120_columns(command, rows, columns):
+    res = runner.invoke(app, [command], env={"COLUMNS": str(columns)})
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert len(lines) < 3 * rows, len(lines)  # a table: a line or two a row, not 10
+    assert all(len(line) <= columns for line in lines)
+    if columns < 100:
+        assert "left out at this width" in res.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ("size", "llama-3.1-8b", "-t", "1k", "-f", "JSON"),
+    ("size", "llama-3.1-8b", "-t", "1k", "--format", "Json"),
+    ("plan", "llama-3.1-8b", "--gpu", "H100", "--engine", "vLLM", "-f", "JSON"),
+    ("plan", "llama-3.1-8b", "--gpu", "H100", "--engine", "SGLang", "-f", "json"),
+    ("show", "llama-3.1-8b", "-f", "JSON"),
+    ("sweep", "llama-3.1-8b", "-t", "1k", "-f", "JSON"),
+])
+def test_format_and_engine_in_any_case(args):
+    res = runner.invoke(app, list(args))
+    assert res.exit_code == 0, res.output
+    json.loads(res.stdout)
+
+
+def test_engine_in_another_case_plans_as_that_engine():
+    a = runner.invoke(app, ["plan", "llama-3.1-8b", "--gpu", "h100", "--engine", "SGLang",
+                            "-f", "json"])
+    b = runner.invoke(app, ["plan", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang",
+                            "-f", "json"])
+    assert a.exit_code == b.exit_code == 0
+    assert json.loads(a.stdout) == json.loads(b.stdout)
+
+
+def test_the_package_says_it_is_typed():
+    import kvplan
+
+    assert (Path(kvplan.__file__).parent / "py.typed").is_file()

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from kvplan.cli.options import FormatOpt, UnitsOpt, _emit, handle_errors
+from kvplan.cli.plan import _engine_name
 
 
 @handle_errors
@@ -28,7 +29,7 @@ def explain(
         show_default=False)] = None,
     engine: Annotated[str | None, typer.Option(
         "--engine", help="Which engine wrote the log (default: recognised from its lines).",
-        show_default=False)] = None,
+        show_default=False, callback=lambda v: v if v is None else _engine_name(v))] = None,
     engine_version: Annotated[str | None, typer.Option(
         "--engine-version", help="The engine release that wrote the log, when it prints none "
         "(default: dated by its line formats).", show_default=False)] = None,

@@ -121,7 +121,7 @@ def show(
     from kvplan.sources.library import resolve
     from kvplan.sources.weights import cheap_weights
 
-    _check_choice(fmt, ("table", "markdown", "json", "yaml", "csv"), "--format")
+    fmt = _check_choice(fmt.lower(), ("table", "markdown", "json", "yaml", "csv"), "--format")
     spec = resolve(model, assume_standard)
     for warning in spec.warnings:
         typer.echo(f"kvplan: warning: {warning}", err=True)

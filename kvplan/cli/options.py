@@ -30,12 +30,13 @@ ModelsArg = Annotated[list[str], typer.Argument(
 
 
 def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
-    """An option callback: checked while the flags are parsed, before any work (exit 2)."""
+    """An option callback: checked while the flags are parsed, before any work (exit 2).
+    Any case is accepted (`-f JSON`), as `--gpu H100` and `--kv-dtype FP8` are."""
 
     def check(value: str) -> str:
-        if value not in choices:
+        if value.lower() not in choices:
             raise typer.BadParameter(f"must be one of {', '.join(choices)}, got {value!r}")
-        return value
+        return value.lower()
 
     return check
 

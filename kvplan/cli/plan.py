@@ -45,9 +45,17 @@ TPOptional = Annotated[int | None, typer.Option(
 PPOptional = Annotated[int | None, typer.Option(
     "--pp", "--pipeline-parallel-size", help="Pipeline stages (layers split).",
     show_default=False)]
+def _engine_name(value: str) -> str:
+    """`--engine vLLM` is vllm: a name in another case than a known engine's is that engine
+    (a registered engine's own spelling wins)."""
+    if value in engine_names():
+        return value
+    return next((n for n in engine_names() if n.lower() == value.lower()), value)
+
+
 EngineOpt = Annotated[str, typer.Option(
     "--engine", help=f"{', '.join(engine_names()[:-1])} or {engine_names()[-1]} (or an engine "
-    "registered with kvplan.engines.registry).")]
+    "registered with kvplan.engines.registry).", callback=_engine_name)]
 EngineVersionOpt = Annotated[str | None, typer.Option(
     "--engine-version", help="The engine's version (vLLM: 0.11, 0.21, ...; default: newest "
     "read).", show_default=False)]
@@ -529,7 +537,7 @@ def compare(
     from kvplan.planning.policies import parse_policy
 
     gpus = [g.strip() for g in gpu.split(",")] if gpu else [None]
-    engines = [e.strip() for e in engine.split(",")]
+    engines = [_engine_name(e.strip()) for e in engine.split(",")]
     dtypes = [d.strip() for d in kv_dtype.split(",")]
     for e in engines:
         get_engine(e)

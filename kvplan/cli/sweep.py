@@ -40,6 +40,7 @@ def sweep(
     from kvplan.planning.sweep import sweep as grid
     from kvplan.sources.library import resolve
 
+    fmt = fmt.lower()
     if fmt not in ("csv", "json", "markdown"):
         from kvplan.core.errors import BadInputError
 

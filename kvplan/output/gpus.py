@@ -28,10 +28,13 @@ def gpus_view(gpus: list[GPU]) -> View:
         "fp8": "yes" if g.fp8 else "no", "fp4": "yes" if g.fp4 else "no",
     } for g in gpus)
     columns = (
-        Column("name", "GPU"), Column("id", "--gpu"), Column("vendor", "vendor"),
+        # a narrow terminal leaves out basis, then the vendor's figure, the vendor, FP4, FP8
+        Column("name", "GPU"), Column("id", "--gpu"), Column("vendor", "vendor", drop=3),
         Column("memory_bytes", "reported (B)", "exact"), Column("memory", "reported", "bytes"),
-        Column("memory_basis", "basis"), Column("marketing_memory", "vendor figure"),
-        Column("bandwidth_tb_s", "bandwidth TB/s"), Column("fp8", "FP8"), Column("fp4", "FP4"),
+        Column("memory_basis", "basis", drop=5),
+        Column("marketing_memory", "vendor figure", drop=4),
+        Column("bandwidth_tb_s", "bandwidth TB/s"), Column("fp8", "FP8", drop=1),
+        Column("fp4", "FP4", drop=2),
     )
     table = Table(f"{len(rows)} GPU{'s' if len(rows) != 1 else ''}", columns, rows)
     payload = {"schema": LIST_SCHEMA, "kvplan_version": __version__,

@@ -48,6 +48,9 @@ class Column:
     key: str
     header: str
     kind: str = "text"  # text | int | bytes (human unit) | exact (bytes with separators)
+    # a terminal too narrow for the whole table leaves out the columns with drop > 0,
+    # highest first, before it prints one record per row (0: always shown)
+    drop: int = 0
 
 
 @record
@@ -146,15 +149,43 @@ def _terminal(view: View, units: str, width: int | None, verbose: bool = False) 
         return _rich(view, units, width, verbose)
     width = width or 80
     out = [view.headline + "\n\n"] if view.headline else []
+    left_out: list[str] = []
     for table, cells in zip(view.tables, grids, strict=True):
-        widths = _layout(table, cells, width)
+        table, cells, widths = _fit(table, cells, width, left_out)
         if widths is None:
             out.append(terminal.paragraph(_vertical(table, cells, width), width))
             continue
         out.append(terminal.table(table.title, [c.header for c in table.columns], cells,
                                   widths, [c.kind != "text" for c in table.columns]))
-    out.extend(terminal.paragraph(note, width) for note in notes)
+    out.extend(terminal.paragraph(note, width) for note in [*_left_out(left_out), *notes])
     return "".join(out)
+
+
+def _fit(table: Table, cells: list[list[str]], width: int, left_out: list[str]
+         ) -> tuple[Table, list[list[str]], list[int] | None]:
+    """The table as it fits `width`: whole, else without its droppable columns (highest
+    `drop` first, as few as will do; their headers are added to `left_out`), else None
+    widths (print it one record per row)."""
+    widths = _layout(table, cells, width)
+    order = sorted((c.drop, i) for i, c in enumerate(table.columns) if c.drop > 0)
+    dropped: set[int] = set()
+    while widths is None and order:
+        dropped.add(order.pop()[1])
+        keep = [i for i in range(len(table.columns)) if i not in dropped]
+        narrow = Table(table.title, tuple(table.columns[i] for i in keep), table.rows)
+        narrow_cells = [[row[i] for i in keep] for row in cells]
+        widths = _layout(narrow, narrow_cells, width)
+        if widths is not None:
+            left_out.extend(table.columns[i].header for i in sorted(dropped))
+            return narrow, narrow_cells, widths
+    return table, cells, widths
+
+
+def _left_out(headers: list[str]) -> list[str]:
+    if not headers:
+        return []
+    return [f"Columns left out at this width: {', '.join(headers)} (a wider terminal, "
+            "-f csv or -f json shows them)."]
 
 
 def _rich(view: View, units: str, width: int | None, verbose: bool = False) -> str:
@@ -163,6 +194,7 @@ def _rich(view: View, units: str, width: int | None, verbose: bool = False) -> s
     from rich import box
     from rich.console import Console
     from rich.table import Table as RichTable
+    from rich.text import Text
 
     width = width or 80
     buf = io.StringIO()
@@ -172,20 +204,25 @@ def _rich(view: View, units: str, width: int | None, verbose: bool = False) -> s
                       highlight=False, soft_wrap=False, markup=False, emoji=False)
     if view.headline:
         console.print(view.headline + "\n", soft_wrap=True)  # one line, even when long
+    left_out: list[str] = []
     for table in view.tables:
         cells = [[_cell(row.get(c.key), c.kind, units) for c in table.columns]
                  for row in table.rows]
-        widths = _layout(table, cells, width)
+        table, cells, widths = _fit(table, cells, width, left_out)
         if widths is None:
             console.print(_vertical(table, cells, width), markup=False, highlight=False)
             continue
         rt = RichTable(title=table.title, title_justify="left", box=box.SIMPLE_HEAD)
         for c, w in zip(table.columns, widths, strict=True):
-            rt.add_column(c.header, justify="left" if c.kind == "text" else "right",
-                          width=w, no_wrap=c.kind != "text", overflow="fold")
+            justify: Any = "left" if c.kind == "text" else "right"
+            # the header wraps at its words even over a number column that never wraps
+            rt.add_column(Text(c.header, justify=justify, no_wrap=False, overflow="fold"),
+                          justify=justify, width=w, no_wrap=c.kind != "text", overflow="fold")
         for row_cells in cells:
             rt.add_row(*row_cells)
         console.print(rt)
+    for note in _left_out(left_out):
+        console.print(note, markup=False)
     if view.notes_when_verbose and not verbose:
         console.print("--verbose: the inputs, the engine's log lines and the formulas.")
         return buf.getvalue()

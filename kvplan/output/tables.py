@@ -132,9 +132,11 @@ def models_view(specs: list[ModelSpec], fmt: KVFormat | None) -> View:
             "source": s.source.describe(),
         })
     columns = (
-        Column("name", "model"), Column("family", "family"), Column("layers", "layers", "int"),
-        Column("kinds", "layer kinds"), Column("max_context_tokens", "max context", "int"),
-        Column("dtype", "dtype"), Column("per_token_bytes", "KV per token (B)", "exact"),
+        # a narrow terminal leaves out layer kinds, then family, dtype, max context
+        Column("name", "model"), Column("family", "family", drop=3),
+        Column("layers", "layers", "int"), Column("kinds", "layer kinds", drop=4),
+        Column("max_context_tokens", "max context", "int", drop=1),
+        Column("dtype", "dtype", drop=2), Column("per_token_bytes", "KV per token (B)", "exact"),
         Column("num_params", "params", "int"),
     )
     table = Table(f"{len(rows)} models", columns, tuple(rows))

@@ -87,15 +87,16 @@ def paragraph(text: str, width: int) -> str:
 def table(title: str, headers: Sequence[str], rows: Iterable[Sequence[str]],
           widths: Sequence[int], right: Sequence[bool]) -> str:
     """A SIMPLE_HEAD table: each column `widths[i]` wide plus a space of padding each side,
-    right-aligned and never wrapped where `right[i]`, word-wrapped otherwise; the header row
-    aligned to its bottom line, other rows to their top."""
+    right-aligned and never wrapped where `right[i]`, word-wrapped otherwise; headers are
+    always word-wrapped (a number column's "per token (B)" is never cut to "per token ("),
+    the header row aligned to its bottom line, other rows to their top."""
     outer = [w + 2 for w in widths]
     table_width = sum(outer) + len(outer) + 1
     out = [line + "\n" for line in wrap(title, table_width, "left")] if title else []
     blank_edge = " " * table_width + "\n"
     out.append(blank_edge)
     for index, row in enumerate([headers, *rows]):
-        cells = [wrap(text, w, "right" if r else "left", no_wrap=r)
+        cells = [wrap(text, w, "right" if r else "left", no_wrap=r and index > 0)
                  for text, w, r in zip(row, widths, right, strict=True)]
         height = max(len(c) for c in cells)
         if index == 0:
