@@ -324,15 +324,27 @@ def ladder_commands() -> list[tuple[str, list[str], bool]]:
     """Cumulative steps from the bare interpreter to the full CLI: each row's extra time over
     the row above is what that step costs."""
     py = sys.executable
-    return [
+    steps = [
         ("python -c pass", [py, "-c", "pass"], False),
         ("+ the size calculation and JSON, no CLI", [py, "-c", _CORE.format(pre="")], False),
         ("+ import typer", [py, "-c", _CORE.format(pre="import typer\n")], False),
-        ("+ import typer._adapters (pydantic)",
-         [py, "-c", _CORE.format(pre="import typer, typer._adapters\n")], False),
-        ("= python -m kvplan " + " ".join(TARGET_ARGS), [py, "-m", "kvplan", *TARGET_ARGS],
-         True),
     ]
+    if _has_module("typer._adapters"):  # typer's pydantic adapters: only some releases
+        steps.append(("+ import typer._adapters (pydantic)",
+                      [py, "-c", _CORE.format(pre="import typer, typer._adapters\n")], False))
+    steps.append(("= python -m kvplan " + " ".join(TARGET_ARGS),
+                  [py, "-m", "kvplan", *TARGET_ARGS], True))
+    return steps
+
+
+def _has_module(name: str) -> bool:
+    """Whether the interpreter the steps run in can import `name` (without importing it)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def print_ladder(results: list[Timing]) -> None:

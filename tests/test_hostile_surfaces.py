@@ -703,3 +703,44 @@ def test_the_package_says_it_is_typed():
     import kvplan
 
     assert (Path(kvplan.__file__).parent / "py.typed").is_file()
+
+
+def test_the_ci_example_installs_kvplan_from_a_path_not_an_unpublished_name():
+    """kvplan is not on PyPI: `pip install kvplan` would install nothing (or someone else's
+    package). The example installs the checkout it makes."""
+    import re
+
+    import yaml
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "github-actions-example.yml"
+            ).read_text()
+    installs = re.findall(r"pip install ([^\n#]+)", text)
+    assert installs
+    for target in installs:
+        assert target.strip().strip("'\"").startswith("./kvplan-src"), target
+    steps = yaml.safe_load(text)["jobs"]["check"]["steps"]
+    checkout = [s for s in steps if s.get("with", {}).get("path") == "kvplan-src"]
+    assert checkout and checkout[0]["uses"].startswith("actions/checkout@")
+
+
+def test_the_startup_ladder_runs_on_the_pinned_typer():
+    """benchmarks/startup.py --ladder imported typer._adapters, which typer 0.28 (the pinned
+    release) does not have: every step must run on the installed typer."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "startup.py"
+    spec = importlib.util.spec_from_file_location("startup_bench", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["startup_bench"] = bench
+    try:
+        spec.loader.exec_module(bench)
+        steps = bench.ladder_commands()
+    finally:
+        sys.modules.pop("startup_bench", None)
+    env = {**os.environ, "PYTHONPATH": str(path.parent.parent)}
+    for name, command, _ in steps:
+        res = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        assert res.returncode == 0, (name, res.stderr[-500:])

@@ -56,8 +56,8 @@ MAX_KEPT_ARRAY = 100_000       # a kept per-layer array (as many as kvplan's lay
 MAX_NESTING = 4                # arrays of arrays (llama.cpp writes none deeper than 2)
 MAX_DIMS = 4                   # GGML_MAX_DIMS
 MAX_KEY = 1024                 # a key's name
-MAX_KEYS = 100_000             # keys in a header (real files: < 100)
-MAX_TENSORS = 1_000_000        # tensor infos (real files: < 10,000)
+MAX_KEYS = 10_000              # keys in a header (real files: < 100)
+MAX_TENSORS = 200_000          # tensor infos (real files: a few thousand)
 MAX_VOCAB = 4_000_000          # tokens in the vocabulary (real files: <= 262,144)
 # value types (gguf-py constants.GGUFValueType): fixed sizes, and their struct codes
 _FIXED = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q",
