@@ -744,3 +744,24 @@ def test_the_startup_ladder_runs_on_the_pinned_typer():
     for name, command, _ in steps:
         res = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
         assert res.returncode == 0, (name, res.stderr[-500:])
+
+
+def test_size_lengths_from_a_file_past_what_a_shell_passes(tmp_path):
+    # 40,000 lengths: about 200 KB, past the 128 KiB a single Linux argument may hold
+    lengths = [2048, 4096, 8192, 1000] * 10_000
+    path = tmp_path / "lengths.txt"
+    path.write_text("\n".join(map(str, lengths[:20_000])) + "\n"
+                    + ", ".join(map(str, lengths[20_000:])))
+    assert path.stat().st_size > 128 * 1024
+    res = invoke("size", "llama-3.1-8b", "--lengths", f"@{path}", "-f", "json")
+    assert res.exit_code == 0, res.output
+    # Llama-3.1-8B: 32 layers x 8 KV heads x 128 x K and V x bf16 = 131,072 B a token
+    assert json.loads(res.stdout)["batch_bytes"] == sum(lengths) * 131_072
+    res = invoke("size", "llama-3.1-8b", "--lengths", "@-", "-f", "json", input="2k 4k\n8192")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["batch_bytes"] == (2048 + 4096 + 8192) * 131_072
+    one_message(invoke("size", "llama-3.1-8b", "--lengths", f"@{tmp_path / 'none'}"),
+                "cannot read the --lengths file")
+    (tmp_path / "empty").write_text("\n")
+    one_message(invoke("size", "llama-3.1-8b", "--lengths", f"@{tmp_path / 'empty'}"),
+                "holds no lengths")

@@ -34,7 +34,8 @@ def size(
         "Default: the model's maximum context.", show_default=False)] = None,
     batch: Annotated[int, typer.Option("--batch", "-b", help="Requests of --tokens each.")] = 1,
     lengths: Annotated[str | None, typer.Option(
-        "--lengths", help="A batch of different lengths instead: 2k,4k,8192.",
+        "--lengths", help="A batch of different lengths instead: 2k,4k,8192; @FILE reads "
+        "them from a file (separated by commas, spaces or lines; @- reads standard input).",
         show_default=False)] = None,
     kv_dtype: KVDtypeOpt = "auto",
     tp: TPOpt = 1,
@@ -62,9 +63,11 @@ def size(
     from kvplan.api import model as load
     from kvplan.output.tables import size_view
 
+    runs: str | list[str] | None = _lengths_file(lengths[1:]) if lengths and \
+        lengths.startswith("@") else lengths
     m = load(model, assume_standard_attention=assume_standard)
     warnings: list[str] = list(m.spec.warnings)
-    result = m.size(tokens, batch, lengths=lengths, kv_dtype=kv_dtype, tp=tp, pp=pp,
+    result = m.size(tokens, batch, lengths=runs, kv_dtype=kv_dtype, tp=tp, pp=pp,
                     block_size=block_size, max_len=max_len, warnings=warnings)
     spec, fmt_kv = m.spec, kv_format(kv_dtype, m.spec.dtype)
     _emit(size_view(result, spec, fmt_kv, warnings), fmt, units)
@@ -139,6 +142,36 @@ def show(
         report.payload["weights"] = asdict(weights)
     _emit(report, fmt, "iec")
 
+
+
+def _lengths_file(path: str) -> list[str]:
+    """The lengths in a file (`-`: standard input), read with the limits of any workload file
+    (kvplan.sources.reader): a list the shell's argument limit would cut short."""
+    import re
+
+    from kvplan.core.errors import BadInputError
+    from kvplan.core.units import MAX_BATCH
+    from kvplan.sources.reader import MAX_WORKLOAD_BYTES, read_text
+
+    if path == "-":
+        data = sys.stdin.buffer.read(MAX_WORKLOAD_BYTES + 1)
+        if len(data) > MAX_WORKLOAD_BYTES:
+            raise BadInputError(f"--lengths @-: standard input is larger than "
+                                f"{MAX_WORKLOAD_BYTES // 2**20} MiB")
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise BadInputError(f"--lengths @-: standard input is not UTF-8 text ({exc.reason} "
+                                f"at byte {exc.start})") from None
+    else:
+        text = read_text(path, "the --lengths file", MAX_WORKLOAD_BYTES)
+    items = re.split(r"[\s,]+", text.strip())
+    if items == [""]:
+        raise BadInputError(f"--lengths @{path} holds no lengths",
+                            "write one length a line, or 2k,4k,8192")
+    if len(items) > MAX_BATCH:
+        raise BadInputError(f"--lengths @{path} lists more than {MAX_BATCH:,} lengths")
+    return items
 
 
 @handle_errors

@@ -21,6 +21,7 @@ divides by 2^30), llama.cpp MiB; a two-decimal figure is converted to bytes with
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -61,7 +62,10 @@ class LogFacts:
 
 
 def _num(text: str) -> float:
-    return float(text.replace(",", ""))
+    value = float(text.replace(",", ""))
+    if not math.isfinite(value):  # '1e999' or 400 digits: not a figure (the line is skipped)
+        raise ValueError(text[:40])
+    return value
 
 
 def _int(text: str) -> int:
@@ -80,7 +84,7 @@ def _tokens(text: str) -> int:
     (vllm/engine/arg_utils.py human_readable_int: lower case decimal, upper case binary)."""
     text = text.replace(",", "").strip()
     if text and text[-1] in _SUFFIX:
-        return round(float(text[:-1]) * _SUFFIX[text[-1]])
+        return round(_num(text[:-1]) * _SUFFIX[text[-1]])
     return int(text)
 
 
