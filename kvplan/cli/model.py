@@ -63,7 +63,7 @@ def size(
     from kvplan.api import model as load
     from kvplan.output.tables import size_view
 
-    runs: str | list[str] | None = _lengths_file(lengths[1:]) if lengths and \
+    runs: str | list[str | int] | None = _lengths_file(lengths[1:]) if lengths and \
         lengths.startswith("@") else lengths
     m = load(model, assume_standard_attention=assume_standard)
     warnings: list[str] = list(m.spec.warnings)
@@ -144,7 +144,7 @@ def show(
 
 
 
-def _lengths_file(path: str) -> list[str]:
+def _lengths_file(path: str) -> list[str | int]:
     """The lengths in a file (`-`: standard input), read with the limits of any workload file
     (kvplan.sources.reader): a list the shell's argument limit would cut short."""
     import re
@@ -171,7 +171,7 @@ def _lengths_file(path: str) -> list[str]:
                             "write one length a line, or 2k,4k,8192")
     if len(items) > MAX_BATCH:
         raise BadInputError(f"--lengths @{path} lists more than {MAX_BATCH:,} lengths")
-    return items
+    return list(items)
 
 
 @handle_errors
