@@ -73,6 +73,7 @@ class PlannedDeployment:
     deployment: Deployment
     workload: Workload | None
     requirements: tuple[Requirement, ...]
+    capacity: Any  # Capacity, or why the engine would not start (build_capacity), built once
 
 
 @record
@@ -182,9 +183,10 @@ def load_plan(path: str | Path) -> CapacityPlan:
     base = Path(source).resolve().parent
     planned: list[PlannedDeployment] = []
     names: dict[str, int] = {}
+    memo = _Memo()
     for i, item in enumerate(items):
         f = top.item("deployments", i, item)
-        dep = _read_deployment(f, base)
+        dep = _read_deployment(f, base, memo)
         if dep.name in names:
             raise f.error("name", f"{dep.name!r} is already the name of the deployment on "
                           f"line {names[dep.name]}")
@@ -240,10 +242,37 @@ def _number(f: _LinedFields, name: str, low: float, high: float | None = None) -
     return value
 
 
-def _read_deployment(f: _LinedFields, base: Path) -> PlannedDeployment:
-    from kvplan.planning.deployment import deployment
-    from kvplan.sources.library import resolve
+class _Memo:
+    """What one plan's deployments share: each model read once (a plan of 10,000
+    requirements names a few models thousands of times) and each distinct deployment's
+    capacity built once."""
 
+    def __init__(self) -> None:
+        self.specs: dict[str, Any] = {}
+        self.capacities: dict[Any, Any] = {}
+
+    def spec(self, model: str) -> Any:
+        from kvplan.sources.library import resolve
+
+        if model not in self.specs:
+            self.specs[model] = resolve(model)
+        return self.specs[model]
+
+    def capacity(self, dep: Deployment) -> Capacity | str:
+        try:
+            hash(dep)
+        except TypeError:  # a deployment holding something unhashable: built each time
+            return build_capacity(dep)
+        if dep not in self.capacities:
+            self.capacities[dep] = build_capacity(dep)
+        return self.capacities[dep]
+
+
+def _read_deployment(f: _LinedFields, base: Path, memo: _Memo | None = None
+                     ) -> PlannedDeployment:
+    from kvplan.planning.deployment import deployment
+
+    memo = memo or _Memo()
     f.check_known(_DEPLOYMENT)
     name = f.str("name")
     model = f.str("model")
@@ -253,7 +282,7 @@ def _read_deployment(f: _LinedFields, base: Path) -> PlannedDeployment:
     except (OSError, ValueError):  # a name no file can have (too long, a NUL byte)
         beside = False
     try:
-        spec = resolve(str(local) if beside else model)
+        spec = memo.spec(str(local) if beside else model)
     except KvplanError as exc:
         raise f.wrap("model", exc) from None
     settings = _read_engine(f)
@@ -280,13 +309,13 @@ def _read_deployment(f: _LinedFields, base: Path) -> PlannedDeployment:
                       f"maximum context of {spec.max_context_tokens:,} tokens",
                       "vLLM refuses this too unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
     try:
-        build_capacity(dep)  # settings the engine rejects are errors in the file
+        cap = memo.capacity(dep)  # settings the engine rejects are errors in the file
     except KvplanError as exc:
         named = f.has("kv_dtype") and repr(dep.kv_dtype) in exc.message
         raise f.wrap("kv_dtype" if named else None, exc) from None
     workload = _read_workload(f, base) if f.has("workload") else None
     requirements = _read_requires(f, dep, workload)
-    return PlannedDeployment(name, f.line(), dep, workload, requirements)
+    return PlannedDeployment(name, f.line(), dep, workload, requirements, cap)
 
 
 def _read_engine(f: _LinedFields) -> dict[str, Any]:
@@ -553,11 +582,7 @@ def check_deployment(planned: PlannedDeployment, source: str = "plan"
     from kvplan.planning.plan import kv_budget_bytes
 
     dep = planned.deployment
-    try:
-        cap = build_capacity(dep)
-    except KvplanError as exc:
-        raise SpecError(f"{source} line {planned.line}", f"deployment {planned.name!r}",
-                        exc.message, exc.hint) from None
+    cap = planned.capacity  # built when the plan was read (load_plan)
     row = _Rows(planned)
     if isinstance(cap, str):  # the engine would not start: nothing else can be measured
         row.add("engine_starts", "tokens", dep.context_limit(), 0, -dep.context_limit(),
