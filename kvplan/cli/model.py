@@ -154,7 +154,14 @@ def _lengths_file(path: str) -> list[str | int]:
     from kvplan.sources.reader import MAX_WORKLOAD_BYTES, read_text
 
     if path == "-":
-        data = sys.stdin.buffer.read(MAX_WORKLOAD_BYTES + 1)
+        stream = getattr(sys.stdin, "buffer", None)  # None: kvplan was started with it closed
+        try:
+            data = stream.read(MAX_WORKLOAD_BYTES + 1) if stream is not None else None
+        except (OSError, ValueError) as exc:
+            raise BadInputError(f"--lengths @-: cannot read standard input: {exc}") from None
+        if data is None:
+            raise BadInputError("--lengths @-: standard input is closed",
+                                "pipe the lengths in, or give @FILE")
         if len(data) > MAX_WORKLOAD_BYTES:
             raise BadInputError(f"--lengths @-: standard input is larger than "
                                 f"{MAX_WORKLOAD_BYTES // 2**20} MiB")
