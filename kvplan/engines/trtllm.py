@@ -199,6 +199,11 @@ LOG_FORMAT = EngineLog(
                 r"Number of tokens per block: (\d+)", "int", "kv", "tokens"),
         LogLine("kv_cache_bytes", "for max tokens in paged KV cache",
                 r"Allocated ([\d.]+) GiB for max tokens in paged KV cache", "gib", "kv", "GiB"),
+        # the C++ runtime of 0.5-0.8 printed the tokens only (kvCacheManager: "Using %d tokens
+        # in paged KV cache"; TensorRT-LLM#224, #1400)
+        LogLine("kv_cache_tokens", "tokens in paged KV cache.",
+                r"Using (\d+) tokens in paged KV cache\.", "int", "kv", "tokens",
+                releases=("0.5.0", "0.8.0")),
         LogLine("kv_cache_tokens", "for max tokens in paged KV cache (",
                 r"for max tokens in paged KV cache \((\d+)\)", "int", "kv", "tokens"),
         # the PyTorch backend's profile (_util.py::KvCacheCreator.configure_kv_cache_capacity

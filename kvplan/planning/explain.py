@@ -122,6 +122,8 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
     extra: dict[str, Any] = {k: s[k] for k in ("n_ubatch", "flash_attn") if k in s}
     if str(s.get("enforce_eager")) in ("True", "--enforce-eager"):
         extra["enforce_eager"] = True
+    if s.get("flashinfer_sampler") == "FlashInfer":
+        extra["flashinfer_sampler"] = True
     # the one deployment builder, as plan and check use it: the log's settings are checked as
     # the same flags would be
     return deployment(

@@ -135,6 +135,12 @@ LOG_FORMAT = EngineLog(
         LogLine("enforce_eager", "'enforce_eager':", r"'enforce_eager': (True|False)", "str",
                 "settings"),
         LogLine("enforce_eager", "--enforce-eager", r"(--enforce-eager)\b", "str", "settings"),
+        # V1's sampler backend (v1/sample/ops/topk_topp_sampler.py, TopKTopPSampler.__init__):
+        # with FlashInfer the profile's sampler warm-up holds the logits and their fp32 copy
+        # only (kvplan.engines.vllm.memory)
+        LogLine("flashinfer_sampler", "for top-p & top-k sampling",
+                r"Using (FlashInfer) for top-p & top-k sampling", "str", "settings",
+                releases=_V1),
         LogLine("dp", "'data_parallel_size':", r"'data_parallel_size': (\d+)", "int",
                 "settings"),
         LogLine("dp", "data_parallel_size=", r"\bdata_parallel_size=(\d+)", "int", "settings"),
