@@ -17,6 +17,7 @@ from kvplan.planning.explain import explain, log_formats
 from kvplan.sources import startlog
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
+CORPUS = Path(__file__).parent / "fixtures" / "logs"
 MODELS = FIXTURES / "models"
 LOGS = {e["id"]: e for e in yaml.safe_load((FIXTURES / "engine-logs.yaml").read_text())
         ["entries"]}
@@ -303,3 +304,28 @@ def test_the_batch_and_eager_settings_a_v1_log_echoes():
             "kv_cache_dtype=auto\n")
     facts = startlog.read_log(dump, log_formats())
     assert (facts.settings["dp"], facts.settings["enforce_eager"]) == (2, "True")
+
+
+def test_the_sampler_backend_a_v1_log_names():
+    # dennislee22/vLLM-benchmarking, vllm-7B-1gpuA10080GB-0.5GRAM.log (0.10.1.1): the log says
+    # it built FlashInfer's top-k/top-p sampler and reserved 24.83 GiB for the KV cache
+    entry = yaml.safe_load((CORPUS / "index.yaml").read_text(encoding="utf-8"))
+    entry = next(e for e in entry["logs"] if e["id"] == "dennislee22-qwen2-7b-a100-gmu05")
+    text = (CORPUS / entry["file"]).read_text(encoding="utf-8")
+    assert "Using FlashInfer for top-p & top-k sampling" in text
+    assert startlog.read_log(text, log_formats()).settings["flashinfer_sampler"] == "FlashInfer"
+    result = explain(text, model="qwen2.5-7b", gpu="A100 80GB")
+    budget = next(r for r in result.rows if r.quantity == "KV budget")
+    logged = round(24.83 * 2**30)
+    assert budget.logged == logged
+    assert abs(budget.kvplan - logged) <= 0.02 * logged  # issue 23's V1 bar
+
+
+def test_token_lines_of_trtllm_05_and_vllm_cpu():
+    # TensorRT-LLM#224 (the C++ runtime of 0.5); vLLM's kv_cache_utils line on the CPU platform
+    trt = startlog.read_log("[TensorRT-LLM][INFO] Using 10718 tokens in paged KV cache.\n",
+                            log_formats())
+    assert (trt.engine, trt.kv["kv_cache_tokens"]) == ("trtllm", 10718)
+    cpu = startlog.read_log("(EngineCore pid=1) INFO [kv_cache_utils.py:1087] CPU KV cache size: "
+                            "699,008 tokens\n", log_formats())
+    assert (cpu.engine, cpu.kv["kv_cache_tokens"]) == ("vllm", 699008)

@@ -86,7 +86,7 @@ _V1 = ("0.8.0", "")
 LOG_FORMAT = EngineLog(
     "vllm", "vLLM",
     markers=(r"vLLM|vllm serve|gpu_worker\.py|kv_cache_utils\.py|Memory profiling|"
-             r"GPU blocks:|CUDA blocks:|GPU KV cache size:|Available KV cache memory|"
+             r"GPU blocks:|CUDA blocks:|[GC]PU KV cache size:|Available KV cache memory|"
              r"reserved for KV Cache|stored in KV cache|VllmWorker|model_runner\.py|"
              r"Desired GPU memory utilization|vllm\.entrypoints|LLM engine \(v"),
     figures=(
@@ -210,6 +210,10 @@ LOG_FORMAT = EngineLog(
         LogLine("num_blocks", "blocks:", r"# (?:CUDA|cuda|ROCM|rocm|XPU|xpu) blocks: (\d+)",
                 "int", "kv", "blocks", releases=("0.7.0", "0.10.2")),
         LogLine("kv_cache_tokens", "GPU KV cache size:", r"GPU KV cache size: ([\d,]+) tokens",
+                "int", "kv", "tokens", releases=("0.7.3", "")),
+        # the same line on the CPU platform (kv_cache_utils.py names the device: vLLM-CPU, and
+        # plugins such as vllm-metal that report device type "cpu")
+        LogLine("kv_cache_tokens", "CPU KV cache size:", r"CPU KV cache size: ([\d,]+) tokens",
                 "int", "kv", "tokens", releases=("0.7.3", "")),
         # V0's refusal names the tokens its blocks hold (num_gpu_blocks x block_size)
         LogLine("kv_cache_tokens", "stored in KV cache (",
