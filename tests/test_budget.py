@@ -25,6 +25,7 @@ from kvplan.engines.shared import activations as act  # noqa: E402
 from kvplan.engines.shared import budget as shared_budget  # noqa: E402
 from kvplan.engines.shared import device as dev  # noqa: E402
 from kvplan.engines.shared import weights as shared_weights  # noqa: E402
+from kvplan.engines.vllm.config import rules_for  # noqa: E402
 from kvplan.sources.library import resolve  # noqa: E402
 
 GIB = 2**30
@@ -182,8 +183,10 @@ def test_moe_forward_buffers_and_the_dp_gather():
     rows_dp32 = 2048 * 32
     before = 2048 * 3 * 2048 * 2 + 32768 * whole + rows_dp32 * 2048 * 2
     after = 2048 * 3 * 2048 * 2 + rows_dp32 * whole + rows_dp32 * 2048 * 2
-    assert act.forward_bytes(shapes, 2048, tp=1, ep=32, dp=32, version=(0, 26, 0)) == before
-    assert act.forward_bytes(shapes, 2048, tp=1, ep=32, dp=32, version=(0, 33, 0)) == after
+    assert act.forward_bytes(shapes, 2048, tp=1, ep=32, dp=32,
+                             moe_unchunked=rules_for((0, 26, 0)).moe_unchunked) == before
+    assert act.forward_bytes(shapes, 2048, tp=1, ep=32, dp=32,
+                             moe_unchunked=rules_for((0, 33, 0)).moe_unchunked) == after
 
 
 def test_fp8_experts_quantize_their_input_chunked_in_0_10_1():
@@ -199,8 +202,9 @@ def test_fp8_experts_quantize_their_input_chunked_in_0_10_1():
     # recipes PR 12 (0.10.1, DP 8 + EP, 8,192 tokens a rank): the naive all2all gathers
     # 65,536 rows, fused_experts_impl runs them 32,768 (VLLM_FUSED_MOE_CHUNK_SIZE) at a time
     expected = 8192 * 3 * 6144 * 2 + 32768 * fp8 + 65536 * 6144 * 2
-    assert act.forward_bytes(shapes, 8192, tp=1, ep=8, dp=8, version=(0, 10, 1),
-                            fp8_moe=True) == expected
+    assert act.forward_bytes(shapes, 8192, tp=1, ep=8, dp=8,
+                             moe_unchunked=rules_for((0, 10, 1)).moe_unchunked,
+                             fp8_moe=True) == expected
 
 
 def test_vlm_encoder_profile_gemma3_and_llava():

@@ -13,6 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli import app
+from kvplan.engines.vllm.config import RULES
+
+NEWEST_VLLM = ".".join(map(str, max(RULES)[:2]))  # the release kvplan plans for by default
 
 runner = CliRunner()
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -89,10 +92,10 @@ def test_counts_beyond_any_deployment_are_refused(flag):
 def test_unknown_engine_version_lists_what_kvplan_knows(tmp_path):
     res = invoke("plan", LLAMA, "--gpu", "h100", "--engine-version", "99.0")  # accepted before
     assert res.exit_code == 2, res.output
-    assert "99.0" in res.stderr and "0.33" in res.stderr
+    assert "99.0" in res.stderr and NEWEST_VLLM in res.stderr
     plan = _plan_file(tmp_path, '{name: vllm, version: "99.0"}')
     res = invoke("check", plan)
-    assert res.exit_code == 2 and "0.33" in res.stderr
+    assert res.exit_code == 2 and NEWEST_VLLM in res.stderr
     # a patch release of a known minor version is that version's rules
     assert invoke("plan", LLAMA, "--gpu", "h100", "--engine-version", "0.11.2").exit_code == 0
 
@@ -349,7 +352,7 @@ def test_plan_starts_with_a_one_line_answer_and_keeps_notes_for_verbose():
                             "-f", "json").stdout)
     first = res.stdout.splitlines()[0]
     n = doc["answer"]["max_concurrency"]
-    assert first == (f"{n} requests of 32,768 tokens fit on 1x H100 SXM (vLLM 0.33), "
+    assert first == (f"{n} requests of 32,768 tokens fit on 1x H100 SXM (vLLM {NEWEST_VLLM}), "
                      f"limited by {doc['answer']['limited_by']}")
     assert "Formula" not in res.stdout and "--verbose" in res.stdout
     verbose = invoke("plan", LLAMA, "--gpu", "h100", "--context", "32k", "--verbose")

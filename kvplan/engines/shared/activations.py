@@ -19,7 +19,6 @@ ACTIVATION_BYTES = 2  # bf16/fp16 activations
 MOE_CHUNK_TOKENS = 32768  # envs.py VLLM_FUSED_MOE_CHUNK_SIZE default (0.10, 0.10.1)
 FP8_BYTES = 1  # moe_kernel_quantize_input: the W8A8 kernels' fp8 copy of their input
 
-MOE_UNCHUNKED = (0, 33)  # fused_moe.py::fused_experts_impl: M = num_tokens
 
 
 @record
@@ -60,7 +59,7 @@ def forward_bytes_per_token(shapes: Shapes, tp: int = 1, ep: int = 1, fp8_moe: b
 
 
 def forward_bytes(shapes: Shapes, tokens: int, tp: int = 1, ep: int = 1, dp: int = 1,
-                  version: tuple[int, ...] | None = None, fp8_moe: bool = False) -> int:
+                  moe_unchunked: bool = False, fp8_moe: bool = False) -> int:
     """The forward pass's peak over `tokens` tokens. With data-parallel ranks under expert
     parallelism the all-to-all gathers every rank's tokens before the experts, so each rank's
     MoE buffers hold `tokens x dp` rows beside the gathered hidden states. 0.10.1: the default
@@ -70,13 +69,13 @@ def forward_bytes(shapes: Shapes, tokens: int, tp: int = 1, ep: int = 1, dp: int
     prepare/finalize kernel; DeepGEMM off by default, `VLLM_USE_DEEP_GEMM` "0"), whose
     `fused_experts_impl` runs `VLLM_FUSED_MOE_CHUNK_SIZE` (32,768) rows at a time: the
     caches are sized `M = min(num_tokens, CHUNK_SIZE)`. In 0.33 `fused_experts_impl` sizes
-    its caches for every row at once (`M = num_tokens`, the variable is gone from envs.py)."""
+    its caches for every row at once (`M = num_tokens`, the variable is gone from envs.py):
+    `moe_unchunked` (kvplan.engines.vllm.config.Rules.moe_unchunked)."""
     own = tokens * forward_bytes_per_token(shapes, tp, ep, fp8_moe)
     if dp <= 1 or ep <= 1 or not moe_bytes_per_token(shapes, tp, ep):
         return own
     gathered = tokens * dp
-    rows = gathered if version is not None and version >= MOE_UNCHUNKED else \
-        min(gathered, MOE_CHUNK_TOKENS)
+    rows = gathered if moe_unchunked else min(gathered, MOE_CHUNK_TOKENS)
     moe = rows * moe_bytes_per_token(shapes, tp, ep, fp8_moe)
     return max(own, tokens * 3 * shapes.hidden_size * ACTIVATION_BYTES + moe
                + gathered * shapes.hidden_size * ACTIVATION_BYTES)

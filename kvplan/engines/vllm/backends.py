@@ -15,7 +15,7 @@ from kvplan.core.layers import RecurrentState
 from kvplan.core.spec import ModelSpec
 from kvplan.core.weights import ExpertLoad
 from kvplan.engines.shared.device import compute_capability
-from kvplan.engines.vllm.config import DEFAULT_BLOCK_SIZE, LATEST, V033, VllmConfig
+from kvplan.engines.vllm.config import DEFAULT_BLOCK_SIZE, LATEST, VllmConfig, rules_for
 from kvplan.engines.vllm.formats import is_sparse_mla
 
 
@@ -33,7 +33,7 @@ def default_block_size(spec: ModelSpec, gpu_name: str | None = None,
     if is_sparse_mla(spec):
         return 64  # FLASHMLA_SPARSE (kernel blocks of 64, flashmla_sparse.py)
     cc = capability(compute_capability, gpu_name)
-    if version >= V033:
+    if rules_for(version).mla_backend_priorities:
         return _mla_block_size_033(cc, kv_cache_dtype)
     if cc is None:
         return 64  # FlashMLA, the default on the Hopper GPUs most MLA models are served on
@@ -163,7 +163,7 @@ def gdn_prefill_backend(spec: ModelSpec, config: VllmConfig) -> str | None:
     No GPU given: Hopper, like the MLA block size."""
     gdn = [x for x in spec.layers if isinstance(x, RecurrentState)
            and x.variant == "gated_delta_net"]
-    if not gdn or config.version < V033:
+    if not gdn or not config.rules.prefill_checkpoints:
         return None if not gdn else "triton"
     cc = _kernel_capability(config)
     if cc is None:
@@ -189,7 +189,7 @@ def kda_prefill_backend(spec: ModelSpec, config: VllmConfig) -> str | None:
     (models/kimi_k3/nvidia/kda.py resolve_kda_prefill_backend / is_flashkda_supported).
     No GPU given: Hopper, like the MLA block size."""
     kda = [x for x in spec.layers if isinstance(x, RecurrentState) and x.variant == "kda"]
-    if not kda or config.version < V033:
+    if not kda or not config.rules.prefill_checkpoints:
         return None if not kda else "triton"
     cc = _kernel_capability(config)
     # the (heads, head_dim, head_dim) recurrent state (kda_state_shape / kda_state_dtype)
@@ -226,7 +226,7 @@ def checkpoint_blocks(layer: RecurrentState, spec: ModelSpec, config: VllmConfig
     prefill checkpoints (qwen_gdn_linear_attn.py get_kv_cache_spec), 1 for KDA layers on the
     FlashKDA prefill (models/kimi_k3/nvidia/kda.py KimiK3DeltaAttention.get_kv_cache_spec),
     else 0. Counted only in align mode (MambaSpec.max_memory_usage_bytes)."""
-    if config.version < V033:
+    if not config.rules.prefill_checkpoints:
         return 0
     if layer.variant == "mamba2":
         return 1

@@ -33,7 +33,7 @@ from kvplan.engines.shared.weights import (
 )
 from kvplan.engines.vllm import memory as vp
 from kvplan.engines.vllm.backends import mxfp4_expert_load
-from kvplan.engines.vllm.config import LATEST, V033, default_gpu_memory_utilization
+from kvplan.engines.vllm.config import LATEST, default_gpu_memory_utilization, rules_for
 
 
 def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, ...] | None = None,
@@ -117,8 +117,9 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
             blackwell=capability is not None and capability[0] == 10,
             num_speculative_tokens=num_speculative_tokens)
     requested = gpu_memory_bytes * util  # 0.11 keeps the float until the final int()
-    requested_int = math.ceil(requested) if ver >= V033 else int(requested)
-    base = requested_int if ver >= V033 else requested  # 0.33 request_memory: ceil
+    ceil = rules_for(ver).ceil_requested_memory
+    requested_int = math.ceil(requested) if ceil else int(requested)
+    base = requested_int if ceil else requested  # 0.33 request_memory: ceil
     available = tuple(int(base - (w + a + non_torch) - graphs)
                       for w, a in zip(per_stage, acts, strict=True))
     if check:

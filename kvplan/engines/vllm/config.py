@@ -11,43 +11,135 @@ sizing changed).
 
 from __future__ import annotations
 
+import functools
+from dataclasses import replace
+from typing import Any
+
 from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
 
 SCHEMA = "kvplan.engine.vllm/1"
-LATEST = (0, 33, 0)
-"""The newest vLLM whose sizing code was read (its source distribution); the default."""
 
 DEFAULT_BLOCK_SIZE = 16  # CUDA platform default (0.11 platforms/cuda.py; 0.33 DEFAULT_BLOCK_SIZE)
 HYBRID_ALIGN_BLOCK = 16  # 0.11 HybridAttentionMambaModelConfig aligns to multiples of 16
 
-# Version boundaries (tuples compare element-wise), each the first release read with the change.
-TOKEN_LINE_FROM_CONCURRENCY = (0, 21)  # "GPU KV cache size" = int(concurrency * max_model_len)
-GMU_092 = (0, 20)  # gpu_memory_utilization default 0.9 -> 0.92
-# Newer grouping picks the largest bucket as group size when max < 1.5 * min (read in 2026 main
-# and 0.33.0; kvplan applies it from 0.33, the first release read with it).
-LARGEST_BUCKET_GROUPING = (0, 33)
-# Mamba "align" cache mode (2 pages per request with prefix caching), async scheduling that
-# doubles the sliding-window lookahead, page-size unification: read in 0.33.0.
-V033 = (0, 33)
-V1 = (0, 8)  # envs.py VLLM_USE_V1 defaults to "1"
-SEQS_BY_GPU = (0, 8, 3)  # arg_utils: max_num_seqs 1024 / 256 by GPU class (after 0.8.2)
-# config/cache.py `BlockSize`: Literal[1, 8, 16, 32, 64, 128] up to 0.10, with 256 added by
-# 0.11.1 (the Literal of 0.11.1 and 0.16.0). 256 tokens a block needs a backend that takes
-# multiples of 16 (FlashAttention: get_kv_cache_shape raises "Block size must be a multiple
-# of 16"; Triton; FA3 and Triton MLA); FlashMLA (64 only) and CUTLASS MLA (128 only) refuse it.
-BLOCK_256 = (0, 11, 1)
+
+# --- what changes between releases ----------------------------------------------------------
+
+@record
+class Rules:
+    """The behaviour switches one vLLM release has: everything kvplan's vLLM model does
+    differently from one release to another, each named for what it does. One row per
+    release whose source showed a change (`RULES`); a release between two rows has the
+    earlier row's rules (`rules_for`). Where each switch comes from is written beside it."""
+
+    # the engine and its scheduler's defaults (engine/arg_utils.py, config/cache.py)
+    v1: bool  # the V1 engine (envs.py VLLM_USE_V1 defaults to "1")
+    max_num_seqs_by_gpu: bool  # max_num_seqs 1,024 / 256 by GPU class; before: V1 1,024
+    v0_chunked_prefill_tokens: int  # V0 SchedulerConfig with chunked prefill: 512, then 2,048
+    big_gpu_tier: bool  # get_batch_defaults' >= 160 GiB tier; 1,024 graphs on SM 10.x
+    gpu_memory_utilization: float  # its default (config/cache.py)
+    # config/cache.py `BlockSize` takes 256 (the Literal of 0.11.1 and 0.16.0; 1-128 before).
+    # 256 tokens a block needs a backend that takes multiples of 16 (FlashAttention:
+    # get_kv_cache_shape raises "Block size must be a multiple of 16"; Triton; FA3 and Triton
+    # MLA); FlashMLA (64 only) and CUTLASS MLA (128 only) refuse it.
+    block_size_256: bool
+    # the profile run (worker.py / gpu_worker.py determine_available_memory)
+    non_torch_growth_only: bool  # non-torch memory counted from a snapshot, not absolutely
+    snapshot_after_nccl: bool  # init_device takes that snapshot after NCCL is set up
+    flashinfer_sampler_default: bool  # V1 samples with FlashInfer whenever it is importable
+    triton_top_k_top_p: bool  # apply_top_k_top_p_triton masks in place (no sort)
+    native_sampler_warmup: bool  # _dummy_sampler_run also warms forward_native
+    moe_unchunked: bool  # fused_experts_impl sizes its caches for every row at once
+    cudagraph_estimate: bool  # the CUDA-graph estimate is subtracted (profile_cudagraph_memory)
+    decode_capture_sizes: bool  # _set_cudagraph_sizes appends the uniform decode sizes
+    ceil_requested_memory: bool  # request_memory: ceil(total x utilization), not a float
+    # the cache layout and what start-up logs (v1/core/kv_cache_utils.py, kv_cache_interface.py)
+    token_line_from_concurrency: bool  # "GPU KV cache size" = int(concurrency x max_model_len)
+    one_line_kv_log: bool  # tokens and concurrency printed on one line
+    null_block_in_fit_check: bool  # the fit check keeps the null block aside (bytes before)
+    largest_bucket_grouping: bool  # group size = the largest bucket when max < 1.5 x min
+    unify_page_sizes: bool  # unify_kv_cache_spec_page_size (before: NotImplementedError)
+    windows_from_layer_types: bool  # a layer gets a window only through `layer_types`
+    async_scheduling: bool  # two batches in flight (PP 1): 2 x max_num_batched_tokens
+    mamba_cache_mode: str  # "legacy" (one page, block = max_model_len) | "align"
+    align_hybrid_block_size: bool  # _align_hybrid_block_size: --block-size the base, MLA x128
+    mla_backend_priorities: bool  # _get_backend_priorities picks the MLA backend's block size
+    prefill_checkpoints: bool  # GDN/KDA prefill kernels by GPU; MambaSpec checkpoint pages
+    deepseek_v4: bool  # models/deepseek_v4 (compressed attention caches, packed groups)
+
+
+RULES: dict[tuple[int, ...], Rules] = {}
+"""release -> its rules, one row per release whose source distribution showed a change. The
+newest release read is `max(RULES)` (`LATEST`); a new release is one more row (the last one
+with what changed), and one with the same rules needs none."""
+
+
+def _release(release: tuple[int, int, int], **changed: Any) -> None:
+    """Add `release`'s row: the row before it with what changed."""
+    RULES[release] = replace(RULES[max(RULES)], **changed)
+
+
+RULES[(0, 6, 0)] = Rules(
+    v1=False, max_num_seqs_by_gpu=False, v0_chunked_prefill_tokens=512, big_gpu_tier=False,
+    gpu_memory_utilization=0.9, block_size_256=False, non_torch_growth_only=False,
+    snapshot_after_nccl=False, flashinfer_sampler_default=False, triton_top_k_top_p=False,
+    native_sampler_warmup=False, moe_unchunked=False, cudagraph_estimate=False, decode_capture_sizes=False,
+    ceil_requested_memory=False, token_line_from_concurrency=False, one_line_kv_log=False,
+    null_block_in_fit_check=False, largest_bucket_grouping=False, unify_page_sizes=False,
+    windows_from_layer_types=False, async_scheduling=False, mamba_cache_mode="legacy",
+    align_hybrid_block_size=False, mla_backend_priorities=False, prefill_checkpoints=False,
+    deepseek_v4=False)
+# worker.py: memory_profiling against the worker's baseline_snapshot (PR #10511)
+_release((0, 6, 5), non_torch_growth_only=True)
+_release((0, 7, 0), v0_chunked_prefill_tokens=2048)  # SchedulerConfig.__post_init__
+# V1 by default; 0.8's gpu_worker counts non-torch memory absolutely after the profile; its
+# sampler takes FlashInfer whenever flashinfer is importable ("is not False")
+_release((0, 8, 0), v1=True, non_torch_growth_only=False, flashinfer_sampler_default=True)
+_release((0, 8, 3), max_num_seqs_by_gpu=True)  # vllm#15617: every GPU got 1,024 up to 0.8.2
+_release((0, 9, 0), non_torch_growth_only=True)  # memory_profiling against init_snapshot
+_release((0, 11, 0), snapshot_after_nccl=True)  # "take memory snapshot after NCCL"
+_release((0, 11, 1), block_size_256=True)  # config/cache.py BlockSize
+_release((0, 12, 0), flashinfer_sampler_default=False)  # VLLM_USE_FLASHINFER_SAMPLER=1 only
+_release((0, 18, 0), triton_top_k_top_p=True)  # topk_topp_sampler -> apply_top_k_top_p_triton
+# config/cache.py gpu_memory_utilization 0.9 -> 0.92; envs.py
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1" in the 0.20.0 wheel ("0" in 0.18.0)
+_release((0, 20, 0), gpu_memory_utilization=0.92, cudagraph_estimate=True)
+_release((0, 21, 0), token_line_from_concurrency=True)  # kv_cache_utils.py
+_release((0, 26, 0), native_sampler_warmup=True)  # _dummy_sampler_run's forward_native pass
+# 0.27-0.32 not read: treated as 0.26. Largest-bucket grouping was read in 2026 main and
+# 0.33.0; kvplan applies it from 0.33, the first release read with it.
+_release((0, 33, 0), big_gpu_tier=True, moe_unchunked=True, decode_capture_sizes=True,
+         ceil_requested_memory=True, one_line_kv_log=True, null_block_in_fit_check=True,
+         largest_bucket_grouping=True, unify_page_sizes=True, windows_from_layer_types=True,
+         async_scheduling=True, mamba_cache_mode="align", align_hybrid_block_size=True,
+         mla_backend_priorities=True, prefill_checkpoints=True, deepseek_v4=True)
+
+LATEST = max(RULES)
+"""The newest vLLM whose sizing code was read (its source distribution); the default."""
+
+
+@functools.lru_cache(maxsize=64)
+def rules_for(version: tuple[int, ...]) -> Rules:
+    """The rules of `version`: the row of the newest release at or before it (a version
+    before the first row has the first row's rules). (0, 33) is 0.33.0."""
+    padded = tuple(version) + (0,) * (3 - len(version))
+    found = RULES[min(RULES)]
+    for release in sorted(RULES):
+        if release <= padded:
+            found = RULES[release]
+    return found
+
 
 
 def check_block_size(block_size: int | None, version: tuple[int, ...]) -> None:
     """Refuse a --block-size the release's CacheConfig does not accept (256 before 0.11.1)."""
-    if block_size == 256 and version < BLOCK_256:
+    if block_size == 256 and not rules_for(version).block_size_256:
         raise BadInputError(
             f"vLLM {'.'.join(map(str, version))} has no block size 256 (--block-size): its "
             "config/cache.py BlockSize is 1, 8, 16, 32, 64 or 128",
             "256 is accepted from vLLM 0.11.1 (--engine-version 0.11.1 or newer), or give a "
             "smaller --block-size")
-
 
 def default_max_num_batched_tokens(gpu_memory_bytes: int | None, gpu_name: str | None = None,
                                    usage: str = "server", version: tuple[int, ...] = LATEST
@@ -56,7 +148,8 @@ def default_max_num_batched_tokens(gpu_memory_bytes: int | None, gpu_name: str |
     are not A100: 16384 (LLM class) / 8192 (OpenAI server); others 8192 / 2048. 0.33 adds a
     >= 160 GiB tier with 16384 for both."""
     big = _big_gpu(gpu_memory_bytes, gpu_name)
-    if version >= V033 and gpu_memory_bytes is not None and gpu_memory_bytes >= 160 * 2**30:
+    if rules_for(version).big_gpu_tier and gpu_memory_bytes is not None and \
+            gpu_memory_bytes >= 160 * 2**30:
         return 16384
     if big:
         return 16384 if usage == "llm" else 8192
@@ -69,10 +162,11 @@ def default_max_num_seqs(gpu_memory_bytes: int | None, gpu_name: str | None = No
     0.8.2 gave every GPU 1,024 (vllm#15617, 0.8.2 on an RTX 4090: "CUDA out of memory
     occurred when warming up sampler with 1024 dummy requests"; 0.8.5 reads by GPU class);
     V0 256 (`SchedulerConfig.max_num_seqs`)."""
-    if V1 <= version < SEQS_BY_GPU:
-        return 1024
-    if version < V1:
+    rules = rules_for(version)
+    if not rules.v1:
         return 256
+    if not rules.max_num_seqs_by_gpu:
+        return 1024
     return 1024 if _big_gpu(gpu_memory_bytes, gpu_name) else 256
 
 
@@ -84,7 +178,7 @@ def _big_gpu(gpu_memory_bytes: int | None, gpu_name: str | None) -> bool:
 
 def default_gpu_memory_utilization(version: tuple[int, ...] = LATEST) -> float:
     """0.9 up to 0.19; 0.92 from 0.20 (config/cache.py)."""
-    return 0.92 if version >= GMU_092 else 0.9
+    return rules_for(version).gpu_memory_utilization
 
 
 # --- settings -------------------------------------------------------------------------------
@@ -116,16 +210,21 @@ class VllmConfig:
     # the attention backend and with it the block size, and the GDN prefill kernel (0.33)
     compute_capability: str | None = None
 
+    @property
+    def rules(self) -> Rules:
+        """The behaviour switches of this release (`rules_for`)."""
+        return rules_for(self.version)
+
     def in_flight_tokens(self) -> int:
         """T in the sliding/chunked per-request need (SlidingWindowSpec.max_memory_usage)."""
-        async_on = self.version >= V033 if self.async_scheduling is None else \
+        async_on = self.rules.async_scheduling if self.async_scheduling is None else \
             self.async_scheduling
         return self.max_num_batched_tokens * (2 if async_on and self.pp == 1 else 1)
 
     def mamba_cache_mode_resolved(self) -> str:
         """"align" from 0.33 (prefix caching on: models/config.py MambaModelConfig), the
         0.11 one-page "legacy" before."""
-        return self.mamba_cache_mode or ("align" if self.version >= V033 else "legacy")
+        return self.mamba_cache_mode or self.rules.mamba_cache_mode
 
     def mamba_pages_per_request(self, checkpoint_blocks: int = 0) -> int:
         """MambaSpec.max_memory_usage_bytes in pages: 1 + spec ("none"), 2 + spec + the

@@ -16,7 +16,7 @@ from kvplan.core.dtypes import FP8_E4M3, cdiv
 from kvplan.core.errors import BadInputError
 from kvplan.core.layers import CompressedAttention, Layer
 from kvplan.engines.vllm.backends import capability
-from kvplan.engines.vllm.config import V033, VllmConfig
+from kvplan.engines.vllm.config import VllmConfig
 from kvplan.engines.vllm.grouping import KVCacheGroup, StageLayout
 from kvplan.engines.vllm.pages import PageSpec
 
@@ -124,7 +124,7 @@ def _packed_groups(named: list[tuple[str, PageSpec]], config: VllmConfig
 
 
 def dsv4_stage(layers: Sequence[Layer], start: int, config: VllmConfig) -> StageLayout:
-    if config.version < V033:
+    if not config.rules.deepseek_v4:
         raise BadInputError("kvplan models vLLM's DeepSeek-V4 cache from 0.33 on",
                             "use --engine-version 0.33")
     cc = capability(config.compute_capability, config.gpu_name)

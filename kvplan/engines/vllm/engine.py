@@ -47,6 +47,7 @@ from kvplan.engines.vllm.config import (
     default_gpu_memory_utilization,
     default_max_num_batched_tokens,
     default_max_num_seqs,
+    rules_for,
 )
 from kvplan.engines.vllm.formats import (
     INDEX_HEAD_DIM,
@@ -57,8 +58,6 @@ from kvplan.engines.vllm.formats import (
 )
 from kvplan.engines.vllm.grouping import group_needs, held_blocks
 from kvplan.engines.vllm.memory import (
-    FLASHINFER_DEFAULT_UNTIL,
-    V1_DEFAULT,
     BatchSettings,
     batch_settings,
 )
@@ -262,7 +261,7 @@ class VllmEngine(BaseEngine):
         if flag in ("0", "1"):
             found["flashinfer_sampler"] = flag == "1"
         elif image and "vllm-openai" in image and ver is not None and \
-                V1_DEFAULT <= ver < FLASHINFER_DEFAULT_UNTIL:
+                rules_for(ver).flashinfer_sampler_default:
             found["flashinfer_sampler"] = True
         return found
 

@@ -19,7 +19,7 @@ from kvplan.core.dtypes import cdiv
 from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
 from kvplan.engines.base import Need
-from kvplan.engines.vllm.config import LARGEST_BUCKET_GROUPING, V033, VllmConfig
+from kvplan.engines.vllm.config import VllmConfig
 from kvplan.engines.vllm.pages import PageSpec
 
 # --- groups --------------------------------------------------------------------------------
@@ -87,7 +87,7 @@ def bucket_groups(specs: list[PageSpec], config: VllmConfig, max_model_len: int,
         buckets.setdefault(s, []).append(name)
     counts = [len(members) for members in buckets.values()]
     group_size = min(counts)
-    if config.version >= LARGEST_BUCKET_GROUPING and max(counts) < 1.5 * min(counts):
+    if config.rules.largest_bucket_grouping and max(counts) < 1.5 * min(counts):
         group_size = max(counts)
     groups: list[KVCacheGroup] = []
     padding = padded_real = 0
@@ -115,7 +115,7 @@ def _unify_pages(specs: list[PageSpec], config: VllmConfig) -> list[PageSpec]:
     largest = max(s.page_bytes for s in specs)
     if all(s.page_bytes == largest for s in specs):
         return specs
-    if config.version < V033:
+    if not config.rules.unify_page_sizes:
         raise BadInputError(
             "vLLM before 0.33 cannot group layers with different page sizes "
             f"({sorted({s.page_bytes for s in specs})} bytes)",

@@ -94,24 +94,18 @@ from kvplan.engines.shared.device import (
     KERNELS_BYTES,
     NCCL_COMMUNICATOR_BYTES,
 )
-from kvplan.engines.vllm.config import default_max_num_batched_tokens, default_max_num_seqs
+from kvplan.engines.vllm.config import (
+    default_max_num_batched_tokens,
+    default_max_num_seqs,
+    rules_for,
+)
 
 GIB = 2**30
 MIB = 2**20
 
-V1_DEFAULT = (0, 8)  # envs.py VLLM_USE_V1 defaults to "1"
-INIT_SNAPSHOT = (0, 9)  # V1 gpu_worker: memory_profiling against init_snapshot
-SNAPSHOT_AFTER_NCCL = (0, 11)  # gpu_worker.init_device: snapshot after NCCL init
-CUDAGRAPH_ESTIMATE = (0, 20)  # envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1" (0.20.0)
-TIER_160GIB = (0, 33)  # get_batch_defaults: >= 160 GiB tier
-# _set_cudagraph_sizes appends the uniform decode sizes (max_num_seqs; with drafts q x n);
-# 0.26.0's appends max_num_batched_tokens only (0.27-0.32 not read: treated as 0.26)
-DECODE_CAPTURE_SIZES = (0, 33)
+# What changes between releases is in kvplan.engines.vllm.config.RULES (rules_for).
 
 V0_LONG_CONTEXT = 32768  # arg_utils: use_long_context = max_model_len > 32768
-V0_CHUNKED_TOKENS = 512  # config.py SchedulerConfig (0.6): tokens with chunked prefill
-V0_CHUNKED_TOKENS_07 = 2048  # config.py SchedulerConfig.__post_init__ (0.7)
-V0_INCREASE = (0, 6, 5)  # worker.py: memory_profiling against baseline_snapshot (PR #10511)
 V0_MIN_TOKENS = 2048  # max(max_model_len, 2048) without chunked prefill
 V0_MAX_NUM_SEQS = 256
 
@@ -120,12 +114,10 @@ SAMPLER_SORT_BYTES_PER_LOGIT = 2 + 4 + (4 + 8) + (8 + 4 + 8)
 # one Triton pass: logits, fp32 copy, softmax probabilities, exponential noise
 SAMPLER_TRITON_BYTES_PER_LOGIT = 2 + 4 + 4 + 4
 SAMPLER_FLASHINFER_BYTES_PER_LOGIT = 2 + 4
-TRITON_TOPK_TOPP = (0, 18)  # topk_topp_sampler.apply_top_k_top_p -> apply_top_k_top_p_triton
 # FlashInfer's sampler is the default whenever flashinfer is importable in V1 up to 0.11
 # ("is not False"); opt-in (VLLM_USE_FLASHINFER_SAMPLER=1) from 0.12; from 0.26 the
-# profile also warms the native path, so it no longer lowers the peak.
-FLASHINFER_DEFAULT_UNTIL = (0, 12)
-NATIVE_WARMUP = (0, 26)
+# profile also warms the native path, so it no longer lowers the peak (RULES:
+# flashinfer_sampler_default, native_sampler_warmup).
 
 CUDAGRAPH_MIN_PER_GRAPH = MIB  # profile_cudagraph_memory: "at least 1 MiB per graph"
 BLACKWELL_CAPTURE_CEILING = 1024  # 0.33 config/vllm.py: device capability family 100
@@ -161,7 +153,7 @@ class BatchSettings:
 
 
 def is_v1(version: tuple[int, ...]) -> bool:
-    return version >= V1_DEFAULT
+    return rules_for(version).v1
 
 
 def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
@@ -172,7 +164,7 @@ def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
     if not is_v1(version):
         chunked = max_model_len > V0_LONG_CONTEXT if enable_chunked_prefill is None \
             else enable_chunked_prefill
-        chunk = V0_CHUNKED_TOKENS_07 if version >= (0, 7) else V0_CHUNKED_TOKENS
+        chunk = rules_for(version).v0_chunked_prefill_tokens
         tokens = max_num_batched_tokens or (
             chunk if chunked else max(max_model_len, V0_MIN_TOKENS))
         seqs = max_num_seqs or V0_MAX_NUM_SEQS
@@ -184,7 +176,7 @@ def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
         tokens = max_model_len
     else:
         tokens = default_max_num_batched_tokens(gpu_memory_bytes, gpu_name, usage,
-                                                     version=version)
+                                                version=version)
     seqs = max_num_seqs or min(default_max_num_seqs(gpu_memory_bytes, gpu_name, version),
                                tokens)
     return BatchSettings(tokens, seqs, chunked, "V1")
@@ -195,9 +187,10 @@ def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
 def sampler_bytes_per_logit(version: tuple[int, ...], flashinfer: bool = False) -> int:
     """Bytes per logit of the warm-up's peak; `flashinfer`: the FlashInfer sampler runs (V1
     with flashinfer installed up to 0.11, or VLLM_USE_FLASHINFER_SAMPLER=1)."""
-    if flashinfer and is_v1(version) and version < NATIVE_WARMUP:
+    rules = rules_for(version)
+    if flashinfer and rules.v1 and not rules.native_sampler_warmup:
         return SAMPLER_FLASHINFER_BYTES_PER_LOGIT
-    if version < TRITON_TOPK_TOPP:
+    if not rules.triton_top_k_top_p:
         return SAMPLER_SORT_BYTES_PER_LOGIT
     return SAMPLER_TRITON_BYTES_PER_LOGIT
 
@@ -303,7 +296,8 @@ def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ..
                     last_stage: bool = True, flashinfer_sampler: bool = False,
                     fp8_moe: bool = False, vision: VisionTower | None = None
                     ) -> ActivationPeak:
-    fwd = forward_bytes(shapes, batch.max_num_batched_tokens, tp, ep, dp, version, fp8_moe)
+    fwd = forward_bytes(shapes, batch.max_num_batched_tokens, tp, ep, dp,
+                        rules_for(version).moe_unchunked, fp8_moe)
     enc = encoder_profile(vision, shapes.hidden_size, batch, version, tp)
     enc_pass, enc_cache = (enc.pass_bytes, enc.cache_bytes) if enc else (0, 0)
     if not last_stage:
@@ -322,10 +316,11 @@ def non_torch_bytes(version: tuple[int, ...], tp: int = 1, pp: int = 1, dp: int 
     holds a pynccl communicator, warmed up by an all-reduce at creation (so its buffers are
     allocated): TP (plus the custom all-reduce's IPC buffer), PP, and in V1 DP and -- for MoE
     models -- EP, which spans the DP x TP ranks (`distributed/parallel_state.py`)."""
+    rules = rules_for(version)
     counted = KERNELS_BYTES
-    if version < V0_INCREASE or V1_DEFAULT <= version < INIT_SNAPSHOT:
+    if not rules.non_torch_growth_only:
         counted += CUDA_CONTEXT_BYTES  # absolute: mem_get_info used - torch allocated
-    if version < SNAPSHOT_AFTER_NCCL:
+    if not rules.snapshot_after_nccl:
         if tp > 1:
             counted += NCCL_COMMUNICATOR_BYTES + CUSTOM_ALLREDUCE_BYTES
         if pp > 1:
@@ -348,7 +343,7 @@ def subtracts_cudagraphs(version: tuple[int, ...], enforce_eager: bool = False) 
     """Whether the KV budget loses the CUDA-graph estimate: from 0.20, not with
     --enforce-eager (before, graphs are captured after the KV cache, inside
     1 - gpu_memory_utilization)."""
-    return not enforce_eager and version >= CUDAGRAPH_ESTIMATE
+    return not enforce_eager and rules_for(version).cudagraph_estimate
 
 
 def capture_sizes(max_num_seqs: int, version: tuple[int, ...], *,
@@ -365,10 +360,11 @@ def capture_sizes(max_num_seqs: int, version: tuple[int, ...], *,
     is under the ceiling before the max_num_batched_tokens cap, and at most
     max_num_batched_tokens. 0.26.0's `_set_cudagraph_sizes` has the same q in the ceiling
     and no decode sizes."""
-    default = BLACKWELL_CAPTURE_CEILING if blackwell and version >= TIER_160GIB else 512
+    rules = rules_for(version)
+    default = BLACKWELL_CAPTURE_CEILING if blackwell and rules.big_gpu_tier else 512
     q = 1 + num_speculative_tokens
     ceiling = min(max_num_seqs * q * 2, default)
-    if version < DECODE_CAPTURE_SIZES:
+    if not rules.decode_capture_sizes:
         decode: set[int] = set()
     elif q > 1:
         reqs = min(max_num_seqs, default)

@@ -34,7 +34,7 @@ from kvplan.engines.vllm.backends import (
     default_block_size,
     prefill_checkpoint_alignment,
 )
-from kvplan.engines.vllm.config import HYBRID_ALIGN_BLOCK, V033, VllmConfig
+from kvplan.engines.vllm.config import HYBRID_ALIGN_BLOCK, VllmConfig
 from kvplan.engines.vllm.formats import INDEXER_BYTES_PER_TOKEN, is_sparse_mla, kv_format
 
 # --- per-layer specs -----------------------------------------------------------------------
@@ -113,7 +113,7 @@ def layer_page_specs(spec: ModelSpec, layers: Sequence[Layer], config: VllmConfi
     # `sliding_window` on every layer (Mistral-7B-v0.1, Phi-3-mini-4k: no layer_types) leaves
     # vLLM 0.33's layers full-attention; mixed models always list their layer_types.
     windows = {x.window for x in attention if isinstance(x, SlidingWindow)}
-    config_wide_window = config.version >= V033 and len(windows) == 1 and \
+    config_wide_window = config.rules.windows_from_layer_types and len(windows) == 1 and \
         all(isinstance(x, SlidingWindow) for x in attention)
     mamba_page = 0
     if states and attention:
@@ -122,9 +122,9 @@ def layer_page_specs(spec: ModelSpec, layers: Sequence[Layer], config: VllmConfi
         # padded to the attention page.
         attn_1tok = _token_bytes(attention[0], fmt, tp)
         raw_mamba = max(s.state_bytes(tp) for s in spec.layers if isinstance(s, RecurrentState))
-        base = HYBRID_ALIGN_BLOCK if (config.version < V033 or config.block_size is None) \
-            else config.block_size
-        if config.version >= V033:
+        base = config.block_size if config.rules.align_hybrid_block_size and \
+            config.block_size is not None else HYBRID_ALIGN_BLOCK
+        if config.rules.align_hybrid_block_size:
             if any(isinstance(x, MLA) for x in attention):
                 base = max(base, 128)  # MLA hybrids: multiples of 128 (_align_hybrid_block_size)
             if config.mamba_cache_mode_resolved() == "align":

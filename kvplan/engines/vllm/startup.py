@@ -22,9 +22,8 @@ from kvplan.engines.vllm.config import (
     DEFAULT_BLOCK_SIZE,
     LATEST,
     SCHEMA,
-    TOKEN_LINE_FROM_CONCURRENCY,
-    V033,
     VllmConfig,
+    rules_for,
 )
 from kvplan.engines.vllm.deepseek_v4 import dsv4_stage
 from kvplan.engines.vllm.formats import has_compressed_attention, kv_format
@@ -119,7 +118,7 @@ class VllmProfile:
         ver = parse_version(self.version) or LATEST
         gib = self.available_kv_cache_bytes / 2**30
         lines = [f"Available KV cache memory: {round(gib, 2)} GiB"]
-        if ver >= V033:
+        if rules_for(ver).one_line_kv_log:
             lines.append(f"GPU KV cache size: {self.kv_cache_tokens:,} tokens, Maximum "
                          f"concurrency for {self.max_model_len:,} tokens per request: "
                          f"{self.max_concurrency:.2f}x")
@@ -159,7 +158,7 @@ def profile(spec: ModelSpec, config: VllmConfig,
     exact = Fraction(num_blocks, bpr)
     concurrency = num_blocks / bpr  # the engine's float
     block_sizes = [g.block_size for g in stage.groups] or [config.block_size or 16]
-    if config.version >= TOKEN_LINE_FROM_CONCURRENCY:
+    if config.rules.token_line_from_concurrency:
         tokens = int(concurrency * config.max_model_len)
     else:
         # "Multiplying the GPU KV cache size by the dcp_world_size" (0.11 kv_cache_utils.py)
@@ -171,7 +170,7 @@ def profile(spec: ModelSpec, config: VllmConfig,
                    if isinstance(s, RecurrentState))
         mamba_padding = Fraction(mamba[0].page_bytes - real, real)
     # 0.33 keeps one block aside (the null block) when checking fit; 0.11 compares bytes.
-    reserve = 1 if config.version >= V033 else 0
+    reserve = 1 if config.rules.null_block_in_fit_check else 0
     fits = all(s.blocks_per_request <= num_blocks - reserve for s in stages)
     return VllmProfile(
         schema=SCHEMA, version=".".join(map(str, config.version)), model=spec.name,
