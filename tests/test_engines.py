@@ -664,10 +664,10 @@ def test_vllm_held_blocks_agree_with_the_layers_paged_tokens(window, block):
     from kvplan.engines import vllm
 
     config = vllm.VllmConfig(max_model_len=4096)
-    sliding = vllm.KVCacheGroup("sliding", 1, 1, block, 0, 0, window=window)
-    chunked = vllm.KVCacheGroup("chunked", 1, 1, block, 0, 0, window=window)
+    sliding = vllm.SlidingPage(block, 0, 0, window)
+    chunked = vllm.ChunkedPage(block, 0, 0, window)
     for tokens in range(1, 3 * (window + block) + 2):
-        assert vllm.held_blocks(sliding, tokens, config) * block == \
+        assert sliding.held_blocks(tokens, config) * block == \
             SlidingWindow(1, 8, window=window).paged_tokens(tokens, block), tokens
-        assert vllm.held_blocks(chunked, tokens, config) * block == \
+        assert chunked.held_blocks(tokens, config) * block == \
             ChunkedLocal(1, 8, chunk=window).paged_tokens(tokens, block), tokens

@@ -32,19 +32,23 @@ from kvplan.engines.vllm.config import (
 )
 from kvplan.engines.vllm.engine import ENGINE, VllmEngine, batch_for, config_for
 from kvplan.engines.vllm.formats import kv_format
-from kvplan.engines.vllm.grouping import (
-    KVCacheGroup,
-    StageLayout,
-    blocks_for_request,
-    group_needs,
-    held_blocks,
+from kvplan.engines.vllm.grouping import KVCacheGroup, StageLayout, blocks_for_request
+from kvplan.engines.vllm.pages import (
+    ChunkedPage,
+    CrossPage,
+    FullPage,
+    MambaPage,
+    MlaPage,
+    PageSpec,
+    SlidingPage,
+    layer_page_specs,
 )
-from kvplan.engines.vllm.pages import PageSpec, layer_page_specs
 from kvplan.engines.vllm.startup import VllmProfile, layout, profile
 
-__all__ = ["ENGINE", "LATEST", "KVCacheGroup", "PageSpec", "StageLayout", "VllmConfig",
+__all__ = ["ENGINE", "LATEST", "ChunkedPage", "CrossPage", "FullPage", "KVCacheGroup",
+           "MambaPage", "MlaPage", "PageSpec", "SlidingPage", "StageLayout", "VllmConfig",
            "VllmEngine", "VllmProfile", "batch_for", "blocks_for_request", "config_for",
            "default_block_size", "default_gpu_memory_utilization",
            "default_max_num_batched_tokens", "default_max_num_seqs", "gdn_prefill_backend",
-           "group_needs", "held_blocks", "kda_prefill_backend", "kv_format",
+           "kda_prefill_backend", "kv_format",
            "layer_page_specs", "layout", "mxfp4_expert_load", "profile", "vllm_budget"]

@@ -94,7 +94,7 @@ def _kernel_capability(config: VllmConfig) -> tuple[int, int] | None:
 
 
 def capability(compute_capability: str | None, gpu_name: str | None = None
-                ) -> tuple[int, int] | None:
+               ) -> tuple[int, int] | None:
     """"9.0" -> (9, 0); None for ROCm targets ("gfx942") or when unknown. Without a
     capability, a GPU name with a known tag stands for its architecture."""
     text = (compute_capability or "").strip()

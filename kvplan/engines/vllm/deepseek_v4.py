@@ -18,7 +18,7 @@ from kvplan.core.layers import CompressedAttention, Layer
 from kvplan.engines.vllm.backends import capability
 from kvplan.engines.vllm.config import VllmConfig
 from kvplan.engines.vllm.grouping import KVCacheGroup, StageLayout
-from kvplan.engines.vllm.pages import PageSpec
+from kvplan.engines.vllm.pages import MambaPage, MlaPage, PageSpec, SlidingPage
 
 # --- DeepSeek-V4 (vLLM 0.33 models/deepseek_v4) -------------------------------------------
 DSV4_SWA_BLOCK = 64  # v1/attention/backends/mla/sparse_swa.py DeepseekV4SWACache block_size
@@ -42,9 +42,13 @@ def _dsv4_specs(layers: Sequence[Layer], start: int) -> list[tuple[str, PageSpec
     (tokens_per_state 4) and the indexer's own compressor state."""
     out: list[tuple[str, PageSpec]] = []
 
-    def add(name: str, kind: str, block: int, block_bytes: int, window: int = 0) -> None:
+    def sliding(name: str, block: int, block_bytes: int, window: int) -> None:
         page = _round_up(block_bytes, DSV4_ALIGNMENT)
-        out.append((name, PageSpec(kind, block, page, page, window=window)))
+        out.append((name, SlidingPage(block, page, page, window)))
+
+    def compressed(name: str, block: int, block_bytes: int) -> None:
+        page = _round_up(block_bytes, DSV4_ALIGNMENT)
+        out.append((name, MlaPage(block, page, page)))
 
     for i, layer in enumerate(layers):
         if not isinstance(layer, CompressedAttention):
@@ -52,7 +56,7 @@ def _dsv4_specs(layers: Sequence[Layer], start: int) -> list[tuple[str, PageSpec
                                 "layout expects compressed attention on every layer")
         name = str(start + i)
         row = layer.entry_bytes(FP8_E4M3)  # 448 fp8 NoPE + 128 bf16 RoPE + 8 scale bytes
-        add(f"{name}.swa", "sliding", DSV4_SWA_BLOCK, DSV4_SWA_BLOCK * row, layer.window)
+        sliding(f"{name}.swa", DSV4_SWA_BLOCK, DSV4_SWA_BLOCK * row, layer.window)
         r = layer.ratio
         if not r:
             continue
@@ -61,13 +65,13 @@ def _dsv4_specs(layers: Sequence[Layer], start: int) -> list[tuple[str, PageSpec
                                 "takes 4 or 128")
         coff = 2 if r == 4 else 1
         block = DSV4_STATE_BLOCK[r]
-        add(name, "mla", DSV4_BLOCK, DSV4_BLOCK // r * row)
-        add(f"{name}.state", "sliding", block,
-            block * 2 * coff * layer.head_dim * DSV4_STATE_BYTES, coff * r)
+        compressed(name, DSV4_BLOCK, DSV4_BLOCK // r * row)
+        sliding(f"{name}.state", block, block * 2 * coff * layer.head_dim * DSV4_STATE_BYTES,
+                coff * r)
         if layer.index_head_dim:
-            add(f"{name}.indexer", "mla", DSV4_BLOCK, DSV4_BLOCK // r * layer.index_entry_bytes())
-            add(f"{name}.indexer.state", "sliding", block,
-                block * 2 * coff * layer.index_head_dim * DSV4_STATE_BYTES, coff * r)
+            compressed(f"{name}.indexer", DSV4_BLOCK, DSV4_BLOCK // r * layer.index_entry_bytes())
+            sliding(f"{name}.indexer.state", block,
+                    block * 2 * coff * layer.index_head_dim * DSV4_STATE_BYTES, coff * r)
     return out
 
 
@@ -89,7 +93,7 @@ def _packed_groups(named: list[tuple[str, PageSpec]], config: VllmConfig
     size is a repeating pattern, split into groups of `repeats` pattern repeats (chosen by
     _approximate_gcd, no fewer than the largest multi-page pattern); other buckets stay one
     group. Every group shares the block ids; a group's page is the sum of its layers'."""
-    buckets: dict[str, list[tuple[str, PageSpec]]] = {}
+    buckets: dict[PageSpec, list[tuple[str, PageSpec]]] = {}
     for name, s in named:
         buckets.setdefault(s.token_slots, []).append((name, s))
     infos = []
@@ -104,7 +108,7 @@ def _packed_groups(named: list[tuple[str, PageSpec]], config: VllmConfig
     repeats = _approximate_gcd([max(len(v) for v in by_page.values())
                                 for _, by_page, balanced in infos if balanced],
                                floor) if floor else None
-    if repeats is None and any(s.kind in ("sliding", "mamba") for _, s in named):
+    if repeats is None and any(isinstance(s, (SlidingPage, MambaPage)) for _, s in named):
         raise BadInputError("kvplan models vLLM's packed grouping only with a repeating "
                             "multi-page pattern (DeepSeek-V4)")
     groups = []
@@ -116,9 +120,8 @@ def _packed_groups(named: list[tuple[str, PageSpec]], config: VllmConfig
             chosen = [m for pattern in patterns[j::n] for m in pattern]
             first = chosen[0][1]
             groups.append(KVCacheGroup(
-                first.kind, len(chosen), 1, first.block_size,
-                sum(s.page_bytes for _, s in chosen),
-                first.blocks_per_request(config.max_model_len, config), first.window,
+                first, len(chosen), 1, sum(s.page_bytes for _, s in chosen),
+                first.blocks_per_request(config.max_model_len, config),
                 tuple(name for name, _ in chosen)))
     return groups
 

@@ -56,11 +56,11 @@ from kvplan.engines.vllm.formats import (
     flag_dtype,
     kv_format,
 )
-from kvplan.engines.vllm.grouping import group_needs, held_blocks
 from kvplan.engines.vllm.memory import (
     BatchSettings,
     batch_settings,
 )
+from kvplan.engines.vllm.pages import FullPage, PageSpec
 from kvplan.engines.vllm.startup import VllmProfile, layout, profile
 from kvplan.engines.vllm.text import LOG_FORMAT, launch_flags
 
@@ -123,11 +123,11 @@ CACHE_NOTE = ("vLLM: raw int8 block pools per layer group, block {block_size} (r
               "request holds the blocks it peaks at growing one token per step.")
 
 
-def _stored(layer: Layer, group_kind: str) -> Layer:
-    """The layer as a group of `group_kind` stores it: a sliding or chunked layer in a full
+def _stored(layer: Layer, page: PageSpec) -> Layer:
+    """The layer as a group of `page`'s kind stores it: a sliding or chunked layer in a full
     group (vLLM turns the hybrid manager off for chunked attention) keeps every token."""
 
-    if group_kind == "full" and isinstance(layer, ATTENTION_KINDS) \
+    if isinstance(page, FullPage) and isinstance(layer, ATTENTION_KINDS) \
             and not isinstance(layer, (FullAttention, CrossAttention)):
         return FullAttention(layer.num_kv_heads, layer.head_dim, layer.v_head_dim)
     return layer
@@ -148,14 +148,14 @@ def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp:
         for name in g.layer_names:
             index, _, part = name.partition(".")
             original = spec.layers[int(index)]
-            stored = _stored(original, g.kind)
+            stored = _stored(original, g.page)
             indexer = part == "indexer"
             if indexer and isinstance(stored, MLA) and stored.index_head_dim is None:
                 stored = replace(stored, index_head_dim=INDEX_HEAD_DIM)
             members.append(CacheLayer(
                 int(index), name, stored, original.kind, indexer,
                 state=spec_state(stored, tp) if isinstance(stored, RecurrentState) else ()))
-        groups.append(CacheGroup(tuple(members), g.block_size, held_blocks(g, tokens, config)))
+        groups.append(CacheGroup(tuple(members), g.block_size, g.held_blocks(tokens, config)))
     return CacheLayout(paged=True, block_tokens=block_size or default_block_size(spec),
                        batch=batch, groups=tuple(groups),
                        shared_tensors=stage.group_size if len(groups) > 1 else 0,
@@ -196,7 +196,7 @@ class VllmEngine(BaseEngine):
         prof = profile(dep.spec, config, budget.available_kv_cache_bytes)
         constraints = []
         for i, stage in enumerate(prof.stages):
-            needs = tuple(group_needs(g, config) for g in stage.groups)
+            needs = tuple(g.need(config) for g in stage.groups)
             name = "KV blocks" + (f" (stage {i})" if len(prof.stages) > 1 else "")
             # every worker allocates the min over workers; one block is the permanent null
             # block (block_pool.py)

@@ -10,7 +10,6 @@ needs (`group_needs`, the admission rule) and the blocks it holds at its peak
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import replace
 from fractions import Fraction
@@ -20,25 +19,41 @@ from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
 from kvplan.engines.base import Need
 from kvplan.engines.vllm.config import VllmConfig
-from kvplan.engines.vllm.pages import PageSpec
+from kvplan.engines.vllm.pages import MambaPage, PageSpec
 
 # --- groups --------------------------------------------------------------------------------
 
 @record
 class KVCacheGroup:
-    """One KV-cache group: layers sharing block ids, padded to `num_slots` layer tensors."""
+    """One KV-cache group: layers sharing block ids, padded to `num_slots` layer tensors.
+    Its layers share one spec (`page`: their kind, block size and window), which says how a
+    request uses the group's blocks."""
 
-    kind: str
+    page: PageSpec
     num_layers: int
     num_slots: int
-    block_size: int
     page_bytes: int  # per layer slot; for a uniform-type group the summed page of all layers
     blocks_per_request: int  # at max_model_len
-    window: int = 0
     # the cache layers in the group, named as vLLM names them by position: "12" is layer 12
     # of the model, "12.indexer" the DSA indexer-key cache of MLA layer 12
     layer_names: tuple[str, ...] = ()
-    encoder_tokens: int = 0
+
+    @property
+    def kind(self) -> str:
+        return self.page.kind
+
+    @property
+    def block_size(self) -> int:
+        return self.page.block_size
+
+    def need(self, config: VllmConfig) -> Need:
+        """How one request uses this group's blocks (its spec's per-request rule)."""
+        return self.page.need(config)
+
+    def held_blocks(self, tokens: int, config: VllmConfig) -> int:
+        """Blocks one request of `tokens` tokens holds here at its peak (at most
+        `need(config).units(tokens)`, the admission bound)."""
+        return self.page.held_blocks(tokens, config)
 
 
 @record
@@ -57,8 +72,8 @@ class StageLayout:
 
 
 def bucket_groups(specs: list[PageSpec], config: VllmConfig, max_model_len: int,
-                   names: Sequence[str] = ()
-                   ) -> tuple[list[KVCacheGroup], int, int, int, Fraction]:
+                  names: Sequence[str] = ()
+                  ) -> tuple[list[KVCacheGroup], int, int, int, Fraction]:
     """get_kv_cache_groups: (groups, group_size, bytes_per_block, padding, waste).
     `names`: the layers' names, parallel to `specs` (kept on the groups)."""
     if not specs:
@@ -67,18 +82,16 @@ def bucket_groups(specs: list[PageSpec], config: VllmConfig, max_model_len: int,
     if len(set(specs)) == 1:
         # all layers identical: one group of every layer (the common case)
         s = specs[0]
-        group = KVCacheGroup(s.kind, len(specs), len(specs), s.block_size, s.page_bytes,
-                             s.blocks_per_request(max_model_len, config), s.window, names,
-                             s.encoder_tokens)
+        group = KVCacheGroup(s, len(specs), len(specs), s.page_bytes,
+                             s.blocks_per_request(max_model_len, config), names)
         return [group], len(specs), len(specs) * s.page_bytes, 0, Fraction(0)
-    if len({s.token_slots for s in specs}) == 1 and specs[0].kind != "mamba":
+    if len({s.token_slots for s in specs}) == 1 and not isinstance(specs[0], MambaPage):
         # one type, different pages (MLA + indexer, per-layer head counts):
         # UniformTypeKVCacheSpecs, page = the sum of the members' pages
         s = specs[0]
         summed = sum(x.page_bytes for x in specs)
-        group = KVCacheGroup(s.kind, len(specs), 1, s.block_size, summed,
-                             s.blocks_per_request(max_model_len, config), s.window, names,
-                             s.encoder_tokens)
+        group = KVCacheGroup(s, len(specs), 1, summed, s.blocks_per_request(max_model_len, config),
+                             names)
         return [group], 1, summed, 0, Fraction(0)
 
     specs = _unify_pages(specs, config)
@@ -96,10 +109,8 @@ def bucket_groups(specs: list[PageSpec], config: VllmConfig, max_model_len: int,
         num_groups = cdiv(n, group_size)
         for j in range(num_groups):
             members = tuple(bucket[j::num_groups])  # layers j::num_groups of the bucket
-            groups.append(KVCacheGroup(s.kind, len(members), group_size, s.block_size,
-                                       s.page_bytes,
-                                       s.blocks_per_request(max_model_len, config), s.window,
-                                       members, s.encoder_tokens))
+            groups.append(KVCacheGroup(s, len(members), group_size, s.page_bytes,
+                                       s.blocks_per_request(max_model_len, config), members))
         if num_groups * group_size > n:
             padding += num_groups * group_size - n
             padded_real += n
@@ -124,7 +135,7 @@ def _unify_pages(specs: list[PageSpec], config: VllmConfig) -> list[PageSpec]:
     for s in specs:
         if s.page_bytes == largest:
             out.append(s)
-        elif s.kind != "mamba" and largest % s.page_bytes == 0:
+        elif not isinstance(s, MambaPage) and largest % s.page_bytes == 0:
             ratio = largest // s.page_bytes
             out.append(replace(s, block_size=s.block_size * ratio, page_bytes=largest,
                                real_page_bytes=largest))
@@ -133,49 +144,6 @@ def _unify_pages(specs: list[PageSpec], config: VllmConfig) -> list[PageSpec]:
     return out
 
 
-def held_blocks(group: KVCacheGroup, tokens: int, config: VllmConfig) -> int:
-    """Blocks one request of `tokens` tokens holds in `group` at its peak, growing one token
-    per step with no prefix caching (what the managers really hold, at most
-    group_needs(...).units(tokens), the admission bound).
-
-    Before computing token m the sliding-window manager frees blocks wholly before
-    m - window (remove_skipped_blocks: (computed - window + 1) // block_size); the chunked
-    manager frees those before the current chunk's start. A request that reached `tokens`
-    passed through every shorter length, so the pool held the largest count.
-    """
-    bs = group.block_size
-    if group.kind == "mamba":
-        return group.blocks_per_request  # align mode: 2 + speculative + checkpoint pages
-    if group.kind == "cross":
-        return cdiv(group.encoder_tokens, bs)
-    if group.kind == "sliding":
-        w = group.window
-        last = min(tokens, w + 2 * bs)  # periodic after this
-        return max(cdiv(m, bs) - max(0, (m - w) // bs) for m in range(1, last + 1))
-    if group.kind == "chunked":
-        c = group.window
-        period = c * bs // math.gcd(c, bs)
-        last = min(tokens, period + c)
-        return max(cdiv(m, bs) - ((m - 1) // c * c) // bs for m in range(1, last + 1))
-    return cdiv(tokens, bs)
-
-
 def blocks_for_request(stage: StageLayout, tokens: int, config: VllmConfig) -> int:
     """Blocks one request of `tokens` tokens needs in this stage (Σ over groups)."""
-    return sum(group_needs(g, config).units(tokens) for g in stage.groups)
-
-
-def group_needs(group: KVCacheGroup, config: VllmConfig) -> Need:
-    """How one request uses one KV-cache group's blocks (the per-request rule of
-    kv_cache_interface.py as a Need: whole blocks; a sliding window keeps W - 1 + T tokens and
-    one block more; a chunk C + T; Mamba and cross attention a fixed number of blocks)."""
-    t = config.in_flight_tokens()
-    if group.kind in ("full", "mla"):
-        # with DCP the manager's block covers block_size x dcp tokens, block_size per rank
-        # (v1/core/single_type_kv_cache_manager.py: `self.block_size *= dcp_world_size`)
-        return Need("full", group.block_size * config.dcp, shareable=True)
-    if group.kind == "sliding":
-        return Need("window", group.block_size, cap=group.window - 1 + t, extra_blocks=1)
-    if group.kind == "chunked":
-        return Need("window", group.block_size, cap=group.window + t)
-    return Need("fixed", group.block_size, fixed=group.blocks_per_request)
+    return sum(g.need(config).units(tokens) for g in stage.groups)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import ClassVar
 
 from kvplan.core.dtypes import KVFormat, cdiv
 from kvplan.core.errors import BadInputError
@@ -29,6 +31,7 @@ from kvplan.core.layers import (
 from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
+from kvplan.engines.base import Need
 from kvplan.engines.vllm.backends import (
     checkpoint_blocks,
     default_block_size,
@@ -41,37 +44,129 @@ from kvplan.engines.vllm.formats import INDEXER_BYTES_PER_TOKEN, is_sparse_mla, 
 
 @record
 class PageSpec:
-    """One layer's KV-cache spec as vLLM builds it: kind, block size and page bytes."""
+    """One layer's KV-cache spec as vLLM builds it: a block of `block_size` tokens takes
+    `page_bytes` (Mamba: padded to the attention page; `real_page_bytes` before padding).
+    One subclass per spec kind, as vLLM keeps one KVCacheSpec class per layer kind
+    (v1/kv_cache_interface.py); each says how one request uses its blocks (`need`, the
+    admission rule, from the spec's max_memory_usage_bytes) and how many it holds at its peak
+    (`held_blocks`, what the managers keep as a request grows)."""
 
-    kind: str  # full | sliding | chunked | cross | mla | mamba
+    kind: ClassVar[str] = ""  # how vLLM's logs and kvplan's tables name the kind
+
     block_size: int
-    page_bytes: int  # allocated per block (Mamba: padded to the attention page)
+    page_bytes: int
     real_page_bytes: int
-    window: int = 0  # sliding window, or attention chunk
-    encoder_tokens: int = 0
-    checkpoint_blocks: int = 0  # Mamba: prefill-checkpoint pages in align mode (0.33)
+
+    def need(self, config: VllmConfig) -> Need:
+        """How one request uses this kind's blocks (the per-request rule)."""
+        raise NotImplementedError
+
+    def held_blocks(self, tokens: int, config: VllmConfig) -> int:
+        """Blocks one request of `tokens` tokens holds at its peak, growing one token per
+        step with no prefix caching (at most `need(config).units(tokens)`)."""
+        raise NotImplementedError
 
     def blocks_per_request(self, max_model_len: int, config: VllmConfig) -> int:
-        """cdiv(max_memory_usage_bytes, page) for one request of max_model_len
-        (kv_cache_interface.py, each spec's max_memory_usage_bytes)."""
-        bs, t = self.block_size, config.in_flight_tokens()
-        if self.kind in ("full", "mla"):
-            # kv_cache_interface.py (0.11): each DCP rank keeps cdiv(max_model_len, dcp)
-            return cdiv(cdiv(max_model_len, config.dcp), bs)
-        if self.kind == "sliding":
-            # the window may start mid-block, hence one block more
-            return cdiv(min(self.window - 1 + t, max_model_len), bs) + 1
-        if self.kind == "chunked":
-            return cdiv(min(self.window + t, max_model_len), bs)
-        if self.kind == "cross":
-            return cdiv(self.encoder_tokens, bs)
-        return config.mamba_pages_per_request(self.checkpoint_blocks)  # whole-state pages
+        """cdiv(max_memory_usage_bytes, page) for one request of max_model_len: the need at
+        that length (the one per-request rule, `need`)."""
+        return self.need(config).units(max_model_len)
 
     @property
-    def token_slots(self) -> str:
-        """What decides the token-slot needs; layers of one type share it."""
-        return (f"{self.kind}:{self.window}:{self.encoder_tokens}:{self.block_size}:"
-                f"{self.checkpoint_blocks}")
+    def token_slots(self) -> PageSpec:
+        """What decides the token-slot needs (the spec without its page bytes); layers of
+        one type share it."""
+        return replace(self, page_bytes=0, real_page_bytes=0)
+
+
+@record
+class FullPage(PageSpec):
+    """FullAttentionSpec: every token of the request."""
+
+    kind = "full"
+
+    def need(self, config: VllmConfig) -> Need:
+        # kv_cache_interface.py: each DCP rank keeps cdiv(max_model_len, dcp) tokens; the
+        # manager's block covers block_size x dcp tokens, block_size per rank
+        # (v1/core/single_type_kv_cache_manager.py: `self.block_size *= dcp_world_size`)
+        return Need("full", self.block_size * config.dcp, shareable=True)
+
+    def held_blocks(self, tokens: int, config: VllmConfig) -> int:
+        return cdiv(tokens, self.block_size)
+
+
+@record
+class MlaPage(FullPage):
+    """MLAAttentionSpec: one latent per token (and the DSA indexer keys), every token."""
+
+    kind = "mla"
+
+
+@record
+class SlidingPage(PageSpec):
+    """SlidingWindowSpec: the last `window` tokens and the tokens in flight."""
+
+    window: int
+    kind = "sliding"
+
+    def need(self, config: VllmConfig) -> Need:
+        # W - 1 + T tokens; the window may start mid-block, hence one block more
+        return Need("window", self.block_size, cap=self.window - 1 + config.in_flight_tokens(),
+                    extra_blocks=1)
+
+    def held_blocks(self, tokens: int, config: VllmConfig) -> int:
+        # before computing token m the manager frees the blocks wholly before m - window
+        # (remove_skipped_blocks: (computed - window + 1) // block_size); a request that
+        # reached `tokens` passed through every shorter length, so it held the largest count
+        bs, w = self.block_size, self.window
+        last = min(tokens, w + 2 * bs)  # periodic after this
+        return max(cdiv(m, bs) - max(0, (m - w) // bs) for m in range(1, last + 1))
+
+
+@record
+class ChunkedPage(PageSpec):
+    """ChunkedLocalAttentionSpec: the current chunk of `window` tokens and those in flight."""
+
+    window: int  # the attention chunk
+    kind = "chunked"
+
+    def need(self, config: VllmConfig) -> Need:
+        return Need("window", self.block_size, cap=self.window + config.in_flight_tokens())
+
+    def held_blocks(self, tokens: int, config: VllmConfig) -> int:
+        # the manager frees the blocks before the current chunk's start
+        bs, c = self.block_size, self.window
+        period = c * bs // math.gcd(c, bs)
+        last = min(tokens, period + c)
+        return max(cdiv(m, bs) - ((m - 1) // c * c) // bs for m in range(1, last + 1))
+
+
+@record
+class CrossPage(PageSpec):
+    """CrossAttentionSpec: the encoder's tokens, whatever the request's length."""
+
+    encoder_tokens: int
+    kind = "cross"
+
+    def need(self, config: VllmConfig) -> Need:
+        return Need("fixed", self.block_size, fixed=cdiv(self.encoder_tokens, self.block_size))
+
+    def held_blocks(self, tokens: int, config: VllmConfig) -> int:
+        return cdiv(self.encoder_tokens, self.block_size)
+
+
+@record
+class MambaPage(PageSpec):
+    """MambaSpec: whole-state pages (config.mamba_pages_per_request), whatever the length."""
+
+    checkpoint_blocks: int = 0  # prefill-checkpoint pages in align mode (0.33)
+    kind = "mamba"
+
+    def need(self, config: VllmConfig) -> Need:
+        return Need("fixed", self.block_size,
+                    fixed=config.mamba_pages_per_request(self.checkpoint_blocks))
+
+    def held_blocks(self, tokens: int, config: VllmConfig) -> int:
+        return config.mamba_pages_per_request(self.checkpoint_blocks)
 
 
 def _token_bytes(layer: Layer, fmt: KVFormat, tp: int) -> int:
@@ -141,22 +236,21 @@ def layer_page_specs(spec: ModelSpec, layers: Sequence[Layer], config: VllmConfi
             out.append(None)
         elif isinstance(layer, RecurrentState):
             real = layer.state_bytes(tp)
-            out.append(PageSpec("mamba", block, max(mamba_page, real), real,
-                                checkpoint_blocks=checkpoint_blocks(layer, spec, config)))
+            out.append(MambaPage(block, max(mamba_page, real), real,
+                                 checkpoint_blocks(layer, spec, config)))
         elif isinstance(layer, MLA):
             page = block * _token_bytes(layer, fmt, tp)
-            out.append(PageSpec("mla", block, page, page))
+            out.append(MlaPage(block, page, page))
         else:
             page = block * _token_bytes(layer, fmt, tp)
             if isinstance(layer, SlidingWindow) and not (disable_hybrid or config_wide_window):
-                out.append(PageSpec("sliding", block, page, page, window=layer.window))
+                out.append(SlidingPage(block, page, page, layer.window))
             elif isinstance(layer, ChunkedLocal) and not disable_hybrid:
-                out.append(PageSpec("chunked", block, page, page, window=layer.chunk))
+                out.append(ChunkedPage(block, page, page, layer.chunk))
             elif isinstance(layer, CrossAttention):
-                out.append(PageSpec("cross", block, page, page,
-                                    encoder_tokens=layer.encoder_tokens))
+                out.append(CrossPage(block, page, page, layer.encoder_tokens))
             else:
-                out.append(PageSpec("full", block, page, page))
+                out.append(FullPage(block, page, page))
     return out
 
 
@@ -174,17 +268,18 @@ def stage_layers(spec: ModelSpec, config: VllmConfig) -> list[list[Layer]]:
 
 
 def indexer_specs(spec: ModelSpec, layers: Sequence[Layer], block: int
-                   ) -> list[tuple[int, PageSpec]]:
+                  ) -> list[tuple[int, PageSpec]]:
+    """The DSA indexer-key caches of a stage's MLA layers, by layer position."""
     # DSA models (DeepSeek-V3.2, GLM-5): an MLA layer with an indexer also caches its keys
     # (DeepseekV32IndexerCache), an MLAAttentionSpec with one uint8 "head" of
     # index_head_dim fp8 values + fp32 scales (132 bytes for 128). A DeepSeek-V3.2 spec that
     # does not name its indexer (no index_head_dim) gets the 128-wide one on every MLA layer.
     sparse = is_sparse_mla(spec)
-    out = []
+    out: list[tuple[int, PageSpec]] = []
     for i, layer in enumerate(layers):
         if not isinstance(layer, MLA):
             continue
         per_token = layer.index_token_bytes() or (INDEXER_BYTES_PER_TOKEN if sparse else 0)
         if per_token:
-            out.append((i, PageSpec("mla", block, block * per_token, block * per_token)))
+            out.append((i, MlaPage(block, block * per_token, block * per_token)))
     return out

@@ -28,7 +28,7 @@ from kvplan.engines.vllm.config import (
 from kvplan.engines.vllm.deepseek_v4 import dsv4_stage
 from kvplan.engines.vllm.formats import has_compressed_attention, kv_format
 from kvplan.engines.vllm.grouping import StageLayout, blocks_for_request, bucket_groups
-from kvplan.engines.vllm.pages import indexer_specs, layer_page_specs, stage_layers
+from kvplan.engines.vllm.pages import MambaPage, indexer_specs, layer_page_specs, stage_layers
 
 
 def layout(spec: ModelSpec, config: VllmConfig, fmt: KVFormat | None = None
@@ -63,7 +63,8 @@ def layout(spec: ModelSpec, config: VllmConfig, fmt: KVFormat | None = None
         names += [f"{start + i}.indexer" for i, _ in indexers]
         groups, gs, per_block, padding, waste = bucket_groups(real, config,
                                                                config.max_model_len, names)
-        per_token = sum(s.real_page_bytes // s.block_size for s in real if s.kind != "mamba")
+        per_token = sum(s.real_page_bytes // s.block_size for s in real
+                        if not isinstance(s, MambaPage))
         out.append(StageLayout(
             first_layer=start, last_layer=start + len(layers), groups=tuple(groups),
             group_size=gs, bytes_per_block=per_block, num_padding_layers=padding,
@@ -163,7 +164,7 @@ def profile(spec: ModelSpec, config: VllmConfig,
     else:
         # "Multiplying the GPU KV cache size by the dcp_world_size" (0.11 kv_cache_utils.py)
         tokens = num_blocks // max(1, len(stage.groups)) * min(block_sizes) * config.dcp
-    mamba = [g for g in stage.groups if g.kind == "mamba"]
+    mamba = [g for g in stage.groups if isinstance(g.page, MambaPage)]
     mamba_padding = Fraction(0)
     if mamba:
         real = max(s.state_bytes(config.tp) for s in spec.layers
