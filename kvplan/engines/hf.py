@@ -1,4 +1,4 @@
-"""Hugging Face transformers cache classes (engine-kv-sizing.md §4, transformers 5.23).
+"""Hugging Face transformers cache classes (transformers 5.23 cache_utils.py).
 
 Tensors are `[batch, kv_heads, seq, head_dim]` for K and V.
 

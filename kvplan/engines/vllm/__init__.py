@@ -2,14 +2,17 @@
 
 Modules in the order they build on each other (each imports only those before it):
 
-- `config`       VllmConfig (the flags that change the layout), defaults by release and GPU
+- `config`       VllmConfig (the flags that change the layout); RULES, one row per release of
+                 the behaviour switches (newest: max(RULES)); defaults by release and GPU
 - `formats`      --kv-cache-dtype names -> stored formats
 - `backends`     attention/prefill kernels by compute capability, and their block sizes
-- `pages`        one layer's page per block (vllm/v1/kv_cache_interface.py)
-- `grouping`     layers sharing block ids (get_kv_cache_groups); the per-request rule
+- `pages`        one class per KVCacheSpec kind: page bytes, the per-request need, held
+                 blocks (vllm/v1/kv_cache_interface.py)
+- `grouping`     layers sharing block ids (get_kv_cache_groups)
 - `deepseek_v4`  DeepSeek-V4's caches and packed groups (0.33 models/deepseek_v4)
 - `startup`      the layout of every stage, blocks, token line, concurrency, start-up check
-- `memory`       the profile run and the budget ("Available KV cache memory")
+- `memory`       the profile run: the reserves besides the KV cache
+- `budget`       "Available KV cache memory" from the profile run's terms
 - `text`         the `vllm serve` flags and the start-up log lines, as data
 - `engine`       the plugin: a Deployment -> Capacity
 
