@@ -3,9 +3,9 @@
 Layers are bucketed by page and split into groups of equal size; a block id spans one page
 in each of the `group_size` layer tensors, so `num_blocks = available // page //
 group_size`. 0.33 picks the largest bucket as the group size when max < 1.5 x min and
-unifies page sizes (`unify_kv_cache_spec_page_size`). Per group: the blocks one request
-needs (`group_needs`, the admission rule) and the blocks it holds at its peak
-(`held_blocks`, what the managers free as a window slides).
+unifies page sizes (`unify_kv_cache_spec_page_size`). A group holds the page spec its
+layers share (kvplan.engines.vllm.pages), which says the blocks one request needs
+(`need`, the admission rule) and holds at its peak (`held_blocks`).
 """
 
 from __future__ import annotations
