@@ -48,3 +48,25 @@ def test_engines_and_sources_are_independent(tmp_path):
     result = _lint(_copy_with(tmp_path, "engines.vllm.engine", "from kvplan.sources import gpus"))
     assert result.returncode == 1
     assert "kvplan.engines.vllm.engine -> kvplan.sources.gpus" in result.stdout
+
+
+def test_an_engine_importing_another_engine_breaks_the_contract(tmp_path):
+    # engines are independent siblings: what two of them share lives in engines.shared
+    result = _lint(_copy_with(tmp_path, "engines.sglang.memory",
+                              "from kvplan.engines.vllm import vllm_budget"))
+    assert result.returncode == 1
+    assert "kvplan.engines.sglang.memory -> kvplan.engines.vllm" in result.stdout
+
+
+def test_base_asking_the_registry_breaks_the_contract(tmp_path):
+    # a Capacity holds its engine; base never looks one up by name
+    result = _lint(_copy_with(tmp_path, "engines.base", "from kvplan.engines.registry import get"))
+    assert result.returncode == 1
+    assert "kvplan.engines.base -> kvplan.engines.registry" in result.stdout
+
+
+def test_a_circle_inside_a_package_breaks_the_contract(tmp_path):
+    # errors is core's lowest module; units raises its errors, so errors may not ask units
+    result = _lint(_copy_with(tmp_path, "core.errors", "from kvplan.core.units import GIB"))
+    assert result.returncode == 1
+    assert "No cycles are allowed in kvplan.core" in result.stdout
