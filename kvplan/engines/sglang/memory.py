@@ -18,6 +18,7 @@ from kvplan.core.spec import ModelSpec
 from kvplan.core.units import human_bytes
 from kvplan.engines.shared.device import GIB
 from kvplan.engines.shared.loading import loaded_weight_bytes as replay
+from kvplan.engines.shared.releases import row_for
 from kvplan.engines.shared.weights import ModelDims, from_inventory, load_name, stage_weights
 
 SGLANG_INIT_BYTES = int(0.5 * GIB)  # CUDA context + NCCL before SGLang measures free memory
@@ -33,7 +34,28 @@ def prefill_graph_sizes(max_tokens: int) -> int:
     return sum(1 for r in steps for size in r if size <= max_tokens)
 
 
-SGLANG_PREFILL_GRAPHS = (0, 5, 23)  # the first version read that captures prefill graphs
+@record
+class Rules:
+    """SGLang's behaviour switches one release has (`server_args.py`), one row per release
+    whose source showed a change (`RULES`; kvplan.engines.shared.releases.row_for)."""
+
+    # mem_fraction_static from the GPU's memory less a reserve (0.5); before, by TP alone
+    mem_fraction_by_memory: bool
+    # prefill CUDA graphs captured, with memory reserved for them (reserve_for_graph_mb)
+    prefill_cuda_graphs: bool
+
+
+RULES: dict[tuple[int, ...], Rules] = {
+    (0, 4, 0): Rules(mem_fraction_by_memory=False, prefill_cuda_graphs=False),  # classic
+    (0, 5, 0): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False),
+    (0, 5, 23): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=True),
+}
+"""release -> its rules; a deployment that names no version has the newest, max(RULES)."""
+
+
+def rules_for(version: tuple[int, ...] | None) -> Rules:
+    """The rules of `version` (None: the newest release read)."""
+    return RULES[max(RULES)] if version is None else row_for(RULES, version)
 
 
 def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
@@ -52,7 +74,8 @@ def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
     add `8 MB x len(prefill graph sizes)` (`prefill_graph_sizes`; MLA backends 1.5 GiB)
     before the floor; `prefill_cuda_graph=False` (--disable-prefill-cuda-graph) drops it.
     """
-    if version is not None and version < (0, 5):
+    rules = rules_for(version)
+    if not rules.mem_fraction_by_memory:
         for limit, fraction in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
             if tp >= limit:
                 return fraction
@@ -68,7 +91,7 @@ def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
     if dp_attention and dp > 1:
         reserved += max_bs * dp * 3 + (max_bs * dp * 1.5 if max_bs > 300 else 0)
     if prefill_cuda_graph is None:
-        prefill_cuda_graph = version is None or version >= SGLANG_PREFILL_GRAPHS
+        prefill_cuda_graph = rules.prefill_cuda_graphs
     if prefill_cuda_graph:
         reserved += 1.5 * 1024 if mla else prefill_graph_sizes(chunked) * 8
     if gib > 60:

@@ -17,6 +17,7 @@ from typing import Any
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
+from kvplan.engines.shared.releases import row_for
 
 SCHEMA = "kvplan.engine.vllm/1"
 
@@ -123,12 +124,7 @@ LATEST = max(RULES)
 def rules_for(version: tuple[int, ...]) -> Rules:
     """The rules of `version`: the row of the newest release at or before it (a version
     before the first row has the first row's rules). (0, 33) is 0.33.0."""
-    padded = tuple(version) + (0,) * (3 - len(version))
-    found = RULES[min(RULES)]
-    for release in sorted(RULES):
-        if release <= padded:
-            found = RULES[release]
-    return found
+    return row_for(RULES, version)
 
 
 
