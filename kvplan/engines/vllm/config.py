@@ -85,12 +85,12 @@ RULES[(0, 6, 0)] = Rules(
     v1=False, max_num_seqs_by_gpu=False, v0_chunked_prefill_tokens=512, big_gpu_tier=False,
     gpu_memory_utilization=0.9, block_size_256=False, non_torch_growth_only=False,
     snapshot_after_nccl=False, flashinfer_sampler_default=False, triton_top_k_top_p=False,
-    native_sampler_warmup=False, moe_unchunked=False, cudagraph_estimate=False, decode_capture_sizes=False,
-    ceil_requested_memory=False, token_line_from_concurrency=False, one_line_kv_log=False,
-    null_block_in_fit_check=False, largest_bucket_grouping=False, unify_page_sizes=False,
-    windows_from_layer_types=False, async_scheduling=False, mamba_cache_mode="legacy",
-    align_hybrid_block_size=False, mla_backend_priorities=False, prefill_checkpoints=False,
-    deepseek_v4=False)
+    native_sampler_warmup=False, moe_unchunked=False, cudagraph_estimate=False,
+    decode_capture_sizes=False, ceil_requested_memory=False, token_line_from_concurrency=False,
+    one_line_kv_log=False, null_block_in_fit_check=False, largest_bucket_grouping=False,
+    unify_page_sizes=False, windows_from_layer_types=False, async_scheduling=False,
+    mamba_cache_mode="legacy", align_hybrid_block_size=False, mla_backend_priorities=False,
+    prefill_checkpoints=False, deepseek_v4=False)
 # worker.py: memory_profiling against the worker's baseline_snapshot (PR #10511)
 _release((0, 6, 5), non_torch_growth_only=True)
 _release((0, 7, 0), v0_chunked_prefill_tokens=2048)  # SchedulerConfig.__post_init__
