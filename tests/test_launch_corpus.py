@@ -39,6 +39,12 @@ WITHIN_5_PERCENT = {
     "sglang-docs-llama-3.1-8b-h100",
     "ik-llama-pr259-deepseek-r1-q2-mla2-c32k",
     "vllm-i2136-codellama-13b-2x4090-v024",
+    "vllm-dennislee22-qwen2-7b-2xa100-tp2-gmu05",
+    "vllm-dennislee22-qwen2-7b-2xa100-tp2-gmu025",
+    "vllm-dennislee22-qwen2-7b-a100-gmu05",
+    "vllm-dennislee22-qwen2-7b-a100-gmu025",
+    "vllm-dennislee22-qwen2-7b-2xa100-40gb-tp2-ray",
+    "vllm-dennislee22-gpt-oss-120b-4xa100-tp4-ray",
 }
 
 
