@@ -62,7 +62,11 @@ def _plan(entry_id: str) -> tuple[int, Any, str]:
     result = runner.invoke(app, [*args, "--format", "json"])
     figure = None
     if result.exit_code in (0, 1) and result.stdout.lstrip().startswith("{"):
-        figure = json.loads(result.stdout)["engine"].get(entry["logged"]["figure"])
+        numbers = json.loads(result.stdout)["engine"]
+        stage = entry["logged"].get("stage")
+        # a figure one pipeline stage's worker logged: that stage's of kvplan's per-stage list
+        figure = numbers.get(entry["logged"]["figure"]) if stage is None else \
+            numbers.get(f"stage_{entry['logged']['figure']}", [None] * (stage + 1))[stage]
     return result.exit_code, figure, result.output
 
 

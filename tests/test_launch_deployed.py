@@ -135,15 +135,21 @@ def test_an_unknown_mxfp4_backend_is_named():
         assert deploy("gpt-oss-120b", gpu="h100", mxfp4_backend="cutlass").capacity is None
 
 
-def test_pipeline_layer_partition_is_read_and_named():
+def test_pipeline_layer_partition_is_read_as_the_stage_split():
     # vllm-project/vllm#34076: VLLM_PP_LAYER_PARTITION=16,32 over a 16 GB and a 32 GB card
     plan = from_command("VLLM_PP_LAYER_PARTITION=16,32 vllm serve "
                         "./Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8 --pipeline-parallel-size 2",
                         "qwen3-30b-a3b")
     assert plan.launch.settings["pp_layer_partition"] == "16,32"
-    assert any(w.startswith("VLLM_PP_LAYER_PARTITION=16,32") and "16 + 32 layers" in w
-               for w in plan.warnings)
+    assert plan.overrides["pp_layers"] == (16, 32)
+    assert not any("PARTITION" in w for w in plan.warnings)  # modelled, not only named
     with pytest.raises(BadInputError, match="names 3 stages"):
         from_command("VLLM_PP_LAYER_PARTITION=16,16,16 vllm serve Qwen/Qwen3-8B -pp 2")
     with pytest.raises(BadInputError, match="not a list of layer counts"):
         from_command("VLLM_PP_LAYER_PARTITION=half vllm serve Qwen/Qwen3-8B -pp 2")
+    # the counts must cover the model's layers (get_pp_indices raises otherwise): exit 2
+    result = runner.invoke(app, ["plan", "qwen3-30b-a3b", "--gpu", "rtx 5090", "--from-command",
+                                 "VLLM_PP_LAYER_PARTITION=16,16 vllm serve Qwen/Qwen3-30B-A3B "
+                                 "--pipeline-parallel-size 2"])
+    assert result.exit_code == 2, result.output
+    assert "16,16 does not split 48 layers over 2 stages" in result.output

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
 # --- options shared by plan and compare --------------------------------------------------
 GpuOpt = Annotated[str | None, typer.Option(
-    "--gpu", help="A catalog GPU (h100, a100-40gb, rtx-4090; `kvplan gpus` lists them).",
+    "--gpu", help="A catalog GPU (h100, a100-40gb, rtx-4090; `kvplan gpus` lists them); "
+    "vLLM: one per pipeline stage, comma-separated (rtx-5070-ti,rtx-5090).",
     show_default=False)]
 CountOpt = Annotated[int | None, typer.Option(
     "--count", "-n", help="GPUs in the instance; default TP = count, PP = 1.",

@@ -89,16 +89,28 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def pp_stages(num_layers: int, pp: int) -> list[tuple[int, int]]:
+def pp_stages(num_layers: int, pp: int,
+              partition: Sequence[int] | None = None) -> list[tuple[int, int]]:
     """[start, end) layer ranges per stage, as vLLM's get_pp_indices splits them.
 
     Each stage gets num_layers // pp; the remainder goes one layer each to the stages before
     the last, starting from the second-to-last (the last stage also holds the LM head).
+    `partition`: the layer count of each stage instead, as VLLM_PP_LAYER_PARTITION gives
+    them (vllm/distributed/utils.py get_pp_indices: one count per stage, adding up to the
+    model's layers, else a ValueError).
     """
-    base, rest = divmod(num_layers, pp)
-    sizes = [base] * pp
-    for i in range(rest):
-        sizes[pp - 2 - i if pp > 1 else 0] += 1
+    if partition is not None:
+        sizes = [int(n) for n in partition]
+        if len(sizes) != pp or sum(sizes) != num_layers or min(sizes) < 1:
+            raise BadInputError(
+                f"a pipeline layer partition of {','.join(map(str, sizes))} does not split "
+                f"{num_layers} layers over {pp} stages",
+                f"give {pp} layer counts of at least 1 that add up to {num_layers}")
+    else:
+        base, rest = divmod(num_layers, pp)
+        sizes = [base] * pp
+        for i in range(rest):
+            sizes[pp - 2 - i if pp > 1 else 0] += 1
     ranges, start = [], 0
     for size in sizes:
         ranges.append((start, start + size))
@@ -106,9 +118,10 @@ def pp_stages(num_layers: int, pp: int) -> list[tuple[int, int]]:
     return ranges
 
 
-def stage_layers(layers: Sequence[Layer], pp: int) -> list[Sequence[Layer]]:
+def stage_layers(layers: Sequence[Layer], pp: int,
+                 partition: Sequence[int] | None = None) -> list[Sequence[Layer]]:
     """The layers of each pipeline stage (pp_stages' split)."""
-    return [layers[a:b] for a, b in pp_stages(len(layers), pp)]
+    return [layers[a:b] for a, b in pp_stages(len(layers), pp, partition)]
 
 
 @record

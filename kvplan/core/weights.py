@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from functools import cached_property
 from typing import Any
@@ -1007,14 +1007,16 @@ class Placement:
 
 def placement(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp: int = 1, ep: int = 1,
               include_mtp: bool = False, expert_load: ExpertLoad | None = None,
-              vocab: VocabSplit | None = None) -> Placement:
+              vocab: VocabSplit | None = None,
+              partition: Sequence[int] | None = None) -> Placement:
     """Bytes per GPU of each pipeline stage as vLLM loads the checkpoint: vocabulary padded to
     64 and split over TP, embedding on the first stage, final norm and LM head on the last
-    (a tied head: the last stage keeps its own copy when pp > 1), layers by get_pp_indices;
-    MTP layers (when loaded) on the last stage."""
+    (a tied head: the last stage keeps its own copy when pp > 1), layers by get_pp_indices
+    (`partition`: VLLM_PP_LAYER_PARTITION's layer counts); MTP layers (when loaded) on the
+    last stage."""
     inv = inventory(spec, q, tp, ep, padded_vocab=True, include_mtp=include_mtp,
                     expert_load=expert_load, vocab=vocab)
-    stages = pp_stages(spec.num_layers, pp)
+    stages = pp_stages(spec.num_layers, pp, partition)
     out = []
     embed = inv.bytes_where("embed")
     vision = inv.bytes_where("vision")
@@ -1081,7 +1083,8 @@ class WeightPlan:
 
 def weight_plan(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1, ep: int = 1,
                 expert_load: ExpertLoad | None = None, include_mtp: bool = False,
-                vocab: VocabSplit | None = None) -> WeightPlan | None:
+                vocab: VocabSplit | None = None,
+                partition: Sequence[int] | None = None) -> WeightPlan | None:
     """Per-stage weight bytes from the tensor inventory, in the checkpoint's own format
     (`weights` "auto") or the one an engine quantizes into at load (`weights` a canonical
     name of LOAD_FORMATS, or bf16/fp16/fp32). None when the inventory cannot be computed for
@@ -1090,7 +1093,8 @@ def weight_plan(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1
         return None
     target, q, why = load_format(spec, weights)
     plan = placement(target, q, tp, pp, ep, include_mtp=include_mtp,
-                     expert_load=expert_load if q.layout == "mxfp4" else None, vocab=vocab)
+                     expert_load=expert_load if q.layout == "mxfp4" else None, vocab=vocab,
+                     partition=partition)
     fmt = q.description if q.quantized else f"{target.dtype} (unquantized)"
     return WeightPlan(plan.stage_bytes, fmt, why, exact=True)
 

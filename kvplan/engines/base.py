@@ -68,6 +68,13 @@ class Deployment:
     gpu_arch: str = ""  # e.g. "hopper sm9.0" (with_gpu); read by compute_capability()
     tp: int = 1
     pp: int = 1
+    # vLLM's VLLM_PP_LAYER_PARTITION: the layer count of each pipeline stage (None: the
+    # even split of get_pp_indices, kvplan.core.sizing.pp_stages)
+    pp_layers: tuple[int, ...] | None = None
+    # a GPU per pipeline stage (--gpu a,b): what each stage's GPU reports; gpu_name,
+    # gpu_memory_bytes and gpu_arch are the first stage's. None: every stage on the same GPU
+    stage_gpu_memory_bytes: tuple[int, ...] | None = None
+    stage_gpu_names: tuple[str, ...] | None = None
     # data parallel: `dp` engine ranks, each with its own scheduler, requests and KV cache
     # (vLLM --data-parallel-size; SGLang --dp with --enable-dp-attention, inside the TP group)
     dp: int = 1
@@ -124,6 +131,10 @@ class Deployment:
             else ""
         return replace(self, gpu_name=gpu.name, gpu_memory_bytes=gpu.memory_bytes,
                        gpu_bandwidth_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s, gpu_arch=arch)
+
+    def gpus_shown(self) -> str | None:
+        """The GPU as output names it: its name, or each stage's joined by ' + '."""
+        return " + ".join(self.stage_gpu_names) if self.stage_gpu_names else self.gpu_name
 
     def context_limit(self) -> int:
         return self.spec.context_tokens(self.max_model_len)

@@ -39,7 +39,7 @@ def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
     from kvplan.planning.plan import SCHEMA, engine_log_lines, engine_numbers
 
     dep = cap.deployment
-    where = (f"{dep.num_gpus} x {dep.gpu_name}" if dep.gpu_name else "given KV budget")
+    where = (f"{dep.num_gpus} x {dep.gpus_shown()}" if dep.gpu_name else "given KV budget")
     dp_attention = dep.dp_attention and dep.dp > 1
     par = f"TP {dep.tp} x PP {dep.pp}" + \
         (f" x DP {dep.dp}" if dep.dp > 1 and not dp_attention else "") + \
@@ -56,11 +56,18 @@ def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
         tables.append(bytes_table("Memory per GPU", rows))
     elif cap.budget is not None and cap.budget.method == "estimated":
         b = cap.budget
-        tables.append(bytes_table("Memory per GPU (fullest stage)", [
+        title, weights, activation = ("Memory per GPU (fullest stage)", max(b.weights_bytes),
+                                      max(b.activation_bytes))
+        if dep.stage_gpu_memory_bytes:  # a GPU per stage: the stage left with the least
+            i = b.available_kv_cache_bytes.index(b.available)
+            title = f"Memory per GPU (stage {i}, {dep.stage_gpu_names[i]}, the least left)" \
+                if dep.stage_gpu_names else f"Memory per GPU (stage {i}, the least left)"
+            weights, activation = b.weights_bytes[i], b.activation_bytes[i]
+        tables.append(bytes_table(title, [
             ("GPU memory (reported)", b.total_memory_bytes),
             (f"x utilization {b.utilization}", b.requested_bytes),
-            ("- weights", max(b.weights_bytes)),
-            ("- activation peak", max(b.activation_bytes)),
+            ("- weights", weights),
+            ("- activation peak", activation),
             ("- non-torch", b.non_torch_bytes),
             ("- CUDA graphs", b.cudagraph_bytes),
             ("= KV cache budget", b.available),
@@ -105,7 +112,7 @@ def _headline(cap: Capacity, answer: dict[str, Any], met: bool | None) -> str:
     latest = getattr(engine, "latest_version", None)
     version = dep.engine_version or (".".join(map(str, latest[:2])) if latest else "")
     label = f"{engine.display_name or dep.engine} {version}".strip()
-    where = (f"{dep.num_gpus}x {dep.gpu_name}" if dep.gpu_name
+    where = (f"{dep.num_gpus}x {dep.gpus_shown()}" if dep.gpu_name
              else f"{dep.num_gpus} GPU(s) with the given KV budget")
     on = f"on {where} ({label})"
 

@@ -115,6 +115,26 @@ def find_gpu(gpu: str | GPULike | None, gpu_memory: str | int | None,
     return None
 
 
+def _stage_gpus(gpu: str | GPULike | None, gpu_memory: str | int | None, pp: int | None,
+                engine: str, spell: Spelling) -> list[GPULike]:
+    """`--gpu a,b`: a catalog GPU per pipeline stage (empty for one GPU kind). vLLM's workers
+    each size their own budget and the engine keeps the fewest blocks over them
+    (kvplan.engines.vllm.budget); the other engines are planned on one GPU kind."""
+    if not isinstance(gpu, str) or "," not in gpu:
+        return []
+    names = [g.strip() for g in gpu.split(",")]
+    if engine != "vllm":
+        raise SettingError("gpu", f"{spell('gpu')} {gpu!r} names a GPU per pipeline stage, "
+                           f"which kvplan models for vLLM only, not {engine}",
+                           f"give one GPU kind for {engine}")
+    if pp is not None and pp != len(names):
+        raise SettingError("gpu", f"{spell('gpu')} {gpu!r} names {len(names)} GPUs, one per "
+                           f"pipeline stage, but {spell('pp')} is {pp}",
+                           "give one GPU per stage")
+    found = [find_gpu(name, gpu_memory, spell) for name in names]
+    return [g for g in found if g is not None]
+
+
 def deployment(
     model: str | ModelSpec, *,
     gpu: str | GPULike | None = None,
@@ -145,14 +165,16 @@ def deployment(
     """Build the Deployment every capacity question starts from.
 
     model: a library name, a path, `hf:org/name[@rev]`, or a ModelSpec. gpu: a catalog name
-    (`h100`) or a GPU object; gpu_memory: what an uncatalogued GPU reports (`24GiB`). count,
-    tp, pp, dp: GPUs and their split (TP defaults to count / (PP x DP)); dp_attention: SGLang's
-    DP attention (the DP ranks share the TP group's GPUs). assume_standard_attention: read a
-    config.json kvplan would refuse as standard attention (the spec's `warnings` say so).
-    engine: a registered engine name (default vLLM). The memory settings (kv_memory,
-    weights_memory, activation_memory, cudagraph_memory) are what the engine logged, per GPU
-    except weights_memory (the whole model). `settings` passes further Deployment fields
-    through (enforce_eager, dcp, expert_parallel, hf_cache, ...).
+    (`h100`) or a GPU object, or catalog names joined by commas, one GPU per pipeline stage
+    (`rtx-5070-ti,rtx-5090`: vLLM only, PP defaults to their number); gpu_memory: what an
+    uncatalogued GPU reports (`24GiB`). count, tp, pp, dp: GPUs and their split (TP defaults
+    to count / (PP x DP)); dp_attention: SGLang's DP attention (the DP ranks share the TP
+    group's GPUs). assume_standard_attention: read a config.json kvplan would refuse as
+    standard attention (the spec's `warnings` say so). engine: a registered engine name
+    (default vLLM). The memory settings (kv_memory, weights_memory, activation_memory,
+    cudagraph_memory) are what the engine logged, per GPU except weights_memory (the whole
+    model). `settings` passes further Deployment fields through (enforce_eager, dcp,
+    expert_parallel, hf_cache, pp_layers, ...).
     """
     from kvplan.engines.base import Deployment
     from kvplan.engines.registry import DEFAULT
@@ -164,6 +186,9 @@ def deployment(
     unknown = sorted(set(settings) - known)
     if unknown:
         raise BadInputError(f"unknown deployment setting(s): {', '.join(unknown)}")
+    stage_gpus = _stage_gpus(gpu, gpu_memory, pp, engine, spell)
+    if stage_gpus:
+        gpu, pp = stage_gpus[0], len(stage_gpus)
     tp_, pp_ = layout(count, tp, pp, dp, dp_attention, spell)
     max_len = tokens(max_model_len, "max_model_len", spell)
     kv_bytes = memory(kv_memory, spell("kv_memory"))
@@ -179,6 +204,16 @@ def deployment(
     else:
         spec = model
     found = find_gpu(gpu, gpu_memory, spell)
+    if stage_gpus:
+        settings["stage_gpu_memory_bytes"] = tuple(g.memory_bytes for g in stage_gpus)
+        settings["stage_gpu_names"] = tuple(g.name for g in stage_gpus)
+    if settings.get("pp_layers") is not None:
+        if engine != "vllm":
+            raise SettingError("pp", f"a layer count per pipeline stage is vLLM's "
+                               f"VLLM_PP_LAYER_PARTITION; {engine} splits its layers evenly")
+        from kvplan.core.sizing import pp_stages
+
+        pp_stages(spec.num_layers, pp_, settings["pp_layers"])  # one count a stage, all layers
     dep = Deployment(
         spec=spec, tp=tp_, pp=pp_, engine=engine, engine_version=engine_version,
         kv_dtype=kv_dtype_name(kv_dtype), block_size=block_size,

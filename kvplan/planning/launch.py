@@ -97,22 +97,32 @@ def _speculative(config: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
     return {"num_speculative_tokens": k}
 
 
-def _partition_note(partition: str, pp: Any) -> str:
-    """vLLM's VLLM_PP_LAYER_PARTITION, named: kvplan splits a model's layers over the pipeline
-    stages as get_pp_indices does without it (kvplan.core.sizing.pp_stages), one GPU kind."""
+def _connector_note(config: Any) -> str:
+    """vLLM's --kv-transfer-config, named: a KV connector (LMCache, NIXL, CPU offloading)
+    moves KV blocks to or from other memory and can hold GPU memory of its own, which kvplan
+    does not model; its figures are those of vLLM without the connector."""
+    fields_ = config if isinstance(config, dict) else {}
+    name = fields_.get("kv_connector") or "KV"
+    role = f" ({fields_['kv_role']})" if fields_.get("kv_role") else ""
+    return (f"--kv-transfer-config: vLLM runs the {name} connector{role}; kvplan does not "
+            "model it (what it holds on the GPU, or the blocks it keeps elsewhere), so its "
+            "figures are vLLM's without a connector")
+
+
+def _partition(partition: str, pp: Any) -> tuple[int, ...]:
+    """vLLM's VLLM_PP_LAYER_PARTITION (envs.py; get_pp_indices in distributed/utils.py reads
+    it): the layer count of each pipeline stage, one per stage."""
     try:
-        layers = [int(p) for p in partition.split(",")]
+        layers = tuple(int(p) for p in partition.split(","))
     except ValueError:
         raise BadInputError(f"VLLM_PP_LAYER_PARTITION {partition!r} in the launch command is "
                             "not a list of layer counts", "write it like 16,32") from None
-    if pp is not None and len(layers) != pp:
+    stages = pp if pp is not None else 1
+    if len(layers) != stages:
         raise BadInputError(f"VLLM_PP_LAYER_PARTITION {partition!r} names {len(layers)} "
-                            f"stages but --pipeline-parallel-size is {pp}",
+                            f"stages but --pipeline-parallel-size is {stages}",
                             "give one layer count per stage")
-    return (f"VLLM_PP_LAYER_PARTITION={partition}: vLLM gives the pipeline stages "
-            f"{' + '.join(map(str, layers))} layers; kvplan splits the layers evenly over one "
-            "GPU kind, so each stage's weights and KV budget differ from vLLM's (the fullest "
-            "stage, and a smaller GPU on one stage, are not modelled)")
+    return layers
 
 
 def engine_launches() -> list[EngineLaunch]:
@@ -162,6 +172,9 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
     speculative = s.pop("speculative_config", None)
     if speculative is not None:
         overrides.update(_speculative(speculative, warnings))
+    connector = s.pop("kv_transfer_config", None)
+    if connector is not None:
+        warnings.append(_connector_note(connector))
     dtype = s.pop("model_dtype", None)
     if dtype not in (None, "auto"):
         warnings.append(f"--dtype {dtype}: kvplan sizes the checkpoint's own dtype")
@@ -173,7 +186,7 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
         overrides["kv_dtype"] = value_v
     partition = s.pop("pp_layer_partition", None)
     if partition is not None:
-        warnings.append(_partition_note(str(partition), overrides.get("pp")))
+        overrides["pp_layers"] = _partition(str(partition), overrides.get("pp"))
     offload = s.pop("cpu_offload_gib", None)
     if offload:
         warnings.append(f"--cpu-offload-gb {offload:g}: vLLM keeps up to {offload:g} GiB of "

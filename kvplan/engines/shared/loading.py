@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kvplan.core.layers import ATTENTION_KINDS, MLA, SlidingWindow
@@ -131,7 +132,8 @@ def _replay_rope(alloc: CachingAllocator, cache: RopeCache, model_bytes: int,
 
 
 def loaded_weights(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1,
-                   ep: int = 1, expert_load: ExpertLoad | None = None) -> tuple[int, ...]:
+                   ep: int = 1, expert_load: ExpertLoad | None = None,
+                   partition: Sequence[int] | None = None) -> tuple[int, ...]:
     """`loaded_weight_bytes` in the format `weights` names (kvplan.core.weights.load_format:
     the checkpoint's, one quantized at load, or a model dtype); MXFP4 experts laid out as
     `expert_load` says."""
@@ -139,13 +141,15 @@ def loaded_weights(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int 
 
     target, q, _ = load_format(spec, weights)
     return loaded_weight_bytes(target, q, tp, pp, ep,
-                               expert_load=expert_load if q.layout == "mxfp4" else None)
+                               expert_load=expert_load if q.layout == "mxfp4" else None,
+                               partition=partition)
 
 
 def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp: int = 1,
                         ep: int = 1, include_mtp: bool = False,
                         expert_load: ExpertLoad | None = None, reserved: bool = False,
-                        rope_fp32: bool = False) -> tuple[int, ...]:
+                        rope_fp32: bool = False,
+                        partition: Sequence[int] | None = None) -> tuple[int, ...]:
     """What vLLM logs as the weights one GPU of each pipeline stage loaded ("Loading model
     weights took", "Model loading took", the worker's "model weights take"): the change of
     `torch.cuda.memory_allocated` across `load_model` (`DeviceMemoryProfiler`). That counts
@@ -162,9 +166,10 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
     from kvplan.core.allocator import CachingAllocator
     from kvplan.core.weights import placement
 
-    plan = placement(spec, q, tp, pp, ep, include_mtp=include_mtp, expert_load=expert_load)
+    plan = placement(spec, q, tp, pp, ep, include_mtp=include_mtp, expert_load=expert_load,
+                     partition=partition)
     inv = plan.inventory
-    stages = pp_stages(spec.num_layers, pp)
+    stages = pp_stages(spec.num_layers, pp, partition)
     model_bytes = 4 if spec.dtype == "fp32" else 2
     # (param, layer) -> bytes, in creation order (a dict keeps its insertion order)
     groups: dict[tuple[str, int | None], int] = {}

@@ -174,11 +174,13 @@ def weight_split(spec: ModelSpec, fmt: WeightFormat, dims: ModelDims | None = No
 
 
 def stage_weight_bytes(spec: ModelSpec, split: WeightSplit, tp: int = 1, pp: int = 1,
-                       shares: Sequence[int] | None = None) -> tuple[int, ...]:
+                       shares: Sequence[int] | None = None,
+                       partition: Sequence[int] | None = None) -> tuple[int, ...]:
     """Weight bytes on one GPU of each pipeline stage (layers as get_pp_indices splits them,
     in proportion to `shares` when the layers differ; the input embedding on the first stage,
-    the LM head on the last; all divided by TP)."""
-    stages = pp_stages(spec.num_layers, pp)
+    the LM head on the last; all divided by TP; `partition`: VLLM_PP_LAYER_PARTITION's
+    layer counts)."""
+    stages = pp_stages(spec.num_layers, pp, partition)
     weights = list(shares) if shares else [1] * spec.num_layers
     whole = max(1, sum(weights))
     out = []
@@ -196,8 +198,8 @@ def stage_weight_bytes(spec: ModelSpec, split: WeightSplit, tp: int = 1, pp: int
 def stage_weights(spec: ModelSpec, weights: str | WeightFormat = "auto",
                   weights_bytes: int | None = None, tp: int = 1, pp: int = 1,
                   dims: ModelDims | None = None, ep: int = 1,
-                  expert_load: ExpertLoad | None = None, vocab: VocabSplit | None = None
-                  ) -> tuple[tuple[int, ...], str]:
+                  expert_load: ExpertLoad | None = None, vocab: VocabSplit | None = None,
+                  partition: Sequence[int] | None = None) -> tuple[tuple[int, ...], str]:
     """Weight bytes on one GPU of each pipeline stage, and the format assumed and why: the
     one place every engine's weights term comes from.
 
@@ -213,17 +215,18 @@ def stage_weights(spec: ModelSpec, weights: str | WeightFormat = "auto",
     shares = layer_weight_shares(spec)
     if weights_bytes is None:
         plan = weight_plan(spec, load_name(spec, weights), tp, pp, ep, expert_load,
-                           vocab=vocab)
+                           vocab=vocab, partition=partition)
         if plan is not None:
             return plan.stage_bytes, f"{plan.format}, from {plan.why}, {_TENSOR_BY_TENSOR}"
         if weights == "auto" and spec.checkpoint is not None:
             split = weight_split(spec, fmt, dims, spec.checkpoint.total_bytes)
-            return (stage_weight_bytes(spec, split, tp, pp, shares=shares),
+            return (stage_weight_bytes(spec, split, tp, pp, shares=shares,
+                                       partition=partition),
                     f"the published checkpoint's {spec.checkpoint.total_bytes:,} bytes "
                     f"({spec.checkpoint.source})")
     split = weight_split(spec, fmt, dims or dims_of(spec), weights_bytes)
     how = "measured" if weights_bytes else f"{fmt.description}, from num_params"
-    return stage_weight_bytes(spec, split, tp, pp, shares=shares), how
+    return stage_weight_bytes(spec, split, tp, pp, shares=shares, partition=partition), how
 
 
 def dims_of(spec: ModelSpec) -> ModelDims:

@@ -49,7 +49,9 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                 stage_weights_bytes: Sequence[int] | None = None, gpu_arch: str = "",
                 mxfp4_backend: str | None = None,
                 ep: int = 1, dp: int = 1, num_draft_layers: int = 0,
-                num_speculative_tokens: int = 0, check: bool = True) -> Budget:
+                num_speculative_tokens: int = 0, pp_layers: Sequence[int] | None = None,
+                stage_gpu_memory_bytes: Sequence[int] | None = None,
+                check: bool = True) -> Budget:
     """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
     `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11:
     one float, `int` at the end; 0.33: `ceil(total x util) - ...`), minus the CUDA-graph
@@ -62,8 +64,15 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     NCCL communicators count before 0.11). `num_draft_layers`: an EAGLE head's layers, whose
     weights (`memory.eagle_draft_bytes`) join the last stage unless `extra_weights_bytes` gives
     the draft's bytes; `num_speculative_tokens` widens the CUDA-graph capture sizes (from 0.20's
-    estimate). `check=False` returns a budget at or below zero instead of
-    raising (vLLM logs such a value before it refuses to start)."""
+    estimate). `pp_layers`: each stage's layer count (VLLM_PP_LAYER_PARTITION, read by
+    distributed/utils.py get_pp_indices; None: the even split). `stage_gpu_memory_bytes`: what
+    each stage's GPU reports, when the stages run on different GPUs; each worker requests its
+    own GPU x utilization (gpu_worker.determine_available_memory) and the engine takes the
+    fewest blocks over the workers (v1/core/kv_cache_utils.get_kv_cache_configs, 0.11+;
+    v1/engine/core.py `min(num_gpu_blocks)` before), so the stage that fits the fewest
+    blocks limits every one (kvplan.engines.vllm.startup.profile). `check=False` returns a
+    budget at or below zero instead of raising (vLLM logs such a value before it refuses to
+    start)."""
 
     ver = version or LATEST
     util = gpu_memory_utilization if gpu_memory_utilization is not None else \
@@ -75,13 +84,13 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     else:
         expert_load = mxfp4_expert_load(gpu_arch, mxfp4_backend)
         stages, weights_how = stage_weights(spec, weights, weights_bytes, tp, pp, dims, ep=ep,
-                                            expert_load=expert_load)
+                                            expert_load=expert_load, partition=pp_layers)
         per_stage = list(stages)
         if from_inventory(weights_how):
             # what vLLM subtracts: the weights as memory_allocated counts them (allocator
             # blocks, rotary caches), not the tensors' own bytes
             per_stage = list(loaded_weights(spec, load_name(spec, weights), tp, pp,
-                                                   ep, expert_load))
+                                                   ep, expert_load, partition=pp_layers))
             weights_how += ", with vLLM's rotary caches and the allocator's rounding"
     if not extra_weights_bytes and num_draft_layers:
         extra_weights_bytes = vp.eagle_draft_bytes(spec, num_draft_layers) or 0
@@ -113,17 +122,24 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     else:
         capability = compute_capability(gpu_arch)
         graphs = vp.cudagraph_bytes(shapes, batch, ver, tp=tp, num_layers=max(
-            b - a for a, b in pp_stages(spec.num_layers, pp)),
+            b - a for a, b in pp_stages(spec.num_layers, pp, pp_layers)),
             blackwell=capability is not None and capability[0] == 10,
             num_speculative_tokens=num_speculative_tokens)
-    requested = gpu_memory_bytes * util  # 0.11 keeps the float until the final int()
-    ceil = rules_for(ver).ceil_requested_memory
-    requested_int = math.ceil(requested) if ceil else int(requested)
-    base = requested_int if ceil else requested  # 0.33 request_memory: ceil
+    totals = list(stage_gpu_memory_bytes) if stage_gpu_memory_bytes else [gpu_memory_bytes] * pp
+    if len(totals) != pp:
+        raise BadInputError(f"{len(totals)} GPUs given for {pp} pipeline stages",
+                            "give one GPU per stage (--gpu a,b with --pp 2)")
+    requested = [total * util for total in totals]  # 0.11 keeps the float until the int()
+    ceil = rules_for(ver).ceil_requested_memory  # 0.33 request_memory: ceil
+    requested_ints = [math.ceil(r) if ceil else int(r) for r in requested]
+    bases = requested_ints if ceil else requested
     available = tuple(int(base - (w + a + non_torch) - graphs)
-                      for w, a in zip(per_stage, acts, strict=True))
+                      for base, w, a in zip(bases, per_stage, acts, strict=True))
+    # one GPU and request for the Budget's totals: the stage left with the least
+    worst = min(range(pp), key=lambda i: available[i])
+    requested_int = requested_ints[worst]
     if check:
-        check_positive("vLLM", available, gpu_memory_bytes, per_stage,
+        check_positive("vLLM", available, totals[worst], per_stage,
                         "use more GPUs (--tp/--pp), a smaller weight format, a larger "
                         "--gpu-memory-utilization, or give --kv-memory as vLLM logged it")
     notes = [f"gpu_memory_utilization {util} ({'given' if gpu_memory_utilization else 'default'} "
@@ -133,6 +149,13 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
              f"({batch.engine} profile batch: max_num_batched_tokens "
              f"{batch.max_num_batched_tokens:,}, max_num_seqs {batch.max_num_seqs:,}, chunked "
              f"prefill {'on' if batch.chunked_prefill else 'off'})"]
+    if stage_gpu_memory_bytes:
+        notes.append("a GPU per stage: " + ", ".join(
+            f"stage {i} {total:,} B x {util} = {req:,} B" for i, (total, req)
+            in enumerate(zip(totals, requested_ints, strict=True))) + f"; stage {worst}'s shown")
+    if pp_layers:
+        notes.append(f"layers per stage {'+'.join(map(str, pp_layers))} "
+                     "(VLLM_PP_LAYER_PARTITION)")
     if graphs:
         notes.append(f"CUDA graphs: {'given' if cudagraph_bytes is not None else 'estimated'},"
                      " subtracted from vLLM 0.20 (--enforce-eager: none)")
@@ -145,7 +168,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                      "held through the forward and sampler)")
     if shapes.estimated and activation_bytes is None:
         notes.append("model dimensions estimated from the spec (hidden = heads x head_dim)")
-    return Budget(SCHEMA, "vllm", ".".join(map(str, ver)), "estimated", gpu_memory_bytes, util,
+    return Budget(SCHEMA, "vllm", ".".join(map(str, ver)), "estimated", totals[worst], util,
                   requested_int, tuple(per_stage), tuple(acts), non_torch, graphs,
                   available, tuple(notes), max_num_seqs=batch.max_num_seqs,
                   max_num_batched_tokens=batch.max_num_batched_tokens)

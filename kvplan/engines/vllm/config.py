@@ -189,6 +189,7 @@ class VllmConfig:
     block_size: int | None = None  # None: the platform/backend default
     tp: int = 1
     pp: int = 1
+    pp_layers: tuple[int, ...] | None = None  # VLLM_PP_LAYER_PARTITION (None: even split)
     max_num_batched_tokens: int = 8192
     # 0.33 schedules two batches ahead (async scheduling, PP=1): sliding layers keep
     # 2 x max_num_batched_tokens in flight. None: on from 0.33.

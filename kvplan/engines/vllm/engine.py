@@ -101,7 +101,8 @@ def config_for(dep: Deployment) -> VllmConfig:
     return VllmConfig(
         max_model_len=dep.context_limit(), version=ver,
         kv_cache_dtype=flag_dtype(dep.kv_dtype), block_size=dep.block_size, tp=dep.tp,
-        pp=dep.pp, max_num_batched_tokens=batch_for(dep).max_num_batched_tokens,
+        pp=dep.pp, pp_layers=dep.pp_layers,
+        max_num_batched_tokens=batch_for(dep).max_num_batched_tokens,
         num_draft_layers=dep.num_draft_layers,
         num_speculative_tokens=dep.num_speculative_tokens, dcp=dep.dcp,
         gpu_name=f"{dep.gpu_name or ''} {dep.gpu_arch}".strip() or None,
@@ -192,7 +193,8 @@ class VllmEngine(BaseEngine):
                 enforce_eager=dep.enforce_eager, ep=expert_parallel_size(dep), dp=dep.dp,
                 flashinfer_sampler=bool(dep.flashinfer_sampler),
                 num_draft_layers=dep.num_draft_layers,
-                num_speculative_tokens=dep.num_speculative_tokens)
+                num_speculative_tokens=dep.num_speculative_tokens,
+                pp_layers=dep.pp_layers, stage_gpu_memory_bytes=dep.stage_gpu_memory_bytes)
         prof = profile(dep.spec, config, budget.available_kv_cache_bytes)
         constraints = []
         for i, stage in enumerate(prof.stages):
@@ -212,7 +214,9 @@ class VllmEngine(BaseEngine):
 
     def numbers(self, cap: Capacity) -> dict[str, Any]:
         p: VllmProfile = cap.engine_profile
-        return {"available_kv_cache_bytes": p.available_kv_cache_bytes,
+        stages = {"stage_available_kv_cache_bytes": list(p.stage_available_bytes)} \
+            if len(p.stages) > 1 else {}  # each stage's worker logs its own figure
+        return {"available_kv_cache_bytes": p.available_kv_cache_bytes, **stages,
                 "num_blocks": p.num_blocks, "block_size": p.block_size,
                 "kv_cache_tokens": p.kv_cache_tokens, "max_concurrency": p.max_concurrency,
                 "max_concurrency_fraction": f"{p.max_concurrency_exact.numerator}/"

@@ -255,7 +255,8 @@ def layer_page_specs(spec: ModelSpec, layers: Sequence[Layer], config: VllmConfi
 
 
 def stage_layers(spec: ModelSpec, config: VllmConfig) -> list[list[Layer]]:
-    stages = [list(spec.layers[a:b]) for a, b in pp_stages(spec.num_layers, config.pp)]
+    stages = [list(spec.layers[a:b])
+              for a, b in pp_stages(spec.num_layers, config.pp, config.pp_layers)]
     if config.num_draft_layers:
         # EAGLE/MTP draft layers are attention layers of the target's shape; they live with
         # the last stage and share its pool (issue #19996: 32 + 1 layers in the pool).

@@ -50,6 +50,8 @@ def launch_flags() -> EngineLaunch:
         # speculative decoding: a JSON object from 0.8 (its num_speculative_tokens is read),
         # a flag of its own before (0.4-0.7 EngineArgs)
         "--speculative-config": ("speculative_config", "json"),
+        # a KV connector (LMCache, NIXL, offloading): read to be named, not modelled
+        "--kv-transfer-config": ("kv_transfer_config", "json"),
         "--num-speculative-tokens": ("num_speculative_tokens", "int"),
     }
     ignored = ("--host", "--port", "--served-model-name", "--api-key", "--tokenizer",

@@ -1,0 +1,103 @@
+"""Unequal pipeline stages (vLLM): VLLM_PP_LAYER_PARTITION as the layer count of each stage
+(vllm/distributed/utils.py get_pp_indices) and a GPU per stage (`--gpu a,b`), each worker
+sizing its own budget and the engine keeping the fewest blocks over the workers
+(v1/core/kv_cache_utils.get_kv_cache_configs). vllm-project/vllm#34076 is the case: 16 of
+Qwen3-30B-A3B's 48 layers on an RTX 5070 Ti, 32 on an RTX 5090."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.api import deploy
+from kvplan.cli import app
+from kvplan.core.errors import BadInputError
+from kvplan.core.sizing import pp_stages
+from kvplan.engines.vllm.budget import vllm_budget
+from kvplan.sources.library import resolve
+
+runner = CliRunner()
+GIB = 2**30
+
+
+def test_a_partition_is_the_layer_count_of_each_stage():
+    assert pp_stages(48, 2) == [(0, 24), (24, 48)]
+    assert pp_stages(48, 2, (16, 32)) == [(0, 16), (16, 48)]
+    assert pp_stages(61, 3, (20, 20, 21)) == [(0, 20), (20, 40), (40, 61)]
+    with pytest.raises(BadInputError, match="does not split 48 layers over 2 stages"):
+        pp_stages(48, 2, (16, 16))
+    with pytest.raises(BadInputError, match="over 2 stages"):
+        pp_stages(48, 2, (16, 16, 16))
+    with pytest.raises(BadInputError):
+        pp_stages(48, 2, (0, 48))  # get_pp_indices gives every stage at least one layer
+
+
+def test_each_stage_requests_its_own_gpu():
+    # gpu_worker.determine_available_memory on each worker: its GPU x utilization less its
+    # own weights, activation peak and non-torch memory (0.15: the float, int() at the end)
+    spec = resolve("qwen3-30b-a3b")
+    small, large = 16_300 * 2**20, 32_604 * 2**20
+    budget = vllm_budget(spec, small, version=(0, 15, 2), pp=2, pp_layers=(16, 32),
+                         stage_gpu_memory_bytes=(small, large), gpu_memory_utilization=0.9,
+                         stage_weights_bytes=(10 * GIB, 19 * GIB), activation_bytes=GIB // 8,
+                         non_torch_bytes=64 * 2**20, cudagraph_bytes=0)
+    assert budget.available_kv_cache_bytes == (
+        int(small * 0.9 - (10 * GIB + GIB // 8 + 64 * 2**20)),
+        int(large * 0.9 - (19 * GIB + GIB // 8 + 64 * 2**20)))
+    with pytest.raises(BadInputError, match="3 GPUs given for 2 pipeline stages"):
+        vllm_budget(spec, small, pp=2, stage_gpu_memory_bytes=(small, large, large),
+                    stage_weights_bytes=(GIB, GIB))
+
+
+def test_the_partition_moves_layers_between_stages():
+    # a stage holds its layers' weights: 16 + 32 gives the first stage 8 fewer layers and the
+    # last 8 more than 24 + 24, the embedding staying on the first and the head on the last
+    from kvplan.core.weights import placement
+
+    spec = resolve("qwen3-8b")  # 36 identical layers
+    even = placement(spec, pp=2)
+    moved = placement(spec, pp=2, partition=(10, 26))
+    per_layer = even.inventory.bytes_where("layer", range(0, 1))
+    assert even.inventory.bytes_where("layer", range(0, 36)) == 36 * per_layer
+    assert moved.stage_bytes[0] == even.stage_bytes[0] - 8 * per_layer
+    assert moved.stage_bytes[1] == even.stage_bytes[1] + 8 * per_layer
+    assert placement(spec, pp=2, partition=(18, 18)).stage_bytes == even.stage_bytes
+
+
+def test_the_stage_with_the_fewest_blocks_limits_every_worker():
+    # bytes per block of a stage: 16 tokens x its layers x (K + V) 4 KV heads x 128 x 2 B
+    d = deploy("qwen3-30b-a3b", gpu="rtx 5070 ti,rtx 5090", engine_version="0.15.2",
+               gpu_memory_utilization=0.9, weights_dtype="fp8", pp_layers=(16, 32))
+    assert d.deployment.pp == 2
+    assert d.deployment.stage_gpu_memory_bytes == (16_300 * 2**20, 32_604 * 2**20)
+    profile = d.capacity.engine_profile
+    first, last = profile.stage_available_bytes
+    blocks = (first // (16 * 16 * 2 * 4 * 128 * 2), last // (16 * 32 * 2 * 4 * 128 * 2))
+    assert profile.stage_num_blocks == blocks
+    assert profile.num_blocks == min(blocks)
+    limiting = blocks.index(min(blocks))
+    assert profile.available_kv_cache_bytes == profile.stage_available_bytes[limiting]
+
+
+def test_a_gpu_per_stage_from_the_command_line():
+    line = ("VLLM_PP_LAYER_PARTITION=16,32 vllm serve ./Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8 "
+            "--gpu-memory-utilization 0.9 --pipeline-parallel-size 2")
+    base = ["plan", "qwen3-30b-a3b", "--from-command", line, "--engine-version", "0.15.2",
+            "--format", "json"]
+    two = runner.invoke(app, [*base, "--gpu", "rtx 5070 ti,rtx 5090"])
+    one = runner.invoke(app, [*base, "--gpu", "rtx 5090"])
+    assert two.exit_code in (0, 1) and one.exit_code in (0, 1), two.output + one.output
+    # the first stage's worker on the 16 GB card has less left than on a 32 GB one; the
+    # last stage's worker is on the same RTX 5090 either way
+    two_stages = json.loads(two.stdout)["engine"]["stage_available_kv_cache_bytes"]
+    one_kind = json.loads(one.stdout)["engine"]["stage_available_kv_cache_bytes"]
+    assert two_stages[0] < one_kind[0] and two_stages[1] == one_kind[1]
+    # one GPU per stage: a list that does not match the stages, or another engine, is refused
+    result = runner.invoke(app, ["plan", "qwen3-8b", "--gpu", "rtx 5070 ti,rtx 5090",
+                                 "--pp", "3"])
+    assert result.exit_code == 2 and "names 2 GPUs, one per pipeline stage" in result.output
+    result = runner.invoke(app, ["plan", "qwen3-8b", "--gpu", "rtx 5070 ti,rtx 5090",
+                                 "--engine", "sglang"])
+    assert result.exit_code == 2 and "vLLM only" in result.output
