@@ -45,6 +45,7 @@ WITHIN_5_PERCENT = {
     "vllm-dennislee22-qwen2-7b-a100-gmu025",
     "vllm-dennislee22-qwen2-7b-2xa100-40gb-tp2-ray",
     "vllm-dennislee22-gpt-oss-120b-4xa100-tp4-ray",
+    "vllm-pr10511-llama-3-8b-h100",
 }
 
 
