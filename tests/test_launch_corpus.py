@@ -46,6 +46,15 @@ WITHIN_5_PERCENT = {
     "vllm-dennislee22-qwen2-7b-2xa100-40gb-tp2-ray",
     "vllm-dennislee22-gpt-oss-120b-4xa100-tp4-ray",
     "vllm-pr10511-llama-3-8b-h100",
+    "sglang-docs-2411-llama-3.1-8b-h100",
+    "sglang-docs-2411-llama-3.2-1b-h100",
+    "sglang-docs-2411-gte-qwen2-7b-embedding-h100",
+    "sglang-docs-2411-skywork-reward-llama-3.1-8b-h100",
+    "sglang-docs-2501-llama-3.2-1b-h100",
+    "sglang-docs-2501-gte-qwen2-7b-embedding-h100",
+    "sglang-docs-2502-llama-3.1-8b-llama3-tool-parser-h100",
+    "sglang-docs-2502-llama-3.2-1b-skip-tokenizer-init-h100",
+    "sglang-docs-2502-skywork-reward-llama-3.1-8b-h100",
 }
 
 

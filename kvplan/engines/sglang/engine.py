@@ -241,6 +241,9 @@ def launch_flags() -> EngineLaunch:
         "--disable-cuda-graph": ("enforce_eager", "flag"),
         "--cuda-graph-max-bs": ("cuda_graph_max_bs", "int"), "--revision": ("revision", "str"),
         "--speculative-algorithm": ("speculative", "str"),
+        # an embedding or reward model: named (a ...ForSequenceClassification checkpoint holds
+        # a score head where kvplan counts the LM head), not modelled
+        "--is-embedding": ("is_embedding", "flag"),
     }
     ignored = ("--host", "--port", "--served-model-name", "--api-key", "--tokenizer-path",
                "--tokenizer-mode", "--chat-template", "--tool-call-parser", "--reasoning-parser",
