@@ -668,6 +668,50 @@ TERMS = (("weights", "weights_bytes"), ("activation", "activation_bytes"),
          ("non_torch", "non_torch_bytes"), ("cudagraph", "cudagraph_bytes"))
 
 
+# settings a case states -> the `kvplan plan` flag that states the same (None: no flag yet)
+_FLAGS = {"gpu_memory_utilization": "--gpu-memory-utilization", "enforce_eager": "--enforce-eager"}
+
+
+def command(case: Case) -> list[str] | None:
+    """`kvplan plan`'s arguments giving this case's budget (from the repository root), or None
+    where a setting has no flag (the EAGLE head's draft layers)."""
+    if any(key not in _FLAGS for key in case.settings):
+        return None
+    gpu = ["--gpu-memory", case.gpu] if case.gpu.endswith("GiB") else ["--gpu", case.gpu]
+    args = ["plan", f"tests/fixtures/engines/models/{case.model}.yaml", *gpu,
+            "--engine-version", ".".join(map(str, case.version)),
+            "--max-model-len", str(case.max_model_len)]
+    if case.tp * case.pp > 1:
+        args += ["--count", str(case.tp * case.pp), "--tp", str(case.tp), "--pp", str(case.pp)]
+    if case.weights != "auto":
+        args += ["--weights-dtype", case.weights]
+    for key, value in case.settings.items():
+        args += [_FLAGS[key]] if value is True else [_FLAGS[key], str(value)]
+    return args
+
+
+def test_each_case_has_a_command_giving_its_budget():
+    # the figures of docs/engine-accuracy.md section 2 come from `kvplan plan` as printed
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    root = Path(__file__).parent.parent
+    for c in CASES:
+        args = command(c)
+        if args is None:
+            assert c.settings.get("num_draft_layers"), c.log_id  # only the EAGLE head lacks one
+            continue
+        args = [str(root / a) if a.startswith("tests/") else a for a in args]
+        result = CliRunner().invoke(app, [*args, "--format", "json"])
+        assert result.exit_code in (0, 1), result.output
+        engine = json.loads(result.stdout)["engine"]
+        stages = engine.get("stage_available_kv_cache_bytes", [engine["available_kv_cache_bytes"]])
+        assert tuple(stages) == budget_of(c).available_kv_cache_bytes, c.log_id
+
+
 def accuracy_table() -> str:
     lines = [
         "| log | vLLM | GPU | logged KV GiB | predicted KV GiB | logged count | predicted "
@@ -727,7 +771,14 @@ def accuracy_table() -> str:
                     f"{h.gpu_name or h.gpu}, {layout} | {logged_gib:.2f} | {gib:.2f} | "
                     f"{kv_err} | {shown_count} | {pred_count} | {count_err} | "
                     f"{'; '.join(terms_shown) or '-'} |")
-    return "\n".join(lines + terms + held) + "\n"
+    import shlex
+
+    commands = ["", "The command behind each budget above (from the repository root):", ""]
+    for c in CASES:
+        args = command(c)
+        commands.append(f"- {c.log_id}: `kvplan {shlex.join(args)}`" if args else
+                        f"- {c.log_id}: no flag states its EAGLE draft layer yet")
+    return "\n".join(lines + commands + terms + held) + "\n"
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.counted], ids=lambda c: c.log_id)
