@@ -100,4 +100,4 @@ def test_a_gpu_per_stage_from_the_command_line():
     assert result.exit_code == 2 and "names 2 GPUs, one per pipeline stage" in result.output
     result = runner.invoke(app, ["plan", "qwen3-8b", "--gpu", "rtx 5070 ti,rtx 5090",
                                  "--engine", "sglang"])
-    assert result.exit_code == 2 and "vLLM only" in result.output
+    assert result.exit_code == 2 and "does not model for sglang (only for vLLM)" in result.output

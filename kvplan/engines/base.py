@@ -353,6 +353,9 @@ class BaseEngine:
     # "" when kvplan knows nothing of how the engine caches it.
     compressed_attention_pools = ""
     models_compressed_attention = False  # True: capacity() plans it (or refuses it itself)
+    # True: capacity() sizes each pipeline stage on its own GPU (Deployment
+    # stage_gpu_memory_bytes) and with its own layer count (Deployment.pp_layers)
+    plans_unequal_stages = False
 
     def capacity(self, dep: Deployment) -> Capacity:
         raise NotImplementedError

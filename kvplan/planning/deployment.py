@@ -122,10 +122,15 @@ def _stage_gpus(gpu: str | GPULike | None, gpu_memory: str | int | None, pp: int
     (kvplan.engines.vllm.budget); the other engines are planned on one GPU kind."""
     if not isinstance(gpu, str) or "," not in gpu:
         return []
+    from kvplan.engines import registry
+
     names = [g.strip() for g in gpu.split(",")]
-    if engine != "vllm":
+    if not getattr(registry.get(engine), "plans_unequal_stages", False):
+        able = [registry.get(n).display_name or n for n in registry.names()
+                if getattr(registry.get(n), "plans_unequal_stages", False)]
         raise SettingError("gpu", f"{spell('gpu')} {gpu!r} names a GPU per pipeline stage, "
-                           f"which kvplan models for vLLM only, not {engine}",
+                           f"which kvplan does not model for {engine} (only for "
+                           f"{', '.join(able) or 'no engine'})",
                            f"give one GPU kind for {engine}")
     if pp is not None and pp != len(names):
         raise SettingError("gpu", f"{spell('gpu')} {gpu!r} names {len(names)} GPUs, one per "
@@ -208,9 +213,9 @@ def deployment(
         settings["stage_gpu_memory_bytes"] = tuple(g.memory_bytes for g in stage_gpus)
         settings["stage_gpu_names"] = tuple(g.name for g in stage_gpus)
     if settings.get("pp_layers") is not None:
-        if engine != "vllm":
-            raise SettingError("pp", f"a layer count per pipeline stage is vLLM's "
-                               f"VLLM_PP_LAYER_PARTITION; {engine} splits its layers evenly")
+        if not getattr(get_engine(engine), "plans_unequal_stages", False):
+            raise SettingError("pp", f"a layer count per pipeline stage (vLLM's "
+                               f"VLLM_PP_LAYER_PARTITION) is not modelled for {engine}")
         from kvplan.core.sizing import pp_stages
 
         pp_stages(spec.num_layers, pp_, settings["pp_layers"])  # one count a stage, all layers

@@ -173,6 +173,8 @@ class VllmEngine(BaseEngine):
     smaller_kv_dtypes = SMALLER_KV_DTYPES
     cache_variants = ("",)  # `validate --layout vllm` allocates cache_layout()
     models_compressed_attention = True  # DeepSeek-V4 on Hopper (dsv4_stage)
+    # VLLM_PP_LAYER_PARTITION and a GPU per stage: each worker its own budget (budget.py)
+    plans_unequal_stages = True
 
     def capacity(self, dep: Deployment) -> Capacity:
         config = config_for(dep)
