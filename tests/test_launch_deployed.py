@@ -153,3 +153,23 @@ def test_pipeline_layer_partition_is_read_as_the_stage_split():
                                  "--pipeline-parallel-size 2"])
     assert result.exit_code == 2, result.output
     assert "16,16 does not split 48 layers over 2 stages" in result.output
+
+
+def test_what_kvplan_does_not_model_is_named_from_the_line():
+    # vllm-project/vllm#21348: vLLM with the LMCache connector; kvplan sizes vLLM without it
+    plan = from_command("vllm serve /path/to/Qwen3-235B-A22B-FP8 --tensor-parallel-size 4 "
+                        "--kv-transfer-config '{\"kv_connector\":\"LMCacheConnectorV1\","
+                        "\"kv_role\":\"kv_both\"}'", "qwen3-235b-a22b")
+    assert any(w.startswith("--kv-transfer-config: vLLM runs the LMCacheConnectorV1 connector "
+                            "(kv_both); kvplan does not model it") for w in plan.warnings)
+    assert not any("not a flag kvplan knows" in w for w in plan.warnings)
+    # kvcached (ovg-project/kvcached#210 starts vLLM with ENABLE_KVCACHED=true): named when on
+    on = from_command("ENABLE_KVCACHED=true KVCACHED_AUTOPATCH=1 vllm serve Qwen/Qwen3-8B")
+    assert any(w.startswith("ENABLE_KVCACHED=true: kvcached") for w in on.warnings)
+    off = from_command("ENABLE_KVCACHED=false vllm serve Qwen/Qwen3-8B")
+    assert not any("kvcached" in w for w in off.warnings)
+    # SGLang's --is-embedding (a reward model's score head is not the LM head kvplan counts)
+    reward = from_command("python -m sglang.launch_server --model-path "
+                          "Skywork/Skywork-Reward-Llama-3.1-8B-v0.2 --is-embedding", "llama-3.1-8b")
+    assert any("is_embedding=True" in w for w in reward.warnings)
+    assert not any("not a flag kvplan knows" in w for w in reward.warnings)

@@ -172,6 +172,11 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
     speculative = s.pop("speculative_config", None)
     if speculative is not None:
         overrides.update(_speculative(speculative, warnings))
+    kvcached = s.pop("kvcached", None)
+    if kvcached is not None and str(kvcached).lower() in ("1", "true", "yes", "on"):
+        warnings.append(f"ENABLE_KVCACHED={kvcached}: kvcached (ovg-project/kvcached) puts the "
+                        f"engine's KV pool in virtual memory it maps on demand; kvplan does not "
+                        f"model it, so its figures are {launch.engine}'s own pool")
     connector = s.pop("kv_transfer_config", None)
     if connector is not None:
         warnings.append(_connector_note(connector))

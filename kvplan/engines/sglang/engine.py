@@ -254,7 +254,9 @@ def launch_flags() -> EngineLaunch:
     flags = {**setting, **{f: ("", "ignore") for f in ignored},
              **{f: ("", "ignore-flag") for f in ignored_flags}}
     return EngineLaunch("sglang", (("-m", "sglang.launch_server"), ("sglang", "serve")),
-                        images=("lmsysorg/sglang",), flags=flags)
+                        images=("lmsysorg/sglang",), flags=flags,
+                        # kvcached's switch (ovg-project/kvcached), read to be named
+                        env={"ENABLE_KVCACHED": ("kvcached", "str")})
 
 
 def max_running_requests(max_total_num_tokens: int, context_len: int,

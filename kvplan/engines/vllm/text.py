@@ -72,8 +72,10 @@ def launch_flags() -> EngineLaunch:
                                  ("-m", "vllm.entrypoints.api_server")),
                         images=("vllm/vllm-openai", "vllm-openai"), flags=flags,
                         positional="model",
-                        # envs.py: the layers of each pipeline stage (get_pp_indices)
-                        env={"VLLM_PP_LAYER_PARTITION": ("pp_layer_partition", "str")})
+                        # envs.py: the layers of each pipeline stage (get_pp_indices);
+                        # kvcached's switch (ovg-project/kvcached), read to be named
+                        env={"VLLM_PP_LAYER_PARTITION": ("pp_layer_partition", "str"),
+                             "ENABLE_KVCACHED": ("kvcached", "str")})
 
 
 # --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
