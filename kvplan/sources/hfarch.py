@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from kvplan.core.errors import SpecError
@@ -52,6 +54,88 @@ _MAMBA2_KEYS = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_group
                 "n_groups", "conv_kernel", "attn_layer_indices", "layers_block_type",
                 "hybrid_override_pattern", "attn_layer_period", "attn_layer_offset",
                 "mamba_chunk_size", "chunk_size")
+
+
+# vLLM 0.33.0 registry classes (vllm/model_executor/models/registry.py) read by the decoder
+# attention reader: each model file builds one `Attention` per layer from num_key_value_heads
+# (or its alias) and head_dim (else hidden_size / num_attention_heads), with
+# per_layer_sliding_window=config.sliding_window on the layers layer_types calls sliding
+# (afmoe.py, exaone4.py, exaone_moe.py, flint.py, beam/nvidia/attention.py, muse_glimmer.py,
+# k2_horizon.py, hy_v3.py, hyperclovax.py, param2moe.py, step1.py ...). The multimodal
+# wrappers build their language model from the nested text config
+# (init_vllm_registered_model(hf_config=config.text_config)), so its own model_type picks
+# the reader: aria.py, bagel.py, bee.py, blip2.py, cohere2_vision.py, cohere_compass.py,
+# cosmos3.py, eagle2_5_vl.py, funaudiochat.py, glmasr.py, granite_speech.py, h2ovl.py,
+# hyperclovax_vision_v2.py, internvl.py, interns1.py, isaac.py, kanana_v.py, keye.py,
+# lightonocr.py, llava_onevision2.py, midashenglm.py, moss_audio.py, nvlm_d.py, opencua.py,
+# openvla.py, ovis.py, ovis2_5.py, paddleocr_vl.py, phi4siglip.py, qianfan_ocr.py,
+# qwen2_5_omni_thinker.py, qwen3_omni_moe_thinker.py, qwen3_asr.py, rvl.py, skyworkr1v.py,
+# step_vl.py, ultravox.py, voxtral.py ...
+_ATTENTION_ARCHITECTURES = (
+    "AfmoeForCausalLM", "Alpamayo2Super", "ApertusForCausalLM", "ArceeForCausalLM",
+    "AriaForConditionalGeneration", "AudioFlamingo3ForConditionalGeneration",
+    "BagelForConditionalGeneration", "BailingMoeForCausalLM", "BailingMoeV2ForCausalLM",
+    "BeamForCausalLM", "BeeForConditionalGeneration", "Blip2ForConditionalGeneration",
+    "BloomForCausalLM", "ChatGLMForConditionalGeneration", "ChatGLMModel",
+    "Cohere2ForCausalLM", "Cohere2MoeForCausalLM", "Cohere2VisionForConditionalGeneration",
+    "CohereCompassForConditionalGeneration", "CohereForCausalLM",
+    "Cosmos3ForConditionalGeneration", "CwmForCausalLM", "DbrxForCausalLM",
+    "DotsOCRForCausalLM", "Eagle2_5_VLForConditionalGeneration", "Emu3ForConditionalGeneration",
+    "Ernie4_5ForCausalLM", "Ernie4_5_MoeForCausalLM", "Ernie4_5_VLMoeForConditionalGeneration",
+    "Exaone4ForCausalLM", "Exaone4_5_ForConditionalGeneration", "ExaoneForCausalLM",
+    "ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM", "FalconForCausalLM",
+    "FireRedASR2ForConditionalGeneration", "FlexOlmoForCausalLM", "FlintForCausalLM",
+    "FunASRForConditionalGeneration", "FunAudioChatForConditionalGeneration",
+    "GLM4VForCausalLM", "GPT2LMHeadModel", "GPTBigCodeForCausalLM", "GPTJForCausalLM",
+    "GPTNeoXForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
+    "Gemma3ForConditionalGeneration", "GemmaForCausalLM", "Glm4ForCausalLM",
+    "Glm4MoeForCausalLM", "Glm4vForConditionalGeneration", "Glm4vMoeForConditionalGeneration",
+    "GlmAsrForConditionalGeneration", "GlmForCausalLM", "GlmOcrForConditionalGeneration",
+    "GptOssForCausalLM", "Granite4VisionForConditionalGeneration", "GraniteForCausalLM",
+    "GraniteMoeForCausalLM", "GraniteMoeSWAForCausalLM", "GraniteMoeSharedForCausalLM",
+    "GraniteSWAForCausalLM", "GraniteSpeechForConditionalGeneration",
+    "GraniteSpeechPlusForConditionalGeneration", "H2OVLChatModel", "HCXVisionV2ForCausalLM",
+    "HYV3ForCausalLM", "HfMoondream", "HunYuanDenseV1ForCausalLM", "HunYuanMoEV1ForCausalLM",
+    "HunYuanVLForConditionalGeneration", "HyperCLOVAXForCausalLM", "IQuestCoderForCausalLM",
+    "Idefics3ForConditionalGeneration", "InternLM2ForCausalLM", "InternLM3ForCausalLM",
+    "InternS1ForConditionalGeneration", "InternS1ProForConditionalGeneration",
+    "InternVLChatModel", "InternVLForConditionalGeneration", "IsaacForConditionalGeneration",
+    "Jais2ForCausalLM", "K2HorizonForCausalLM", "KananaVForConditionalGeneration",
+    "KeyeForConditionalGeneration", "KeyeVL1_5ForConditionalGeneration", "Kolibri1ForCausalLM",
+    "LLaMAForCausalLM", "LagunaForCausalLM", "LightOnOCRForConditionalGeneration",
+    "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM",
+    "Llama_Nemotron_Nano_VL", "LlavaForConditionalGeneration",
+    "LlavaNextForConditionalGeneration", "LlavaNextVideoForConditionalGeneration",
+    "LlavaOnevision2ForConditionalGeneration", "LlavaOnevisionForConditionalGeneration",
+    "MellumForCausalLM", "MiDashengLMModel", "MiMoForCausalLM", "MiniCPMForCausalLM",
+    "MiniCPMO", "MiniCPMV", "Ministral3ForCausalLM", "Mistral3ForConditionalGeneration",
+    "MistralForCausalLM", "MixtralForCausalLM", "Molmo2ForConditionalGeneration",
+    "MolmoForCausalLM", "Moondream3ForCausalLM", "MoonshotKimiaForCausalLM", "MossAudioModel",
+    "MossTranscribeDiarizeForConditionalGeneration", "MuseGlimmerForCausalLM",
+    "MuseGlimmerForConditionalGeneration", "NVLM_D", "NanbeigeForCausalLM",
+    "NemotronForCausalLM", "OPTForCausalLM", "Olmo2ForCausalLM", "Olmo3ForCausalLM",
+    "OlmoForCausalLM", "OlmoeForCausalLM", "OpenCUAForConditionalGeneration",
+    "OpenPanguVLForConditionalGeneration", "OpenVLAForActionPrediction", "OrionForCausalLM",
+    "Ovis", "Ovis2_5", "Ovis2_6ForCausalLM", "Ovis2_6_MoeForCausalLM",
+    "PaddleOCRVLForConditionalGeneration", "PaliGemmaForConditionalGeneration",
+    "PanguEmbeddedForCausalLM", "Param2MoEForCausalLM", "Phi3ForCausalLM", "Phi3VForCausalLM",
+    "Phi4ForCausalLMV", "Phi4MMForCausalLM", "PhiForCausalLM", "PhiMoEForCausalLM",
+    "PixtralForConditionalGeneration", "QianfanOCRForConditionalGeneration",
+    "Qwen2AudioForConditionalGeneration", "Qwen2ForCausalLM", "Qwen2MoeForCausalLM",
+    "Qwen2VLForConditionalGeneration", "Qwen2_5OmniForConditionalGeneration",
+    "Qwen2_5OmniModel", "Qwen2_5_VLForConditionalGeneration",
+    "Qwen3ASRForConditionalGeneration", "Qwen3ASRRealtimeGeneration", "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM", "Qwen3OmniMoeForConditionalGeneration",
+    "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+    "RForConditionalGeneration", "SarvamMoEForCausalLM", "SeedOssForCausalLM",
+    "SkyworkR1VChatModel", "SmolLM3ForCausalLM", "SmolVLMForConditionalGeneration",
+    "SolarForCausalLM", "StableLmForCausalLM", "Starcoder2ForCausalLM", "Step1ForCausalLM",
+    "Step3TextForCausalLM", "Step3VLForConditionalGeneration", "Step3p5ForCausalLM",
+    "Step3p7ForConditionalGeneration", "StepVLForConditionalGeneration",
+    "TeleChat2ForCausalLM", "TeleChat3ForCausalLM", "TeleFLMForCausalLM", "UltravoxModel",
+    "VaultGemmaForCausalLM", "VibeVoiceAsrForConditionalGeneration",
+    "VoxtralForConditionalGeneration", "VoxtralRealtimeGeneration",
+)
 
 
 @record
@@ -85,14 +169,23 @@ FAMILIES: tuple[Family, ...] = (
          "laguna", "step3_text", "step3p5", "step3p7", "xverse", "orion", "solar",
          "persimmon", "codegen", "jais", "mimo", "qwen", "ministral3", "glm4v", "glm4v_text",
          "glm4v_moe", "glm4v_moe_text", "paligemma", "smolvlm", "idefics2", "pixtral",
-         "kimi_vl", "phi-msft", "phi3_v", "phi4mm"),
+         "kimi_vl", "phi-msft", "phi3_v", "phi4mm",
+         # added from vLLM 0.33's registry (their model files under _ATTENTION_ARCHITECTURES)
+         "afmoe", "aria", "aria_text", "bailing_moe_v2", "beam", "cohere2_moe",
+         "cohere2_vision", "cwm", "dots_ocr", "emu3", "emu3_text", "exaone4_5",
+         "exaone4_5_text", "exaone_moe", "flex_olmo", "flint", "glm_ocr", "glm_ocr_text",
+         "hunyuan", "hy_v3", "hyperclovax", "jais2", "minicpmv", "minicpmo", "ultravox",
+         "voxtral", "voxtral_text", "qwen2_audio", "qwen2_audio_encoder", "qwen2_5_omni",
+         "qwen2_5_omni_thinker", "qwen2_5_omni_text", "qwen3_omni_moe",
+         "qwen3_omni_moe_thinker", "qwen3_omni_moe_text", "qwen3_asr", "qwen3_asr_text",
+         "vaultgemma", "granite_speech", "llava_onevision2", "molmo", "molmo2", "bagel",
+         "blip-2", "ernie4_5_moe_vl", "telechat", "telechat2", "teleflm",
+         "glm_asr", "audioflamingo3", "h2ovl_chat", "skywork_chat", "nvlm_d", "ovis",
+         "step1", "param2moe", "k2_horizon"),
         _ATTENTION_KEYS + ("attention_types", "window_size"),
         "vLLM `Attention` layers -> FullAttentionSpec / SlidingWindowSpec / "
         "ChunkedLocalAttentionSpec; SGLang MHATokenToKVPool / SWAKVPool",
-        ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
-         "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
-         "Phi3ForCausalLM", "GPT2LMHeadModel", "GPTNeoXForCausalLM", "FalconForCausalLM",
-         "GptOssForCausalLM", "Olmo2ForCausalLM", "MistralForCausalLM"),
+        _ATTENTION_ARCHITECTURES,
     ),
     Family(
         "Gemma 3n / Gemma 4 (per-type head sizes, cross-layer KV sharing)",
@@ -100,7 +193,8 @@ FAMILIES: tuple[Family, ...] = (
         _ATTENTION_KEYS + ("global_head_dim", "attention_k_eq_v", "num_global_key_value_heads"),
         "vLLM gemma3n.py / gemma4.py: the last num_kv_shared_layers set "
         "kv_sharing_target_layer_name and allocate no cache",
-        ("Gemma3nForConditionalGeneration", "Gemma3nForCausalLM"),
+        ("Gemma3nForConditionalGeneration", "Gemma3nForCausalLM", "Gemma4ForCausalLM",
+         "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration"),
         ("altup", "laurel"),
     ),
     Family(
@@ -108,7 +202,8 @@ FAMILIES: tuple[Family, ...] = (
         ("mimo_v2_flash", "mimo_v2"),
         _ATTENTION_KEYS + ("hybrid_layer_pattern", "swa_num_attention_heads",
                            "swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim"),
-        "vLLM mimo_v2_flash.py: SlidingWindowSpec with swa_* shapes",
+        "vLLM mimo_v2.py: SlidingWindowSpec with swa_* shapes (mimo_v2_omni.py wraps it)",
+        ("MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM", "MiMoV2OmniForCausalLM"),
         benign_prefixes=("add_swa_attention_sink", "add_full_attention_sink", "swa_rope",
                          "sliding_window_attention"),
     ),
@@ -117,21 +212,33 @@ FAMILIES: tuple[Family, ...] = (
         ("nemotron-nas", "deci", "decilm"),
         _ATTENTION_KEYS + ("block_configs",),
         "vLLM nemotron_nas.py: no_op / replace_with_linear layers have no attention",
+        ("DeciLMForCausalLM",),
     ),
     Family(
         "Mllama (Llama 3.2 Vision: cross-attention to image tokens)",
         ("mllama", "mllama_text_model"),
         _ATTENTION_KEYS + ("cross_attention_layers",),
-        "vLLM mllama.py: CrossAttentionSpec sized by the vision tokens",
+        "vLLM mllama.py: CrossAttentionSpec sized by the vision tokens (not in vLLM 0.33's "
+        "registry: MllamaForConditionalGeneration is listed as previously supported)",
     ),
     Family(
         "MLA (DeepSeek V2/V3/R1, Kimi K2, MiniCPM3) and DSA indexers (DeepSeek-V3.2, GLM-5)",
         ("deepseek", "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25",
-         "glm_moe_dsa", "minicpm3", "deepseek_vl_v2", "mistral_large_3"),
+         "glm_moe_dsa", "minicpm3", "deepseek_vl_v2", "mistral_large_3", "glm4_moe_lite",
+         "deepseek_ocr", "sarvam_mla", "pangu_ultra_moe"),
         _ATTENTION_KEYS + _MLA_KEYS,
         "vLLM MLAAttention -> MLAAttentionSpec, DeepseekV32IndexerCache; SGLang MLATokenToKVPool, "
         "DSATokenToKVPool",
-        ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"),
+        # AXK1.py, deepseek_v2.py, deepseek_v32, deepseek_vl2.py, deepseek_ocr(2).py,
+        # glm4_moe_lite.py (Glm4MoeLiteMLAAttention(DeepseekV2MLAAttention)), kimi_k25.py,
+        # kimi_vl.py (a deepseek_v3 text config), minicpm3.py, mistral_large_3.py, sarvam.py
+        # (SarvamMLAAttention), openpangu.py (OpenPanguMLAAttention when kv_lora_rank is set)
+        ("AXK1ForCausalLM", "DeepseekForCausalLM", "DeepseekV2ForCausalLM",
+         "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekVLV2ForCausalLM",
+         "DeepseekOCRForCausalLM", "DeepseekOCR2ForCausalLM", "UnlimitedOCRForCausalLM",
+         "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM", "KimiK25ForConditionalGeneration",
+         "KimiVLForConditionalGeneration", "MiniCPM3ForCausalLM", "MistralLarge3ForCausalLM",
+         "SarvamMLAForCausalLM", "PanguUltraMoEForCausalLM", "PanguProMoEV2ForCausalLM"),
         ("indexer_rope",),
     ),
     Family(
@@ -143,7 +250,7 @@ FAMILIES: tuple[Family, ...] = (
         "(DeepseekV4SWACache, MLAAttentionSpec compress_ratio, DeepseekV4IndexerCache); "
         "vLLM 0.33's groups planned on SM 9.x/10.x (checked against vLLM's own planner, "
         "docs/engine-accuracy.md §6); SGLang's pools refused",
-        ("DeepseekV4ForCausalLM",),
+        ("DeepseekV4ForCausalLM", "DeepseekV4ForConditionalGeneration"),
         ("hc_",),
     ),
     Family(
@@ -152,7 +259,7 @@ FAMILIES: tuple[Family, ...] = (
         _ATTENTION_KEYS + _MLA_KEYS + ("linear_attn_config", "mla_use_nope"),
         "vLLM kimi_linear.py: MLAAttentionSpec on full_attn_layers, MambaSpec kda_state_shape "
         "on kda_layers",
-        ("KimiLinearForCausalLM",),
+        ("KimiLinearForCausalLM", "KimiK3ForConditionalGeneration"),
     ),
     Family(
         "Whisper (encoder-decoder: self-attention + cross-attention to 1,500 encoder frames)",
@@ -171,8 +278,12 @@ FAMILIES: tuple[Family, ...] = (
         _ATTENTION_KEYS + _MAMBA2_KEYS + ("attn_layer_indices",),
         "vLLM MambaSpec via get_mamba_state_shape_from_config (jamba.py, bamba.py, "
         "granitemoehybrid.py, nemotron_h.py, falcon_h1.py)",
+        # nano_nemotron_vl.py and cosmos3_edge.py wrap a nemotron_h language model
         ("JambaForCausalLM", "BambaForCausalLM", "GraniteMoeHybridForCausalLM",
-         "NemotronHForCausalLM", "FalconH1ForCausalLM"),
+         "NemotronHForCausalLM", "NemotronHPuzzleForCausalLM", "FalconH1ForCausalLM",
+         "NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3",
+         "NemotronH_Super_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3",
+         "Cosmos3EdgeForConditionalGeneration"),
         ("mamba_", "ssm_", "time_step", "use_mamba", "mamba", "projectors_bias",
          "lm_head_multiplier", "key_multiplier", "attention_in_multiplier",
          "attention_out_multiplier", "ssm_multipliers", "ssm_in_multiplier",
@@ -191,20 +302,28 @@ FAMILIES: tuple[Family, ...] = (
         ("mamba_", "time_step", "use_", "chunk_size"),
     ),
     Family(
-        "Gated delta-net hybrids (Qwen3-Next, Qwen3.5)",
-        ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"),
+        "Gated delta-net hybrids (Qwen3-Next, Qwen3.5, OLMo-Hybrid)",
+        ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text",
+         "olmo_hybrid"),
         _ATTENTION_KEYS + ("full_attention_interval", "linear_conv_kernel_dim",
                            "linear_key_head_dim", "linear_value_head_dim",
                            "linear_num_key_heads", "linear_num_value_heads",
                            "mamba_ssm_dtype"),
-        "vLLM qwen3_next.py: MambaSpec gated_delta_net_state_shape",
+        "vLLM qwen3_next.py / qwen3_5.py / olmo_hybrid.py: MambaSpec "
+        "gated_delta_net_state_shape (interns2_preview.py, interns2_mobius.py, minicpmv4_6.py, "
+        "minicpmv4_7.py, minicpm_ocr.py wrap a qwen3_5 language model)",
+        ("Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
+         "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+         "OlmoHybridForCausalLM", "InternS2PreviewForConditionalGeneration",
+         "InternS2MobiusForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration",
+         "MiniCPMV4_7ForConditionalGeneration", "MiniCPMOcrForConditionalGeneration"),
     ),
     Family(
         "MiniMax lightning-attention hybrids (MiniMax-Text-01, MiniMax-M1)",
         ("minimax", "minimax_text_01", "minimax_m1", "minimax_m2"),
         _ATTENTION_KEYS + ("attn_type_list", "layernorm_full_attention_alpha"),
         "vLLM minimax_text_01.py: MambaSpec linear_attention_state_shape",
-        ("MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM"),
+        ("MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM", "MiniMaxM2ForCausalLM"),
         ("layernorm_", "postnorm", "block_size"),
     ),
     Family(
@@ -213,6 +332,7 @@ FAMILIES: tuple[Family, ...] = (
         _ATTENTION_KEYS + ("full_attn_idxs", "conv_L_cache", "conv_dim", "conv_bias",
                            "conv_use_xavier_init", "conv_dim_out"),
         "vLLM lfm2.py: MambaSpec short_conv_state_shape",
+        ("Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "Lfm2VlForConditionalGeneration"),
     ),
     Family(
         "Attention-free state models (Mamba, Falcon-Mamba, Mamba-2)",
@@ -246,6 +366,15 @@ UNMODELLED_KEYS: dict[str, str] = {
     "rwkv_version": "RWKV: a recurrent state, no KV",
     "attention_hidden_size": "RWKV: a recurrent state, no KV",
     "block_types": "per-layer block kinds kvplan does not read",
+    # Hunyuan's remote code: cross-layer attention, every cla_share_factor layers share K/V
+    "use_cla": "cross-layer attention (Hunyuan CLA): groups of layers share one K/V",
+    # openpangu.py OpenPanguSinkAttention -> StaticSinkAttention: sink blocks per request
+    "param_sink_number": "static sink tokens (openPangu): K/V blocks kept per request beside "
+                         "the sequence's own",
+    "interleaved_sliding_window": "a per-layer list of windows (PLaMo 3, openPangu)",
+    "per_layer_config": "per-layer head sizes and windows (Domyn Edge)",
+    "window_sizes": "per-layer windows (Domyn Edge)",
+    "n_recurrent_loops": "looped layers, each pass with its own K/V (Dory)",
 }
 
 # Words in a key's name that say it shapes the cache. An unknown key with one (and a value
@@ -255,7 +384,7 @@ _CACHE_WORDS = re.compile(
     r"cross_?layer|kv_lora|mamba|ssm|linear_attn|linear_attention|lightning|kda|rwkv|"
     r"recurrent|d_state|state_size|sliding|(^|_)swa_|sparse|indexer_types|index_source|"
     r"layer_types|block_type|attn_type|attention_type|kv_cache|num_kv|kv_heads?$|"
-    r"key_value_heads|kv_group|cross_attention")
+    r"key_value_heads|kv_group|cross_attention|window|loop|cycles")
 
 # Keys transformers' PretrainedConfig writes with defaults (older configs saved them all),
 # and common keys that name a cache word but decide nothing about the layout.
@@ -294,6 +423,67 @@ REFUSED: dict[str, str] = {
 }
 
 
+_ENC_DEC = ("an encoder-decoder: every decoder layer keeps a cross-attention cache as long as "
+            "the encoder's output, which config.json does not fix")
+_LOOPED = ("looped layers: the same weights run several times per token, each pass with "
+           "its own K/V")
+# vLLM 0.33.0 registry classes refused by name, whatever their model_type says (vLLM picks
+# the implementation by class): the cache each allocates that kvplan does not model, from
+# its model file (vllm/model_executor/models/<module>.py or vllm/models/<package>).
+REFUSED_ARCHITECTURES: dict[str, str] = {
+    "AliceAIForCausalLM": "Kimi delta attention (a recurrent state, KimiGatedDeltaNetAttention) "
+                          "beside gated attention layers (alice_ai.py)",
+    "BailingMoeV2_5ForCausalLM": "lightning linear attention (a recurrent state per layer) "
+                                 "beside MLA layers (bailing_moe_linear.py)",
+    "BailingMoeV3ForCausalLM": "recurrent-state mixers beside MLA layers (bailing_moe_v3.py)",
+    "BailingMoeV3VLForConditionalGeneration": "recurrent-state mixers beside MLA layers "
+                                              "(bailing_moe_v3_vl.py)",
+    "CohereAsrForConditionalGeneration": _ENC_DEC + " (cohere_asr.py)",
+    "DeepseekV41ForCausalLM": "DeepSeek-V4.1 compressed sparse attention (its own compressor "
+                              "and sparse MLA caches, vllm/models/deepseek_v41)",
+    "DiffusionGemmaForBlockDiffusion": "block diffusion: each block of tokens is denoised "
+                                       "over several passes (diffusion_gemma.py)",
+    "DomynEdgeForCausalLM": "per-layer head sizes and windows (per_layer_config, "
+                            "window_sizes; domyn_edge.py)",
+    "DoryForCausalLM": _LOOPED + " (n_recurrent_loops, recurrent_kv_cache_mode; dory.py)",
+    "Dots3NoteForCausalLM": "cross-layer KV sharing and an indexer beside MLA "
+                            "(vllm/models/dots3_note)",
+    "Glm5NextForCausalLM": "recurrent-state mixers beside MLA with an indexer "
+                           "(vllm/models/glm5next)",
+    "Glm5NextForConditionalGeneration": "recurrent-state mixers beside MLA with an indexer "
+                                        "(vllm/models/glm5next)",
+    "HYV4ForCausalLM": "MLA with a lightning indexer and hyper-connections "
+                       "(vllm/models/hy_v4)",
+    "HrmTextForCausalLM": _LOOPED + " (H_cycles x L_cycles; hrm_text.py)",
+    "IQuestLoopCoderForCausalLM": _LOOPED + " (iquest_loopcoder.py)",
+    "InklingForCausalLM": "a short-convolution sliding-window cache that packs four streams "
+                          "per head (vllm/models/inkling sconv_swa_attn.py)",
+    "InklingForConditionalGeneration": "a short-convolution sliding-window cache that packs "
+                                       "four streams per head (vllm/models/inkling)",
+    "LongcatFlashForCausalLM": "two MLA attentions per layer (longcat_flash.py "
+                               "FlashDecoderLayer) under num_layers",
+    "LongcatFlashNgramForCausalLM": "two MLA attentions per layer and n-gram embeddings "
+                                    "(longcat_flash_ngram.py)",
+    "MiniMaxM3SparseForCausalLM": REFUSED["minimax_m3"],
+    "MiniMaxM3SparseForConditionalGeneration": REFUSED["minimax_m3"],
+    "MuseSparkForConditionalGeneration": "one window per layer of its NoPE cycle "
+                                         "(vllm/models/muse_spark)",
+    "NemotronParseForConditionalGeneration": _ENC_DEC + " (nemotron_parse.py)",
+    "Plamo3ForCausalLM": "a per-layer list of windows (interleaved_sliding_window; "
+                         "plamo3.py)",
+    "Qwen4ExpForCausalLM": "recurrent-state mixers, cross-layer KV sharing and MLA "
+                           "(vllm/models/qwen4_exp)",
+    "Qwen4ExpForConditionalGeneration": "recurrent-state mixers, cross-layer KV sharing and "
+                                        "MLA (vllm/models/qwen4_exp)",
+    "RadioMBartPrefixForCausalLM": _ENC_DEC + " (nemotron_parse3_5.py, an mBART decoder)",
+    "Rnj1ForCausalLM": "chunked_attention layers that look one chunk back, which vLLM sizes "
+                       "as a sliding window (rnj1.py chunk_lookback)",
+    "Step5ForCausalLM": "cross-layer KV sharing and an indexer (vllm/models/step5)",
+    "Step5ForConditionalGeneration": "cross-layer KV sharing and an indexer "
+                                     "(vllm/models/step5)",
+}
+
+
 def family_of(model_type: str, architectures: list[str]) -> Family | None:
     for family in FAMILIES:
         if model_type and model_type in family.model_types:
@@ -328,6 +518,10 @@ def refusals(raw: Mapping[str, Any], model_type: str, architectures: list[str]
              ) -> list[tuple[str, str]]:
     """(field, problem) for everything that makes this config's cache layout unknown."""
     arch = model_type or (architectures[0] if architectures else "")
+    refused = next((a for a in architectures if a in REFUSED_ARCHITECTURES), None)
+    if refused is not None:
+        return [("architectures", f"is {refused!r}: {REFUSED_ARCHITECTURES[refused]}; kvplan "
+                 "does not model that cache")]
     if model_type in REFUSED:
         return [("model_type", f"is {model_type!r}: {REFUSED[model_type]}; kvplan does not "
                  "model that cache")]
@@ -374,6 +568,79 @@ def check(raw: Mapping[str, Any], model_type: str, architectures: list[str], sou
             "(--assume-standard-attention)" for field, problem in found]
 
 
+# vLLM's generation registry, as committed (kvplan/data/vllm-registry.txt): tests/oracle
+# compares it with the registry of the wheel the oracle downloads.
+REGISTRY_FILE = Path(__file__).resolve().parent.parent / "data" / "vllm-registry.txt"
+
+
+@record
+class RegistryEntry:
+    """One architecture of vLLM's generation registry."""
+
+    name: str  # the class name a config's `architectures` lists
+    table: str  # text, multimodal or transformers (the Transformers-backend list)
+    module: str  # the module vLLM loads it from
+
+
+@cache
+def vllm_registry() -> tuple[str, tuple[RegistryEntry, ...]]:
+    """(vLLM version, the registry's generation architectures) from REGISTRY_FILE."""
+    version, entries = "", []
+    for line in REGISTRY_FILE.read_text(encoding="utf-8").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        words = line.split()
+        if words[0] == "vllm":
+            version = words[1]
+        else:
+            entries.append(RegistryEntry(*words))
+    return version, tuple(entries)
+
+
+def registry_status(architecture: str) -> tuple[str, str]:
+    """How kvplan treats a config whose `architectures` names this class: ("read", the
+    reader's family), ("refused", the cache it does not model) or ("none", "")."""
+    if architecture in REFUSED_ARCHITECTURES:
+        return "refused", REFUSED_ARCHITECTURES[architecture]
+    family = family_of("", [architecture])
+    if family is not None:
+        return "read", family.name
+    return "none", ""
+
+
+def registry_counts(names: list[str]) -> dict[str, int]:
+    """How many of `names` kvplan reads, refuses by name, or has no reader for."""
+    counts = {"read": 0, "refused": 0, "none": 0}
+    for name in names:
+        counts[registry_status(name)[0]] += 1
+    return counts
+
+
+def registry_summary(names: list[str]) -> str:
+    counts = registry_counts(names)
+    return (f"{counts['read']} of {len(names)} architectures read, {counts['refused']} refused "
+            f"by name, {counts['none']} without a reader")
+
+
+def _registry_markdown() -> list[str]:
+    version, entries = vllm_registry()
+    names = [e.name for e in entries]
+    lines = [f"## vLLM {version}'s generation registry", "",
+             f"{registry_summary(names)}: the classes of `_TEXT_GENERATION_MODELS`, "
+             "`_MULTIMODAL_MODELS` and the Transformers-backend list of "
+             "`vllm/model_executor/models/registry.py` (kvplan/data/vllm-registry.txt; "
+             "tests/oracle/registry.py checks it against the wheel). A config is matched by "
+             "its `model_type` first, then by these class names in its `architectures`; a "
+             "class refused here is refused whatever its `model_type`.", "",
+             "| architecture | vLLM module | kvplan |", "|---|---|---|"]
+    for e in sorted(entries, key=lambda e: e.name.lower()):
+        status, why = registry_status(e.name)
+        what = {"read": f"read: {why}", "refused": f"refused: {why}",
+                "none": "no reader"}[status]
+        lines.append(f"| `{e.name}` | `{e.module}` | {what} |")
+    return lines + [""]
+
+
 def architectures_markdown() -> str:
     """docs/architectures.md, generated from FAMILIES and UNMODELLED_KEYS."""
     lines = [
@@ -388,6 +655,7 @@ def architectures_markdown() -> str:
         "`--assume-standard-attention` sizes it as plain attention instead, with a warning.",
         "",
     ]
+    lines += _registry_markdown()
     for family in FAMILIES:
         lines += [f"## {family.name}", "",
                   "- model_type: " + ", ".join(f"`{t}`" for t in family.model_types)]
