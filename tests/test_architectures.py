@@ -15,7 +15,14 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.core.errors import SpecError
 from kvplan.core.layers import FullAttention
-from kvplan.sources.hfarch import FAMILIES, architectures_markdown
+from kvplan.sources.hfarch import (
+    FAMILIES,
+    REGISTRY_FILE,
+    architectures_markdown,
+    registry_counts,
+    registry_status,
+    vllm_registry,
+)
 from kvplan.sources.hfconfig import spec_from_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,3 +129,38 @@ def test_names_that_merely_contain_a_cache_word_are_not_refused():
     spec = spec_from_config({**LLAMA, "for_llm_compressor": True, "prefill_chunk_size": 8192,
                              "context_window_size": 4096}, "config.json", name="m")
     assert spec.warnings == () and spec.num_layers == 4
+
+
+def test_every_architecture_of_vllms_registry_is_read_or_refused_by_name():
+    # kvplan/data/vllm-registry.txt: vLLM 0.33.0's generation registry (checked against the
+    # wheel by tests/oracle/registry.py, below)
+    version, entries = vllm_registry()
+    names = [e.name for e in entries]
+    assert version == "0.33.0" and len(names) == len(set(names)) == 274
+    counts = registry_counts(names)
+    assert counts["none"] == 0, [n for n in names if registry_status(n)[0] == "none"]
+    assert counts["read"] + counts["refused"] == 274
+    # every refusal names the cache kvplan does not model
+    for name in names:
+        status, why = registry_status(name)
+        assert status == "read" or len(why) > 20, name
+
+
+def test_a_refused_class_is_refused_whatever_its_model_type():
+    err = _refusal({**LLAMA, "architectures": ["IQuestLoopCoderForCausalLM"]})
+    assert err.field == "architectures"
+    assert "looped layers" in err.message
+
+
+def test_the_registry_snapshot_matches_the_oracles_wheel():
+    sys.path.insert(0, str(ROOT / "tests" / "oracle"))
+    import registry  # tests/oracle/registry.py
+
+    source = registry.find_source()
+    if source is None:
+        pytest.skip("no vLLM wheel here (tests/oracle/setup.sh downloads it; CI's oracle step "
+                    "runs tests/oracle/registry.py)")
+    found = registry.read_registry(source)
+    assert registry.snapshot_text(registry.wheel_version(source), found) == \
+        REGISTRY_FILE.read_text(encoding="utf-8")
+    assert registry_counts(sorted(found))["none"] == 0
