@@ -724,3 +724,15 @@ def test_bamba_attention_indices_and_auto_head_dim():
     # inner = 2 * 4096 = 8192 = 128 heads x 64 ("auto"); conv (3, 8192 + 2*1*128), ssm bf16
     expected = 3 * (8192 + 2 * 1 * 128) * 2 + 128 * 64 * 128 * 2
     assert one(spec, RecurrentState).state_bytes() == expected
+
+
+def test_cohere2_sliding_layers_see_one_token_more_than_the_config_says():
+    # vLLM 0.33.0 commandr.py: "cohere swa layer sees [pos - sliding_window, pos], i.e.
+    # sliding_window + 1" tokens, and passes config.sliding_window + 1 (cohere2_moe.py too)
+    for model_type in ("cohere2", "cohere2_moe"):
+        raw = {**BASE, "model_type": model_type, "sliding_window": 4096,
+               "layer_types": ["sliding_attention"] * 3 + ["full_attention"]}
+        assert one(from_dict(raw), SlidingWindow).window == 4097
+    raw = {**BASE, "model_type": "exaone4", "sliding_window": 4096,
+           "layer_types": ["sliding_attention"] * 3 + ["full_attention"]}
+    assert one(from_dict(raw), SlidingWindow).window == 4096  # exaone4.py: config's own

@@ -174,8 +174,10 @@ _TEXT_CONFIG_TYPES = {
     "qwen3_5_moe": "qwen3_5_moe_text",
 }
 # Where wrappers nest the language model: transformers' `text_config`; InternVL's remote code
-# `llm_config`; DeepSeek-VL2 `language_config`.
-_TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config")
+# `llm_config`; DeepSeek-VL2 `language_config`; the Omni and ASR models (Qwen2.5-Omni,
+# Qwen3-Omni, Qwen3-ASR) `thinker_config`, whose own `text_config` holds it (transformers
+# PretrainedConfig.get_text_config, which vLLM's get_hf_text_config calls).
+_TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config", "thinker_config")
 # Model types whose attention is MLA (a kv_lora_rank latent), so a null rank is an error.
 _MLA_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa"}
 
@@ -215,6 +217,11 @@ _IMPLICIT_SLIDING_PATTERN = {
     "exaone4": 4,
     "olmo3": 4,
 }
+
+# Model types whose sliding layers attend to sliding_window + 1 tokens ([pos - W, pos], the
+# training convention), so the engine's window is one more than the config's: vLLM 0.33.0
+# commandr.py CohereAttention and cohere2_moe.py both pass config.sliding_window + 1.
+_WINDOW_SEES_ONE_MORE = {"cohere2", "cohere2_moe"}
 
 # Fields of recurrent or otherwise unusual caches: a config that has one but none of the
 # schedules above is a layer mix this reader does not know.
@@ -685,6 +692,10 @@ def _text_config(top: Fields) -> Fields:
         # it): do not size it with the class default of 32
         return _with_defaults(top, outer_type, keep_missing=("num_hidden_layers",))
     nested = top.sub(key)
+    if key == "thinker_config" and nested.has("text_config"):
+        outer_type = nested.raw.get("model_type")
+        outer_type = outer_type if isinstance(outer_type, str) else ""
+        nested = nested.sub("text_config")
     inner_type = nested.raw.get("model_type")
     if not isinstance(inner_type, str) or not inner_type:
         inner_type = _TEXT_CONFIG_TYPES.get(outer_type, "")
@@ -893,7 +904,10 @@ class _Reader:
         # Qwen2/Qwen3: sliding_window is set but use_sliding_window: false turns it off.
         if cfg.raw.get("use_sliding_window") is False:
             return None
-        return self._int(name)
+        window: int = self._int(name)
+        if self.model_type in _WINDOW_SEES_ONE_MORE:
+            window += 1
+        return window
 
     @property
     def mla(self) -> bool:
