@@ -200,8 +200,12 @@ def test_estimate_deepseek_v2_lite_mla_moe():
 
 
 def test_estimate_needs_the_sizes():
-    with pytest.raises(SpecError, match="hidden_size"):
+    with pytest.raises(SpecError, match="num_attention_heads"):
         estimate_weights({"num_hidden_layers": 2, "vocab_size": 10}, "x.json")
+    # the KV cache reads (head_dim given), the weights do not: no hidden_size
+    with pytest.raises(SpecError, match="no hidden_size"):
+        estimate_weights({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 64,
+                          "vocab_size": 10}, "x.json")
 
 
 # --- the CLI: show and import ----------------------------------------------------------------

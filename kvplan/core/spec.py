@@ -96,7 +96,9 @@ class VisionTower:
     class token; one projection matrix and an RMSNorm), "llama4" (Llama 4: unfold-conv
     patches, a pixel-shuffle MLP adapter, one linear projector), "mllama" (Llama 3.2 Vision:
     tiled ViT with a gated global encoder and aspect-ratio embeddings; a linear projector with
-    a bias)."""
+    a bias), "qwen2_vl" (Qwen2-VL: Conv3d patches over temporal_patch_size frames, LayerNorm
+    blocks with a fused qkv, a patch merger from projector_input_dim = merge^2 x hidden to
+    output_dim)."""
 
     kind: str
     hidden_size: int
@@ -112,6 +114,7 @@ class VisionTower:
     projector_input_dim: int = 0  # llama4 adapter
     projector_output_dim: int = 0  # llama4 adapter
     attention_size: int = 0  # moonvit: q / k / v width (qkv_hidden_size); 0 = hidden_size
+    temporal_patch_size: int = 0  # qwen2_vl: frames per Conv3d patch (image_size unused)
 
 
 @record

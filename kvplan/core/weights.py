@@ -56,6 +56,8 @@ SUPPORTED_FAMILIES = {
     "gemma2", "gemma3", "gemma3_text", "deepseek", "deepseek_v2", "deepseek_v3", "deepseek_v32",
     "kimi_k2", "gpt_oss", "llama4", "llama4_text", "olmo2", "olmo3", "cohere", "chatglm",
     "falcon", "gpt2", "gpt3", "minimax_m2", "glm_moe_dsa", "llava", "mimo_v2_flash",
+    # Qwen2-VL: the Qwen2 text model (q/k/v biases) and its vision encoder (qwen2_vl tower)
+    "qwen2_vl",
     # hybrids and per-layer blocks (ModelSpec.ssm / ModelSpec.blocks)
     "jamba", "nemotron_h", "qwen3_next", "nemotron-nas", "deci",
     # Llama 3.2 Vision: the text model with cross-attention layers (+ ModelSpec.vision)
@@ -69,6 +71,13 @@ MLLAMA = {"mllama", "mllama_text_model"}
 # GPT-2's layout: learned positions, fused qkv (c_attn), LayerNorms and linears with biases, a
 # 4x MLP (GPT-3 is "the same model and architecture as GPT-2", Brown et al. 2020 section 2.1)
 GPT2_STYLE = {"gpt2", "gpt3"}
+# Qwen3-Next's layout (gated attention with q/k norms, gated delta-net mixers, a shared
+# expert gate), which Qwen3.5 reuses (vLLM qwen3_5.py Qwen3_5DecoderLayer(Qwen3NextDecoderLayer))
+QWEN3_NEXT_STYLE = {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}
+# Families whose attention_bias covers q/k/v only: o_proj has none (Qwen2Attention and the
+# Qwen2-VL text models built on it, ChatGLM's query_key_value)
+O_PROJ_WITHOUT_BIAS = {"qwen2", "chatglm", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl",
+                       "qwen2_5_vl_text"}
 # Families whose layers need ModelSpec.blocks (what each layer holds is not its cache kind)
 NEEDS_BLOCKS = {"nemotron_h", "nemotron-nas", "deci"}
 # Families whose MLPs are up -> act -> down, without a gate projection (Nemotron-H relu2)
@@ -319,6 +328,9 @@ class _Builder:
         if v.kind == "moonvit":
             self.moonvit(v, text, lin)
             return
+        if v.kind == "qwen2_vl":
+            self.qwen2_vit(v, text, lin)
+            return
         patch_in = v.num_channels * v.patch_size * v.patch_size
         if v.kind == "llama4":  # Llama4UnfoldConvolution: a linear over unfolded patches
             whole("patch_embedding.linear.weight", (h, patch_in))
@@ -551,6 +563,32 @@ class _Builder:
         lin("mm_projector.proj.2", text, v.projector_input_dim, "row", False)
         whole("mm_projector.post_norm.weight", (text,))
 
+    def qwen2_vit(self, v: VisionTower, text: int, lin: Callable[..., None]) -> None:
+        """Qwen2-VL's vision encoder as its checkpoint stores it (visual.*; transformers
+        modeling_qwen2_vl.py, vLLM qwen2_vl.py): the Conv3d patch embedding (no bias), per
+        block two LayerNorms, the fused qkv and proj, fc1 / fc2 (all with biases); the
+        merger's LayerNorm ln_q and its two linears (with biases)."""
+        h, md = v.hidden_size, self.md
+
+        def whole(name: str, shape: tuple[int, ...]) -> None:
+            self.plain(name, shape, None, "vision", md)
+
+        whole("visual.patch_embed.proj.weight",
+              (h, v.num_channels, v.temporal_patch_size, v.patch_size, v.patch_size))
+        for k in range(v.num_layers):
+            b = f"visual.blocks.{k}"
+            for n in ("norm1", "norm2"):
+                whole(f"{b}.{n}.weight", (h,))
+                whole(f"{b}.{n}.bias", (h,))
+            lin(f"{b}.attn.qkv", 3 * h, h, "column", True)
+            lin(f"{b}.attn.proj", h, h, "row", True)
+            lin(f"{b}.mlp.fc1", v.intermediate_size, h, "column", True)
+            lin(f"{b}.mlp.fc2", h, v.intermediate_size, "row", True)
+        whole("visual.merger.ln_q.weight", (h,))
+        whole("visual.merger.ln_q.bias", (h,))
+        lin("visual.merger.mlp.0", v.projector_input_dim, v.projector_input_dim, "column", True)
+        lin("visual.merger.mlp.2", text, v.projector_input_dim, "row", True)
+
     def ssm_mixer(self, i: int, p: str, place: str) -> None:
         """A recurrent mixer's tensors (ModelSpec.ssm), per rank as vLLM shards them: input
         projections and the depthwise convolution column-parallel (split by channel / head),
@@ -565,8 +603,8 @@ class _Builder:
                                 "spec does not give", "import the model from its config.json")
         hidden = _need(s, "hidden_size")
         md, tp = self.md, self.tp
-        pre = {"jamba": "mamba", "qwen3_next": "linear_attn",
-               "kimi_linear": "self_attn"}.get(self.family, "mixer")
+        pre = {"jamba": "mamba", "kimi_linear": "self_attn"}.get(
+            self.family, "linear_attn" if self.family in QWEN3_NEXT_STYLE else "mixer")
         pre = f"{p}.{pre}"
         sh = self.shard
 
@@ -658,7 +696,7 @@ class _Builder:
         if isinstance(layer, SlidingWindow) and fam == "mimo_v2_flash":
             pass  # MiMo's sliding layers carry their own head counts in the layer itself
         bias = bool(s.attention_bias) or fam == "chatglm"
-        o_bias = bool(s.attention_bias) and fam not in ("qwen2", "chatglm")
+        o_bias = bool(s.attention_bias) and fam not in O_PROJ_WITHOUT_BIAS
         if self.tp > 1 and kv < self.tp:
             # vLLM replicates KV heads when TP exceeds them: each rank holds one
             kv_rank = 1
@@ -671,7 +709,7 @@ class _Builder:
             return
         # Qwen3-Next's gated attention: q_proj also gives the output gate (attn_output_gate,
         # always on in Qwen3NextAttention), twice the query width
-        gate = 2 if fam == "qwen3_next" else 1
+        gate = 2 if fam in QWEN3_NEXT_STYLE else 1
         self.linear(f"{p}.self_attn.q_proj", gate * heads * hd, hidden, i, place, "column", bias,
                     "attn")
         for name, width in (("k_proj", hd), ("v_proj", vd)):
@@ -689,7 +727,7 @@ class _Builder:
             self.plain(f"{p}.cross_attn.k_norm.weight", (hd,), i, place)
             self.plain(f"{p}.cross_attn_attn_gate", (1,), i, place)
             self.plain(f"{p}.cross_attn_mlp_gate", (1,), i, place)
-        if fam in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text", "qwen3_next"):
+        if fam in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text") or fam in QWEN3_NEXT_STYLE:
             self.plain(f"{p}.self_attn.q_norm.weight", (hd,), i, place)
             self.plain(f"{p}.self_attn.k_norm.weight", (hd,), i, place)
         elif fam in ("olmo2", "olmo3"):
@@ -838,7 +876,7 @@ class _Builder:
                 self.linear(f"{sh}.gate_proj", shared, hidden, i, place, "column", kind="mlp")
             self.linear(f"{sh}.up_proj", shared, hidden, i, place, "column", kind="mlp")
             self.linear(f"{sh}.down_proj", hidden, shared, i, place, "row", kind="mlp")
-            if fam in ("qwen2_moe", "qwen3_next"):
+            if fam == "qwen2_moe" or fam in QWEN3_NEXT_STYLE:
                 self.linear(f"{p}.mlp.shared_expert_gate", 1, hidden, i, place, "replicated",
                             kind="router", quantizable=False)
 
@@ -929,9 +967,20 @@ def _kv_heads(spec: ModelSpec, i: int) -> int:
 
 
 def supported(spec: ModelSpec) -> str | None:
-    """None when the inventory can be computed for this spec, else why not."""
+    """None when the inventory can be computed for this spec tensor by tensor as its family
+    stores them (SUPPORTED_FAMILIES), else why not."""
     if (spec.family or "") not in SUPPORTED_FAMILIES:
         return f"the weight inventory does not model the {spec.family or 'unknown'} family"
+    if spec.tie_word_embeddings is None:
+        return "the spec does not say whether the embeddings are tied"
+    return estimable(spec)
+
+
+def estimable(spec: ModelSpec) -> str | None:
+    """None when the spec gives the shapes a decoder's tensors are computed from, whatever
+    its family; else why not. A family outside SUPPORTED_FAMILIES is laid out as a generic
+    decoder (`generic_note` says how), the estimate `plan`, `import` and the front door use
+    when nothing better is known."""
     if spec.ssm is None and any(isinstance(x, RecurrentState) for x in spec.layers):
         return "the spec does not give its recurrent mixer's shapes"
     if (spec.family or "") in NEEDS_BLOCKS and spec.blocks is None:
@@ -943,9 +992,28 @@ def supported(spec: ModelSpec) -> str | None:
             return f"the spec has no {name}"
     if spec.num_experts and spec.moe_layer_step is None and spec.blocks is None:
         return "the spec does not say which layers are MoE"
-    if spec.tie_word_embeddings is None:
-        return "the spec does not say whether the embeddings are tied"
+    if spec.num_experts and spec.moe_intermediate_size is None:
+        return "the spec does not give the experts' width"
+    dense = spec.blocks is None and any(
+        not spec.is_moe_layer(i) for i in range(spec.num_layers))
+    if dense and spec.intermediate_size is None:
+        return "the spec has no intermediate_size"
+    if spec.attention_layers and spec.num_attention_heads is None:
+        return "the spec has no num_attention_heads"
+    if spec.is_mla and (spec.qk_nope_head_dim is None or spec.mla_v_head_dim is None):
+        return "the spec does not give the MLA head sizes"
     return None
+
+
+def generic_note(spec: ModelSpec) -> str:
+    """What an estimate of a family outside SUPPORTED_FAMILIES assumes."""
+    note = (f"the {spec.family or 'unknown'} family's layers as a generic decoder's (q/k/v/o "
+            "or MLA projections, a gated MLP or the routed and shared experts, two norms; "
+            "biases only where the config sets attention_bias); its own extra tensors and "
+            "any tower other than the vision towers kvplan knows are not counted")
+    if spec.tie_word_embeddings is None:
+        note += "; tie_word_embeddings is not stated, so the LM head is counted as its own"
+    return note
 
 
 def inventory(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, ep: int = 1,
@@ -954,7 +1022,8 @@ def inventory(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, ep: int = 1,
               ) -> Inventory:
     """_inventory, kept for the last few arguments asked: `plan --find-gpus` tries up to 28
     layouts and each KV dtype a suggestion tries asks again, while the inventory depends
-    only on the model, the format and TP (seven values of TP among those 28 layouts)."""
+    only on the model, the format and TP (seven values of TP among those 28 layouts).
+    A family outside SUPPORTED_FAMILIES is laid out as a generic decoder (generic_note)."""
     key = (spec, q, tp, ep, padded_vocab, include_mtp, expert_load, vocab)
     try:
         found = _INVENTORIES.get(key)
@@ -978,7 +1047,7 @@ def _inventory(spec: ModelSpec, q: Quantization, tp: int, ep: int, padded_vocab:
     MTP layers (vLLM loads them only for MTP speculative decoding). `expert_load` holds the
     quantized experts as an engine's MoE kernel does (padding, scale copies); `vocab` the
     engine's vocabulary split (None: vLLM's)."""
-    why = supported(spec)
+    why = supported(spec) and estimable(spec)
     if why is not None:
         raise BadInputError(f"{spec.name}: {why}")
     if include_mtp:
@@ -1087,14 +1156,20 @@ def weight_plan(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1
                 partition: Sequence[int] | None = None) -> WeightPlan | None:
     """Per-stage weight bytes from the tensor inventory, in the checkpoint's own format
     (`weights` "auto") or the one an engine quantizes into at load (`weights` a canonical
-    name of LOAD_FORMATS, or bf16/fp16/fp32). None when the inventory cannot be computed for
-    the spec (the caller spreads a parameter count or a measured total instead)."""
-    if supported(spec) is not None:
+    name of LOAD_FORMATS, or bf16/fp16/fp32). A family outside SUPPORTED_FAMILIES with
+    neither a published checkpoint nor a parameter count is laid out as a generic decoder
+    (generic_note, added to `why`). None when neither can be computed for the spec (the
+    caller spreads the published total or the parameter count instead)."""
+    generic = supported(spec) is not None
+    if generic and (spec.checkpoint is not None or spec.num_params
+                    or estimable(spec) is not None):
         return None
     target, q, why = load_format(spec, weights)
     plan = placement(target, q, tp, pp, ep, include_mtp=include_mtp,
                      expert_load=expert_load if q.layout == "mxfp4" else None, vocab=vocab,
                      partition=partition)
+    if generic:
+        why += f"; {generic_note(spec)}"
     fmt = q.description if q.quantized else f"{target.dtype} (unquantized)"
     return WeightPlan(plan.stage_bytes, fmt, why, exact=True)
 

@@ -343,10 +343,18 @@ _TIED_DEFAULT = {"gpt2": True, "gemma": True, "gemma2": True, "gemma3_text": Tru
 # Families whose config's intermediate_size is the width of one routed expert and whose
 # every layer is MoE (MixtralConfig, GptOssConfig, MiniMaxM2Config, Llama4TextConfig; Llama 4's
 # dense layers use intermediate_size_mlp).
-_EXPERT_WIDTH_IS_INTERMEDIATE = {"mixtral", "gpt_oss", "minimax_m2", "minimax", "llama4_text"}
+_EXPERT_WIDTH_IS_INTERMEDIATE = {"mixtral", "gpt_oss", "minimax_m2", "minimax", "llama4_text",
+                                 # GraniteMoe*: intermediate_size is one expert's width, the
+                                 # shared MLP shared_intermediate_size (GraniteMoeSharedMLP)
+                                 "granitemoe", "granitemoeshared", "granitemoehybrid"}
 # Families whose MLP width defaults to 4 x hidden when the config leaves it out or null
 # (GPT2Config n_inner, FalconConfig ffn_hidden_size).
 _FOUR_X_HIDDEN = {"gpt2", "falcon", "RefinedWebModel", "RefinedWeb"}
+
+
+# Families whose q/k/v projections carry biases (o_proj none) without a config field:
+# Qwen2Attention, and the Qwen2-VL / Qwen2.5-VL text models built on it
+_QKV_BIAS = {"qwen2", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text"}
 
 
 def _opt_int(cfg: Fields, *names: str, minimum: int = 0) -> int | None:
@@ -450,7 +458,7 @@ def shapes(reader: _Reader) -> dict[str, Any]:
     bias = cfg.raw.get("attention_bias", cfg.raw.get("bias"))
     if isinstance(bias, bool):
         out["attention_bias"] = bias
-    elif mt == "qwen2":  # Qwen2Attention: q/k/v carry biases, o does not; no config field
+    elif mt in _QKV_BIAS:  # Qwen2Attention: q/k/v carry biases, o does not; no config field
         out["attention_bias"] = True
     out["num_nextn_predict_layers"] = _opt_int(cfg, "num_nextn_predict_layers")
     out["rope"] = _rope(cfg, mt)
@@ -496,6 +504,8 @@ def _vision_tower(top: Fields) -> VisionTower | None:
     if "vt_hidden_size" in raw:
         return _moonvit(top, Fields(raw, top.source, "vision_config"))
     outer = top.raw.get("model_type")
+    if outer == "qwen2_vl" and raw.get("model_type") in (None, "qwen2_vl"):
+        return _qwen2_vit(Fields(raw, top.source, "vision_config"))
     kind = _VISION_KINDS.get(str(raw.get("model_type") or "")) or _VISION_BY_OUTER.get(
         outer if isinstance(outer, str) else "")
     if kind is None:
@@ -530,6 +540,28 @@ def _vision_tower(top: Fields) -> VisionTower | None:
     if kind == "siglip" and raw.get("vision_use_head") is not False:
         return None  # SigLIP's attention-pooling head: Gemma 3 has none; not modelled
     return VisionTower(kind, hidden, inter, layers, patch, image, channels)
+
+
+def _qwen2_vit(v: Fields) -> VisionTower | None:
+    """Qwen2-VL's vision encoder (transformers Qwen2VisionTransformerPretrainedModel; vLLM
+    qwen2_vl.py Qwen2VisionTransformer): a Conv3d patch embedding over temporal_patch_size
+    frames without bias, `depth` blocks of embed_dim with LayerNorms, a fused qkv and an
+    mlp_ratio x wide MLP (all with biases), and the patch merger (a LayerNorm, then two
+    linears from spatial_merge_size^2 x embed_dim to the text's hidden_size)."""
+    found = [_opt_int(v, n, minimum=1) for n in ("embed_dim", "mlp_ratio", "depth",
+                                                  "patch_size", "temporal_patch_size",
+                                                  "spatial_merge_size", "hidden_size")]
+    values = [x for x in found if x is not None]
+    if len(values) < len(found):
+        return None
+    dim, ratio, depth, patch, frames, merge, out = values
+    return VisionTower("qwen2_vl", dim, ratio * dim, depth, patch, patch,
+                       _opt_int(v, "in_chans", minimum=1) or 3, output_dim=out,
+                       projector_input_dim=merge * merge * dim, temporal_patch_size=frames)
+
+
+_GATED_DELTANET = {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text",
+                   "olmo_hybrid"}
 
 
 def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:
@@ -574,8 +606,24 @@ def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:
                          conv_bias=False,
                          full_rank_gate=lin.raw.get("use_full_rank_gate") is True,
                          bounded_gate=lin.raw.get("gate_lower_bound") is not None)
-    if mt == "qwen3_next":
+    if mt in ("granitemoehybrid", "bamba") and hidden:
+        # GraniteMoeHybridMambaLayer / BambaMixer (Mamba2): mamba_n_heads heads of
+        # mamba_d_head ("auto": mamba_expand x hidden / heads), mamba_n_groups B/C groups
+        heads, state = need("mamba_n_heads"), need("mamba_d_state")
+        conv, groups = need("mamba_d_conv"), need("mamba_n_groups")
+        head_dim = need("mamba_d_head")
+        expand = need("mamba_expand")
+        if head_dim is None and expand and heads and expand * hidden % heads == 0:
+            head_dim = expand * hidden // heads
+        if None in (heads, head_dim, state, conv, groups):
+            return None
+        return SSMShapes("mamba2", heads * head_dim, state, conv, heads, groups,  # type: ignore
+                         conv_bias=flag("mamba_conv_bias", True),
+                         proj_bias=flag("mamba_proj_bias", False))
+    if mt in _GATED_DELTANET:
         # Qwen3NextGatedDeltaNet: value heads x value dim, key heads x key dim; no conv bias
+        # (Qwen3.5's in_proj_qkv / in_proj_z / in_proj_b / in_proj_a hold the same values:
+        # vLLM qwen3_5.py packs them into in_proj_qkvz / in_proj_ba; OLMo-Hybrid's too)
         vh, vd = need("linear_num_value_heads"), need("linear_value_head_dim")
         kh, kd = need("linear_num_key_heads"), need("linear_key_head_dim")
         conv = need("linear_conv_kernel_dim")
@@ -1514,75 +1562,3 @@ class _Reader:
         return RecurrentState("short_conv", (
             StateTensor("conv", (kernel - 1, dim), self._dtype_bytes(), tp_axis=1),
         ))
-
-
-# --- parameter estimate (for weights when no safetensors are at hand) ----------------
-
-# Families whose MLP is two matrices (up, down) rather than gated (gate, up, down).
-_UNGATED_MLP = {"gpt2", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi", "gpt_bigcode",
-                "starcoder2", "mpt"}
-
-
-def estimate_params(raw: Any, source: str) -> int:
-    """Parameters of a decoder from its config.json: embeddings (and an untied LM head),
-    per layer attention (GQA or MLA) + MLP or MoE experts + two norms, and a final norm.
-    Biases, vision towers and MTP layers are left out: an estimate. Layer, head and head-size
-    fields are read by the same _Reader as the KV spec (defaults of nested configs included)."""
-    top = Fields(raw, source)
-    reader = _Reader(top, _text_config(top))
-    cfg = reader.cfg
-    hidden = cfg.int(cfg.first("hidden_size", "n_embd", "d_model") or "hidden_size")
-    num_layers = reader.num_layers()
-    vocab = cfg.int("vocab_size", None) or top.int("vocab_size")
-    heads = reader.heads
-    tied = cfg.bool("tie_word_embeddings", top.bool("tie_word_embeddings", True))
-    model_type = reader.model_type
-
-    embedding = vocab * hidden * (1 if tied else 2)
-    attention = _attention_params(reader, hidden, heads)
-    dense_mlp = _mlp_params(cfg, hidden, model_type)
-    num_experts = cfg.int(cfg.first("n_routed_experts", "num_local_experts", "num_experts")
-                          or "num_experts", 0, minimum=0)
-    num_dense = cfg.int("first_k_dense_replace", 0, minimum=0) if num_experts else num_layers
-    num_dense = min(num_dense, num_layers)
-    moe = _moe_params(cfg, hidden, num_experts) if num_experts else 0
-    # Gemma 2/3 norm before and after both attention and MLP: four norms a layer, not two.
-    norms = (4 if model_type.startswith(("gemma2", "gemma3")) else 2) * hidden
-    return (embedding + hidden + num_layers * (attention + norms)
-            + num_dense * dense_mlp + (num_layers - num_dense) * moe)
-
-
-def _attention_params(reader: _Reader, hidden: int, heads: int) -> int:
-    cfg = reader.cfg
-    if cfg.has("kv_lora_rank"):
-        # MLA (DeepSeek-V2/V3): low-rank query and joint KV projections, then per-head
-        # up-projections; qk_nope + qk_rope per query head, v_head_dim per value head.
-        rank, rope = cfg.int("kv_lora_rank"), cfg.int("qk_rope_head_dim")
-        nope, v_dim = cfg.int("qk_nope_head_dim"), cfg.int("v_head_dim")
-        q_rank = cfg.int("q_lora_rank", None)
-        q = (hidden * q_rank + q_rank + q_rank * heads * (nope + rope) if q_rank
-             else hidden * heads * (nope + rope))
-        kv = hidden * (rank + rope) + rank + rank * heads * (nope + v_dim)
-        return q + kv + heads * v_dim * hidden
-    kv_heads, head_dim = reader.kv_heads, reader.head_dim
-    q_out, kv_out = heads * head_dim, kv_heads * head_dim
-    bias = (q_out + 2 * kv_out + hidden) if cfg.bool("attention_bias", False) else 0
-    return hidden * q_out + 2 * hidden * kv_out + q_out * hidden + bias
-
-
-def _mlp_params(cfg: Fields, hidden: int, model_type: str) -> int:
-    inner = cfg.int(cfg.first("intermediate_size", "n_inner", "ffn_dim") or "intermediate_size",
-                    4 * hidden)
-    return (2 if model_type in _UNGATED_MLP else 3) * hidden * inner
-
-
-def _moe_params(cfg: Fields, hidden: int, num_experts: int) -> int:
-    # Mixtral sizes its experts with intermediate_size; DeepSeek/Qwen-MoE with
-    # moe_intermediate_size, plus shared experts of the same (or their own) size.
-    expert = cfg.int(cfg.first("moe_intermediate_size", "intermediate_size")
-                     or "moe_intermediate_size")
-    shared = cfg.int("n_shared_experts", 0, minimum=0) * 3 * hidden * expert
-    if cfg.has("shared_expert_intermediate_size"):
-        shared += 3 * hidden * cfg.int("shared_expert_intermediate_size")
-    router = hidden * num_experts
-    return num_experts * 3 * hidden * expert + shared + router

@@ -33,7 +33,6 @@ DTYPE_BITS = {
     "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64, "F64": 64,
     "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
 }
-_MODEL_DTYPE = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}
 
 
 @record
@@ -192,24 +191,22 @@ def listed_weights(label: str, files: dict[str, Any]) -> Weights:
 def estimate_weights(raw: Any, source: str, dtype: str = "bf16") -> Weights:
     """Weights of a decoder computed from its config.json alone (exact=False): tensor by
     tensor in the checkpoint's own format (kvplan.core.weights, its quantization_config
-    included) where the inventory models the family, else the parameter estimate of
-    kvplan.sources.hfconfig stored in the model dtype."""
-    from kvplan.core.weights import inventory, supported
-    from kvplan.sources.hfconfig import estimate_params, spec_from_config
+    included), a family the inventory does not model laid out as a generic decoder
+    (kvplan.core.weights.generic_note): the one estimate `import`, `plan` and the front door
+    share. A SpecError when the config does not give the shapes."""
+    from kvplan.core.weights import estimable, inventory
+    from kvplan.sources.hfconfig import spec_from_config
 
-    try:
-        spec = replace(spec_from_config(raw, source, name="estimate"), dtype=dtype)
-    except SpecError:
-        spec = None
-    if spec is not None and supported(spec) is None:
-        inv = inventory(spec, spec.quantization)
-        elements = inv.elements_by_dtype()
-        by_dtype = tuple(DtypeWeights(d, elements[d], b) for d, b in inv.bytes_by_dtype().items())
-        return Weights(sum(elements.values()), inv.total_bytes, by_dtype, exact=False)
-    total = estimate_params(raw, source)
-    name = _MODEL_DTYPE.get(dtype, "BF16")
-    nbytes = total * DTYPE_BITS[name] // 8
-    return Weights(total, nbytes, (DtypeWeights(name, total, nbytes),), exact=False)
+    spec = replace(spec_from_config(raw, source, name="estimate"), dtype=dtype)
+    why = estimable(spec)
+    if why is not None:
+        raise SpecError(source, None, f"the weights cannot be estimated: {why}",
+                        "give the weights' size (--weights-memory), or import the checkpoint "
+                        "with its safetensors files")
+    inv = inventory(spec, spec.quantization)
+    elements = inv.elements_by_dtype()
+    by_dtype = tuple(DtypeWeights(d, elements[d], b) for d, b in inv.bytes_by_dtype().items())
+    return Weights(sum(elements.values()), inv.total_bytes, by_dtype, exact=False)
 
 
 # --- what the CLI asks for ----------------------------------------------------------------

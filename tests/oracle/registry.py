@@ -59,7 +59,7 @@ def read_registry(source: Path) -> dict[str, tuple[str, str]]:
                 and node.targets[0].id in TABLES and isinstance(node.value, ast.Dict)):
             continue
         table = TABLES[node.targets[0].id]
-        for key, value in zip(node.value.keys, node.value.values):
+        for key, value in zip(node.value.keys, node.value.values, strict=True):
             if isinstance(key, ast.Constant) and isinstance(value, ast.Tuple):
                 module = value.elts[0]
                 assert isinstance(module, ast.Constant)
