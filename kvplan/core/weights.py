@@ -58,6 +58,9 @@ SUPPORTED_FAMILIES = {
     "falcon", "gpt2", "gpt3", "minimax_m2", "glm_moe_dsa", "llava", "mimo_v2_flash",
     # Qwen2-VL: the Qwen2 text model (q/k/v biases) and its vision encoder (qwen2_vl tower)
     "qwen2_vl",
+    # GLM-4.7-Flash: DeepSeek-V2/V3's MLA + MoE layout (vLLM glm4_moe_lite.py builds it from
+    # DeepseekV2MLAAttention; the checkpoint keeps DeepSeek's tensor names)
+    "glm4_moe_lite",
     # hybrids and per-layer blocks (ModelSpec.ssm / ModelSpec.blocks)
     "jamba", "nemotron_h", "qwen3_next", "nemotron-nas", "deci",
     # Llama 3.2 Vision: the text model with cross-attention layers (+ ModelSpec.vision)

@@ -171,7 +171,7 @@ _TEXT_CONFIG_TYPES = {
     "mistral3": "mistral", "aya_vision": "cohere2", "kimi_k25": "deepseek_v3",
     "qwen2_vl": "qwen2_vl_text", "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
     "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen3_5": "qwen3_5_text",
-    "qwen3_5_moe": "qwen3_5_moe_text",
+    "qwen3_5_moe": "qwen3_5_moe_text", "exaone4_5": "exaone4",
 }
 # Where wrappers nest the language model: transformers' `text_config`; InternVL's remote code
 # `llm_config`; DeepSeek-VL2 `language_config`; the Omni and ASR models (Qwen2.5-Omni,
@@ -215,6 +215,7 @@ _IMPLICIT_SLIDING_PATTERN = {
     "gemma4_text": 6,   # Gemma 4: 5 local then 1 global (and the last layer global)
     "cohere2": 4,       # Command R7B: 3 local then 1 global
     "exaone4": 4,
+    "exaone4_5_text": 4,  # EXAONE-4.5's text model: an Exaone4Config
     "olmo3": 4,
 }
 
@@ -359,9 +360,13 @@ _QKV_BIAS = {"qwen2", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_tex
 
 def _opt_int(cfg: Fields, *names: str, minimum: int = 0) -> int | None:
     """The first of `names` that holds a whole number >= minimum; None when none does (a
-    shape this reader cannot use is unknown, never guessed)."""
+    shape this reader cannot use is unknown, never guessed). A per-layer list whose entries
+    are all one number is that number (Hunyuan-A13B's moe_intermediate_size, moe_topk and
+    num_shared_expert list one value per layer)."""
     for name in names:
         value = cfg.raw.get(name)
+        if isinstance(value, list) and value and all(v == value[0] for v in value):
+            value = value[0]
         if isinstance(value, bool) or not isinstance(value, int):
             continue
         if minimum <= value <= MAX_SHAPE:
@@ -432,7 +437,8 @@ def shapes(reader: _Reader) -> dict[str, Any]:
             out["moe_intermediate_size"] = inter
         else:
             out["moe_intermediate_size"] = _opt_int(cfg, "moe_intermediate_size", minimum=1)
-        shared = _opt_int(cfg, "n_shared_experts", "num_shared_experts", minimum=0)
+        shared = _opt_int(cfg, "n_shared_experts", "num_shared_experts", "num_shared_expert",
+                          minimum=0)
         shared_width = _opt_int(cfg, "shared_expert_intermediate_size",
                                 "moe_shared_expert_intermediate_size",
                                 "shared_intermediate_size", minimum=0)
@@ -981,6 +987,11 @@ class _Reader:
         cross, indexed, none, recurrent, conv."""
         kinds, field = self._schedule()
         n = self.num_layers()
+        mtp = self._int("num_nextn_predict_layers", 0, minimum=0)
+        if field == "layer_types" and mtp and len(kinds) == n + mtp:
+            # EXAONE-4.5 lists its MTP layer's type after the model's own layers; the MTP
+            # layer is a draft with a cache of its own, not one of the model's layers
+            kinds = kinds[:n]
         if len(kinds) != n:
             raise self.cfg.error(field, f"describes {len(kinds)} layers but the model has {n}",
                                  "num_hidden_layers and the layer list must agree")

@@ -1,0 +1,218 @@
+"""Families added to reach vLLM 0.33's generation registry (kvplan/data/vllm-registry.txt):
+read by model_type or by the class vLLM picks, nested text configs followed, bytes derived by
+hand from the engine's model file (per token, per request, the page per layer kind), or a
+refusal naming the cache. Configs no stored config.json was found for are built here from
+their published shapes, said so in each test."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.core.dtypes import BF16
+from kvplan.core.errors import SpecError
+from kvplan.core.layers import MLA, FullAttention, RecurrentState, SlidingWindow
+from kvplan.core.sizing import per_token_bytes, request_bytes
+from kvplan.core.weights import inventory, supported
+from kvplan.sources.hfconfig import spec_from_config
+
+
+def from_dict(raw: dict):
+    return spec_from_config(raw, "config.json", name="m")
+
+
+def refusal(raw: dict) -> SpecError:
+    with pytest.raises(SpecError) as err:
+        from_dict(raw)
+    return err.value
+
+
+# --- GLM-4.7-Flash: MLA under glm4_moe_lite ---------------------------------------------
+
+# GLM-4.7-Flash's published shape (zai-org/GLM-4.7-Flash config.json): 47 layers, 20 heads,
+# q_lora_rank 768, kv_lora_rank 512, qk_nope 192 + qk_rope 64, v_head_dim 256, 64 routed
+# experts (top 4) of 1,536 and one shared, the first layer dense, one MTP layer
+GLM_47_FLASH = {
+    "architectures": ["Glm4MoeLiteForCausalLM"], "model_type": "glm4_moe_lite",
+    "vocab_size": 154880, "hidden_size": 2048, "intermediate_size": 10240,
+    "moe_intermediate_size": 1536, "num_hidden_layers": 47, "num_attention_heads": 20,
+    "num_key_value_heads": 20, "max_position_embeddings": 202752, "q_lora_rank": 768,
+    "kv_lora_rank": 512, "qk_nope_head_dim": 192, "qk_rope_head_dim": 64, "v_head_dim": 256,
+    "n_routed_experts": 64, "n_shared_experts": 1, "num_experts_per_tok": 4,
+    "topk_method": "noaux_tc", "first_k_dense_replace": 1, "num_nextn_predict_layers": 1,
+    "tie_word_embeddings": False, "dtype": "bfloat16", "attention_bias": False}
+
+
+def test_glm_4_7_flash_caches_one_mla_latent_per_layer():
+    # vLLM glm4_moe_lite.py: Glm4MoeLiteMLAAttention(DeepseekV2MLAAttention) -> MLAAttentionSpec
+    # with head size kv_lora_rank + qk_rope_head_dim = 576 and one KV head
+    spec = from_dict(GLM_47_FLASH)
+    assert spec.layers == (MLA(kv_lora_rank=512, qk_rope_head_dim=64),) * 47
+    assert per_token_bytes(spec.layers, BF16) == 47 * 576 * 2 == 54_144
+    assert request_bytes(spec.layers, 8192, BF16) == 8192 * 54_144
+    from kvplan.engines.vllm import VllmConfig, layer_page_specs
+
+    pages = layer_page_specs(spec, spec.layers, VllmConfig(max_model_len=8192))
+    assert {(p.kind, p.page_bytes) for p in pages if p is not None} == {
+        ("mla", pages[0].block_size * 576 * 2)}
+
+
+def test_glm_4_7_flash_weights_are_deepseeks_layout():
+    spec = from_dict(GLM_47_FLASH)
+    assert supported(spec) is None
+    h, heads = 2048, 20
+    attention = (h * 768 + 768 + 768 * heads * (192 + 64)  # q_a, its norm, q_b
+                 + h * (512 + 64) + 512 + 512 * heads * (192 + 256)  # kv_a, its norm, kv_b
+                 + heads * 256 * h)  # o
+    expert = 3 * h * 1536
+    moe = h * 64 + 64 + 64 * expert + expert  # router, fp32 bias, experts, one shared
+    layer_norms = 2 * h
+    dense = attention + layer_norms + 3 * h * 10240
+    sparse = attention + layer_norms + moe
+    # the MTP layer: a MoE decoder layer, its embedding, enorm / hnorm / head norm, eh_proj
+    # (2H -> H) and its own head
+    mtp = sparse + 154880 * h + 3 * h + 2 * h * h + 154880 * h
+    expected = 2 * 154880 * h + dense + 46 * sparse + h + mtp
+    assert sum(t.num_params for t in inventory(spec).tensors) == expected
+
+
+# --- EXAONE-4.5: a nested exaone4_5_text whose layer_types names its MTP layer too ------------
+
+def test_exaone_4_5_reads_its_text_config_and_drops_the_mtp_layer_type():
+    # EXAONE-4.5-33B's published text shape: 64 layers (3 sliding of 4,096 then 1 full), 40
+    # heads, 8 KV heads of 128; its release lists layer_types for 64 + 1 layers, the last
+    # one the MTP layer's (num_nextn_predict_layers 1)
+    kinds = (["sliding_attention"] * 3 + ["full_attention"]) * 16 + ["full_attention"]
+    raw = {"architectures": ["Exaone4_5_ForConditionalGeneration"], "model_type": "exaone4_5",
+           "tie_word_embeddings": False, "vocab_size": 153600, "text_config": {
+               "model_type": "exaone4_5_text", "hidden_size": 5120, "intermediate_size": 27392,
+               "num_hidden_layers": 64, "num_attention_heads": 40, "num_key_value_heads": 8,
+               "max_position_embeddings": 262144, "sliding_window": 4096,
+               "sliding_window_pattern": "LLLG", "layer_types": kinds,
+               "num_nextn_predict_layers": 1}}
+    spec = from_dict(raw)
+    assert spec.num_layers == 64
+    assert spec.kind_counts() == {"sliding": 48, "full": 16}
+    # exaone4.py: per_layer_sliding_window = config.sliding_window on sliding layers
+    assert {x.window for x in spec.layers if isinstance(x, SlidingWindow)} == {4096}
+    row = 2 * 8 * 128 * 2  # K and V, 8 heads of 128, bf16
+    assert request_bytes(spec.layers, 10_000, BF16) == (16 * 10_000 + 48 * 4096) * row
+
+
+# --- Hunyuan: model_type "hunyuan", per-layer expert lists, cross-layer attention ---------
+
+# Hunyuan-A13B's published shape (tencent/Hunyuan-A13B-Instruct config.json): 32 layers, 32
+# heads, 8 KV heads of 128, 64 experts of 3,072 listed per layer, top 8, one shared expert
+HUNYUAN_A13B = {
+    "architectures": ["HunYuanMoEV1ForCausalLM"], "model_type": "hunyuan",
+    "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "attention_head_dim": 128, "intermediate_size": 3072,
+    "vocab_size": 128167, "num_experts": 64, "moe_intermediate_size": [3072] * 32,
+    "moe_topk": [8] * 32, "num_shared_expert": [1] * 32, "use_cla": False,
+    "cla_share_factor": 2, "use_qk_norm": True, "tie_word_embeddings": True,
+    "max_position_embeddings": 32768, "torch_dtype": "bfloat16"}
+
+
+def test_hunyuan_a13b_is_plain_gqa():
+    spec = from_dict(HUNYUAN_A13B)
+    assert spec.layers == (FullAttention(8, 128),) * 32
+    assert per_token_bytes(spec.layers, BF16) == 32 * 2 * 8 * 128 * 2 == 131_072
+    # the per-layer lists are one value each: the experts' width and count are read
+    assert (spec.moe_intermediate_size, spec.num_experts_per_token,
+            spec.num_shared_experts) == (3072, 8, 1)
+
+
+def test_hunyuan_cross_layer_attention_is_refused_by_name():
+    err = refusal({**HUNYUAN_A13B, "use_cla": True})
+    assert err.field == "use_cla" and "cross-layer" in err.message
+
+
+# --- Omni / ASR: the text model under thinker_config ------------------------------------------
+
+def test_qwen2_5_omni_reads_the_thinkers_text_config():
+    # Qwen2.5-Omni-7B's published thinker text shape: 28 layers, 28 heads, 4 KV heads,
+    # hidden 3584 (head_dim 128)
+    raw = {"architectures": ["Qwen2_5OmniModel"], "model_type": "qwen2_5_omni",
+           "thinker_config": {"model_type": "qwen2_5_omni_thinker", "text_config": {
+               "model_type": "qwen2_5_omni_text", "hidden_size": 3584,
+               "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+               "max_position_embeddings": 32768, "sliding_window": 32768,
+               "use_sliding_window": False, "vocab_size": 152064}},
+           "talker_config": {"num_hidden_layers": 24, "num_key_value_heads": 4}}
+    spec = from_dict(raw)
+    assert spec.layers == (FullAttention(4, 128),) * 28
+    assert per_token_bytes(spec.layers, BF16) == 28 * 2 * 4 * 128 * 2
+
+
+# --- found by the class vLLM picks ---------------------------------------------------------
+
+def test_a_wrapper_with_an_unknown_text_model_type_is_read_by_its_class():
+    raw = {"architectures": ["AriaForConditionalGeneration"], "model_type": "aria_next",
+           "text_config": {"model_type": "aria_text_next", "hidden_size": 2560,
+                           "num_hidden_layers": 28, "num_attention_heads": 20,
+                           "num_key_value_heads": 20, "max_position_embeddings": 65536}}
+    spec = from_dict(raw)
+    assert spec.layers == (FullAttention(20, 128),) * 28
+
+
+def test_a_wrapper_around_a_hybrid_without_its_model_type_fails_closed():
+    # MiniCPM-V 4.6 wraps a qwen3_5 text model; without that model_type the class's reader
+    # is the gated delta-net one, which needs the linear_* sizes
+    raw = {"architectures": ["MiniCPMV4_6ForConditionalGeneration"],
+           "text_config": {"hidden_size": 2048, "num_hidden_layers": 4,
+                           "num_attention_heads": 16, "num_key_value_heads": 2,
+                           "head_dim": 256, "full_attention_interval": 4,
+                           "linear_num_value_heads": 32, "linear_num_key_heads": 16,
+                           "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+                           "linear_conv_kernel_dim": 4}}
+    spec = from_dict(raw)
+    assert spec.kind_counts() == {"state": 3, "full": 1}
+    # the same text config under a plain-attention wrapper is refused, naming a key of the
+    # gated delta-net reader
+    raw["architectures"] = ["LlavaForConditionalGeneration"]
+    err = refusal(raw)
+    assert err.field == "text_config.full_attention_interval"
+    assert "other architectures" in err.message
+
+
+def test_olmo_hybrid_keeps_a_gated_delta_net_state_per_linear_layer():
+    # vLLM olmo_hybrid.py get_mamba_state_shape_from_config: gated_delta_net_state_shape
+    # (conv: (k - 1) x (2 x key heads x key dim + value heads x value dim); temporal: value
+    # heads x value dim x key dim); OLMo-Hybrid's shape as its config class defaults it
+    raw = {"architectures": ["OlmoHybridForCausalLM"], "model_type": "olmo_hybrid",
+           "hidden_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 16,
+           "num_key_value_heads": 16, "layer_types": ["linear_attention"] * 3
+           + ["full_attention"], "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+           "linear_key_head_dim": 96, "linear_value_head_dim": 64,
+           "linear_conv_kernel_dim": 4, "max_position_embeddings": 65536}
+    spec = from_dict(raw)
+    assert spec.kind_counts() == {"state": 3, "full": 1}
+    state = next(x for x in spec.layers if isinstance(x, RecurrentState))
+    assert state.state_bytes() == 3 * (2 * 16 * 96 + 32 * 64) * 2 + 32 * 64 * 96 * 2
+
+
+@pytest.mark.parametrize(("architecture", "words"), [
+    ("IQuestLoopCoderForCausalLM", "looped layers"),
+    ("HrmTextForCausalLM", "looped layers"),
+    ("Step5ForCausalLM", "cross-layer KV sharing"),
+    ("LongcatFlashForCausalLM", "two MLA attentions per layer"),
+    ("NemotronParseForConditionalGeneration", "encoder-decoder"),
+    ("BailingMoeV2_5ForCausalLM", "lightning linear attention"),
+])
+def test_classes_vllm_serves_with_unmodelled_caches_are_refused_by_name(architecture, words):
+    raw = {"architectures": [architecture], "model_type": "llama", "hidden_size": 4096,
+           "num_hidden_layers": 4, "num_attention_heads": 32}
+    err = refusal(raw)
+    assert err.field == "architectures" and words in err.message
+
+
+def test_the_cli_refuses_a_refused_class_with_exit_2(tmp_path):
+    import json
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"architectures": ["Rnj1ForCausalLM"], "model_type": "rnj1",
+                                "hidden_size": 2048, "num_hidden_layers": 4,
+                                "num_attention_heads": 16}))
+    out = CliRunner().invoke(app, ["size", str(path), "-t", "1024"])
+    assert out.exit_code == 2 and "Rnj1ForCausalLM" in out.output
