@@ -211,8 +211,33 @@ def test_the_cli_refuses_a_refused_class_with_exit_2(tmp_path):
     import json
 
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"architectures": ["Rnj1ForCausalLM"], "model_type": "rnj1",
+    path.write_text(json.dumps({"architectures": ["DoryForCausalLM"], "model_type": "dory",
                                 "hidden_size": 2048, "num_hidden_layers": 4,
                                 "num_attention_heads": 16}))
     out = CliRunner().invoke(app, ["size", str(path), "-t", "1024"])
-    assert out.exit_code == 2 and "Rnj1ForCausalLM" in out.output
+    assert out.exit_code == 2 and "DoryForCausalLM" in out.output
+
+
+def test_rnj1_chunked_layers_are_sliding_windows_of_sliding_window_tokens():
+    # vLLM rnj1.py: a Gemma3TextConfig whose chunked_attention layers get
+    # per_layer_sliding_window=config.sliding_window (and a one-chunk lookback in the kernel
+    # only): a SlidingWindowSpec of 2,048 tokens; the full layers keep every token
+    raw = {"architectures": ["Rnj1ForCausalLM"], "model_type": "gemma3_text",
+           "hidden_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 8,
+           "num_key_value_heads": 4, "head_dim": 256, "sliding_window": 2048,
+           "layer_types": ["chunked_attention"] * 3 + ["full_attention"],
+           "max_position_embeddings": 32768}
+    spec = from_dict(raw)
+    assert spec.layers == (SlidingWindow(4, 256, window=2048),) * 3 + (FullAttention(4, 256),)
+    row = 2 * 4 * 256 * 2
+    assert request_bytes(spec.layers, 10_000, BF16) == (3 * 2048 + 10_000) * row
+
+
+def test_a_text_model_kept_in_another_repository_is_refused_naming_it():
+    # Ultravox: text_model_id names the language model whose config vLLM loads
+    # (ultravox.py); the nested text_config holds no layer count to size from
+    raw = {"architectures": ["UltravoxModel"], "model_type": "ultravox",
+           "text_model_id": "meta-llama/Llama-3.3-70B-Instruct",
+           "text_config": {"model_type": "llama", "vocab_size": 128256}}
+    err = refusal(raw)
+    assert err.field == "text_model_id" and "Llama-3.3-70B" in err.message

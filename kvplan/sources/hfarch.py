@@ -61,7 +61,8 @@ _MAMBA2_KEYS = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_group
 # (or its alias) and head_dim (else hidden_size / num_attention_heads), with
 # per_layer_sliding_window=config.sliding_window on the layers layer_types calls sliding
 # (afmoe.py, exaone4.py, exaone_moe.py, flint.py, beam/nvidia/attention.py, muse_glimmer.py,
-# k2_horizon.py, hy_v3.py, hyperclovax.py, param2moe.py, step1.py ...). The multimodal
+# k2_horizon.py, hy_v3.py, hyperclovax.py, param2moe.py, step1.py; rnj1.py's chunked_attention
+# layers too, whose window is sliding_window ...). The multimodal
 # wrappers build their language model from the nested text config
 # (init_vllm_registered_model(hf_config=config.text_config)), so its own model_type picks
 # the reader: aria.py, bagel.py, bee.py, blip2.py, cohere2_vision.py, cohere_compass.py,
@@ -127,7 +128,8 @@ _ATTENTION_ARCHITECTURES = (
     "Qwen3ASRForConditionalGeneration", "Qwen3ASRRealtimeGeneration", "Qwen3ForCausalLM",
     "Qwen3MoeForCausalLM", "Qwen3OmniMoeForConditionalGeneration",
     "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
-    "RForConditionalGeneration", "SarvamMoEForCausalLM", "SeedOssForCausalLM",
+    "RForConditionalGeneration", "Rnj1ForCausalLM", "SarvamMoEForCausalLM",
+    "SeedOssForCausalLM",
     "SkyworkR1VChatModel", "SmolLM3ForCausalLM", "SmolVLMForConditionalGeneration",
     "SolarForCausalLM", "StableLmForCausalLM", "Starcoder2ForCausalLM", "Step1ForCausalLM",
     "Step3TextForCausalLM", "Step3VLForConditionalGeneration", "Step3p5ForCausalLM",
@@ -476,8 +478,6 @@ REFUSED_ARCHITECTURES: dict[str, str] = {
     "Qwen4ExpForConditionalGeneration": "recurrent-state mixers, cross-layer KV sharing and "
                                         "MLA (vllm/models/qwen4_exp)",
     "RadioMBartPrefixForCausalLM": _ENC_DEC + " (nemotron_parse3_5.py, an mBART decoder)",
-    "Rnj1ForCausalLM": "chunked_attention layers that look one chunk back, which vLLM sizes "
-                       "as a sliding window (rnj1.py chunk_lookback)",
     "Step5ForCausalLM": "cross-layer KV sharing and an indexer (vllm/models/step5)",
     "Step5ForConditionalGeneration": "cross-layer KV sharing and an indexer "
                                      "(vllm/models/step5)",

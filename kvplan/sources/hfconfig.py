@@ -746,6 +746,12 @@ def _text_config(top: Fields) -> Fields:
         # it): do not size it with the class default of 32
         return _with_defaults(top, outer_type, keep_missing=("num_hidden_layers",))
     nested = top.sub(key)
+    if top.has("text_model_id") and not nested.has("num_hidden_layers"):
+        # Ultravox: the language model is another repository's (vLLM ultravox.py loads its
+        # config from text_model_id); the class defaults here would be a guess
+        raise top.error("text_model_id", f"is {top.raw['text_model_id']!r}: the language "
+                        f"model's config is that repository's, not this {key}'s",
+                        f"size {top.raw['text_model_id']} (its config.json) instead")
     if key == "thinker_config" and nested.has("text_config"):
         outer_type = nested.raw.get("model_type")
         outer_type = outer_type if isinstance(outer_type, str) else ""
@@ -1143,6 +1149,12 @@ class _Reader:
 
     def _named_kind(self, field: str, i: int, name: Any) -> str:
         kind = _LAYER_TYPE_KINDS.get(name) if isinstance(name, str) else None
+        archs = self.top.raw.get("architectures")
+        if kind == "chunked" and isinstance(archs, list) and "Rnj1ForCausalLM" in archs:
+            # RNJ-1 (a Gemma3TextConfig): vLLM rnj1.py gives its chunked_attention layers
+            # per_layer_sliding_window=config.sliding_window and a one-chunk lookback in the
+            # kernel, so the cache is a SlidingWindowSpec of sliding_window tokens
+            kind = "sliding"
         if kind is None:
             raise self.cfg.error(field, f"layer {i} has unknown type {name!r}",
                                  "kvplan will not guess the cache of a layer type it does not "
