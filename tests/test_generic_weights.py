@@ -142,3 +142,14 @@ def test_plan_gives_a_weights_figure_for_configs_size_reads(tmp_path, raw):
     assert planned.exit_code == 0, planned.output
     assert "no parameter count" not in planned.output
     assert estimate_weights(raw, str(path)).total_params > 0
+
+
+def test_the_qwen2_vl_tower_survives_a_yaml_round_trip():
+    import yaml
+
+    from kvplan.sources.yamlspec import dump_yaml, spec_from_dict
+
+    spec = spec_from_config(_config("Qwen--Qwen2-VL-7B-Instruct"), "config.json", name="m")
+    again = spec_from_dict(yaml.safe_load(dump_yaml(spec)), "m.yaml")
+    assert again.vision == spec.vision and again.vision.temporal_patch_size == 2
+    assert inventory(again).total_bytes == 16_582_751_232
