@@ -153,3 +153,56 @@ def test_the_qwen2_vl_tower_survives_a_yaml_round_trip():
     again = spec_from_dict(yaml.safe_load(dump_yaml(spec)), "m.yaml")
     assert again.vision == spec.vision and again.vision.temporal_patch_size == 2
     assert inventory(again).total_bytes == 16_582_751_232
+
+
+def test_mamba_130m_matches_its_published_parameter_count():
+    # state-spaces/mamba-130m-hf: 129,135,360 parameters. By hand (vLLM mamba.py MambaMixer):
+    # a tied 50,280 x 768 embedding; per layer a norm, in_proj 768 -> 2 x 1536, the conv
+    # (1536 x 4 + bias), x_proj 1536 -> 48 + 2 x 16, dt_proj 48 -> 1536 (+ bias), A_log
+    # 1536 x 16, D, out_proj 1536 -> 768; no MLP; the final norm
+    raw = {"architectures": ["MambaForCausalLM"], "model_type": "mamba", "hidden_size": 768,
+           "num_hidden_layers": 24, "vocab_size": 50280, "intermediate_size": 1536,
+           "state_size": 16, "conv_kernel": 4, "expand": 2, "time_step_rank": 48,
+           "use_bias": False, "use_conv_bias": True, "tie_word_embeddings": True}
+    layer = (768 + 768 * 3072 + 1536 * 4 + 1536 + 1536 * 80 + 48 * 1536 + 1536
+             + 1536 * 16 + 1536 + 1536 * 768)
+    assert _params(raw) == 50280 * 768 + 24 * layer + 768 == 129_135_360
+
+
+def test_whisper_large_v3_matches_its_published_parameter_count():
+    # openai/whisper-large-v3: 1,543,490,560 parameters (its model card's 1.55B). By hand
+    # (transformers modeling_whisper.py): the encoder's two convolutions over 128 mel bins,
+    # 1,500 positions and 32 blocks; the decoder's 51,866-token embedding (tied to proj_out),
+    # 448 positions and 32 blocks with a cross-attention each; LayerNorms with biases
+    raw = {"architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper",
+           "d_model": 1280, "encoder_layers": 32, "decoder_layers": 32,
+           "encoder_attention_heads": 20, "decoder_attention_heads": 20,
+           "encoder_ffn_dim": 5120, "decoder_ffn_dim": 5120, "num_mel_bins": 128,
+           "vocab_size": 51866, "max_source_positions": 1500, "max_target_positions": 448}
+    d = 1280
+    ln, attention = 2 * d, 3 * (d * d + d) + d * d  # q, v, out biased; k not
+    mlp = (d * 5120 + 5120) + (5120 * d + d)
+    encoder = ((d * 128 * 3 + d) + (d * d * 3 + d) + 1500 * d
+               + 32 * (ln + attention + ln + mlp) + ln)
+    decoder = 51866 * d + 448 * d + 32 * (2 * (ln + attention) + ln + mlp) + ln
+    assert _params(raw) == encoder + decoder == 1_543_490_560
+
+
+def test_lfm2_short_convolutions_and_its_adjusted_mlp_by_hand():
+    # LFM2-1.2B's published shape: 16 layers of 2048 (attention at 6 of them, 32 heads, 8 KV
+    # heads), 65,536 tied tokens; intermediate_size 12,288 auto-adjusted (vLLM lfm2.py
+    # Lfm2MLP): int(2 x 12288 / 3) = 8192, a multiple of 256
+    raw = {"architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2", "hidden_size": 2048,
+           "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "vocab_size": 65536, "intermediate_size": 12288, "block_auto_adjust_ff_dim": True,
+           "block_multiple_of": 256, "block_ffn_dim_multiplier": 1.0, "conv_L_cache": 3,
+           "conv_bias": False, "full_attn_idxs": [2, 5, 8, 10, 12, 14],
+           "tie_word_embeddings": True, "max_position_embeddings": 128000}
+    spec = spec_from_config(raw, "config.json", name="m")
+    assert spec.intermediate_size == 8192
+    h = 2048
+    mlp, norms = 3 * h * 8192, 2 * h
+    conv = h * 3 * h + h * 3 + h * h  # in_proj to B, C, x; the depthwise conv; out_proj
+    attention = 2 * h * h + 2 * h * 512
+    assert _params(raw) == 65536 * h + 10 * (conv + mlp + norms) + 6 * (
+        attention + mlp + norms) + h

@@ -47,8 +47,10 @@ class Block:
     kind (ModelSpec.blocks): its token mixer and its feed-forward, each with its own pre-norm.
 
     mixer: "attention" (the layer's cache kind says which), "ssm" (the model's recurrent
-    mixer, ModelSpec.ssm), "linear" (one hidden x hidden matrix: Nemotron-NAS
-    replace_with_linear) or None (no mixer: Nemotron-H MLP/MoE layers, NAS no_op).
+    mixer, ModelSpec.ssm), "parallel_ssm" (the recurrent mixer beside the previous entry's
+    attention, on its normed input: Falcon-H1), "linear" (one hidden x hidden matrix:
+    Nemotron-NAS replace_with_linear) or None (no mixer: Nemotron-H MLP/MoE layers, NAS
+    no_op).
     ffn: "mlp", "moe", "linear" or None; ffn_width: this layer's MLP width where it is not
     the model's intermediate_size (Nemotron-NAS ffn_mult)."""
 
@@ -67,7 +69,9 @@ class SSMShapes:
     groups, per-head dt_bias / A_log / D, gated norm), "gated_deltanet" (Qwen3-Next:
     num_heads value heads of inner / num_heads, n_groups key heads of d_state) or "kda"
     (Kimi Delta Attention: num_heads heads of d_state for q, k and v, each with its own short
-    convolution, a low-rank forget gate f_a / f_b, a beta projection, an output gate)."""
+    convolution, a low-rank forget gate f_a / f_b, a beta projection, an output gate) or
+    "short_conv" (LFM2: in_proj to 3 x d_inner, a depthwise d_conv-wide convolution,
+    out_proj; conv_bias on all three)."""
 
     kind: str
     d_inner: int  # mamba: expand x hidden or heads x head_dim; deltanet: value heads x dim
@@ -115,6 +119,20 @@ class VisionTower:
     projector_output_dim: int = 0  # llama4 adapter
     attention_size: int = 0  # moonvit: q / k / v width (qkv_hidden_size); 0 = hidden_size
     temporal_patch_size: int = 0  # qwen2_vl: frames per Conv3d patch (image_size unused)
+
+
+@record
+class AudioEncoder:
+    """An encoder-decoder's audio encoder as its checkpoint stores it (kvplan.core.weights
+    lists the tensors; the width is the spec's hidden_size). kind "whisper": two
+    convolutions over num_mel_bins, learned positions for max_positions frames, num_layers
+    pre-LayerNorm blocks with biased q / v / out (k without) and an ffn_dim-wide MLP."""
+
+    kind: str
+    num_layers: int
+    ffn_dim: int
+    num_mel_bins: int
+    max_positions: int
 
 
 @record
@@ -186,6 +204,7 @@ class ModelSpec:
     blocks: tuple[Block, ...] | None = None
     ssm: SSMShapes | None = None  # the recurrent mixer of the state layers
     vision: VisionTower | None = None  # a multimodal checkpoint's vision encoder + projector
+    audio_encoder: AudioEncoder | None = None  # an encoder-decoder's encoder (Whisper)
     mla_output_gate: bool | None = None  # MLA with a sigmoid output gate g_proj (Kimi-K3)
     # attention residuals (Kimi-K3 attn_res_block_size): per layer a norm and a 1 x hidden
     # projection before attention and before the MLP, and one pair at the output

@@ -65,6 +65,8 @@ SUPPORTED_FAMILIES = {
     "jamba", "nemotron_h", "qwen3_next", "nemotron-nas", "deci",
     # Llama 3.2 Vision: the text model with cross-attention layers (+ ModelSpec.vision)
     "mllama", "mllama_text_model",
+    # Whisper: the audio encoder and the decoder with cross-attention (ModelSpec.audio_encoder)
+    "whisper",
     # Kimi-K3: Kimi Delta Attention + MLA with output gates, attention residuals, latent MoE
     "kimi_linear",
     # DeepSeek-V4: compressed attention, hyper-connections, hash routing, FP4 experts
@@ -260,6 +262,9 @@ class _Builder:
 
     def build(self) -> None:
         s = self.spec
+        if self.family == "whisper":
+            self.whisper()
+            return
         hidden, vocab = _need(s, "hidden_size"), _need(s, "vocab_size")
         rows_per_rank = self.vocab_rows(vocab)
         embed_rows = rows_per_rank
@@ -286,6 +291,60 @@ class _Builder:
             self.plain("lm_head.weight", (rows_per_rank, hidden), None, "head")
         if s.vision is not None:
             self.vision_tower()
+
+    def whisper(self) -> None:
+        """Whisper as its checkpoint stores it (transformers modeling_whisper.py, vLLM
+        whisper.py): the audio encoder (two biased convolutions over the mel bins, learned
+        positions, pre-LayerNorm blocks whose q / v / out projections carry biases and k none,
+        a final LayerNorm), placed with the embedding as a tower; the decoder's token and
+        position embeddings; per decoder layer a self-attention (on the spec's self-attention
+        layer) and a cross-attention encoder_attn (on its cross layer) of that shape, each
+        after a LayerNorm, and the MLP; a final LayerNorm; proj_out tied to the embedding."""
+        s, enc = self.spec, self.spec.audio_encoder
+        assert enc is not None
+        d, vocab = _need(s, "hidden_size"), _need(s, "vocab_size")
+        ffn = _need(s, "intermediate_size")
+
+        def ln(name: str, layer: int | None, place: str) -> None:
+            self.plain(f"{name}.weight", (d,), layer, place)
+            self.plain(f"{name}.bias", (d,), layer, place)
+
+        def attention(p: str, layer: int | None, place: str) -> None:
+            for proj in ("q_proj", "k_proj", "v_proj"):
+                self.linear(f"{p}.{proj}", d, d, layer, place, "column", proj != "k_proj",
+                            "attn")
+            self.linear(f"{p}.out_proj", d, d, layer, place, "row", True, "attn")
+
+        def block(p: str, width: int, layer: int | None, place: str) -> None:
+            ln(f"{p}.final_layer_norm", layer, place)
+            self.linear(f"{p}.fc1", width, d, layer, place, "column", True, "mlp")
+            self.linear(f"{p}.fc2", d, width, layer, place, "row", True, "mlp")
+
+        e = "model.encoder"
+        for name, inputs in (("conv1", enc.num_mel_bins), ("conv2", d)):
+            self.plain(f"{e}.{name}.weight", (d, inputs, 3), None, "vision")
+            self.plain(f"{e}.{name}.bias", (d,), None, "vision")
+        self.plain(f"{e}.embed_positions.weight", (enc.max_positions, d), None, "vision")
+        for k in range(enc.num_layers):
+            p = f"{e}.layers.{k}"
+            ln(f"{p}.self_attn_layer_norm", None, "vision")
+            attention(f"{p}.self_attn", None, "vision")
+            block(p, enc.ffn_dim, None, "vision")
+        ln(f"{e}.layer_norm", None, "vision")
+        rows = self.vocab_rows(vocab)
+        self.plain("model.decoder.embed_tokens.weight", (rows, d), None, "embed")
+        self.plain("model.decoder.embed_positions.weight", (_need(s, "max_context_tokens"), d),
+                   None, "embed")
+        for k in range(s.num_layers // 2):
+            p, i = f"model.decoder.layers.{k}", 2 * k
+            ln(f"{p}.self_attn_layer_norm", i, "layer")
+            attention(f"{p}.self_attn", i, "layer")
+            ln(f"{p}.encoder_attn_layer_norm", i + 1, "layer")
+            attention(f"{p}.encoder_attn", i + 1, "layer")
+            block(p, ffn, i, "layer")
+        ln("model.decoder.layer_norm", None, "final")
+        if not s.tie_word_embeddings:
+            self.plain("proj_out.weight", (rows, d), None, "head")
 
     def vision_tower(self) -> None:
         """The vision encoder and projector of a multimodal checkpoint (ModelSpec.vision),
@@ -510,7 +569,7 @@ class _Builder:
         if fam == "nemotron_h":
             self.norm(f"{p}.norm", hidden, i, place)
         else:
-            if block.mixer:
+            if block.mixer and block.mixer != "parallel_ssm":
                 self.norm(f"{p}.input_layernorm", hidden, i, place)
             if block.ffn:
                 self.norm(f"{p}.post_attention_layernorm", hidden, i, place)
@@ -526,7 +585,7 @@ class _Builder:
                 self.mla(i, p, place, layer)
             else:
                 self.attention(i, p, place)
-        elif block.mixer == "ssm":
+        elif block.mixer in ("ssm", "parallel_ssm"):
             self.ssm_mixer(i, p, place)
         elif block.mixer == "linear":  # Nemotron-NAS replace_with_linear
             self.linear(f"{p}.self_attn.linear_attn", hidden, hidden, i, place, "row",
@@ -606,7 +665,8 @@ class _Builder:
                                 "spec does not give", "import the model from its config.json")
         hidden = _need(s, "hidden_size")
         md, tp = self.md, self.tp
-        pre = {"jamba": "mamba", "kimi_linear": "self_attn"}.get(
+        pre = {"jamba": "mamba", "kimi_linear": "self_attn", "falcon_h1": "mamba",
+               "lfm2": "conv", "lfm2_moe": "conv"}.get(
             self.family, "linear_attn" if self.family in QWEN3_NEXT_STYLE else "mixer")
         pre = f"{p}.{pre}"
         sh = self.shard
@@ -614,6 +674,26 @@ class _Builder:
         def local(name: str, out_f: int, in_f: int, bias: bool = False) -> None:
             self.linear(name, out_f, in_f, i, place, "replicated", bias, "mixer")
 
+        if m.kind == "lightning":
+            # MiniMax-Text-01's lightning attention: a fused qkv, an output gate, out_proj and
+            # an RMSNorm over the heads (self_attn.*)
+            a = f"{p}.self_attn"
+            inner = sh(m.d_inner, True)
+            self.linear(f"{a}.qkv_proj", 3 * inner, hidden, i, place, "replicated",
+                        kind="attn")
+            self.linear(f"{a}.output_gate", inner, hidden, i, place, "replicated",
+                        kind="attn")
+            self.linear(f"{a}.out_proj", hidden, inner, i, place, "replicated", kind="attn")
+            self.plain(f"{a}.norm.weight", (inner,), i, place, md)
+            return
+        if m.kind == "short_conv":
+            # LFM2's short convolution: in_proj to B, C and x; the depthwise conv; out_proj
+            local(f"{pre}.in_proj", 3 * sh(m.d_inner, True), hidden, m.conv_bias)
+            self.plain(f"{pre}.conv.weight", (sh(m.d_inner, True), 1, m.d_conv), i, place, md)
+            if m.conv_bias:
+                self.plain(f"{pre}.conv.bias", (sh(m.d_inner, True),), i, place, md)
+            local(f"{pre}.out_proj", hidden, sh(m.d_inner, True), m.conv_bias)
+            return
         if m.kind == "mamba1":
             inner = sh(m.d_inner, True)
             local(f"{pre}.in_proj", 2 * inner, hidden, m.proj_bias)
@@ -986,6 +1066,8 @@ def estimable(spec: ModelSpec) -> str | None:
     when nothing better is known."""
     if spec.ssm is None and any(isinstance(x, RecurrentState) for x in spec.layers):
         return "the spec does not give its recurrent mixer's shapes"
+    if spec.family == "whisper" and spec.audio_encoder is None:
+        return "the spec does not give the audio encoder's shapes"
     if (spec.family or "") in NEEDS_BLOCKS and spec.blocks is None:
         return "the spec does not say what each layer holds (blocks)"
     if spec.blocks is not None and len(spec.blocks) != spec.num_layers:

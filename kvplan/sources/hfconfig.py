@@ -44,6 +44,7 @@ from kvplan.core.layers import (
 from kvplan.core.spec import (
     MAX_ROPE_FACTOR,
     MAX_ROPE_ORIGINAL_POSITIONS,
+    AudioEncoder,
     Block,
     ModelSpec,
     Rope,
@@ -308,6 +309,13 @@ def _whisper_spec(top: Fields, name: str, source_info: Source | None, assume: bo
     cross = CrossAttention(heads, d_model // heads, encoder_tokens=encoder_tokens)
     dtype = next((_DTYPES[v] for v in (top.raw.get("torch_dtype"), top.raw.get("dtype"))
                   if isinstance(v, str) and v in _DTYPES), "bf16")
+    # the weights' shapes (WhisperConfig: ffn dims default 1536, 80 mel bins; tied head)
+    encoder = None
+    ffn = _opt_int(top, "decoder_ffn_dim", minimum=1) or 1536
+    enc = [_opt_int(top, k, minimum=1) for k in ("encoder_layers", "encoder_ffn_dim",
+                                                 "num_mel_bins")]
+    if None not in enc and enc[0] and enc[1] and enc[2]:
+        encoder = AudioEncoder("whisper", enc[0], enc[1], enc[2], encoder_tokens)
     return ModelSpec(
         name=name,
         layers=tuple(layer for _ in range(n) for layer in (self_attention, cross)),
@@ -317,6 +325,12 @@ def _whisper_spec(top: Fields, name: str, source_info: Source | None, assume: bo
         max_context_tokens=_num(top, "max_target_positions", 448),
         num_attention_heads=heads,
         warnings=tuple(warnings),
+        hidden_size=d_model,
+        vocab_size=_opt_int(top, "vocab_size", minimum=1),
+        intermediate_size=ffn,
+        tie_word_embeddings=top.raw.get("tie_word_embeddings", True) is not False,
+        attention_bias=True,
+        audio_encoder=encoder,
     )
 
 
@@ -356,6 +370,19 @@ _FOUR_X_HIDDEN = {"gpt2", "falcon", "RefinedWebModel", "RefinedWeb"}
 # Families whose q/k/v projections carry biases (o_proj none) without a config field:
 # Qwen2Attention, and the Qwen2-VL / Qwen2.5-VL text models built on it
 _QKV_BIAS = {"qwen2", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text"}
+
+
+def _lfm2_ff_width(cfg: Fields, inter: int) -> int:
+    """LFM2's MLP width (vLLM lfm2.py Lfm2MLP): with block_auto_adjust_ff_dim, 2/3 of
+    intermediate_size, times block_ffn_dim_multiplier, rounded up to block_multiple_of."""
+    if cfg.raw.get("block_auto_adjust_ff_dim") is not True:
+        return inter
+    width = int(2 * inter / 3)
+    mult = cfg.raw.get("block_ffn_dim_multiplier")
+    if finite_number(mult) and not isinstance(mult, bool) and 0 < mult < MAX_SHAPE:
+        width = int(mult * width)
+    step = _opt_int(cfg, "block_multiple_of", minimum=1) or 1
+    return step * -(-width // step)
 
 
 def _opt_int(cfg: Fields, *names: str, minimum: int = 0) -> int | None:
@@ -423,6 +450,10 @@ def shapes(reader: _Reader) -> dict[str, Any]:
                      minimum=1)
     if inter is None and mt in _FOUR_X_HIDDEN and out["hidden_size"]:
         inter = 4 * out["hidden_size"]
+    if mt in ("mamba", "falcon_mamba", "mamba2"):
+        inter = None  # the mixer's own width: a Mamba block has no MLP
+    elif mt in ("lfm2", "lfm2_moe") and inter:
+        inter = _lfm2_ff_width(cfg, inter)
     experts = _opt_int(cfg, "n_routed_experts", "num_local_experts", "num_experts", minimum=1)
     out["num_experts"] = experts
     if experts:
@@ -612,6 +643,52 @@ def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:
                          conv_bias=False,
                          full_rank_gate=lin.raw.get("use_full_rank_gate") is True,
                          bounded_gate=lin.raw.get("gate_lower_bound") is not None)
+    if mt in ("mamba", "falcon_mamba") and hidden:
+        # MambaMixer (vLLM mamba.py): inner = intermediate_size (expand x hidden), a
+        # time_step_rank ("auto": ceil(hidden / 16)) for dt; use_conv_bias / use_bias
+        inner = need("intermediate_size") or (need("expand") or 0) * hidden
+        state, conv = need("state_size"), need("conv_kernel")
+        rank = cfg.raw.get("time_step_rank", "auto")
+        rank = -(-hidden // 16) if rank == "auto" else _opt_int(cfg, "time_step_rank",
+                                                                minimum=1)
+        if not inner or None in (state, conv, rank):
+            return None
+        return SSMShapes("mamba1", inner, state, conv, dt_rank=rank,  # type: ignore[arg-type]
+                         conv_bias=flag("use_conv_bias", True), proj_bias=flag("use_bias", False))
+    if mt == "mamba2":
+        # Mamba2Mixer (vLLM mamba2.py): num_heads heads of head_dim, n_groups B/C groups
+        heads, head_dim = need("num_heads"), need("head_dim")
+        state, conv, groups = need("state_size"), need("conv_kernel"), need("n_groups")
+        if None in (heads, head_dim, state, conv, groups):
+            return None
+        return SSMShapes("mamba2", heads * head_dim, state, conv, heads, groups,  # type: ignore
+                         conv_bias=flag("use_conv_bias", True), proj_bias=flag("use_bias", False))
+    if mt == "falcon_h1" and hidden:
+        # FalconH1's MambaMixer2 (vLLM falcon_h1.py): mamba_d_ssm channels (else
+        # mamba_expand x hidden) in mamba_n_heads heads, mamba_n_groups B/C groups
+        heads, state = need("mamba_n_heads"), need("mamba_d_state")
+        conv, groups = need("mamba_d_conv"), need("mamba_n_groups")
+        inner = need("mamba_d_ssm") or (need("mamba_expand") or 0) * hidden
+        if not inner or None in (heads, state, conv, groups):
+            return None
+        return SSMShapes("mamba2", inner, state, conv, heads, groups,  # type: ignore[arg-type]
+                         conv_bias=flag("mamba_conv_bias", True),
+                         proj_bias=flag("mamba_proj_bias", False))
+    if mt in ("lfm2", "lfm2_moe") and hidden:
+        # Lfm2ShortConv (vLLM lfm2.py ShortConv): in_proj hidden -> 3 x conv_dim, a depthwise
+        # conv_L_cache-wide convolution, out_proj; conv_bias on all three
+        dim, kernel = need("conv_dim") or hidden, need("conv_L_cache")
+        if kernel is None:
+            return None
+        return SSMShapes("short_conv", dim, 0, kernel, conv_bias=flag("conv_bias", False))
+    if mt in ("minimax", "minimax_text_01", "minimax_m1") and hidden:
+        # MiniMaxText01LinearAttention: qkv_proj to 3 x heads x head_dim, an output_gate,
+        # out_proj and an RMSNorm over heads x head_dim (SGLang / vLLM minimax_text_01.py)
+        heads = need("num_attention_heads")
+        head_dim = need("head_dim") or (hidden // heads if heads else None)
+        if heads is None or head_dim is None:
+            return None
+        return SSMShapes("lightning", heads * head_dim, head_dim, 0, heads, conv_bias=False)
     if mt in ("granitemoehybrid", "bamba") and hidden:
         # GraniteMoeHybridMambaLayer / BambaMixer (Mamba2): mamba_n_heads heads of
         # mamba_d_head ("auto": mamba_expand x hidden / heads), mamba_n_groups B/C groups
@@ -671,6 +748,13 @@ def _blocks(cfg: Fields, mt: str, hidden: int | None) -> tuple[Block, ...] | Non
     """ModelSpec.blocks for the families whose layers differ beyond their cache kind; None
     for the others or when the config does not say (the layer reader has already refused a
     malformed pattern or block list)."""
+    n = _opt_int(cfg, "num_hidden_layers", "n_layer", "num_layers", minimum=1)
+    if mt in ("mamba", "falcon_mamba", "mamba2") and n:
+        return (Block("ssm", None),) * n  # a Mamba block is its mixer alone
+    if mt == "falcon_h1" and n:
+        # FalconH1ParallelHybrid: attention and the Mamba2 mixer read the same normed input,
+        # then one feed-forward; kvplan's two cache layers per decoder layer hold them
+        return (Block("attention", "mlp"), Block("parallel_ssm", None)) * n
     if mt == "nemotron_h":
         for name in ("layers_block_type", "hybrid_override_pattern"):
             value = cfg.raw.get(name)
