@@ -590,7 +590,7 @@ def vllm_registry() -> tuple[str, tuple[RegistryEntry, ...]]:
         if not line or line.startswith("#"):
             continue
         words = line.split()
-        if words[0] == "vllm":
+        if words[0] == "version":
             version = words[1]
         else:
             entries.append(RegistryEntry(*words))

@@ -71,7 +71,7 @@ def snapshot_text(version: str, found: dict[str, tuple[str, str]]) -> str:
     head = (ROOT / "kvplan" / "data" / "vllm-registry.txt").read_text(
         encoding="utf-8").splitlines()
     comments = [line for line in head if line.startswith("#")]
-    lines = [*comments, f"vllm {version}"]
+    lines = [*comments, f"version {version}"]
     lines += [f"{name} {table} {module}" for name, (table, module) in sorted(found.items())]
     return "\n".join(lines) + "\n"
 
