@@ -193,7 +193,6 @@ def test_olmo_hybrid_keeps_a_gated_delta_net_state_per_linear_layer():
 
 
 @pytest.mark.parametrize(("architecture", "words"), [
-    ("IQuestLoopCoderForCausalLM", "looped layers"),
     ("HrmTextForCausalLM", "looped layers"),
     ("Step5ForCausalLM", "cross-layer KV sharing"),
     ("LongcatFlashForCausalLM", "two MLA attentions per layer"),
@@ -241,3 +240,22 @@ def test_a_text_model_kept_in_another_repository_is_refused_naming_it():
            "text_config": {"model_type": "llama", "vocab_size": 128256}}
     err = refusal(raw)
     assert err.field == "text_model_id" and "Llama-3.3-70B" in err.message
+
+
+def test_iquest_loopcoder_keeps_a_full_and_a_windowed_cache_per_layer():
+    # vLLM iquest_loopcoder.py LoopCoderAttention: per decoder layer one Attention per pass
+    # (loop_num 2): the first full, the second with sliding_window = loop_window_size (64);
+    # heads of hidden / num_attention_heads = 128; the passes share the layer's weights
+    raw = {"architectures": ["IQuestLoopCoderForCausalLM"], "model_type": "iquest_loopcoder",
+           "hidden_size": 5120, "num_hidden_layers": 4, "num_attention_heads": 40,
+           "num_key_value_heads": 8, "intermediate_size": 27648, "vocab_size": 76800,
+           "loop_num": 2, "loop_window_size": 64, "tie_word_embeddings": False,
+           "max_position_embeddings": 131072}
+    spec = from_dict(raw)
+    assert spec.layers == (FullAttention(8, 128), SlidingWindow(8, 128, window=64)) * 4
+    row = 2 * 8 * 128 * 2
+    assert request_bytes(spec.layers, 10_000, BF16) == 4 * (10_000 + 64) * row
+    # weights once per decoder layer: q / o 5120 x 5120, k / v 5120 x 1024, a gated MLP, norms
+    layer = 2 * 5120 * 5120 + 2 * 5120 * 1024 + 3 * 5120 * 27648 + 2 * 5120
+    params = sum(t.num_params for t in inventory(spec).tensors)
+    assert params == 2 * 76800 * 5120 + 4 * layer + 5120

@@ -264,6 +264,14 @@ FAMILIES: tuple[Family, ...] = (
         ("KimiLinearForCausalLM", "KimiK3ForConditionalGeneration"),
     ),
     Family(
+        "IQuest-LoopCoder (looped layers: loop_num passes over the same weights)",
+        ("iquest_loopcoder",),
+        _ATTENTION_KEYS + ("loop_num", "loop_window_size"),
+        "vLLM iquest_loopcoder.py LoopCoderAttention: one Attention per pass and layer, the "
+        "first full, the later ones SlidingWindowSpec(loop_window_size)",
+        ("IQuestLoopCoderForCausalLM",),
+    ),
+    Family(
         "Whisper (encoder-decoder: self-attention + cross-attention to 1,500 encoder frames)",
         ("whisper",),
         ("decoder_layers", "decoder_attention_heads", "d_model", "max_source_positions",
@@ -457,7 +465,6 @@ REFUSED_ARCHITECTURES: dict[str, str] = {
     "HYV4ForCausalLM": "MLA with a lightning indexer and hyper-connections "
                        "(vllm/models/hy_v4)",
     "HrmTextForCausalLM": _LOOPED + " (H_cycles x L_cycles; hrm_text.py)",
-    "IQuestLoopCoderForCausalLM": _LOOPED + " (iquest_loopcoder.py)",
     "InklingForCausalLM": "a short-convolution sliding-window cache that packs four streams "
                           "per head (vllm/models/inkling sconv_swa_attn.py)",
     "InklingForConditionalGeneration": "a short-convolution sliding-window cache that packs "

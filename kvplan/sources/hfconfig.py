@@ -751,6 +751,11 @@ def _blocks(cfg: Fields, mt: str, hidden: int | None) -> tuple[Block, ...] | Non
     n = _opt_int(cfg, "num_hidden_layers", "n_layer", "num_layers", minimum=1)
     if mt in ("mamba", "falcon_mamba", "mamba2") and n:
         return (Block("ssm", None),) * n  # a Mamba block is its mixer alone
+    archs = cfg.raw.get("architectures")
+    loops = _opt_int(cfg, "loop_num", minimum=1) or 2
+    if n and isinstance(archs, list) and "IQuestLoopCoderForCausalLM" in archs:
+        # the looped passes reuse the decoder layer's weights: only the first has tensors
+        return ((Block("attention", "mlp"),) + (Block(None, None),) * (loops - 1)) * n
     if mt == "falcon_h1" and n:
         # FalconH1ParallelHybrid: attention and the Mamba2 mixer read the same normed input,
         # then one feed-forward; kvplan's two cache layers per decoder layer hold them
@@ -1271,6 +1276,8 @@ class _Reader:
         if self.model_type == "falcon_h1" or (
                 isinstance(archs, list) and "FalconH1ForCausalLM" in archs):
             return self._parallel_hybrid_layers()
+        if isinstance(archs, list) and "IQuestLoopCoderForCausalLM" in archs:
+            return self._looped_layers()
         kinds, field = self.schedule()
         indexers = self._indexer_layers(kinds) if self.mla else None
         out = []
@@ -1355,6 +1362,24 @@ class _Reader:
         attention = self._layer("full", "num_hidden_layers", 0)
         state = self._recurrent("model_type", 0)
         return [layer for _ in range(self.num_layers()) for layer in (attention, state)]
+
+    def _looped_layers(self) -> list[Layer]:
+        """IQuest-LoopCoder (vLLM iquest_loopcoder.py LoopCoderAttention): the decoder runs
+        loop_num (default 2) times over the same weights, and each layer builds one Attention
+        per pass: the first keeps every token, the others a window of loop_window_size
+        (default 64) tokens (its cache_config copy sets sliding_window). Heads of
+        hidden_size / num_attention_heads, whatever head_dim says. Listed per decoder layer
+        (its full cache, then its windowed ones), so pipeline stages split decoder layers."""
+        loops = self._int("loop_num", 2)
+        window = self._int("loop_window_size", 64)
+        hidden, heads = self._int("hidden_size"), self.heads
+        if hidden % heads:
+            raise self.cfg.error("hidden_size", f"is {hidden}, which the {heads} heads do not "
+                                 "divide")
+        head_dim = hidden // heads
+        full = FullAttention(self.kv_heads, head_dim)
+        windowed = SlidingWindow(self.kv_heads, head_dim, window=window)
+        return [x for _ in range(self.num_layers()) for x in [full] + [windowed] * (loops - 1)]
 
     def _zamba2_layers(self) -> list[Layer]:
         """Zamba2: layers_block_type says "mamba" (a Mamba2 layer) or "hybrid" (the same Mamba2
