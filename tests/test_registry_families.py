@@ -259,3 +259,30 @@ def test_iquest_loopcoder_keeps_a_full_and_a_windowed_cache_per_layer():
     layer = 2 * 5120 * 5120 + 2 * 5120 * 1024 + 3 * 5120 * 27648 + 2 * 5120
     params = sum(t.num_params for t in inventory(spec).tensors)
     assert params == 2 * 76800 * 5120 + 4 * layer + 5120
+
+
+def test_afmoe_trinity_nano_windows_and_dense_prefix():
+    # arcee-ai Trinity-Nano's config.json field for field (its layer_types cut to the first
+    # 8 of 56 entries and num_hidden_layers with it, as the copy found has it). vLLM afmoe.py:
+    # sliding layers (layer_types) get config.sliding_window; the first num_dense_layers
+    # layers have a dense MLP
+    raw = {"architectures": ["AfmoeForCausalLM"], "attention_dropout": 0.0, "dtype": "bfloat16",
+           "global_attn_every_n_layers": 4, "head_dim": 128, "hidden_act": "silu",
+           "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+           "layer_types": (["sliding_attention"] * 3 + ["full_attention"]) * 2,
+           "load_balance_coeff": 0.001, "max_position_embeddings": 131072,
+           "model_type": "afmoe", "moe_intermediate_size": 256, "mup_enabled": True,
+           "n_group": 1, "num_attention_heads": 8, "num_dense_layers": 2,
+           "num_expert_groups": 1, "num_experts": 128, "num_experts_per_tok": 8,
+           "num_hidden_layers": 8, "num_key_value_heads": 2, "num_limited_groups": 1,
+           "num_shared_experts": 1, "rms_norm_eps": 1e-05, "rope_scaling": None,
+           "rope_theta": 10000, "route_norm": True, "route_scale": 2.826,
+           "score_func": "sigmoid", "sliding_window": 2048, "tie_word_embeddings": False,
+           "topk_group": 1, "use_cache": True, "use_grouped_mm": True, "vocab_size": 200192}
+    spec = from_dict(raw)
+    assert spec.kind_counts() == {"sliding": 6, "full": 2}
+    assert {x.window for x in spec.layers if isinstance(x, SlidingWindow)} == {2048}
+    row = 2 * 2 * 128 * 2
+    assert request_bytes(spec.layers, 65_536, BF16) == (6 * 2048 + 2 * 65_536) * row
+    assert [spec.is_moe_layer(i) for i in range(8)] == [False] * 2 + [True] * 6
+    assert (spec.shared_expert_intermediate_size, spec.num_experts) == (256, 128)

@@ -802,7 +802,7 @@ def _moe_layout(cfg: Fields, reader: _Reader) -> tuple[int | None, int | None]:
     the rule 'MoE when i >= first and (i + 1) % step == 0'."""
     if reader.model_type == "nemotron_h":
         return None, None  # which layers are MoE, hybrid_override_pattern says ('E')
-    first = _opt_int(cfg, "first_k_dense_replace")
+    first = _opt_int(cfg, "first_k_dense_replace", "num_dense_layers")  # AFMoE: the latter
     step = _opt_int(cfg, "interleave_moe_layer_step", "decoder_sparse_step", minimum=1)
     freq = cfg.raw.get("moe_layer_freq")
     if isinstance(freq, list):
