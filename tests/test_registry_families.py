@@ -286,3 +286,29 @@ def test_afmoe_trinity_nano_windows_and_dense_prefix():
     assert request_bytes(spec.layers, 65_536, BF16) == (6 * 2048 + 2 * 65_536) * row
     assert [spec.is_moe_layer(i) for i in range(8)] == [False] * 2 + [True] * 6
     assert (spec.shared_expert_intermediate_size, spec.num_experts) == (256, 128)
+
+
+def test_per_layer_moe_flags_decide_which_layers_hold_experts():
+    # K-EXAONE (vLLM exaone_moe.py: config.mlp_layer_types[i] == "sparse"): the layers the
+    # list marks dense keep a dense MLP of intermediate_size, the others the experts
+    base = {"architectures": ["ExaoneMoEForCausalLM"], "model_type": "exaone_moe",
+            "hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,
+            "num_key_value_heads": 2, "head_dim": 128, "intermediate_size": 4096,
+            "moe_intermediate_size": 256, "num_experts": 8, "num_experts_per_tok": 2,
+            "num_shared_experts": 1, "vocab_size": 1000, "tie_word_embeddings": False,
+            "sliding_window": 128, "layer_types": ["sliding_attention"] * 3
+            + ["full_attention"], "max_position_embeddings": 32768}
+    h, attention, norms = 1024, 2 * 1024 * 1024 + 2 * 1024 * 256, 2 * 1024
+    dense = 3 * h * 4096
+    moe = h * 8 + 8 * 3 * h * 256 + 3 * h * 256  # router, experts, the shared expert
+    embed = 2 * 1000 * h + h
+
+    def params(raw):
+        return sum(t.num_params for t in inventory(from_dict(raw)).tensors)
+
+    prefix = {**base, "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"]}
+    assert [from_dict(prefix).is_moe_layer(i) for i in range(4)] == [False, True, True, True]
+    assert params(prefix) == embed + 4 * (attention + norms) + dense + 3 * moe
+    # dense first and last: listed per layer (ModelSpec.blocks)
+    ends = {**base, "is_moe_layer": [False, True, True, False]}
+    assert params(ends) == embed + 4 * (attention + norms) + 2 * dense + 2 * moe

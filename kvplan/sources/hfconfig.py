@@ -513,6 +513,15 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         out["routing_bias"] = True  # NemotronHTopkRouter (DeepseekV3TopkRouter): always one
     out["ssm"] = _ssm_shapes(cfg, mt, out["hidden_size"])
     out["blocks"] = _blocks(cfg, mt, out["hidden_size"])
+    flags = _moe_flags(cfg) if experts else None
+    layers = reader.layers()
+    if (out["blocks"] is None and flags is not None and len(flags) == len(layers)
+            and out["first_dense_layers"] is None):
+        # MoE on some layers only, not a dense prefix: each layer's feed-forward as listed
+        out["blocks"] = tuple(
+            Block("ssm" if isinstance(x, RecurrentState) else None if isinstance(x, NoCache)
+                  else "attention", "moe" if f else "mlp")
+            for x, f in zip(layers, flags, strict=True))
     out["vision"] = _vision_tower(top)
     if reader.mla and cfg.raw.get("mla_use_output_gate") is True:
         out["mla_output_gate"] = True  # Kimi-K3: g_proj beside o_proj
@@ -797,11 +806,30 @@ def _blocks(cfg: Fields, mt: str, hidden: int | None) -> tuple[Block, ...] | Non
     return tuple(out)
 
 
+def _moe_flags(cfg: Fields) -> list[bool] | None:
+    """Which layers are MoE when the config lists it per layer: mlp_layer_types ("dense" /
+    "sparse": Cohere2-MoE, K-EXAONE, Step-3.5; vLLM cohere2_moe.py / exaone_moe.py) or
+    is_moe_layer (booleans); None otherwise or when the list is malformed."""
+    kinds = cfg.raw.get("mlp_layer_types")
+    if isinstance(kinds, list) and kinds and all(k in ("dense", "sparse") for k in kinds):
+        return [k == "sparse" for k in kinds]
+    flags = cfg.raw.get("is_moe_layer")
+    if isinstance(flags, list) and flags and all(isinstance(f, bool) for f in flags):
+        return list(flags)
+    return None
+
+
 def _moe_layout(cfg: Fields, reader: _Reader) -> tuple[int | None, int | None]:
     """(first_dense_layers, moe_layer_step) of an MoE config; None where it does not fit
     the rule 'MoE when i >= first and (i + 1) % step == 0'."""
     if reader.model_type == "nemotron_h":
         return None, None  # which layers are MoE, hybrid_override_pattern says ('E')
+    flags = _moe_flags(cfg)
+    if flags is not None:
+        # one flag per layer: a dense prefix then MoE fits the rule; other mixes are listed
+        # per layer (_blocks)
+        k = next((i for i, f in enumerate(flags) if f), len(flags))
+        return (k, 1) if all(flags[k:]) else (None, None)
     first = _opt_int(cfg, "first_k_dense_replace", "num_dense_layers")  # AFMoE: the latter
     step = _opt_int(cfg, "interleave_moe_layer_step", "decoder_sparse_step", minimum=1)
     freq = cfg.raw.get("moe_layer_freq")
