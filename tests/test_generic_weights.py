@@ -206,3 +206,28 @@ def test_lfm2_short_convolutions_and_its_adjusted_mlp_by_hand():
     attention = 2 * h * h + 2 * h * 512
     assert _params(raw) == 65536 * h + 10 * (conv + mlp + norms) + 6 * (
         attention + mlp + norms) + h
+
+
+def test_qwen2_5_vl_7b_matches_its_published_parameter_count():
+    # Qwen/Qwen2.5-VL-7B-Instruct: 8,292,166,656 parameters, 676,550,144 of them the vision
+    # encoder (the Hub's count; 16,584,333,312 bf16 bytes). Its published shape: the Qwen2
+    # text model of Qwen2-VL-7B; the vision encoder 32 blocks of 1280 with RMSNorms, a biased
+    # qkv / proj and a biased gated MLP 3,420 wide, the merger's RMSNorm and 5120 -> 5120 ->
+    # 3584 (biased)
+    raw = {**_config("Qwen--Qwen2-VL-7B-Instruct"),
+           "architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl",
+           "vision_config": {"depth": 32, "hidden_act": "silu", "hidden_size": 1280,
+                             "intermediate_size": 3420, "num_heads": 16, "in_chans": 3,
+                             "out_hidden_size": 3584, "patch_size": 14,
+                             "spatial_merge_size": 2, "spatial_patch_size": 14,
+                             "window_size": 112, "fullatt_block_indexes": [7, 15, 23, 31],
+                             "tokens_per_second": 2, "temporal_patch_size": 2}}
+    spec = spec_from_config(raw, "config.json", name="m")
+    inv = inventory(spec)
+    h = 1280
+    block = 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + 3 * h * 3420 + 2 * 3420 + h
+    vision = 1280 * 3 * 2 * 14 * 14 + 32 * block + h + (4 * h * 4 * h + 4 * h) + (
+        4 * h * 3584 + 3584)
+    assert sum(t.num_params for t in inv.tensors if t.place == "vision") == vision == 676_550_144
+    assert sum(t.num_params for t in inv.tensors) == 8_292_166_656
+    assert inv.total_bytes == 16_584_333_312

@@ -102,7 +102,7 @@ class VisionTower:
     tiled ViT with a gated global encoder and aspect-ratio embeddings; a linear projector with
     a bias), "qwen2_vl" (Qwen2-VL: Conv3d patches over temporal_patch_size frames, LayerNorm
     blocks with a fused qkv, a patch merger from projector_input_dim = merge^2 x hidden to
-    output_dim)."""
+    output_dim), "qwen2_5_vl" (Qwen2.5-VL: the same with RMSNorms and a gated MLP)."""
 
     kind: str
     hidden_size: int

@@ -56,8 +56,9 @@ SUPPORTED_FAMILIES = {
     "gemma2", "gemma3", "gemma3_text", "deepseek", "deepseek_v2", "deepseek_v3", "deepseek_v32",
     "kimi_k2", "gpt_oss", "llama4", "llama4_text", "olmo2", "olmo3", "cohere", "chatglm",
     "falcon", "gpt2", "gpt3", "minimax_m2", "glm_moe_dsa", "llava", "mimo_v2_flash",
-    # Qwen2-VL: the Qwen2 text model (q/k/v biases) and its vision encoder (qwen2_vl tower)
-    "qwen2_vl",
+    # Qwen2-VL / Qwen2.5-VL: the Qwen2 text model (q/k/v biases) and the vision encoders
+    # (qwen2_vl / qwen2_5_vl towers)
+    "qwen2_vl", "qwen2_5_vl",
     # GLM-4.7-Flash: DeepSeek-V2/V3's MLA + MoE layout (vLLM glm4_moe_lite.py builds it from
     # DeepseekV2MLAAttention; the checkpoint keeps DeepSeek's tensor names)
     "glm4_moe_lite",
@@ -390,7 +391,7 @@ class _Builder:
         if v.kind == "moonvit":
             self.moonvit(v, text, lin)
             return
-        if v.kind == "qwen2_vl":
+        if v.kind in ("qwen2_vl", "qwen2_5_vl"):
             self.qwen2_vit(v, text, lin)
             return
         patch_in = v.num_channels * v.patch_size * v.patch_size
@@ -626,11 +627,14 @@ class _Builder:
         whole("mm_projector.post_norm.weight", (text,))
 
     def qwen2_vit(self, v: VisionTower, text: int, lin: Callable[..., None]) -> None:
-        """Qwen2-VL's vision encoder as its checkpoint stores it (visual.*; transformers
-        modeling_qwen2_vl.py, vLLM qwen2_vl.py): the Conv3d patch embedding (no bias), per
-        block two LayerNorms, the fused qkv and proj, fc1 / fc2 (all with biases); the
-        merger's LayerNorm ln_q and its two linears (with biases)."""
+        """Qwen2-VL's and Qwen2.5-VL's vision encoders as their checkpoints store them
+        (visual.*; transformers modeling_qwen2_vl.py / modeling_qwen2_5_vl.py, vLLM
+        qwen2_vl.py / qwen2_5_vl.py): the Conv3d patch embedding (no bias), per block two
+        norms, the fused qkv and proj, the MLP (all linears with biases); the merger's norm
+        ln_q and its two linears (with biases). Qwen2-VL: LayerNorms (weight and bias) and
+        fc1 / fc2; Qwen2.5-VL: RMSNorms and a gated gate / up / down MLP."""
         h, md = v.hidden_size, self.md
+        rms = v.kind == "qwen2_5_vl"
 
         def whole(name: str, shape: tuple[int, ...]) -> None:
             self.plain(name, shape, None, "vision", md)
@@ -641,13 +645,20 @@ class _Builder:
             b = f"visual.blocks.{k}"
             for n in ("norm1", "norm2"):
                 whole(f"{b}.{n}.weight", (h,))
-                whole(f"{b}.{n}.bias", (h,))
+                if not rms:
+                    whole(f"{b}.{n}.bias", (h,))
             lin(f"{b}.attn.qkv", 3 * h, h, "column", True)
             lin(f"{b}.attn.proj", h, h, "row", True)
-            lin(f"{b}.mlp.fc1", v.intermediate_size, h, "column", True)
-            lin(f"{b}.mlp.fc2", h, v.intermediate_size, "row", True)
+            if rms:
+                lin(f"{b}.mlp.gate_proj", v.intermediate_size, h, "column", True)
+                lin(f"{b}.mlp.up_proj", v.intermediate_size, h, "column", True)
+                lin(f"{b}.mlp.down_proj", h, v.intermediate_size, "row", True)
+            else:
+                lin(f"{b}.mlp.fc1", v.intermediate_size, h, "column", True)
+                lin(f"{b}.mlp.fc2", h, v.intermediate_size, "row", True)
         whole("visual.merger.ln_q.weight", (h,))
-        whole("visual.merger.ln_q.bias", (h,))
+        if not rms:
+            whole("visual.merger.ln_q.bias", (h,))
         lin("visual.merger.mlp.0", v.projector_input_dim, v.projector_input_dim, "column", True)
         lin("visual.merger.mlp.2", text, v.projector_input_dim, "row", True)
 

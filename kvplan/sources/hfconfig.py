@@ -552,6 +552,8 @@ def _vision_tower(top: Fields) -> VisionTower | None:
     outer = top.raw.get("model_type")
     if outer == "qwen2_vl" and raw.get("model_type") in (None, "qwen2_vl"):
         return _qwen2_vit(Fields(raw, top.source, "vision_config"))
+    if outer == "qwen2_5_vl" and raw.get("model_type") in (None, "qwen2_5_vl"):
+        return _qwen2_5_vit(Fields(raw, top.source, "vision_config"))
     kind = _VISION_KINDS.get(str(raw.get("model_type") or "")) or _VISION_BY_OUTER.get(
         outer if isinstance(outer, str) else "")
     if kind is None:
@@ -608,6 +610,24 @@ def _qwen2_vit(v: Fields) -> VisionTower | None:
 
 _GATED_DELTANET = {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text",
                    "olmo_hybrid"}
+
+
+def _qwen2_5_vit(v: Fields) -> VisionTower | None:
+    """Qwen2.5-VL's vision encoder (transformers Qwen2_5_VisionTransformerPretrainedModel;
+    vLLM qwen2_5_vl.py): Qwen2-VL's Conv3d patches and patch merger, its blocks with RMSNorms
+    and a gated MLP intermediate_size wide (biased), the merger's norm an RMSNorm, out to
+    out_hidden_size."""
+    found = [_opt_int(v, n, minimum=1) for n in ("hidden_size", "intermediate_size", "depth",
+                                                  "patch_size", "temporal_patch_size",
+                                                  "spatial_merge_size", "out_hidden_size")]
+    values = [x for x in found if x is not None]
+    if len(values) < len(found):
+        return None
+    dim, inter, depth, patch, frames, merge, out = values
+    channels = _opt_int(v, "in_chans", "in_channels", minimum=1) or 3
+    return VisionTower("qwen2_5_vl", dim, inter, depth, patch, patch, channels,
+                       output_dim=out, projector_input_dim=merge * merge * dim,
+                       temporal_patch_size=frames)
 
 
 def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:
