@@ -231,3 +231,36 @@ def test_qwen2_5_vl_7b_matches_its_published_parameter_count():
     assert sum(t.num_params for t in inv.tensors if t.place == "vision") == vision == 676_550_144
     assert sum(t.num_params for t in inv.tensors) == 8_292_166_656
     assert inv.total_bytes == 16_584_333_312
+
+
+@pytest.mark.parametrize("raw", [
+    {"architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1", "hidden_size": 1024,
+     "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+     "head_dim": 128, "intermediate_size": 2048, "vocab_size": 1000, "mamba_d_ssm": 2048,
+     "mamba_n_heads": 32, "mamba_d_head": 64, "mamba_d_state": 128, "mamba_d_conv": 4,
+     "mamba_n_groups": 1, "mamba_expand": 2, "tie_word_embeddings": False},
+    {"architectures": ["IQuestLoopCoderForCausalLM"], "model_type": "iquest_loopcoder",
+     "hidden_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 8,
+     "num_key_value_heads": 2, "intermediate_size": 2048, "vocab_size": 1000, "loop_num": 3,
+     "tie_word_embeddings": False},
+    "google--gemma-4-26B-A4B"])
+def test_per_layer_blocks_survive_a_yaml_round_trip(raw):
+    import yaml
+
+    from kvplan.sources.yamlspec import dump_yaml, spec_from_dict
+
+    raw = _config(raw) if isinstance(raw, str) else raw
+    spec = spec_from_config(raw, "config.json", name="m")
+    again = spec_from_dict(yaml.safe_load(dump_yaml(spec)), "m.yaml")
+    assert again.blocks == spec.blocks is not None
+    assert inventory(again).total_bytes == inventory(spec).total_bytes
+
+
+def test_gemma_4_moe_layers_keep_their_dense_mlp():
+    # vLLM gemma4.py Gemma4DecoderLayer: self.mlp (intermediate_size 2,112) on every layer
+    # and, with num_experts, 128 experts of 704 beside it
+    spec = spec_from_config(_config("google--gemma-4-26B-A4B"), "config.json", name="m")
+    names = {t.name for t in inventory(spec).tensors if t.layer == 0}
+    assert {"model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.down_proj.weight"} <= names
+    dense = [t for t in inventory(spec).tensors if t.name.startswith("model.layers.0.mlp.up_proj")]
+    assert [t.shape for t in dense] == [(2112, 2816)]

@@ -51,7 +51,8 @@ class Block:
     attention, on its normed input: Falcon-H1), "linear" (one hidden x hidden matrix:
     Nemotron-NAS replace_with_linear) or None (no mixer: Nemotron-H MLP/MoE layers, NAS
     no_op).
-    ffn: "mlp", "moe", "linear" or None; ffn_width: this layer's MLP width where it is not
+    ffn: "mlp", "moe", "mlp+moe" (a dense MLP beside the experts: Gemma 4's MoE layers),
+    "linear" or None; ffn_width: this layer's MLP width where it is not
     the model's intermediate_size (Nemotron-NAS ffn_mult)."""
 
     mixer: str | None

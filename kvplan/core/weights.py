@@ -591,7 +591,10 @@ class _Builder:
         elif block.mixer == "linear":  # Nemotron-NAS replace_with_linear
             self.linear(f"{p}.self_attn.linear_attn", hidden, hidden, i, place, "row",
                         kind="attn")
-        if block.ffn == "moe":
+        if block.ffn == "mlp+moe":  # Gemma 4: the dense MLP and the experts side by side
+            self.dense_mlp(i, p, place, block.ffn_width or _need(s, "intermediate_size"))
+            self.moe(i, p, place)
+        elif block.ffn == "moe":
             self.moe(i, p, place)
         elif block.ffn == "mlp":
             self.dense_mlp(i, p, place, block.ffn_width or _need(s, "intermediate_size"))

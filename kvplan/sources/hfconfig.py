@@ -785,6 +785,10 @@ def _blocks(cfg: Fields, mt: str, hidden: int | None) -> tuple[Block, ...] | Non
     if n and isinstance(archs, list) and "IQuestLoopCoderForCausalLM" in archs:
         # the looped passes reuse the decoder layer's weights: only the first has tensors
         return ((Block("attention", "mlp"),) + (Block(None, None),) * (loops - 1)) * n
+    if mt == "gemma4_text" and n and _opt_int(cfg, "num_experts", minimum=1):
+        # vLLM gemma4.py Gemma4DecoderLayer: self.mlp on every layer, and with num_experts
+        # the router and experts beside it ("parallel to MLP")
+        return (Block("attention", "mlp+moe"),) * n
     if mt == "falcon_h1" and n:
         # FalconH1ParallelHybrid: attention and the Mamba2 mixer read the same normed input,
         # then one feed-forward; kvplan's two cache layers per decoder layer hold them

@@ -63,9 +63,9 @@ _SSM_INTS = ("d_inner", "d_state", "d_conv", "num_heads", "n_groups", "dt_rank")
 _SSM_BOOLS = ("conv_bias", "proj_bias", "inner_norms", "full_rank_gate", "bounded_gate")
 # `shapes.blocks`: one token per layer (ModelSpec.blocks), a mixer letter and/or a
 # feed-forward letter, then `:width` for a per-layer MLP width and `xN` to repeat the token.
-BLOCK_MIXERS = {"*": "attention", "M": "ssm", "L": "linear"}
-BLOCK_FFNS = {"-": "mlp", "E": "moe", "F": "linear"}
-_BLOCK_TOKEN = re.compile(r"^([*ML]?)([-EF]?)(?::(\d+))?(?:x(\d+))?$")
+BLOCK_MIXERS = {"*": "attention", "M": "ssm", "P": "parallel_ssm", "L": "linear"}
+BLOCK_FFNS = {"-": "mlp", "E": "moe", "B": "mlp+moe", "F": "linear"}
+_BLOCK_TOKEN = re.compile(r"^(?:([*MPL]?)([-EBF]?)|(_))(?::(\d+))?(?:x(\d+))?$")
 _SOURCE = {"repo", "revision", "file", "sha256", "paper", "note"}
 _ATTN = {"kind", "count", "num_kv_heads", "head_dim", "v_head_dim"}
 _KIND_FIELDS = {
@@ -230,12 +230,15 @@ def parse_blocks(f: Fields, text: str) -> tuple[Block, ...]:
     out: list[Block] = []
     for token in text.split():
         m = _BLOCK_TOKEN.match(token)
-        if m is None or not (m.group(1) or m.group(2)) or (m.group(3) and m.group(2) != "-"):
+        if m is None or not (m.group(1) or m.group(2) or m.group(3)) or (
+                m.group(4) and m.group(2) not in ("-", "B")):
             raise f.error("blocks", f"has token {token!r}", "a token is a mixer letter "
-                          "(* attention, M ssm, L linear) and/or a feed-forward letter (- MLP, "
-                          "E MoE, F linear), then :width (MLP only) and xN to repeat it")
-        width = int(m.group(3)) if m.group(3) else None
-        repeat = int(m.group(4)) if m.group(4) else 1
+                          "(* attention, M ssm, P ssm beside the previous attention, L linear) "
+                          "and/or a feed-forward letter (- MLP, E MoE, B both, F linear), or _ "
+                          "for a layer without weights, then :width (MLP only) and xN to "
+                          "repeat it")
+        width = int(m.group(4)) if m.group(4) else None
+        repeat = int(m.group(5)) if m.group(5) else 1
         if (width is not None and not 1 <= width <= MAX_DIM) or not 1 <= repeat or \
                 len(out) + repeat > MAX_LAYERS:
             raise f.error("blocks", f"has token {token!r} with a width or count out of range")
@@ -251,7 +254,7 @@ def format_blocks(blocks: tuple[Block, ...]) -> str:
     ffns = {v: k for k, v in BLOCK_FFNS.items()}
     tokens: list[tuple[str, int]] = []
     for b in blocks:
-        t = mixers.get(b.mixer or "", "") + ffns.get(b.ffn or "", "")
+        t = mixers.get(b.mixer or "", "") + ffns.get(b.ffn or "", "") or "_"
         if b.ffn_width is not None:
             t += f":{b.ffn_width}"
         if tokens and tokens[-1][0] == t:
