@@ -195,7 +195,6 @@ def test_olmo_hybrid_keeps_a_gated_delta_net_state_per_linear_layer():
 @pytest.mark.parametrize(("architecture", "words"), [
     ("HrmTextForCausalLM", "looped layers"),
     ("Step5ForCausalLM", "cross-layer KV sharing"),
-    ("LongcatFlashForCausalLM", "two MLA attentions per layer"),
     ("NemotronParseForConditionalGeneration", "encoder-decoder"),
     ("BailingMoeV2_5ForCausalLM", "lightning linear attention"),
 ])
@@ -312,3 +311,38 @@ def test_per_layer_moe_flags_decide_which_layers_hold_experts():
     # dense first and last: listed per layer (ModelSpec.blocks)
     ends = {**base, "is_moe_layer": [False, True, True, False]}
     assert params(ends) == embed + 4 * (attention + norms) + 2 * dense + 2 * moe
+
+
+# a published LongCat-Flash configuration (the longcat_flash config.json a public MLX port
+# tests against, field for field)
+LONGCAT_FLASH = {
+    "architectures": ["LongcatFlashForCausalLM"], "model_type": "longcat_flash",
+    "attention_method": "mla", "zero_expert_type": "identity", "hidden_size": 6144,
+    "ffn_hidden_size": 18432, "moe_topk": 8, "expert_ffn_hidden_size": 1536,
+    "n_routed_experts": 128, "zero_expert_num": 1, "num_layers": 48, "vocab_size": 131072,
+    "max_position_embeddings": 262144, "num_attention_heads": 48, "kv_lora_rank": 512,
+    "q_lora_rank": 1536, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+    "routed_scaling_factor": 2.5, "rms_norm_eps": 1e-6, "rope_theta": 10000,
+    "mla_scale_q_lora": True, "mla_scale_kv_lora": True, "attention_bias": False,
+    "norm_topk_prob": True}
+
+
+def test_longcat_flash_caches_two_mla_latents_per_decoder_layer():
+    # vLLM longcat_flash.py FlashDecoderLayer: two DeepseekV2MLAAttention per each of
+    # num_layers layers, each an MLAAttentionSpec of kv_lora_rank + qk_rope_head_dim
+    spec = from_dict(LONGCAT_FLASH)
+    assert spec.layers == (MLA(kv_lora_rank=512, qk_rope_head_dim=64),) * 96
+    assert per_token_bytes(spec.layers, BF16) == 2 * 48 * 576 * 2
+
+
+def test_longcat_flash_weights_by_hand():
+    # per decoder layer: two (norm, MLA, norm, MLP 18,432 wide) and the experts (128 of
+    # 1,536; the zero experts have no weights) with their router and bias (fp32)
+    spec = from_dict(LONGCAT_FLASH)
+    h, heads = 6144, 48
+    mla = (h * 1536 + 1536 + 1536 * heads * (128 + 64) + h * (512 + 64) + 512
+           + 512 * heads * (128 + 128) + heads * 128 * h)
+    half = 2 * h + mla + 3 * h * 18432
+    moe = h * 128 + 128 + 128 * 3 * h * 1536
+    expected = 2 * 131072 * h + 48 * (2 * half + moe) + h
+    assert sum(t.num_params for t in inventory(spec).tensors) == expected

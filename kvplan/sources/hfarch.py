@@ -244,6 +244,16 @@ FAMILIES: tuple[Family, ...] = (
         ("indexer_rope",),
     ),
     Family(
+        "LongCat-Flash (two MLA attentions per decoder layer)",
+        ("longcat_flash",),
+        _ATTENTION_KEYS + _MLA_KEYS,
+        "vLLM longcat_flash.py FlashDecoderLayer: two DeepseekV2MLAAttention (two "
+        "MLAAttentionSpec) per each of num_layers decoder layers; longcat_flash_ngram.py the "
+        "same layers under an n-gram embedding",
+        ("LongcatFlashForCausalLM", "LongcatFlashNgramForCausalLM"),
+        ("mla_scale", "zero_expert", "emb_", "ngram"),
+    ),
+    Family(
         "DeepSeek-V4 compressed attention (sliding window + ratio-4/128 compressed KV, indexer)",
         ("deepseek_v4", "deepseek_ref"),
         _ATTENTION_KEYS + _MLA_KEYS + ("compress_ratios", "o_lora_rank", "o_groups",
@@ -469,10 +479,6 @@ REFUSED_ARCHITECTURES: dict[str, str] = {
                           "per head (vllm/models/inkling sconv_swa_attn.py)",
     "InklingForConditionalGeneration": "a short-convolution sliding-window cache that packs "
                                        "four streams per head (vllm/models/inkling)",
-    "LongcatFlashForCausalLM": "two MLA attentions per layer (longcat_flash.py "
-                               "FlashDecoderLayer) under num_layers",
-    "LongcatFlashNgramForCausalLM": "two MLA attentions per layer and n-gram embeddings "
-                                    "(longcat_flash_ngram.py)",
     "MiniMaxM3SparseForCausalLM": REFUSED["minimax_m3"],
     "MiniMaxM3SparseForConditionalGeneration": REFUSED["minimax_m3"],
     "MuseSparkForConditionalGeneration": "one window per layer of its NoPE cycle "

@@ -466,8 +466,9 @@ def shapes(reader: _Reader) -> dict[str, Any]:
             inter = _opt_int(cfg, "intermediate_size_mlp", minimum=1)
         elif mt == "jamba":  # JambaSparseMoeBlock experts as wide as the dense MLP
             out["moe_intermediate_size"] = inter
-        else:
-            out["moe_intermediate_size"] = _opt_int(cfg, "moe_intermediate_size", minimum=1)
+        else:  # LongCat-Flash: expert_ffn_hidden_size
+            out["moe_intermediate_size"] = _opt_int(cfg, "moe_intermediate_size",
+                                                    "expert_ffn_hidden_size", minimum=1)
         shared = _opt_int(cfg, "n_shared_experts", "num_shared_experts", "num_shared_expert",
                           minimum=0)
         shared_width = _opt_int(cfg, "shared_expert_intermediate_size",
@@ -483,8 +484,10 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         out["num_shared_experts"] = shared
         out["shared_expert_intermediate_size"] = shared_width
         out["first_dense_layers"], out["moe_layer_step"] = _moe_layout(cfg, reader)
+        # LongcatRouter (vLLM longcat_flash.py) always keeps e_score_correction_bias
         out["routing_bias"] = (cfg.raw.get("topk_method") == "noaux_tc"
-                               or cfg.raw.get("use_routing_bias") is True)
+                               or cfg.raw.get("use_routing_bias") is True
+                               or reader.layers_are_dual_mla)
     out["intermediate_size"] = inter
     if reader.mla:
         out["q_lora_rank"] = _opt_int(cfg, "q_lora_rank", minimum=1)
@@ -785,6 +788,13 @@ def _blocks(cfg: Fields, mt: str, hidden: int | None) -> tuple[Block, ...] | Non
     if n and isinstance(archs, list) and "IQuestLoopCoderForCausalLM" in archs:
         # the looped passes reuse the decoder layer's weights: only the first has tensors
         return ((Block("attention", "mlp"),) + (Block(None, None),) * (loops - 1)) * n
+    if mt == "longcat_flash" or (isinstance(archs, list) and any(
+            a in ("LongcatFlashForCausalLM", "LongcatFlashNgramForCausalLM") for a in archs)):
+        # each decoder layer: attention + MLP, the experts, attention + MLP (the two cache
+        # layers per decoder layer carry them)
+        pairs = _opt_int(cfg, "num_layers", minimum=1)
+        return ((Block("attention", "mlp+moe"), Block("attention", "mlp")) * pairs
+                if pairs else None)
     if mt == "gemma4_text" and n and _opt_int(cfg, "num_experts", minimum=1):
         # vLLM gemma4.py Gemma4DecoderLayer: self.mlp on every layer, and with num_experts
         # the router and experts beside it ("parallel to MLP")
@@ -1330,6 +1340,8 @@ class _Reader:
             return self._parallel_hybrid_layers()
         if isinstance(archs, list) and "IQuestLoopCoderForCausalLM" in archs:
             return self._looped_layers()
+        if self.layers_are_dual_mla:
+            return self._dual_mla_layers()
         kinds, field = self.schedule()
         indexers = self._indexer_layers(kinds) if self.mla else None
         out = []
@@ -1414,6 +1426,26 @@ class _Reader:
         attention = self._layer("full", "num_hidden_layers", 0)
         state = self._recurrent("model_type", 0)
         return [layer for _ in range(self.num_layers()) for layer in (attention, state)]
+
+    @property
+    def layers_are_dual_mla(self) -> bool:
+        """LongCat-Flash, by model_type or by class (configs without a model_type name it
+        by class only; vLLM's _ARCHITECTURE_TO_MODEL_TYPE maps it back)."""
+        archs = self.top.raw.get("architectures")
+        return self.model_type == "longcat_flash" or (isinstance(archs, list) and any(
+            a in ("LongcatFlashForCausalLM", "LongcatFlashNgramForCausalLM") for a in archs))
+
+    def _dual_mla_layers(self) -> list[Layer]:
+        """LongCat-Flash (vLLM longcat_flash.py FlashDecoderLayer): each of num_layers
+        decoder layers runs two MLA attentions, each its own MLAAttentionSpec (vLLM's arch
+        config counts num_layers as the layers; its num_hidden_layers, where a config sets
+        it, counts the attention sub-layers). Listed two per decoder layer."""
+        if not self.mla:
+            raise self.cfg.error("kv_lora_rank", "is missing on a LongCat-Flash config",
+                                 "its attentions are MLA: give kv_lora_rank")
+        n = self._int("num_layers")
+        latent = self._mla(None)
+        return [latent] * (2 * n)
 
     def _looped_layers(self) -> list[Layer]:
         """IQuest-LoopCoder (vLLM iquest_loopcoder.py LoopCoderAttention): the decoder runs
