@@ -147,7 +147,7 @@ def test_every_architecture_of_vllms_registry_is_read_or_refused_by_name():
 
 
 def test_a_refused_class_is_refused_whatever_its_model_type():
-    err = _refusal({**LLAMA, "architectures": ["HrmTextForCausalLM"]})
+    err = _refusal({**LLAMA, "architectures": ["DoryForCausalLM"]})
     assert err.field == "architectures"
     assert "looped layers" in err.message
 

@@ -193,7 +193,6 @@ def test_olmo_hybrid_keeps_a_gated_delta_net_state_per_linear_layer():
 
 
 @pytest.mark.parametrize(("architecture", "words"), [
-    ("HrmTextForCausalLM", "looped layers"),
     ("Step5ForCausalLM", "cross-layer KV sharing"),
     ("NemotronParseForConditionalGeneration", "encoder-decoder"),
     ("BailingMoeV2_5ForCausalLM", "lightning linear attention"),
@@ -346,3 +345,21 @@ def test_longcat_flash_weights_by_hand():
     moe = h * 128 + 128 + 128 * 3 * h * 1536
     expected = 2 * 131072 * h + 48 * (2 * half + moe) + h
     assert sum(t.num_params for t in inventory(spec).tensors) == expected
+
+
+def test_hrm_text_keeps_a_cache_per_recurrence_step_and_layer():
+    # vLLM hrm_text.py: the L stack runs at H_cycles x L_cycles steps, the H stack at
+    # H_cycles steps, each step's layer with its own multi-head Attention cache; 2 layers
+    # per stack, H 2 x L 3: 2 x 2 x (3 + 1) = 16 cache layers of 16 heads x 64
+    raw = {"architectures": ["HrmTextForCausalLM"], "model_type": "hrm_text",
+           "hidden_size": 1024, "num_attention_heads": 16, "num_key_value_heads": 4,
+           "num_layers_per_stack": 2, "H_cycles": 2, "L_cycles": 3,
+           "intermediate_size": 4096, "vocab_size": 1000, "tie_word_embeddings": False,
+           "max_position_embeddings": 4096}
+    spec = from_dict(raw)
+    assert spec.layers == (FullAttention(16, 64),) * 16
+    assert per_token_bytes(spec.layers, BF16) == 16 * 2 * 16 * 64 * 2
+    # the weights are the two stacks' 2 + 2 layers, once: the other 12 cache layers (the
+    # later steps) hold none
+    layers = {t.layer for t in inventory(spec).tensors if t.layer is not None}
+    assert layers == {0, 1, 2, 3}

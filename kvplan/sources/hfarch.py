@@ -282,6 +282,14 @@ FAMILIES: tuple[Family, ...] = (
         ("IQuestLoopCoderForCausalLM",),
     ),
     Family(
+        "HRM-Text (two stacks run H_cycles x (L_cycles + 1) steps, one cache per step)",
+        ("hrm_text",),
+        _ATTENTION_KEYS + ("H_cycles", "L_cycles", "num_layers_per_stack"),
+        "vLLM hrm_text.py HrmTextAttention: a PrefillPrefixLMAttention (a decoder KV cache) per "
+        "recurrence step and stack layer, multi-head (num_key_value_heads not read)",
+        ("HrmTextForCausalLM",),
+    ),
+    Family(
         "Whisper (encoder-decoder: self-attention + cross-attention to 1,500 encoder frames)",
         ("whisper",),
         ("decoder_layers", "decoder_attention_heads", "d_model", "max_source_positions",
@@ -474,7 +482,6 @@ REFUSED_ARCHITECTURES: dict[str, str] = {
                                         "(vllm/models/glm5next)",
     "HYV4ForCausalLM": "MLA with a lightning indexer and hyper-connections "
                        "(vllm/models/hy_v4)",
-    "HrmTextForCausalLM": _LOOPED + " (H_cycles x L_cycles; hrm_text.py)",
     "InklingForCausalLM": "a short-convolution sliding-window cache that packs four streams "
                           "per head (vllm/models/inkling sconv_swa_attn.py)",
     "InklingForConditionalGeneration": "a short-convolution sliding-window cache that packs "

@@ -788,6 +788,15 @@ def _blocks(cfg: Fields, mt: str, hidden: int | None) -> tuple[Block, ...] | Non
     if n and isinstance(archs, list) and "IQuestLoopCoderForCausalLM" in archs:
         # the looped passes reuse the decoder layer's weights: only the first has tensors
         return ((Block("attention", "mlp"),) + (Block(None, None),) * (loops - 1)) * n
+    if isinstance(archs, list) and "HrmTextForCausalLM" in archs:
+        # two stacks of weights (L, H) under every step's cache layer
+        per_stack = _opt_int(cfg, "num_layers_per_stack", minimum=1)
+        h, low = _opt_int(cfg, "H_cycles", minimum=1), _opt_int(cfg, "L_cycles", minimum=1)
+        if per_stack and h and low:
+            total = per_stack * h * (low + 1)
+            return ((Block("attention", "mlp"),) * (2 * per_stack)
+                    + (Block(None, None),) * (total - 2 * per_stack))
+        return None
     if mt == "longcat_flash" or (isinstance(archs, list) and any(
             a in ("LongcatFlashForCausalLM", "LongcatFlashNgramForCausalLM") for a in archs)):
         # each decoder layer: attention + MLP, the experts, attention + MLP (the two cache
@@ -1342,6 +1351,8 @@ class _Reader:
             return self._looped_layers()
         if self.layers_are_dual_mla:
             return self._dual_mla_layers()
+        if isinstance(archs, list) and "HrmTextForCausalLM" in archs:
+            return self._hrm_layers()
         kinds, field = self.schedule()
         indexers = self._indexer_layers(kinds) if self.mla else None
         out = []
@@ -1446,6 +1457,28 @@ class _Reader:
         n = self._int("num_layers")
         latent = self._mla(None)
         return [latent] * (2 * n)
+
+    def _hrm_layers(self) -> list[Layer]:
+        """HRM-Text (vLLM hrm_text.py): an L stack and an H stack of num_layers_per_stack
+        layers run H_cycles x L_cycles and H_cycles steps; each step's layer registers its
+        own Attention (PrefillPrefixLMAttention, a decoder KV cache), multi-head as the
+        reference implementation hardcodes it (num_key_value_heads is not read), heads of
+        head_dim (else hidden_size / num_attention_heads). Listed step by step."""
+        per_stack = self._int("num_layers_per_stack")
+        steps = self._int("H_cycles") * (self._int("L_cycles") + 1)
+        heads = self.heads
+        if self.cfg.has("head_dim"):
+            head_dim = self._int("head_dim")
+        else:
+            hidden = self._int("hidden_size")
+            if hidden % heads:
+                raise self.cfg.error("hidden_size", f"is {hidden}, which the {heads} heads "
+                                     "do not divide")
+            head_dim = hidden // heads
+        if per_stack * steps > MAX_LAYERS:
+            raise self.cfg.error("H_cycles", f"gives {per_stack * steps:,} cache layers, more "
+                                 f"than the {MAX_LAYERS:,} kvplan accepts")
+        return [FullAttention(heads, head_dim)] * (per_stack * steps)
 
     def _looped_layers(self) -> list[Layer]:
         """IQuest-LoopCoder (vLLM iquest_loopcoder.py LoopCoderAttention): the decoder runs
