@@ -208,11 +208,11 @@ def test_the_cli_refuses_a_refused_class_with_exit_2(tmp_path):
     import json
 
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"architectures": ["DoryForCausalLM"], "model_type": "dory",
+    path.write_text(json.dumps({"architectures": ["Plamo3ForCausalLM"], "model_type": "plamo3",
                                 "hidden_size": 2048, "num_hidden_layers": 4,
                                 "num_attention_heads": 16}))
     out = CliRunner().invoke(app, ["size", str(path), "-t", "1024"])
-    assert out.exit_code == 2 and "DoryForCausalLM" in out.output
+    assert out.exit_code == 2 and "Plamo3ForCausalLM" in out.output
 
 
 def test_rnj1_chunked_layers_are_sliding_windows_of_sliding_window_tokens():
@@ -363,3 +363,26 @@ def test_hrm_text_keeps_a_cache_per_recurrence_step_and_layer():
     # later steps) hold none
     layers = {t.layer for t in inventory(spec).tensors if t.layer is not None}
     assert layers == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize(("mode", "sliding_caches"), [("per_loop", 4), ("shared", 2)])
+def test_dory_loops_its_recurrent_layers_with_a_cache_per_loop_or_one(mode, sliding_caches):
+    # vLLM dory.py: layers n_input_layers <= i < n_input_layers + n_recurrent_layers (1..3)
+    # keep n_recurrent_loops (2) Attention caches each in "per_loop" mode, one otherwise; an
+    # "mlp" layer none. Windows of sliding_window on the sliding layers
+    raw = {"architectures": ["DoryForCausalLM"], "model_type": "dory", "hidden_size": 1024,
+           "num_hidden_layers": 5, "num_attention_heads": 8, "num_key_value_heads": 2,
+           "head_dim": 128, "layer_types": ["full_attention", "sliding_attention",
+                                             "sliding_attention", "mlp", "full_attention"],
+           "sliding_window": 128, "n_input_layers": 1, "n_recurrent_layers": 3,
+           "n_recurrent_loops": 2, "recurrent_kv_cache_mode": mode,
+           "intermediate_size": 4096, "vocab_size": 1000, "tie_word_embeddings": False,
+           "max_position_embeddings": 8192}
+    spec = from_dict(raw)
+    assert spec.kind_counts() == {"full": 2, "sliding": sliding_caches, "none": 1}
+    row = 2 * 2 * 128 * 2
+    assert request_bytes(spec.layers, 4096, BF16) == (2 * 4096 + sliding_caches * 128) * row
+    # the loops' extra caches hold no weights: 5 layers' MLPs, 4 layers' attention
+    tensors = inventory(spec).tensors
+    assert sum(1 for t in tensors if t.name.endswith("down_proj.weight")) == 5
+    assert sum(1 for t in tensors if t.name.endswith("o_proj.weight")) == 4

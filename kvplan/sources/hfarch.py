@@ -290,6 +290,16 @@ FAMILIES: tuple[Family, ...] = (
         ("HrmTextForCausalLM",),
     ),
     Family(
+        "Dory (recurrent layers looped n_recurrent_loops times, a cache per loop or shared)",
+        ("dory",),
+        _ATTENTION_KEYS + ("n_recurrent_loops", "n_recurrent_layers", "n_input_layers",
+                           "recurrent_kv_cache_mode"),
+        "vLLM dory.py DoryAttention: recurrent layers (n_input_layers <= i < n_input_layers + "
+        "n_recurrent_layers) keep one Attention per loop when recurrent_kv_cache_mode is "
+        "per_loop, else one; mlp layers none",
+        ("DoryForCausalLM",),
+    ),
+    Family(
         "Whisper (encoder-decoder: self-attention + cross-attention to 1,500 encoder frames)",
         ("whisper",),
         ("decoder_layers", "decoder_attention_heads", "d_model", "max_source_positions",
@@ -453,8 +463,6 @@ REFUSED: dict[str, str] = {
 
 _ENC_DEC = ("an encoder-decoder: every decoder layer keeps a cross-attention cache as long as "
             "the encoder's output, which config.json does not fix")
-_LOOPED = ("looped layers: the same weights run several times per token, each pass with "
-           "its own K/V")
 # vLLM 0.33.0 registry classes refused by name, whatever their model_type says (vLLM picks
 # the implementation by class): the cache each allocates that kvplan does not model, from
 # its model file (vllm/model_executor/models/<module>.py or vllm/models/<package>).
@@ -473,7 +481,6 @@ REFUSED_ARCHITECTURES: dict[str, str] = {
                                        "over several passes (diffusion_gemma.py)",
     "DomynEdgeForCausalLM": "per-layer head sizes and windows (per_layer_config, "
                             "window_sizes; domyn_edge.py)",
-    "DoryForCausalLM": _LOOPED + " (n_recurrent_loops, recurrent_kv_cache_mode; dory.py)",
     "Dots3NoteForCausalLM": "cross-layer KV sharing and an indexer beside MLA "
                             "(vllm/models/dots3_note)",
     "Glm5NextForCausalLM": "recurrent-state mixers beside MLA with an indexer "

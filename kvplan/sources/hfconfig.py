@@ -516,6 +516,9 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         out["routing_bias"] = True  # NemotronHTopkRouter (DeepseekV3TopkRouter): always one
     out["ssm"] = _ssm_shapes(cfg, mt, out["hidden_size"])
     out["blocks"] = _blocks(cfg, mt, out["hidden_size"])
+    archs = top.raw.get("architectures")
+    if isinstance(archs, list) and "DoryForCausalLM" in archs:
+        out["blocks"] = tuple(block for _, block in reader._dory_layers())
     flags = _moe_flags(cfg) if experts else None
     layers = reader.layers()
     if (out["blocks"] is None and flags is not None and len(flags) == len(layers)
@@ -1353,6 +1356,8 @@ class _Reader:
             return self._dual_mla_layers()
         if isinstance(archs, list) and "HrmTextForCausalLM" in archs:
             return self._hrm_layers()
+        if isinstance(archs, list) and "DoryForCausalLM" in archs:
+            return [layer for layer, _ in self._dory_layers()]
         kinds, field = self.schedule()
         indexers = self._indexer_layers(kinds) if self.mla else None
         out = []
@@ -1457,6 +1462,28 @@ class _Reader:
         n = self._int("num_layers")
         latent = self._mla(None)
         return [latent] * (2 * n)
+
+    def _dory_layers(self) -> list[tuple[Layer, Block]]:
+        """Dory (vLLM dory.py): each layer's cache by its layer_types entry ("mlp": none);
+        a recurrent layer (n_input_layers <= i < n_input_layers + n_recurrent_layers) keeps
+        one per loop when recurrent_kv_cache_mode is "per_loop" (its later copies without
+        weights of their own), else one shared by the loops. With each cache layer, its
+        block."""
+        kinds, field = self.schedule()
+        loops = self._int("n_recurrent_loops")
+        first = self._int("n_input_layers", minimum=0)
+        recurrent = range(first, first + self._int("n_recurrent_layers", minimum=0))
+        per_loop = self.cfg.raw.get("recurrent_kv_cache_mode") == "per_loop"
+        out: list[tuple[Layer, Block]] = []
+        for i, kind in enumerate(kinds):
+            layer = self._layer(kind, field, i)
+            if isinstance(layer, NoCache):
+                out.append((layer, Block(None, "mlp")))
+                continue
+            copies = loops if per_loop and i in recurrent else 1
+            out += [(layer, Block("attention", "mlp"))]
+            out += [(layer, Block(None, None))] * (copies - 1)
+        return out
 
     def _hrm_layers(self) -> list[Layer]:
         """HRM-Text (vLLM hrm_text.py): an L stack and an H stack of num_layers_per_stack
