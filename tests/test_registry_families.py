@@ -386,3 +386,19 @@ def test_dory_loops_its_recurrent_layers_with_a_cache_per_loop_or_one(mode, slid
     tensors = inventory(spec).tensors
     assert sum(1 for t in tensors if t.name.endswith("down_proj.weight")) == 5
     assert sum(1 for t in tensors if t.name.endswith("o_proj.weight")) == 4
+
+
+def test_muse_spark_windows_come_from_layer_types_not_its_draft_cycle():
+    # vllm/models/muse_spark/nvidia/model.py: the model's own layers take sliding_window on
+    # the layers layer_types calls sliding; the per-cycle windows of global_attn_cfg apply to
+    # its draft only
+    raw = {"architectures": ["MuseSparkForConditionalGeneration"], "model_type": "muse_spark",
+           "text_config": {"model_type": "muse_spark_text", "hidden_size": 2048,
+                           "num_hidden_layers": 4, "num_attention_heads": 16,
+                           "num_key_value_heads": 2, "head_dim": 128, "sliding_window": 512,
+                           "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
+                           "global_attn_cfg": "[512,512,512,0]",
+                           "mlp_layer_types": ["dense"] * 4,
+                           "max_position_embeddings": 65536}}
+    spec = from_dict(raw)
+    assert spec.layers == (SlidingWindow(2, 128, window=512),) * 3 + (FullAttention(2, 128),)

@@ -62,7 +62,8 @@ _MAMBA2_KEYS = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_group
 # per_layer_sliding_window=config.sliding_window on the layers layer_types calls sliding
 # (afmoe.py, exaone4.py, exaone_moe.py, flint.py, beam/nvidia/attention.py, muse_glimmer.py,
 # k2_horizon.py, hy_v3.py, hyperclovax.py, param2moe.py, step1.py; rnj1.py's chunked_attention
-# layers too, whose window is sliding_window ...). The multimodal
+# layers too, whose window is sliding_window; vllm/models/muse_spark, whose per-cycle windows
+# (global_attn_cfg) apply to its draft only ...). The multimodal
 # wrappers build their language model from the nested text config
 # (init_vllm_registered_model(hf_config=config.text_config)), so its own model_type picks
 # the reader: aria.py, bagel.py, bee.py, blip2.py, cohere2_vision.py, cohere_compass.py,
@@ -113,7 +114,8 @@ _ATTENTION_ARCHITECTURES = (
     "MistralForCausalLM", "MixtralForCausalLM", "Molmo2ForConditionalGeneration",
     "MolmoForCausalLM", "Moondream3ForCausalLM", "MoonshotKimiaForCausalLM", "MossAudioModel",
     "MossTranscribeDiarizeForConditionalGeneration", "MuseGlimmerForCausalLM",
-    "MuseGlimmerForConditionalGeneration", "NVLM_D", "NanbeigeForCausalLM",
+    "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration", "NVLM_D",
+    "NanbeigeForCausalLM",
     "NemotronForCausalLM", "OPTForCausalLM", "Olmo2ForCausalLM", "Olmo3ForCausalLM",
     "OlmoForCausalLM", "OlmoeForCausalLM", "OpenCUAForConditionalGeneration",
     "OpenPanguVLForConditionalGeneration", "OpenVLAForActionPrediction", "OrionForCausalLM",
@@ -183,7 +185,8 @@ FAMILIES: tuple[Family, ...] = (
          "vaultgemma", "granite_speech", "llava_onevision2", "molmo", "molmo2", "bagel",
          "blip-2", "ernie4_5_moe_vl", "telechat", "telechat2", "teleflm",
          "glm_asr", "audioflamingo3", "h2ovl_chat", "skywork_chat", "nvlm_d", "ovis",
-         "step1", "param2moe", "k2_horizon"),
+         "step1", "param2moe", "k2_horizon", "muse_spark", "muse_spark_text",
+         "musespark1x_text"),
         _ATTENTION_KEYS + ("attention_types", "window_size"),
         "vLLM `Attention` layers -> FullAttentionSpec / SlidingWindowSpec / "
         "ChunkedLocalAttentionSpec; SGLang MHATokenToKVPool / SWAKVPool",
@@ -495,8 +498,6 @@ REFUSED_ARCHITECTURES: dict[str, str] = {
                                        "four streams per head (vllm/models/inkling)",
     "MiniMaxM3SparseForCausalLM": REFUSED["minimax_m3"],
     "MiniMaxM3SparseForConditionalGeneration": REFUSED["minimax_m3"],
-    "MuseSparkForConditionalGeneration": "one window per layer of its NoPE cycle "
-                                         "(vllm/models/muse_spark)",
     "NemotronParseForConditionalGeneration": _ENC_DEC + " (nemotron_parse.py)",
     "Plamo3ForCausalLM": "a per-layer list of windows (interleaved_sliding_window; "
                          "plamo3.py)",
