@@ -402,3 +402,21 @@ def test_muse_spark_windows_come_from_layer_types_not_its_draft_cycle():
                            "max_position_embeddings": 65536}}
     spec = from_dict(raw)
     assert spec.layers == (SlidingWindow(2, 128, window=512),) * 3 + (FullAttention(2, 128),)
+
+
+def test_diffusion_gemma_caches_its_gemma_4_backbone_with_k_eq_v_forced():
+    # vLLM diffusion_gemma.py: a Gemma4Model backbone writes the cache in its causal mode
+    # (the bidirectional decoder mode writes none), and __init__ sets attention_k_eq_v = True
+    # whatever the config says: the full layers keep num_global_key_value_heads (2) heads of
+    # global_head_dim (512), the sliding ones 8 of 256 within 1,024 tokens
+    raw = {"architectures": ["DiffusionGemmaForBlockDiffusion"], "model_type": "diffusion_gemma",
+           "text_config": {"model_type": "diffusion_gemma_text", "hidden_size": 2816,
+                           "num_hidden_layers": 6, "num_attention_heads": 16,
+                           "num_key_value_heads": 8, "head_dim": 256, "global_head_dim": 512,
+                           "num_global_key_value_heads": 2, "attention_k_eq_v": False,
+                           "sliding_window": 1024, "layer_types": ["sliding_attention"] * 5
+                           + ["full_attention"], "max_position_embeddings": 131072}}
+    spec = from_dict(raw)
+    assert spec.layers == (SlidingWindow(8, 256, window=1024),) * 5 + (FullAttention(2, 512),)
+    assert request_bytes(spec.layers, 8192, BF16) == (
+        5 * 1024 * 2 * 8 * 256 * 2 + 8192 * 2 * 2 * 512 * 2)

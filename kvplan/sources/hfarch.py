@@ -194,12 +194,16 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family(
         "Gemma 3n / Gemma 4 (per-type head sizes, cross-layer KV sharing)",
-        ("gemma3n", "gemma3n_text", "gemma4", "gemma4_text"),
+        ("gemma3n", "gemma3n_text", "gemma4", "gemma4_text", "diffusion_gemma",
+         "diffusion_gemma_text"),
         _ATTENTION_KEYS + ("global_head_dim", "attention_k_eq_v", "num_global_key_value_heads"),
         "vLLM gemma3n.py / gemma4.py: the last num_kv_shared_layers set "
         "kv_sharing_target_layer_name and allocate no cache",
         ("Gemma3nForConditionalGeneration", "Gemma3nForCausalLM", "Gemma4ForCausalLM",
-         "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration"),
+         "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration",
+         # diffusion_gemma.py: a Gemma4Model backbone writes the cache in its causal
+         # (encoder) mode; the bidirectional decoder mode reads it and writes nothing
+         "DiffusionGemmaForBlockDiffusion"),
         ("altup", "laurel"),
     ),
     Family(
@@ -480,8 +484,6 @@ REFUSED_ARCHITECTURES: dict[str, str] = {
     "CohereAsrForConditionalGeneration": _ENC_DEC + " (cohere_asr.py)",
     "DeepseekV41ForCausalLM": "DeepSeek-V4.1 compressed sparse attention (its own compressor "
                               "and sparse MLA caches, vllm/models/deepseek_v41)",
-    "DiffusionGemmaForBlockDiffusion": "block diffusion: each block of tokens is denoised "
-                                       "over several passes (diffusion_gemma.py)",
     "DomynEdgeForCausalLM": "per-layer head sizes and windows (per_layer_config, "
                             "window_sizes; domyn_edge.py)",
     "Dots3NoteForCausalLM": "cross-layer KV sharing and an indexer beside MLA "

@@ -162,10 +162,18 @@ _ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
     "falcon": {"multi_query": True, "max_position_embeddings": 2048},
 }
 
+# Gemma 4's text model, and DiffusionGemma's (vLLM diffusion_gemma.py runs a Gemma4Model
+# backbone; its arch config convertor is Gemma 4's)
+_GEMMA4_TEXT = {"gemma4_text", "diffusion_gemma_text"}
+
+# DiffusionGemma's text model is a Gemma4TextConfig (its defaults too)
+_ARCH_DEFAULTS["diffusion_gemma_text"] = _ARCH_DEFAULTS["gemma4_text"]
+
 # The text model type a wrapper's nested text_config has when it does not say
 # (transformers `sub_configs` / `SubConfigSpec(model_type=...)`).
 _TEXT_CONFIG_TYPES = {
     "gemma3": "gemma3_text", "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
+    "diffusion_gemma": "diffusion_gemma_text",
     "llama4": "llama4_text", "mllama": "mllama_text_model",
     "llava": "llama", "llava_next": "llama", "llava_next_video": "llama", "vipllava": "llama",
     "idefics3": "llama", "llava_onevision": "qwen2", "internvl": "qwen2",
@@ -214,6 +222,7 @@ _IMPLICIT_SLIDING_PATTERN = {
     "gemma3": 6,
     "gemma3n_text": 5,  # Gemma 3n: 4 local then 1 global
     "gemma4_text": 6,   # Gemma 4: 5 local then 1 global (and the last layer global)
+    "diffusion_gemma_text": 6,  # DiffusionGemma: a Gemma 4 backbone
     "cohere2": 4,       # Command R7B: 3 local then 1 global
     "exaone4": 4,
     "exaone4_5_text": 4,  # EXAONE-4.5's text model: an Exaone4Config
@@ -349,7 +358,8 @@ def _check_architecture(top: Fields, cfg: Fields, assume: bool) -> list[str]:
 # class (PretrainedConfig's own default is True; Llama, Mistral, Qwen, DeepSeek, gpt-oss,
 # Llama 4 ... set False).
 _TIED_DEFAULT = {"gpt2": True, "gemma": True, "gemma2": True, "gemma3_text": True,
-                 "gemma3": True, "gemma4_text": True, "cohere": True, "cohere2": True,
+                 "gemma3": True, "gemma4_text": True, "diffusion_gemma_text": True,
+                 "cohere": True, "cohere2": True,
                  "falcon": True, "RefinedWebModel": True, "RefinedWeb": True,
                  "llama": False, "mistral": False, "mixtral": False, "qwen2": False,
                  "qwen3": False, "qwen3_moe": False, "qwen2_moe": False, "phi3": False,
@@ -807,7 +817,7 @@ def _blocks(cfg: Fields, mt: str, hidden: int | None) -> tuple[Block, ...] | Non
         pairs = _opt_int(cfg, "num_layers", minimum=1)
         return ((Block("attention", "mlp+moe"), Block("attention", "mlp")) * pairs
                 if pairs else None)
-    if mt == "gemma4_text" and n and _opt_int(cfg, "num_experts", minimum=1):
+    if mt in _GEMMA4_TEXT and n and _opt_int(cfg, "num_experts", minimum=1):
         # vLLM gemma4.py Gemma4DecoderLayer: self.mlp on every layer, and with num_experts
         # the router and experts beside it ("parallel to MLP")
         return (Block("attention", "mlp+moe"),) * n
@@ -1165,7 +1175,7 @@ class _Reader:
             raise self.cfg.error(field, f"describes {len(kinds)} layers but the model has {n}",
                                  "num_hidden_layers and the layer list must agree")
         # Gemma 4 forces its last layer to global attention (Gemma4TextConfig.__post_init__).
-        if self.model_type == "gemma4_text" and kinds and kinds[-1] == "sliding":
+        if self.model_type in _GEMMA4_TEXT and kinds and kinds[-1] == "sliding":
             kinds[-1] = "full"
         # Gemma 3n / Gemma 4: the last num_kv_shared_layers reuse an earlier layer's K and V
         # and allocate no cache of their own (vLLM kv_sharing_target_layer_name).
@@ -1605,7 +1615,11 @@ class _Reader:
         # the cache still stores K and V: 2 x heads x 512 per token, no discount.
         if kind == "full" and cfg.has("global_head_dim"):
             head_dim, v_head_dim = self._int("global_head_dim"), None
-            if cfg.bool("attention_k_eq_v", False) and cfg.has("num_global_key_value_heads"):
+            # DiffusionGemma (vLLM diffusion_gemma.py) sets attention_k_eq_v = True whatever
+            # its config says: its full layers have no v_proj
+            k_eq_v = cfg.bool("attention_k_eq_v", False) or self.model_type == \
+                "diffusion_gemma_text"
+            if k_eq_v and cfg.has("num_global_key_value_heads"):
                 kv = self._check_kv(cfg, "num_global_key_value_heads",
                                     self._int("num_global_key_value_heads"), self.heads)
         return kv, head_dim, v_head_dim
