@@ -195,7 +195,7 @@ def test_olmo_hybrid_keeps_a_gated_delta_net_state_per_linear_layer():
 @pytest.mark.parametrize(("architecture", "words"), [
     ("Step5ForCausalLM", "cross-layer KV sharing"),
     ("NemotronParseForConditionalGeneration", "encoder-decoder"),
-    ("BailingMoeV2_5ForCausalLM", "lightning linear attention"),
+    ("BailingMoeV3ForCausalLM", "recurrent-state mixers"),
 ])
 def test_classes_vllm_serves_with_unmodelled_caches_are_refused_by_name(architecture, words):
     raw = {"architectures": [architecture], "model_type": "llama", "hidden_size": 4096,
@@ -420,3 +420,20 @@ def test_diffusion_gemma_caches_its_gemma_4_backbone_with_k_eq_v_forced():
     assert spec.layers == (SlidingWindow(8, 256, window=1024),) * 5 + (FullAttention(2, 512),)
     assert request_bytes(spec.layers, 8192, BF16) == (
         5 * 1024 * 2 * 8 * 256 * 2 + 8192 * 2 * 2 * 512 * 2)
+
+
+def test_ling_2_5_mixes_lightning_states_and_mla():
+    # vLLM bailing_moe_linear.py: layer i is linear attention unless (i + 1) %
+    # layer_group_size == 0 (then MLA); the linear layers' state is
+    # linear_attention_state_shape: heads x head_dim x head_dim in the model dtype
+    raw = {"architectures": ["BailingMoeV2_5ForCausalLM"], "model_type": "bailing_hybrid",
+           "hidden_size": 2048, "num_hidden_layers": 8, "num_attention_heads": 16,
+           "head_dim": 128, "layer_group_size": 4, "kv_lora_rank": 512, "q_lora_rank": 768,
+           "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+           "max_position_embeddings": 131072, "vocab_size": 1000}
+    spec = from_dict(raw)
+    assert spec.kind_counts() == {"state": 6, "mla": 2}
+    assert [x.kind for x in spec.layers][3::4] == ["mla", "mla"]
+    state = next(x for x in spec.layers if isinstance(x, RecurrentState))
+    assert state.state_bytes() == 16 * 128 * 128 * 2
+    assert request_bytes(spec.layers, 1000, BF16) == 6 * 16 * 128 * 128 * 2 + 2 * 1000 * 576 * 2

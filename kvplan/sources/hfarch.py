@@ -307,6 +307,16 @@ FAMILIES: tuple[Family, ...] = (
         ("DoryForCausalLM",),
     ),
     Family(
+        "Ling 2.5 / Bailing V2.5 (lightning linear attention beside MLA)",
+        ("bailing_moe_linear", "bailing_hybrid"),
+        _ATTENTION_KEYS + _MLA_KEYS + ("layer_group_size", "group_norm_size", "linear_rope",
+                                       "linear_silu", "use_linear_silu"),
+        "vLLM bailing_moe_linear.py: layer i is BailingMoELinearAttention (a MambaSpec of "
+        "linear_attention_state_shape: heads x head_dim x head_dim) unless (i + 1) % "
+        "layer_group_size == 0, then BailingMoeV25MLAAttention (MLAAttentionSpec)",
+        ("BailingMoeV2_5ForCausalLM",),
+    ),
+    Family(
         "Whisper (encoder-decoder: self-attention + cross-attention to 1,500 encoder frames)",
         ("whisper",),
         ("decoder_layers", "decoder_attention_heads", "d_model", "max_source_positions",
@@ -476,8 +486,6 @@ _ENC_DEC = ("an encoder-decoder: every decoder layer keeps a cross-attention cac
 REFUSED_ARCHITECTURES: dict[str, str] = {
     "AliceAIForCausalLM": "Kimi delta attention (a recurrent state, KimiGatedDeltaNetAttention) "
                           "beside gated attention layers (alice_ai.py)",
-    "BailingMoeV2_5ForCausalLM": "lightning linear attention (a recurrent state per layer) "
-                                 "beside MLA layers (bailing_moe_linear.py)",
     "BailingMoeV3ForCausalLM": "recurrent-state mixers beside MLA layers (bailing_moe_v3.py)",
     "BailingMoeV3VLForConditionalGeneration": "recurrent-state mixers beside MLA layers "
                                               "(bailing_moe_v3_vl.py)",

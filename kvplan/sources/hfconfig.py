@@ -624,6 +624,9 @@ def _qwen2_vit(v: Fields) -> VisionTower | None:
                        projector_input_dim=merge * merge * dim, temporal_patch_size=frames)
 
 
+# Ling 2.5's model types (vLLM bailing_moe_linear.py)
+_BAILING_HYBRID = {"bailing_moe_linear", "bailing_hybrid"}
+
 _GATED_DELTANET = {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text",
                    "olmo_hybrid"}
 
@@ -726,7 +729,7 @@ def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:
         if kernel is None:
             return None
         return SSMShapes("short_conv", dim, 0, kernel, conv_bias=flag("conv_bias", False))
-    if mt in ("minimax", "minimax_text_01", "minimax_m1") and hidden:
+    if (mt in ("minimax", "minimax_text_01", "minimax_m1") or mt in _BAILING_HYBRID) and hidden:
         # MiniMaxText01LinearAttention: qkv_proj to 3 x heads x head_dim, an output_gate,
         # out_proj and an RMSNorm over heads x head_dim (SGLang / vLLM minimax_text_01.py)
         heads = need("num_attention_heads")
@@ -1366,6 +1369,9 @@ class _Reader:
             return self._dual_mla_layers()
         if isinstance(archs, list) and "HrmTextForCausalLM" in archs:
             return self._hrm_layers()
+        if self.model_type in _BAILING_HYBRID or (
+                isinstance(archs, list) and "BailingMoeV2_5ForCausalLM" in archs):
+            return self._bailing_hybrid_layers()
         if isinstance(archs, list) and "DoryForCausalLM" in archs:
             return [layer for layer, _ in self._dory_layers()]
         kinds, field = self.schedule()
@@ -1494,6 +1500,20 @@ class _Reader:
             out += [(layer, Block("attention", "mlp"))]
             out += [(layer, Block(None, None))] * (copies - 1)
         return out
+
+    def _bailing_hybrid_layers(self) -> list[Layer]:
+        """Ling 2.5 (vLLM bailing_moe_linear.py): layer i is lightning linear attention
+        (one heads x head_dim x head_dim state, head_dim else hidden_size / heads, in the
+        model dtype) unless (i + 1) % layer_group_size == 0 (layer_group_size 0: none is),
+        then MLA (kv_lora_rank + qk_rope_head_dim, 64 when the config leaves it out)."""
+        if not self.mla:
+            raise self.cfg.error("kv_lora_rank", "is missing", "its full layers are MLA: give "
+                                 "kv_lora_rank")
+        group = self._int("layer_group_size", 1, minimum=0)
+        latent = MLA(self._int("kv_lora_rank"), self._int("qk_rope_head_dim", 64))
+        state = self._lightning_state()
+        return [state if group > 0 and (i + 1) % group else latent
+                for i in range(self.num_layers())]
 
     def _hrm_layers(self) -> list[Layer]:
         """HRM-Text (vLLM hrm_text.py): an L stack and an H stack of num_layers_per_stack
