@@ -437,3 +437,22 @@ def test_ling_2_5_mixes_lightning_states_and_mla():
     state = next(x for x in spec.layers if isinstance(x, RecurrentState))
     assert state.state_bytes() == 16 * 128 * 128 * 2
     assert request_bytes(spec.layers, 1000, BF16) == 6 * 16 * 128 * 128 * 2 + 2 * 1000 * 576 * 2
+
+
+def test_alice_ai_keeps_a_kda_state_beside_its_attention_layers():
+    # vLLM alice_ai.py: linear_attention layers hold kda_state_shape(linear_num_key_heads 16,
+    # linear_key_head_dim 128, linear_conv_kernel_dim 4): conv (3, 3 x 16 x 128) in bf16 and
+    # a (16, 128, 128) recurrent state in fp32 (kda_state_dtype); full_attention layers
+    # 2 KV heads of 256
+    raw = {"architectures": ["AliceAIForCausalLM"], "model_type": "alice_ai",
+           "hidden_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 16,
+           "num_key_value_heads": 2, "head_dim": 256, "layer_types": ["linear_attention"] * 3
+           + ["full_attention"], "linear_num_key_heads": 16, "linear_key_head_dim": 128,
+           "linear_num_value_heads": 32, "linear_value_head_dim": 128,
+           "linear_conv_kernel_dim": 4, "max_position_embeddings": 131072,
+           "vocab_size": 1000, "intermediate_size": 4096}
+    spec = from_dict(raw)
+    assert spec.kind_counts() == {"state": 3, "full": 1}
+    state = next(x for x in spec.layers if isinstance(x, RecurrentState))
+    assert state.state_bytes() == 3 * 3 * 16 * 128 * 2 + 16 * 128 * 128 * 4
+    assert spec.layers[3] == FullAttention(2, 256)

@@ -317,6 +317,17 @@ FAMILIES: tuple[Family, ...] = (
         ("BailingMoeV2_5ForCausalLM",),
     ),
     Family(
+        "Alice AI (Kimi delta attention beside gated attention)",
+        ("alice_ai",),
+        _ATTENTION_KEYS + ("linear_num_key_heads", "linear_key_head_dim",
+                           "linear_conv_kernel_dim", "linear_num_value_heads",
+                           "linear_value_head_dim", "attn_output_gate"),
+        "vLLM alice_ai.py: linear_attention layers KimiGatedDeltaNetAttention (MambaSpec "
+        "kda_state_shape of linear_num_key_heads x linear_key_head_dim), full_attention "
+        "layers Qwen3NextAttention",
+        ("AliceAIForCausalLM",),
+    ),
+    Family(
         "Whisper (encoder-decoder: self-attention + cross-attention to 1,500 encoder frames)",
         ("whisper",),
         ("decoder_layers", "decoder_attention_heads", "d_model", "max_source_positions",
@@ -484,8 +495,6 @@ _ENC_DEC = ("an encoder-decoder: every decoder layer keeps a cross-attention cac
 # the implementation by class): the cache each allocates that kvplan does not model, from
 # its model file (vllm/model_executor/models/<module>.py or vllm/models/<package>).
 REFUSED_ARCHITECTURES: dict[str, str] = {
-    "AliceAIForCausalLM": "Kimi delta attention (a recurrent state, KimiGatedDeltaNetAttention) "
-                          "beside gated attention layers (alice_ai.py)",
     "BailingMoeV3ForCausalLM": "recurrent-state mixers beside MLA layers (bailing_moe_v3.py)",
     "BailingMoeV3VLForConditionalGeneration": "recurrent-state mixers beside MLA layers "
                                               "(bailing_moe_v3_vl.py)",

@@ -691,6 +691,14 @@ def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:
                          conv_bias=False,
                          full_rank_gate=lin.raw.get("use_full_rank_gate") is True,
                          bounded_gate=lin.raw.get("gate_lower_bound") is not None)
+    if mt == "alice_ai":
+        # KimiGatedDeltaNetAttention: linear_num_key_heads heads of linear_key_head_dim
+        heads, head_dim = need("linear_num_key_heads"), need("linear_key_head_dim")
+        conv = need("linear_conv_kernel_dim") or 4
+        if heads is None or head_dim is None:
+            return None
+        return SSMShapes("kda", heads * head_dim, head_dim, conv, heads, heads,
+                         conv_bias=False)
     if mt in ("mamba", "falcon_mamba") and hidden:
         # MambaMixer (vLLM mamba.py): inner = intermediate_size (expand x hidden), a
         # time_step_rank ("auto": ceil(hidden / 16)) for dt; use_conv_bias / use_bias
@@ -1369,6 +1377,9 @@ class _Reader:
             return self._dual_mla_layers()
         if isinstance(archs, list) and "HrmTextForCausalLM" in archs:
             return self._hrm_layers()
+        if self.model_type == "alice_ai" or (
+                isinstance(archs, list) and "AliceAIForCausalLM" in archs):
+            return self._alice_layers()
         if self.model_type in _BAILING_HYBRID or (
                 isinstance(archs, list) and "BailingMoeV2_5ForCausalLM" in archs):
             return self._bailing_hybrid_layers()
@@ -1514,6 +1525,30 @@ class _Reader:
         state = self._lightning_state()
         return [state if group > 0 and (i + 1) % group else latent
                 for i in range(self.num_layers())]
+
+    def _alice_layers(self) -> list[Layer]:
+        """Alice AI (vLLM alice_ai.py): layer_types' linear_attention layers are Kimi delta
+        attention, whose state is kda_state_shape(linear_num_key_heads,
+        linear_key_head_dim, linear_conv_kernel_dim): the q / k / v short convolutions
+        ((kernel - 1) x 3 x heads x head_dim, model dtype) and a heads x head_dim x head_dim
+        recurrent state in fp32 (kda_state_dtype); the full_attention layers are
+        Qwen3NextAttention over num_key_value_heads x head_dim."""
+        kinds, field = self.schedule()
+        heads = self._int("linear_num_key_heads")
+        head_dim = self._int("linear_key_head_dim")
+        kernel = self._int("linear_conv_kernel_dim", 4, minimum=2)
+        state = RecurrentState("kda", (
+            StateTensor("conv", (kernel - 1, 3 * heads * head_dim), self._dtype_bytes(),
+                        tp_axis=1),
+            StateTensor("recurrent", (heads, head_dim, head_dim), 4, tp_axis=0),
+        ))
+        out: list[Layer] = []
+        for i, kind in enumerate(kinds):
+            if kind not in ("recurrent", "full"):
+                raise self.cfg.error(field, f"layer {i} is {kind}, which Alice AI does not "
+                                     "have (linear_attention or full_attention)")
+            out.append(state if kind == "recurrent" else self._layer("full", field, i))
+        return out
 
     def _hrm_layers(self) -> list[Layer]:
         """HRM-Text (vLLM hrm_text.py): an L stack and an H stack of num_layers_per_stack
