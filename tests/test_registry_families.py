@@ -195,7 +195,7 @@ def test_olmo_hybrid_keeps_a_gated_delta_net_state_per_linear_layer():
 @pytest.mark.parametrize(("architecture", "words"), [
     ("Step5ForCausalLM", "cross-layer KV sharing"),
     ("NemotronParseForConditionalGeneration", "encoder-decoder"),
-    ("BailingMoeV3ForCausalLM", "recurrent-state mixers"),
+    ("Glm5NextForCausalLM", "recurrent-state mixers"),
 ])
 def test_classes_vllm_serves_with_unmodelled_caches_are_refused_by_name(architecture, words):
     raw = {"architectures": [architecture], "model_type": "llama", "hidden_size": 4096,
@@ -456,3 +456,19 @@ def test_alice_ai_keeps_a_kda_state_beside_its_attention_layers():
     state = next(x for x in spec.layers if isinstance(x, RecurrentState))
     assert state.state_bytes() == 3 * 3 * 16 * 128 * 2 + 16 * 128 * 128 * 4
     assert spec.layers[3] == FullAttention(2, 256)
+
+
+def test_ling_3_mixes_kda_states_and_mla():
+    # vLLM bailing_moe_v3.py _is_kda_layer: with layer_group_size 4 and 10 layers, layers 3
+    # and 7 ((i + 1) % 4 == 0) and 8, 9 (past the last whole group) are MLA, the rest Kimi
+    # delta attention: kda_state_shape(32 heads, head_dim 128, short_conv_kernel_size 4)
+    raw = {"architectures": ["BailingMoeV3ForCausalLM"], "model_type": "bailing_moe_v3",
+           "hidden_size": 4096, "num_hidden_layers": 10, "num_attention_heads": 32,
+           "head_dim": 128, "layer_group_size": 4, "short_conv_kernel_size": 4,
+           "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
+           "qk_nope_head_dim": 128, "v_head_dim": 128, "max_position_embeddings": 131072,
+           "vocab_size": 1000}
+    spec = from_dict(raw)
+    assert [i for i, x in enumerate(spec.layers) if isinstance(x, MLA)] == [3, 7, 8, 9]
+    state = next(x for x in spec.layers if isinstance(x, RecurrentState))
+    assert state.state_bytes() == 3 * 3 * 32 * 128 * 2 + 32 * 128 * 128 * 4

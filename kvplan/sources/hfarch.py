@@ -328,6 +328,15 @@ FAMILIES: tuple[Family, ...] = (
         ("AliceAIForCausalLM",),
     ),
     Family(
+        "Ling 3 / Bailing V3 (Kimi delta attention beside MLA)",
+        ("bailing_moe_v3", "bailing_hybrid_v3"),
+        _ATTENTION_KEYS + _MLA_KEYS + ("layer_group_size", "short_conv_kernel_size"),
+        "vLLM bailing_moe_v3.py: _is_kda_layer layers BailingMoeV3KimiDeltaAttention (MambaSpec "
+        "kda_state_shape of num_attention_heads x head_dim), the others BailingMoeV3MLAAttention "
+        "(MLAAttentionSpec)",
+        ("BailingMoeV3ForCausalLM",),
+    ),
+    Family(
         "Whisper (encoder-decoder: self-attention + cross-attention to 1,500 encoder frames)",
         ("whisper",),
         ("decoder_layers", "decoder_attention_heads", "d_model", "max_source_positions",
@@ -495,7 +504,6 @@ _ENC_DEC = ("an encoder-decoder: every decoder layer keeps a cross-attention cac
 # the implementation by class): the cache each allocates that kvplan does not model, from
 # its model file (vllm/model_executor/models/<module>.py or vllm/models/<package>).
 REFUSED_ARCHITECTURES: dict[str, str] = {
-    "BailingMoeV3ForCausalLM": "recurrent-state mixers beside MLA layers (bailing_moe_v3.py)",
     "BailingMoeV3VLForConditionalGeneration": "recurrent-state mixers beside MLA layers "
                                               "(bailing_moe_v3_vl.py)",
     "CohereAsrForConditionalGeneration": _ENC_DEC + " (cohere_asr.py)",

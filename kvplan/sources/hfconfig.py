@@ -624,8 +624,9 @@ def _qwen2_vit(v: Fields) -> VisionTower | None:
                        projector_input_dim=merge * merge * dim, temporal_patch_size=frames)
 
 
-# Ling 2.5's model types (vLLM bailing_moe_linear.py)
+# Ling 2.5's model types (vLLM bailing_moe_linear.py), Ling 3's (bailing_moe_v3.py)
 _BAILING_HYBRID = {"bailing_moe_linear", "bailing_hybrid"}
+_BAILING_V3 = {"bailing_moe_v3", "bailing_hybrid_v3"}
 
 _GATED_DELTANET = {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text",
                    "olmo_hybrid"}
@@ -691,6 +692,13 @@ def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:
                          conv_bias=False,
                          full_rank_gate=lin.raw.get("use_full_rank_gate") is True,
                          bounded_gate=lin.raw.get("gate_lower_bound") is not None)
+    if mt in _BAILING_V3 and hidden:
+        # BailingMoeV3KimiDeltaAttention: num_attention_heads heads of head_dim
+        heads, head_dim = need("num_attention_heads"), need("head_dim")
+        if heads is None or head_dim is None:
+            return None
+        return SSMShapes("kda", heads * head_dim, head_dim, need("short_conv_kernel_size") or 4,
+                         heads, heads, conv_bias=False)
     if mt == "alice_ai":
         # KimiGatedDeltaNetAttention: linear_num_key_heads heads of linear_key_head_dim
         heads, head_dim = need("linear_num_key_heads"), need("linear_key_head_dim")
@@ -1377,6 +1385,9 @@ class _Reader:
             return self._dual_mla_layers()
         if isinstance(archs, list) and "HrmTextForCausalLM" in archs:
             return self._hrm_layers()
+        if self.model_type in _BAILING_V3 or (
+                isinstance(archs, list) and "BailingMoeV3ForCausalLM" in archs):
+            return self._bailing_v3_layers()
         if self.model_type == "alice_ai" or (
                 isinstance(archs, list) and "AliceAIForCausalLM" in archs):
             return self._alice_layers()
@@ -1526,6 +1537,28 @@ class _Reader:
         return [state if group > 0 and (i + 1) % group else latent
                 for i in range(self.num_layers())]
 
+    def _kda_state(self, heads: int, head_dim: int, kernel: int) -> RecurrentState:
+        """A Kimi delta attention state (vLLM kda_state_shape / kda_state_dtype): the q / k / v
+        short convolutions ((kernel - 1) x 3 x heads x head_dim, model dtype) and a heads x
+        head_dim x head_dim recurrent state in fp32."""
+        return RecurrentState("kda", (
+            StateTensor("conv", (kernel - 1, 3 * heads * head_dim), self._dtype_bytes(),
+                        tp_axis=1),
+            StateTensor("recurrent", (heads, head_dim, head_dim), 4, tp_axis=0),
+        ))
+
+    def _bailing_v3_layers(self) -> list[Layer]:
+        """Ling 3 (vLLM bailing_moe_v3.py _is_kda_layer): layer i is Kimi delta attention
+        (kda_state_shape of num_attention_heads x head_dim, short_conv_kernel_size) unless
+        (i + 1) % layer_group_size == 0 or i is past the last whole group, which are MLA
+        (kv_lora_rank 512 and qk_rope_head_dim 64 when the config leaves them out)."""
+        n, group = self.num_layers(), self._int("layer_group_size")
+        state = self._kda_state(self.heads, self._int("head_dim"),
+                                self._int("short_conv_kernel_size", 4, minimum=2))
+        latent = MLA(self._int("kv_lora_rank", 512), self._int("qk_rope_head_dim", 64))
+        return [latent if (i + 1) % group == 0 or i >= n // group * group else state
+                for i in range(n)]
+
     def _alice_layers(self) -> list[Layer]:
         """Alice AI (vLLM alice_ai.py): layer_types' linear_attention layers are Kimi delta
         attention, whose state is kda_state_shape(linear_num_key_heads,
@@ -1534,14 +1567,9 @@ class _Reader:
         recurrent state in fp32 (kda_state_dtype); the full_attention layers are
         Qwen3NextAttention over num_key_value_heads x head_dim."""
         kinds, field = self.schedule()
-        heads = self._int("linear_num_key_heads")
-        head_dim = self._int("linear_key_head_dim")
-        kernel = self._int("linear_conv_kernel_dim", 4, minimum=2)
-        state = RecurrentState("kda", (
-            StateTensor("conv", (kernel - 1, 3 * heads * head_dim), self._dtype_bytes(),
-                        tp_axis=1),
-            StateTensor("recurrent", (heads, head_dim, head_dim), 4, tp_axis=0),
-        ))
+        state = self._kda_state(self._int("linear_num_key_heads"),
+                                self._int("linear_key_head_dim"),
+                                self._int("linear_conv_kernel_dim", 4, minimum=2))
         out: list[Layer] = []
         for i, kind in enumerate(kinds):
             if kind not in ("recurrent", "full"):
