@@ -472,3 +472,22 @@ def test_ling_3_mixes_kda_states_and_mla():
     assert [i for i, x in enumerate(spec.layers) if isinstance(x, MLA)] == [3, 7, 8, 9]
     state = next(x for x in spec.layers if isinstance(x, RecurrentState))
     assert state.state_bytes() == 3 * 3 * 32 * 128 * 2 + 32 * 128 * 128 * 4
+
+
+def test_ling_3_vl_reads_its_bailing_hybrid_text_config_by_class():
+    # bailing_moe_v3_vl.py sizes the KDA state from hf_config.text_config, whose class
+    # (BailingMoeV3TextConfig) says model_type "bailing_hybrid", as Ling 2.5's may: the
+    # class decides which layout is read
+    text = {"model_type": "bailing_hybrid", "hidden_size": 4096, "num_hidden_layers": 4,
+            "num_attention_heads": 32, "head_dim": 128, "layer_group_size": 4,
+            "short_conv_kernel_size": 4, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+            "qk_nope_head_dim": 128, "v_head_dim": 128, "vocab_size": 1000,
+            "intermediate_size": 8192, "max_position_embeddings": 32768}
+    spec = from_dict({"architectures": ["BailingMoeV3VLForConditionalGeneration"],
+                      "model_type": "bailing_moe_v3_vl", "text_config": text})
+    assert spec.kind_counts() == {"state": 3, "mla": 1}
+    assert spec.ssm is not None and spec.ssm.kind == "kda"  # the weights know the mixer
+    # without a class naming the layout, "bailing_hybrid" alone has no reader
+    with pytest.raises(SpecError) as err:
+        from_dict({**text, "architectures": []})
+    assert "bailing_hybrid" in err.value.message

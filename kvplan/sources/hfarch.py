@@ -308,7 +308,7 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family(
         "Ling 2.5 / Bailing V2.5 (lightning linear attention beside MLA)",
-        ("bailing_moe_linear", "bailing_hybrid"),
+        ("bailing_moe_linear",),
         _ATTENTION_KEYS + _MLA_KEYS + ("layer_group_size", "group_norm_size", "linear_rope",
                                        "linear_silu", "use_linear_silu"),
         "vLLM bailing_moe_linear.py: layer i is BailingMoELinearAttention (a MambaSpec of "
@@ -329,12 +329,13 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family(
         "Ling 3 / Bailing V3 (Kimi delta attention beside MLA)",
-        ("bailing_moe_v3", "bailing_hybrid_v3"),
+        ("bailing_moe_v3",),
         _ATTENTION_KEYS + _MLA_KEYS + ("layer_group_size", "short_conv_kernel_size"),
         "vLLM bailing_moe_v3.py: _is_kda_layer layers BailingMoeV3KimiDeltaAttention (MambaSpec "
         "kda_state_shape of num_attention_heads x head_dim), the others BailingMoeV3MLAAttention "
         "(MLAAttentionSpec)",
-        ("BailingMoeV3ForCausalLM",),
+        # bailing_moe_v3_vl.py sizes the state from its text_config the same way
+        ("BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration"),
     ),
     Family(
         "Whisper (encoder-decoder: self-attention + cross-attention to 1,500 encoder frames)",
@@ -504,8 +505,6 @@ _ENC_DEC = ("an encoder-decoder: every decoder layer keeps a cross-attention cac
 # the implementation by class): the cache each allocates that kvplan does not model, from
 # its model file (vllm/model_executor/models/<module>.py or vllm/models/<package>).
 REFUSED_ARCHITECTURES: dict[str, str] = {
-    "BailingMoeV3VLForConditionalGeneration": "recurrent-state mixers beside MLA layers "
-                                              "(bailing_moe_v3_vl.py)",
     "CohereAsrForConditionalGeneration": _ENC_DEC + " (cohere_asr.py)",
     "DeepseekV41ForCausalLM": "DeepSeek-V4.1 compressed sparse attention (its own compressor "
                               "and sparse MLA caches, vllm/models/deepseek_v41)",

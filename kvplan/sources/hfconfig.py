@@ -524,7 +524,7 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         out["expert_quantization"] = None  # with quantization_config: deepseek_v4_formats
     if mt == "nemotron_h" and experts:
         out["routing_bias"] = True  # NemotronHTopkRouter (DeepseekV3TopkRouter): always one
-    out["ssm"] = _ssm_shapes(cfg, mt, out["hidden_size"])
+    out["ssm"] = _ssm_shapes(cfg, mt, out["hidden_size"]) or _ssm_from_state(reader)
     out["blocks"] = _blocks(cfg, mt, out["hidden_size"])
     archs = top.raw.get("architectures")
     if isinstance(archs, list) and "DoryForCausalLM" in archs:
@@ -624,9 +624,11 @@ def _qwen2_vit(v: Fields) -> VisionTower | None:
                        projector_input_dim=merge * merge * dim, temporal_patch_size=frames)
 
 
-# Ling 2.5's model types (vLLM bailing_moe_linear.py), Ling 3's (bailing_moe_v3.py)
-_BAILING_HYBRID = {"bailing_moe_linear", "bailing_hybrid"}
-_BAILING_V3 = {"bailing_moe_v3", "bailing_hybrid_v3"}
+# Ling 2.5's model type (vLLM bailing_moe_linear.py), Ling 3's (bailing_moe_v3.py); both
+# checkpoints also say "bailing_hybrid" (Ling 3's text config class does), read by class
+_BAILING_HYBRID = {"bailing_moe_linear"}
+_BAILING_V3 = {"bailing_moe_v3"}
+_BAILING_V3_CLASSES = ("BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration")
 
 _GATED_DELTANET = {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text",
                    "olmo_hybrid"}
@@ -648,6 +650,27 @@ def _qwen2_5_vit(v: Fields) -> VisionTower | None:
     return VisionTower("qwen2_5_vl", dim, inter, depth, patch, patch, channels,
                        output_dim=out, projector_input_dim=merge * merge * dim,
                        temporal_patch_size=frames)
+
+
+def _ssm_from_state(reader: _Reader) -> SSMShapes | None:
+    """The mixer's weight shapes from the state its layers keep, where the config's own
+    fields are not read for them (Ling 2.5's lightning layers, Ling 3's and Alice AI's
+    Kimi delta attention): heads x head_dim from the recurrent (heads, dim, dim) tensor, the
+    convolution's kernel from its conv tensor. None for other states."""
+    state = next((x for x in reader.layers() if isinstance(x, RecurrentState)
+                  and x.variant in ("lightning", "kda")), None)
+    if state is None:
+        return None
+    tensors = {t.name: t.shape for t in state.tensors}
+    shape = tensors.get("kv") or tensors.get("recurrent")
+    if shape is None or len(shape) != 3:
+        return None
+    heads, dim = shape[0], shape[1]
+    if state.variant == "lightning":
+        return SSMShapes("lightning", heads * dim, dim, 0, heads, conv_bias=False)
+    conv = tensors.get("conv")
+    return SSMShapes("kda", heads * dim, dim, (conv[0] + 1) if conv else 4, heads, heads,
+                     conv_bias=False)
 
 
 def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:
@@ -692,21 +715,6 @@ def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:
                          conv_bias=False,
                          full_rank_gate=lin.raw.get("use_full_rank_gate") is True,
                          bounded_gate=lin.raw.get("gate_lower_bound") is not None)
-    if mt in _BAILING_V3 and hidden:
-        # BailingMoeV3KimiDeltaAttention: num_attention_heads heads of head_dim
-        heads, head_dim = need("num_attention_heads"), need("head_dim")
-        if heads is None or head_dim is None:
-            return None
-        return SSMShapes("kda", heads * head_dim, head_dim, need("short_conv_kernel_size") or 4,
-                         heads, heads, conv_bias=False)
-    if mt == "alice_ai":
-        # KimiGatedDeltaNetAttention: linear_num_key_heads heads of linear_key_head_dim
-        heads, head_dim = need("linear_num_key_heads"), need("linear_key_head_dim")
-        conv = need("linear_conv_kernel_dim") or 4
-        if heads is None or head_dim is None:
-            return None
-        return SSMShapes("kda", heads * head_dim, head_dim, conv, heads, heads,
-                         conv_bias=False)
     if mt in ("mamba", "falcon_mamba") and hidden:
         # MambaMixer (vLLM mamba.py): inner = intermediate_size (expand x hidden), a
         # time_step_rank ("auto": ceil(hidden / 16)) for dt; use_conv_bias / use_bias
@@ -745,7 +753,7 @@ def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:
         if kernel is None:
             return None
         return SSMShapes("short_conv", dim, 0, kernel, conv_bias=flag("conv_bias", False))
-    if (mt in ("minimax", "minimax_text_01", "minimax_m1") or mt in _BAILING_HYBRID) and hidden:
+    if mt in ("minimax", "minimax_text_01", "minimax_m1") and hidden:
         # MiniMaxText01LinearAttention: qkv_proj to 3 x heads x head_dim, an output_gate,
         # out_proj and an RMSNorm over heads x head_dim (SGLang / vLLM minimax_text_01.py)
         heads = need("num_attention_heads")
@@ -1386,7 +1394,7 @@ class _Reader:
         if isinstance(archs, list) and "HrmTextForCausalLM" in archs:
             return self._hrm_layers()
         if self.model_type in _BAILING_V3 or (
-                isinstance(archs, list) and "BailingMoeV3ForCausalLM" in archs):
+                isinstance(archs, list) and any(a in _BAILING_V3_CLASSES for a in archs)):
             return self._bailing_v3_layers()
         if self.model_type == "alice_ai" or (
                 isinstance(archs, list) and "AliceAIForCausalLM" in archs):
