@@ -491,3 +491,19 @@ def test_ling_3_vl_reads_its_bailing_hybrid_text_config_by_class():
     with pytest.raises(SpecError) as err:
         from_dict({**text, "architectures": []})
     assert "bailing_hybrid" in err.value.message
+
+
+def test_hy_v4_builds_an_indexer_on_its_sparse_layers_only():
+    # vllm/models/hy_v4 HYV4MLAAttention: every layer an MLA latent (512 + 64); an indexer
+    # cache (DeepseekV32IndexerCache of index_head_dim + index_head_dim / 128 x 4 = 132
+    # bytes a token) where layer_types says sparse and indexer_types does not say shared
+    raw = {"architectures": ["HYV4ForCausalLM"], "model_type": "hy_v4", "hidden_size": 4096,
+           "num_hidden_layers": 4, "num_attention_heads": 32, "kv_lora_rank": 512,
+           "q_lora_rank": 1536, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+           "v_head_dim": 128, "index_topk": 2048, "index_head_dim": 128, "index_n_heads": 64,
+           "layer_types": ["full_attention"] + ["sparse_attention"] * 3,
+           "indexer_types": ["full", "full", "shared", "full"], "hc_mult": 4,
+           "enable_ihc": True, "max_position_embeddings": 131072, "vocab_size": 1000}
+    spec = from_dict(raw)
+    assert [x.index_head_dim for x in spec.layers] == [None, 128, None, 128]
+    assert per_token_bytes(spec.layers, BF16) == 4 * 576 * 2 + 2 * 132

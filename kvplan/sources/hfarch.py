@@ -234,7 +234,7 @@ FAMILIES: tuple[Family, ...] = (
         "MLA (DeepSeek V2/V3/R1, Kimi K2, MiniCPM3) and DSA indexers (DeepSeek-V3.2, GLM-5)",
         ("deepseek", "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25",
          "glm_moe_dsa", "minicpm3", "deepseek_vl_v2", "mistral_large_3", "glm4_moe_lite",
-         "deepseek_ocr", "sarvam_mla", "pangu_ultra_moe"),
+         "deepseek_ocr", "sarvam_mla", "pangu_ultra_moe", "hy_v4"),
         _ATTENTION_KEYS + _MLA_KEYS,
         "vLLM MLAAttention -> MLAAttentionSpec, DeepseekV32IndexerCache; SGLang MLATokenToKVPool, "
         "DSATokenToKVPool",
@@ -247,8 +247,11 @@ FAMILIES: tuple[Family, ...] = (
          "DeepseekOCRForCausalLM", "DeepseekOCR2ForCausalLM", "UnlimitedOCRForCausalLM",
          "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM", "KimiK25ForConditionalGeneration",
          "KimiVLForConditionalGeneration", "MiniCPM3ForCausalLM", "MistralLarge3ForCausalLM",
-         "SarvamMLAForCausalLM", "PanguUltraMoEForCausalLM", "PanguProMoEV2ForCausalLM"),
-        ("indexer_rope",),
+         "SarvamMLAForCausalLM", "PanguUltraMoEForCausalLM", "PanguProMoEV2ForCausalLM",
+         # vllm/models/hy_v4: MLAAttention, and a DeepseekV32IndexerCache on its sparse
+         # layers (hyper-connections and the attention sink hold no cache)
+         "HYV4ForCausalLM"),
+        ("indexer_rope", "hc_", "enable_ihc"),
     ),
     Family(
         "LongCat-Flash (two MLA attentions per decoder layer)",
@@ -516,8 +519,6 @@ REFUSED_ARCHITECTURES: dict[str, str] = {
                            "(vllm/models/glm5next)",
     "Glm5NextForConditionalGeneration": "recurrent-state mixers beside MLA with an indexer "
                                         "(vllm/models/glm5next)",
-    "HYV4ForCausalLM": "MLA with a lightning indexer and hyper-connections "
-                       "(vllm/models/hy_v4)",
     "InklingForCausalLM": "a short-convolution sliding-window cache that packs four streams "
                           "per head (vllm/models/inkling sconv_swa_attn.py)",
     "InklingForConditionalGeneration": "a short-convolution sliding-window cache that packs "

@@ -204,6 +204,8 @@ _LAYER_TYPE_KINDS = {
     "chunked_attention": "chunked",
     # DeepSeek sparse attention (DSA): an MLA layer with an indexer (DeepSeek-V3.2, GLM-5).
     "indexed_attention": "indexed", "deepseek_sparse_attention": "indexed",
+    # HY V4 (vllm/models/hy_v4 _SPARSE_LAYER_TYPES)
+    "sparse_attention": "indexed", "sparse": "indexed",
     # A recurrent mixer; which one (Mamba, Mamba2, gated delta-net, lightning) the model's
     # own fields say (`_Reader.recurrent`).
     "linear_attention": "recurrent", "mamba": "recurrent", "mamba2": "recurrent",
@@ -1406,6 +1408,12 @@ class _Reader:
             return [layer for layer, _ in self._dory_layers()]
         kinds, field = self.schedule()
         indexers = self._indexer_layers(kinds) if self.mla else None
+        if indexers is not None and isinstance(archs, list) and "HYV4ForCausalLM" in archs:
+            # HY V4 (vllm/models/hy_v4 HYV4MLAAttention): only the layers layer_types calls
+            # sparse build an indexer (requested_sparse); its full_attention layers are MLA
+            # alone
+            indexers = [d if kind == "indexed" else None for d, kind in zip(indexers, kinds,
+                                                                            strict=True)]
         out = []
         for i, kind in enumerate(kinds):
             if indexers is not None and kind in ("full", "indexed"):
