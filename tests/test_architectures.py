@@ -164,3 +164,12 @@ def test_the_registry_snapshot_matches_the_oracles_wheel():
     assert registry.snapshot_text(registry.wheel_version(source), found) == \
         REGISTRY_FILE.read_text(encoding="utf-8")
     assert registry_counts(sorted(found))["none"] == 0
+
+
+def test_only_cache_deciding_keys_are_listed_as_a_readers_keys():
+    # a key any reader lists is refused on every other architecture that sets it: a real
+    # Qwen3.5 config's attn_output_gate (a projection, not the cache) must not be one
+    from kvplan.sources.hfarch import ALL_CACHE_KEYS
+
+    for benign in ("attn_output_gate", "linear_rope", "use_linear_silu", "group_norm_size"):
+        assert benign not in ALL_CACHE_KEYS

@@ -312,8 +312,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "Ling 2.5 / Bailing V2.5 (lightning linear attention beside MLA)",
         ("bailing_moe_linear",),
-        _ATTENTION_KEYS + _MLA_KEYS + ("layer_group_size", "group_norm_size", "linear_rope",
-                                       "linear_silu", "use_linear_silu"),
+        _ATTENTION_KEYS + _MLA_KEYS + ("layer_group_size",),
         "vLLM bailing_moe_linear.py: layer i is BailingMoELinearAttention (a MambaSpec of "
         "linear_attention_state_shape: heads x head_dim x head_dim) unless (i + 1) % "
         "layer_group_size == 0, then BailingMoeV25MLAAttention (MLAAttentionSpec)",
@@ -324,7 +323,7 @@ FAMILIES: tuple[Family, ...] = (
         ("alice_ai",),
         _ATTENTION_KEYS + ("linear_num_key_heads", "linear_key_head_dim",
                            "linear_conv_kernel_dim", "linear_num_value_heads",
-                           "linear_value_head_dim", "attn_output_gate"),
+                           "linear_value_head_dim"),
         "vLLM alice_ai.py: linear_attention layers KimiGatedDeltaNetAttention (MambaSpec "
         "kda_state_shape of linear_num_key_heads x linear_key_head_dim), full_attention "
         "layers Qwen3NextAttention",
