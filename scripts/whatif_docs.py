@@ -106,8 +106,8 @@ traffic, not a simulation: queueing, scheduling, chunked prefill beside decode a
 routing only add to them - from the same prefill and decode models as above.
 
 Worked by hand for 20 requests/s of 2,048 prompt + 256 output tokens on replicas of Llama-3.1-70B
-over 4x H100 SXM (vLLM), with targets TTFT 1 s and ITL 40 ms (`tests/test_traffic.py` checks
-every figure):
+over 4x H100 SXM (vLLM), with targets TTFT 1 s and ITL 40 ms
+(`tests/planning/test_traffic.py` checks every figure):
 
 1. Time in system W = TTFT + output x ITL = 1 + 256 x 0.040 = 11.24 s. Little's law: requests in
    flight L = rate x W = 20 x 11.24 = **224.8** (20 x 1 = 20 in prefill, 20 x 256 x 0.040 = 204.8
@@ -189,7 +189,7 @@ def _quote(args: tuple[str, ...]) -> str:
 
 
 def _traffic(app: object) -> str:
-    """The worked example's figures, from the command's JSON (tests/test_traffic.py derives
+    """The worked example's figures, from the command's JSON (tests/planning/test_traffic.py derives
     each by hand)."""
     import json
     from fractions import Fraction

@@ -97,8 +97,8 @@ def _read_packaged() -> Any:
     """The packaged catalog through libyaml's own safe loader: the same parser, constructor and
     resolver as the guarded reader (kvplan.sources.reader), without its per-node Python limit
     checks, which guard files a user hands kvplan, not the one shipped with it (2.5 ms of
-    every `--gpu`; tests/test_gpus.py checks that both read the same values). Without libyaml,
-    the guarded reader."""
+    every `--gpu`; tests/sources/test_gpus.py checks that both read the same values). Without
+    libyaml, the guarded reader."""
     try:
         from yaml import CSafeLoader
     except ImportError:
@@ -230,7 +230,7 @@ def _find_packaged(wanted: str) -> GPU | None:
     """The packaged catalog's GPU one of whose names normalises to `wanted`, parsing only that
     entry's YAML (the whole catalog is ~3 ms of YAML and checks, a twentieth of `kvplan plan`'s
     start-up). None when no entry's own name and alias lines match, or when the file is not
-    written as expected: the caller then reads the whole catalog. tests/test_gpus.py checks
+    written as expected: the caller then reads the whole catalog. tests/sources/test_gpus.py checks
     that every name and alias finds the same GPU both ways; the whole file's own checks
     (schema, unique names) run in the tests and whenever it is read whole."""
     text = CATALOG_PATH.read_text(encoding="utf-8")

@@ -13,7 +13,7 @@ refused (SpecError, exit 2) when
 
 `--assume-standard-attention` (assume=True) turns each refusal into a warning and sizes the
 model with the generic attention reader. docs/architectures.md is generated from FAMILIES
-(scripts/gen_architectures.py; tests/test_architectures.py checks it for drift).
+(scripts/gen_architectures.py; tests/sources/test_architectures.py checks it for drift).
 
 Which keys decide the cache comes from the engines' model files: vLLM
 `vllm/model_executor/models/<family>.py` (`get_kv_cache_spec`, `get_mamba_state_shape_from_

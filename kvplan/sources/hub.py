@@ -3,7 +3,7 @@
 Everything goes through the real `huggingface_hub` client and its cache, so HF_TOKEN,
 HF_ENDPOINT, HF_HUB_OFFLINE and HF_HOME mean what they mean to every other Hub tool.
 `huggingface_hub` is imported only inside the functions that talk to the Hub: a library model,
-a local file and `kvplan --help` never load it (tests/test_hub.py proves it).
+a local file and `kvplan --help` never load it (tests/sources/test_hub.py proves it).
 
 When the Hub cannot be reached, one line on stderr says so and the cached config.json is used;
 with nothing cached, UnavailableError (exit 3). Each answer the Hub can give (gated repo, no

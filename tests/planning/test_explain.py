@@ -1,0 +1,332 @@
+"""kvplan explain: start-up logs read and reconciled. The shared engine logs go through it
+and their KV lines agree within 0.5% given the logged budget; a hand-written log in each
+engine's own format checks the reader; a wrong line exits 1."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import paths
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.core.errors import BadInputError
+from kvplan.planning.explain import explain, log_formats
+from kvplan.sources import startlog
+
+FIXTURES = paths.FIXTURES / "engines"
+CORPUS = paths.FIXTURES / "logs"
+MODELS = FIXTURES / "models"
+LOGS = {e["id"]: e for e in yaml.safe_load((FIXTURES / "engine-logs.yaml").read_text())
+        ["entries"]}
+runner = CliRunner()
+GIB = 2**30
+
+# the model (and, where the excerpt does not print it, the KV dtype) each excerpt ran: the
+# entry's own `model` / `kv_cache_dtype` fields, as kvplan names them
+# (the SGLang QwQ excerpt is rank TP0's: the entry says TP 4)
+TP = {"sglang-doc-qwq-32b-tp4-24gb": 4}
+RUNS = {
+    "vllm-i10517-llama31-8b-rtx3090-mml29000": ("llama-3.1-8b", None),
+    "vllm-pr20665-deepseek-v2-lite-4xl4-tp2-pp2": (None, None),  # the log names it
+    "lmcache-i1739-qwen3-14b-1gpu": (str(MODELS / "qwen3-14b.yaml"), None),
+    "vllm-doc-qwen25-7b-awq-rtx4080": (str(MODELS / "qwen2.5-7b.yaml"), None),
+    "vllm-doc-mistral7b-gptq-dgx-spark": (str(MODELS / "mistral-7b-v0.2.yaml"), None),
+    "vllm-doc-llama2-7b-rocm-throughput": ("llama-2-7b", None),
+    "sglang-i21348-qwen3-235b-fp8-4xh100-tp4": (None, None),  # the log names it
+    "sglang-doc-qwq-32b-tp4-24gb": (str(MODELS / "qwq-32b.yaml"), None),
+    "trtllm-doc-llama31-8b-fp8-rtx5090": ("llama-3.1-8b", "fp8"),
+}
+
+
+@pytest.mark.parametrize("log_id", sorted(RUNS))
+def test_shared_logs_kv_lines_agree_given_the_logged_budget(log_id):
+    model, kv = RUNS[log_id]
+    if model and model.endswith(".yaml"):  # a missing fixture fails: a skip would hide it
+        assert Path(model).exists(), f"no fixture spec {model}"
+    e = LOGS[log_id]
+    result = explain(e["excerpt"], model=model, kv_dtype=kv, tp=TP.get(log_id))
+    checked = [r for r in result.rows if r.basis == "given the logged budget"]
+    assert checked, f"{log_id}: no KV line recomputed"
+    for row in checked:
+        assert row.status == "ok", (log_id, row)
+
+
+def test_eagle_draft_layer_is_a_difference_the_log_cannot_explain():
+    # vllm-i19996: the KV pool also holds one EAGLE draft layer (33 layers, not 32): a plain
+    # Llama-3.1-8B plan from the logged budget is 32/33 too small a layer count -> DIFF
+    result = explain(LOGS["vllm-i19996-llama31-8b-eagle-h100"]["excerpt"], model="llama-3.1-8b")
+    tokens = next(r for r in result.rows if r.quantity == "kv_cache_tokens")
+    assert tokens.status == "DIFF"
+    assert tokens.kvplan == pytest.approx(410_128 * 33 / 32, rel=0.001)
+
+
+def _v1_log(tokens: int, model: str = "meta-llama/Llama-3.1-8B-Instruct") -> str:
+    return (
+        "INFO 06-23 14:20:01 [core.py:69] Initializing a V1 LLM engine (v0.9.1) with config: "
+        f"model='{model}', speculative_config=None, tokenizer='{model}', dtype=torch.bfloat16, "
+        "max_seq_len=32768, download_dir=None, load_format=auto, tensor_parallel_size=1, "
+        "pipeline_parallel_size=1, quantization=None, enforce_eager=False, "
+        "kv_cache_dtype=auto, device_config=cuda\n"
+        "INFO 06-23 14:20:40 [gpu_model_runner.py:1595] Model loading took 14.9889 GiB and "
+        "3.1 seconds\n"
+        "INFO 06-23 14:21:48 [gpu_worker.py:232] Available KV cache memory: 50.00 GiB\n"
+        f"INFO 06-23 14:21:48 [kv_cache_utils.py:716] GPU KV cache size: {tokens:,} tokens\n"
+        "INFO 06-23 14:21:48 [kv_cache_utils.py:720] Maximum concurrency for 32,768 tokens "
+        f"per request: {tokens / 32768:.2f}x\n")
+
+
+def test_a_v1_log_in_vllms_own_words():
+    # 50 GiB / (16 tokens x 131,072 B) = 25,600 blocks; vLLM keeps one as the null block:
+    # 25,599 x 16 = 409,584 tokens
+    tokens = (50 * GIB // (16 * 131_072) - 1) * 16
+    facts = startlog.read_log(_v1_log(tokens), log_formats())
+    assert (facts.engine, facts.version, facts.model) == ("vllm", "0.9.1",
+                                                          "meta-llama/Llama-3.1-8B-Instruct")
+    assert facts.settings["max_model_len"] == 32768 and facts.settings["tp"] == 1
+    assert facts.weights_bytes == round(14.9889 * GIB)
+    result = explain(_v1_log(tokens))
+    assert result.ok and result.model == "llama-3.1-8b"
+
+
+def test_cli_exits_1_when_a_kv_line_differs(tmp_path):
+    good = tmp_path / "good.log"
+    good.write_text(_v1_log((50 * GIB // (16 * 131_072) - 1) * 16))
+    ok = runner.invoke(app, ["explain", str(good), "-f", "json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout)["ok"] is True
+    bad = tmp_path / "bad.log"
+    bad.write_text(_v1_log(300_000))  # 27% fewer tokens than the budget gives
+    result = runner.invoke(app, ["explain", str(bad)])
+    assert result.exit_code == 1
+    assert "DIFF" in result.stdout
+
+
+def test_llamacpp_kv_line():
+    # Llama-3.2-3B, 4,096 cells: 28 layers x 8 KV heads x 128 x 2 bytes x 4,096 = 224 MiB each
+    log = ("llama_model_loader: - kv   2: general.name str = Llama 3.2 3B Instruct\n"
+           "llama_context: n_ctx         = 4096\nllama_context: n_seq_max     = 1\n"
+           "llama_kv_cache_unified:        CPU KV buffer size =   448.00 MiB\n"
+           "llama_kv_cache_unified: size =  448.00 MiB (  4096 cells,  28 layers,  1/1 seqs), "
+           "K (f16):  224.00 MiB, V (f16):  224.00 MiB\n")
+    facts = startlog.read_log(log, log_formats())
+    assert facts.engine == "llamacpp" and facts.kv["cells"] == 4096
+    assert facts.kv["k_mib"] == 224.0 and facts.settings["kv_dtype"] == "f16"
+    result = explain(log, model="llama-3.2-3b")
+    rows = {r.quantity: r for r in result.rows}
+    assert rows["k_mib"].kvplan == 28 * 8 * 128 * 2 * 4096 / 2**20
+    assert result.ok
+
+
+def test_sglang_and_trtllm_are_recognised():
+    assert startlog.detect_engine(LOGS["sglang-doc-qwq-32b-tp4-24gb"]["excerpt"],
+                                  log_formats()) == "sglang"
+    assert startlog.detect_engine(LOGS["trtllm-doc-llama31-8b-fp8-rtx5090"]["excerpt"],
+                                  log_formats()) == "trtllm"
+
+
+@pytest.mark.parametrize("text", ["", "hello world\n", "INFO some other server started\n"])
+def test_a_log_with_nothing_to_read_is_exit_2(text, tmp_path):
+    path = tmp_path / "x.log"
+    path.write_text(text)
+    result = runner.invoke(app, ["explain", str(path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_model_must_be_known():
+    with pytest.raises(BadInputError, match="does not name its model"):
+        explain("INFO [gpu_worker.py:232] Available KV cache memory: 5.00 GiB\n")
+
+
+def test_each_engine_declares_its_log_and_the_reader_knows_no_engine():
+    """The log tables live in the engine modules (EngineLog), the reader takes them as
+    arguments: a new engine's log is read without editing kvplan/sources/startlog.py."""
+    import re
+
+    from kvplan.core.launch import (
+        LOG_COMBINE,
+        LOG_CONVERTERS,
+        LOG_PLACES,
+        LOG_SCOPES,
+        EngineLog,
+        LogLine,
+    )
+    from kvplan.engines import registry
+
+    formats = log_formats()
+    assert [f.engine for f in formats] == [
+        e.name for e in registry.all_engines() if e.log_format() is not None]
+    assert {"vllm", "sglang", "llamacpp", "trtllm", "tgi"} <= {f.engine for f in formats}
+    for f in formats:
+        assert registry.get(f.engine).log_format() is f
+        for line in f.figures:
+            assert line.converter in LOG_CONVERTERS and line.place in LOG_PLACES, line.figure
+            assert line.scope in LOG_SCOPES and line.combine in LOG_COMBINE, line.figure
+            assert re.compile(line.pattern).groups == 1, (f.engine, line.figure)
+            assert line.key and "\\" not in line.key, (f.engine, line.figure)
+    source = open(startlog.__file__).read()
+    for name in registry.names():
+        assert f'"{name}"' not in source, name
+    # a plugin's log, read by the same reader with no change to it
+    toy = EngineLog("toy", "Toy", markers=r"toy-server", figures=(
+        LogLine("num_blocks", "toy-server:", r"toy-server: ([\d,]+) blocks", "int", "kv"),
+        LogLine("weights_bytes", "weights", r"weights ([\d.]+) GiB", "gib", "weights")))
+    facts = startlog.read_log("toy-server: 1,234 blocks\nweights 1.50 GiB\n",
+                              (*formats, toy))
+    assert facts.engine == "toy" and facts.kv["num_blocks"] == 1234
+    assert facts.weights_bytes == 3 * 2**30 // 2
+    assert facts.lines["num_blocks"] == "toy-server: 1,234 blocks"
+
+
+# --- the reader: linear, precise, settings echoed, dated, per worker and per slot -------------
+
+def test_a_256_kib_line_is_read_in_milliseconds():
+    """Patterns are tried only near their key, in a bounded window: a line of 256 KiB full of
+    keys and near-misses costs a few passes over it, not a backtracking search."""
+    import time
+
+    bad = ("KV Cache is allocated. #tokens: K size: " * 7000)[:256 * 1024]
+    text = ("[2025-01-01 TP0] sglang.launch_server --model-path x " + bad + "\n"
+            + "vllm serve m --max-model-len " + "9" * 250_000 + "\n"
+            + "llama_kv_cache: size = " + " " * 250_000 + "\n")
+    start = time.perf_counter()
+    for engine in ("sglang", "vllm", "llamacpp", "trtllm", "tgi"):
+        startlog.read_log(text, log_formats(), engine)
+    assert time.perf_counter() - start < 0.5  # five engines' tables over 768 KiB of lines
+
+
+def test_the_echoed_command_line_and_human_readable_lengths():
+    log = ("INFO 05-01 10:00:00 [api_server.py:1040] vLLM API server version 0.9.0\n"
+           "$ vllm serve meta-llama/Llama-3.1-8B-Instruct --gpu-memory-utilization 0.65 "
+           "--max-model-len 32K -tp 2 --kv-cache-dtype fp8 --max-num-seqs 64\n")
+    facts = startlog.read_log(log, log_formats())
+    assert facts.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert facts.settings == {"memory_fraction": 0.65, "max_model_len": 32 * 1024, "tp": 2,
+                              "kv_dtype": "fp8", "max_num_seqs": 64}
+    lower = startlog.read_log(log.replace("32K", "32k"), log_formats())
+    assert lower.settings["max_model_len"] == 32_000  # vLLM: lower case is decimal
+
+
+def test_a_kv_line_agrees_within_the_logs_printed_precision():
+    # "50.00 GiB" is 49.995-50.005 GiB: 2 MiB blocks of Llama-3.1-8B (16 x 131,072 B) number
+    # floor(49.995 x 512) = 25,597 to floor(50.005 x 512) = 25,602 (the report counts every
+    # block); one block outside either end is a difference of 0.004%, and a DIFF
+    for blocks, ok in ((25_597, True), (25_602, True), (25_596, False), (25_603, False)):
+        result = explain(_v1_log(blocks * 16))
+        tokens = next(r for r in result.rows if r.quantity == "kv_cache_tokens")
+        assert (tokens.status == "ok") is ok, blocks
+
+
+def test_kvcacheds_virtual_pool_is_not_read_as_sglangs_own():
+    log = ("[2025-09-04 10:00:00 TP0] kvcached: allocated virtual KV space\n"
+           "[2025-09-04 10:00:01 TP0] KV Cache is allocated. #tokens: 9000000, K size: 999.00 GB,"
+           " V size: 999.00 GB\n")
+    facts = startlog.read_log(log, log_formats())
+    assert facts.engine == "sglang"
+    assert not {"max_total_num_tokens", "k_size_bytes", "v_size_bytes"} & set(facts.kv)
+    assert any("kvcached" in n for n in facts.notes)
+
+
+V0_LOG = (  # vllm-project/vllm#10517: no release printed; the one-line profile of 0.6.3-0.6.4
+    "Memory profiling results: total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB "
+    "peak_torch_memory=17.98GiB memory_usage_post_profile=15.35GiB non_torch_memory=0.35GiB "
+    "kv_cache_size=2.89GiB gpu_memory_utilization=0.90\n"
+    "# GPU blocks: 1478, # CPU blocks: 2048\n"
+    "Maximum concurrency for 29000 tokens per request: 0.82x\n")
+
+
+def test_a_log_without_a_release_is_dated_by_its_lines():
+    result = explain(V0_LOG, model="llama-3.1-8b")
+    assert result.version == "0.6.4"
+    assert any("line formats" in n for n in result.notes)
+    assert explain(V0_LOG, model="llama-3.1-8b", engine_version="0.6.3").version == "0.6.3"
+
+
+def test_cli_takes_the_engine_version(tmp_path):
+    path = tmp_path / "v0.log"
+    path.write_text(V0_LOG)
+    result = runner.invoke(app, ["explain", str(path), "--model", "llama-3.1-8b",
+                                 "--engine-version", "0.6.3", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["version"] == "0.6.3"
+
+
+def test_a_workers_budget_with_no_tp_printed_is_one_ranks_share():
+    # Qwen2.5-7B at TP 2: 28 layers x 2 KV heads x 128 x 2 x 2 B = 28,672 B a token per rank;
+    # 31.83 GiB / (16 x 28,672) = 74,501 blocks (the null block kept: 74,510 - 1 at the top of
+    # the printed range), so 1,192,160 tokens is one rank's pool, not TP 1's (596,000)
+    log = ("(VllmWorker TP0 pid=1) INFO 09-03 02:12:25 [gpu_worker.py:276] Available KV cache "
+           "memory: 31.83 GiB\n"
+           "INFO 09-03 02:12:26 [kv_cache_utils.py:849] GPU KV cache size: 1,192,160 tokens\n")
+    result = explain(log, model="qwen2.5-7b")
+    assert result.ok
+    assert any("TP 2" in n for n in result.notes)
+
+
+def test_a_server_slots_context_is_the_context_per_slot():
+    # ik_llama.cpp, DeepSeek-R1's MLA cache in q8_0: 61 layers x (512 + 64) x 34/32 B x 32,768
+    # cells = 1,166.62 MiB, the context being the one slot's 32,768 tokens
+    log = ("llama_new_context_with_model: KV self size  = 1166.62 MiB, c^KV (q8_0): 1166.62 MiB,"
+           " kv^T: not used\n"
+           'INFO [                    init] initializing slots | n_slots=1\n'
+           'INFO [                    init] new slot | id_slot=0 n_ctx_slot=32768\n')
+    result = explain(log, model="deepseek-r1")
+    kv = next(r for r in result.rows if r.quantity == "kv_mib")
+    assert kv.status == "ok"
+    assert kv.kvplan == pytest.approx(61 * 576 * 34 / 32 * 32768 / 2**20)
+    assert result.settings["kv_dtype"] == "q8_0"
+
+
+def test_a_non_unified_cache_prints_one_streams_cells():
+    # llama.cpp -np 4 without --kv-unified: "8192 cells ... 4/4 seqs" is four streams of 8,192;
+    # Qwen3-8B: 36 layers x 8 KV heads x 128 x 2 B = 73,728 B a cell for K (and for V), so
+    # 32,768 cells hold 2,304 MiB of K and 4,608 MiB in all
+    log = ("llama_context: n_seq_max     = 4\nllama_context: n_ctx         = 32768\n"
+           "llama_kv_cache: size = 4608.00 MiB (  8192 cells,  36 layers,  4/4 seqs), "
+           "K (f16): 2304.00 MiB, V (f16): 2304.00 MiB\n")
+    result = explain(log, model="qwen3-8b")
+    rows = {r.quantity: r for r in result.rows}
+    assert rows["cells"].logged == 32768 and rows["kv_mib"].kvplan == 4608.0
+    assert result.ok and any("4 streams" in n for n in result.notes)
+
+
+def test_the_batch_and_eager_settings_a_v1_log_echoes():
+    # vllm-project/vllm#27508's command line, and a V1 config dump's fields
+    line = ("vllm serve openai/gpt-oss-120b --gpu-memory-utilization 0.95 "
+            "--max-num-batched-tokens 1024\n")
+    facts = startlog.read_log(line, log_formats())
+    assert facts.settings["max_num_batched_tokens"] == 1024
+    assert facts.settings["memory_fraction"] == 0.95
+    dump = ("INFO [core.py:74] Initializing a V1 LLM engine (v0.10.1.1) with config: "
+            "model='m', tensor_parallel_size=1, data_parallel_size=2, enforce_eager=True, "
+            "kv_cache_dtype=auto\n")
+    facts = startlog.read_log(dump, log_formats())
+    assert (facts.settings["dp"], facts.settings["enforce_eager"]) == (2, "True")
+
+
+def test_the_sampler_backend_a_v1_log_names():
+    # dennislee22/vLLM-benchmarking, vllm-7B-1gpuA10080GB-0.5GRAM.log (0.10.1.1): the log says
+    # it built FlashInfer's top-k/top-p sampler and reserved 24.83 GiB for the KV cache
+    entry = yaml.safe_load((CORPUS / "index.yaml").read_text(encoding="utf-8"))
+    entry = next(e for e in entry["logs"] if e["id"] == "dennislee22-qwen2-7b-a100-gmu05")
+    text = (CORPUS / entry["file"]).read_text(encoding="utf-8")
+    assert "Using FlashInfer for top-p & top-k sampling" in text
+    assert startlog.read_log(text, log_formats()).settings["flashinfer_sampler"] == "FlashInfer"
+    result = explain(text, model="qwen2.5-7b", gpu="A100 80GB")
+    budget = next(r for r in result.rows if r.quantity == "KV budget")
+    logged = round(24.83 * 2**30)
+    assert budget.logged == logged
+    assert abs(budget.kvplan - logged) <= 0.02 * logged  # issue 23's V1 bar
+
+
+def test_token_lines_of_trtllm_05_and_vllm_cpu():
+    # TensorRT-LLM#224 (the C++ runtime of 0.5); vLLM's kv_cache_utils line on the CPU platform
+    trt = startlog.read_log("[TensorRT-LLM][INFO] Using 10718 tokens in paged KV cache.\n",
+                            log_formats())
+    assert (trt.engine, trt.kv["kv_cache_tokens"]) == ("trtllm", 10718)
+    cpu = startlog.read_log("(EngineCore pid=1) INFO [kv_cache_utils.py:1087] CPU KV cache size: "
+                            "699,008 tokens\n", log_formats())
+    assert (cpu.engine, cpu.kv["kv_cache_tokens"]) == ("vllm", 699008)
