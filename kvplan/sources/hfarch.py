@@ -350,6 +350,19 @@ FAMILIES: tuple[Family, ...] = (
         ("encoder_", "decoder_", "num_mel_bins", "apply_spec_augment", "mask_", "median_"),
     ),
     Family(
+        "Nemotron Parse (a RADIO encoder and an mBART decoder: self-attention and "
+        "cross-attention to the image's encoder tokens; Parse 3.5 a causal image prefix)",
+        ("nemotron_parse", "nemotron_parse3_5"),
+        ("decoder_layers", "decoder_attention_heads", "d_model", "image_size",
+         "self_attention_kv_heads", "add_cross_attention", "causal_vision_prefix",
+         "is_encoder_decoder"),
+        "vLLM nemotron_parse.py: WhisperAttention + WhisperCrossAttention (CrossAttentionSpec "
+        "over get_num_image_tokens) per decoder layer; nemotron_parse3_5.py: "
+        "NemotronParseSelfAttention only",
+        ("NemotronParseForConditionalGeneration", "RadioMBartPrefixForCausalLM"),
+        ("encoder_", "decoder_"),
+    ),
+    Family(
         "Mamba2 / Mamba hybrids (Jamba, Bamba, Granite-4.0-H, Nemotron-H; Falcon-H1 with "
         "attention and Mamba2 side by side in every layer)",
         ("jamba", "bamba", "granitemoehybrid", "nemotron_h", "falcon_h1"),
@@ -524,14 +537,12 @@ REFUSED_ARCHITECTURES: dict[str, str] = {
                                        "four streams per head (vllm/models/inkling)",
     "MiniMaxM3SparseForCausalLM": REFUSED["minimax_m3"],
     "MiniMaxM3SparseForConditionalGeneration": REFUSED["minimax_m3"],
-    "NemotronParseForConditionalGeneration": _ENC_DEC + " (nemotron_parse.py)",
     "Plamo3ForCausalLM": "a per-layer list of windows (interleaved_sliding_window; "
                          "plamo3.py)",
     "Qwen4ExpForCausalLM": "recurrent-state mixers, cross-layer KV sharing and MLA "
                            "(vllm/models/qwen4_exp)",
     "Qwen4ExpForConditionalGeneration": "recurrent-state mixers, cross-layer KV sharing and "
                                         "MLA (vllm/models/qwen4_exp)",
-    "RadioMBartPrefixForCausalLM": _ENC_DEC + " (nemotron_parse3_5.py, an mBART decoder)",
     "Step5ForCausalLM": "cross-layer KV sharing and an indexer (vllm/models/step5)",
     "Step5ForConditionalGeneration": "cross-layer KV sharing and an indexer "
                                      "(vllm/models/step5)",
@@ -721,9 +732,9 @@ def architectures_markdown() -> str:
         lines += [f"- engines: {family.engines}", ""]
     lines += ["## Architectures refused by name", "", "| model_type | why |", "|---|---|"]
     lines += [f"| `{t}` | {why} |" for t, why in sorted(REFUSED.items())]
-    lines += ["", "Encoder-decoder models other than Whisper (T5, BART, ...) are refused too: "
-              "their cross-attention cache is as long as the encoder's input, which "
-              "config.json does not fix.", ""]
+    lines += ["", "Encoder-decoder models other than Whisper and Nemotron Parse (T5, BART, ...) "
+              "are refused too: their cross-attention cache is as long as the encoder's "
+              "input, which config.json does not fix.", ""]
     lines += ["## Keys refused wherever no reader models them", "",
               "| key | what it does to the cache |", "|---|---|"]
     lines += [f"| `{key}` | {why} |" for key, why in sorted(UNMODELLED_KEYS.items())]

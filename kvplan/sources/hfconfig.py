@@ -25,7 +25,7 @@ engine-kv-sizing.md §1.1, §1.10, §4.1 and §5.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -267,12 +267,18 @@ def spec_from_config(raw: Any, source: str, name: str, source_info: Source | Non
     top = Fields(raw, source)
     if top.raw.get("model_type") == "whisper":
         return _whisper_spec(top, name, source_info, assume_standard_attention)
+    archs = top.raw.get("architectures")
+    parse = next((a for a in archs if a in _PARSE_ARCHITECTURES), None) \
+        if isinstance(archs, list) else None
+    if parse is not None:
+        return _parse_spec(top, parse, name, source_info, assume_standard_attention)
     if top.bool("is_encoder_decoder", False):
         model_type = top.raw.get("model_type")
         raise top.error("is_encoder_decoder", f"is true ({model_type!r}): the decoder's "
                         "cross-attention cache is as long as the encoder's input, which this "
                         "config.json does not fix (kvplan reads Whisper, whose encoder length "
-                        "is max_source_positions)",
+                        "is max_source_positions, and Nemotron Parse, whose image_size "
+                        "fixes it)",
                         "write the decoder as a YAML spec with its cross-attention layers "
                         "and encoder_tokens (docs/model-schema.md)")
     cfg = _text_config(top)
@@ -342,6 +348,77 @@ def _whisper_spec(top: Fields, name: str, source_info: Source | None, assume: bo
         tie_word_embeddings=top.raw.get("tie_word_embeddings", True) is not False,
         attention_bias=True,
         audio_encoder=encoder,
+    )
+
+
+# Nemotron Parse: a RADIO vision encoder and an mBART decoder under "encoder" / "decoder".
+_PARSE_ARCHITECTURES = ("NemotronParseForConditionalGeneration", "RadioMBartPrefixForCausalLM")
+
+
+def _parse_spec(top: Fields, arch: str, name: str, source_info: Source | None, assume: bool
+                ) -> ModelSpec:
+    """Nemotron Parse's mBART decoder (config.decoder: d_model, decoder_layers,
+    decoder_attention_heads), head_dim = d_model / decoder_attention_heads.
+
+    NemotronParseForConditionalGeneration (vLLM nemotron_parse.py MBartDecoderNoPos): per
+    decoder layer a WhisperAttention (decoder self-attention) and a WhisperCrossAttention
+    (CrossAttentionSpec), both multi-head, the cross one over the image's encoder tokens,
+    which the config fixes: get_num_image_tokens = (H // p) * ((W // p) // 4) + 1 for
+    image_size (H, W) and encoder.patch_size p.
+
+    RadioMBartPrefixForCausalLM (vLLM nemotron_parse3_5.py): the image tokens are a causal
+    prefix of the decoder's own sequence and add_cross_attention must be false, so each
+    layer keeps one self-attention cache (NemotronParseSelfAttention) of
+    decoder.self_attention_kv_heads K/V heads (all heads when unset)."""
+    warnings = hfarch.check(top.raw, str(top.raw.get("model_type") or ""), [arch],
+                            top.source, "", assume)
+    if not isinstance(top.raw.get("decoder"), Mapping):
+        raise top.error("decoder", "must be the mBART decoder's config (a mapping)")
+    dec = Fields(top.raw["decoder"], top.source, "decoder")
+    warnings += hfarch.check(dec.raw, str(dec.raw.get("model_type") or ""), [arch],
+                             top.source, "decoder", assume)
+    n = _num(dec, "decoder_layers")
+    heads = _num(dec, "decoder_attention_heads")
+    d_model = _num(dec, "d_model")
+    if d_model % heads:
+        raise dec.error("d_model", f"is {d_model}, which the {heads} decoder heads do not "
+                        "divide")
+    head_dim = d_model // heads
+    layers: list[Layer]
+    if arch == "RadioMBartPrefixForCausalLM":
+        if dec.raw.get("add_cross_attention", True) is not False:
+            raise dec.error("add_cross_attention", "must be false: vLLM's Parse 3.5 "
+                            "decoder (nemotron_parse3_5.py) has no cross-attention")
+        kv_heads = _opt_int(dec, "self_attention_kv_heads", minimum=1) or heads
+        if heads % kv_heads:
+            raise dec.error("self_attention_kv_heads", f"is {kv_heads}, which does not "
+                            f"divide the {heads} decoder heads")
+        layers = [FullAttention(kv_heads, head_dim)] * n
+    else:
+        size = top.raw.get("image_size")
+        if not (isinstance(size, list) and len(size) == 2
+                and all(type(v) is int and v > 0 for v in size)):
+            raise top.error("image_size", "must be [height, width] in pixels (it fixes the "
+                            "encoder's token count, vLLM nemotron_parse.py)")
+        if not isinstance(top.raw.get("encoder"), Mapping):
+            raise top.error("encoder", "must be the vision encoder's config (a mapping)")
+        patch = _num(Fields(top.raw["encoder"], top.source, "encoder"), "patch_size")
+        encoder_tokens = (size[0] // patch) * ((size[1] // patch) // 4) + 1
+        self_attention = FullAttention(heads, head_dim)
+        cross = CrossAttention(heads, head_dim, encoder_tokens=encoder_tokens)
+        layers = [layer for _ in range(n) for layer in (self_attention, cross)]
+    dtype = next((_DTYPES[v] for v in (top.raw.get("torch_dtype"), top.raw.get("dtype"),
+                                       dec.raw.get("torch_dtype"))
+                  if isinstance(v, str) and v in _DTYPES), "bf16")
+    return ModelSpec(
+        name=name,
+        layers=tuple(layers),
+        source=source_info or Source(file=top.source),
+        family=str(top.raw.get("model_type") or arch),
+        dtype=dtype,
+        max_context_tokens=_opt_int(dec, "max_position_embeddings", minimum=1),
+        num_attention_heads=heads,
+        warnings=tuple(warnings),
     )
 
 

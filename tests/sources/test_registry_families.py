@@ -12,7 +12,13 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.core.dtypes import BF16
 from kvplan.core.errors import SpecError
-from kvplan.core.layers import MLA, FullAttention, RecurrentState, SlidingWindow
+from kvplan.core.layers import (
+    MLA,
+    CrossAttention,
+    FullAttention,
+    RecurrentState,
+    SlidingWindow,
+)
 from kvplan.core.sizing import per_token_bytes, request_bytes
 from kvplan.core.weights import inventory, supported
 from kvplan.sources.hfconfig import spec_from_config
@@ -194,7 +200,7 @@ def test_olmo_hybrid_keeps_a_gated_delta_net_state_per_linear_layer():
 
 @pytest.mark.parametrize(("architecture", "words"), [
     ("Step5ForCausalLM", "cross-layer KV sharing"),
-    ("NemotronParseForConditionalGeneration", "encoder-decoder"),
+    ("CohereAsrForConditionalGeneration", "encoder-decoder"),
     ("Glm5NextForCausalLM", "recurrent-state mixers"),
 ])
 def test_classes_vllm_serves_with_unmodelled_caches_are_refused_by_name(architecture, words):
@@ -507,3 +513,49 @@ def test_hy_v4_builds_an_indexer_on_its_sparse_layers_only():
     spec = from_dict(raw)
     assert [x.index_head_dim for x in spec.layers] == [None, 128, None, 128]
     assert per_token_bytes(spec.layers, BF16) == 4 * 576 * 2 + 2 * 132
+
+
+# --- Nemotron Parse: an mBART decoder under "decoder", a RADIO encoder under "encoder" -----
+
+# A Nemotron-Parse-shaped config (illustrative sizes): a 2048 x 1648 page, 16-pixel patches.
+PARSE = {"architectures": ["NemotronParseForConditionalGeneration"],
+         "model_type": "nemotron_parse", "is_encoder_decoder": True,
+         "image_size": [2048, 1648], "encoder": {"patch_size": 16},
+         "decoder": {"d_model": 1024, "decoder_layers": 10, "decoder_attention_heads": 16,
+                     "max_position_embeddings": 9000}}
+
+
+def test_nemotron_parse_caches_the_text_and_the_image_encoder_tokens():
+    spec = from_dict(PARSE)
+    assert spec.kind_counts() == {"full": 10, "cross": 10}
+    cross = spec.layers[1]
+    # vLLM nemotron_parse.py get_num_image_tokens: (2048 // 16) * ((1648 // 16) // 4) + 1
+    # = 128 * (103 // 4) + 1 = 128 * 25 + 1
+    assert isinstance(cross, CrossAttention) and cross.encoder_tokens == 3201
+    row = 2 * 16 * 64 * 2  # K and V of 16 heads x (1024 / 16), bf16: WhisperAttention is MHA
+    assert per_token_bytes(spec.layers, BF16) == 10 * row
+    assert request_bytes(spec.layers, 1000, BF16) == 10 * (1000 * row + 3201 * row)
+    assert spec.max_context_tokens == 9000
+
+
+def test_nemotron_parse_without_a_fixed_image_size_is_refused_by_field():
+    raw = {**PARSE, "image_size": None}
+    err = refusal(raw)
+    assert err.field == "image_size" and "encoder" in err.message
+
+
+def test_parse_3_5_keeps_one_grouped_self_attention_cache_per_layer():
+    # vLLM nemotron_parse3_5.py: the image is a causal prefix of the decoder's sequence (no
+    # cross-attention); NemotronParseSelfAttention keeps self_attention_kv_heads K/V heads
+    raw = {"architectures": ["RadioMBartPrefixForCausalLM"], "model_type": "nemotron_parse3_5",
+           "image_size": [2048, 1648], "encoder": {"patch_size": 16},
+           "decoder": {"d_model": 1024, "decoder_layers": 12, "decoder_attention_heads": 16,
+                       "self_attention_kv_heads": 4, "add_cross_attention": False,
+                       "causal_vision_prefix": True}}
+    spec = from_dict(raw)
+    assert spec.kind_counts() == {"full": 12}
+    assert all(isinstance(x, FullAttention) for x in spec.layers)
+    row = 2 * 4 * 64 * 2  # K and V of 4 heads x 64, bf16
+    assert request_bytes(spec.layers, 5000, BF16) == 12 * 5000 * row
+    raw["decoder"] = {**raw["decoder"], "add_cross_attention": True}
+    assert refusal(raw).field == "decoder.add_cross_attention"
