@@ -466,7 +466,8 @@ class _Builder:
         norms: tuple[str, ...]
         if fam in ("olmo2", "olmo3"):
             norms = ("post_attention_layernorm", "post_feedforward_layernorm")
-        elif fam in ("gemma2", "gemma3", "gemma3_text"):
+        elif fam in ("gemma2", "gemma3", "gemma3_text") or fam in DOMYN_EDGE:
+            # Domyn Edge (vLLM domyn_edge.py): pre/post norms around attention and MLP too
             norms = ("input_layernorm", "post_attention_layernorm",
                      "pre_feedforward_layernorm", "post_feedforward_layernorm")
         elif fam == "cohere" or (fam == "falcon" and _kv_heads(s, i) == 1):
@@ -833,6 +834,8 @@ class _Builder:
         elif fam == "minimax_m2":  # per-layer q/k RMSNorm over all heads
             self.plain(f"{p}.self_attn.q_norm.weight", (self.shard(heads * hd, True),), i, place)
             self.plain(f"{p}.self_attn.k_norm.weight", (self.shard(kv * hd, True),), i, place)
+        if fam in DOMYN_EDGE:  # DomynEdgeAttention: k_norm weighted, q_norm has_weight=False
+            self.plain(f"{p}.self_attn.k_norm.weight", (hd,), i, place)
         if fam == "gpt_oss":  # attention sinks, one per head
             self.plain(f"{p}.self_attn.sinks", (self.shard(heads, True),), i, place)
 
@@ -1061,6 +1064,10 @@ def _need(spec: ModelSpec, name: str) -> int:
 def _kv_heads(spec: ModelSpec, i: int) -> int:
     layer = spec.layers[i] if i < spec.num_layers else spec.layers[-1]
     return getattr(layer, "num_kv_heads", 0)
+
+
+# Domyn Edge's model types (vLLM domyn_edge.py)
+DOMYN_EDGE = ("domyn_edge", "domynedge")
 
 
 def supported(spec: ModelSpec) -> str | None:

@@ -310,6 +310,14 @@ FAMILIES: tuple[Family, ...] = (
         ("DoryForCausalLM",),
     ),
     Family(
+        "Domyn Edge (a head size and a window per layer)",
+        ("domyn_edge", "domynedge"),
+        _ATTENTION_KEYS + ("per_layer_config", "window_sizes", "position_layers"),
+        "vLLM domyn_edge.py DomynEdgeAttention: head_dim per_layer_config[i].head_dim, "
+        "per_layer_sliding_window window_sizes[i][0] + 1 where positive",
+        ("DomynEdgeForCausalLM",),
+    ),
+    Family(
         "Ling 2.5 / Bailing V2.5 (lightning linear attention beside MLA)",
         ("bailing_moe_linear",),
         _ATTENTION_KEYS + _MLA_KEYS + ("layer_group_size",),
@@ -463,8 +471,6 @@ UNMODELLED_KEYS: dict[str, str] = {
     "param_sink_number": "static sink tokens (openPangu): K/V blocks kept per request beside "
                          "the sequence's own",
     "interleaved_sliding_window": "a per-layer list of windows (PLaMo 3, openPangu)",
-    "per_layer_config": "per-layer head sizes and windows (Domyn Edge)",
-    "window_sizes": "per-layer windows (Domyn Edge)",
     "n_recurrent_loops": "looped layers, each pass with its own K/V (Dory)",
 }
 
@@ -523,8 +529,6 @@ REFUSED_ARCHITECTURES: dict[str, str] = {
     "CohereAsrForConditionalGeneration": _ENC_DEC + " (cohere_asr.py)",
     "DeepseekV41ForCausalLM": "DeepSeek-V4.1 compressed sparse attention (its own compressor "
                               "and sparse MLA caches, vllm/models/deepseek_v41)",
-    "DomynEdgeForCausalLM": "per-layer head sizes and windows (per_layer_config, "
-                            "window_sizes; domyn_edge.py)",
     "Dots3NoteForCausalLM": "cross-layer KV sharing and an indexer beside MLA "
                             "(vllm/models/dots3_note)",
     "Glm5NextForCausalLM": "recurrent-state mixers beside MLA with an indexer "

@@ -1472,6 +1472,9 @@ class _Reader:
             return self._dual_mla_layers()
         if isinstance(archs, list) and "HrmTextForCausalLM" in archs:
             return self._hrm_layers()
+        if self.model_type in ("domyn_edge", "domynedge") or (
+                isinstance(archs, list) and "DomynEdgeForCausalLM" in archs):
+            return self._domyn_layers()
         if self.model_type in _BAILING_V3 or (
                 isinstance(archs, list) and any(a in _BAILING_V3_CLASSES for a in archs)):
             return self._bailing_v3_layers()
@@ -1692,6 +1695,37 @@ class _Reader:
             raise self.cfg.error("H_cycles", f"gives {per_stack * steps:,} cache layers, more "
                                  f"than the {MAX_LAYERS:,} kvplan accepts")
         return [FullAttention(heads, head_dim)] * (per_stack * steps)
+
+    def _domyn_layers(self) -> list[Layer]:
+        """Domyn Edge (vLLM domyn_edge.py DomynEdgeDecoderLayer): layer i keeps
+        num_key_value_heads heads of per_layer_config[i].head_dim, and a window of
+        window_sizes[i][0] + 1 tokens when that is positive (the reference's window (w, 0)
+        attends to w + 1 keys), else every token."""
+        n, kv = self.num_layers(), self.kv_heads
+        lists = {}
+        for key in ("per_layer_config", "window_sizes"):
+            value = self.cfg.raw.get(key)
+            if not isinstance(value, list) or len(value) != n:
+                raise self.cfg.error(key, f"must list one entry for each of the {n} layers "
+                                     "(vLLM domyn_edge.py reads it per layer)")
+            lists[key] = value
+        out: list[Layer] = []
+        for i, (per, window) in enumerate(zip(lists["per_layer_config"],
+                                              lists["window_sizes"], strict=True)):
+            if not isinstance(per, dict):
+                raise self.cfg.error(f"per_layer_config[{i}]", "must be a mapping with head_dim")
+            head_dim = _num(Fields(per, self.cfg.source, self.cfg.where(
+                f"per_layer_config[{i}]")), "head_dim")
+            if not (isinstance(window, list) and window and type(window[0]) is int):
+                raise self.cfg.error(f"window_sizes[{i}]", "must be [window, 0] with a whole "
+                                     "number window (-1 or 0 for full attention)")
+            w = window[0]
+            if w > MAX_NUMBER:
+                raise self.cfg.error(f"window_sizes[{i}]", f"is {w:,} tokens, more than "
+                                     f"the {MAX_NUMBER:,} kvplan accepts")
+            out.append(SlidingWindow(kv, head_dim, window=w + 1) if w > 0
+                       else FullAttention(kv, head_dim))
+        return out
 
     def _looped_layers(self) -> list[Layer]:
         """IQuest-LoopCoder (vLLM iquest_loopcoder.py LoopCoderAttention): the decoder runs

@@ -559,3 +559,55 @@ def test_parse_3_5_keeps_one_grouped_self_attention_cache_per_layer():
     assert request_bytes(spec.layers, 5000, BF16) == 12 * 5000 * row
     raw["decoder"] = {**raw["decoder"], "add_cross_attention": True}
     assert refusal(raw).field == "decoder.add_cross_attention"
+
+
+# --- Domyn Edge: a head size and a window per layer ----------------------------------------
+
+def _domyn() -> dict:
+    # The shape the reference DomynEdgeConfig defaults to (36 layers: 2 full, then 8 times
+    # three windowed layers of 64-wide heads and a full one of 256, then 2 full), written
+    # the way vLLM domyn_edge.py reads it: per_layer_config[i].head_dim, window_sizes[i][0]
+    heads = [256, 256] + [64, 64, 64, 256] * 8 + [256, 256]
+    windows = [-1, -1] + [1024, 1024, 1024, -1] * 8 + [-1, -1]
+    return {"architectures": ["DomynEdgeForCausalLM"], "model_type": "domynedge",
+            "hidden_size": 2560, "intermediate_size": 9728, "num_hidden_layers": 36,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 115269,
+            "max_position_embeddings": 8192, "tie_word_embeddings": True,
+            "position_layers": ["nope", "nope"] + ["rope", "rope", "rope", "nope"] * 8
+            + ["nope", "nope"],
+            "per_layer_config": [{"head_dim": h} for h in heads],
+            "window_sizes": [[w, 0] for w in windows]}
+
+
+def test_domyn_edge_sizes_each_layer_by_its_own_head_size_and_window():
+    spec = from_dict(_domyn())
+    assert spec.kind_counts() == {"full": 12, "sliding": 24}
+    sliding = next(x for x in spec.layers if isinstance(x, SlidingWindow))
+    # vLLM's per_layer_sliding_window is window_sizes[i][0] + 1 (the reference attends to
+    # w + 1 keys)
+    assert sliding.window == 1025 and sliding.head_dim == 64
+    full_row, window_row = 2 * 8 * 256 * 2, 2 * 8 * 64 * 2  # K and V of 8 heads, bf16
+    assert per_token_bytes(spec.layers, BF16) == 12 * full_row + 24 * window_row
+    assert request_bytes(spec.layers, 4096, BF16) == (12 * 4096 * full_row
+                                                      + 24 * 1025 * window_row)
+
+
+def test_domyn_edge_without_a_per_layer_list_is_refused_by_field():
+    raw = _domyn()
+    raw["window_sizes"] = raw["window_sizes"][:-1]
+    assert refusal(raw).field == "window_sizes"
+    raw = _domyn()
+    raw["per_layer_config"][3] = {"head_dim": None}
+    assert refusal(raw).field == "per_layer_config[3].head_dim"
+
+
+def test_domyn_edge_weights_by_hand():
+    # vLLM domyn_edge.py: per layer q (32 heads) / k / v (8 heads) / o of that layer's head
+    # size, no biases; a weighted k_norm over a head (q_norm has no weight); four RMSNorms
+    # around attention and the Qwen2MLP (gate, up, down); a tied embedding and a final norm
+    spec = from_dict(_domyn())
+    d, inter = 2560, 9728
+    heads = [256, 256] + [64, 64, 64, 256] * 8 + [256, 256]
+    hand = 115269 * d + d + sum(d * 32 * hd + 2 * d * 8 * hd + 32 * hd * d + 3 * d * inter
+                                + 4 * d + hd for hd in heads)
+    assert sum(t.num_params for t in inventory(spec).tensors) == hand
