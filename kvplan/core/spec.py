@@ -61,6 +61,19 @@ class Block:
 
 
 @record
+class SharedBlocks:
+    """Zamba2's shared transformer blocks (vLLM zamba2.py Zamba2AttentionDecoderLayer):
+    `count` blocks (num_mem_blocks) that the hybrid layers use in turn, each attention over
+    the hidden state concatenated with the embeddings (2 x hidden wide); every hybrid layer
+    adds its own LoRA adapters of `adapter_rank` to the MLP's gate_up projection, and to q, k
+    and v when `attention_adapters` (use_shared_attention_adapter)."""
+
+    count: int
+    adapter_rank: int
+    attention_adapters: bool
+
+
+@record
 class SSMShapes:
     """The recurrent token mixer of a hybrid model's state layers, as its checkpoint stores
     it (kvplan.core.weights lists its tensors).
@@ -206,6 +219,7 @@ class ModelSpec:
     ssm: SSMShapes | None = None  # the recurrent mixer of the state layers
     vision: VisionTower | None = None  # a multimodal checkpoint's vision encoder + projector
     audio_encoder: AudioEncoder | None = None  # an encoder-decoder's encoder (Whisper)
+    shared_blocks: SharedBlocks | None = None  # Zamba2's shared attention blocks
     mla_output_gate: bool | None = None  # MLA with a sigmoid output gate g_proj (Kimi-K3)
     # attention residuals (Kimi-K3 attn_res_block_size): per layer a norm and a 1 x hidden
     # projection before attention and before the MLP, and one pair at the output

@@ -266,6 +266,9 @@ class _Builder:
         if self.family == "whisper":
             self.whisper()
             return
+        if s.shared_blocks is not None:
+            self.zamba2()
+            return
         hidden, vocab = _need(s, "hidden_size"), _need(s, "vocab_size")
         rows_per_rank = self.vocab_rows(vocab)
         embed_rows = rows_per_rank
@@ -292,6 +295,54 @@ class _Builder:
             self.plain("lm_head.weight", (rows_per_rank, hidden), None, "head")
         if s.vision is not None:
             self.vision_tower()
+
+    def zamba2(self) -> None:
+        """Zamba2 (vLLM zamba2.py): the embedding (the LM head always tied to it); per
+        decoder layer (each a state entry of spec.layers) an input RMSNorm and the Mamba2
+        mixer, a hybrid layer (the state after an attention entry) also a hidden x hidden
+        `linear`; the shared blocks once each (Zamba2AttentionDecoderLayer: RMSNorms of 2 x
+        hidden and hidden, a multi-head qkv over the 2 x hidden concatenation, o_proj back to
+        hidden, a gated MLP, bias per add_bias_linear on the MLP only); per hybrid layer its
+        LoRA adapters (A: in x rank, B: rank x out) on gate_up and, with attention adapters,
+        on q, k and v; the final norm."""
+        s, sb = self.spec, self.spec.shared_blocks
+        assert sb is not None
+        hidden, vocab = _need(s, "hidden_size"), _need(s, "vocab_size")
+        inter = _need(s, "intermediate_size")
+        self.plain("model.embed_tokens.weight", (self.vocab_rows(vocab), hidden), None, "embed")
+        wide, rank, bias = 2 * hidden, sb.adapter_rank, bool(s.attention_bias)
+        hybrids = []
+        for i, layer in enumerate(s.layers):
+            if not isinstance(layer, RecurrentState):
+                continue
+            p = f"model.layers.{i}"
+            self.norm(f"{p}.mamba_decoder.input_layernorm", hidden, i, "layer")
+            self.ssm_mixer(i, f"{p}.mamba_decoder", "layer")
+            if i and not isinstance(s.layers[i - 1], RecurrentState):
+                hybrids.append(i)
+                self.linear(f"{p}.linear", hidden, hidden, i, "layer", "replicated")
+        if not hybrids:
+            raise BadInputError(f"{s.name}: a Zamba2 spec without hybrid layers")
+        for k in range(sb.count):
+            at = hybrids[min(k, len(hybrids) - 1)]
+            b = f"model.blocks.{k}"
+            self.norm(f"{b}.input_layernorm", wide, at, "layer")
+            self.norm(f"{b}.pre_ff_layernorm", hidden, at, "layer")
+            self.linear(f"{b}.self_attn.qkv_proj", 3 * wide, wide, at, "layer", kind="attn")
+            self.linear(f"{b}.self_attn.o_proj", hidden, wide, at, "layer", "row", kind="attn")
+            self.linear(f"{b}.feed_forward.gate_up_proj", 2 * inter, hidden, at, "layer",
+                        bias=bias, kind="mlp")
+            self.linear(f"{b}.feed_forward.down_proj", hidden, inter, at, "layer", "row",
+                        bias, "mlp")
+        for j, at in enumerate(hybrids):
+            a = f"model.adapters.{j}"
+            self.linear(f"{a}.gate_up.A", rank, hidden, at, "layer", "replicated")
+            self.linear(f"{a}.gate_up.B", 2 * inter, rank, at, "layer")
+            if sb.attention_adapters:
+                for n in ("q", "k", "v"):
+                    self.linear(f"{a}.{n}.A", rank, wide, at, "layer", "replicated")
+                    self.linear(f"{a}.{n}.B", wide, rank, at, "layer")
+        self.norm("model.final_layernorm", hidden, None, "final")
 
     def whisper(self) -> None:
         """Whisper as its checkpoint stores it (transformers modeling_whisper.py, vLLM
@@ -1087,6 +1138,8 @@ def estimable(spec: ModelSpec) -> str | None:
     when nothing better is known."""
     if spec.ssm is None and any(isinstance(x, RecurrentState) for x in spec.layers):
         return "the spec does not give its recurrent mixer's shapes"
+    if spec.family == "zamba2" and spec.shared_blocks is None:
+        return "the spec does not give the shared attention blocks"
     if spec.family == "whisper" and spec.audio_encoder is None:
         return "the spec does not give the audio encoder's shapes"
     if (spec.family or "") in NEEDS_BLOCKS and spec.blocks is None:

@@ -48,6 +48,7 @@ from kvplan.core.spec import (
     Block,
     ModelSpec,
     Rope,
+    SharedBlocks,
     Source,
     SSMShapes,
     VisionTower,
@@ -605,6 +606,8 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         out["routing_bias"] = True  # NemotronHTopkRouter (DeepseekV3TopkRouter): always one
     out["ssm"] = _ssm_shapes(cfg, mt, out["hidden_size"]) or _ssm_from_state(reader)
     out["blocks"] = _blocks(cfg, mt, out["hidden_size"])
+    if mt == "zamba2":
+        _zamba2_shapes(cfg, out)
     archs = top.raw.get("architectures")
     if isinstance(archs, list) and "DoryForCausalLM" in archs:
         out["blocks"] = tuple(block for _, block in reader._dory_layers())
@@ -627,6 +630,32 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         out["moe_latent_size"] = latent
         out["moe_latent_norm"] = cfg.raw.get("latent_moe_use_norm") is True
     return out
+
+
+def _zamba2_shapes(cfg: Fields, out: dict[str, Any]) -> None:
+    """Zamba2's weights beyond the KV cache, as Zamba2Config defaults them: the MLP 4 x
+    hidden_size wide, the LM head tied (vLLM zamba2.py ties it whatever the config says),
+    biases on the MLP per add_bias_linear; the Mamba2 mixer of n_mamba_heads heads over
+    mamba_expand x hidden_size channels (Zamba2MambaDecoderLayer's MambaMixer2, conv bias
+    per use_conv_bias); num_mem_blocks shared blocks with adapters of adapter_rank."""
+    hidden = out["hidden_size"]
+    if out["intermediate_size"] is None and hidden:
+        out["intermediate_size"] = 4 * hidden
+    out["tie_word_embeddings"] = True
+    out["attention_bias"] = cfg.raw.get("add_bias_linear") is True
+    expand, heads = _opt_int(cfg, "mamba_expand", minimum=1), _opt_int(cfg, "n_mamba_heads",
+                                                                       minimum=1)
+    state, conv = _opt_int(cfg, "mamba_d_state", minimum=1), _opt_int(cfg, "mamba_d_conv",
+                                                                      minimum=1)
+    groups = _opt_int(cfg, "mamba_ngroups", minimum=1) or 1
+    if hidden and expand and heads and state and conv:
+        out["ssm"] = SSMShapes("mamba2", expand * hidden, state, conv, heads, groups,
+                               conv_bias=cfg.raw.get("use_conv_bias", True) is not False,
+                               proj_bias=out["attention_bias"])
+    out["shared_blocks"] = SharedBlocks(
+        _opt_int(cfg, "num_mem_blocks", minimum=1) or 1,
+        _opt_int(cfg, "adapter_rank", minimum=1) or 128,
+        cfg.raw.get("use_shared_attention_adapter") is True)
 
 
 # vision_config model types and the tower each names (ModelSpec.vision)

@@ -611,3 +611,38 @@ def test_domyn_edge_weights_by_hand():
     hand = 115269 * d + d + sum(d * 32 * hd + 2 * d * 8 * hd + 32 * hd * d + 3 * d * inter
                                 + 4 * d + hd for hd in heads)
     assert sum(t.num_params for t in inventory(spec).tensors) == hand
+
+
+# --- Zamba2's weights: shared blocks used in turn, an adapter per hybrid layer -------------
+
+def test_zamba2_weights_by_hand_from_the_engine_model():
+    # vLLM zamba2.py: the embedding (the LM head tied to it); per layer an RMSNorm and a
+    # MambaMixer2 (in_proj to z, x, B, C and dt; a depthwise conv over x, B, C with its
+    # bias; dt_bias, A_log, D per head; the gated norm over the inner width; out_proj); per
+    # hybrid layer a hidden x hidden linear and a LoRA on the shared MLP's gate_up (A: rank x
+    # hidden, B: 2 x inter x rank) and, with use_shared_attention_adapter, on q, k and v
+    # (2 x hidden wide); num_mem_blocks shared blocks: RMSNorms of 2h and h, qkv 3 x 2h from
+    # 2h, o_proj 2h -> h, gate_up 2 x inter and down; the final norm
+    h, inter, vocab, rank = 2560, 10240, 32000, 128
+    inner, heads, state, conv = 2 * h, 80, 64, 4
+    types = ["mamba", "mamba", "hybrid", "mamba", "mamba", "hybrid"]
+    raw = {"architectures": ["Zamba2ForCausalLM"], "model_type": "zamba2",
+           "num_hidden_layers": 6, "hidden_size": h, "num_attention_heads": 32,
+           "intermediate_size": inter, "vocab_size": vocab,
+           "layers_block_type": types, "n_mamba_heads": heads, "mamba_headdim": 64,
+           "mamba_d_state": state, "mamba_ngroups": 1, "mamba_d_conv": conv,
+           "mamba_expand": 2, "num_mem_blocks": 2, "use_shared_attention_adapter": False,
+           "adapter_rank": rank, "max_position_embeddings": 4096}
+    conv_dim = inner + 2 * state
+    mixer = (h * (2 * inner + 2 * state + heads) + conv_dim * conv + conv_dim + 3 * heads
+             + inner + inner * h)
+    block = 2 * h + h + 2 * h * 3 * 2 * h + 2 * h * h + h * 2 * inter + inter * h
+    mlp_adapter = rank * h + 2 * inter * rank
+    qkv_adapters = 3 * (rank * 2 * h + 2 * h * rank)
+    base = vocab * h + 6 * (h + mixer) + 2 * h * h + 2 * block + h
+    spec = from_dict(raw)
+    assert supported(spec) is not None  # laid out by the Zamba2 path, not a checkpoint's names
+    assert sum(t.num_params for t in inventory(spec).tensors) == base + 2 * mlp_adapter
+    spec = from_dict({**raw, "use_shared_attention_adapter": True})
+    assert sum(t.num_params for t in inventory(spec).tensors) == (
+        base + 2 * (mlp_adapter + qkv_adapters))
