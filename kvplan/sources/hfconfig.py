@@ -19,7 +19,7 @@ never a silent guess.
 
 Engine facts used here (vLLM 0.11 `ModelConfig.get_head_size`/`get_total_num_kv_heads`,
 `MambaStateShapeCalculator`; transformers 5.x config classes) are summarised in
-engine-kv-sizing.md §1.1, §1.10, §4.1 and §5.
+docs/engine-kv-sizing.md §1.1, §1.10, §4.1 and §5.
 """
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ def test_kimi_linear_vllm_pages_align_attention_to_the_state():
     pages = layer_page_specs(spec, spec.layers, config)
     state = 3 * (3 * 96 * 128) * 2 + 96 * 128 * 128 * 4
     latent = (512 + 64) * 2
-    # hybrid attention + Mamba (engine-kv-sizing.md 1.7): the attention block grows in
+    # hybrid attention + Mamba (docs/engine-kv-sizing.md 1.7): the attention block grows in
     # steps of 16 until one page holds a whole state; the state page is padded to it
     block = 16 * -(-state // (16 * latent))
     mla = {p.page_bytes for p in pages if p is not None and p.kind == "mla"}

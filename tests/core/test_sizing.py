@@ -51,7 +51,7 @@ def test_mla_has_no_factor_two_and_is_not_split_by_tp():
 
 
 def test_fp8_ds_mla_deepseek_v3():
-    # vLLM engine-kv-sizing worked example: 656 B x 61 layers = 40,016 B per token
+    # vLLM docs/engine-kv-sizing.md worked example: 656 B x 61 layers = 40,016 B per token
     assert per_token_bytes(mla().layers, FP8_DS_MLA) == 656 * 61 == 40016
 
 
@@ -76,7 +76,7 @@ def test_chunked_local_caps_at_chunk():
 
 
 def test_llama4_scout_static_cache_example():
-    # engine-kv-sizing.md section 4.2: Llama-4-Scout text (36 chunked @8192 + 12 full),
+    # docs/engine-kv-sizing.md section 4.2: Llama-4-Scout text (36 chunked @8192 + 12 full),
     # max_cache_len 32768: 4,096 x (36 x 8192 + 12 x 32768) = 2,818,572,288 B
     layers = (ChunkedLocal(8, 128, chunk=8192),) * 3 + (FullAttention(8, 128),)
     spec = ModelSpec("scout", layers * 12, num_attention_heads=40, max_context_tokens=32768)
@@ -103,7 +103,7 @@ def test_recurrent_state_is_fixed_per_request():
 def test_gdn_state_split_by_tp():
     spec = hybrid()
     state_layer = spec.layers[0]
-    # engine-kv-sizing.md: Qwen3-Next TP=4 -> conv (3, 2048) + ssm (8, 128, 128) = 274,432 B
+    # docs/engine-kv-sizing.md: Qwen3-Next TP=4 -> conv (3, 2048) + ssm (8, 128, 128) = 274,432 B
     assert state_layer.request_bytes(1, BF16, tp=4) == 3 * 2048 * 2 + 8 * 128 * 128 * 2 == 274432
 
 

@@ -1,4 +1,4 @@
-"""Engine profiles against real engine logs and the worked numbers of engine-kv-sizing.md.
+"""Engine profiles against real engine logs and the worked numbers of docs/engine-kv-sizing.md.
 
 Every log in tests/fixtures/engines/engine-logs.yaml (a copy of the shared engine-logs.yaml) has a
 case below: the logged settings (and the logged budget, where the log gives one) go in, and
@@ -196,7 +196,7 @@ def test_sglang_qwen3_235b_tp4_k_size_from_tokens():
 
 
 def test_sglang_worked_example_llama8b():
-    # engine-kv-sizing.md §2.1: free 79.0 GB before, 62.5 after, 0.9 -> 447,283 tokens;
+    # docs/engine-kv-sizing.md §2.1: free 79.0 GB before, 62.5 after, 0.9 -> 447,283 tokens;
     # K = V = 27.30 GB.
     p = sglang.profile(dense(), sglang.SglangConfig(), gib(79.0), gib(62.5), 0.9)
     assert p.cell_size_bytes == 8 * (128 + 128) * 32 * 2 == 131072
@@ -229,7 +229,7 @@ def test_sglang_hybrid_swa_and_mamba():
     pair = (SlidingWindow(8, 64, window=128), FullAttention(8, 64))
     gpt_oss = ModelSpec("gpt-oss-120b", pair * 18, family="gpt_oss", num_attention_heads=64)
     p = sglang.profile(gpt_oss, sglang.SglangConfig(), gib(79.0), gib(62.5), 0.9)
-    # cell = 36,864 + 0.8 x 36,864 = 66,355.2 B/token (engine-kv-sizing.md §2.4)
+    # cell = 36,864 + 0.8 x 36,864 = 66,355.2 B/token (docs/engine-kv-sizing.md §2.4)
     full_tokens = int(int((62.5 - 79.0 * 0.1) * GIB) // 66355.2)
     assert p.max_total_num_tokens == full_tokens
     assert p.swa_max_total_num_tokens == int(full_tokens * 0.8)
@@ -336,7 +336,7 @@ def test_every_log_is_covered():
     assert set(BY_ID) == covered
 
 
-# --- worked examples of engine-kv-sizing.md -----------------------------------------------------
+# --- worked examples of docs/engine-kv-sizing.md ------------------------------------------
 
 def test_llama8b_block_count_and_both_token_lines():
     # §1.4/§1.5: 60 GiB -> 30,720 blocks -> 491,520 tokens; 3.75x at 131,072, 60.00x at 8,192

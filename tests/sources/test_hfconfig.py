@@ -2,7 +2,7 @@
 
 One test per file in tests/fixtures/hf-configs/, copied from the shared hf-configs collection
 (origin in SOURCES.md). Expected numbers are written from the model card / paper / config and the
-engines' formulas (engine-kv-sizing.md), never copied from kvplan's output.
+engines' formulas (docs/engine-kv-sizing.md), never copied from kvplan's output.
 """
 
 from __future__ import annotations
@@ -234,7 +234,7 @@ def test_gemma2_9b_implicit_alternation():
     attn(one(spec, SlidingWindow), kv=8, head_dim=256)  # not 3584 / 16 = 224
     assert one(spec, SlidingWindow).window == 4096
     attn(one(spec, FullAttention), kv=8, head_dim=256)
-    # engine-kv-sizing.md §5: 2 x 8 x 256 x 2 = 8,192 B per token per layer
+    # docs/engine-kv-sizing.md §5: 2 x 8 x 256 x 2 = 8,192 B per token per layer
     assert per_token_bytes(spec.layers, BF16) == 8192 * 42
 
 
@@ -272,7 +272,7 @@ def test_gpt_oss_20b_layer_types():
     assert spec.layers[0].kind == "sliding" and spec.layers[1].kind == "full"
     attn(one(spec, SlidingWindow), kv=8, head_dim=64)  # not 2880 / 64 = 45
     assert one(spec, SlidingWindow).window == 128
-    # engine-kv-sizing.md §5: 2 x 8 x 64 x 2 = 2,048 B per token per layer
+    # docs/engine-kv-sizing.md §5: 2 x 8 x 64 x 2 = 2,048 B per token per layer
     assert per_token_bytes(spec.layers, BF16) == 2048 * 24
 
 
@@ -308,7 +308,7 @@ def test_deepseek_v3_mla_ignores_kv_heads():
     assert spec.kind_counts() == {"mla": 61}
     layer = one(spec, MLA)
     assert (layer.kv_lora_rank, layer.qk_rope_head_dim, layer.index_head_dim) == (512, 64, None)
-    # engine-kv-sizing.md §1.1: 1,152 B/token/layer bf16, 70,272 B/token; fp8_ds_mla 40,016
+    # docs/engine-kv-sizing.md §1.1: 1,152 B/token/layer bf16, 70,272 B/token; fp8_ds_mla 40,016
     assert per_token_bytes(spec.layers, BF16) == 61 * (512 + 64) * 2 == 70272
     assert per_token_bytes(spec.layers, FP8_DS_MLA) == 61 * (512 + 4 * 4 + 64 * 2) == 40016
 
@@ -336,7 +336,7 @@ def test_deepseek_v32_indexer_cache():
     assert (layer.kv_lora_rank, layer.qk_rope_head_dim, layer.index_head_dim) == (512, 64, 128)
     # indexer: 128 fp8 values + one fp32 scale per 128 = 132 B/token/layer
     assert layer.index_token_bytes() == 128 + 4
-    # engine-kv-sizing.md §1.1: vLLM fp8_ds_mla 656 + 132 = 788 B; 48,068 B/token for 61
+    # docs/engine-kv-sizing.md §1.1: vLLM fp8_ds_mla 656 + 132 = 788 B; 48,068 B/token for 61
     assert per_token_bytes(spec.layers, FP8_DS_MLA) == 61 * (656 + 132) == 48068
     assert per_token_bytes(spec.layers, BF16) == 61 * ((512 + 64) * 2 + 132)
 
@@ -541,7 +541,7 @@ def test_qwen3_next_gated_delta_net_state():
     assert spec.kind_counts() == {"state": 36, "full": 12}
     attn(one(spec, FullAttention), kv=2, head_dim=256)
     state = one(spec, RecurrentState)
-    # engine-kv-sizing.md §1.1: conv (3, 2*16*128 + 32*128) + ssm (32, 128, 128), bf16
+    # docs/engine-kv-sizing.md §1.1: conv (3, 2*16*128 + 32*128) + ssm (32, 128, 128), bf16
     assert state.state_bytes() == 3 * 8192 * 2 + 32 * 128 * 128 * 2 == 1_097_728
     assert state.state_bytes(tp=4) == 3 * (8192 // 4) * 2 + (32 // 4) * 128 * 128 * 2 == 274_432
 
@@ -563,7 +563,7 @@ def test_jamba_mamba1_state():
     spec = from_dict(raw)
     assert spec.kind_counts() == {"state": 28, "full": 4}
     assert spec.layers[4].kind == "full" and spec.layers[12].kind == "full"
-    # engine-kv-sizing.md §5: Jamba v0.1 Mamba1 state 311,296 B in bf16
+    # docs/engine-kv-sizing.md §5: Jamba v0.1 Mamba1 state 311,296 B in bf16
     expected = (4 - 1) * (2 * 4096) * 2 + (2 * 4096) * 16 * 2
     assert one(spec, RecurrentState).state_bytes() == expected == 311_296
 
@@ -584,7 +584,7 @@ def test_mamba2_pure():
            "conv_kernel": 4, "torch_dtype": "bfloat16"}
     spec = from_dict(raw)
     assert spec.kind_counts() == {"state": 64} and spec.num_attention_heads is None
-    # engine-kv-sizing.md §5 (Codestral 7B): 61,440 + 2,097,152 B in bf16
+    # docs/engine-kv-sizing.md §5 (Codestral 7B): 61,440 + 2,097,152 B in bf16
     expected = (4 - 1) * (2 * 4096 + 2 * 8 * 128) * 2 + 128 * 64 * 128 * 2
     assert one(spec, RecurrentState).state_bytes() == expected == 61_440 + 2_097_152
 
@@ -605,7 +605,7 @@ def test_mllama_cross_attention_from_vision_config():
     assert spec.kind_counts() == {"full": 32, "cross": 8}
     cross = one(spec, CrossAttention)
     attn(cross, kv=8, head_dim=4096 // 32)
-    # engine-kv-sizing.md §5: 4 tiles x ((560/14)^2 + 1) = 6,404 vision tokens per image
+    # docs/engine-kv-sizing.md §5: 4 tiles x ((560/14)^2 + 1) = 6,404 vision tokens per image
     assert cross.encoder_tokens == 4 * ((560 // 14) ** 2 + 1) == 6404
 
 

@@ -488,7 +488,7 @@ def test_two_gloo_ranks_each_measure_their_shard(tmp_path):
         assert r["measured_bytes"] == single.measured_bytes
     # per rank: attention K+V x 2 requests x 50 tokens x 1 head (2 // 2) x 32 x 2 B, 2 layers;
     # state per request, 4 layers: HF's conv state keeps the whole kernel (3 + 1, 96 / 2),
-    # not kernel - 1 (engine-kv-sizing.md §4.2), bf16; ssm (4 / 2, 16, 8) fp32
+    # not kernel - 1 (docs/engine-kv-sizing.md §4.2), bf16; ssm (4 / 2, 16, 8) fp32
     shard = 2 * (2 * 2 * 50 * 1 * 32 * 2) + 4 * 2 * ((3 + 1) * 48 * 2 + 2 * 16 * 8 * 4)
     assert ranks[0]["measured_bytes"] == shard
     tp1 = _run(spec, "bf16", "hf-dynamic")
