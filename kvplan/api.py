@@ -9,6 +9,7 @@
     d.fits("64x(2k+512)")                         # WorkloadResult (.fits)
     d.fewest_gpus(context="32k", concurrency=64)  # LayoutResult
     d.traffic("5/s", "2k+512", ttft="500ms", itl="50ms")  # TrafficPlan: replicas (bounds)
+    d.verdict("32k", 64)                          # Verdict: fits, engine_starts, reason
 
 Values are accepted as the CLI accepts them ("8k", "57.65GiB", "h100", "int4:g64"), and the
 KV dtype may be a name or a `KVFormat` everywhere. Results are the library's own frozen
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
         WorkloadResult,
     )
     from kvplan.planning.traffic import TrafficLayouts, TrafficPlan
+    from kvplan.planning.verdict import Start, Verdict
     from kvplan.sources.workload import Workload
 
 Tokens = str | int
@@ -143,11 +145,35 @@ class Deployed:
     deployment: Deployment
 
     @cached_property
+    def start(self) -> Start:
+        """Whether the engine starts at all, why not, and one GPU's budget terms
+        (kvplan.planning.verdict.engine_start: the verdict `plan` and `check` give)."""
+        from kvplan.planning.verdict import engine_start
+
+        return engine_start(self.deployment)
+
+    @cached_property
     def capacity(self) -> Capacity:
-        """The engine's capacity for this deployment (budget, start-up numbers, pools)."""
+        """The engine's capacity for this deployment (budget, start-up numbers, pools);
+        NoKVMemoryError when the weights leave nothing for the KV cache."""
+        if self.start.capacity is not None:
+            return self.start.capacity
         from kvplan.planning.plan import capacity
 
-        return capacity(self.deployment)
+        return capacity(self.deployment)  # raises the budget's own error
+
+    def verdict(self, context: Tokens | None = None, concurrency: int | None = None,
+                requests: str | Workload | None = None) -> Verdict:
+        """Does it serve the target: `fits` (the engine starts and `concurrency` requests of
+        `context` tokens, or the mix of `requests`, fit at once; without a target one request
+        of max_model_len), `engine_starts`, and the `reason` when not. `kvplan plan` and
+        `kvplan check` exit 1 exactly when `fits` is False."""
+        from kvplan.planning.plan import Target
+        from kvplan.planning.verdict import target_verdict
+
+        target = Target(_tokens(context, "context"), concurrency,
+                        workload(requests) if requests is not None else None)
+        return target_verdict(self.start, target)
 
     def max_concurrency(self, context: Tokens | None = None) -> ConcurrencyResult:
         """How many requests of `context` tokens ("32k") fit at once (default: the engine's

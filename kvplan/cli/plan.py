@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from kvplan.api import Deployed
     from kvplan.output.render import Table, View
     from kvplan.planning.plan import Target
+    from kvplan.planning.verdict import Verdict
 
 # --- options shared by plan and compare --------------------------------------------------
 GpuOpt = Annotated[str | None, typer.Option(
@@ -336,10 +337,23 @@ def plan(
     question = _Question(_tokens(context, "--context"), concurrency, requests,
                          _tokens(shared_prefix, "--shared-prefix") or 0, samples, find_gpus,
                          _bytes(host_memory))
-    report, met = question.answer(d)
+    report, verdict, hint = question.answer(d)
     report.warnings[:0] = launch_warnings
     _emit(report, fmt, units, verbose)
-    if met is False:
+    _exit(verdict, d.deployment.engine, hint)
+
+
+def _exit(verdict: "Verdict", engine: str, hint: str = "") -> None:
+    """Exit 1 when the engine would not start or the target does not fit (as `check`)."""
+    from kvplan.engines.registry import get as get_engine
+
+    if not verdict.engine_starts:
+        label = get_engine(engine).display_name or engine
+        typer.echo(f"kvplan: error: {label} would not start: {verdict.reason}", err=True)
+        if hint:
+            typer.echo(f"  hint: {hint}", err=True)
+        raise typer.Exit(1)
+    if not verdict.fits:
         typer.echo("kvplan: the target is not met (exit 1)", err=True)
         raise typer.Exit(1)
 
@@ -388,10 +402,12 @@ class _Question:
             workload = parse_workload(self.requests, self.shared_prefix, self.samples)
         return Target(self.context, self.concurrency, workload)
 
-    def answer(self, d: "Deployed") -> "tuple[View, bool | None]":
+    def answer(self, d: "Deployed") -> "tuple[View, Verdict, str]":
+        """The View, the verdict (kvplan.planning.verdict) and a hint when it does not start."""
         from kvplan.api import Deployed
-        from kvplan.output.plan import layout_table, name_value_table, plan_view
+        from kvplan.output.plan import layout_table, name_value_table, plan_view, refused_view
         from kvplan.planning import plan as core
+        from kvplan.planning.verdict import Verdict, target_verdict
 
         target = self.target()
         warnings: list[str] = []
@@ -418,26 +434,29 @@ class _Question:
 
             d = Deployed(replace(d.deployment, tp=shown.tp, pp=shown.pp, dp=shown.dp,
                                  dcp=shown.dcp))
-        dep, cap = d.deployment, d.capacity
+        start = d.start
+        verdict = target_verdict(start, target)
+        if start.capacity is None:  # nothing to measure: the reason and the budget terms
+            return refused_view(d.deployment, start, extra, warnings), verdict, start.hint
+        cap = start.capacity
         answer, met = self._ask(d, target, extra)
         if layout is not None:
             answer = {"fewest_gpus": layout.best.num_gpus if layout.best else None,
                       "tp": layout.best.tp if layout.best else None,
                       "pp": layout.best.pp if layout.best else None, **answer}
             met = met if layout.best is not None else False
-        start = cap.engine.start_check(cap)
-        if not start.starts:
-            warnings.append(
-                f"{cap.engine.display_name} would refuse to start: one request of "
-                f"max_model_len {dep.context_limit():,} does not fit; the estimated maximum "
-                f"is {start.max_request_tokens:,}")
+        if met is False and verdict.fits:
+            verdict = Verdict(False, True, f"no layout of up to {layout.options[-1].num_gpus} "
+                              f"GPUs meets {layout.target}" if layout is not None else
+                              "the target is not met")
         if met is False:
             tips = core.suggestions(cap, target)
             extra.append(name_value_table("What fits instead", {
                 "max_context_at_concurrency": tips.max_context_at_concurrency,
                 "max_concurrency_at_context": tips.max_concurrency_at_context,
                 "kv_dtype_that_fits": tips.kv_dtype_that_fits}))
-        return plan_view(cap, answer, met, extra, warnings), met
+        return (plan_view(cap, answer, met, extra, warnings, start, verdict), verdict,
+                start.hint)
 
     def _ask(self, d: "Deployed", target: "Target", extra: "list[Table]"
              ) -> tuple[dict[str, Any], bool | None]:
@@ -554,6 +573,11 @@ def compare(
     from kvplan.output.plan import compare_view
 
     _emit(compare_view(rows, with_policies=bool(policies)), fmt, units)
+    failed = [r for r in rows if not r["fits"]]
+    if failed:  # as `plan` and `check`: a deployment that does not fit is exit 1
+        typer.echo(f"kvplan: {len(failed)} of {len(rows)} row(s) do not fit or would not start "
+                   "(exit 1)", err=True)
+        raise typer.Exit(1)
 
 
 def _compare_rows(model: str, gpu: str | None, gpu_memory: str | None, count: int | None,
@@ -599,9 +623,15 @@ def _compare_row(model: str, gpu: str | None, gpu_memory: str | None, count: int
     row: dict[str, Any] = {"model": dep.spec.name, "engine": engine, "gpu": dep.gpu_name,
                            "num_gpus": dep.num_gpus, "kv_dtype": kv_dtype, "error": ""}
     try:
-        cap = d.capacity
+        start = d.start
     except BadInputError as exc:  # one impossible combination should not hide the others
-        return {**row, "error": exc.message}
+        return {**row, "error": exc.message, "fits": False, "engine_starts": False,
+                "reason": exc.message}
+    verdict = d.verdict(context, concurrency)
+    row.update(fits=verdict.fits, engine_starts=verdict.engine_starts, reason=verdict.reason)
+    if start.capacity is None:
+        return {**row, "error": start.reason}
+    cap = start.capacity
     ctx = context or dep.context_limit()
     row.update(kv_dtype=cap.kv_format, weights_per_gpu_bytes=cap.weights_per_gpu_bytes,
                kv_budget_bytes=core.kv_budget_bytes(cap),

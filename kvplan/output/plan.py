@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from kvplan.engines.base import Deployment
     from kvplan.output.render import Table, View
     from kvplan.planning.plan import Capacity, LayoutResult, WorkloadResult
+    from kvplan.planning.verdict import Start, Verdict
 
 
 def bytes_table(title: str, rows: list[tuple[str, int]]) -> Table:
@@ -32,8 +33,49 @@ def _deployment_dict(dep: Deployment) -> dict[str, Any]:
             "weights_dtype": dep.weights_dtype}
 
 
+def _verdict_fields(start: Start | None, verdict: Verdict | None) -> dict[str, Any]:
+    """The verdict in a plan's JSON (kvplan.planning.verdict): fits, engine_starts, the
+    reason when not, and one GPU's budget terms in bytes."""
+    if start is None or verdict is None:
+        return {}
+    return {"fits": verdict.fits, "engine_starts": verdict.engine_starts,
+            "reason": verdict.reason, "budget_terms": start.budget_terms()}
+
+
+def refused_view(dep: Deployment, start: Start, extra_tables: list[Table],
+                 warnings: list[str]) -> View:
+    """A deployment whose engine would not start before any capacity exists (no memory is
+    left for the KV cache): the reason and the budget terms, as one document."""
+    from kvplan import __version__
+    from kvplan.engines.registry import get as get_engine
+    from kvplan.output.render import Column, Table, View, json_plain
+    from kvplan.planning.plan import SCHEMA
+    from kvplan.planning.verdict import Verdict
+
+    label = get_engine(dep.engine).display_name or dep.engine
+    where = f"{dep.num_gpus}x {dep.gpu_name}" if dep.gpu_name else f"{dep.num_gpus} GPU(s)"
+    terms = [(name, value) for name, value in (
+        ("GPU memory (the budget starts from)", start.memory_bytes),
+        ("- weights", start.weights_bytes),
+        ("= left for the KV cache", start.kv_cache_bytes)) if value is not None]
+    tables = [bytes_table("Memory per GPU (fullest stage)", terms)] if terms else []
+    payload = {
+        "schema": SCHEMA, "kvplan_version": __version__, "deployment": _deployment_dict(dep),
+        "budget": None, "engine": {}, "log_lines": [], "answer": {}, "target_met": False,
+        "tables": {t.title: [json_plain(r) for r in t.rows] for t in extra_tables},
+        "notes": [start.hint] if start.hint else [], "warnings": warnings,
+        **_verdict_fields(start, Verdict(False, False, start.reason))}
+    csv_row = {"model": dep.spec.name, "engine": dep.engine, "gpu": dep.gpu_name,
+               "tp": dep.tp, "pp": dep.pp, "kv_dtype": dep.kv_dtype, "fits": False,
+               "reason": start.reason}
+    csv_table = Table("plan", tuple(Column(k, k) for k in csv_row), (csv_row,))
+    return View(tables + extra_tables, payload, csv_table, [], warnings,
+                headline=f"{label} would not start on {where}: {start.reason}")
+
+
 def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
-                extra_tables: list[Table], warnings: list[str]) -> View:
+              extra_tables: list[Table], warnings: list[str], start: Start | None = None,
+              verdict: Verdict | None = None) -> View:
     from kvplan import __version__
     from kvplan.output.render import Column, Table, View, json_plain
     from kvplan.planning.plan import SCHEMA, engine_log_lines, engine_numbers
@@ -87,6 +129,7 @@ def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
         "answer": json_plain(answer), "target_met": target_met,
         "tables": {t.title: [json_plain(r) for r in t.rows] for t in extra_tables},
         "notes": list(cap.notes), "warnings": warnings,
+        **_verdict_fields(start, verdict),
     }
     csv_row = {"model": dep.spec.name, "engine": dep.engine, "gpu": dep.gpu_name,
                "tp": dep.tp, "pp": dep.pp, "kv_dtype": cap.kv_format,
@@ -94,7 +137,8 @@ def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
                # max_concurrency is at max_model_len, the answer's at --context): both kept
                **{(f"engine_{k}" if k in answer else k): v for k, v in numbers.items()
                   if not isinstance(v, (list, tuple))},
-               **{k: json_plain(v) for k, v in answer.items()}, "target_met": target_met}
+               **{k: json_plain(v) for k, v in answer.items()}, "target_met": target_met,
+               **({"fits": verdict.fits} if verdict is not None else {})}
     csv_table = Table("plan", tuple(Column(k, k) for k in csv_row), (csv_row,))
     notes = [f"Deployment: {head}."]
     notes += ["Engine log lines: " + " | ".join(engine_log_lines(cap))] \
@@ -102,10 +146,11 @@ def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
     notes += list(cap.notes)
     notes += _formula_notes()
     return View(tables, payload, csv_table, notes, warnings,
-                headline=_headline(cap, answer, target_met), notes_when_verbose=True)
+                headline=_headline(cap, answer, target_met, start), notes_when_verbose=True)
 
 
-def _headline(cap: Capacity, answer: dict[str, Any], met: bool | None) -> str:
+def _headline(cap: Capacity, answer: dict[str, Any], met: bool | None,
+              start: Start | None = None) -> str:
     """The answer in one line: '64 requests of 32,768 tokens fit on 1x H100 SXM (vLLM 0.33),
     limited by KV blocks'."""
     dep, engine = cap.deployment, cap.engine
@@ -115,6 +160,8 @@ def _headline(cap: Capacity, answer: dict[str, Any], met: bool | None) -> str:
     where = (f"{dep.num_gpus}x {dep.gpus_shown()}" if dep.gpu_name
              else f"{dep.num_gpus} GPU(s) with the given KV budget")
     on = f"on {where} ({label})"
+    if start is not None and not start.starts:
+        return f"{engine.display_name or dep.engine} would not start {on}: {start.reason}"
 
     def requests(n: int) -> str:
         return f"{n:,} request{'' if n == 1 else 's'}"
@@ -198,7 +245,9 @@ def layout_table(layout: LayoutResult) -> Table:
 
 COMPARE_KEYS = ("model", "engine", "gpu", "num_gpus", "kv_dtype", "weights_per_gpu_bytes",
                 "kv_budget_bytes", "kv_bytes_per_token", "token_capacity", "context_tokens",
-                "max_concurrency", "max_context_tokens", "error")
+                "max_concurrency", "max_context_tokens", "error",
+                # the verdict (kvplan.planning.verdict): `compare` exits 1 when a row fails
+                "fits", "engine_starts", "reason")
 # with --policy: each deployment once per policy (the baseline first), side by side
 POLICY_KEYS = ("policy", "policy_kv_dtype", "policy_request_bytes", "policy_max_requests")
 
@@ -223,7 +272,7 @@ def compare_view(rows: list[dict[str, Any]], with_policies: bool = False) -> Vie
         *((Column("policy", "policy"), Column("policy_request_bytes", "request", "bytes"),
            Column("policy_max_requests", "requests (policy)", "int"))
           if with_policies else ()),
-        Column("error", "error"))
+        Column("fits", "fits"), Column("reason", "why not"), Column("error", "error"))
     shown = tuple(c for c in columns
                   if any(r.get(c.key) not in (None, "") for r in full) or c.key == "model")
     table = Table(f"{len(full)} deployment(s) side by side", shown, tuple(full))

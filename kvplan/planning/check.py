@@ -303,11 +303,8 @@ def _read_deployment(f: _LinedFields, base: Path, memo: _Memo | None = None
                      kv_dtype=f.str("kv_dtype", "auto"), max_model_len=_tokens(f, "max_model_len"),
                      weights_dtype=f.str("weights_dtype", "auto"),
                      weights_memory=weights, spell=str, **settings)
-    if dep.max_model_len and spec.max_context_tokens and dep.max_model_len > \
-            spec.max_context_tokens:
-        raise f.error("max_model_len", f"{dep.max_model_len:,} is more than {spec.name}'s "
-                      f"maximum context of {spec.max_context_tokens:,} tokens",
-                      "vLLM refuses this too unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    # a max_model_len beyond the model's maximum is the engine's to refuse (or not): an
+    # `engine_starts` failure, as `plan` reports it (kvplan.planning.verdict)
     try:
         cap = memo.capacity(dep)  # settings the engine rejects are errors in the file
     except KvplanError as exc:
@@ -580,23 +577,27 @@ def check_deployment(planned: PlannedDeployment, source: str = "plan"
     from kvplan.core.sizing import request_bytes
     from kvplan.planning import plan as core
     from kvplan.planning.plan import kv_budget_bytes
+    from kvplan.planning.verdict import engine_start
 
     dep = planned.deployment
-    cap = planned.capacity  # built when the plan was read (load_plan)
+    try:
+        start = engine_start(dep)
+    except KvplanError as exc:
+        raise SpecError(f"{source} line {planned.line}", f"deployment {planned.name!r}",
+                        exc.message, exc.hint) from None
     row = _Rows(planned)
-    if isinstance(cap, str):  # the engine would not start: nothing else can be measured
-        row.add("engine_starts", "tokens", dep.context_limit(), 0, -dep.context_limit(),
-                planned.line, context_tokens=dep.context_limit(), limited_by=cap)
+    if not start.starts:
+        # the engine refuses to start: measured = the longest request it would admit
+        est = start.max_request_tokens
+        row.add("engine_starts", "tokens", dep.context_limit(), est, est - dep.context_limit(),
+                planned.line, passed=False, context_tokens=dep.context_limit(),
+                limited_by=start.limited_by)
+    cap = start.capacity
+    if cap is None:  # no memory for the KV cache: nothing else can be measured
         return DeploymentSummary(
             planned.name, planned.line, dep.spec.name, dep.gpu_name, dep.num_gpus, dep.tp,
             dep.pp, dep.engine, dep.kv_dtype, dep.context_limit(),
             core.weights_per_gpu(dep) or None, 0), row.rows
-    start = cap.engine.start_check(cap)
-    if not start.starts:
-        # the engine refuses to start (vLLM: one request of max_model_len does not fit)
-        est = start.max_request_tokens
-        row.add("engine_starts", "tokens", dep.context_limit(), est, est - dep.context_limit(),
-                planned.line, context_tokens=dep.context_limit(), limited_by="memory")
     for req in planned.requirements:
         if req.kind == "min_concurrency":
             assert req.context_tokens is not None and req.concurrency is not None

@@ -260,8 +260,6 @@ BAD = [
     ("no memory named", ("    gpu: h100\n", ""), 3, "deployments[0]", "no memory to plan with"),
     ("no parameter count", ("llama-3.1-8b", str(ROOT / "tests" / "fixtures" / "tiny.yaml")),
      4, "deployments[0].model", "no parameter count"),
-    ("max_model_len past the model", ("max_model_len: 32k", "max_model_len: 256k"), 6,
-     "deployments[0].max_model_len", "more than llama-3.1-8b's maximum context"),
     ("negative headroom", ("    requires:\n", "    workload: 4x(1k+1k)\n    requires:\n"
                            "      headroom_percent: -5\n"), 9,
      "deployments[0].requires.headroom_percent", "must be at least 0"),

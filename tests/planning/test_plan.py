@@ -290,7 +290,9 @@ def test_other_engines_build_pools():
 # --- the CLI -----------------------------------------------------------------------------------
 
 PLAN_KEYS = {"schema", "kvplan_version", "deployment", "budget", "engine", "log_lines",
-             "answer", "target_met", "tables", "notes", "warnings"}
+             "answer", "target_met", "tables", "notes", "warnings",
+             # the verdict (kvplan.planning.verdict), added by issue 20
+             "fits", "engine_starts", "reason", "budget_terms"}
 
 
 def test_cli_concurrency_at_context_json():
@@ -441,7 +443,8 @@ def test_cli_compare_dtypes_and_engines():
                      "vllm,sglang,trtllm", "--max-model-len", "32k", "-f", "csv")
     assert engines.exit_code == 0 and len(engines.stdout.strip().splitlines()) == 4
     err = invoke("compare", LLAMA8B, "--gpu-memory", "8GiB", "-f", "json")
-    assert err.exit_code == 0 and "no memory is left" in json.loads(err.stdout)["rows"][0][
+    # a row whose engine would not start is exit 1, as in `plan` and `check`
+    assert err.exit_code == 1 and "no memory is left" in json.loads(err.stdout)["rows"][0][
         "error"]
 
 

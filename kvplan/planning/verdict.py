@@ -1,0 +1,144 @@
+"""Whether an engine starts with a deployment, and whether a target then fits: the one verdict
+that `plan`, `compare`, `check` and the front door (kvplan.api) give.
+
+An engine refuses to start in three ways kvplan models, each the engine's own rule:
+- a max_model_len beyond the model's maximum context, for the engines that refuse one unless
+  an environment variable allows it (the engine's `longer_context_env`: vLLM's
+  `vllm/config/model.py::_get_and_verify_max_len`, SGLang's
+  `srt/configs/model_config.py::ModelConfig._derive_context_length`); llama.cpp only warns;
+- no memory left for the KV cache after the weights and reserves (`NoKVMemoryError`, raised
+  by the engine's budget);
+- the engine's start-up check on the capacity it computed (`Engine.start_check`: vLLM's
+  "one request of max_model_len must fit",
+  `vllm/v1/core/kv_cache_utils.py::check_enough_kv_cache_memory`).
+
+Exit codes follow from it (kvplan.core.errors): 1 when the engine would not start or the target
+does not fit, whatever the command.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kvplan.core.errors import NoKVMemoryError
+from kvplan.core.record import record
+
+if TYPE_CHECKING:
+    from kvplan.engines.base import Capacity, Deployment
+    from kvplan.planning.plan import Target
+
+
+@record
+class Start:
+    """Whether the engine starts, why not, and the budget terms of one GPU (bytes).
+
+    capacity is None when no memory is left for the KV cache (nothing else can be measured).
+    memory_bytes: what the engine's budget starts from (the GPU's reported memory, SGLang's
+    free memory); weights_bytes: the weights on the fullest GPU; kv_cache_bytes: what is left
+    for the KV cache (zero or less when nothing is). None where the engine has no such term
+    (a measured --kv-memory, llama.cpp without a GPU)."""
+
+    starts: bool
+    reason: str  # why it would not start ("" when it starts), without the engine's name
+    limited_by: str  # "" | "max_model_len" | "memory" | the budget's message
+    capacity: Capacity | None
+    max_request_tokens: int  # the longest request it would admit (0: none)
+    hint: str = ""
+    memory_bytes: int | None = None
+    weights_bytes: int | None = None
+    kv_cache_bytes: int | None = None
+
+    def budget_terms(self) -> dict[str, int | None]:
+        return {"memory_bytes": self.memory_bytes, "weights_bytes": self.weights_bytes,
+                "kv_cache_bytes": self.kv_cache_bytes}
+
+
+def longer_context_refusal(dep: Deployment) -> tuple[str, str] | None:
+    """(reason, hint) when the engine refuses a max_model_len beyond the model's maximum
+    context; None when it is within it, or the engine starts anyway."""
+    from kvplan.engines.registry import get as get_engine
+
+    most = dep.spec.max_context_tokens
+    if not dep.max_model_len or not most or dep.max_model_len <= most:
+        return None
+    engine = get_engine(dep.engine)
+    env = getattr(engine, "longer_context_env", None)
+    if not env:
+        return None
+    label = getattr(engine, "display_name", "") or dep.engine
+    return (f"max_model_len {dep.max_model_len:,} is more than {dep.spec.name}'s maximum "
+            f"context of {most:,} tokens",
+            f"lower max_model_len to at most {most:,}, or start {label} with {env}=1")
+
+
+def engine_start(dep: Deployment) -> Start:
+    """Whether `dep`'s engine starts, with its capacity when there is one. Settings no engine
+    accepts (a block size it has not, a bad layout) raise BadInputError, as capacity() does."""
+    from kvplan.planning.plan import capacity, kv_budget_bytes
+
+    longer = longer_context_refusal(dep)
+    try:
+        cap = capacity(dep)
+    except NoKVMemoryError as exc:
+        reason, hint = longer or (exc.message, exc.hint or "")
+        return Start(False, reason, "max_model_len" if longer else exc.message, None,
+                     dep.spec.max_context_tokens or 0 if longer else 0, hint,
+                     exc.memory_bytes, exc.weights_bytes, exc.left_bytes)
+    terms = _terms(cap, kv_budget_bytes(cap))
+    if longer is not None:
+        return Start(False, longer[0], "max_model_len", cap, dep.spec.max_context_tokens or 0,
+                     longer[1], *terms)
+    check = cap.engine.start_check(cap)
+    if not check.starts:
+        return Start(False, f"one request of max_model_len {dep.context_limit():,} does not "
+                     f"fit; the estimated maximum is {check.max_request_tokens:,}", "memory",
+                     cap, check.max_request_tokens,
+                     f"lower max_model_len to at most {check.max_request_tokens:,}, or give "
+                     "the KV cache more memory", *terms)
+    return Start(True, "", "", cap, check.max_request_tokens, "", *terms)
+
+
+def _terms(cap: Capacity, kv_bytes: int) -> tuple[int | None, int | None, int]:
+    """(memory, weights, KV) of the fullest GPU: the estimated budget's own terms, else the
+    GPU's reported memory and the weights the engine places (llama.cpp, a measured budget)."""
+    budget = cap.budget
+    if budget is not None and budget.method == "estimated":
+        return budget.total_memory_bytes, max(budget.weights_bytes), kv_bytes
+    return cap.deployment.gpu_memory_bytes, cap.weights_per_gpu_bytes or None, kv_bytes
+
+
+@record
+class Verdict:
+    """The answer to "does this deployment serve this target": fits = the engine starts and
+    the target is met (without a target: one request of max_model_len fits at once)."""
+
+    fits: bool
+    engine_starts: bool
+    reason: str  # "" when it fits
+
+
+def target_verdict(start: Start, target: Target) -> Verdict:
+    """`start` (engine_start) against a target; Target() asks for one request of
+    max_model_len."""
+    from kvplan.planning.plan import Target, max_concurrency
+
+    if not start.starts or start.capacity is None:
+        return Verdict(False, False, start.reason)
+    cap = start.capacity
+    if target.workload is None and target.context_tokens is None and target.concurrency is None:
+        target = Target(cap.deployment.context_limit())
+    if target.met_by(cap):
+        return Verdict(True, True, "")
+    if target.workload is not None:
+        from kvplan.planning.plan import check_workload
+
+        return Verdict(False, True, check_workload(cap, target.workload).reason)
+    if target.context_tokens is not None:
+        c = max_concurrency(cap, target.context_tokens)
+        return Verdict(False, True, f"{c.max_requests:,} request(s) of "
+                       f"{target.context_tokens:,} tokens fit, {target.concurrency or 1:,} "
+                       f"wanted (limited by {c.limited_by})")
+    return Verdict(False, True, f"{target.concurrency:,} requests do not fit at any length")
+
+
+__all__ = ["Start", "Verdict", "engine_start", "longer_context_refusal", "target_verdict"]
