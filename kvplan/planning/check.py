@@ -483,17 +483,13 @@ def _read_requires(f: _LinedFields, dep: Deployment, workload: Workload | None
 
 def _possible(at: _LinedFields, dep: Deployment, ctx: int, limit: int,
               concurrency: int | None) -> None:
-    """Requirements no setting of this deployment could meet are errors, not failures."""
+    """A requirement longer than the deployment's own max_model_len is an error in the file,
+    not a failure. More requests than the engine's request cap (vLLM max_num_seqs, llama.cpp
+    --parallel, ...) is a failure, as `plan` reports it: the cap binds (`limited_by`)."""
     if ctx > limit:
         raise at.error("context", f"{ctx:,} tokens is longer than the deployment's "
                        f"max_model_len {limit:,}: no request this long is ever admitted",
                        "raise max_model_len or ask for a shorter context")
-    engine = get_engine(dep.engine)
-    limit_setting = engine.concurrency_limit(dep)
-    if limit_setting is not None and concurrency and concurrency > limit_setting[0]:
-        most, setting = limit_setting
-        raise at.error("concurrency", f"{concurrency} requests but {engine.display_name} "
-                       f"serves at most `{setting}` = {most} at once", f"raise engine.{setting}")
 
 
 # --- evaluation ----------------------------------------------------------------------------
