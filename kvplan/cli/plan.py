@@ -24,6 +24,7 @@ from kvplan.cli.options import (
     _emit,
     handle_errors,
 )
+from kvplan.cli.settings import engine_options, option
 from kvplan.engines.registry import DEFAULT as DEFAULT_ENGINE
 from kvplan.engines.registry import names as engine_names
 
@@ -65,16 +66,12 @@ MaxModelLenOpt = Annotated[str | None, typer.Option(
     "--max-model-len", "--ctx-size", "-c", help="The engine's maximum length per request "
     "(default: the model's maximum context); llama.cpp's -c/--ctx-size, the context all slots "
     "share.", show_default=False)]
-KVMemoryOpt = Annotated[str | None, typer.Option(
-    "--kv-memory", help="A measured KV budget per GPU, as the engine logged it: 57.65GiB "
-    "(vLLM 'Available KV cache memory').", show_default=False)]
+# two declared settings (kvplan.engines.settings) other commands take on their own
+KVMemoryOpt = option("kv_memory")
+UtilOpt = option("gpu_memory_utilization")
 GpuMemoryOpt = Annotated[str | None, typer.Option(
     "--gpu-memory", help="A GPU not in the catalog: the memory it reports, e.g. 24GiB.",
     show_default=False)]
-UtilOpt = Annotated[float | None, typer.Option(
-    "--gpu-memory-utilization", "--mem-fraction-static",
-    help="vLLM gpu_memory_utilization (0.9; 0.92 from 0.20), "
-    "SGLang mem_fraction_static, TRT-LLM free_gpu_memory_fraction (0.9).", show_default=False)]
 WeightsDtypeOpt = Annotated[str, typer.Option(
     "--weights-dtype", help="auto, bf16, fp16, fp8, int8, awq, gptq, int4, mxfp4, nvfp4, "
                          "bnb-4bit, bnb-8bit.")]
@@ -115,6 +112,7 @@ def _cache_types(kv_dtype: str, k: str | None, v: str | None) -> str:
 # --- the plan command ---------------------------------------------------------------------
 
 @handle_errors
+@engine_options(before="cache_type_k")
 def plan(
     model: Annotated[str | None, typer.Argument(
         help="Library name (llama-3.1-8b), a YAML spec, a config.json / directory holding one, "
@@ -148,68 +146,17 @@ def plan(
         "--find-gpus", help="Find the fewest GPUs (and the TP x PP layout) meeting the "
         "target.")] = False,
     kv_dtype: KVDtypeOpt = "auto",
-    block_size: Annotated[int | None, typer.Option(
-        "--block-size", help="Tokens per block (default: the engine's).",
-        show_default=False)] = None,
-    kv_memory: KVMemoryOpt = None,
     gpu_memory: GpuMemoryOpt = None,
-    gpu_memory_utilization: UtilOpt = None,
     weights_dtype: WeightsDtypeOpt = "auto",
     weights_memory: Annotated[str | None, typer.Option(
         "--weights-memory", help="The whole model's measured weight size (vLLM 'Model loading "
         "took').", show_default=False)] = None,
-    activation_memory: Annotated[str | None, typer.Option(
-        "--activation-memory", help="Measured activation peak per GPU.",
-        show_default=False)] = None,
-    cudagraph_memory: Annotated[str | None, typer.Option(
-        "--cudagraph-memory", help="CUDA-graph memory vLLM >= 0.20 subtracts.",
-        show_default=False)] = None,
-    max_num_batched_tokens: Annotated[int | None, typer.Option(
-        "--max-num-batched-tokens", help="Tokens per scheduler step (default: by GPU).",
-        show_default=False)] = None,
-    max_num_seqs: Annotated[int | None, typer.Option(
-        "--max-num-seqs", help="Requests running at once, a cap on concurrency: vLLM "
-        "max_num_seqs (default by GPU and version), SGLang --max-running-requests, TRT-LLM "
-        "max_batch_size (2048).",
-        show_default=False)] = None,
     dp: Annotated[int, typer.Option(
         "--dp", help="Data-parallel ranks, each with its own requests and KV cache (vLLM "
         "--data-parallel-size: TP x PP GPUs each; SGLang --dp).")] = 1,
     dcp: Annotated[int, typer.Option(
         "--dcp", help="vLLM decode context parallel: the TP ranks split each request's "
         "tokens (MLA caches are no longer replicated); must divide --tp.")] = 1,
-    enable_expert_parallel: Annotated[bool, typer.Option(
-        "--enable-expert-parallel", help="vLLM: whole experts over the TP x DP GPUs.")
-    ] = False,
-    enable_dp_attention: Annotated[bool, typer.Option(
-        "--enable-dp-attention", help="SGLang: attention data-parallel inside the TP group "
-        "(--dp must divide --tp; GPUs = TP).")] = False,
-    flashinfer_sampler: Annotated[bool, typer.Option(
-        "--flashinfer-sampler", help="vLLM with flashinfer installed (the vllm/vllm-openai "
-        "image): 0.8-0.11 sample with FlashInfer, a smaller warm-up peak.")] = False,
-    enforce_eager: Annotated[bool, typer.Option(
-        "--enforce-eager", help="vLLM without CUDA graphs (nothing reserved for them).")
-    ] = False,
-    num_speculative_tokens: Annotated[int, typer.Option(
-        "--num-speculative-tokens", help="vLLM speculative decoding: draft tokens proposed a "
-        "step (--speculative-config's num_speculative_tokens); CUDA graphs are captured for 1 "
-        "+ that many tokens a request.")] = 0,
-    parallel: Annotated[int, typer.Option("--parallel", "-np", help="llama.cpp slots.")] = 1,
-    ubatch_size: Annotated[int | None, typer.Option(
-        "--ubatch-size", "-ub", help="llama.cpp's micro-batch (512): its compute buffers "
-        "grow with it.", show_default=False)] = None,
-    flash_attn: Annotated[str | None, typer.Option(
-        "--flash-attn", "-fa", help="llama.cpp on|off|auto (auto: on): without it the "
-        "compute buffer holds KQ, context x micro-batch x heads x 4 B.",
-        show_default=False)] = None,
-    n_gpu_layers: Annotated[str | None, typer.Option(
-        "--n-gpu-layers", "-ngl", help="llama.cpp: layers on the GPU (N, all or auto; "
-        "default all). The output layer and the last N-1 repeating layers go to the GPU with "
-        "their KV cache; the rest and the token embeddings stay in host memory.",
-        show_default=False)] = None,
-    no_kv_offload: Annotated[bool, typer.Option(
-        "--no-kv-offload", "-nkvo", help="llama.cpp: keep the whole KV cache in host "
-        "memory.")] = False,
     cache_type_k: Annotated[str | None, typer.Option(
         "--cache-type-k", "-ctk", help="llama.cpp's K cache type (f16, q8_0, ...): the same "
         "as --kv-dtype.", show_default=False)] = None,
@@ -239,13 +186,14 @@ def plan(
     efficiency: Annotated[str | None, typer.Option(
         "--efficiency", help="With --rate: the share of the dense peak prefill reaches "
         "(default 0.5).", show_default=False)] = None,
+    settings: dict[str, Any] | None = None,
 ) -> None:
     """Capacity of one serving instance: what the engine will print, how many requests fit,
     how long they can be, whether a workload fits, and the fewest GPUs for a target.
 
-    Exit 1 when a stated target is not met (--context with --concurrency, --requests,
-    --find-gpus, --ttft/--itl with --rate) or no memory is left for the KV cache; exit 2 for
-    bad input.
+    Exit 1 when the deployment does not fit (a stated target: --context with --concurrency,
+    --requests, --find-gpus, --ttft/--itl with --rate; without one, a request of max_model_len)
+    or the engine would not start; exit 2 for bad input.
 
     Examples:
 
@@ -270,6 +218,7 @@ def plan(
     from kvplan.core.errors import BadInputError
     from kvplan.engines.registry import get as get_engine
 
+    engine_given = settings or {}
     overrides: dict[str, Any] = {}
     launch_warnings: list[str] = []
     if from_command is not None:
@@ -278,26 +227,13 @@ def plan(
         launched = read_command(_command_text(from_command), model)
         model, engine, overrides = launched.model, launched.engine, launched.overrides
         launch_warnings = list(launched.warnings)
-        # the command's settings by Deployment field, beside the flag that sets the same thing
+        # the command's settings, beside the flags that set the same things
         _given_once(overrides, {
             "tp": ("--tp", tp), "pp": ("--pp", pp),
             "kv_dtype": ("--kv-dtype", None if kv_dtype == "auto" else kv_dtype),
             "max_model_len": ("--max-model-len", max_model_len),
-            "block_size": ("--block-size", block_size),
-            "memory_fraction": ("--gpu-memory-utilization", gpu_memory_utilization),
-            "kv_memory_bytes": ("--kv-memory", kv_memory),
-            "max_num_seqs": ("--max-num-seqs", max_num_seqs),
-            "max_num_batched_tokens": ("--max-num-batched-tokens", max_num_batched_tokens),
-            "parallel": ("--parallel", parallel if parallel != 1 else None),
-            "n_ubatch": ("--ubatch-size", ubatch_size), "flash_attn": ("--flash-attn", flash_attn),
-            "n_gpu_layers": ("--n-gpu-layers", n_gpu_layers),
-            "no_kv_offload": ("--no-kv-offload", no_kv_offload or None),
-            "dp": ("--dp", dp if dp != 1 else None), "dcp": ("--dcp", dcp if dcp != 1 else None),
-            "expert_parallel": ("--enable-expert-parallel", enable_expert_parallel or None),
-            "dp_attention": ("--enable-dp-attention", enable_dp_attention or None),
-            "enforce_eager": ("--enforce-eager", enforce_eager or None),
-            "num_speculative_tokens": ("--num-speculative-tokens",
-                                       num_speculative_tokens or None)})
+            "dp": ("--dp", dp if dp != 1 else None),
+            "dcp": ("--dcp", dcp if dcp != 1 else None)}, engine_given)
     elif model is None:
         raise BadInputError("MODEL is missing", "give a model, or --from-command \"vllm serve "
                             "MODEL ...\"")
@@ -308,26 +244,15 @@ def plan(
     if samples < 1:
         raise BadInputError(f"--samples must be at least 1, got {samples}")
     kv_dtype = _cache_types(kv_dtype, cache_type_k, cache_type_v)
-    settings: dict[str, Any] = dict(
+    given = dict(
         gpu=gpu, gpu_memory=gpu_memory, count=count, tp=tp, pp=pp, engine=engine,
         engine_version=engine_version, kv_dtype=kv_dtype, max_model_len=max_model_len,
-        block_size=block_size, kv_memory=kv_memory,
-        gpu_memory_utilization=gpu_memory_utilization, weights_dtype=weights_dtype,
-        weights_memory=weights_memory, activation_memory=activation_memory,
-        cudagraph_memory=cudagraph_memory, max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs, parallel=parallel, enforce_eager=enforce_eager,
-        num_speculative_tokens=num_speculative_tokens,
-        **({"n_ubatch": ubatch_size} if ubatch_size is not None else {}),
-        **({"flash_attn": flash_attn} if flash_attn is not None else {}),
-        **({"n_gpu_layers": n_gpu_layers} if n_gpu_layers is not None else {}),
-        **({"no_kv_offload": True} if no_kv_offload else {}),
-        flashinfer_sampler=flashinfer_sampler or None, dp=dp,
-        dcp=dcp, expert_parallel=enable_expert_parallel, dp_attention=enable_dp_attention,
-        assume_standard_attention=assume_standard)
+        weights_dtype=weights_dtype, weights_memory=weights_memory, dp=dp, dcp=dcp,
+        assume_standard_attention=assume_standard, **engine_given)
     # the command's settings go through the same builder (and its checks) as the flags; a
     # setting given both ways was refused above
-    settings.update({_BUILDER_NAMES.get(key, key): value for key, value in overrides.items()})
-    d = deploy(model, **settings)
+    given.update(overrides)
+    d = deploy(model, **given)
     for warning in d.deployment.spec.warnings:  # --assume-standard-attention's assumptions
         typer.echo(f"kvplan: warning: {warning}", err=True)
     if rate is not None or ttft is not None or itl is not None or efficiency is not None:
@@ -358,17 +283,18 @@ def _exit(verdict: "Verdict", engine: str, hint: str = "") -> None:
         raise typer.Exit(1)
 
 
-# Deployment fields a launch command sets -> the builder's name for the same setting
-_BUILDER_NAMES = {"memory_fraction": "gpu_memory_utilization", "kv_memory_bytes": "kv_memory"}
-
-
-def _given_once(overrides: dict[str, Any], flags: dict[str, tuple[str, Any]]) -> None:
+def _given_once(overrides: dict[str, Any], flags: dict[str, tuple[str, Any]],
+                engine_given: dict[str, Any]) -> None:
     """A setting given both as a flag and in --from-command is a usage error (the command's
-    value would silently win). `flags`: Deployment field -> (flag, value or None)."""
+    value would silently win). `flags`: the builder's name -> (flag, value or None) for the
+    common settings; `engine_given`: the engine settings given as flags, by row name."""
     from kvplan.core.errors import BadInputError
+    from kvplan.engines.settings import BY_NAME
 
     both = [flag for key, (flag, value) in flags.items()
             if key in overrides and value is not None]
+    both += [BY_NAME[name].flag for name in engine_given
+             if BY_NAME[name].field_name in overrides]
     if both:
         raise BadInputError(f"{', '.join(both)} given both as a flag and in --from-command",
                             "give each setting once: in the command, or as a flag")
@@ -515,6 +441,7 @@ class _Question:
 # --- compare --------------------------------------------------------------------------------
 
 @handle_errors
+@engine_options(before="policy")
 def compare(
     models: ModelsArg,
     gpu: Annotated[str | None, typer.Option(
@@ -529,7 +456,6 @@ def compare(
     max_model_len: MaxModelLenOpt = None,
     context: ContextOpt = None,
     concurrency: ConcurrencyOpt = None,
-    kv_memory: KVMemoryOpt = None,
     gpu_memory: GpuMemoryOpt = None,
     weights_dtype: WeightsDtypeOpt = "auto",
     policy: Annotated[list[str] | None, typer.Option(
@@ -538,6 +464,7 @@ def compare(
         show_default=False)] = None,
     fmt: FormatOpt = "table",
     units: UnitsOpt = "iec",
+    settings: dict[str, Any] | None = None,
 ) -> None:
     """Models, GPUs, KV dtypes or engines side by side (every combination of the lists).
 
@@ -547,7 +474,7 @@ def compare(
 
       kvplan compare llama-3.1-70b --gpu h100 --count 4 --kv-dtype auto,fp8
 
-      kvplan compare qwen3-32b llama-3.1-70b --gpu h200 --engine vllm,sglang -f csv
+      kvplan compare qwen3-32b llama-3.1-70b --gpu h200 --count 2 --engine vllm,sglang -f csv
 
       kvplan compare llama-3.1-8b --gpu h100 --context 32k -p sinks+window:4,1020 -p share:2
     """
@@ -569,7 +496,7 @@ def compare(
     rows = [row for m, g, e, d in combos
             for row in _compare_rows(m, g, gpu_memory, count, e, d, engine_version,
                                      max_model_len, _tokens(context, "--context"), concurrency,
-                                     _bytes(kv_memory), weights_dtype, policies)]
+                                     weights_dtype, policies, settings or {})]
     from kvplan.output.plan import compare_view
 
     _emit(compare_view(rows, with_policies=bool(policies)), fmt, units)
@@ -582,8 +509,9 @@ def compare(
 
 def _compare_rows(model: str, gpu: str | None, gpu_memory: str | None, count: int | None,
                   engine: str, kv_dtype: str, version: str | None, max_model_len: str | None,
-                  context: int | None, concurrency: int | None, kv_memory: int | None,
-                  weights_dtype: str, policies: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+                  context: int | None, concurrency: int | None, weights_dtype: str,
+                  policies: list[tuple[str, Any]], settings: dict[str, Any]
+                  ) -> list[dict[str, Any]]:
     """One row per policy (or one row without --policy): the baseline deployment, then the
     same request under each policy with its bytes and the requests the budget holds."""
     from kvplan.core.sizing import stage_layers
@@ -591,7 +519,7 @@ def _compare_rows(model: str, gpu: str | None, gpu_memory: str | None, count: in
     from kvplan.planning.policies import evaluate_stages
 
     row = _compare_row(model, gpu, gpu_memory, count, engine, kv_dtype, version,
-                       max_model_len, context, concurrency, kv_memory, weights_dtype)
+                       max_model_len, context, concurrency, weights_dtype, settings)
     cap = row.pop("_cap", None)
     if not policies or cap is None:
         return [row]
@@ -610,15 +538,15 @@ def _compare_rows(model: str, gpu: str | None, gpu_memory: str | None, count: in
 
 def _compare_row(model: str, gpu: str | None, gpu_memory: str | None, count: int | None,
                  engine: str, kv_dtype: str, version: str | None, max_model_len: str | None,
-                 context: int | None, concurrency: int | None, kv_memory: int | None,
-                 weights_dtype: str) -> dict[str, Any]:
+                 context: int | None, concurrency: int | None, weights_dtype: str,
+                 settings: dict[str, Any]) -> dict[str, Any]:
     from kvplan.api import deploy
     from kvplan.core.errors import BadInputError
     from kvplan.planning import plan as core
 
     d = deploy(model, gpu=gpu, gpu_memory=gpu_memory, count=count, engine=engine,
                engine_version=version, kv_dtype=kv_dtype, max_model_len=max_model_len,
-               kv_memory=kv_memory, weights_dtype=weights_dtype)
+               weights_dtype=weights_dtype, **settings)
     dep = d.deployment
     row: dict[str, Any] = {"model": dep.spec.name, "engine": engine, "gpu": dep.gpu_name,
                            "num_gpus": dep.num_gpus, "kv_dtype": kv_dtype, "error": ""}

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from kvplan.core.errors import KvplanError, NoKVMemoryError, SpecError
 from kvplan.core.record import record
 from kvplan.engines.registry import get as get_engine
+from kvplan.engines.settings import ENGINE_SETTINGS
 from kvplan.planning.plan import Deployment, Workload
 from kvplan.sources.fields import Fields
 
@@ -38,10 +39,7 @@ _DEPLOYMENT = {"name", "model", "gpu", "gpu_memory", "count", "tp", "pp", "dp", 
                "kv_dtype",
                "max_model_len", "weights_dtype", "weights_memory", "workload", "requires",
                "notes"}
-_ENGINE = {"name", "version", "gpu_memory_utilization", "block_size", "max_num_batched_tokens",
-           "max_num_seqs", "parallel", "kv_memory", "activation_memory", "cudagraph_memory",
-           "enforce_eager", "expert_parallel", "dp_attention", "n_ubatch", "flash_attn",
-           "n_gpu_layers", "no_kv_offload", "num_speculative_tokens"}
+_ENGINE = {"name", "version", *(row.name for row in ENGINE_SETTINGS)}
 _WORKLOAD = {"requests", "shared_prefix", "samples"}
 _REQUIRES = {"min_concurrency", "max_kv_bytes_per_request", "min_context", "headroom_percent"}
 _AT = {"concurrency", "context"}
@@ -286,16 +284,16 @@ def _read_deployment(f: _LinedFields, base: Path, memo: _Memo | None = None
     except KvplanError as exc:
         raise f.wrap("model", exc) from None
     settings = _read_engine(f)
-    tp, pp, dp, dcp = _layout(f, spec, settings["dp_attention"])
+    tp, pp, dp, dcp = _layout(f, spec, bool(settings.get("dp_attention")))
     gpu = _read_gpu(f)
     weights = _bytes(f, "weights_memory")
     needs_memory = get_engine(settings["engine"]).needs_memory
-    if spec.num_params is None and weights is None and settings["kv_memory"] is None \
+    if spec.num_params is None and weights is None and settings.get("kv_memory_bytes") is None \
             and needs_memory:
         raise f.error("model", f"{spec.name} has no parameter count, so its weights cannot be "
                       "estimated", "give `weights_memory: 15GiB` (vLLM's 'Model loading took'), "
                       "or the KV budget itself as `engine: {kv_memory: 57.65GiB}`")
-    if gpu is None and settings["kv_memory"] is None and needs_memory:
+    if gpu is None and settings.get("kv_memory_bytes") is None and needs_memory:
         raise f.error(None, "names no memory to plan with",
                       "give `gpu: h100` (a catalog GPU), `gpu_memory: 24GiB`, or the KV budget "
                       "the engine logged as `engine: {kv_memory: 57.65GiB}`")
@@ -340,38 +338,26 @@ def _read_engine(f: _LinedFields) -> dict[str, Any]:
         parse_version(version)
     except KvplanError as exc:
         raise e.wrap("version", exc) from None
-    ints = {k: e.int(k, None) for k in ("block_size", "max_num_batched_tokens", "max_num_seqs",
-                                         "n_ubatch")}
-    flash_attn = e.str("flash_attn", None)
-    if flash_attn is not None:
-        from kvplan.engines.llamacpp import flash_attn_on
-
+    # the engine settings, each read and bounded by its declaration (kvplan.engines.settings),
+    # by the Deployment field each sets (the deployment builder takes those as they are)
+    out: dict[str, Any] = {"engine": engine, "engine_version": version}
+    for row in ENGINE_SETTINGS:
+        value = e.raw.get(row.name)
+        if value is None:
+            continue
         try:
-            flash_attn_on(flash_attn)
+            out[row.field_name] = row.to_field(value, "")
         except KvplanError as exc:
-            raise e.wrap("flash_attn", exc) from None
-    n_gpu_layers = e.raw.get("n_gpu_layers")
-    if n_gpu_layers is not None:
+            raise e.wrap(row.name, exc) from None
+    # llama.cpp's own reader of the layer count it spells in words (N, all, auto)
+    if "n_gpu_layers" in out:
         from kvplan.engines.llamacpp import gpu_layer_count
 
-        n_gpu_layers = str(n_gpu_layers)
         try:
-            gpu_layer_count(n_gpu_layers)
+            gpu_layer_count(out["n_gpu_layers"])
         except KvplanError as exc:
             raise e.wrap("n_gpu_layers", exc) from None
-    # the deployment builder's settings (kvplan.planning.deployment), named as in the file
-    return {"engine": engine, "engine_version": version,
-            "gpu_memory_utilization": _number(e, "gpu_memory_utilization", 0.01, 1.0),
-            "kv_memory": _bytes(e, "kv_memory"),
-            "activation_memory": _bytes(e, "activation_memory"),
-            "cudagraph_memory": _bytes(e, "cudagraph_memory"),
-            "parallel": e.int("parallel", 1), **ints,
-            "num_speculative_tokens": e.int("num_speculative_tokens", 0, minimum=0),
-            **({"flash_attn": flash_attn} if flash_attn is not None else {}),
-            **({"n_gpu_layers": n_gpu_layers} if n_gpu_layers is not None else {}),
-            **({"no_kv_offload": True} if e.bool("no_kv_offload", False) else {}),
-            **{k: e.bool(k, False) for k in ("enforce_eager", "expert_parallel",
-                                              "dp_attention")}}
+    return out
 
 
 def _layout(f: _LinedFields, spec: Any, dp_attention: bool = False

@@ -151,18 +151,9 @@ def deployment(
     engine_version: str | None = None,
     kv_dtype: str | KVFormat = "auto",
     max_model_len: str | int | None = None,
-    block_size: int | None = None,
-    kv_memory: str | int | None = None,
-    gpu_memory_utilization: float | None = None,
     weights_dtype: str = "auto",
     weights_memory: str | int | None = None,
-    activation_memory: str | int | None = None,
-    cudagraph_memory: str | int | None = None,
-    max_num_batched_tokens: int | None = None,
-    max_num_seqs: int | None = None,
-    parallel: int = 1,
     dp: int = 1,
-    dp_attention: bool = False,
     assume_standard_attention: bool = False,
     spell: Spelling = flag,
     **settings: Any,
@@ -173,33 +164,40 @@ def deployment(
     (`h100`) or a GPU object, or catalog names joined by commas, one GPU per pipeline stage
     (`rtx-5070-ti,rtx-5090`: vLLM only, PP defaults to their number); gpu_memory: what an
     uncatalogued GPU reports (`24GiB`). count, tp, pp, dp: GPUs and their split (TP defaults
-    to count / (PP x DP)); dp_attention: SGLang's DP attention (the DP ranks share the TP
-    group's GPUs). assume_standard_attention: read a config.json kvplan would refuse as
-    standard attention (the spec's `warnings` say so). engine: a registered engine name
-    (default vLLM). The memory settings (kv_memory, weights_memory, activation_memory,
-    cudagraph_memory) are what the engine logged, per GPU except weights_memory (the whole
-    model). `settings` passes further Deployment fields through (enforce_eager, dcp,
-    expert_parallel, hf_cache, pp_layers, ...).
+    to count / (PP x DP)). assume_standard_attention: read a config.json kvplan would refuse
+    as standard attention (the spec's `warnings` say so). engine: a registered engine name
+    (default vLLM). weights_memory: the whole model's measured weights. `settings`: the engine
+    settings by their declared names (kvplan.engines.settings: block_size, kv_memory=
+    "57.65GiB", gpu_memory_utilization, dp_attention, enforce_eager, ...), each read and
+    bounded by its row; other Deployment fields pass through as they are (dcp, hf_cache,
+    pp_layers, ...).
     """
     from kvplan.engines.base import Deployment
     from kvplan.engines.registry import DEFAULT
     from kvplan.engines.registry import get as get_engine
+    from kvplan.engines.settings import BY_NAME
 
     engine = engine or DEFAULT
     get_engine(engine)  # an unknown name is an error listing the registered engines
     known = {f.name for f in fields(Deployment)}
-    unknown = sorted(set(settings) - known)
+    unknown = sorted(set(settings) - known - set(BY_NAME))
     if unknown:
         raise BadInputError(f"unknown deployment setting(s): {', '.join(unknown)}")
+    values: dict[str, Any] = {}
+    for name in [n for n in settings if n in BY_NAME]:
+        row = BY_NAME[name]
+        try:
+            values[row.field_name] = row.to_field(settings.pop(name),
+                                                  row.flag if spell is flag else spell(name))
+        except BadInputError as exc:
+            raise SettingError(name, exc.message, exc.hint) from None
+    values.update(settings)  # Deployment fields given as they are
     stage_gpus = _stage_gpus(gpu, gpu_memory, pp, engine, spell)
     if stage_gpus:
         gpu, pp = stage_gpus[0], len(stage_gpus)
-    tp_, pp_ = layout(count, tp, pp, dp, dp_attention, spell)
+    tp_, pp_ = layout(count, tp, pp, dp, bool(values.get("dp_attention")), spell)
     max_len = tokens(max_model_len, "max_model_len", spell)
-    kv_bytes = memory(kv_memory, spell("kv_memory"))
     weights_bytes = memory(weights_memory, spell("weights_memory"))
-    activation_bytes = memory(activation_memory, spell("activation_memory"))
-    cudagraph_bytes = memory(cudagraph_memory, spell("cudagraph_memory"))
     if gpu is not None and gpu_memory is not None:
         find_gpu(gpu, gpu_memory, spell)  # the conflict, before the model is read
     if isinstance(model, str):
@@ -210,22 +208,18 @@ def deployment(
         spec = model
     found = find_gpu(gpu, gpu_memory, spell)
     if stage_gpus:
-        settings["stage_gpu_memory_bytes"] = tuple(g.memory_bytes for g in stage_gpus)
-        settings["stage_gpu_names"] = tuple(g.name for g in stage_gpus)
-    if settings.get("pp_layers") is not None:
+        values["stage_gpu_memory_bytes"] = tuple(g.memory_bytes for g in stage_gpus)
+        values["stage_gpu_names"] = tuple(g.name for g in stage_gpus)
+    if values.get("pp_layers") is not None:
         if not getattr(get_engine(engine), "plans_unequal_stages", False):
             raise SettingError("pp", f"a layer count per pipeline stage (vLLM's "
                                f"VLLM_PP_LAYER_PARTITION) is not modelled for {engine}")
         from kvplan.core.sizing import pp_stages
 
-        pp_stages(spec.num_layers, pp_, settings["pp_layers"])  # one count a stage, all layers
+        pp_stages(spec.num_layers, pp_, values["pp_layers"])  # one count a stage, all layers
     dep = Deployment(
         spec=spec, tp=tp_, pp=pp_, engine=engine, engine_version=engine_version,
-        kv_dtype=kv_dtype_name(kv_dtype), block_size=block_size,
-        memory_fraction=gpu_memory_utilization, weights_dtype=weights_dtype,
-        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-        parallel=parallel, dp=dp, dp_attention=dp_attention, max_model_len=max_len,
-        kv_memory_bytes=kv_bytes,
-        weights_bytes=weights_bytes, activation_bytes=activation_bytes,
-        cudagraph_bytes=cudagraph_bytes, **settings)
+        kv_dtype=kv_dtype_name(kv_dtype), weights_dtype=weights_dtype, dp=dp,
+        max_model_len=max_len, weights_bytes=weights_bytes,
+        **{k: v for k, v in values.items() if v is not None})
     return dep.with_gpu(found) if found is not None else dep

@@ -27,7 +27,7 @@ class LaunchPlan:
     launch: Launch
     model: str  # what resolves the model: a library name, hf:org/name, a path
     engine: str
-    overrides: dict[str, Any]  # Deployment field -> value read from the command
+    overrides: dict[str, Any]  # Deployment field -> value read from the command (bytes as ints)
     warnings: tuple[str, ...]
 
 
@@ -127,14 +127,18 @@ def _partition(partition: str, pp: Any) -> tuple[int, ...]:
 
 def engine_launches() -> list[EngineLaunch]:
     """Every registered engine's launch table (engines without one are skipped)."""
+    from dataclasses import replace
+
     from kvplan.engines import registry
+    from kvplan.engines.settings import launch_flags
 
     found = []
     for name in registry.names():
         launch = getattr(registry.get(name), "launch", None)
         table = launch() if callable(launch) else None
         if table is not None:
-            found.append(table)
+            # the declared settings' flags (kvplan.engines.settings) join the engine's table
+            found.append(replace(table, flags={**table.flags, **launch_flags(name)}))
     return found
 
 
@@ -158,9 +162,17 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
                             ", or give MODEL beside --from-command")
     else:
         model, quant_from_name = model_name(str(named), warnings)
+    from kvplan.engines.settings import BY_NAME
+
     known = {f.name for f in fields(Deployment)}
-    # settings named as Deployment fields (the flag tables name them so) are taken as they are
-    overrides: dict[str, Any] = {k: s.pop(k) for k in sorted(s) if k in known}
+    overrides: dict[str, Any] = {}
+    # declared settings (kvplan.engines.settings), read and bounded by their rows
+    for name in sorted(k for k in s if k in BY_NAME):
+        row = BY_NAME[name]
+        spelled = row.engine_flags.get(launch.engine, (row.flag,))[0]
+        overrides[row.field_name] = row.to_field(s.pop(name), f"{spelled} in the command")
+    # other settings named as Deployment fields (the flag tables name them so) as they are
+    overrides.update({k: s.pop(k) for k in sorted(s) if k in known})
     quant = s.pop("quantization", None) or quant_from_name
     if quant is not None:
         mapped = _QUANTIZATION.get(str(quant).lower())

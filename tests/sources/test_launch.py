@@ -77,14 +77,14 @@ def test_sglang_trtllm_and_llamacpp_tables():
                       "--mem-fraction-static 0.85 --context-length 32768 --kv-cache-dtype "
                       "fp8_e4m3 --max-running-requests 64", engine_launches())
     assert sg.engine == "sglang" and sg.settings == {
-        "model": "Qwen/QwQ-32B", "tp": 4, "memory_fraction": 0.85, "max_model_len": 32768,
-        "kv_dtype": "fp8_e4m3", "max_num_seqs": 64}
+        "model": "Qwen/QwQ-32B", "tp": 4, "gpu_memory_utilization": 0.85,
+        "max_model_len": 32768, "kv_dtype": "fp8_e4m3", "max_num_seqs": 64}
     trt = parse_launch("trtllm-serve meta-llama/Llama-3.1-8B-Instruct --tp_size 2 "
                        "--max_batch_size 64 --max_seq_len 4096 "
                        "--kv_cache_free_gpu_memory_fraction 0.85", engine_launches())
     assert trt.engine == "trtllm" and trt.settings == {
         "model": "meta-llama/Llama-3.1-8B-Instruct", "tp": 2, "max_num_seqs": 64,
-        "max_model_len": 4096, "memory_fraction": 0.85}
+        "max_model_len": 4096, "gpu_memory_utilization": 0.85}
     cpp = parse_launch("./llama-server -m /models/qwen3-8b-q4_k_m.gguf -c 16384 -np 4 "
                        "-ctk q8_0 -ctv q8_0 -fa -ngl 99 --port 8080", engine_launches())
     assert cpp.engine == "llamacpp" and cpp.settings == {

@@ -1,0 +1,216 @@
+"""Engine settings as declarations: one `Setting` row per setting, read by everything that
+takes one (design.md, "What becomes data" #1).
+
+A row names the setting once: kvplan's flags, each engine's own launch flags, the key in a
+capacity-plan file, the `Deployment` field it sets, its type, unit, bounds, default and help.
+From the rows:
+- `kvplan plan` and `kvplan compare` get their options (kvplan.cli.settings),
+- capacity-plan files read their `engine:` keys (kvplan.planning.check),
+- `--from-command` reads the engines' flags (kvplan.planning.launch adds each row's flags to
+  its engine's table),
+- the bounds are checked, with the same message from a flag, a file or a launch line
+  (`check_bounds`, called by kvplan.planning.plan.capacity).
+So a new setting is one row here plus its use (the engine's budget that reads the field).
+
+Kinds: int, float, bool (a switch), bytes ("24GiB" or a whole number of bytes), gib (a number
+of GiB, 2^30 bytes, as the engine's flag takes it; the field holds bytes) and str.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import field
+from typing import Any
+
+from kvplan.core.errors import BadInputError
+from kvplan.core.record import record
+from kvplan.core.units import MAX_BATCH, MAX_TOKENS
+
+KINDS = ("int", "float", "bool", "bytes", "gib", "str")
+GIB = 2**30
+
+
+@record
+class Setting:
+    """One engine setting, declared once."""
+
+    name: str  # the builder's keyword (kvplan.deploy) and the plan file's `engine:` key
+    field_name: str  # the Deployment field it sets
+    flags: tuple[str, ...]  # kvplan's own flags (`plan`, `compare`), long form first
+    kind: str  # one of KINDS
+    unit: str  # tokens, requests, bytes, GiB, fraction, layers, or "" for a switch or a name
+    help: str
+    # each engine's own launch flags for it: engine name -> flags (read by --from-command)
+    engine_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    low: float | None = None  # bounds, inclusive (None: none)
+    high: float | None = None
+    default: Any = None  # None: the engine's own default (by release and GPU: its `defaults`)
+    choices: tuple[str, ...] = ()  # for str settings with a fixed set of values
+
+    @property
+    def plan_key(self) -> str:
+        """Where a capacity-plan file gives it: `deployments[i].engine.<name>`."""
+        return f"engine.{self.name}"
+
+    @property
+    def flag(self) -> str:
+        return self.flags[0]
+
+    def to_field(self, value: Any, spell: str | None = None) -> Any:
+        """The value as the Deployment keeps it (bytes as ints), checked against the bounds;
+        errors name the setting as the user gave it (`spell`: the flag; "" for none, when the
+        caller names the field itself, as a plan file's line does)."""
+        if value is None:
+            return None
+        where = f"{self.flag if spell is None else spell} " if spell != "" else ""
+        if self.kind == "bytes":
+            from kvplan.core.units import MAX_BYTES, parse_bytes
+
+            if isinstance(value, bool) or not isinstance(value, (int, str)):
+                raise BadInputError(f"{where}must be a size such as 24GiB, got {value!r}")
+            if isinstance(value, str):
+                return parse_bytes(value, where.strip())
+            if not 0 < value <= MAX_BYTES:
+                raise BadInputError(f"{where}must be between 1 byte and an exbibyte (2^60 "
+                                    f"bytes), got {value:,} bytes")
+            return value
+        if self.kind == "gib":
+            number = _number(value, where)
+            _bounded(number, self, where)
+            return int(number * GIB)  # as the engine does: int(x * 1024**3)
+        if self.kind == "bool":
+            if not isinstance(value, bool):
+                raise BadInputError(f"{where}must be true or false, got {value!r}")
+            return value
+        if self.kind == "str":
+            if isinstance(value, bool) and "on" in self.choices:
+                value = "on" if value else "off"  # YAML 1.1 reads a bare on/off as true/false
+            value = str(value)
+            if self.choices and value not in self.choices:
+                raise BadInputError(f"{where}must be one of {', '.join(self.choices)}, got "
+                                    f"{value!r}")
+            return value
+        number = _number(value, where)
+        if self.kind == "int":
+            if not isinstance(number, int):
+                raise BadInputError(f"{where}must be a whole number, got {value!r}")
+        _bounded(number, self, where)
+        return number
+
+
+def _number(value: Any, where: str) -> int | float:
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and not math.isfinite(value)):
+        raise BadInputError(f"{where}must be a number, got {value!r}")
+    return value
+
+
+def _bounded(value: float, row: Setting, where: str) -> None:
+    low, high = row.low, row.high
+    if high is not None and high <= 1 and (low is not None and value < low or value > high):
+        raise BadInputError(f"{where}must be between {low:g} and {high:g}, got {value:g}")
+    if low is not None and value < low:
+        raise BadInputError(f"{where}must be at least {low:g}, got {value:g}")
+    if high is not None and value > high:
+        raise BadInputError(f"{where}is {value:,}, more than any deployment (at most "
+                            f"{high:,})")
+
+
+# --- the rows --------------------------------------------------------------------------------
+# Engine flags: vLLM vllm/engine/arg_utils.py EngineArgs.add_cli_args (0.33); SGLang
+# srt/server_args.py ServerArgs.add_cli_args (0.5); llama.cpp common/arg.cpp (b6xxx);
+# TensorRT-LLM tensorrt_llm/commands/serve.py (1.1); TGI launcher/src/main.rs (3.3).
+
+ENGINE_SETTINGS: tuple[Setting, ...] = (
+    Setting("gpu_memory_utilization", "memory_fraction",
+            ("--gpu-memory-utilization", "--mem-fraction-static"), "float", "fraction",
+            "vLLM gpu_memory_utilization (0.9; 0.92 from 0.20), SGLang mem_fraction_static, "
+            "TRT-LLM free_gpu_memory_fraction (0.9).",
+            {"vllm": ("--gpu-memory-utilization",), "sglang": ("--mem-fraction-static",),
+             "trtllm": ("--kv_cache_free_gpu_memory_fraction",),
+             "tgi": ("--cuda-memory-fraction",)}, low=0.01, high=1.0),
+    Setting("block_size", "block_size", ("--block-size",), "int", "tokens",
+            "Tokens per block (default: the engine's).",
+            {"vllm": ("--block-size",), "sglang": ("--page-size",)}, low=1, high=MAX_TOKENS),
+    Setting("max_num_batched_tokens", "max_num_batched_tokens", ("--max-num-batched-tokens",),
+            "int", "tokens", "Tokens per scheduler step (default: by GPU).",
+            {"vllm": ("--max-num-batched-tokens",), "sglang": ("--chunked-prefill-size",),
+             "trtllm": ("--max_num_tokens",), "tgi": ("--max-batch-prefill-tokens",)},
+            low=1, high=MAX_TOKENS),
+    Setting("max_num_seqs", "max_num_seqs", ("--max-num-seqs",), "int", "requests",
+            "Requests running at once, a cap on concurrency: vLLM max_num_seqs (default by GPU "
+            "and version), SGLang --max-running-requests, TRT-LLM max_batch_size (2048).",
+            {"vllm": ("--max-num-seqs",), "sglang": ("--max-running-requests",),
+             "trtllm": ("--max_batch_size",), "tgi": ("--max-batch-size",)},
+            low=1, high=MAX_BATCH),
+    Setting("parallel", "parallel", ("--parallel", "-np"), "int", "requests",
+            "llama.cpp slots.", {"llamacpp": ("--parallel", "-np")}, low=1, high=MAX_BATCH,
+            default=1),
+    Setting("kv_memory", "kv_memory_bytes", ("--kv-memory",), "bytes", "bytes",
+            "A measured KV budget per GPU, as the engine logged it: 57.65GiB (vLLM 'Available "
+            "KV cache memory').", {"vllm": ("--kv-cache-memory-bytes",)}),
+    Setting("activation_memory", "activation_bytes", ("--activation-memory",), "bytes",
+            "bytes", "Measured activation peak per GPU."),
+    Setting("cudagraph_memory", "cudagraph_bytes", ("--cudagraph-memory",), "bytes", "bytes",
+            "CUDA-graph memory vLLM >= 0.20 subtracts."),
+    Setting("enforce_eager", "enforce_eager", ("--enforce-eager",), "bool", "",
+            "vLLM without CUDA graphs (nothing reserved for them).",
+            {"vllm": ("--enforce-eager",), "sglang": ("--disable-cuda-graph",)}, default=False),
+    Setting("expert_parallel", "expert_parallel", ("--enable-expert-parallel",), "bool", "",
+            "vLLM: whole experts over the TP x DP GPUs.",
+            {"vllm": ("--enable-expert-parallel",)}, default=False),
+    Setting("dp_attention", "dp_attention", ("--enable-dp-attention",), "bool", "",
+            "SGLang: attention data-parallel inside the TP group (--dp must divide --tp; GPUs "
+            "= TP).", {"sglang": ("--enable-dp-attention",)}, default=False),
+    Setting("flashinfer_sampler", "flashinfer_sampler", ("--flashinfer-sampler",), "bool", "",
+            "vLLM with flashinfer installed (the vllm/vllm-openai image): 0.8-0.11 sample with "
+            "FlashInfer, a smaller warm-up peak.", default=False),
+    Setting("num_speculative_tokens", "num_speculative_tokens", ("--num-speculative-tokens",),
+            "int", "tokens", "vLLM speculative decoding: draft tokens proposed a step "
+            "(--speculative-config's num_speculative_tokens); CUDA graphs are captured for 1 + "
+            "that many tokens a request.", {"vllm": ("--num-speculative-tokens",)},
+            low=0, high=MAX_TOKENS, default=0),
+    Setting("n_ubatch", "n_ubatch", ("--ubatch-size", "-ub"), "int", "tokens",
+            "llama.cpp's micro-batch (512): its compute buffers grow with it.",
+            {"llamacpp": ("--ubatch-size", "-ub")}, low=1, high=MAX_TOKENS),
+    Setting("flash_attn", "flash_attn", ("--flash-attn", "-fa"), "str", "",
+            "llama.cpp on|off|auto (auto: on): without it the compute buffer holds KQ, context "
+            "x micro-batch x heads x 4 B.", choices=("on", "off", "auto")),
+    Setting("n_gpu_layers", "n_gpu_layers", ("--n-gpu-layers", "-ngl"), "str", "layers",
+            "llama.cpp: layers on the GPU (N, all or auto; default all). The output layer and "
+            "the last N-1 repeating layers go to the GPU with their KV cache; the rest and the "
+            "token embeddings stay in host memory."),
+    Setting("no_kv_offload", "no_kv_offload", ("--no-kv-offload", "-nkvo"), "bool", "",
+            "llama.cpp: keep the whole KV cache in host memory.",
+            {"llamacpp": ("--no-kv-offload", "-nkvo")}, default=False),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in ENGINE_SETTINGS}
+BY_FIELD: dict[str, Setting] = {s.field_name: s for s in ENGINE_SETTINGS}
+
+# how --from-command reads a row's value after its engine flag (kvplan.core.launch kinds)
+_LAUNCH_KINDS = {"int": "int", "float": "float", "gib": "float", "bool": "flag",
+                 "bytes": "int", "str": "str"}
+
+
+def launch_flags(engine: str) -> dict[str, tuple[str, str]]:
+    """The rows' flags for one engine's launch table: flag -> (setting name, value kind)."""
+    return {flag: (s.name, _LAUNCH_KINDS[s.kind]) for s in ENGINE_SETTINGS
+            for flag in s.engine_flags.get(engine, ())}
+
+
+def check_bounds(dep: Any) -> None:
+    """Every row's bounds on a Deployment, the same whether a flag, a plan file or a launch
+    line set it (a bytes value parsed from GiB is checked as the GiB it came from)."""
+    for s in ENGINE_SETTINGS:
+        value = getattr(dep, s.field_name, None)
+        if value is None or s.kind in ("bool", "str", "bytes"):
+            continue
+        shown = value / GIB if s.kind == "gib" else value
+        _bounded(shown, s, f"{s.name} ({s.flag}) ")
+
+
+__all__ = ["BY_FIELD", "BY_NAME", "ENGINE_SETTINGS", "KINDS", "Setting", "check_bounds",
+           "launch_flags"]
