@@ -240,6 +240,8 @@ class StartCheck:
 
     starts: bool
     max_request_tokens: int
+    reason: str = ""  # why it would not start, in the engine's terms ("": vLLM's rule's words)
+    hint: str = ""  # what to change
 
 
 @record
@@ -356,6 +358,10 @@ class BaseEngine:
     # True: capacity() sizes each pipeline stage on its own GPU (Deployment
     # stage_gpu_memory_bytes) and with its own layer count (Deployment.pp_layers)
     plans_unequal_stages = False
+    # The environment variable without which the engine refuses to start with a max_model_len
+    # beyond the model's maximum context; None: it starts (llama.cpp only warns). Read by
+    # kvplan.planning.verdict, the one place the rule is applied.
+    longer_context_env: str | None = None
 
     def capacity(self, dep: Deployment) -> Capacity:
         raise NotImplementedError
@@ -428,28 +434,23 @@ class BaseEngine:
 
 def check_settings(dep: Deployment, engine: Any) -> None:
     """Settings no engine starts with are bad input, the same from flags and plan files: a
-    zero or negative count, a block size the engine refuses, a version newer than kvplan's
-    rules (it would be planned with older rules without a word)."""
-    from kvplan.core.units import MAX_BATCH, MAX_TOKENS
+    zero or negative count, a setting outside its declared bounds (kvplan.engines.settings),
+    a block size the engine refuses, a version newer than kvplan's rules (it would be planned
+    with older rules without a word)."""
+    from kvplan.core.units import MAX_BATCH
     from kvplan.engines import parse_version
+    from kvplan.engines.settings import check_bounds
 
     label = getattr(engine, "display_name", "") or dep.engine
     for name, flag, value, most in (
             ("tp", "--tp", dep.tp, MAX_BATCH), ("pp", "--pp", dep.pp, MAX_BATCH),
-            ("dp", "--dp", dep.dp, MAX_BATCH), ("dcp", "--dcp", dep.dcp, MAX_BATCH),
-            ("block_size", "--block-size", dep.block_size, MAX_TOKENS),
-            ("max_num_seqs", "--max-num-seqs", dep.max_num_seqs, MAX_BATCH),
-            ("max_num_batched_tokens", "--max-num-batched-tokens",
-             dep.max_num_batched_tokens, MAX_TOKENS),
-            ("parallel", "--parallel", dep.parallel, MAX_BATCH)):
+            ("dp", "--dp", dep.dp, MAX_BATCH), ("dcp", "--dcp", dep.dcp, MAX_BATCH)):
         if value is not None and value < 1:
             raise BadInputError(f"{name} ({flag}) must be at least 1, got {value}")
         if value is not None and value > most:
             raise BadInputError(f"{name} ({flag}) is {value:,}, more than any deployment "
                                 f"(at most {most:,})")
-    if dep.memory_fraction is not None and not 0 < dep.memory_fraction <= 1:
-        raise BadInputError("the GPU memory fraction (--gpu-memory-utilization) must be above "
-                            f"0 and at most 1, got {dep.memory_fraction}")
+    check_bounds(dep)  # the engine settings, each by its declaration
     sizes = getattr(engine, "block_sizes", None)
     if dep.block_size is not None and sizes and dep.block_size not in sizes:
         raise BadInputError(f"{label} has no block size {dep.block_size} (--block-size)",

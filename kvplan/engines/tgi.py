@@ -39,7 +39,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import BF16, FP8_E4M3, FP8_E5M2, FP16, KVFormat
-from kvplan.core.errors import BadInputError
+from kvplan.core.errors import BadInputError, NoKVMemoryError
 from kvplan.core.launch import EngineLog, LogLine
 from kvplan.core.layers import ATTENTION_KINDS, CrossAttention
 from kvplan.core.record import record
@@ -152,6 +152,7 @@ def profile(spec: ModelSpec, dep: Deployment, compute_major: int | None) -> TgiP
     fraction = dep.memory_fraction if dep.memory_fraction is not None else MEMORY_FRACTION
     prefill = dep.max_num_batched_tokens or min(DEFAULT_PREFILL_TOKENS,
                                                 spec.max_context_tokens or 10**9)
+    weights = 0
     if dep.kv_memory_bytes is not None:
         budget = dep.kv_memory_bytes
     else:
@@ -168,9 +169,13 @@ def profile(spec: ModelSpec, dep: Deployment, compute_major: int | None) -> TgiP
             budget = math.floor((math.floor(dep.gpu_memory_bytes * fraction) - weights - acts
                                  - context) * wiggle)
     if budget < per_block:
-        raise BadInputError(f"TGI would find no memory for KV blocks ({budget:,} bytes left)",
-                            "use more GPUs (--num-shard), a larger --cuda-memory-fraction or "
-                            "a smaller --max-batch-prefill-tokens")
+        # the engine would not start: exit 1 as for every engine (core.errors.NoKVMemoryError)
+        raise NoKVMemoryError(f"no memory is left for the KV cache: TGI would find "
+                              f"{budget:,} bytes for KV blocks of {per_block:,}",
+                              "use more GPUs (--num-shard), a larger --cuda-memory-fraction or "
+                              "a smaller --max-batch-prefill-tokens", engine="TGI",
+                              left_bytes=budget, weights_bytes=weights,
+                              memory_bytes=dep.gpu_memory_bytes or 0)
     blocks = budget // per_block
     return TgiProfile(SCHEMA, attention, block, per_block, budget, blocks, blocks * block,
                       prefill, fraction, wiggle)

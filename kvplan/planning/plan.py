@@ -67,10 +67,8 @@ def capacity(dep: Deployment) -> Capacity:
     """The engine's start-up numbers and request pool for a deployment."""
     from kvplan.core.sizing import check_parallelism
     from kvplan.engines.base import check_settings
-    from kvplan.engines.settings import check_bounds
 
     engine = get_engine(dep.engine)  # an unknown name is a BadInputError naming the known
-    check_bounds(dep)  # each declared setting's bounds, however it was given
     check_settings(dep, engine)
     check_parallelism(dep.spec, dep.tp, dep.pp)
     _refuse_unmodelled_layout(dep, engine)

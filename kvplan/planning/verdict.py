@@ -90,11 +90,12 @@ def engine_start(dep: Deployment) -> Start:
                      longer[1], *terms)
     check = cap.engine.start_check(cap)
     if not check.starts:
-        return Start(False, f"one request of max_model_len {dep.context_limit():,} does not "
-                     f"fit; the estimated maximum is {check.max_request_tokens:,}", "memory",
-                     cap, check.max_request_tokens,
-                     f"lower max_model_len to at most {check.max_request_tokens:,}, or give "
-                     "the KV cache more memory", *terms)
+        reason = check.reason or (
+            f"one request of max_model_len {dep.context_limit():,} does not fit; the "
+            f"estimated maximum is {check.max_request_tokens:,}")
+        hint = check.hint or (f"lower max_model_len to at most {check.max_request_tokens:,}, "
+                              "or give the KV cache more memory")
+        return Start(False, reason, "memory", cap, check.max_request_tokens, hint, *terms)
     return Start(True, "", "", cap, check.max_request_tokens, "", *terms)
 
 

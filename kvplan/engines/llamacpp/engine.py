@@ -46,6 +46,7 @@ from kvplan.engines.base import (
     Deployment,
     Need,
     Pool,
+    StartCheck,
     weights_per_gpu,
 )
 
@@ -653,6 +654,19 @@ class LlamacppEngine(BaseEngine):
     def log_lines(self, cap: Capacity) -> list[str]:
         p: LlamacppProfile = cap.engine_profile
         return [p.log_line(), *(p.compute.log_lines() if p.compute is not None else [])]
+
+    def start_check(self, cap: Capacity) -> StartCheck:
+        """llama.cpp allocates the weights, all --ctx cells and the compute buffers at start-up
+        (`llama_model_load`, `llama_kv_cache` constructor, `ggml_backend_sched_reserve`): when
+        they exceed the GPU's memory an allocation fails and the server exits."""
+        rows = self.memory_rows(cap)
+        left = dict(rows).get("= left") if rows is not None else None
+        if left is not None and left < 0:
+            memory = cap.deployment.gpu_memory_bytes or 0
+            return StartCheck(False, 0, f"weights, KV cache and compute buffers need "
+                              f"{memory - left:,} bytes of the GPU's {memory:,}",
+                              "offload fewer layers (-ngl), a smaller -c or -ub, or more GPUs")
+        return StartCheck(True, cap.pool.max_request_tokens)
 
     def kv_budget_bytes(self, cap: Capacity) -> int:
         return int(cap.engine_profile.total_bytes)

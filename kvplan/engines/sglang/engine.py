@@ -365,6 +365,9 @@ class SglangEngine(BaseEngine):
     kv_dtypes = KV_DTYPES
     smaller_kv_dtypes = SMALLER_KV_DTYPES
     cache_variants = ("",)  # `validate --layout sglang` allocates cache_layout()
+    # srt/configs/model_config.py `ModelConfig._derive_context_length`: a --context-length
+    # above the model's derived context length raises a ValueError unless this is set
+    longer_context_env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     # SGLang pool_configurator.py DSV4PoolConfigurator
     compressed_attention_pools = (
         "DSV4PoolConfigurator's split of the memory between a sliding-window pool for every "

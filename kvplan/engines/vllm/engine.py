@@ -172,6 +172,9 @@ class VllmEngine(BaseEngine):
     kv_dtypes = KV_DTYPES
     smaller_kv_dtypes = SMALLER_KV_DTYPES
     cache_variants = ("",)  # `validate --layout vllm` allocates cache_layout()
+    # vllm/config/model.py `_get_and_verify_max_len`: a max_model_len above the model's derived
+    # maximum raises unless this is set (0.6 onwards; vllm/config.py before 0.11)
+    longer_context_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
     models_compressed_attention = True  # DeepSeek-V4 on Hopper (dsv4_stage)
     # VLLM_PP_LAYER_PARTITION and a GPU per stage: each worker its own budget (budget.py)
     plans_unequal_stages = True
