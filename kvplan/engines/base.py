@@ -111,6 +111,8 @@ class Deployment:
     flash_attn: str | None = None  # llama.cpp -fa on/off/auto (None: auto, on for CUDA)
     n_gpu_layers: str | None = None  # llama.cpp -ngl N/all/auto (None: every layer)
     no_kv_offload: bool = False  # llama.cpp -nkvo: the KV cache in host memory
+    # vLLM --cpu-offload-gb, in bytes: decoder-layer weights per GPU kept in CPU memory
+    cpu_offload_bytes: int = 0
     hf_cache: str = "dynamic"
 
     @property

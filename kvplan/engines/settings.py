@@ -9,7 +9,7 @@ From the rows:
 - `--from-command` reads the engines' flags (kvplan.planning.launch adds each row's flags to
   its engine's table),
 - the bounds are checked, with the same message from a flag, a file or a launch line
-  (`check_bounds`, called by kvplan.planning.plan.capacity).
+  (`check_bounds`, called by kvplan.engines.base.check_settings).
 So a new setting is one row here plus its use (the engine's budget that reads the field).
 
 Kinds: int, float, bool (a switch), bytes ("24GiB" or a whole number of bytes), gib (a number
@@ -46,6 +46,9 @@ class Setting:
     high: float | None = None
     default: Any = None  # None: the engine's own default (by release and GPU: its `defaults`)
     choices: tuple[str, ...] = ()  # for str settings with a fixed set of values
+    # the engines whose model in kvplan reads it (() = every engine); given to another
+    # engine, it is refused by name rather than ignored
+    only: tuple[str, ...] = ()
 
     @property
     def plan_key(self) -> str:
@@ -172,6 +175,10 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
             "(--speculative-config's num_speculative_tokens); CUDA graphs are captured for 1 + "
             "that many tokens a request.", {"vllm": ("--num-speculative-tokens",)},
             low=0, high=MAX_TOKENS, default=0),
+    Setting("cpu_offload_gb", "cpu_offload_bytes", ("--cpu-offload-gb",), "gib", "GiB",
+            "vLLM: GiB of weights per GPU kept in CPU memory (read over UVA), taken from the "
+            "decoder layers' parameters; the weights term of the budget falls by as much.",
+            {"vllm": ("--cpu-offload-gb",)}, low=0, high=2**20, default=0, only=("vllm",)),
     Setting("n_ubatch", "n_ubatch", ("--ubatch-size", "-ub"), "int", "tokens",
             "llama.cpp's micro-batch (512): its compute buffers grow with it.",
             {"llamacpp": ("--ubatch-size", "-ub")}, low=1, high=MAX_TOKENS),
@@ -203,9 +210,14 @@ def launch_flags(engine: str) -> dict[str, tuple[str, str]]:
 
 def check_bounds(dep: Any) -> None:
     """Every row's bounds on a Deployment, the same whether a flag, a plan file or a launch
-    line set it (a bytes value parsed from GiB is checked as the GiB it came from)."""
+    line set it (a bytes value parsed from GiB is checked as the GiB it came from), and a
+    setting kvplan models for some engines only, given to another."""
     for s in ENGINE_SETTINGS:
         value = getattr(dep, s.field_name, None)
+        if s.only and dep.engine not in s.only and value not in (None, False, 0, s.default):
+            raise BadInputError(f"{s.flag}: kvplan models it for "
+                                f"{', '.join(s.only)} only, not for {dep.engine}",
+                                f"leave {s.flag} out, or plan with --engine {s.only[0]}")
         if value is None or s.kind in ("bool", "str", "bytes"):
             continue
         shown = value / GIB if s.kind == "gib" else value

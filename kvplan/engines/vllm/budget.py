@@ -50,7 +50,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                 mxfp4_backend: str | None = None,
                 ep: int = 1, dp: int = 1, num_draft_layers: int = 0,
                 num_speculative_tokens: int = 0, pp_layers: Sequence[int] | None = None,
-                stage_gpu_memory_bytes: Sequence[int] | None = None,
+                stage_gpu_memory_bytes: Sequence[int] | None = None, cpu_offload_bytes: int = 0,
                 check: bool = True) -> Budget:
     """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
     `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11:
@@ -70,9 +70,10 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     own GPU x utilization (gpu_worker.determine_available_memory) and the engine takes the
     fewest blocks over the workers (v1/core/kv_cache_utils.get_kv_cache_configs, 0.11+;
     v1/engine/core.py `min(num_gpu_blocks)` before), so the stage that fits the fewest
-    blocks limits every one (kvplan.engines.vllm.startup.profile). `check=False` returns a
-    budget at or below zero instead of raising (vLLM logs such a value before it refuses to
-    start)."""
+    blocks limits every one (kvplan.engines.vllm.startup.profile). `cpu_offload_bytes`
+    (--cpu-offload-gb): decoder-layer weights per GPU kept in CPU memory
+    (`offloaded_weights`). `check=False` returns a budget at or below zero instead of raising
+    (vLLM logs such a value before it refuses to start)."""
 
     ver = version or LATEST
     util = gpu_memory_utilization if gpu_memory_utilization is not None else \
@@ -95,6 +96,9 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     if not extra_weights_bytes and num_draft_layers:
         extra_weights_bytes = vp.eagle_draft_bytes(spec, num_draft_layers) or 0
     per_stage[-1] += extra_weights_bytes // tp  # draft model on the last stage
+    offloaded = offloaded_weights(spec, weights, weights_bytes, dims, tp, pp, per_stage,
+                                  cpu_offload_bytes)
+    per_stage = [w - o for w, o in zip(per_stage, offloaded, strict=True)]
     batch = vp.batch_settings(ver, gpu_memory_bytes, gpu_name,
                               spec.context_tokens(max_model_len), usage=usage,
                               max_num_batched_tokens=max_num_batched_tokens,
@@ -156,6 +160,10 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     if pp_layers:
         notes.append(f"layers per stage {'+'.join(map(str, pp_layers))} "
                      "(VLLM_PP_LAYER_PARTITION)")
+    if cpu_offload_bytes:
+        notes.append(f"--cpu-offload-gb: {max(offloaded):,} bytes of decoder-layer weights per "
+                     "GPU in CPU memory (read over UVA), not counted in the weights above; vLLM "
+                     "offloads whole parameters, so up to one parameter more")
     if graphs:
         notes.append(f"CUDA graphs: {'given' if cudagraph_bytes is not None else 'estimated'},"
                      " subtracted from vLLM 0.20 (--enforce-eager: none)")
@@ -172,3 +180,31 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                   requested_int, tuple(per_stage), tuple(acts), non_torch, graphs,
                   available, tuple(notes), max_num_seqs=batch.max_num_seqs,
                   max_num_batched_tokens=batch.max_num_batched_tokens)
+
+
+def offloaded_weights(spec: ModelSpec, weights: str | WeightFormat, weights_bytes: int | None,
+                      dims: ModelDims | None, tp: int, pp: int, per_stage: Sequence[int],
+                      cpu_offload_bytes: int) -> list[int]:
+    """Weight bytes each stage's GPU keeps in CPU memory under --cpu-offload-gb.
+
+    vLLM sets the limit to `int(cpu_offload_gb * 1024**3)` per worker and offloads the
+    parameters of the decoder layers that `make_layers` builds, one after another, until the
+    limit is reached (0.6-0.10: `model_executor/models/utils.py::maybe_offload_to_cpu`;
+    0.11+: `config/offload.py::UVAOffloadConfig` and `model_executor/offloader/uva.py`,
+    `UVAOffloader.wrap_modules`). The embedding and the LM head stay on the GPU, so a stage
+    offloads at most its layers' share. Whole parameters are moved: the last may take up to
+    one parameter past the limit, which this leaves out (a lower bound of what moves)."""
+    if not cpu_offload_bytes:
+        return [0] * len(per_stage)
+    from dataclasses import replace
+
+    from kvplan.engines.shared.weights import dims_of, stage_weight_bytes, weight_split
+
+    try:
+        split = weight_split(spec, as_weight_format(spec, weights), dims or dims_of(spec),
+                             weights_bytes)
+        outside = stage_weight_bytes(spec, replace(split, layer_bytes=0), tp, pp)
+    except BadInputError:  # no parameter count: the stage's whole weights bound it
+        outside = (0,) * len(per_stage)
+    return [min(cpu_offload_bytes, max(0, w - o))
+            for w, o in zip(per_stage, outside, strict=True)]

@@ -199,7 +199,8 @@ class VllmEngine(BaseEngine):
                 flashinfer_sampler=bool(dep.flashinfer_sampler),
                 num_draft_layers=dep.num_draft_layers,
                 num_speculative_tokens=dep.num_speculative_tokens,
-                pp_layers=dep.pp_layers, stage_gpu_memory_bytes=dep.stage_gpu_memory_bytes)
+                pp_layers=dep.pp_layers, stage_gpu_memory_bytes=dep.stage_gpu_memory_bytes,
+                cpu_offload_bytes=dep.cpu_offload_bytes)
         prof = profile(dep.spec, config, budget.available_kv_cache_bytes)
         constraints = []
         for i, stage in enumerate(prof.stages):
