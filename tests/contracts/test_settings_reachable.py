@@ -1,0 +1,125 @@
+"""Every declared engine setting (kvplan.engines.settings) reaches the Deployment from each
+way in: `plan`'s and `compare`'s flags, a capacity-plan file's `engine:` keys, and each engine's
+own launch flags read by --from-command; and its bounds are checked the same way from each."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.core.errors import KvplanError
+from kvplan.engines.settings import ENGINE_SETTINGS, GIB
+
+runner = CliRunner()
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"  # the library's llama-3.1-8b by its alias
+# a value of each setting that an engine accepts, and the field value it must become
+SAMPLES = {
+    "gpu_memory_utilization": (0.5, 0.5), "block_size": (32, 32),
+    "max_num_batched_tokens": (8192, 8192), "max_num_seqs": (2, 2), "parallel": (2, 2),
+    "kv_memory": ("1GiB", GIB), "activation_memory": ("1GiB", GIB),
+    "cudagraph_memory": ("1GiB", GIB), "enforce_eager": (True, True),
+    "expert_parallel": (True, True), "dp_attention": (True, True),
+    "flashinfer_sampler": (True, True), "num_speculative_tokens": (2, 2),
+    "cpu_offload_gb": (1.5, 3 * GIB // 2), "n_ubatch": (256, 256), "flash_attn": ("off", "off"),
+    "n_gpu_layers": ("20", "20"), "no_kv_offload": (True, True),
+}
+# settings no launch line carries: figures an engine logged (kvplan explain reads them from
+# the log), and what vLLM's image (not a flag) decides
+NOT_LAUNCH_FLAGS = {"activation_memory", "cudagraph_memory", "flashinfer_sampler"}
+# the engine a plan file names for a setting only one engine reads
+ENGINE_OF = {"flash_attn": "llamacpp", "n_gpu_layers": "llamacpp", "parallel": "llamacpp",
+             "n_ubatch": "llamacpp", "no_kv_offload": "llamacpp", "dp_attention": "sglang"}
+PROGRAMS = {"vllm": f"vllm serve {MODEL}",
+            "sglang": f"python -m sglang.launch_server --model-path {MODEL}",
+            "llamacpp": f"llama-server -m {MODEL}", "trtllm": f"trtllm-serve {MODEL}",
+            "tgi": f"text-generation-launcher --model-id {MODEL}"}
+ROWS = [pytest.param(row, id=row.name) for row in ENGINE_SETTINGS]
+
+
+def test_every_row_has_a_sample():
+    assert set(SAMPLES) == {row.name for row in ENGINE_SETTINGS}
+
+
+@pytest.mark.parametrize("row", ROWS)
+@pytest.mark.parametrize("command", ["plan", "compare"])
+def test_reachable_from_the_flags(row, command, monkeypatch):
+    import kvplan.api
+
+    built = []
+    deploy = kvplan.api.deploy
+
+    def spy(*args, **kwargs):
+        d = deploy(*args, **kwargs)
+        built.append(d.deployment)
+        return d
+
+    monkeypatch.setattr(kvplan.api, "deploy", spy)
+    value, field_value = SAMPLES[row.name]
+    flag = [row.flag] if row.kind == "bool" else [row.flag, str(value)]
+    memory = [] if row.name == "kv_memory" else ["--gpu", "h100"]
+    res = runner.invoke(app, [command, "llama-3.1-8b", *memory, "--engine",
+                              ENGINE_OF.get(row.name, "vllm"), "--max-model-len", "8k",
+                              *flag, "-f", "json"])
+    assert res.exit_code in (0, 1), res.output
+    assert built and getattr(built[0], row.field_name) == field_value
+
+
+@pytest.mark.parametrize("row", ROWS)
+def test_reachable_from_a_plan_file(row, tmp_path):
+    from kvplan.planning.check import load_plan
+
+    value, field_value = SAMPLES[row.name]
+    text = value if not isinstance(value, bool) else str(value).lower()
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "schema: kvplan.capacity/1\ndeployments:\n  - name: a\n    model: llama-3.1-8b\n"
+        "    gpu: h100\n    max_model_len: 8k\n"
+        f"    engine: {{name: {ENGINE_OF.get(row.name, 'vllm')}, {row.name}: {text}}}\n"
+        "    requires: {min_concurrency: {concurrency: 1, context: 1k}}\n")
+    (planned,) = load_plan(plan).deployments
+    assert getattr(planned.deployment, row.field_name) == field_value
+
+
+@pytest.mark.parametrize("row", ROWS)
+def test_reachable_from_a_launch_command(row):
+    from kvplan.planning.launch import engine_launches, from_command
+
+    if row.name in NOT_LAUNCH_FLAGS:
+        assert not row.engine_flags
+        return
+    value, field_value = SAMPLES[row.name]
+    if not row.engine_flags:  # read by the engine's own table under the field's name
+        tables = {t.engine: t.flags for t in engine_launches()}
+        assert any(setting in (row.name, row.field_name)
+                   for flags in tables.values() for setting, _ in flags.values())
+        return
+    for engine, flags in row.engine_flags.items():
+        for flag in flags:
+            launch_value = field_value if row.kind == "bytes" else value
+            words = flag if row.kind == "bool" else f"{flag} {launch_value}"
+            lp = from_command(f"{PROGRAMS[engine]} {words}")
+            assert lp.engine == engine
+            assert lp.overrides[row.field_name] == field_value, (engine, flag)
+
+
+@pytest.mark.parametrize("row", [pytest.param(r, id=r.name) for r in ENGINE_SETTINGS
+                                 if r.low is not None])
+def test_bounds_are_checked_the_same_way_in(row, tmp_path):
+    """Below the row's lower bound: exit 2 from the flag, the plan file and the launch line,
+    each naming the setting as it was given there."""
+    from kvplan.planning.launch import from_command
+
+    below = row.low - (0.5 if row.kind in ("float", "gib") else 1)
+    flag = runner.invoke(app, ["plan", "llama-3.1-8b", "--gpu", "h100", row.flag, str(below)])
+    assert flag.exit_code == 2 and row.flag in flag.stderr, flag.output
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("schema: kvplan.capacity/1\ndeployments:\n  - name: a\n"
+                    "    model: llama-3.1-8b\n    gpu: h100\n"
+                    f"    engine: {{name: vllm, {row.name}: {below}}}\n"
+                    "    requires: {min_concurrency: {concurrency: 1, context: 1k}}\n")
+    file = runner.invoke(app, ["check", str(plan)])
+    assert file.exit_code == 2 and f"engine.{row.name}'" in file.stderr, file.output
+    for engine, flags in row.engine_flags.items():
+        with pytest.raises(KvplanError, match=flags[0]):
+            from_command(f"{PROGRAMS[engine]} {flags[0]} {below}")
