@@ -86,7 +86,7 @@ class Setting:
                 raise BadInputError(f"{where}must be true or false, got {value!r}")
             return value
         if self.kind == "str":
-            if isinstance(value, bool) and "on" in self.choices:
+            if isinstance(value, bool):
                 value = "on" if value else "off"  # YAML 1.1 reads a bare on/off as true/false
             value = str(value)
             if self.choices and value not in self.choices:
@@ -184,7 +184,7 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
             {"llamacpp": ("--ubatch-size", "-ub")}, low=1, high=MAX_TOKENS),
     Setting("flash_attn", "flash_attn", ("--flash-attn", "-fa"), "str", "",
             "llama.cpp on|off|auto (auto: on): without it the compute buffer holds KQ, context "
-            "x micro-batch x heads x 4 B.", choices=("on", "off", "auto")),
+            "x micro-batch x heads x 4 B."),
     Setting("n_gpu_layers", "n_gpu_layers", ("--n-gpu-layers", "-ngl"), "str", "layers",
             "llama.cpp: layers on the GPU (N, all or auto; default all). The output layer and "
             "the last N-1 repeating layers go to the GPU with their KV cache; the rest and the "

@@ -349,7 +349,14 @@ def _read_engine(f: _LinedFields) -> dict[str, Any]:
             out[row.field_name] = row.to_field(value, "")
         except KvplanError as exc:
             raise e.wrap(row.name, exc) from None
-    # llama.cpp's own reader of the layer count it spells in words (N, all, auto)
+    # llama.cpp's own readers of the two settings it spells in words (on/off/auto; N/all/auto)
+    if "flash_attn" in out:
+        from kvplan.engines.llamacpp import flash_attn_on
+
+        try:
+            flash_attn_on(out["flash_attn"])
+        except KvplanError as exc:
+            raise e.wrap("flash_attn", exc) from None
     if "n_gpu_layers" in out:
         from kvplan.engines.llamacpp import gpu_layer_count
 

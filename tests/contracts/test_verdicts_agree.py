@@ -75,8 +75,8 @@ def cases(spec) -> list[tuple[str, dict, int, int]]:
         per_request = _growing_bytes_per_request(spec, ctx)
         many = math.ceil(4 * roomy * GIB / per_request) if per_request else 10**6
         out.append(("does not fit", base, ctx, max(2, many)))
-        small = max(1, spec.num_params // 4 // GIB)
-        out.append(("refuses", {"gpu_memory": f"{small}GiB", "max_model_len": ctx}, ctx, 1))
+        small = max(1, spec.num_params // 4 // 2**20)
+        out.append(("refuses", {"gpu_memory": f"{small}MiB", "max_model_len": ctx}, ctx, 1))
         if spec.max_context_tokens:
             longer = {**base, "max_model_len": 2 * spec.max_context_tokens}
             out.append(("refuses if the engine does", longer, ctx, 1))
