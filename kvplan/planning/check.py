@@ -24,7 +24,7 @@ from kvplan.core.errors import KvplanError, NoKVMemoryError, SpecError
 from kvplan.core.record import record
 from kvplan.engines.registry import get as get_engine
 from kvplan.engines.settings import ENGINE_SETTINGS
-from kvplan.planning.plan import Deployment, Workload
+from kvplan.planning.plan import Deployment, Workload, weights_per_gpu
 from kvplan.sources.fields import Fields
 
 if TYPE_CHECKING:
@@ -288,8 +288,10 @@ def _read_deployment(f: _LinedFields, base: Path, memo: _Memo | None = None
     gpu = _read_gpu(f)
     weights = _bytes(f, "weights_memory")
     needs_memory = get_engine(settings["engine"]).needs_memory
-    if spec.num_params is None and weights is None and settings.get("kv_memory_bytes") is None \
-            and needs_memory:
+    # weights nothing can size (no tensor inventory, no parameter count): the same question
+    # the engines' budgets ask (engines.base.weights_per_gpu), pointed at the model's line
+    if needs_memory and weights is None and settings.get("kv_memory_bytes") is None and \
+            spec.num_params is None and not weights_per_gpu(Deployment(spec)):
         raise f.error("model", f"{spec.name} has no parameter count, so its weights cannot be "
                       "estimated", "give `weights_memory: 15GiB` (vLLM's 'Model loading took'), "
                       "or the KV budget itself as `engine: {kv_memory: 57.65GiB}`")
