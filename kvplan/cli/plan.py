@@ -42,12 +42,11 @@ GpuOpt = Annotated[str | None, typer.Option(
 CountOpt = Annotated[int | None, typer.Option(
     "--count", "-n", help="GPUs in the instance; default TP = count, PP = 1.",
     show_default=False)]
-TPOptional = Annotated[int | None, typer.Option(
-    "--tp", "--tensor-parallel-size", help="Tensor-parallel GPUs (KV heads split; default: "
-    "--count).", show_default=False)]
-PPOptional = Annotated[int | None, typer.Option(
-    "--pp", "--pipeline-parallel-size", help="Pipeline stages (layers split).",
-    show_default=False)]
+# the common settings' flags and help, from their declarations (kvplan.engines.settings)
+TPOptional = option("tp")
+PPOptional = option("pp")
+
+
 def _engine_name(value: str) -> str:
     """`--engine vLLM` is vllm: a name in another case than a known engine's is that engine
     (a registered engine's own spelling wins)."""
@@ -62,10 +61,7 @@ EngineOpt = Annotated[str, typer.Option(
 EngineVersionOpt = Annotated[str | None, typer.Option(
     "--engine-version", help="The engine's version (vLLM: 0.11, 0.21, ...; default: newest "
     "read).", show_default=False)]
-MaxModelLenOpt = Annotated[str | None, typer.Option(
-    "--max-model-len", "--ctx-size", "-c", help="The engine's maximum length per request "
-    "(default: the model's maximum context); llama.cpp's -c/--ctx-size, the context all slots "
-    "share.", show_default=False)]
+MaxModelLenOpt = option("max_model_len")
 # two declared settings (kvplan.engines.settings) other commands take on their own
 KVMemoryOpt = option("kv_memory")
 UtilOpt = option("gpu_memory_utilization")
@@ -127,11 +123,11 @@ def plan(
         show_default=False)] = None,
     gpu: GpuOpt = None,
     count: CountOpt = None,
-    tp: TPOptional = None,
-    pp: PPOptional = None,
+    tp: TPOptional = None,  # type: ignore[valid-type]
+    pp: PPOptional = None,  # type: ignore[valid-type]
     engine: EngineOpt = DEFAULT_ENGINE,
     engine_version: EngineVersionOpt = None,
-    max_model_len: MaxModelLenOpt = None,
+    max_model_len: MaxModelLenOpt = None,  # type: ignore[valid-type]
     context: ContextOpt = None,
     concurrency: ConcurrencyOpt = None,
     requests: Annotated[str | None, typer.Option(
@@ -151,12 +147,8 @@ def plan(
     weights_memory: Annotated[str | None, typer.Option(
         "--weights-memory", help="The whole model's measured weight size (vLLM 'Model loading "
         "took').", show_default=False)] = None,
-    dp: Annotated[int, typer.Option(
-        "--dp", help="Data-parallel ranks, each with its own requests and KV cache (vLLM "
-        "--data-parallel-size: TP x PP GPUs each; SGLang --dp).")] = 1,
-    dcp: Annotated[int, typer.Option(
-        "--dcp", help="vLLM decode context parallel: the TP ranks split each request's "
-        "tokens (MLA caches are no longer replicated); must divide --tp.")] = 1,
+    dp: option("dp") = 1,  # type: ignore[valid-type]
+    dcp: option("dcp") = 1,  # type: ignore[valid-type]
     cache_type_k: Annotated[str | None, typer.Option(
         "--cache-type-k", "-ctk", help="llama.cpp's K cache type (f16, q8_0, ...): the same "
         "as --kv-dtype.", show_default=False)] = None,
@@ -453,7 +445,7 @@ def compare(
     engine_version: EngineVersionOpt = None,
     kv_dtype: Annotated[str, typer.Option(
         "--kv-dtype", help="Comma-separated KV dtypes: auto,fp8.")] = "auto",
-    max_model_len: MaxModelLenOpt = None,
+    max_model_len: MaxModelLenOpt = None,  # type: ignore[valid-type]
     context: ContextOpt = None,
     concurrency: ConcurrencyOpt = None,
     gpu_memory: GpuMemoryOpt = None,

@@ -12,7 +12,8 @@ from typing import Annotated, Any
 import typer
 
 # the option's Python type by the row's kind (bytes: text such as 24GiB, parsed by the row)
-_TYPES: dict[str, Any] = {"int": int, "float": float, "gib": float, "bytes": str, "str": str}
+_TYPES: dict[str, Any] = {"int": int, "float": float, "gib": float, "bytes": str,
+                          "tokens": str, "str": str}
 
 
 def _annotation(row: Any) -> Any:

@@ -439,20 +439,11 @@ def check_settings(dep: Deployment, engine: Any) -> None:
     zero or negative count, a setting outside its declared bounds (kvplan.engines.settings),
     a block size the engine refuses, a version newer than kvplan's rules (it would be planned
     with older rules without a word)."""
-    from kvplan.core.units import MAX_BATCH
     from kvplan.engines import parse_version
     from kvplan.engines.settings import check_bounds
 
     label = getattr(engine, "display_name", "") or dep.engine
-    for name, flag, value, most in (
-            ("tp", "--tp", dep.tp, MAX_BATCH), ("pp", "--pp", dep.pp, MAX_BATCH),
-            ("dp", "--dp", dep.dp, MAX_BATCH), ("dcp", "--dcp", dep.dcp, MAX_BATCH)):
-        if value is not None and value < 1:
-            raise BadInputError(f"{name} ({flag}) must be at least 1, got {value}")
-        if value is not None and value > most:
-            raise BadInputError(f"{name} ({flag}) is {value:,}, more than any deployment "
-                                f"(at most {most:,})")
-    check_bounds(dep)  # the engine settings, each by its declaration
+    check_bounds(dep)  # every declared setting (tp, pp, ..., block_size, ...) by its row
     sizes = getattr(engine, "block_sizes", None)
     if dep.block_size is not None and sizes and dep.block_size not in sizes:
         raise BadInputError(f"{label} has no block size {dep.block_size} (--block-size)",

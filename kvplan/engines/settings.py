@@ -13,7 +13,10 @@ From the rows:
 So a new setting is one row here plus its use (the engine's budget that reads the field).
 
 Kinds: int, float, bool (a switch), bytes ("24GiB" or a whole number of bytes), gib (a number
-of GiB, 2^30 bytes, as the engine's flag takes it; the field holds bytes) and str.
+of GiB, 2^30 bytes, as the engine's flag takes it; the field holds bytes), tokens (8k or
+8192) and str. COMMON_SETTINGS are the ones every engine shares (a plan file gives them at the
+deployment's top); ENGINE_SETTINGS the rest (under `engine:`; `plan` and `compare` make one
+option of each).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
 from kvplan.core.units import MAX_BATCH, MAX_TOKENS
 
-KINDS = ("int", "float", "bool", "bytes", "gib", "str")
+KINDS = ("int", "float", "bool", "bytes", "gib", "tokens", "str")
 GIB = 2**30
 
 
@@ -49,11 +52,13 @@ class Setting:
     # the engines whose model in kvplan reads it (() = every engine); given to another
     # engine, it is refused by name rather than ignored
     only: tuple[str, ...] = ()
+    section: str = "engine"  # where a plan file's deployment gives it ("": at its top)
 
     @property
     def plan_key(self) -> str:
-        """Where a capacity-plan file gives it: `deployments[i].engine.<name>`."""
-        return f"engine.{self.name}"
+        """Where a capacity-plan file gives it: `deployments[i].engine.<name>`, or
+        `deployments[i].<name>` for the settings every engine shares."""
+        return f"{self.section}.{self.name}" if self.section else self.name
 
     @property
     def flag(self) -> str:
@@ -77,6 +82,10 @@ class Setting:
                 raise BadInputError(f"{where}must be between 1 byte and an exbibyte (2^60 "
                                     f"bytes), got {value:,} bytes")
             return value
+        if self.kind == "tokens" and isinstance(value, str):
+            from kvplan.core.units import parse_tokens
+
+            value = parse_tokens(value, where.strip() or self.name)
         if self.kind == "gib":
             number = _number(value, where)
             _bounded(number, self, where)
@@ -94,7 +103,7 @@ class Setting:
                                     f"{value!r}")
             return value
         number = _number(value, where)
-        if self.kind == "int":
+        if self.kind in ("int", "tokens"):
             if not isinstance(number, int):
                 raise BadInputError(f"{where}must be a whole number, got {value!r}")
         _bounded(number, self, where)
@@ -125,6 +134,35 @@ def _bounded(value: float, row: Setting, where: str) -> None:
 # Engine flags: vLLM vllm/engine/arg_utils.py EngineArgs.add_cli_args (0.33); SGLang
 # srt/server_args.py ServerArgs.add_cli_args (0.5); llama.cpp common/arg.cpp (b6xxx);
 # TensorRT-LLM tensorrt_llm/commands/serve.py (1.1); TGI launcher/src/main.rs (3.3).
+
+COMMON_SETTINGS: tuple[Setting, ...] = (
+    Setting("tp", "tp", ("--tp", "--tensor-parallel-size"), "int", "GPUs",
+            "Tensor-parallel GPUs (KV heads split; default: --count).",
+            {"vllm": ("--tensor-parallel-size", "-tp"), "sglang": ("--tp-size", "--tp"),
+             "trtllm": ("--tp_size",), "tgi": ("--num-shard",)},
+            low=1, high=MAX_BATCH, section=""),
+    Setting("pp", "pp", ("--pp", "--pipeline-parallel-size"), "int", "stages",
+            "Pipeline stages (layers split).",
+            {"vllm": ("--pipeline-parallel-size", "-pp"), "sglang": ("--pp-size",),
+             "trtllm": ("--pp_size",)}, low=1, high=MAX_BATCH, default=1, section=""),
+    Setting("dp", "dp", ("--dp",), "int", "ranks",
+            "Data-parallel ranks, each with its own requests and KV cache (vLLM "
+            "--data-parallel-size: TP x PP GPUs each; SGLang --dp).",
+            {"vllm": ("--data-parallel-size", "-dp"), "sglang": ("--dp-size", "--dp")},
+            low=1, high=MAX_BATCH, default=1, section=""),
+    Setting("dcp", "dcp", ("--dcp",), "int", "ranks",
+            "vLLM decode context parallel: the TP ranks split each request's tokens (MLA "
+            "caches are no longer replicated); must divide --tp.",
+            {"vllm": ("--decode-context-parallel-size", "-dcp")}, low=1, high=MAX_BATCH,
+            default=1, section=""),
+    Setting("max_model_len", "max_model_len", ("--max-model-len", "--ctx-size", "-c"),
+            "tokens", "tokens",
+            "The engine's maximum length per request (default: the model's maximum context); "
+            "llama.cpp's -c/--ctx-size, the context all slots share.",
+            {"vllm": ("--max-model-len",), "sglang": ("--context-length",),
+             "llamacpp": ("--ctx-size", "-c"), "trtllm": ("--max_seq_len",),
+             "tgi": ("--max-total-tokens",)}, low=1, high=MAX_TOKENS, section=""),
+)
 
 ENGINE_SETTINGS: tuple[Setting, ...] = (
     Setting("gpu_memory_utilization", "memory_fraction",
@@ -194,17 +232,18 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
             {"llamacpp": ("--no-kv-offload", "-nkvo")}, default=False),
 )
 
-BY_NAME: dict[str, Setting] = {s.name: s for s in ENGINE_SETTINGS}
-BY_FIELD: dict[str, Setting] = {s.field_name: s for s in ENGINE_SETTINGS}
+SETTINGS: tuple[Setting, ...] = COMMON_SETTINGS + ENGINE_SETTINGS
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+BY_FIELD: dict[str, Setting] = {s.field_name: s for s in SETTINGS}
 
 # how --from-command reads a row's value after its engine flag (kvplan.core.launch kinds)
 _LAUNCH_KINDS = {"int": "int", "float": "float", "gib": "float", "bool": "flag",
-                 "bytes": "int", "str": "str"}
+                 "bytes": "int", "tokens": "tokens", "str": "str"}
 
 
 def launch_flags(engine: str) -> dict[str, tuple[str, str]]:
     """The rows' flags for one engine's launch table: flag -> (setting name, value kind)."""
-    return {flag: (s.name, _LAUNCH_KINDS[s.kind]) for s in ENGINE_SETTINGS
+    return {flag: (s.name, _LAUNCH_KINDS[s.kind]) for s in SETTINGS
             for flag in s.engine_flags.get(engine, ())}
 
 
@@ -212,7 +251,7 @@ def check_bounds(dep: Any) -> None:
     """Every row's bounds on a Deployment, the same whether a flag, a plan file or a launch
     line set it (a bytes value parsed from GiB is checked as the GiB it came from), and a
     setting kvplan models for some engines only, given to another."""
-    for s in ENGINE_SETTINGS:
+    for s in SETTINGS:
         value = getattr(dep, s.field_name, None)
         if s.only and dep.engine not in s.only and value not in (None, False, 0, s.default):
             raise BadInputError(f"{s.flag}: kvplan models it for "
@@ -224,5 +263,5 @@ def check_bounds(dep: Any) -> None:
         _bounded(shown, s, f"{s.name} ({s.flag}) ")
 
 
-__all__ = ["BY_FIELD", "BY_NAME", "ENGINE_SETTINGS", "KINDS", "Setting", "check_bounds",
-           "launch_flags"]
+__all__ = ["BY_FIELD", "BY_NAME", "COMMON_SETTINGS", "ENGINE_SETTINGS", "KINDS", "SETTINGS",
+           "Setting", "check_bounds", "launch_flags"]

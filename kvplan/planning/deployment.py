@@ -184,6 +184,12 @@ def deployment(
     if unknown:
         raise BadInputError(f"unknown deployment setting(s): {', '.join(unknown)}")
     values: dict[str, Any] = {}
+    for name, given in (("tp", tp), ("pp", pp), ("dp", dp)):
+        # checked before the layout, which reads a 0 as "not given" (--tp 0 planned TP 1)
+        try:
+            BY_NAME[name].to_field(given, BY_NAME[name].flag if spell is flag else spell(name))
+        except BadInputError as exc:
+            raise SettingError(name, exc.message, exc.hint) from None
     for name in [n for n in settings if n in BY_NAME]:
         row = BY_NAME[name]
         try:

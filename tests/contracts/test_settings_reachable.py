@@ -1,6 +1,7 @@
-"""Every declared engine setting (kvplan.engines.settings) reaches the Deployment from each
-way in: `plan`'s and `compare`'s flags, a capacity-plan file's `engine:` keys, and each engine's
-own launch flags read by --from-command; and its bounds are checked the same way from each."""
+"""Every declared setting (kvplan.engines.settings) reaches the Deployment from each way in:
+`plan`'s and `compare`'s flags, a capacity-plan file's keys (`engine:` keys for the engine
+settings, the deployment's own for the common ones), and each engine's own launch flags read
+by --from-command; and its bounds are checked the same way from each."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.core.errors import KvplanError
-from kvplan.engines.settings import ENGINE_SETTINGS, GIB
+from kvplan.engines.settings import COMMON_SETTINGS, GIB, SETTINGS
 
 runner = CliRunner()
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"  # the library's llama-3.1-8b by its alias
 # a value of each setting that an engine accepts, and the field value it must become
 SAMPLES = {
+    "tp": (2, 2), "pp": (2, 2), "dp": (2, 2), "dcp": (2, 2), "max_model_len": ("16k", 16384),
     "gpu_memory_utilization": (0.5, 0.5), "block_size": (32, 32),
     "max_num_batched_tokens": (8192, 8192), "max_num_seqs": (2, 2), "parallel": (2, 2),
     "kv_memory": ("1GiB", GIB), "activation_memory": ("1GiB", GIB),
@@ -34,11 +36,14 @@ PROGRAMS = {"vllm": f"vllm serve {MODEL}",
             "sglang": f"python -m sglang.launch_server --model-path {MODEL}",
             "llamacpp": f"llama-server -m {MODEL}", "trtllm": f"trtllm-serve {MODEL}",
             "tgi": f"text-generation-launcher --model-id {MODEL}"}
-ROWS = [pytest.param(row, id=row.name) for row in ENGINE_SETTINGS]
+# what a sample needs beside it: decode context parallel splits TP ranks
+NEEDS = {"dcp": {"tp": 2}}
+ROWS = [pytest.param(row, id=row.name) for row in SETTINGS]
+COMMON = {row.name for row in COMMON_SETTINGS}
 
 
 def test_every_row_has_a_sample():
-    assert set(SAMPLES) == {row.name for row in ENGINE_SETTINGS}
+    assert set(SAMPLES) == {row.name for row in SETTINGS}
 
 
 @pytest.mark.parametrize("row", ROWS)
@@ -55,12 +60,16 @@ def test_reachable_from_the_flags(row, command, monkeypatch):
         return d
 
     monkeypatch.setattr(kvplan.api, "deploy", spy)
+    if command == "compare" and row.name in COMMON - {"max_model_len"}:
+        pytest.skip("compare lays out GPUs by --count only")
     value, field_value = SAMPLES[row.name]
     flag = [row.flag] if row.kind == "bool" else [row.flag, str(value)]
     memory = [] if row.name == "kv_memory" else ["--gpu", "h100"]
+    length = [] if row.name == "max_model_len" else ["--max-model-len", "8k"]
+    extra = [w for k, v in NEEDS.get(row.name, {}).items() for w in (f"--{k}", str(v))]
     res = runner.invoke(app, [command, "llama-3.1-8b", *memory, "--engine",
-                              ENGINE_OF.get(row.name, "vllm"), "--max-model-len", "8k",
-                              *flag, "-f", "json"])
+                              ENGINE_OF.get(row.name, "vllm"), *length, *extra, *flag,
+                              "-f", "json"])
     assert res.exit_code in (0, 1), res.output
     assert built and getattr(built[0], row.field_name) == field_value
 
@@ -72,10 +81,16 @@ def test_reachable_from_a_plan_file(row, tmp_path):
     value, field_value = SAMPLES[row.name]
     text = value if not isinstance(value, bool) else str(value).lower()
     plan = tmp_path / "plan.yaml"
+    engine = ENGINE_OF.get(row.name, "vllm")
+    top = {"max_model_len": "8k", **NEEDS.get(row.name, {})}
+    if row.section:
+        engine = f"{{name: {engine}, {row.name}: {text}}}"
+    else:
+        top[row.name] = text
     plan.write_text(
         "schema: kvplan.capacity/1\ndeployments:\n  - name: a\n    model: llama-3.1-8b\n"
-        "    gpu: h100\n    max_model_len: 8k\n"
-        f"    engine: {{name: {ENGINE_OF.get(row.name, 'vllm')}, {row.name}: {text}}}\n"
+        "    gpu: h100\n" + "".join(f"    {k}: {v}\n" for k, v in top.items()) +
+        f"    engine: {engine}\n"
         "    requires: {min_concurrency: {concurrency: 1, context: 1k}}\n")
     (planned,) = load_plan(plan).deployments
     assert getattr(planned.deployment, row.field_name) == field_value
@@ -103,7 +118,7 @@ def test_reachable_from_a_launch_command(row):
             assert lp.overrides[row.field_name] == field_value, (engine, flag)
 
 
-@pytest.mark.parametrize("row", [pytest.param(r, id=r.name) for r in ENGINE_SETTINGS
+@pytest.mark.parametrize("row", [pytest.param(r, id=r.name) for r in SETTINGS
                                  if r.low is not None])
 def test_bounds_are_checked_the_same_way_in(row, tmp_path):
     """Below the row's lower bound: exit 2 from the flag, the plan file and the launch line,
@@ -114,12 +129,13 @@ def test_bounds_are_checked_the_same_way_in(row, tmp_path):
     flag = runner.invoke(app, ["plan", "llama-3.1-8b", "--gpu", "h100", row.flag, str(below)])
     assert flag.exit_code == 2 and row.flag in flag.stderr, flag.output
     plan = tmp_path / "plan.yaml"
+    where = f"engine: {{name: vllm, {row.name}: {below}}}" if row.section else \
+        f"{row.name}: {below}"
     plan.write_text("schema: kvplan.capacity/1\ndeployments:\n  - name: a\n"
-                    "    model: llama-3.1-8b\n    gpu: h100\n"
-                    f"    engine: {{name: vllm, {row.name}: {below}}}\n"
+                    f"    model: llama-3.1-8b\n    gpu: h100\n    {where}\n"
                     "    requires: {min_concurrency: {concurrency: 1, context: 1k}}\n")
     file = runner.invoke(app, ["check", str(plan)])
-    assert file.exit_code == 2 and f"engine.{row.name}'" in file.stderr, file.output
+    assert file.exit_code == 2 and f"{row.plan_key}'" in file.stderr, file.output
     for engine, flags in row.engine_flags.items():
         with pytest.raises(KvplanError, match=flags[0]):
             from_command(f"{PROGRAMS[engine]} {flags[0]} {below}")
