@@ -467,9 +467,11 @@ def _read_requires(f: _LinedFields, dep: Deployment, workload: Workload | None
         raise r.error("headroom_percent", "needs a workload to measure the headroom of",
                       "add `workload: 64x(2k+512)` to this deployment")
     if workload is not None:
-        if workload.longest > limit:
-            raise f.error("workload", f"has requests of {workload.longest:,} tokens, longer "
-                          f"than max_model_len {limit:,}: no engine would admit them")
+        from kvplan.planning.verdict import impossible_target
+
+        never = impossible_target(dep, None, workload.longest)
+        if never is not None:
+            raise f.error("workload", never[1], never[2])
         out.append(Requirement("workload_headroom", r.line("headroom_percent") if headroom
                                is not None else f.line("workload"),
                                headroom_percent=Fraction(str(headroom or 0))))
@@ -481,10 +483,11 @@ def _possible(at: _LinedFields, dep: Deployment, ctx: int, limit: int,
     """A requirement longer than the deployment's own max_model_len is an error in the file,
     not a failure. More requests than the engine's request cap (vLLM max_num_seqs, llama.cpp
     --parallel, ...) is a failure, as `plan` reports it: the cap binds (`limited_by`)."""
-    if ctx > limit:
-        raise at.error("context", f"{ctx:,} tokens is longer than the deployment's "
-                       f"max_model_len {limit:,}: no request this long is ever admitted",
-                       "raise max_model_len or ask for a shorter context")
+    from kvplan.planning.verdict import impossible_target
+
+    never = impossible_target(dep, ctx, None)
+    if never is not None:
+        raise at.error("context", never[1], never[2])
 
 
 # --- evaluation ----------------------------------------------------------------------------

@@ -47,6 +47,7 @@ class Start:
     memory_bytes: int | None = None
     weights_bytes: int | None = None
     kv_cache_bytes: int | None = None
+    deployment: Deployment | None = None  # what was asked (set by engine_start)
 
     def budget_terms(self) -> dict[str, int | None]:
         return {"memory_bytes": self.memory_bytes, "weights_bytes": self.weights_bytes,
@@ -74,6 +75,12 @@ def longer_context_refusal(dep: Deployment) -> tuple[str, str] | None:
 def engine_start(dep: Deployment) -> Start:
     """Whether `dep`'s engine starts, with its capacity when there is one. Settings no engine
     accepts (a block size it has not, a bad layout) raise BadInputError, as capacity() does."""
+    from dataclasses import replace
+
+    return replace(_start(dep), deployment=dep)
+
+
+def _start(dep: Deployment) -> Start:
     from kvplan.planning.plan import capacity, kv_budget_bytes
 
     longer = longer_context_refusal(dep)
@@ -118,11 +125,37 @@ class Verdict:
     reason: str  # "" when it fits
 
 
+def impossible_target(dep: Deployment, context_tokens: int | None,
+                      longest_request: int | None) -> tuple[str, str, str] | None:
+    """(what, problem, hint) for a target no setting of this deployment could meet: a request
+    longer than its max_model_len is never admitted. Bad input (exit 2), not a failure, in
+    `plan`, in `check` (at the field's line) and in the front door."""
+    limit = dep.context_limit()
+    if context_tokens is not None and context_tokens > limit:
+        return ("context", f"{context_tokens:,} tokens is longer than the deployment's "
+                f"max_model_len {limit:,}: no request this long is ever admitted",
+                "raise max_model_len or ask for a shorter context")
+    if longest_request is not None and longest_request > limit:
+        return ("workload", f"has requests of {longest_request:,} tokens, longer than "
+                f"max_model_len {limit:,}: no engine would admit them",
+                "raise max_model_len or shorten the requests")
+    return None
+
+
 def target_verdict(start: Start, target: Target) -> Verdict:
     """`start` (engine_start) against a target; Target() asks for one request of
-    max_model_len."""
+    max_model_len. A target no setting could meet (impossible_target) is a BadInputError."""
+    from kvplan.core.errors import BadInputError
     from kvplan.planning.plan import Target, max_concurrency
 
+    dep = start.deployment
+    if dep is not None:
+        never = impossible_target(dep, target.context_tokens,
+                                  target.workload.longest if target.workload else None)
+        if never is not None:
+            what, problem, hint = never
+            raise BadInputError(f"the workload {problem}" if what == "workload" else problem,
+                                hint)
     if not start.starts or start.capacity is None:
         return Verdict(False, False, start.reason)
     cap = start.capacity
@@ -142,4 +175,5 @@ def target_verdict(start: Start, target: Target) -> Verdict:
     return Verdict(False, True, f"{target.concurrency:,} requests do not fit at any length")
 
 
-__all__ = ["Start", "Verdict", "engine_start", "longer_context_refusal", "target_verdict"]
+__all__ = ["Start", "Verdict", "engine_start", "impossible_target", "longer_context_refusal",
+           "target_verdict"]

@@ -206,3 +206,23 @@ def test_the_two_disagreements_of_issue_20_are_gone(tmp_path):
             if r["kind"] == "engine_starts"}
     assert set(rows) == {"a", "b"} and not rows["a"]["passed"] and not rows["b"]["passed"]
     assert rows["a"]["measured"] == 131072  # the most SGLang admits: the model's maximum
+
+
+def test_a_request_longer_than_max_model_len_is_bad_input_everywhere(tmp_path):
+    """64k tokens asked of a deployment whose max_model_len is 32k: no setting of it could
+    admit one, so plan, check and the front door all refuse the question (exit 2) with the
+    same words, rather than one of them answering 'does not fit'."""
+    import kvplan
+
+    plan = runner.invoke(app, ["plan", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                               "32k", "--context", "64k", "-f", "json"])
+    file = tmp_path / "p.yaml"
+    file.write_text("schema: kvplan.capacity/1\ndeployments:\n"
+                    "  - {name: a, model: llama-3.1-8b, gpu: h100, max_model_len: 32k,\n"
+                    "     requires: {min_concurrency: {concurrency: 1, context: 64k}}}\n")
+    check = runner.invoke(app, ["check", str(file), "-f", "json"])
+    with pytest.raises(KvplanError) as door:
+        kvplan.deploy("llama-3.1-8b", gpu="h100", max_model_len="32k").verdict("64k")
+    words = "65,536 tokens is longer than the deployment's max_model_len 32,768"
+    assert plan.exit_code == check.exit_code == door.value.exit_code == 2
+    assert words in plan.stderr and words in check.stderr and words in door.value.message
