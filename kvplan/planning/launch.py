@@ -204,12 +204,6 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
     partition = s.pop("pp_layer_partition", None)
     if partition is not None:
         overrides["pp_layers"] = _partition(str(partition), overrides.get("pp"))
-    offload = s.pop("cpu_offload_gib", None)
-    if offload:
-        warnings.append(f"--cpu-offload-gb {offload:g}: vLLM keeps up to {offload:g} GiB of "
-                        "each GPU's weights in host memory; kvplan counts every weight on the "
-                        f"GPU, so its KV budget is up to {offload:g} GiB low (give what the GPUs "
-                        "hold of the whole model with --weights-memory)")
     for key, value in sorted(s.items()):
         if value not in (False, None):
             warnings.append(f"read {key}={value!r} from the command; kvplan does not model it "

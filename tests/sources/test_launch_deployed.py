@@ -37,9 +37,13 @@ def test_model_beside_the_command_reads_a_local_directory():
     result = runner.invoke(app, ["plan", spec, "--gpu", "rtx 4090", "--count", "2",
                                  "--engine-version", "0.7.2", "--format", "json",
                                  "--from-command", line])
-    assert result.exit_code == 0, result.output
+    # exit 1: at the model's 131,072 tokens one request does not fit the two cards' KV budget,
+    # so vLLM would not start (issue 20: plan exits 1 as check does; the JSON is still one
+    # document with the deployment it read)
+    assert result.exit_code == 1, result.output
     out = json.loads(result.stdout)
     assert out["deployment"]["tp"] == 2 and out["deployment"]["num_gpus"] == 2
+    assert out["engine_starts"] is False
 
 
 def test_model_beside_keeps_the_weight_format_the_checkpoint_name_gives():
@@ -95,12 +99,12 @@ def test_vllm_block_size_256_from_a_launch_line():
     assert old.exit_code == 2 and "no block size 256" in old.output
 
 
-def test_cpu_offload_is_read_and_named_not_silently_dropped():
+def test_cpu_offload_is_read_not_silently_dropped():
+    # planned since issue 20 (kvplan.engines.settings' cpu_offload_gb row): 32 GiB a GPU,
+    # as vLLM's int(cpu_offload_gb * 1024**3)
     plan = from_command("vllm serve meta-llama/Llama-3.1-70B-Instruct --cpu-offload-gb 32 -tp 2")
-    assert plan.overrides["tp"] == 2
-    assert not any("not a flag kvplan knows" in w for w in plan.warnings)
-    assert any(w.startswith("--cpu-offload-gb 32:") and "32 GiB low" in w
-               for w in plan.warnings)
+    assert plan.overrides["tp"] == 2 and plan.overrides["cpu_offload_bytes"] == 32 * 2**30
+    assert not any("--cpu-offload-gb" in w for w in plan.warnings)
 
 
 GPT_OSS = ("vllm serve openai/gpt-oss-120b --gpu-memory-utilization 0.95 "

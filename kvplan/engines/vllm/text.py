@@ -44,9 +44,8 @@ def launch_flags() -> EngineLaunch:
         "--enable-chunked-prefill": ("chunked_prefill", "flag"),
         "--no-enable-chunked-prefill": ("chunked_prefill", "no-flag"),
         "--revision": ("revision", "str"), "--swap-space": ("swap_space_gib", "float"),
-        # weights kept in host memory, GiB per GPU (model_executor/models/utils.py
-        # maybe_offload_to_cpu): planning/launch.py names what it changes
-        "--cpu-offload-gb": ("cpu_offload_gib", "float"),
+        # --cpu-offload-gb and the other declared settings' flags come from their rows
+        # (kvplan.engines.settings, joined to this table by planning/launch.py)
         # speculative decoding: a JSON object from 0.8 (its num_speculative_tokens is read),
         # a flag of its own before (0.4-0.7 EngineArgs)
         "--speculative-config": ("speculative_config", "json"),
