@@ -71,7 +71,8 @@ class PlannedDeployment:
     deployment: Deployment
     workload: Workload | None
     requirements: tuple[Requirement, ...]
-    capacity: Any  # Capacity, or why the engine would not start (build_capacity), built once
+    capacity: Any  # Capacity, or the NoKVMemoryError of an engine that would not start
+    # (build_capacity), built once
 
 
 @record
@@ -256,7 +257,7 @@ class _Memo:
             self.specs[model] = resolve(model)
         return self.specs[model]
 
-    def capacity(self, dep: Deployment) -> Capacity | str:
+    def capacity(self, dep: Deployment) -> Capacity | NoKVMemoryError:
         try:
             hash(dep)
         except TypeError:  # a deployment holding something unhashable: built each time
@@ -545,15 +546,16 @@ class CheckResult:
         return sum(not r.passed for r in self.results)
 
 
-def build_capacity(dep: Deployment) -> Capacity | str:
-    """The deployment's Capacity, or why its engine would not start: a plan whose weights
-    leave no room for the KV cache is a failed check (exit 1), not a bad file."""
+def build_capacity(dep: Deployment) -> Capacity | NoKVMemoryError:
+    """The deployment's Capacity, or the error that says why its engine would not start: a
+    plan whose weights leave no room for the KV cache is a failed check (exit 1), not a bad
+    file (kvplan.planning.verdict.engine_start reads either)."""
     from kvplan.planning import plan as core
 
     try:
         return core.capacity(dep)
     except NoKVMemoryError as exc:
-        return exc.message
+        return exc
 
 
 def check_plan(plan: CapacityPlan) -> CheckResult:
@@ -574,11 +576,7 @@ def check_deployment(planned: PlannedDeployment, source: str = "plan"
     from kvplan.planning.verdict import engine_start
 
     dep = planned.deployment
-    try:
-        start = engine_start(dep)
-    except KvplanError as exc:
-        raise SpecError(f"{source} line {planned.line}", f"deployment {planned.name!r}",
-                        exc.message, exc.hint) from None
+    start = engine_start(dep, planned.capacity)  # built when the plan was read (load_plan)
     row = _Rows(planned)
     if not start.starts:
         # the engine refuses to start: measured = the longest request it would admit

@@ -72,20 +72,24 @@ def longer_context_refusal(dep: Deployment) -> tuple[str, str] | None:
             f"lower max_model_len to at most {most:,}, or start {label} with {env}=1")
 
 
-def engine_start(dep: Deployment) -> Start:
+def engine_start(dep: Deployment, built: Capacity | NoKVMemoryError | None = None) -> Start:
     """Whether `dep`'s engine starts, with its capacity when there is one. Settings no engine
-    accepts (a block size it has not, a bad layout) raise BadInputError, as capacity() does."""
+    accepts (a block size it has not, a bad layout) raise BadInputError, as capacity() does.
+    `built`: the capacity (or the NoKVMemoryError) already built for `dep` (a plan file builds
+    each distinct deployment once), not built again."""
     from dataclasses import replace
 
-    return replace(_start(dep), deployment=dep)
+    return replace(_start(dep, built), deployment=dep)
 
 
-def _start(dep: Deployment) -> Start:
+def _start(dep: Deployment, built: Capacity | NoKVMemoryError | None) -> Start:
     from kvplan.planning.plan import capacity, kv_budget_bytes
 
     longer = longer_context_refusal(dep)
     try:
-        cap = capacity(dep)
+        if isinstance(built, NoKVMemoryError):
+            raise built
+        cap = built if built is not None else capacity(dep)
     except NoKVMemoryError as exc:
         reason, hint = longer or (exc.message, exc.hint or "")
         return Start(False, reason, "max_model_len" if longer else exc.message, None,
