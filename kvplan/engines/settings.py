@@ -29,6 +29,7 @@ from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
 from kvplan.core.units import MAX_BATCH, MAX_TOKENS
 
+MAX_GPUS = 65_536  # GPUs (or ranks of one kind) in one instance: far above any real one
 KINDS = ("int", "float", "bool", "bytes", "gib", "tokens", "str")
 GIB = 2**30
 
@@ -78,9 +79,11 @@ class Setting:
                 raise BadInputError(f"{where}must be a size such as 24GiB, got {value!r}")
             if isinstance(value, str):
                 return parse_bytes(value, where.strip())
-            if not 0 < value <= MAX_BYTES:
-                raise BadInputError(f"{where}must be between 1 byte and an exbibyte (2^60 "
-                                    f"bytes), got {value:,} bytes")
+            if value <= 0:
+                raise BadInputError(f"{where}must be positive, got {value:,}")
+            if value > MAX_BYTES:
+                raise BadInputError(f"{where}is {value:,} bytes, more than an exbibyte (2^60 "
+                                    "bytes)")
             return value
         if self.kind == "tokens" and isinstance(value, str):
             from kvplan.core.units import parse_tokens
@@ -121,13 +124,10 @@ def _number(value: Any, where: str) -> int | float:
 
 def _bounded(value: float, row: Setting, where: str) -> None:
     low, high = row.low, row.high
-    if high is not None and high <= 1 and (low is not None and value < low or value > high):
-        raise BadInputError(f"{where}must be between {low:g} and {high:g}, got {value:g}")
-    if low is not None and value < low:
-        raise BadInputError(f"{where}must be at least {low:g}, got {value:g}")
-    if high is not None and value > high:
-        raise BadInputError(f"{where}is {value:,}, more than any deployment (at most "
-                            f"{high:,})")
+    if low is not None and value < low or high is not None and value > high:
+        span = (f"between {low:,g} and {high:,g}" if high is not None and low is not None
+                else f"at least {low:,g}" if low is not None else f"at most {high:,g}")
+        raise BadInputError(f"{where}must be {span}, got {value:,g}")
 
 
 # --- the rows --------------------------------------------------------------------------------
@@ -140,20 +140,20 @@ COMMON_SETTINGS: tuple[Setting, ...] = (
             "Tensor-parallel GPUs (KV heads split; default: --count).",
             {"vllm": ("--tensor-parallel-size", "-tp"), "sglang": ("--tp-size", "--tp"),
              "trtllm": ("--tp_size",), "tgi": ("--num-shard",)},
-            low=1, high=MAX_BATCH, section=""),
+            low=1, high=MAX_GPUS, section=""),
     Setting("pp", "pp", ("--pp", "--pipeline-parallel-size"), "int", "stages",
             "Pipeline stages (layers split).",
             {"vllm": ("--pipeline-parallel-size", "-pp"), "sglang": ("--pp-size",),
-             "trtllm": ("--pp_size",)}, low=1, high=MAX_BATCH, default=1, section=""),
+             "trtllm": ("--pp_size",)}, low=1, high=MAX_GPUS, default=1, section=""),
     Setting("dp", "dp", ("--dp",), "int", "ranks",
             "Data-parallel ranks, each with its own requests and KV cache (vLLM "
             "--data-parallel-size: TP x PP GPUs each; SGLang --dp).",
             {"vllm": ("--data-parallel-size", "-dp"), "sglang": ("--dp-size", "--dp")},
-            low=1, high=MAX_BATCH, default=1, section=""),
+            low=1, high=MAX_GPUS, default=1, section=""),
     Setting("dcp", "dcp", ("--dcp",), "int", "ranks",
             "vLLM decode context parallel: the TP ranks split each request's tokens (MLA "
             "caches are no longer replicated); must divide --tp.",
-            {"vllm": ("--decode-context-parallel-size", "-dcp")}, low=1, high=MAX_BATCH,
+            {"vllm": ("--decode-context-parallel-size", "-dcp")}, low=1, high=MAX_GPUS,
             default=1, section=""),
     Setting("max_model_len", "max_model_len", ("--max-model-len", "--ctx-size", "-c"),
             "tokens", "tokens",

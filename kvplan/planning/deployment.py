@@ -20,6 +20,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from kvplan.core.errors import BadInputError
+from kvplan.engines.settings import MAX_GPUS  # GPUs of one kind in one instance: a row's bound
 
 if TYPE_CHECKING:
     from kvplan.core.dtypes import KVFormat
@@ -43,7 +44,6 @@ class SettingError(BadInputError):
         self.setting = setting
 
 
-MAX_GPUS = 65_536  # GPUs (or ranks of one kind) in one instance: far above any real one
 
 
 def layout(count: int | None = None, tp: int | None = None, pp: int | None = None,
@@ -51,11 +51,18 @@ def layout(count: int | None = None, tp: int | None = None, pp: int | None = Non
     """(TP, PP) from a GPU count and/or explicit sizes: GPUs = TP x PP x DP (vLLM's
     data-parallel ranks each have their own GPUs; SGLang's DP attention splits the TP group
     instead). TP defaults to what the count leaves, PP to 1."""
-    for setting, value in (("count", count), ("tp", tp), ("pp", pp), ("dp", dp)):
-        # 0 is not "unset": `--tensor-parallel-size 0` is refused, not planned as TP 1
-        if value is not None and not 1 <= value <= MAX_GPUS:
-            raise SettingError(setting, f"{spell(setting)} must be between 1 and {MAX_GPUS:,}, "
-                               f"got {value:,}")
+    from kvplan.engines.settings import BY_NAME
+
+    if count is not None and not 1 <= count <= MAX_GPUS:
+        raise SettingError("count", f"{spell('count')} must be between 1 and {MAX_GPUS:,}, "
+                           f"got {count:,}")
+    for setting, value in (("tp", tp), ("pp", pp), ("dp", dp)):
+        # 0 is not "unset": `--tensor-parallel-size 0` is refused, not planned as TP 1; the
+        # bounds are the settings' rows (kvplan.engines.settings)
+        try:
+            BY_NAME[setting].to_field(value, spell(setting))
+        except BadInputError as exc:
+            raise SettingError(setting, exc.message, exc.hint) from None
     ranks = 1 if dp_attention else dp
     pp = pp or 1
     tp = tp or ((count // (pp * ranks)) if count else 1)
@@ -184,12 +191,6 @@ def deployment(
     if unknown:
         raise BadInputError(f"unknown deployment setting(s): {', '.join(unknown)}")
     values: dict[str, Any] = {}
-    for name, given in (("tp", tp), ("pp", pp), ("dp", dp)):
-        # checked before the layout, which reads a 0 as "not given" (--tp 0 planned TP 1)
-        try:
-            BY_NAME[name].to_field(given, BY_NAME[name].flag if spell is flag else spell(name))
-        except BadInputError as exc:
-            raise SettingError(name, exc.message, exc.hint) from None
     for name in [n for n in settings if n in BY_NAME]:
         row = BY_NAME[name]
         try:
