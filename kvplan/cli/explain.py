@@ -40,8 +40,9 @@ def explain(
     and settings alone, its budget and reserves) and show logged beside kvplan.
 
     Exit 1 when a KV line recomputed from the logged budget differs by more than the log's
-    printed precision allows: a CI check that kvplan still matches the engine version a team
-    deploys.
+    printed precision allows (or its figure is not a number, or the logged budget is zero or
+    less: the engine refused to start): a CI check that kvplan still matches the engine
+    version a team deploys.
 
     Examples:
 
@@ -51,20 +52,18 @@ def explain(
 
       kvplan explain llama-server.log --model llama-3.2-3b
     """
-    import sys
-
     from kvplan.output.explain import explain_view
     from kvplan.planning.explain import explain as run
-    from kvplan.sources.reader import read_text
+    from kvplan.sources.reader import read_stdin, read_text
     from kvplan.sources.startlog import MAX_LOG_BYTES
 
-    if logfile == "-":
-        text = sys.stdin.read(MAX_LOG_BYTES + 1)
+    if logfile == "-":  # standard input, with a file's limits
+        text = read_stdin("the log on standard input (-)", MAX_LOG_BYTES)
     else:
         text = read_text(logfile, "the log", MAX_LOG_BYTES)
     result = run(text, model, gpu, engine, kv_dtype, tp, engine_version)
     _emit(explain_view(result), fmt, units)
     if not result.ok:
         typer.echo("kvplan: a KV line differs from the log by more than its printed "
-                   "precision allows (exit 1)", err=True)
+                   "precision allows, or the log's KV figure is unusable (exit 1)", err=True)
         raise typer.Exit(1)

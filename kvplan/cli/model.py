@@ -151,25 +151,10 @@ def _lengths_file(path: str) -> list[str | int]:
 
     from kvplan.core.errors import BadInputError
     from kvplan.core.units import MAX_BATCH
-    from kvplan.sources.reader import MAX_WORKLOAD_BYTES, read_text
+    from kvplan.sources.reader import MAX_WORKLOAD_BYTES, read_stdin, read_text
 
     if path == "-":
-        stream = getattr(sys.stdin, "buffer", None)  # None: kvplan was started with it closed
-        try:
-            data = stream.read(MAX_WORKLOAD_BYTES + 1) if stream is not None else None
-        except (OSError, ValueError) as exc:
-            raise BadInputError(f"--lengths @-: cannot read standard input: {exc}") from None
-        if data is None:
-            raise BadInputError("--lengths @-: standard input is closed",
-                                "pipe the lengths in, or give @FILE")
-        if len(data) > MAX_WORKLOAD_BYTES:
-            raise BadInputError(f"--lengths @-: standard input is larger than "
-                                f"{MAX_WORKLOAD_BYTES // 2**20} MiB")
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise BadInputError(f"--lengths @-: standard input is not UTF-8 text ({exc.reason} "
-                                f"at byte {exc.start})") from None
+        text = read_stdin("--lengths @-", MAX_WORKLOAD_BYTES)
     else:
         text = read_text(path, "the --lengths file", MAX_WORKLOAD_BYTES)
     items = re.split(r"[\s,]+", text.strip())

@@ -170,6 +170,7 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
     elif budget is not None and budget <= 0:
         warnings.append("the logged KV budget is not positive: the engine refused to start, "
                         "so there is no KV line to recompute")
+        rows.append(_refused(facts, budget))
     else:
         rows += _recomputed(eng, dep, facts, budget, half)
         if tp is None and "tp" not in facts.settings and any(r.status == "DIFF" for r in rows):
@@ -182,6 +183,9 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
                     rows.append(Row(figure, "from settings", logged, value,
                                     _diff(float(logged), float(value)), "info",
                                     facts.lines.get(figure, "")))
+    unread = _unreadable(eng, dep, facts, budget if budget is not None and budget > 0 else None)
+    warnings += [f"{r.quantity}: {r.note} ({r.line[:80]})" for r in unread]
+    rows += unread
     if dep.gpu_memory_bytes is not None and eng.needs_memory:
         rows += _predicted(eng, dep, facts, warnings)
     if facts.weights_bytes is not None and not any(r.quantity == "weights" for r in rows):
@@ -223,6 +227,27 @@ def _recomputed(eng: Any, dep: Any, facts: LogFacts, budget: int | None,
                         _diff(float(logged), float(value)), "ok" if ok else "DIFF",
                         facts.lines.get(figure, "")))
     return rows
+
+
+def _refused(facts: LogFacts, budget: int) -> Row:
+    """A logged KV budget (or V0 block count) of zero or less: the engine did not start, and
+    no KV line agrees with anything, so the verdict is a difference, never "ok"."""
+    key = next((k for k in ("available_kv_cache_bytes", "k_size_bytes", "kv_cache_bytes",
+                            "num_blocks") if k in facts.lines), "")
+    return Row("logged KV budget", "input", budget, None, None, "DIFF",
+               facts.lines.get(key, ""), "not positive: the engine refused to start")
+
+
+def _unreadable(eng: Any, dep: Any, facts: LogFacts, budget: int | None) -> list[Row]:
+    """A KV line the log prints whose figure kvplan could not read (1e999, a 5,000-digit
+    number): a difference, never a silent "ok" by omission."""
+    figures = [f for f in KV_FIGURES if f in facts.unreadable and f not in facts.kv]
+    if not figures:
+        return []
+    ours = eng.numbers(eng.capacity(_given(dep, budget))) if budget is not None else {}
+    return [Row(figure, "given the logged budget", None, ours.get(figure), None, "DIFF",
+                facts.unreadable[figure][:300], "the log prints this line, but its figure "
+                "is not a number kvplan can read") for figure in figures]
 
 
 def _per_worker(eng: Any, dep: Any, facts: LogFacts, budget: int | None, half: float,

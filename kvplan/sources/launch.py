@@ -89,7 +89,13 @@ def _container_words(text: str) -> list[str] | None:
                 for key in ("command", "args"):
                     value = node.get(key)
                     if isinstance(value, str):
-                        found.extend(shlex.split(value))
+                        try:
+                            found.extend(shlex.split(value))
+                        except ValueError as exc:  # an unbalanced quote
+                            raise BadInputError(
+                                f"cannot split the container's `{key}:` string: {exc}",
+                                f"check its quotes, or write `{key}:` as a list of words"
+                            ) from None
                     elif isinstance(value, list):
                         found.extend(str(w) for w in value)
                 return True

@@ -73,6 +73,32 @@ def read_text(path: str, what: str = "", max_bytes: int = MAX_FILE_BYTES) -> str
                             f"{exc.start})") from None
 
 
+def read_stdin(what: str, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """Standard input with a file's limits (read_text): at most `max_bytes` (only max_bytes + 1
+    bytes are ever read), UTF-8, a leading BOM dropped; `what` names it in every error (e.g.
+    "--lengths @-"). A closed standard input (kvplan started with it closed: sys.stdin is
+    None) is one error, not a traceback."""
+    import sys
+
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise BadInputError(f"{what}: standard input is closed",
+                            "pipe the input in, or give a file's path")
+    try:
+        data = stream.read(max_bytes + 1)
+    except (OSError, ValueError) as exc:
+        raise BadInputError(f"{what}: cannot read standard input: "
+                            f"{getattr(exc, 'strerror', None) or exc}") from None
+    if len(data) > max_bytes:
+        raise BadInputError(f"{what}: standard input is larger than {max_bytes // 2**20} MiB",
+                            "give a file's path, or less input")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise BadInputError(f"{what}: standard input is not UTF-8 text ({exc.reason} at byte "
+                            f"{exc.start})") from None
+
+
 # --- YAML ----------------------------------------------------------------------------------
 
 def _guarded_loader(text: str, source: str) -> Any:

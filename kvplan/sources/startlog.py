@@ -59,6 +59,9 @@ class LogFacts:
     releases: dict[str, tuple[str, str]] = field(default_factory=dict)
     scopes: dict[str, str] = field(default_factory=dict)  # figure -> "engine"/"worker"/...
     notes: list[str] = field(default_factory=list)
+    # figure -> a line whose pattern matched but whose figure would not convert (1e999, 5,000
+    # digits): the line is there, its figure is unreadable
+    unreadable: dict[str, str] = field(default_factory=dict)
 
 
 def _num(text: str) -> float:
@@ -166,6 +169,7 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
             try:
                 value = _CONVERT[fmt.converter](raw)
             except ValueError:
+                facts.unreadable.setdefault(fmt.figure, line.strip())
                 continue
             if not found:
                 facts.lines[fmt.figure] = line.strip()

@@ -1,0 +1,140 @@
+"""Hostile and careless input, the last cases of issue 25: `explain -` with standard input
+closed, binary or too large; a zero, unreadable or refused KV figure in a start-up log (a
+difference, never "ok"); an unbalanced quote in a container's `command:`/`args:` string.
+Each ends in one message with exit 2, or (a KV line that does not agree) exit 1."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+LOG = (Path(__file__).parent / "fixtures" / "logs" / "vllm-v1-llama-3.1-8b.log").read_text()
+# Llama-3.1-8B, vLLM V1, 50.00 GiB logged: 32 layers x 8 KV heads x head_dim 128, K and V,
+# 2 bytes (bf16) = 131,072 bytes a token; 50 GiB / 131,072 = 409,600 tokens (25,600 blocks
+# of 16), the figure kvplan recomputes for the log's "GPU KV cache size" line.
+TOKENS_AT_50_GIB = 50 * 2**30 // (32 * 8 * 128 * 2 * 2)
+runner = CliRunner()
+
+
+def invoke(*args: str, input: str | bytes | None = None):  # noqa: A002
+    return runner.invoke(app, list(args), env={"COLUMNS": "100"}, input=input)
+
+
+def one_message(res, needle: str, code: int = 2) -> None:
+    assert res.exit_code == code, (res.exit_code, res.output)
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    lines = res.stderr.splitlines()
+    assert lines and lines[0].startswith("kvplan: error:"), res.stderr
+    assert all(line.lstrip().startswith("hint:") for line in lines[1:]) and len(lines) <= 2, \
+        res.stderr
+    assert needle in res.stderr, res.stderr
+
+
+def _closed_stdin(*args: str) -> subprocess.CompletedProcess[str]:
+    """kvplan started with file descriptor 0 closed (`kvplan ... 0<&-`): sys.stdin is None."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100"}
+    env.pop("KVPLAN_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "kvplan", *args], capture_output=True,
+                          text=True, env=env, timeout=120, stdin=None,
+                          preexec_fn=lambda: os.close(0))
+
+
+# --- `explain -`: standard input read with a file's limits ---------------------------------
+
+def test_explain_dash_with_stdin_closed_is_one_message():
+    res = _closed_stdin("explain", "-")
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.splitlines()[0] == \
+        "kvplan: error: the log on standard input (-): standard input is closed", res.stderr
+
+
+def test_lengths_at_dash_with_stdin_closed_is_one_message():
+    res = _closed_stdin("size", "llama-3.1-8b", "--lengths", "@-")
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert "Traceback" not in res.stderr, res.stderr
+    assert "--lengths @-: standard input is closed" in res.stderr
+
+
+def test_explain_dash_with_binary_input_names_the_byte():
+    res = invoke("explain", "-", input=b"INFO vllm \xff\xfe\x00 not text")
+    one_message(res, "standard input is not UTF-8 text")
+    assert "at byte 10" in res.stderr
+
+
+def test_explain_dash_reads_no_more_than_the_log_limit(monkeypatch):
+    from kvplan.sources import startlog
+
+    monkeypatch.setattr(startlog, "MAX_LOG_BYTES", 2**20)
+    res = invoke("explain", "-", input=LOG + "x" * 2**20)
+    one_message(res, "standard input is larger than 1 MiB")
+
+
+def test_explain_dash_reads_a_log_as_a_file_would_be_read():
+    res = invoke("explain", "-", "-f", "json", input="\ufeff" + LOG)
+    assert res.exit_code == 0, res.output
+    assert f'"kvplan": {TOKENS_AT_50_GIB}' in res.stdout
+
+
+# --- a zero, unreadable or refused KV figure: a difference, never "ok" -----------------------
+
+def _explain(text: str):
+    from kvplan.planning.explain import explain
+
+    return explain(text, model="llama-3.1-8b")
+
+
+def test_a_logged_zero_tokens_is_a_difference():
+    result = _explain(LOG.replace("409,584 tokens", "0 tokens"))
+    row = next(r for r in result.rows if r.quantity == "kv_cache_tokens")
+    assert (row.logged, row.kvplan, row.status) == (0, TOKENS_AT_50_GIB, "DIFF")
+    assert not result.ok
+
+
+@pytest.mark.parametrize("figure", [",,,", "1" * 400 + ".00"])
+def test_a_kv_figure_kvplan_cannot_read_is_a_difference_not_an_omission(figure):
+    # a token count of only separators, a concurrency beyond a float (10^399): the line is
+    # there, its figure is not a number; "ok" by leaving it out would hide it
+    if "." in figure:
+        text = LOG.replace("12.50x", figure + "x")
+        quantity = "max_concurrency"
+    else:
+        text = LOG.replace("409,584", figure)
+        quantity = "kv_cache_tokens"
+    result = _explain(text)
+    row = next(r for r in result.rows if r.quantity == quantity)
+    assert row.status == "DIFF" and row.logged is None, row
+    assert not result.ok
+    assert any(n.startswith(f"{quantity}: the log prints this line") for n in result.notes)
+    path_res = invoke("explain", "-", input=text)
+    assert path_res.exit_code == 1, path_res.output
+
+
+@pytest.mark.parametrize("budget_line", [
+    "Available KV cache memory: 0.00 GiB",
+    "Available KV cache memory: -2.14 GiB"])
+def test_a_logged_budget_of_zero_or_less_is_never_ok(budget_line):
+    res = invoke("explain", "-", "-m", "llama-3.1-8b",
+                 input=LOG.replace("Available KV cache memory: 50.00 GiB", budget_line))
+    assert res.exit_code == 1, res.output
+    assert "refused to start" in res.output
+    assert "OK:" not in res.stdout
+
+
+# --- an unbalanced quote in a container's command:/args: string ------------------------------
+
+@pytest.mark.parametrize("key,text", [
+    ("command", 'command: vllm serve "meta-llama/Llama-3.1-8B-Instruct\nargs: ["--tp", "2"]\n'),
+    ("args", "command: [vllm, serve]\nargs: \"meta-llama/Llama-3.1-8B-Instruct --tp '2\"\n"),
+    ("command", 'containers:\n- name: x\n  command: "vllm serve \'x"\n')])
+def test_an_unbalanced_quote_in_a_container_string_names_the_field(key, text):
+    res = invoke("plan", "--from-command", text)
+    one_message(res, f"the container's `{key}:` string: No closing quotation")
