@@ -8,6 +8,7 @@ stay light:
     m.size(tokens="8k", kv_dtype="fp8")
     d = kvplan.deploy(m, gpu="h100", count=4)
     d.max_concurrency("32k"); d.max_context(64); d.fits("64x(2k+512)")
+    kvplan.to_json(d.fits("64x(2k+512)"))  # any result as JSON text (kvplan.as_dict: a dict)
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from kvplan.api import Deployed, Model, deploy, kv_format, model, workload
+    from kvplan.api import Deployed, Model, as_dict, deploy, kv_format, model, to_json, workload
 
-__all__ = ["Deployed", "Model", "__version__", "deploy", "kv_format", "model", "workload"]
+__all__ = ["Deployed", "Model", "__version__", "as_dict", "deploy", "kv_format", "model",
+           "to_json", "workload"]
 # name -> the module that defines it (imported by name, on first access)
 _LAZY = {name: "kvplan.api" for name in __all__ if name != "__version__"}
 

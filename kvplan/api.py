@@ -10,6 +10,7 @@
     d.fewest_gpus(context="32k", concurrency=64)  # LayoutResult
     d.traffic("5/s", "2k+512", ttft="500ms", itl="50ms")  # TrafficPlan: replicas (bounds)
     d.verdict("32k", 64)                          # Verdict: fits, engine_starts, reason
+    kvplan.to_json(d.max_concurrency("32k"))      # any result as JSON (as_dict: a dict)
 
 Values are accepted as the CLI accepts them ("8k", "57.65GiB", "h100", "int4:g64"), and the
 KV dtype may be a name or a `KVFormat` everywhere. Results are the library's own frozen
@@ -18,6 +19,7 @@ dataclasses; the CLI's `size`, `plan` and `compare` call exactly these methods.
 
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
@@ -264,6 +266,32 @@ def workload(requests: str | Workload, shared_prefix: Tokens = 0, samples: int =
     return parse_workload(requests, _tokens(shared_prefix, "shared_prefix") or 0, samples)
 
 
+def as_dict(result: Any) -> dict[str, Any]:
+    """Any result of the front door (a Model, SizeResult, Deployed, Capacity,
+    ConcurrencyResult, ContextResult, WorkloadResult, Workload, LayoutResult, TrafficPlan,
+    TrafficLayouts, KVFormat) as a dict json.dumps writes: its fields by name, exact ints as
+    ints, Fractions as 'a/b' strings (the CLI's `-f json` convention), an engine by its name.
+    A Deployed also gives its capacity and a Capacity the engine's start-up numbers."""
+    from kvplan.core.record import plain
+    from kvplan.engines.base import Capacity
+
+    if not dataclasses.is_dataclass(result) or isinstance(result, type):
+        raise TypeError(f"as_dict takes a kvplan result, not {type(result).__name__}")
+    out: dict[str, Any] = plain(result)
+    if isinstance(result, Capacity):
+        out["engine_numbers"] = plain(result.engine_numbers)
+    elif isinstance(result, Deployed):
+        out["capacity"] = as_dict(result.capacity)
+    return out
+
+
+def to_json(result: Any, indent: int | None = None) -> str:
+    """as_dict(result) written as JSON text."""
+    import json
+
+    return json.dumps(as_dict(result), indent=indent)
+
+
 def deploy(model_ref: str | Path | ModelSpec | Model, /, *, gpu: Any = None,
            count: int | None = None, engine: str | None = None, kv_dtype: str | KVFormat = "auto",
            assume_standard_attention: bool = False, **settings: Any) -> Deployed:
@@ -281,4 +309,5 @@ def deploy(model_ref: str | Path | ModelSpec | Model, /, *, gpu: Any = None,
                                **settings))
 
 
-__all__ = ["Deployed", "Model", "deploy", "kv_format", "model", "workload"]
+__all__ = ["Deployed", "Model", "as_dict", "deploy", "kv_format", "model", "to_json",
+           "workload"]

@@ -194,3 +194,32 @@ def _setattr(self: object, name: str, value: Any) -> None:
 
 def _delattr(self: object, name: str) -> None:
     raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+def plain(value: Any) -> Any:
+    """A result as JSON holds it (json.dumps takes what this returns): a record or dataclass
+    becomes a dict of its public fields, a Fraction an exact 'a/b' string (unlike a float), a tuple,
+    list or set a list, a dict's keys that JSON cannot hold (tuples) strings, an object with a
+    string `name` and no fields (an engine) that name; dicts and lists are walked. Anything
+    else is returned as it is, for json.dumps to refuse."""
+    from fractions import Fraction
+
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    if isinstance(value, Fraction):
+        return f"{value.numerator}/{value.denominator}"
+    if isinstance(value, dict):
+        return {k if k is None or isinstance(k, (str, int, float)) else str(k): plain(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return [plain(v) for v in items]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not f.name.startswith("_") and hasattr(value, f.name)}  # _: a cache
+    if hasattr(value, "__fspath__"):  # a path: all of it, not its `name`
+        return str(value)
+    name = getattr(value, "name", None)
+    if isinstance(name, str) and not isinstance(value, type):
+        return name
+    return value

@@ -23,17 +23,11 @@ UNITS = ("iec", "si")
 
 
 def json_plain(value: Any) -> Any:
-    """A result's values as JSON holds them: Fractions -> 'a/b' strings (exact, unlike a
-    float), tuples -> lists, dicts and lists walked."""
-    from fractions import Fraction
+    """A result's values as JSON holds them (kvplan.core.record.plain: Fractions -> 'a/b'
+    strings, exact unlike a float; tuples -> lists; dicts, lists and records walked)."""
+    from kvplan.core.record import plain
 
-    if isinstance(value, Fraction):
-        return f"{value.numerator}/{value.denominator}"
-    if isinstance(value, dict):
-        return {k: json_plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_plain(v) for v in value]
-    return value
+    return plain(value)
 
 
 def unit_note(units: str) -> str:
