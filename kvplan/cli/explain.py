@@ -7,7 +7,12 @@ from typing import Annotated
 import typer
 
 from kvplan.cli.options import FormatOpt, UnitsOpt, _emit, handle_errors
-from kvplan.cli.plan import _engine_name
+
+
+def _engine_name(value: str) -> str:
+    from kvplan.cli.plan import _engine_name as name  # plan's reading of --engine, on use
+
+    return name(value)
 
 
 @handle_errors

@@ -29,7 +29,6 @@ answers (a mirror named by HF_ENDPOINT may be anyone's):
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import sys
@@ -95,6 +94,8 @@ class HubConfig:
 
     @property
     def sha256(self) -> str:
+        import hashlib  # here: a repo id read from a launch line or log needs no hashing
+
         return hashlib.sha256(self.data).hexdigest()
 
     @property
