@@ -53,7 +53,7 @@ def validate(
     the one kvplan's vLLM engine plans (its groups, block sizes and blocks per request).
     Tensors are allocated without touching their pages, after a free-memory check before each
     one; what will be allocated is said on stderr first. Exit 2 when it would not fit (nothing
-    is left allocated). Needs torch: pip install 'kvplan[validate]'.
+    is left allocated). Needs torch: pip install 'torch>=2.1'.
 
     Examples:
 

@@ -18,7 +18,8 @@ from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 from kvplan.planning.plan import Deployment
 
-INSTALL_HINT = "pip install 'kvplan[plot]'"
+# kvplan is not on PyPI: the plot extra's own requirement, which pip installs anywhere
+INSTALL_HINT = "pip install 'matplotlib>=3.8'"
 FORMATS = ("png", "svg")
 FIGSIZE_IN = (8.0, 4.5)
 PNG_DPI = 150  # 1200 x 675 pixels

@@ -279,7 +279,7 @@ def _weights(path: Path, tensors: _Tensors, data_start: int, size: int) -> GGUFW
         from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
     except ImportError:
         raise BadInputError("reading .gguf files needs the gguf package",
-                            "pip install 'kvplan[gguf]'") from None
+                            "pip install 'gguf>=0.10'") from None
     by_type: dict[str, int] = {}
     params = 0
     for name, dims, ggml_type, offset in tensors:

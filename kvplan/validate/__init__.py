@@ -18,7 +18,7 @@ The allocation's bytes never come from the functions that make the prediction: t
 storage of tensors shaped as the layout shapes them, so a wrong formula shows up as a
 difference (exit 1). Several ranks run in `ranks.py` (torch.distributed); the report is
 built in kvplan.output.validate. torch is imported only inside functions: it is an optional
-extra (`pip install 'kvplan[validate]'`).
+extra (`pip install '.[validate]'` in the checkout, or `pip install torch`).
 
 Exit codes (through the CLI): 0 measured == predicted; 1 a difference; 2 bad input, or a
 validation that would not fit in free memory (refused before anything is allocated, or

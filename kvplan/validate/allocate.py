@@ -17,7 +17,7 @@ Memory: every allocation is `torch.empty` (storage is measured with
 `untyped_storage().nbytes()`, never zero-filled, so the kernel maps no page), allocated group
 by group after a free-memory check with a margin (`_Guard`: MemAvailable on the CPU,
 torch.cuda.mem_get_info on CUDA), and freed as it goes and on every way out (`_freed`).
-torch is imported only inside these functions (`pip install 'kvplan[validate]'`).
+torch is imported only inside these functions (`pip install '.[validate]'` in the checkout).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ from kvplan.engines.registry import DEFAULT
 SCHEMA = "kvplan.validate/1"
 SCHEMA_ALL = "kvplan.validate-all/1"
 DEVICES = ("auto", "cuda", "cpu")
-INSTALL_HINT = "pip install 'kvplan[validate]'"
+# kvplan is not on PyPI: the validate extra's own requirement, which pip installs anywhere
+INSTALL_HINT = "pip install 'torch>=2.1'"
 # Refuse to allocate more than this share of the free memory: the rest is for the allocator,
 # the decode check's queries and everything else running on the device.
 SAFETY_FRACTION = 0.9

@@ -172,7 +172,7 @@ def test_missing_matplotlib_is_one_line_exit_2(tmp_path, monkeypatch):
     res = invoke("plot", "llama-3.1-8b", "-o", str(tmp_path / "chart.png"))
     assert res.exit_code == 2
     assert res.stderr.splitlines() == [
-        "kvplan: error: plotting needs matplotlib: pip install 'kvplan[plot]'"]
+        "kvplan: error: plotting needs matplotlib: pip install 'matplotlib>=3.8'"]
     assert not (tmp_path / "chart.png").exists()
 
 

@@ -428,7 +428,7 @@ def test_missing_torch_is_one_line_saying_how_to_install():
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert lines == ["kvplan: error: kvplan validate needs torch, which is not installed: "
-                     "pip install 'kvplan[validate]'"]
+                     "pip install 'torch>=2.1'"]
 
 
 def test_validate_help_does_not_import_torch():
