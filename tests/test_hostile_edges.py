@@ -138,3 +138,58 @@ def test_a_logged_budget_of_zero_or_less_is_never_ok(budget_line):
 def test_an_unbalanced_quote_in_a_container_string_names_the_field(key, text):
     res = invoke("plan", "--from-command", text)
     one_message(res, f"the container's `{key}:` string: No closing quotation")
+
+
+# --- the guarded YAML reader: its limits cost one Python call a node -------------------------
+
+def test_the_yaml_guard_adds_one_python_call_a_node():
+    """A 10,000-requirement plan (1 MB) spends most of `check`'s time reading YAML: the
+    guard's depth, alias and expanded-size accounting must cost one call a node (its own
+    compose_node) over PyYAML's composer, not a sum over every node's children (1.86)."""
+    from yaml.composer import Composer
+    from yaml.constructor import SafeConstructor
+    from yaml.resolver import Resolver
+
+    from kvplan.sources.reader import _guarded_loader
+
+    try:
+        from yaml._yaml import CParser as parser
+    except ImportError:
+        pytest.skip("PyYAML without libyaml")
+
+    class Plain(Composer, parser, SafeConstructor, Resolver):  # PyYAML's composer, unguarded
+        def __init__(self, stream: str) -> None:
+            parser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+    text = "\n".join(f"- {{name: d{i}, gpu: h100, requires: {{a: [1, 2, 3], b: &x{i} x}}, "
+                     f"c: *x{i}}}" for i in range(200)) + "\n"
+
+    def calls(loader) -> tuple[int, int]:
+        seen = [0]
+
+        def profile(frame, event, arg):
+            if event == "call":
+                seen[0] += 1
+
+        sys.setprofile(profile)
+        try:
+            node = loader.get_single_node()
+        finally:
+            sys.setprofile(None)
+            loader.dispose()
+        nodes, stack = 0, [node]
+        while stack:
+            item = stack.pop()
+            nodes += 1
+            if isinstance(item.value, list):
+                for child in item.value:
+                    stack.extend(child if isinstance(child, tuple) else (child,))
+        return seen[0], nodes
+
+    guarded, nodes = calls(_guarded_loader(text, "plan.yaml"))
+    plain, same = calls(Plain(text))
+    assert nodes == same > 2000
+    assert guarded - plain <= nodes, (guarded, plain, nodes)

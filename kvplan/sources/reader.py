@@ -113,42 +113,55 @@ def _guarded_loader(text: str, source: str) -> Any:
     except ImportError:
         parser = None
 
+    alias_event = yaml.AliasEvent
+
     class _Limited(Composer):
-        """PyYAML's composer, counting depth, aliases and expanded size as it goes."""
+        """PyYAML's composer, counting depth, aliases and expanded size as it goes.
+
+        The expanded size is one count for the whole document: each node composed adds one,
+        and each alias adds the expanded size of the value it names (measured as the count's
+        growth while that anchored value was composed, its own aliases included). The count
+        is the root's expanded size, so passing MAX_NODES anywhere is caught, with one
+        addition a node instead of a sum over every node's children."""
 
         _depth: int
         _aliases: int
-        _sizes: dict[int, int]
+        _count: int
+        _anchored: dict[str, int]  # anchor -> the expanded size of the value it names
         check_event: Any  # from the parser this is mixed with
         peek_event: Any
 
         def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                event = self.peek_event()
+            event = self.peek_event()
+            if event.__class__ is alias_event:
                 self._aliases += 1
                 if self._aliases > MAX_ALIASES:
                     raise _limit(source, event, f"uses more than {MAX_ALIASES:,} aliases")
-                node = super().compose_node(parent, index)
-                if id(node) not in self._sizes:  # `&a [*a]`: a value that contains itself
+                node = super().compose_node(parent, index)  # an undefined alias: its error
+                size = self._anchored.get(event.anchor)
+                if size is None:  # `&a [*a]`: a value that contains itself
                     raise _limit(source, event, f"alias *{event.anchor} refers to a value that "
                                  "contains it")
+                self._count += size
+                if self._count > MAX_NODES:
+                    raise _limit(source, event, f"expands to more than {MAX_NODES:,} values "
+                                 "(YAML aliases repeat what they point to)")
                 return node
             self._depth += 1
             if self._depth > MAX_DEPTH:
-                raise _limit(source, self.peek_event(),
-                             f"nests deeper than {MAX_DEPTH} levels")
-            node = super().compose_node(parent, index)
-            self._depth -= 1
-            if isinstance(node, yaml.SequenceNode):
-                size = 1 + sum(self._sizes[id(child)] for child in node.value)
-            elif isinstance(node, yaml.MappingNode):
-                size = 1 + sum(self._sizes[id(k)] + self._sizes[id(v)] for k, v in node.value)
-            else:
-                size = 1
-            if size > MAX_NODES:
-                raise _limit(source, node, f"expands to more than {MAX_NODES:,} values "
+                raise _limit(source, event, f"nests deeper than {MAX_DEPTH} levels")
+            self._count += 1
+            if self._count > MAX_NODES:
+                raise _limit(source, event, f"expands to more than {MAX_NODES:,} values "
                              "(YAML aliases repeat what they point to)")
-            self._sizes[id(node)] = size
+            anchor = getattr(event, "anchor", None)
+            if anchor is None:
+                node = super().compose_node(parent, index)
+            else:
+                before = self._count - 1
+                node = super().compose_node(parent, index)
+                self._anchored[anchor] = self._count - before
+            self._depth -= 1
             return node
 
     if parser is not None:
@@ -175,7 +188,8 @@ def _guarded_loader(text: str, source: str) -> Any:
             Resolver.__init__(self)
             self._depth = 0
             self._aliases = 0
-            self._sizes = {}
+            self._count = 0
+            self._anchored = {}
 
     return _Guarded(text)
 
