@@ -138,7 +138,7 @@ def _guarded_loader(text: str, source: str) -> Any:
                 if self._aliases > MAX_ALIASES:
                     raise _limit(source, event, f"uses more than {MAX_ALIASES:,} aliases")
                 node = super().compose_node(parent, index)  # an undefined alias: its error
-                size = self._anchored.get(event.anchor)
+                size = self._anchored.get(event.anchor or "")
                 if size is None:  # `&a [*a]`: a value that contains itself
                     raise _limit(source, event, f"alias *{event.anchor} refers to a value that "
                                  "contains it")
