@@ -54,6 +54,7 @@ class Misbehave:
     etag: str | None = None          # ETag of file answers (sent as given)
     gzip: dict[str, bytes] = field(default_factory=dict)  # file -> gzip body sent as is
     drip_s: float = 0.0              # seconds between each byte of every answer
+    stall: bool = False              # take each request and never answer (until stopped)
 
 
 @dataclass
@@ -81,9 +82,12 @@ _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
 
 
 class FakeHub:
-    def __init__(self, lifetime_s: float = 30.0) -> None:
+    def __init__(self, lifetime_s: float = 600.0) -> None:
+        # lifetime_s: a safety net for a test that forgets stop(), never a test's clock (a
+        # loaded CI machine may take minutes over a test that takes seconds here)
         self.repos: dict[str, Repo] = {}
         self.seen: list[Seen] = []
+        self.stopped = threading.Event()  # set by stop(): a stalled handler lets go
         self.lifetime_s = lifetime_s
         self._server: ThreadingHTTPServer | None = None
         self._timer: threading.Timer | None = None
@@ -127,6 +131,7 @@ class FakeHub:
 
     def stop(self) -> None:
         server, self._server = self._server, None
+        self.stopped.set()
         if self._timer is not None:
             self._timer.cancel()
         if server is not None:
@@ -139,6 +144,7 @@ class FakeHub:
 
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeHub
+    this: Seen
     drip_s = 0.0
     timeout = 5  # a stuck client cannot hold a handler thread for long
     protocol_version = "HTTP/1.0"  # one request per connection: a stopped server is gone
@@ -155,8 +161,8 @@ class _Handler(BaseHTTPRequestHandler):
     # --- routing ---------------------------------------------------------------------
     def _answer(self, body: bool) -> None:
         path = urlsplit(self.path).path
-        self.fake.seen.append(Seen(self.command, path,
-                                   {k.lower(): v for k, v in self.headers.items()}))
+        self.this = Seen(self.command, path, {k.lower(): v for k, v in self.headers.items()})
+        self.fake.seen.append(self.this)
         if m := _API.match(path):
             return self._model_info(unquote(m["repo"]), m["rev"] and unquote(m["rev"]), body)
         if m := _RESOLVE.match(path):
@@ -169,6 +175,8 @@ class _Handler(BaseHTTPRequestHandler):
         if repo is None:
             return self._error(404, body, "RepoNotFound", "Repository not found")
         self.drip_s = repo.misbehave.drip_s
+        if repo.misbehave.stall:
+            return self._stall()
         if repo.misbehave.any_revision and rev is not None:
             repo.refs.setdefault(rev, repo.sha)
         if rev is not None and rev not in repo.refs and rev != repo.sha:
@@ -187,6 +195,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, body, "RepoNotFound", "Repository not found")
         bad = repo.misbehave
         self.drip_s = bad.drip_s
+        if bad.stall:
+            return self._stall()
         if bad.any_revision:
             repo.refs.setdefault(rev, repo.sha)
         if repo.gated:
@@ -261,12 +271,20 @@ class _Handler(BaseHTTPRequestHandler):
             pass
         self.close_connection = True
 
+    def _stall(self) -> None:
+        """Read the request, answer nothing until the hub is stopped, then hang up."""
+        self.fake.stopped.wait()
+        self.close_connection = True
+
     def _drop(self, blob: Blob, headers: dict[str, str]) -> None:
         """The network fails mid-download: the first GET promises the whole file and sends
         half of it; every later GET (the client's resume with a Range) is cut before any
         response. Then the connection is closed."""
+        # this request's own record is skipped by identity: handler threads append to `seen`
+        # in whatever order they run, so it need not be the last one
         first = not any(s.method == "GET" and s.headers.get("range") is None
-                        for s in self.fake.seen[:-1] if "/resolve/" in s.path)
+                        for s in list(self.fake.seen) if s is not self.this
+                        and "/resolve/" in s.path)
         if first and self.headers.get("Range") is None:
             self.send_response(200)
             for k, v in headers.items():

@@ -562,6 +562,23 @@ class _Deadline:
             raise self.error()
 
 
+def _passed(deadline: _Deadline | None, exc: BaseException, capped: bool) -> bool:
+    """Whether `exc`, raised while a request was under way, means the deadline passed: the
+    timer shut the sockets (expired), or the client's own timeout fired where it was the
+    deadline's time left (capped). The second does not wait for the timer's thread, which a
+    loaded machine may run late: the same slow server always gets the same message."""
+    if deadline is None:
+        return False
+    if deadline.expired:
+        return True
+    import httpx2 as httpx
+
+    if capped and isinstance(exc, httpx.TimeoutException):
+        deadline.expired = True
+        return True
+    return False
+
+
 def _shut(sock: Any) -> None:
     import socket
 
@@ -621,10 +638,11 @@ def _guard_class() -> Any:
     class GuardedStream(httpx.SyncByteStream):
         """A body read with the decoded-size limit and the deadline checked per chunk."""
 
-        def __init__(self, raw: Any, decoder: Any, where: str) -> None:
+        def __init__(self, raw: Any, decoder: Any, where: str, capped: bool) -> None:
             self.raw = raw
             self.decoder = decoder
             self.where = where
+            self.capped = capped  # its timeouts are the deadline's: see _passed
 
         def __iter__(self) -> Iterator[bytes]:
             got = 0
@@ -648,9 +666,9 @@ def _guard_class() -> Any:
                         yield tail
             except KvplanError:
                 raise
-            except Exception:
-                if deadline is not None and deadline.expired:
-                    raise deadline.error() from None
+            except Exception as exc:
+                if _passed(deadline, exc, self.capped):
+                    raise deadline.error() from None  # type: ignore[union-attr]
                 raise
 
         def _decode(self, chunk: bytes) -> bytes:
@@ -676,14 +694,18 @@ def _guard_class() -> Any:
             deadline = _DEADLINE
             where = f"{request.method} {request.url.copy_with(query=None)}"
             request.headers["Accept-Encoding"] = "gzip, deflate"  # what the guard decodes
+            capped = False
             if deadline is not None:
                 deadline.check()
                 left = max(deadline.left(), 0.001)
-                timeouts = dict(request.extensions.get("timeout") or {})
+                timeouts = {"connect": None, "read": None, "write": None, "pool": None,
+                            **dict(request.extensions.get("timeout") or {})}
+                capped = any(not isinstance(v, (int, float)) or v >= left
+                             for v in timeouts.values())
                 request.extensions["timeout"] = {
                     k: min(v, left) if isinstance(v, (int, float)) else left
-                    for k, v in {"connect": None, "read": None, "write": None, "pool": None,
-                                 **timeouts}.items()}
+                    for k, v in timeouts.items()}
+                request.extensions["kvplan_capped"] = capped
                 outer = request.extensions.get("trace")
 
                 def trace(name: str, info: dict[str, Any]) -> None:
@@ -699,9 +721,9 @@ def _guard_class() -> Any:
                 request.extensions["trace"] = trace
             try:
                 response = self.inner.handle_request(request)
-            except Exception:
-                if deadline is not None and deadline.expired:
-                    raise deadline.error() from None
+            except Exception as exc:
+                if _passed(deadline, exc, capped):
+                    raise deadline.error() from None  # type: ignore[union-attr]
                 raise
             try:
                 return self._checked(request, response, where)
@@ -741,7 +763,9 @@ def _guard_class() -> Any:
             else:
                 raw = headers.raw
             return httpx.Response(response.status_code, headers=raw,
-                                  stream=GuardedStream(response.stream, decoder, where),
+                                  stream=GuardedStream(response.stream, decoder, where,
+                                                       bool(request.extensions.get(
+                                                           "kvplan_capped"))),
                                   extensions=response.extensions, request=request)
 
         def close(self) -> None:

@@ -33,7 +33,9 @@ from test_fuzz_hostile import memory_cap
 
 from kvplan.core.errors import KvplanError
 
-CASE_SECONDS = 10.0  # no single case may take longer (a hang fails the whole test: alarm)
+# no single case may take longer: a hang detector, generous for a loaded machine (the Hub
+# cases' own limit is 4 s; a hang fails the whole test through the alarm as well)
+CASE_SECONDS = 60.0
 
 
 @contextlib.contextmanager
@@ -64,7 +66,7 @@ def run_cases(body: Callable[[Any], None], strategy: st.SearchStrategy[Any], n: 
 
     inner = settings(max_examples=n, deadline=None, database=None,
                      suppress_health_check=list(HealthCheck))(given(strategy)(case))
-    with alarm(max(60, n // 5)):
+    with alarm(max(600, n // 2)):  # a hang detector, generous for a loaded machine
         inner()
     assert count[0] >= n * 9 // 10, f"ran {count[0]} of {n} cases"
 
@@ -423,7 +425,7 @@ def test_hub_path_against_a_misbehaving_server(n, tmp_path, monkeypatch):
         spec_from_hub_config,
     )
 
-    server = FakeHub(lifetime_s=max(120.0, n)).start()
+    server = FakeHub(lifetime_s=max(600.0, 5.0 * n)).start()
     # HF_HOME five levels down, so ../../../../../x from the cache's blobs lands in root
     root = tmp_path / "root"
     home = root / "a" / "b" / "c" / "d" / "hf"
