@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import ROOT
+
 # `pip install` (any options) followed by the bare project name, quoted or not, with or
 # without extras: what would be looked up on the package index
 BY_NAME = re.compile(r"pip3?\s+install\s+(?:-{1,2}[\w-]+(?:[= ]\S+)?\s+)*"

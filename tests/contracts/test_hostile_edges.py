@@ -8,15 +8,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from paths import FIXTURES, ROOT
 from typer.testing import CliRunner
 
 from kvplan.cli import app
 
-ROOT = Path(__file__).resolve().parent.parent
-LOG = (Path(__file__).parent / "fixtures" / "logs" / "vllm-v1-llama-3.1-8b.log").read_text()
+LOG = (FIXTURES / "logs" / "vllm-v1-llama-3.1-8b.log").read_text()
 # Llama-3.1-8B, vLLM V1, 50.00 GiB logged: 32 layers x 8 KV heads x head_dim 128, K and V,
 # 2 bytes (bf16) = 131,072 bytes a token; 50 GiB / 131,072 = 409,600 tokens (25,600 blocks
 # of 16), the figure kvplan recomputes for the log's "GPU KV cache size" line.
