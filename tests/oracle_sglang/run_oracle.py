@@ -67,6 +67,10 @@ SKIPPED = {
     "llama-3.2-90b-vision": "vision-language (torchvision)",
     # remote code only (DeciLM)
     "llama-3.3-nemotron-super-49b": "needs the checkpoint's remote code",
+    # SGLang 0.5.23 has no model class for it (srt/models has no Jamba)
+    "jamba-1.5-mini": "SGLang 0.5.23 does not serve JambaForCausalLM",
+    # custom code only (RWForCausalLM)
+    "falcon-7b": "config.json needs the checkpoint's remote code",
     # kvplan refuses it for SGLang (DSV4PoolConfigurator is not modelled; docs §4)
     "deepseek-v4-flash": "kvplan does not model DSV4PoolConfigurator",
 }
@@ -74,6 +78,9 @@ FAMILY_FIXTURES = {"deepseek-v4-flash", "kimi-k3"}
 
 # Differences understood and documented in docs/engine-accuracy.md: model -> reason.
 KNOWN_DIFFERENCES: dict[str, str] = {}
+
+# SGLang refuses to start (and kvplan says it does not fit)
+REFUSED = {"refused": "no memory for the pools"}
 
 BUDGETS = (3 * GiB + 123_456_789, 21 * GiB, 61 * GiB + 7)
 PAGE_SIZES = (1, 16, 64)
@@ -152,6 +159,7 @@ class Sglang:
             import sglang.srt.arg_groups.mamba_hook as mamba_hook
             from sglang.srt import runtime_context
             from sglang.srt.configs.model_config import AttentionArch, ModelConfig
+            from sglang.srt.layers import quantization
             from sglang.srt.mem_cache import kv_cache_dtype
             from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
             from sglang.srt.model_executor.model_runner_components.layer_setup import (
@@ -167,6 +175,9 @@ class Sglang:
         # not change the pool figures (no_buffer with overlap off gives the same), so the
         # platform check answers as on CUDA.
         mamba_hook._platform_supports_mamba_cache_extra_buffer = lambda: True
+        # layers/quantization/__init__.py registers "mxfp4" (gpt-oss's checkpoints) only on
+        # CUDA, ROCm gfx95, XPU or the CPU engine; ModelConfig checks the name against it
+        quantization.QUANTIZATION_METHODS.setdefault("mxfp4", quantization.Mxfp4Config)
         logging.disable(logging.WARNING)
         self.rc, self.ModelConfig, self.AttentionArch = runtime_context, ModelConfig, \
             AttentionArch
@@ -188,6 +199,8 @@ class Sglang:
         """What SGLang sizes from `budget_bytes` (the bytes `_profile_available_bytes` would
         return before the Mamba share is taken)."""
         rc = self.rc
+        # a fresh publish drops the overrides the last case took (its max_mamba_cache_size)
+        rc.publish(sa, role="scheduler")
         resolved, dtype = self.kv_cache_dtype.configure_kv_cache_dtype(
             server_args_kv_cache_dtype=rc.get_model().kv_cache_dtype, model=None,
             model_dtype=mc.dtype, is_draft_worker=False, is_dflash=False,
@@ -212,8 +225,14 @@ class Sglang:
         budget = budget_bytes
         mamba = None
         if kvc.mambaish_config is not None:
-            # _profile_available_bytes: rest_memory (GB) through _handle_max_mamba_cache
-            rest_gb = kvc._handle_max_mamba_cache(budget_bytes / (1 << 30))
+            # _profile_available_bytes: rest_memory (GB) through _handle_max_mamba_cache,
+            # which refuses to start when no state slot fits
+            try:
+                rest_gb = kvc._handle_max_mamba_cache(budget_bytes / (1 << 30))
+            except RuntimeError as exc:
+                if "Not enough GPU memory for hybrid" not in str(exc):
+                    raise
+                return REFUSED
             budget = int(rest_gb * (1 << 30))
             mamba = rc.get_schedule().max_mamba_cache_size
         cfg = kvc.config_from_budget(budget)
@@ -226,9 +245,13 @@ class Sglang:
 
 def kvplan_pools(spec, page_size: int, kv_dtype: str, budget_bytes: int) -> dict:
     from kvplan.api import deploy
+    from kvplan.core.errors import NoKVMemoryError
 
-    cap = deploy(spec, gpu="h100", engine="sglang", kv_dtype=kv_dtype, kv_memory=budget_bytes,
-                 block_size=page_size).capacity
+    try:
+        cap = deploy(spec, gpu="h100", engine="sglang", kv_dtype=kv_dtype,
+                     kv_memory=budget_bytes, block_size=page_size).capacity
+    except NoKVMemoryError:
+        return REFUSED
     p = cap.engine_profile
     return {"max_total_num_tokens": p.max_total_num_tokens,
             "swa_max_total_num_tokens": p.swa_max_total_num_tokens,
