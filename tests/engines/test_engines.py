@@ -251,6 +251,26 @@ def test_sglang_hybrid_swa_and_mamba():
     assert h.max_total_num_tokens == (int(rest) - (slots + 1) * 77266944) // (12 * 2 * 2 * 256 * 2)
 
 
+def test_sglang_refuses_a_budget_without_one_mamba_slot():
+    """SGLang 0.5.23 `KVCacheConfigurator._handle_max_mamba_cache` raises "Not enough GPU
+    memory for hybrid (mamba/linear-attention) state cache" when max_mamba_cache_size <= 0;
+    kvplan planned 0 slots and 59,376 tokens. Figures from SGLang 0.5.23 itself
+    (`bash tests/oracle_sglang/run.sh --model nemotron-h-56b`: its ServerArgs, ModelConfig,
+    `_handle_max_mamba_cache` and `config_from_budget` on the model's config.json): at
+    3 GiB + 123,456,789 B it refuses ("max_mamba_cache_size=0 ... mamba_cache_per_req=870.33
+    MB"); at 21 GiB, page 16, bf16 it gives 10 state slots and 305,408 tokens."""
+    from kvplan.api import deploy
+    from kvplan.core.errors import NoKVMemoryError
+
+    spec = resolve("nemotron-h-56b")
+    with pytest.raises(NoKVMemoryError, match="state pool gets no request slot"):
+        _ = deploy(spec, gpu="h100", engine="sglang", kv_memory=3 * GIB + 123_456_789,
+                   block_size=16).capacity
+    p = deploy(spec, gpu="h100", engine="sglang", kv_memory=21 * GIB,
+               block_size=16).capacity.engine_profile
+    assert (p.max_mamba_cache_size, p.max_total_num_tokens) == (10, 305_408)
+
+
 # --- TensorRT-LLM ------------------------------------------------------------------------
 
 def test_trtllm_rtx5090_llama8b_fp8():

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import BF16, FP8_DS_MLA, FP8_E4M3, FP8_E5M2, FP16, FP32, KVFormat
-from kvplan.core.errors import BadInputError
+from kvplan.core.errors import BadInputError, NoKVMemoryError
 from kvplan.core.launch import EngineLog, LogLine
 from kvplan.core.layers import (
     ATTENTION_KINDS,
@@ -33,6 +33,7 @@ from kvplan.core.layers import (
 from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
+from kvplan.core.units import human_bytes
 from kvplan.engines import named_kv_format, parse_version
 from kvplan.engines.base import (
     BaseEngine,
@@ -189,6 +190,17 @@ def _stage(spec: ModelSpec, layers: Sequence[Layer], fmt: KVFormat, config: Sgla
             r = config.mamba_full_memory_ratio
             budget = int(available * r / (1 + r))
             mamba_slots = max(0, (budget - per_req) // per_req)
+        if mamba_slots <= 0:
+            # kv_cache_configurator.py `_handle_max_mamba_cache` (0.5.23) refuses to start:
+            # "Not enough GPU memory for hybrid (mamba/linear-attention) state cache"
+            raise NoKVMemoryError(
+                f"SGLang's state pool gets no request slot: one request's state is "
+                f"{human_bytes(per_req)} and the state share of the "
+                f"{human_bytes(available)} KV budget "
+                f"({config.mamba_full_memory_ratio} / (1 + {config.mamba_full_memory_ratio}))"
+                f" holds the padding slot at most",
+                "use more GPUs (--tp/--pp), a larger --mem-fraction-static or --kv-memory",
+                engine="SGLang", left_bytes=0, memory_bytes=available)
         available -= (mamba_slots + 1) * per_req  # the pool holds one extra slot
 
     cell = full_k + full_v
