@@ -101,6 +101,9 @@ class Deployment:
     # vLLM's MoE backend for MXFP4 experts (triton | flashinfer | marlin), which sets how they
     # are re-laid out in memory; None: the GPU's default (kvplan.engines.vllm.backends)
     mxfp4_backend: str | None = None
+    # vLLM --mamba-ssm-cache-dtype: the SSM (temporal) state's dtype, auto|float32|bfloat16|
+    # float16 (auto: the model's own; vLLM's CPU build resets auto to float32)
+    mamba_ssm_cache_dtype: str = "auto"
     dims: ModelDims | None = None
     num_draft_layers: int = 0
     # vLLM speculative decoding: draft tokens proposed per step (--speculative-config's

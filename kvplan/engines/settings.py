@@ -217,6 +217,11 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
             "vLLM: GiB of weights per GPU kept in CPU memory (read over UVA), taken from the "
             "decoder layers' parameters; the weights term of the budget falls by as much.",
             {"vllm": ("--cpu-offload-gb",)}, low=0, high=2**20, default=0, only=("vllm",)),
+    Setting("mamba_ssm_cache_dtype", "mamba_ssm_cache_dtype", ("--mamba-ssm-cache-dtype",),
+            "str", "", "vLLM: the SSM state's dtype (auto: the model's own, which vLLM's CPU "
+            "build resets to float32; vllm/config/cache.py CacheConfig.mamba_ssm_cache_dtype).",
+            {"vllm": ("--mamba-ssm-cache-dtype",)}, default="auto",
+            choices=("auto", "float32", "bfloat16", "float16"), only=("vllm",)),
     Setting("n_ubatch", "n_ubatch", ("--ubatch-size", "-ub"), "int", "tokens",
             "llama.cpp's micro-batch (512): its compute buffers grow with it.",
             {"llamacpp": ("--ubatch-size", "-ub")}, low=1, high=MAX_TOKENS),

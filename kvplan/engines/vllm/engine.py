@@ -55,6 +55,7 @@ from kvplan.engines.vllm.formats import (
     SMALLER_KV_DTYPES,
     flag_dtype,
     kv_format,
+    with_ssm_state_dtype,
 )
 from kvplan.engines.vllm.memory import (
     BatchSettings,
@@ -180,6 +181,8 @@ class VllmEngine(BaseEngine):
     plans_unequal_stages = True
 
     def capacity(self, dep: Deployment) -> Capacity:
+        if dep.mamba_ssm_cache_dtype != "auto":
+            dep = replace(dep, spec=with_ssm_state_dtype(dep.spec, dep.mamba_ssm_cache_dtype))
         config = config_for(dep)
         if dep.kv_memory_bytes is not None:
             budget = measured_budget(dep.kv_memory_bytes, self.name,

@@ -94,3 +94,34 @@ def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
 def flag_dtype(name: str) -> str:
     """kvplan's KV dtype names -> vLLM's --kv-cache-dtype spelling of the same format."""
     return {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(name, name)
+
+
+# --- the recurrent (SSM) state's dtype -------------------------------------------------------
+# config/cache.py `MambaDType` (0.32 and 0.33): --mamba-ssm-cache-dtype
+MAMBA_SSM_CACHE_DTYPES = {"auto": 0, "float32": 4, "bfloat16": 2, "float16": 2}
+# the state tensors it sets: MambaStateDtypeCalculator._mamba_state_dtype's "temporal" state
+# (model_executor/layers/mamba/mamba_utils.py: Mamba-1, Mamba-2, gated delta-net); the conv
+# state, lightning attention and short convolutions follow mamba_cache_dtype instead
+_SSM_STATE = {"mamba1": "ssm", "mamba2": "ssm", "gated_delta_net": "recurrent"}
+
+
+def with_ssm_state_dtype(spec: ModelSpec, dtype: str) -> ModelSpec:
+    """`spec` with its SSM states stored as --mamba-ssm-cache-dtype says; "auto" keeps the
+    model's own (its config's mamba_ssm_cache_dtype, else the model dtype:
+    kvplan.sources.hfconfig)."""
+    from kvplan.core.layers import RecurrentState
+
+    if dtype not in MAMBA_SSM_CACHE_DTYPES:
+        raise BadInputError(f"--mamba-ssm-cache-dtype {dtype!r} is not one of vLLM's: "
+                            f"{', '.join(MAMBA_SSM_CACHE_DTYPES)}")
+    size = MAMBA_SSM_CACHE_DTYPES[dtype]
+    if not size:
+        return spec
+    layers = []
+    for layer in spec.layers:
+        name = _SSM_STATE.get(layer.variant) if isinstance(layer, RecurrentState) else None
+        if name is not None:
+            layer = replace(layer, tensors=tuple(
+                replace(t, dtype_bytes=size) if t.name == name else t for t in layer.tensors))
+        layers.append(layer)
+    return replace(spec, layers=tuple(layers))
