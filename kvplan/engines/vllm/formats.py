@@ -10,6 +10,7 @@ store `fp8_ds_mla` records (`models/config.py::DeepseekV32ForCausalLM`,
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from kvplan.core.dtypes import (
     BF16,
@@ -117,11 +118,12 @@ def with_ssm_state_dtype(spec: ModelSpec, dtype: str) -> ModelSpec:
     size = MAMBA_SSM_CACHE_DTYPES[dtype]
     if not size:
         return spec
-    layers = []
+    layers: list[Any] = []
     for layer in spec.layers:
-        name = _SSM_STATE.get(layer.variant) if isinstance(layer, RecurrentState) else None
-        if name is not None:
-            layer = replace(layer, tensors=tuple(
-                replace(t, dtype_bytes=size) if t.name == name else t for t in layer.tensors))
-        layers.append(layer)
+        if isinstance(layer, RecurrentState) and layer.variant in _SSM_STATE:
+            name = _SSM_STATE[layer.variant]
+            layers.append(replace(layer, tensors=tuple(
+                replace(t, dtype_bytes=size) if t.name == name else t for t in layer.tensors)))
+        else:
+            layers.append(layer)
     return replace(spec, layers=tuple(layers))

@@ -198,9 +198,19 @@ LOG_FORMAT = EngineLog(
         LogLine("cudagraph_bytes", "GiB for CUDAGraph memory",
                 r"([\d.]+) GiB for CUDAGraph memory", "gib", "terms", "GiB",
                 releases=("0.10.0", ""), scope="worker"),
+        # --kv-cache-memory-bytes as the engine echoes it ("non-default args: {...}"): the
+        # budget itself, exact (gpu_worker.py / cpu_worker.py use it instead of profiling)
+        LogLine("available_kv_cache_bytes", "'kv_cache_memory_bytes':",
+                r"'kv_cache_memory_bytes': (\d+)", "int", "kv", "bytes", scope="worker"),
         LogLine("available_kv_cache_bytes", "Available KV cache memory:",
                 r"Available KV cache memory: (-?[\d.]+) GiB", "gib", "kv", "GiB",
                 releases=_V1, scope="worker"),
+        # the CPU build's worker (v1/worker/cpu_worker.py determine_available_memory, 0.32):
+        # "Explicitly set (X/total) GiB for KV cache on node N." (--kv-cache-memory-bytes or
+        # VLLM_CPU_KVCACHE_SPACE) or "Auto set (X/total) GiB for KV cache ..."
+        LogLine("available_kv_cache_bytes", "GiB for KV cache on node",
+                r"(?:Explicitly|Auto) set \((-?[\d.]+)/[\d.]+\) GiB for KV cache on node",
+                "gib", "kv", "GiB", scope="worker"),
         LogLine("available_kv_cache_bytes", "kv_cache_size=", r"kv_cache_size=(-?[\d.]+) ?GiB",
                 "gib", "kv", "GiB", releases=("0.6.3", "0.6.4"), scope="worker"),
         LogLine("available_kv_cache_bytes", "reserved for KV Cache is",
