@@ -62,7 +62,7 @@ def test_auto_keeps_the_models_own_dtype(model_dir):
 
 
 def test_an_unknown_dtype_is_refused_by_name(model_dir):
-    d = kvplan.deploy(model_dir, engine="vllm", kv_memory=60_000_000, block_size=128,
-                      max_model_len=2048, mamba_ssm_cache_dtype="fp8")
+    # the setting's row refuses it where it is given, before anything is planned
     with pytest.raises(BadInputError, match="--mamba-ssm-cache-dtype"):
-        _ = d.capacity
+        _ = kvplan.deploy(model_dir, engine="vllm", kv_memory=60_000_000, block_size=128,
+                          max_model_len=2048, mamba_ssm_cache_dtype="fp8").capacity
