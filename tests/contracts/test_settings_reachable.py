@@ -25,6 +25,7 @@ SAMPLES = {
     "flashinfer_sampler": (True, True), "num_speculative_tokens": (2, 2),
     "cpu_offload_gb": (1.5, 3 * GIB // 2), "n_ubatch": (256, 256), "flash_attn": ("off", "off"),
     "n_gpu_layers": ("20", "20"), "no_kv_offload": (True, True),
+    "mamba_ssm_cache_dtype": ("float32", "float32"),
 }
 # settings no launch line carries: figures an engine logged (kvplan explain reads them from
 # the log), and what vLLM's image (not a flag) decides
