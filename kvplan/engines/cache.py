@@ -23,7 +23,9 @@ Two shapes of layout exist:
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
+from kvplan.core.dtypes import KVFormat
 from kvplan.core.layers import Layer, NoCache, RecurrentState
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
@@ -85,8 +87,31 @@ class CacheLayout:
     reserved_blocks: int = 0  # paged: blocks of every tensor no request uses (a null block)
     split_latent: bool = False  # MLA: latent and RoPE parts in two tensors (else one row)
     whole_tokens: bool = False  # pages whole tokens: no full-precision recent tokens (KIVI)
+    # dense: token rows per request kept in the format's full-precision residual (None: the
+    # format's own window, the most recent min(slots, residual_tokens))
+    recent_tokens: int | None = None
     # what the report says about it; {batch}, {tokens}, {block_size}, {max_len} are filled in
     note: str = ""
+
+
+def recent_rows(fmt: KVFormat, slots: int, recent: int | None = None) -> int:
+    """How many of `slots` token rows a residual format keeps in full precision: `recent`
+    when the layout says (capped by `slots`), else the format's window min(slots, R)."""
+    if fmt.residual is None:
+        return 0
+    return min(slots, fmt.residual_tokens if recent is None else recent)
+
+
+def dense_bytes(layer: Layer, slots: int, fmt: KVFormat, tp: int = 1,
+                recent: int | None = None) -> int:
+    """Bytes of `slots` token rows of one attention/MLA layer for one request, `recent` of
+    them in the format's full-precision residual (None: the format's own window)."""
+    if recent is None or fmt.residual is None or fmt.per_channel_keys:
+        return layer.bytes_for_tokens(slots, fmt, tp)
+    full = recent_rows(fmt, slots, recent)
+    quantized = replace(fmt, residual=None, residual_tokens=0)
+    return (layer.bytes_for_tokens(slots - full, quantized, tp)
+            + layer.bytes_for_tokens(full, fmt.residual, tp))
 
 
 def spec_state(layer: RecurrentState, tp: int) -> tuple[StateBuffer, ...]:

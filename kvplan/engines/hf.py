@@ -41,7 +41,13 @@ from kvplan.engines.base import (
     merge_needs,
     weights_per_gpu,
 )
-from kvplan.engines.cache import CacheLayout, StateBuffer, dense_layers, spec_state
+from kvplan.engines.cache import (
+    CacheLayout,
+    StateBuffer,
+    dense_bytes,
+    dense_layers,
+    spec_state,
+)
 from kvplan.engines.shared.activations import forward_activation_bytes
 from kvplan.engines.shared.budget import check_positive
 from kvplan.engines.shared.device import NON_TORCH_BYTES
@@ -108,15 +114,50 @@ def held_tokens(layer: AttentionLayer, cache: str, seq_len: int) -> int:
     return seq_len if cap is None else min(cap, seq_len)
 
 
+def full_precision_tokens(fmt: KVFormat, tokens: int, decoded: int = 0) -> int:
+    """Tokens a QuantizedCache row keeps in full precision (a residual format such as
+    int4:g64:r128; 0 for any other format): `QuantizedLayer.update` (transformers 5.24,
+    cache_utils.py) quantizes the whole first update (the prefill) and appends each later
+    one to a full-precision buffer, re-quantizing everything and emptying the buffer when
+    it would reach `residual_length` R. After `decoded` one-token steps the buffer holds
+    `decoded mod R` tokens (0 to R - 1), never min(tokens, R)."""
+    if fmt.residual is None or not fmt.residual_tokens:
+        return 0
+    if decoded < 0:
+        raise BadInputError(f"decoded tokens must be 0 or more, got {decoded}")
+    return min(tokens, decoded % fmt.residual_tokens)
+
+
+def check_quantized(spec: ModelSpec, fmt: KVFormat) -> None:
+    """A residual format is transformers' QuantizedCache, which refuses any layer that is
+    not full attention (`QuantizedCache.__init__`, transformers 5.24: "only supported for
+    models with only full attention layers")."""
+    if fmt.residual is None:
+        return
+    for layer in spec.layers:
+        if isinstance(layer, NoCache):
+            continue
+        windowed = isinstance(layer, ATTENTION_KINDS) and layer.window_tokens
+        if windowed or isinstance(layer, (RecurrentState, CrossAttention)):
+            raise BadInputError(
+                f"transformers' QuantizedCache (KV dtype {fmt.name}) supports only models whose "
+                f"layers are all full attention; {spec.name} has {layer.kind} layers",
+                "use a KV dtype without a residual window (bf16, fp16) for this model")
+
+
 def profile(spec: ModelSpec, *, cache: str = "dynamic", seq_len: int, batch: int = 1,
-            kv_dtype: str = "auto", tp: int = 1) -> HfProfile:
+            kv_dtype: str = "auto", tp: int = 1, decoded: int = 0) -> HfProfile:
     """Bytes of a DynamicCache holding `seq_len` tokens per row, or of a StaticCache
-    with `max_cache_len = seq_len`, for `batch` rows."""
+    with `max_cache_len = seq_len`, for `batch` rows. With a residual format (a
+    QuantizedCache), `decoded` of the tokens came one at a time after the prefill
+    (`full_precision_tokens`)."""
     if cache not in CACHES:
         raise BadInputError(f"unknown cache class {cache!r}", "use dynamic or static")
     if seq_len <= 0 or batch <= 0:
         raise BadInputError("the sequence length and batch must be positive")
     fmt = kv_format(spec, kv_dtype)
+    check_quantized(spec, fmt)
+    recent = full_precision_tokens(fmt, seq_len, decoded) if fmt.residual else None
     model_bytes = 4 if spec.dtype == "fp32" else 2
     attention = state = 0
     for layer in spec.layers:
@@ -126,11 +167,12 @@ def profile(spec: ModelSpec, *, cache: str = "dynamic", seq_len: int, batch: int
             state += _state_bytes(layer, model_bytes, tp) * batch
             continue
         if isinstance(layer, MLA):
-            attention += batch * layer.bytes_for_tokens(seq_len, fmt)
+            attention += batch * dense_bytes(layer, seq_len, fmt, tp, recent)
             continue
         if not isinstance(layer, ATTENTION_KINDS):
             raise BadInputError(f"kvplan's hf profile does not model {layer.kind} layers")
-        attention += batch * layer.bytes_for_tokens(held_tokens(layer, cache, seq_len), fmt, tp)
+        attention += batch * dense_bytes(layer, held_tokens(layer, cache, seq_len), fmt, tp,
+                                         recent)
     return HfProfile(SCHEMA, spec.name, cache, fmt.name, batch, seq_len, attention, state, tp)
 
 
@@ -170,6 +212,7 @@ def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp:
 
     if cache not in CACHES:
         raise BadInputError(f"unknown cache class {cache!r}", "use dynamic or static")
+    check_quantized(spec, fmt)
     seq_len = (max_len or tokens) if cache == "static" else tokens
     model_bytes = 4 if spec.dtype == "fp32" else 2
     layers = dense_layers(
@@ -177,8 +220,11 @@ def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp:
         if isinstance(layer, ATTENTION_KINDS) else seq_len,  # MLA: every token
         batch, lambda layer: (state_buffers(layer, spec.dtype, tp),
                               _state_bytes(layer, model_bytes, tp)))
+    # validate's `tokens` arrive as one prefill, which a QuantizedCache quantizes whole
+    recent = full_precision_tokens(fmt, seq_len) if fmt.residual else None
     return CacheLayout(paged=False, block_tokens=None, batch=batch, axes="batch-heads",
-                       layers=layers, split_latent=True, note=CACHE_NOTES[cache])
+                       layers=layers, split_latent=True, note=CACHE_NOTES[cache],
+                       recent_tokens=recent)
 
 
 # --- the engine plugin ---------------------------------------------------------------------

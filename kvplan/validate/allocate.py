@@ -35,7 +35,7 @@ from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError, KvplanError
 from kvplan.core.layers import ATTENTION_KINDS, MLA, Layer, NoCache, RecurrentState
 from kvplan.core.record import record
-from kvplan.engines.cache import CacheLayer, CacheLayout
+from kvplan.engines.cache import CacheLayer, CacheLayout, recent_rows
 from kvplan.validate.predict import (
     either,
     layouts_where,
@@ -138,13 +138,16 @@ def _token_planes(fmt: KVFormat, n: int, shape: Callable[[int], Shape], name: st
 
 def _slot_planes(fmt: KVFormat, slots: int, n: int, name: str, per_channel: bool,
                  shape: Callable[[int, int], Shape],
-                 group_shape: Callable[[int, int], Shape]) -> Planes:
-    """Rows of `n` elements for `slots` tokens of one layer, recent tokens and KIVI included.
+                 group_shape: Callable[[int, int], Shape],
+                 recent_override: int | None = None) -> Planes:
+    """Rows of `n` elements for `slots` tokens of one layer, recent tokens and KIVI included
+    (`recent_override`: the layout's count of full-precision recent rows, None: the
+    format's window).
 
     shape(tokens, last) places token rows; group_shape(groups, last) places KIVI key groups
     (per channel, `group_size` tokens packed along the token axis).
     """
-    recent = min(slots, fmt.residual_tokens) if fmt.residual is not None else 0
+    recent = recent_rows(fmt, slots, recent_override)
     older = slots - recent
     planes: Planes = []
     if per_channel and fmt.per_channel_keys:
@@ -169,10 +172,11 @@ def _slot_planes(fmt: KVFormat, slots: int, n: int, name: str, per_channel: bool
 
 
 def _latent_planes(fmt: KVFormat, layer: MLA, slots: int, shape: Callable[[int, int], Shape],
-                   split: bool, indexer: bool = True) -> Planes:
+                   split: bool, indexer: bool = True,
+                   recent_override: int | None = None) -> Planes:
     """MLA: one latent row per token (no K/V pair); split = HF's latent + k_rot tensors;
     indexer=False leaves out the DSA indexer keys (vLLM caches them as a layer of their own)."""
-    recent = min(slots, fmt.residual_tokens) if fmt.residual is not None else 0
+    recent = recent_rows(fmt, slots, recent_override)
     planes: Planes = []
     if slots - recent:
         planes += _latent_part(fmt, layer, slots - recent, shape, split, "latent")
@@ -280,12 +284,16 @@ def dense_planes(layout: CacheLayout, fmt: KVFormat, tp: int) -> list[Plane]:
                 shape: Callable[[int, int], Shape] = lambda t, last: (batch, t, last)  # noqa: E731
             else:
                 shape, _ = _placer(layout.axes, batch, 1)
-            planes = _latent_planes(fmt, layer, cached.slots, shape, split=layout.split_latent)
+            planes = _latent_planes(fmt, layer, cached.slots, shape, split=layout.split_latent,
+                                    recent_override=layout.recent_tokens)
         else:
             heads, k_dim, v_dim = _kv_dims(layer)
             shape, group_shape = _placer(layout.axes, batch, _heads(heads, tp))
-            planes = (_slot_planes(fmt, cached.slots, k_dim, "k", True, shape, group_shape)
-                      + _slot_planes(fmt, cached.slots, v_dim, "v", False, shape, group_shape))
+            recent = layout.recent_tokens
+            planes = (_slot_planes(fmt, cached.slots, k_dim, "k", True, shape, group_shape,
+                                   recent)
+                      + _slot_planes(fmt, cached.slots, v_dim, "v", False, shape, group_shape,
+                                     recent))
         out += [Plane(cached.kind, i, name, dtype, sh) for name, dtype, sh in planes]
     return out
 

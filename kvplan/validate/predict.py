@@ -22,7 +22,7 @@ from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError
 from kvplan.core.layers import MLA, Layer, RecurrentState
 from kvplan.core.spec import ModelSpec
-from kvplan.engines.cache import CacheLayout, dense_layers, spec_state
+from kvplan.engines.cache import CacheLayout, dense_bytes, dense_layers, spec_state
 from kvplan.validate.results import ValidateRequest
 
 # --- layout names -> the engines' layouts ---------------------------------------------------
@@ -177,7 +177,8 @@ def predict(request: ValidateRequest, spec: ModelSpec | None = None,
         if isinstance(cached.layer, RecurrentState):
             add(cached.kind, cached.slots * cached.state_bytes)
         else:
-            add(cached.kind, requests * cached.layer.bytes_for_tokens(cached.slots, fmt, tp))
+            add(cached.kind, requests * dense_bytes(cached.layer, cached.slots, fmt, tp,
+                                                    layout.recent_tokens))
     return rows
 
 
