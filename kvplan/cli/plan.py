@@ -89,20 +89,19 @@ def _tokens(text: str | None, what: str) -> int | None:
     return tokens(text, what.lstrip("-").replace("-", "_"))
 
 
-def _cache_types(kv_dtype: str, k: str | None, v: str | None) -> str:
-    """llama.cpp's -ctk/-ctv as kvplan's one --kv-dtype."""
+def _cache_types(kv_dtype: str, k: str | None, v: str | None) -> tuple[str, str | None]:
+    """llama.cpp's -ctk/-ctv as kvplan's --kv-dtype (the K type) and the V type when it
+    differs (None otherwise). Each flag alone leaves the other cache in f16, llama.cpp's
+    default for both (common/common.h cache_type_k / cache_type_v)."""
     from kvplan.core.errors import BadInputError
 
-    given = {x for x in (k, v) if x is not None}
-    if not given:
-        return kv_dtype
-    if len(given) > 1:
-        raise BadInputError(f"-ctk {k} and -ctv {v} differ; kvplan plans K and V in one type",
-                            "give the same type to both (or --kv-dtype)")
-    if kv_dtype != "auto" and kv_dtype not in given:
-        raise BadInputError(f"--kv-dtype {kv_dtype} and -ctk/-ctv {given.pop()} both name the "
+    if k is None and v is None:
+        return kv_dtype, None
+    if kv_dtype != "auto":
+        raise BadInputError(f"--kv-dtype {kv_dtype} and -ctk/-ctv {k or v} both name the "
                             "cache type; give one")
-    return given.pop()
+    key, value = k or "f16", v or "f16"
+    return key, (value if value != key else None)
 
 
 # --- the plan command ---------------------------------------------------------------------
@@ -235,12 +234,13 @@ def plan(
                             "the other")
     if samples < 1:
         raise BadInputError(f"--samples must be at least 1, got {samples}")
-    kv_dtype = _cache_types(kv_dtype, cache_type_k, cache_type_v)
+    kv_dtype, kv_dtype_v = _cache_types(kv_dtype, cache_type_k, cache_type_v)
     given = dict(
         gpu=gpu, gpu_memory=gpu_memory, count=count, tp=tp, pp=pp, engine=engine,
         engine_version=engine_version, kv_dtype=kv_dtype, max_model_len=max_model_len,
         weights_dtype=weights_dtype, weights_memory=weights_memory, dp=dp, dcp=dcp,
-        assume_standard_attention=assume_standard, **engine_given)
+        assume_standard_attention=assume_standard, **engine_given,
+        **({"kv_dtype_v": kv_dtype_v} if kv_dtype_v is not None else {}))
     # the command's settings go through the same builder (and its checks) as the flags; a
     # setting given both ways was refused above
     given.update(overrides)

@@ -116,6 +116,11 @@ class Deployment:
     no_kv_offload: bool = False  # llama.cpp -nkvo: the KV cache in host memory
     # vLLM --cpu-offload-gb, in bytes: decoder-layer weights per GPU kept in CPU memory
     cpu_offload_bytes: int = 0
+    # llama.cpp -ctv when it differs from -ctk (kv_dtype); None: V in kv_dtype
+    kv_dtype_v: str | None = None
+    # llama.cpp --kv-unified: one cache for every sequence; None: llama.cpp's default (a
+    # cache per sequence with -np N, common/common.h kv_unified = false)
+    kv_unified: bool | None = None
     hf_cache: str = "dynamic"
 
     @property

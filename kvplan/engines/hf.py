@@ -128,6 +128,12 @@ def full_precision_tokens(fmt: KVFormat, tokens: int, decoded: int = 0) -> int:
     return min(tokens, decoded % fmt.residual_tokens)
 
 
+def _residual_window(fmt: KVFormat) -> bool:
+    """A QuantizedCache format: group-wise per token with a residual window (KIVI's
+    per-channel keys are kvplan's own what-if and keep the format's window)."""
+    return fmt.residual is not None and not fmt.per_channel_keys
+
+
 def check_quantized(spec: ModelSpec, fmt: KVFormat) -> None:
     """A residual format is transformers' QuantizedCache, which refuses any layer that is
     not full attention (`QuantizedCache.__init__`, transformers 5.24: "only supported for
@@ -157,7 +163,7 @@ def profile(spec: ModelSpec, *, cache: str = "dynamic", seq_len: int, batch: int
         raise BadInputError("the sequence length and batch must be positive")
     fmt = kv_format(spec, kv_dtype)
     check_quantized(spec, fmt)
-    recent = full_precision_tokens(fmt, seq_len, decoded) if fmt.residual else None
+    recent = full_precision_tokens(fmt, seq_len, decoded) if _residual_window(fmt) else None
     model_bytes = 4 if spec.dtype == "fp32" else 2
     attention = state = 0
     for layer in spec.layers:
@@ -221,7 +227,7 @@ def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp:
         batch, lambda layer: (state_buffers(layer, spec.dtype, tp),
                               _state_bytes(layer, model_bytes, tp)))
     # validate's `tokens` arrive as one prefill, which a QuantizedCache quantizes whole
-    recent = full_precision_tokens(fmt, seq_len) if fmt.residual else None
+    recent = full_precision_tokens(fmt, seq_len) if _residual_window(fmt) else None
     return CacheLayout(paged=False, block_tokens=None, batch=batch, axes="batch-heads",
                        layers=layers, split_latent=True, note=CACHE_NOTES[cache],
                        recent_tokens=recent)

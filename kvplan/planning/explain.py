@@ -27,7 +27,7 @@ TOLERANCE_TEXT = "the log's printed precision"
 # the engine's KV figures explain compares, under the names engine.numbers() gives them
 KV_FIGURES = ("num_blocks", "kv_cache_tokens", "max_concurrency", "max_total_num_tokens",
               "k_size_bytes", "v_size_bytes", "cells", "k_mib", "v_mib", "kv_mib",
-              "max_batch_total_tokens", "estimated_max_model_len")
+              "max_batch_total_tokens", "estimated_max_model_len", "swa_cells")
 # figures the engine estimates rather than computes exactly: shown beside the log, never a DIFF
 # (llama.cpp's compute buffer: docs/engine-accuracy.md section 7)
 ESTIMATED_FIGURES = ("compute_mib",)
@@ -124,6 +124,13 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
         extra["enforce_eager"] = True
     if s.get("flashinfer_sampler") == "FlashInfer":
         extra["flashinfer_sampler"] = True
+    # llama.cpp: `kv_unified = true|false`, or a KV line of one stream for several sequences
+    if "kv_unified" in s:
+        extra["kv_unified"] = str(s["kv_unified"]).lower() == "true"
+    elif "streams" in facts.kv and int(s.get("parallel", 1)) > 1:
+        extra["kv_unified"] = int(facts.kv["streams"]) == 1
+    if s.get("kv_dtype_v") not in (None, s.get("kv_dtype")):
+        extra["kv_dtype_v"] = s["kv_dtype_v"]  # llama.cpp -ctv in its own type
     # the one deployment builder, as plan and check use it: the log's settings are checked as
     # the same flags would be
     return deployment(

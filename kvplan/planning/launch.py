@@ -197,8 +197,7 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
         warnings.append(f"--dtype {dtype}: kvplan sizes the checkpoint's own dtype")
     value_v = s.pop("kv_dtype_v", None)
     if value_v is not None and value_v != overrides.get("kv_dtype", value_v):
-        warnings.append(f"K and V caches in different types ({overrides.get('kv_dtype')} / "
-                        f"{value_v}): kvplan sizes both as {overrides.get('kv_dtype')}")
+        overrides["kv_dtype_v"] = value_v  # llama.cpp -ctv: V in its own type
     elif value_v is not None and "kv_dtype" not in overrides:
         overrides["kv_dtype"] = value_v
     partition = s.pop("pp_layer_partition", None)

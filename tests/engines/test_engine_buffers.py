@@ -60,6 +60,7 @@ def llamacpp_buffers(e: dict[str, Any]) -> llamacpp.ComputeBuffers:
     s = e["settings"]
     config = llamacpp.LlamacppConfig(
         ctx=s["n_ctx"], parallel=s.get("parallel", 1), n_ubatch=s["n_ubatch"],
+        kv_unified=s.get("kv_unified", False),
         flash_attn=llamacpp.flash_attn_on(s["flash_attn"]))
     prof = llamacpp.profile(model(e["model"]), config)
     assert prof.compute is not None
@@ -139,7 +140,8 @@ def test_llamacpp_kv_lines_still_exact():
             continue
         s = e["settings"]
         prof = llamacpp.profile(model(e["model"]), llamacpp.LlamacppConfig(
-            ctx=s["n_ctx"], parallel=s.get("parallel", 1)))
+            ctx=s["n_ctx"], parallel=s.get("parallel", 1),
+            kv_unified=s.get("kv_unified", False)))
         assert prof.kv_mib == e["reported"]["kv_mib"], e["id"]
 
 

@@ -336,7 +336,8 @@ def test_llamacpp_q4_padding_parallel_and_log_line():
                                                            kv_unified=False))
     assert split.cells == 8192 and split.cells_per_seq == 2048
     line = llamacpp.profile(spec, llamacpp.LlamacppConfig(ctx=4096)).log_line()
-    assert "4096 cells" in line and "K (f16):   224.00 MiB" in line
+    # src/llama-kv-cache.cpp prints "K (%s): %7.2f MiB"
+    assert "4096 cells" in line and "K (f16):  224.00 MiB" in line
     with pytest.raises(BadInputError):
         llamacpp.cache_type("q3_k")
 

@@ -83,7 +83,7 @@ ARCHS = (
 QUANTIZED = (("quanto", 4, 64, 128), ("quanto", 2, 64, 8), ("hqq", 4, 64, 8),
              ("quanto", 4, 32, 16))
 # (tokens, of which decoded one at a time after the prefill)
-QUANTIZED_RUNS = ((40, 0), (100, 0), (100, 10), (150, 20), (300, 130))
+QUANTIZED_RUNS = ((40, 0), (100, 0), (100, 10), (150, 20), (60, 25))
 
 
 def shrink(raw: dict, arch: Arch) -> dict:

@@ -90,8 +90,14 @@ def _run(spec: ModelSpec, dtype: str = "auto", layout: str = "vllm", tokens: int
 
 def _expected_refusal(spec: ModelSpec, fmt: KVFormat, layout: str) -> bool:
     mla_only = fmt.name in ("fp8_ds_mla", "nvfp4_ds_mla")
+    # transformers' QuantizedCache (a residual format) takes only full-attention models
+    # (QuantizedCache.__init__, transformers 5.24 cache_utils.py)
+    not_full = any(getattr(layer, "window_tokens", None)
+                   or isinstance(layer, (RecurrentState, CrossAttention))
+                   for layer in spec.layers)
     return (mla_only and not spec.is_mla) or (
-        layout in PAGED and (fmt.residual is not None or fmt.per_channel_keys))
+        layout in PAGED and (fmt.residual is not None or fmt.per_channel_keys)) or (
+        layout.startswith("hf-") and fmt.residual is not None and not_full)
 
 
 @needs_torch

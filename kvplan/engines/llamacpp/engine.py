@@ -108,7 +108,10 @@ class LlamacppConfig:
     parallel: int = 1  # --parallel: sequences (server slots)
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
-    kv_unified: bool = True  # one cache shared by all sequences (--kv-unified)
+    # one cache shared by all sequences (--kv-unified); llama.cpp's default is a cache per
+    # sequence (common/common.h kv_unified = false; llama-server turns it on only when -np
+    # is left at auto)
+    kv_unified: bool = False
     swa_full: bool = False
     n_ubatch: int = N_UBATCH
     flash_attn: bool = True  # -fa: "auto" (the default since mid-2025) enables it on CUDA
@@ -142,6 +145,8 @@ class LlamacppProfile:
     cells: int  # all streams together
     cells_per_seq: int  # the most one sequence can hold (server slot context)
     num_layers: int  # layers with a KV cache
+    swa_layers: int  # of which in the sliding-window cache (iSWA)
+    streams: int  # 1 unified cache, else one per sequence (`n_stream`)
     seqs: int
     k_bytes: int
     v_bytes: int
@@ -179,10 +184,13 @@ class LlamacppProfile:
         return (self.k_bytes + self.v_bytes) / MIB
 
     def log_line(self) -> str:
-        return (f"llama_kv_cache: size = {self.kv_mib:8.2f} MiB ({self.cells:6d} cells, "
-                f"{self.num_layers:3d} layers, {self.seqs:2d}/{self.seqs:2d} seqs), "
-                f"K ({self.cache_type_k}): {self.k_mib:8.2f} MiB, "
-                f"V ({self.cache_type_v}): {self.v_mib:8.2f} MiB")
+        """The first cache's line as `llama_kv_cache` prints it (src/llama-kv-cache.cpp):
+        one stream's cells, its layers, "n_seq_max/n_stream seqs", K and V over all streams."""
+        return (f"llama_kv_cache: size = {self.kv_mib:7.2f} MiB ("
+                f"{self.cells // self.streams:6d} cells, "
+                f"{self.num_layers - self.swa_layers:3d} layers, {self.seqs:2d}/{self.streams} "
+                f"seqs), K ({self.cache_type_k}): {self.k_mib:7.2f} MiB, "
+                f"V ({self.cache_type_v}): {self.v_mib:7.2f} MiB")
 
 
 @record
@@ -267,21 +275,62 @@ def compute_buffers(spec: ModelSpec, n_kv: int, config: LlamacppConfig) -> Compu
                           phases=phases)
 
 
+# HF model types whose llama.cpp architecture keeps a sliding-window (iSWA) cache: their
+# `load_arch_hparams` sets `swa_type` (src/models/gemma2.cpp, gemma3.cpp, gemma3n.cpp,
+# gemma4.cpp, openai-moe.cpp, llama4.cpp (chunked), cohere2.cpp, exaone4.cpp, olmo2.cpp (OLMo 3),
+# mimo2.cpp; llama.cpp at 0c1e57098bba). Every other architecture attends over the whole
+# context whatever the config's sliding_window says: Mistral 7B converts to LLM_ARCH_LLAMA,
+# whose loader never reads the key, and phi3.cpp reads it and turns SWA off ("Phi SWA is
+# currently disabled").
+SWA_FAMILIES = frozenset({
+    "gemma2", "gemma3", "gemma3_text", "gemma3n", "gemma3n_text", "gemma4", "gemma4_text",
+    "gpt_oss", "llama4", "llama4_text", "cohere2", "exaone4", "olmo3", "mimo_v2",
+    "mimo_v2_flash"})
+
+
+def keeps_windows(spec: ModelSpec) -> bool:
+    """Whether llama.cpp gives this model's sliding/chunked layers their own smaller cache."""
+    return (spec.family or "").lower().replace("-", "_") in SWA_FAMILIES
+
+
+def check_cache_types(spec: ModelSpec, k_fmt: KVFormat, v_fmt: KVFormat, flash_attn: bool
+                      ) -> None:
+    """The settings llama.cpp refuses at start-up (`llama_init_from_model`,
+    src/llama-context.cpp): a quantized V cache without flash attention ("quantized V cache
+    requires flash_attn to be enabled"; -fa auto turns it on), and K and V in different types
+    for MLA models."""
+    if v_fmt.group_size and not flash_attn:
+        raise BadInputError(
+            f"llama.cpp refuses a quantized V cache (-ctv {v_fmt.name}) without flash "
+            "attention: 'quantized V cache requires flash_attn to be enabled'",
+            "use -fa on (or auto), or an f16 V cache")
+    if spec.is_mla and k_fmt.name != v_fmt.name:
+        raise BadInputError(
+            f"llama.cpp refuses different K ({k_fmt.name}) and V ({v_fmt.name}) cache types for "
+            f"MLA models such as {spec.name}", "give -ctk and -ctv the same type")
+
+
 def profile(spec: ModelSpec, config: LlamacppConfig) -> LlamacppProfile:
     if config.ctx <= 0 or config.parallel <= 0:
         raise BadInputError("--ctx and --parallel must be positive")
     k_fmt, v_fmt = cache_type(config.cache_type_k), cache_type(config.cache_type_v)
+    check_cache_types(spec, k_fmt, v_fmt, config.flash_attn)
     seqs = config.parallel
     if config.kv_unified:
         cells = pad_cells(config.ctx)
         per_seq = cells // seqs if seqs > 1 else cells
         streams, stream_cells = 1, cells
     else:
-        stream_cells = pad_cells(cdiv(config.ctx, seqs))
+        # llama_context: n_ctx_seq = GGML_PAD(n_ctx / n_seq_max, 256), integer division
+        stream_cells = pad_cells(config.ctx // seqs)
+        if stream_cells == 0:
+            raise BadInputError(f"--ctx-size {config.ctx} is too small for --parallel {seqs}: "
+                                "llama.cpp stops with 'n_ctx_seq == 0'")
         cells, per_seq, streams = stream_cells * seqs, stream_cells, seqs
+    windows = keeps_windows(spec) and not config.swa_full
     k = v = swa_k = swa_v = recurrent = 0
     swa_cells = 0
-    num_layers = 0
+    num_layers = swa_layers = 0
     per_layer: list[int] = []
     for layer in spec.layers:
         before = k + v + swa_k + swa_v + recurrent
@@ -299,8 +348,9 @@ def profile(spec: ModelSpec, config: LlamacppConfig) -> LlamacppProfile:
             num_layers += 1
             k_row = ggml_row_bytes(k_fmt, layer.num_kv_heads * layer.head_dim)
             v_row = ggml_row_bytes(v_fmt, layer.num_kv_heads * layer.value_dim)
-            window = layer.window_tokens
-            if window and not config.swa_full:
+            window = layer.window_tokens if windows else None
+            if window:
+                swa_layers += 1
                 per_stream = min(stream_cells, pad_cells(
                     window * (seqs if config.kv_unified else 1) + config.n_ubatch))
                 swa_cells = per_stream * streams
@@ -317,7 +367,8 @@ def profile(spec: ModelSpec, config: LlamacppConfig) -> LlamacppProfile:
     gpu_kv = 0 if config.no_kv_offload else sum(per_layer[len(per_layer) - gpu_layers:])
     return LlamacppProfile(
         schema=SCHEMA, model=spec.name, cells=cells, cells_per_seq=per_seq,
-        num_layers=num_layers, seqs=seqs, k_bytes=k, v_bytes=v, swa_k_bytes=swa_k,
+        num_layers=num_layers, swa_layers=swa_layers, streams=streams, seqs=seqs,
+        k_bytes=k, v_bytes=v, swa_k_bytes=swa_k,
         swa_v_bytes=swa_v, swa_cells=swa_cells, recurrent_bytes=recurrent,
         cache_type_k=k_fmt.name, cache_type_v=v_fmt.name,
         compute=compute_buffers(spec, stream_cells, config),
@@ -503,6 +554,11 @@ LOG_FORMAT = EngineLog(
         LogLine("parallel", "n_slots=", r"\bn_slots=(\d+)", "int", "settings"),
         LogLine("n_ubatch", "n_ubatch", r"\bn_ubatch\s+=\s+(\d+)", "int", "settings"),
         LogLine("flash_attn", "flash_attn", r"\bflash_attn\s+=\s+(\w+)", "str", "settings"),
+        LogLine("kv_unified", "kv_unified", r"\bkv_unified\s+=\s+(true|false)", "str",
+                "settings"),
+        # the iSWA model's second cache (llama_kv_cache_iswa), one stream's cells
+        LogLine("swa_cells", "SWA KV cache", r"creating +SWA KV cache, size = (\d+) cells",
+                "int", "kv", "cells"),
         # the first GPU's compute buffer ("CUDA0", "ROCm0", "Vulkan0", "Metal"; not *_Host)
         LogLine("compute_mib", "compute buffer size",
                 r"\b(?:CUDA|ROCm|Vulkan|Metal|SYCL|MUSA)\d* +compute buffer size = +([\d.]+) "
@@ -555,7 +611,9 @@ class LlamacppEngine(BaseEngine):
             raise BadInputError(f"--ubatch-size must be positive, got {dep.n_ubatch}")
         ngl = gpu_layer_count(dep.n_gpu_layers)
         config = LlamacppConfig(ctx=ctx, parallel=dep.parallel, cache_type_k=kv,
-                                cache_type_v=kv, n_ubatch=dep.n_ubatch or N_UBATCH,
+                                cache_type_v=_cache_type_of(dep.kv_dtype_v or dep.kv_dtype),
+                                kv_unified=bool(dep.kv_unified),
+                                n_ubatch=dep.n_ubatch or N_UBATCH,
                                 flash_attn=flash_attn_on(dep.flash_attn), n_gpu_layers=ngl,
                                 no_kv_offload=dep.no_kv_offload)
         prof = profile(dep.spec, config)
@@ -615,9 +673,13 @@ class LlamacppEngine(BaseEngine):
 
     def numbers(self, cap: Capacity) -> dict[str, Any]:
         p: LlamacppProfile = cap.engine_profile
+        # cells of all streams (explain multiplies the log's per-stream cells by its streams);
+        # swa_cells as llama_kv_cache_iswa prints them, one stream's
         out = {"cells": p.cells, "cells_per_seq": p.cells_per_seq, "k_bytes": p.k_bytes,
                "v_bytes": p.v_bytes, "total_bytes": p.total_bytes,
                "k_mib": p.k_mib, "v_mib": p.v_mib, "kv_mib": p.kv_mib}
+        if p.swa_cells:
+            out["swa_cells"] = p.swa_cells // p.streams
         if p.compute is not None:
             out.update(compute_buffer_bytes=p.compute.gpu_bytes,
                        host_compute_buffer_bytes=p.compute.host_bytes,
