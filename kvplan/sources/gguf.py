@@ -21,7 +21,8 @@ Keys (llama.cpp `gguf-py/gguf/constants.py` Keys.LLM / Keys.Attention / Keys.SSM
 `.attention.head_count`, `.attention.head_count_kv` (a number, or one per layer where 0 marks
 a recurrent layer), `.attention.key_length`, `.attention.value_length`,
 `.attention.sliding_window`, `.ssm.conv_kernel`, `.ssm.inner_size`, `.ssm.state_size`,
-`.ssm.time_step_rank`, `.ssm.group_count`, `.expert_count`, `.expert_used_count`.
+`.ssm.time_step_rank`, `.ssm.group_count`, `.expert_count`, `.expert_used_count`,
+`.expert_feed_forward_length`.
 """
 
 from __future__ import annotations
@@ -372,6 +373,9 @@ def config_from_header(h: dict[str, Any], source: str) -> dict[str, Any]:
     ff = key("feed_forward_length", per_layer=True)
     if isinstance(ff, int):
         cfg["intermediate_size"] = ff
+    expert_ff = key("expert_feed_forward_length")  # MoE experts' width (qwen3moe, ...)
+    if isinstance(expert_ff, int):
+        cfg["moe_intermediate_size"] = expert_ff
     if arch == "nemotron_h":
         # per layer: KV heads > 0 = attention, no KV heads and no MLP = Mamba2, else MLP
         if h.get(f"{arch}.attention.head_count_kv") is None:

@@ -61,7 +61,9 @@ def llamacpp_buffers(e: dict[str, Any]) -> llamacpp.ComputeBuffers:
     config = llamacpp.LlamacppConfig(
         ctx=s["n_ctx"], parallel=s.get("parallel", 1), n_ubatch=s["n_ubatch"],
         kv_unified=s.get("kv_unified", False),
-        flash_attn=llamacpp.flash_attn_on(s["flash_attn"]))
+        # builds before PR #23764 (2026-05-27): an f32 mask cast to f16 (the one later log,
+        # 2026-08-14 on Vulkan, is not counted)
+        f16_mask=False, flash_attn=llamacpp.flash_attn_on(s["flash_attn"]))
     prof = llamacpp.profile(model(e["model"]), config)
     assert prof.compute is not None
     return prof.compute

@@ -100,7 +100,9 @@ def write(m: Tiny, path: Path) -> None:
     from gguf import GGUFWriter, TokenType
 
     w = GGUFWriter(str(path), m.arch)
-    w.add_name(m.name)
+    # llama-vocab.cpp gives a model named like "phi3" Phi-3's special tokens, which this
+    # vocabulary does not have: the name avoids it
+    w.add_name("oracle-" + m.name.replace("phi", "p"))
     w.add_block_count(m.layers)
     w.add_context_length(32768)
     w.add_embedding_length(N_EMBD)
@@ -118,8 +120,6 @@ def write(m: Tiny, path: Path) -> None:
         w.add_expert_count(m.experts)
         w.add_expert_used_count(2)
         w.add_expert_feed_forward_length(N_FF)
-    if m.arch == "phi3":
-        w.add_rope_scaling_orig_ctx_len(4096)
     # a SentencePiece vocabulary: <unk> <s> </s>, 256 byte tokens, then plain pieces
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
     tokens += [f"\u2581t{i}" for i in range(N_VOCAB - len(tokens))]

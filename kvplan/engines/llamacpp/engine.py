@@ -118,6 +118,9 @@ class LlamacppConfig:
     n_gpu_layers: int | None = None  # -ngl: None (or negative) = every layer
     no_kv_offload: bool = False  # -nkvo: every layer's KV cache in host memory
     output_first: bool = True  # builds from 2025-12 (PR #18148): -ngl counts the output first
+    # builds from 2026-05-27 (PR #23764) build the flash-attention mask in f16 directly;
+    # older ones copied an f32 mask and cast it
+    f16_mask: bool = True
 
 
 def offload(n_layer: int, n_gpu_layers: int | None, output_first: bool = True
@@ -219,7 +222,8 @@ class ComputeBuffers:
                 f"size = {self.host_mib:8.2f} MiB"]
 
 
-def compute_buffers(spec: ModelSpec, n_kv: int, config: LlamacppConfig) -> ComputeBuffers | None:
+def compute_buffers(spec: ModelSpec, n_kv: int, config: LlamacppConfig,
+                    n_ctx: int | None = None) -> ComputeBuffers | None:
     """The compute buffers of a fully offloaded model, from its shapes (None without them).
 
     What llama.cpp does (`src/llama-context.cpp::llama_context::sched_reserve`, 2025-2026
@@ -238,14 +242,18 @@ def compute_buffers(spec: ModelSpec, n_kv: int, config: LlamacppConfig) -> Compu
     - attention without flash attention (`llm_graph_context::build_attn_mha`): KQ =
       `n_kv x n_tokens x n_head x 4` (the softmax is written over it), the mask copied from
       the host (`n_kv x pad(n_tokens, 64) x 4`, `build_attn_inp_kq_mask`), and four hidden
-      states (residual, Q, KQV and its merged copy); with flash attention no KQ: the f32 mask
-      copy, its f16 cast (`ggml_cast`) and the four hidden states;
+      states (residual, Q, KQV and its merged copy); with flash attention no KQ: the mask
+      and the four hidden states. Builds since PR #23764 (2026-05-27, `f16_mask`) create the
+      flash-attention mask in f16 (`n_kv x n_tokens x 2`); older ones copied the f32 mask
+      and cast it to f16 (`ggml_cast`), both alive;
     - the feed-forward: gate, up and their product (3 x n_ff x n_tokens x 4; MoE: the active
       experts' width), the residual and the norm, and the mask still held for later layers.
 
     The host buffer holds the graph inputs that stay on the CPU: the token embeddings'
     output (the input embedding table lives on the CPU, so `get_rows` runs there, E) and the
-    f32 mask. Checked against real logs in docs/engine-accuracy.md (exact for 7 of 9 GPU
+    mask in its own type. With `-np N` and no unified cache, `n_kv` is one stream's cells and
+    `n_tokens` the whole micro-batch (`min(n_ctx, n_ubatch)`, split over the streams). Checked
+    against real logs in docs/engine-accuracy.md (exact for 7 of 9 GPU
     buffers; ggml-alloc's placement can add a freed hole under the logits, -3% and -13% on
     the other two). Not modelled: partial offload (-ngl: the GPU keeps this estimate, though
     llama.cpp then also copies CPU layers' weights into it for large micro-batches, see
@@ -257,20 +265,31 @@ def compute_buffers(spec: ModelSpec, n_kv: int, config: LlamacppConfig) -> Compu
     if not (spec.hidden_size and spec.vocab_size and spec.num_attention_heads):
         return None
     dims = dims_of(spec)
-    n_tokens = min(n_kv, config.n_ubatch)
+    n_tokens = min(n_ctx if n_ctx is not None else n_kv, config.n_ubatch)
     hidden = dims.hidden_size * n_tokens * F32
     logits = dims.vocab_size * n_tokens * F32
     mask = n_kv * cdiv(n_tokens, KQ_MASK_PAD) * KQ_MASK_PAD * F32
     kq = n_kv * n_tokens * spec.num_attention_heads * F32
     ffn = 3 * dims.intermediate_size * n_tokens * F32
     held_mask = mask // 2 if config.flash_attn else mask
+    if config.flash_attn and config.f16_mask:
+        # the mask input is built in f16 (llama-graph.cpp build_attn_inp_kq_mask): no f32
+        # copy, no cast
+        attention = held_mask + 4 * hidden
+        host_mask = held_mask
+    elif config.flash_attn:
+        attention = mask + held_mask + 4 * hidden
+        host_mask = mask
+    else:
+        attention = kq + mask + 4 * hidden
+        host_mask = mask
     phases = (
         ("output", logits + hidden),
-        ("attention", (mask + held_mask if config.flash_attn else kq + mask) + 4 * hidden),
+        ("attention", attention),
         ("ffn", ffn + 2 * hidden + held_mask),
     )
     phase, gpu = max(phases, key=lambda x: x[1])
-    return ComputeBuffers(gpu_bytes=gpu, host_bytes=hidden + mask, phase=phase,
+    return ComputeBuffers(gpu_bytes=gpu, host_bytes=hidden + host_mask, phase=phase,
                           n_tokens=n_tokens, n_kv=n_kv, flash_attn=config.flash_attn,
                           phases=phases)
 
@@ -371,7 +390,7 @@ def profile(spec: ModelSpec, config: LlamacppConfig) -> LlamacppProfile:
         k_bytes=k, v_bytes=v, swa_k_bytes=swa_k,
         swa_v_bytes=swa_v, swa_cells=swa_cells, recurrent_bytes=recurrent,
         cache_type_k=k_fmt.name, cache_type_v=v_fmt.name,
-        compute=compute_buffers(spec, stream_cells, config),
+        compute=compute_buffers(spec, stream_cells, config, cells),
         layer_bytes=tuple(per_layer), gpu_layers=gpu_layers, output_on_gpu=output_on_gpu,
         gpu_kv_bytes=gpu_kv,
     )
