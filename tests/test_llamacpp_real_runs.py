@@ -84,3 +84,18 @@ def test_mistral_plan_keeps_full_attention():
     p = ll.profile(model("mistral-7b-v0.1").spec, ll.LlamacppConfig(ctx=32768))
     assert p.swa_cells == 0
     assert p.k_bytes + p.v_bytes == 32768 * 32 * 8 * 128 * 2 * 2 == 4096 * MIB
+
+
+def test_explain_reads_a_timestamped_kv_line_with_k_and_v_in_different_types():
+    # llama-completion -lv 4 prefixes each line with a timestamp; this one is from llama
+    # (the tiny model) at -c 4096 -np 4 -fa on -ctk q8_0 -ctv f16. The V figures sit more
+    # than a hundred characters after the line's start.
+    from kvplan.planning.explain import log_formats
+    from kvplan.sources.startlog import read_log
+
+    line = ("0.00.398.609 I llama_kv_cache: size =    6.12 MiB (  1024 cells,   4 layers,  4/4 "
+            "seqs), K (q8_0):    2.12 MiB, V (f16):    4.00 MiB\n")
+    facts = read_log("0.00.091.052 I llama_context: kv_unified            = false\n" + line,
+                     log_formats(), "llamacpp")
+    assert facts.kv["v_mib"] == 4.0 and facts.kv["k_mib"] == 2.12
+    assert facts.settings["kv_dtype_v"] == "f16" and facts.settings["kv_unified"] == "false"

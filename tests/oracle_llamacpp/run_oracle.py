@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 MIB = 2**20
 
-# Differences that are understood and documented in docs/engine-accuracy.md (section 8):
+# Differences that are understood and documented in docs/engine-accuracy.md (section 10):
 # figure -> reason. They are printed, counted apart, and fail nothing.
 KNOWN_DIFFERENCES: dict[str, str] = {
     "compute_mib": "a CPU-only build keeps the whole graph, inputs included, in one CPU compute "

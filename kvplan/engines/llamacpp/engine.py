@@ -589,13 +589,13 @@ LOG_FORMAT = EngineLog(
         # "S/N seqs": N streams (a non-unified cache, -np N) of the printed cells each
         LogLine("streams", "seqs)", _KV_LINE + r"[\d.]+ MiB \( *\d+ cells, +\d+ layers, +\d+/(\d+) "
                 r"seqs\)", "int", "kv", "streams", releases=("b6250", ""), scope="sequence"),
-        LogLine("k_mib", "K (", _KV_LINE + r"[^()]*\([^()]*\), K \(\w+\): +([\d.]+) MiB", "num",
+        LogLine("k_mib", "size =", _KV_LINE + r"[^()]*\([^()]*\), K \(\w+\): +([\d.]+) MiB", "num",
                 "kv", "MiB", releases=("b5300", "")),
-        LogLine("v_mib", "V (", _KV_LINE + r"[^()]*\([^()]*\), K \(\w+\): +[\d.]+ MiB, V "
+        LogLine("v_mib", "size =", _KV_LINE + r"[^()]*\([^()]*\), K \(\w+\): +[\d.]+ MiB, V "
                 r"\(\w+\): +([\d.]+) MiB", "num", "kv", "MiB", releases=("b5300", "")),
-        LogLine("kv_dtype", "K (", _KV_LINE + r"[^()]*\([^()]*\), K \((\w+)\)", "str",
+        LogLine("kv_dtype", "size =", _KV_LINE + r"[^()]*\([^()]*\), K \((\w+)\)", "str",
                 "settings"),
-        LogLine("kv_dtype_v", "V (", _KV_LINE + r"[^()]*\([^()]*\), K \(\w+\): +[\d.]+ MiB, V "
+        LogLine("kv_dtype_v", "size =", _KV_LINE + r"[^()]*\([^()]*\), K \(\w+\): +[\d.]+ MiB, V "
                 r"\((\w+)\)", "str", "settings"),
         LogLine("kv_mib", "KV self size", r"KV self size += +([\d.]+) MiB", "num", "kv", "MiB",
                 releases=("b1500", "b5299")),
