@@ -149,11 +149,11 @@ def plan(
     dp: option("dp") = 1,  # type: ignore[valid-type]
     dcp: option("dcp") = 1,  # type: ignore[valid-type]
     cache_type_k: Annotated[str | None, typer.Option(
-        "--cache-type-k", "-ctk", help="llama.cpp's K cache type (f16, q8_0, ...): the same "
-        "as --kv-dtype.", show_default=False)] = None,
+        "--cache-type-k", "-ctk", help="llama.cpp's K cache type (f16, q8_0, ...); V stays "
+        "f16 unless -ctv says.", show_default=False)] = None,
     cache_type_v: Annotated[str | None, typer.Option(
-        "--cache-type-v", "-ctv", help="llama.cpp's V cache type; kvplan plans K and V in "
-        "one type, so it must equal -ctk.", show_default=False)] = None,
+        "--cache-type-v", "-ctv", help="llama.cpp's V cache type; K stays f16 unless -ctk "
+        "says. A quantized V needs flash attention.", show_default=False)] = None,
     host_memory: Annotated[str | None, typer.Option(
         "--host-memory", help="Host memory per GPU for KV offload, e.g. 64GiB.",
         show_default=False)] = None,
