@@ -75,7 +75,8 @@ ARCHS = (
     Arch("gemma-3-1b", "google--gemma-3-1b-it.json", window=32, layers=12),
     Arch("gpt-oss-20b", "openai--gpt-oss-20b.json", window=32, layers=6),
     Arch("deepseek-v3", "deepseek-ai--DeepSeek-V3.json", layers=5, quantized=True),
-    Arch("qwen3-next-80b-a3b", "Qwen--Qwen3-Next-80B-A3B-Instruct.json", layers=8,
+    Arch("qwen3-next-80b-a3b", "../../oracle/configs/Qwen--Qwen3-Next-80B-A3B-Instruct/"
+         "config.json", layers=8,
          lengths=(9, 40), static=False),
 )
 
@@ -95,7 +96,7 @@ def shrink(raw: dict, arch: Arch) -> dict:
     if isinstance(text, dict) and cfg.get("model_type") in ("gemma3",):
         cfg = {**text, "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text"}
     heads = cfg["num_attention_heads"]
-    if "head_dim" not in cfg or cfg.get("head_dim") is None:
+    if cfg.get("head_dim") is None and not cfg.get("kv_lora_rank"):  # MLA: no head_dim
         cfg["head_dim"] = cfg["hidden_size"] // heads
     cfg["hidden_size"] = 64
     for key in ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size"):
