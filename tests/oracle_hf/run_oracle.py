@@ -49,7 +49,11 @@ BATCH = 2
 
 # Differences that are understood and documented in docs/engine-accuracy.md: case id prefix
 # -> reason.
-KNOWN_DIFFERENCES: dict[str, str] = {}
+KNOWN_DIFFERENCES: dict[str, str] = {
+    "deepseek-v3/quantized-quanto-int2-g64-r8/N=60/decodes=25":
+        "quanto int2 on MLA after a flush (59 quantized tokens): transformers holds 160 B more "
+        "(16 B per layer and row), not modelled yet",
+}
 
 
 @dataclass(frozen=True)
