@@ -34,7 +34,7 @@ def test_deepseek_v32_config_counts_its_indexer_once():
 
 
 def test_hf_plan_holds_encoder_tokens_for_cross_attention():
-    # Cross-attention layers hold the encoder's tokens (as engines/hf.py sizes them); the
+    # Cross-attention layers hold the encoder's tokens (as engines/hf/caches.py sizes them); the
     # plan's pool used to grow them with the text like full attention.
     spec = resolve("llama-3.2-90b-vision")
     for cache, tokens in (("dynamic", 8192), ("static", spec.max_context_tokens)):

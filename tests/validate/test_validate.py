@@ -294,11 +294,12 @@ def test_a_wrong_layout_rule_is_caught(monkeypatch):
     sliding = {k.kind: k for k in result.ranks[0].kinds}["sliding"]
     assert result.ok and sliding.measured_bytes == 3 * 2 * 24 * slot
     # the allocation really follows the engine's rule (validate keeps no copy of it): with
-    # the window uncapped in kvplan.engines.hf, the tensors grow and the hand formula fails
-    from kvplan.engines import hf
+    # the window uncapped in kvplan.engines.hf (the rule its layout asks), the tensors grow
+    # and the hand formula fails
+    from kvplan.engines.hf import layout
 
-    real = hf.held_tokens
-    monkeypatch.setattr(hf, "held_tokens", lambda layer, cache, seq_len: seq_len
+    real = layout.held_tokens
+    monkeypatch.setattr(layout, "held_tokens", lambda layer, cache, seq_len: seq_len
                         if isinstance(layer, SlidingWindow) else real(layer, cache, seq_len))
     v.cache_layout.cache_clear()
     try:

@@ -1,18 +1,12 @@
 """SGLang: `max_total_num_tokens` from the mem_fraction_static rule.
 
 - `memory`  the budget: free memory before and after the weight load, mem_fraction_static
-- `engine`  the token pools (full, SWA, Mamba), launch flags, log lines and the plugin
+- `pools`   the token pools (full, SWA, Mamba) the budget holds, and as `validate` allocates them
+- `text`    the `sglang.launch_server` flags and the start-up log lines, as data
+- `engine`  the plugin: a Deployment -> Capacity
 """
 
-from kvplan.engines.sglang.engine import (
-    ENGINE,
-    SglangConfig,
-    SglangEngine,
-    SglangProfile,
-    mamba_state_bytes,
-    max_running_requests,
-    profile,
-)
+from kvplan.engines.sglang.engine import ENGINE, SglangEngine
 from kvplan.engines.sglang.memory import (
     SGLANG_INIT_BYTES,
     SglangMemory,
@@ -20,6 +14,13 @@ from kvplan.engines.sglang.memory import (
     prefill_graph_sizes,
     sglang_default_mem_fraction,
     sglang_memory,
+)
+from kvplan.engines.sglang.pools import (
+    SglangConfig,
+    SglangProfile,
+    mamba_state_bytes,
+    max_running_requests,
+    profile,
 )
 
 __all__ = ["ENGINE", "SGLANG_INIT_BYTES", "SglangConfig", "SglangEngine", "SglangMemory",

@@ -1,40 +1,19 @@
-"""SGLang: `max_total_num_tokens` from the mem_fraction_static rule (SGLang 0.4-0.5.23).
-
-    rest = free_after_load - free_before_load x (1 - mem_fraction_static)     (GB floats)
-    max_total_num_tokens = int(rest x 2^30 // cell_size), rounded down to page_size
-
-`model_runner.py::profile_max_num_token` (classic) and 0.5.23
-`kv_cache_configurator.py` / `pool_configurator.py`. The cell is the bytes of one token on
-one GPU over all its layers: `kv_heads_per_rank x (head_dim + v_head_dim) x layers x bytes`
-with `kv_heads_per_rank = max(1, kv_heads // tp)`; MLA `(kv_lora_rank + qk_rope_head_dim) x
-layers x bytes` (no x2, not split by TP). Each K/V buffer holds `tokens + page_size` rows
-(one padding page for dummy writes), which is what "K size: X GB" prints (GB = 2^30 bytes).
+"""The SGLang plugin: a Deployment -> Capacity from the budget (`memory`) and the token
+pools it sizes (`pools`).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kvplan.core.dtypes import BF16, FP8_DS_MLA, FP8_E4M3, FP8_E5M2, FP16, FP32, KVFormat
-from kvplan.core.errors import BadInputError, NoKVMemoryError
-from kvplan.core.launch import EngineLog, LogLine
+from kvplan.core.dtypes import KVFormat
+from kvplan.core.errors import BadInputError
+from kvplan.core.launch import EngineLog
 from kvplan.core.layers import (
     ATTENTION_KINDS,
-    MLA,
-    ChunkedLocal,
-    Layer,
-    NoCache,
-    RecurrentState,
-    SlidingWindow,
-    indexer_key_bytes,
 )
-from kvplan.core.record import record
-from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
-from kvplan.core.units import human_bytes
-from kvplan.engines import named_kv_format, parse_version
+from kvplan.engines import parse_version
 from kvplan.engines.base import (
     BaseEngine,
     Capacity,
@@ -44,331 +23,22 @@ from kvplan.engines.base import (
     Pool,
     weights_per_gpu,
 )
-from kvplan.engines.cache import STATE_DTYPES, CacheLayout, StateBuffer, dense_layers, spec_state
+from kvplan.engines.cache import CacheLayout
 from kvplan.engines.sglang.memory import sglang_default_mem_fraction, sglang_memory
+from kvplan.engines.sglang.pools import (
+    DEFAULT_PAGE_SIZE,
+    KV_DTYPES,
+    SMALLER_KV_DTYPES,
+    SglangConfig,
+    SglangProfile,
+    cache_layout,
+    max_running_requests,
+    profile,
+)
+from kvplan.engines.sglang.text import LOG_FORMAT, launch_flags
 
 if TYPE_CHECKING:
     from kvplan.core.launch import EngineLaunch
-
-SCHEMA = "kvplan.engine.sglang/1"
-GIB = 2**30
-# configs/model_config.py::is_hybrid_swa_model: only these get a separate SWA pool; other
-# sliding-window models (Gemma 2/3) give their sliding layers full-length KV.
-HYBRID_SWA_FAMILIES = frozenset({"gpt_oss", "llama4", "llama4_text", "gemma4", "gemma4_text",
-                                 "mimo_v2", "mimo_v2_flash", "step3p5", "deepseek_v4"})
-SWA_FULL_TOKENS_RATIO = 0.8  # arg_groups/fields/schedule.py default
-MAMBA_FULL_MEMORY_RATIO = 0.9  # _handle_max_mamba_cache default r
-SSM_STATE_NAMES = ("ssm", "recurrent", "temporal")  # kept in float32 by default
-DSA_INDEXER_BYTES = indexer_key_bytes(128)  # DeepSeek-V3.2 indexer: 128 fp8 + fp32 scale
-
-KV_DTYPES = ("auto", "bf16", "bfloat16", "fp16", "float16", "fp8_e4m3", "fp8_e5m2")
-SMALLER_KV_DTYPES = ("fp8_e4m3",)
-_FORMATS = {"bf16": BF16, "bfloat16": BF16, "fp16": FP16, "float16": FP16, "fp32": FP32,
-            "fp8": FP8_E4M3, "fp8_e4m3": FP8_E4M3, "fp8_e5m2": FP8_E5M2}
-
-
-def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
-    return named_kv_format(spec, kv_cache_dtype, _FORMATS, "SGLang", KV_DTYPES)
-
-
-# tokens per page unless --page-size (arg_groups/overrides.py::_page_size_default)
-DEFAULT_PAGE_SIZE = 1
-
-
-@record
-class SglangConfig:
-    tp: int = 1
-    pp: int = 1
-    kv_cache_dtype: str = "auto"
-    page_size: int = DEFAULT_PAGE_SIZE
-    max_total_tokens: int | None = None  # --max-total-tokens cap
-    hybrid_swa: bool | None = None  # None: by architecture (HYBRID_SWA_FAMILIES)
-    swa_full_tokens_ratio: float = SWA_FULL_TOKENS_RATIO
-    mamba_full_memory_ratio: float = MAMBA_FULL_MEMORY_RATIO
-    max_mamba_cache_size: int | None = None
-    mamba_ssm_dtype_bytes: int = 4  # float32 unless mamba_ssm_dtype / SGLANG_MAMBA_SSM_DTYPE
-    num_draft_layers: int = 0  # EAGLE/MTP: cell x draft_layers / layers more per token
-
-
-@record
-class SglangProfile:
-    schema: str
-    model: str
-    kv_cache_dtype: str
-    tp: int
-    pp: int
-    page_size: int
-    cell_size_bytes: int  # bytes per token on one GPU, all its layers
-    available_bytes: int  # rest, as bytes
-    mamba_state_bytes_per_request: int
-    max_mamba_cache_size: int | None  # requests whose state fits (hybrids), else None
-    max_total_num_tokens: int  # "KV Cache is allocated. #tokens: N"
-    swa_max_total_num_tokens: int | None  # hybrid SWA pool
-    k_size_bytes: int  # one K pool (all layers), page padding included
-    v_size_bytes: int  # 0 for MLA (a single "KV size")
-    num_layers: int  # on the limiting GPU
-
-    def log_line(self) -> str:
-        if self.v_size_bytes == 0:
-            return (f"KV Cache is allocated. #tokens: {self.max_total_num_tokens}, "
-                    f"KV size: {self.k_size_bytes / GIB:.2f} GB")
-        return (f"KV Cache is allocated. #tokens: {self.max_total_num_tokens}, K size: "
-                f"{self.k_size_bytes / GIB:.2f} GB, V size: {self.v_size_bytes / GIB:.2f} GB")
-
-
-def _is_hybrid_swa(spec: ModelSpec, config: SglangConfig) -> bool:
-    if config.hybrid_swa is not None:
-        return config.hybrid_swa
-    return (spec.family or "").lower().replace("-", "_") in HYBRID_SWA_FAMILIES
-
-
-def _k_v_bytes(layer: Layer, fmt: KVFormat, tp: int, sparse: bool = False) -> tuple[int, int]:
-    """Bytes per token of one layer's K and V buffers on one GPU (MLA: the latent and the DSA
-    indexer keys in K, no V)."""
-    if isinstance(layer, MLA):
-        index = layer.index_token_bytes()
-        if sparse and layer.index_head_dim is None:
-            index = DSA_INDEXER_BYTES  # a DeepSeek-V3.2 spec that does not name its indexer
-        return layer.latent_token_bytes(fmt) + index, 0
-    if not isinstance(layer, ATTENTION_KINDS):
-        raise BadInputError(f"kvplan's sglang profile does not model {layer.kind} layers")
-    return layer.kv_token_bytes(fmt, tp)
-
-
-def mamba_state_bytes(layer: RecurrentState, tp: int, ssm_bytes: int) -> int:
-    """SGLang's per-request state: conv in the model dtype, the SSM state in float32."""
-    total = 0
-    for t in layer.tensors:
-        b = ssm_bytes if t.name in SSM_STATE_NAMES else t.dtype_bytes
-        total += t.elements_per_rank(tp) * b
-    return total
-
-
-def profile(spec: ModelSpec, config: SglangConfig, free_before_load_bytes: int,
-            free_after_load_bytes: int, mem_fraction_static: float) -> SglangProfile:
-    """SGLang's token capacity on the limiting GPU (the min over ranks)."""
-    if not 0 < mem_fraction_static < 1:
-        raise BadInputError(f"--mem-fraction-static must be in (0, 1), got {mem_fraction_static}")
-    fmt = kv_format(spec, config.kv_cache_dtype)
-    sparse = spec.is_mla and (spec.family or "").replace("-", "_") == "deepseek_v32"
-    if sparse and fmt.bits == 8:
-        fmt = FP8_DS_MLA  # DSA + fp8: kv_lora_rank + kv_lora_rank//128*4 + rope*2 = 656
-    # GB floats, as get_available_gpu_memory returns them
-    rest_gb = (free_after_load_bytes / GIB
-               - free_before_load_bytes / GIB * (1 - mem_fraction_static))
-    best: SglangProfile | None = None
-    for a, b in pp_stages(spec.num_layers, config.pp):
-        layers = [x for x in spec.layers[a:b] if not isinstance(x, NoCache)]
-        result = _stage(spec, layers, fmt, config, rest_gb, sparse)
-        if best is None or result.max_total_num_tokens < best.max_total_num_tokens:
-            best = result
-    assert best is not None
-    return best
-
-
-def _stage(spec: ModelSpec, layers: Sequence[Layer], fmt: KVFormat, config: SglangConfig,
-           rest_gb: float, sparse: bool) -> SglangProfile:
-    tp, page = config.tp, config.page_size
-    hybrid_swa = _is_hybrid_swa(spec, config)
-    states = [x for x in layers if isinstance(x, RecurrentState)]
-    attn = [x for x in layers if not isinstance(x, RecurrentState)]
-    full = [x for x in attn if not (hybrid_swa and isinstance(x, (SlidingWindow, ChunkedLocal)))]
-    swa = [x for x in attn if x not in full]
-    draft = attn[:1] * config.num_draft_layers
-    full_k = sum(_k_v_bytes(x, fmt, tp, sparse)[0] for x in full)
-    full_k += sum(_k_v_bytes(x, fmt, tp)[0] for x in draft)
-    full_v = sum(_k_v_bytes(x, fmt, tp)[1] for x in full + draft)
-    swa_cell = sum(sum(_k_v_bytes(x, fmt, tp)) for x in swa)
-    available = int(rest_gb * GIB)
-
-    per_req = sum(mamba_state_bytes(s, tp, config.mamba_ssm_dtype_bytes) for s in states)
-    mamba_slots = None
-    if states:
-        if config.max_mamba_cache_size is not None:
-            mamba_slots = config.max_mamba_cache_size
-        else:
-            r = config.mamba_full_memory_ratio
-            budget = int(available * r / (1 + r))
-            mamba_slots = max(0, (budget - per_req) // per_req)
-        if mamba_slots <= 0:
-            # kv_cache_configurator.py `_handle_max_mamba_cache` (0.5.23) refuses to start:
-            # "Not enough GPU memory for hybrid (mamba/linear-attention) state cache"
-            raise NoKVMemoryError(
-                f"SGLang's state pool gets no request slot: one request's state is "
-                f"{human_bytes(per_req)} and the state share of the "
-                f"{human_bytes(available)} KV budget "
-                f"({config.mamba_full_memory_ratio} / (1 + {config.mamba_full_memory_ratio}))"
-                f" holds the padding slot at most",
-                "use more GPUs (--tp/--pp), a larger --mem-fraction-static or --kv-memory",
-                engine="SGLang", left_bytes=0, memory_bytes=available)
-        available -= (mamba_slots + 1) * per_req  # the pool holds one extra slot
-
-    cell = full_k + full_v
-    swa_tokens = None
-    if swa:
-        ratio = config.swa_full_tokens_ratio
-        mixed = cell + ratio * swa_cell  # a float, as HybridSWAPoolConfigurator computes it
-        tokens = int(available // mixed) if mixed else 0
-        tokens -= tokens % page
-        swa_tokens = int(tokens * ratio)
-        swa_tokens -= swa_tokens % page
-    else:
-        tokens = int(rest_gb * GIB // cell) if not states and cell else \
-            (available // cell if cell else 0)
-        tokens -= tokens % page
-    if config.max_total_tokens is not None:
-        tokens = min(tokens, config.max_total_tokens)
-    tokens = max(0, tokens)
-    rows = tokens + page  # + one padding page per buffer
-    return SglangProfile(
-        schema=SCHEMA, model=spec.name, kv_cache_dtype=fmt.name, tp=tp, pp=config.pp,
-        page_size=page, cell_size_bytes=cell + (swa_cell if not swa else 0),
-        available_bytes=int(rest_gb * GIB), mamba_state_bytes_per_request=per_req,
-        max_mamba_cache_size=mamba_slots, max_total_num_tokens=tokens,
-        swa_max_total_num_tokens=swa_tokens, k_size_bytes=rows * full_k,
-        v_size_bytes=rows * full_v, num_layers=len(layers),
-    )
-
-
-# --- the engine plugin ---------------------------------------------------------------------
-
-# --- the launch command (`python -m sglang.launch_server`), read by kvplan.sources.launch -----
-# Flags from python/sglang/srt/server_args.py ServerArgs.add_cli_args.
-@functools.cache
-def launch_flags() -> EngineLaunch:
-    from kvplan.core.launch import EngineLaunch
-
-    setting = {
-        "--model-path": ("model", "str"), "--model": ("model", "str"),
-        "--tp-size": ("tp", "int"), "--tp": ("tp", "int"), "--pp-size": ("pp", "int"),
-        "--dp-size": ("dp", "int"), "--dp": ("dp", "int"), "--ep-size": ("ep", "int"),
-        "--enable-dp-attention": ("dp_attention", "flag"),
-        "--mem-fraction-static": ("memory_fraction", "float"),
-        "--context-length": ("max_model_len", "tokens"), "--kv-cache-dtype": ("kv_dtype", "str"),
-        "--max-running-requests": ("max_num_seqs", "int"),
-        "--max-total-tokens": ("max_total_tokens", "int"), "--page-size": ("block_size", "int"),
-        "--chunked-prefill-size": ("max_num_batched_tokens", "int"),
-        "--max-prefill-tokens": ("max_prefill_tokens", "int"),
-        "--quantization": ("quantization", "str"), "--dtype": ("model_dtype", "str"),
-        "--disable-cuda-graph": ("enforce_eager", "flag"),
-        "--cuda-graph-max-bs": ("cuda_graph_max_bs", "int"), "--revision": ("revision", "str"),
-        "--speculative-algorithm": ("speculative", "str"),
-        # an embedding or reward model: named (a ...ForSequenceClassification checkpoint holds
-        # a score head where kvplan counts the LM head), not modelled
-        "--is-embedding": ("is_embedding", "flag"),
-    }
-    ignored = ("--host", "--port", "--served-model-name", "--api-key", "--tokenizer-path",
-               "--tokenizer-mode", "--chat-template", "--tool-call-parser", "--reasoning-parser",
-               "--log-level", "--random-seed", "--download-dir", "--load-format",
-               "--attention-backend", "--sampling-backend", "--grammar-backend")
-    ignored_flags = ("--trust-remote-code", "--enable-metrics", "--log-requests",
-                     "--skip-tokenizer-init", "--disable-radix-cache", "--enable-torch-compile")
-    flags = {**setting, **{f: ("", "ignore") for f in ignored},
-             **{f: ("", "ignore-flag") for f in ignored_flags}}
-    return EngineLaunch("sglang", (("-m", "sglang.launch_server"), ("sglang", "serve")),
-                        images=("lmsysorg/sglang",), flags=flags,
-                        # kvcached's switch (ovg-project/kvcached), read to be named
-                        env={"ENABLE_KVCACHED": ("kvcached", "str")})
-
-
-def max_running_requests(max_total_num_tokens: int, context_len: int,
-                         flag: int | None = None, dp_attention_size: int = 1) -> int:
-    """Requests one scheduler runs at once (0.5.3): the request-to-token pool holds
-    `max_num_reqs = min(max(int(tokens / context_len x 512), 2048), 4096)` rows
-    (`model_executor/model_runner.py::init_memory_pool`) and the scheduler takes
-    `min(tokens // 2, or --max-running-requests // dp with DP attention, max_num_reqs)`
-    (`managers/tp_worker.py`). Older builds had one more pool row (the 2025-03 QwQ log
-    prints 2,049)."""
-    rows = min(max(int(max_total_num_tokens / max(1, context_len) * 512), 2048), 4096)
-    want = max_total_num_tokens // 2 if flag is None else flag // max(1, dp_attention_size)
-    return max(1, min(want, rows))
-
-
-# --- the cache as allocated (what `kvplan validate` builds with torch) ---------------------
-
-CACHE_NOTE = ("SGLang: one token pool, {batch} x {tokens:,} tokens rounded to pages of "
-              "{block_size} plus one padding page; state pool batch + 1 slots.")
-
-
-def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp: int = 1,
-                 page_size: int | None = None) -> CacheLayout:
-    """SGLang's pools for `batch` requests of `tokens` tokens: per attention layer one token
-    pool (MHATokenToKVPool / MLATokenToKVPool) of the batch's pages plus one padding page
-    (its buffers hold size + page_size rows); every attention layer keeps every token (the
-    hybrid-SWA pool of gpt-oss and Llama 4 is not modelled); the state pool has
-    max_mamba + 1 slots, the SSM state in float32 (mamba2_state_dtype)."""
-    from kvplan.core.dtypes import cdiv
-    from kvplan.core.layers import CrossAttention
-
-    page = page_size or DEFAULT_PAGE_SIZE
-    ssm_bytes = SglangConfig().mamba_ssm_dtype_bytes
-
-    def slots(layer: Layer) -> int:
-        held = layer.encoder_tokens if isinstance(layer, CrossAttention) else tokens
-        return batch * cdiv(held, page) * page + page
-
-    def state(layer: RecurrentState) -> tuple[tuple[StateBuffer, ...], int]:
-        return (tuple(StateBuffer(b.name, STATE_DTYPES[ssm_bytes], b.shape)
-                      if b.name in SSM_STATE_NAMES else b for b in spec_state(layer, tp)),
-                mamba_state_bytes(layer, tp, ssm_bytes))
-
-    return CacheLayout(paged=False, block_tokens=page, batch=batch, axes="pool",
-                       layers=dense_layers(spec, slots, batch + 1, state), whole_tokens=True,
-                       note=CACHE_NOTE)
-
-
-# --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
-#
-# SGLang prints "GB" for figures divided by 2^30 (model_executor/model_runner.py). Its own pool
-# line is "KV Cache is allocated. #tokens: N, K size: X GB, V size: Y GB" (MHA pools; 0.4.1 had
-# no "#tokens" and printed max_total_num_tokens separately, later builds add "dtype: ...") or
-# "..., KV size: X GB" (MLA pools). kvcached's virtual pool ("kvcached ... #tokens") is not
-# SGLang's own and is not read as it.
-
-LOG_FORMAT = EngineLog(
-    "sglang", "SGLang",
-    markers=(r"sglang|KV Cache is allocated\.|server_args=ServerArgs|"
-             r"Load weight (?:begin|end)|max_total_num_tokens="),
-    figures=(
-        LogLine("model", "model_path=", r"\bmodel_path='([^']+)'", "str", "model"),
-        LogLine("model", "--model", r"--model(?:-path)?[= ](\S+)", "str", "model"),
-        LogLine("tp", "tp_size=", r"\btp_size=(\d+)", "int", "settings"),
-        LogLine("tp", "--tp", r"--tp(?:-size)?[= ](\d+)", "int", "settings"),
-        LogLine("memory_fraction", "mem_fraction_static=", r"\bmem_fraction_static=([\d.]+)",
-                "num", "settings"),
-        LogLine("memory_fraction", "--mem-fraction-static",
-                r"--mem-fraction-static[= ]([\d.]+)", "num", "settings"),
-        LogLine("max_model_len", "context_len=", r"\bcontext_len=(\d+)", "int", "settings"),
-        LogLine("max_model_len", "context_length=", r"\bcontext_length=(\d+)", "int",
-                "settings"),
-        LogLine("max_model_len", "--context-length", r"--context-length[= ](\d+)", "int",
-                "settings"),
-        LogLine("kv_dtype", "kv_cache_dtype=", r"\bkv_cache_dtype='(\w+)'", "str", "settings"),
-        LogLine("kv_dtype", "--kv-cache-dtype", r"--kv-cache-dtype[= ](\w+)", "str", "settings"),
-        LogLine("max_num_seqs", "max_running_requests=", r"\bmax_running_requests=(\d+)",
-                "int", "settings"),
-        LogLine("free_before_load_bytes", "Load weight begin", r"Load weight begin\. avail "
-                r"mem=([\d.]+) GB", "gib", "terms", "GB", scope="worker"),
-        LogLine("weights_bytes", "Load weight end", r"mem usage=([\d.]+) GB", "gib", "weights",
-                "GB", scope="worker"),
-        LogLine("cudagraph_bytes", "Capture cuda graph end", r"mem usage=([\d.]+) GB", "gib",
-                "terms", "GB", scope="worker"),
-        LogLine("max_total_num_tokens", "KV Cache is allocated.", r"#tokens: (\d+)", "int",
-                "kv", "tokens", scope="worker",
-                unless="kvcached"),
-        LogLine("k_size_bytes", "KV Cache is allocated.", r"\bK size: ([\d.]+) GB", "gib",
-                "kv", "GB", scope="worker",
-                unless="kvcached"),
-        LogLine("v_size_bytes", "KV Cache is allocated.", r"\bV size: ([\d.]+) GB", "gib",
-                "kv", "GB", scope="worker",
-                unless="kvcached"),
-        LogLine("kv_cache_bytes", "KV Cache is allocated.", r"\bKV size: ([\d.]+) GB", "gib",
-                "kv", "GB", scope="worker",
-                unless="kvcached"),
-        LogLine("max_total_num_tokens", "max_total_num_tokens=",
-                r"\bmax_total_num_tokens=(\d+)", "int", "kv", "tokens", scope="worker"),
-    ),
-)
 
 
 class SglangEngine(BaseEngine):

@@ -1,0 +1,106 @@
+"""SGLang's text: the `sglang.launch_server` flags and the start-up log lines, as data
+(read by kvplan.sources.launch and kvplan.sources.startlog).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from kvplan.core.launch import EngineLog, LogLine
+
+if TYPE_CHECKING:
+    from kvplan.core.launch import EngineLaunch
+
+
+# --- the launch command (`python -m sglang.launch_server`), read by kvplan.sources.launch -----
+# Flags from python/sglang/srt/server_args.py ServerArgs.add_cli_args.
+@functools.cache
+def launch_flags() -> EngineLaunch:
+    from kvplan.core.launch import EngineLaunch
+
+    setting = {
+        "--model-path": ("model", "str"), "--model": ("model", "str"),
+        "--tp-size": ("tp", "int"), "--tp": ("tp", "int"), "--pp-size": ("pp", "int"),
+        "--dp-size": ("dp", "int"), "--dp": ("dp", "int"), "--ep-size": ("ep", "int"),
+        "--enable-dp-attention": ("dp_attention", "flag"),
+        "--mem-fraction-static": ("memory_fraction", "float"),
+        "--context-length": ("max_model_len", "tokens"), "--kv-cache-dtype": ("kv_dtype", "str"),
+        "--max-running-requests": ("max_num_seqs", "int"),
+        "--max-total-tokens": ("max_total_tokens", "int"), "--page-size": ("block_size", "int"),
+        "--chunked-prefill-size": ("max_num_batched_tokens", "int"),
+        "--max-prefill-tokens": ("max_prefill_tokens", "int"),
+        "--quantization": ("quantization", "str"), "--dtype": ("model_dtype", "str"),
+        "--disable-cuda-graph": ("enforce_eager", "flag"),
+        "--cuda-graph-max-bs": ("cuda_graph_max_bs", "int"), "--revision": ("revision", "str"),
+        "--speculative-algorithm": ("speculative", "str"),
+        # an embedding or reward model: named (a ...ForSequenceClassification checkpoint holds
+        # a score head where kvplan counts the LM head), not modelled
+        "--is-embedding": ("is_embedding", "flag"),
+    }
+    ignored = ("--host", "--port", "--served-model-name", "--api-key", "--tokenizer-path",
+               "--tokenizer-mode", "--chat-template", "--tool-call-parser", "--reasoning-parser",
+               "--log-level", "--random-seed", "--download-dir", "--load-format",
+               "--attention-backend", "--sampling-backend", "--grammar-backend")
+    ignored_flags = ("--trust-remote-code", "--enable-metrics", "--log-requests",
+                     "--skip-tokenizer-init", "--disable-radix-cache", "--enable-torch-compile")
+    flags = {**setting, **{f: ("", "ignore") for f in ignored},
+             **{f: ("", "ignore-flag") for f in ignored_flags}}
+    return EngineLaunch("sglang", (("-m", "sglang.launch_server"), ("sglang", "serve")),
+                        images=("lmsysorg/sglang",), flags=flags,
+                        # kvcached's switch (ovg-project/kvcached), read to be named
+                        env={"ENABLE_KVCACHED": ("kvcached", "str")})
+
+
+# --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
+#
+# SGLang prints "GB" for figures divided by 2^30 (model_executor/model_runner.py). Its own pool
+# line is "KV Cache is allocated. #tokens: N, K size: X GB, V size: Y GB" (MHA pools; 0.4.1 had
+# no "#tokens" and printed max_total_num_tokens separately, later builds add "dtype: ...") or
+# "..., KV size: X GB" (MLA pools). kvcached's virtual pool ("kvcached ... #tokens") is not
+# SGLang's own and is not read as it.
+
+LOG_FORMAT = EngineLog(
+    "sglang", "SGLang",
+    markers=(r"sglang|KV Cache is allocated\.|server_args=ServerArgs|"
+             r"Load weight (?:begin|end)|max_total_num_tokens="),
+    figures=(
+        LogLine("model", "model_path=", r"\bmodel_path='([^']+)'", "str", "model"),
+        LogLine("model", "--model", r"--model(?:-path)?[= ](\S+)", "str", "model"),
+        LogLine("tp", "tp_size=", r"\btp_size=(\d+)", "int", "settings"),
+        LogLine("tp", "--tp", r"--tp(?:-size)?[= ](\d+)", "int", "settings"),
+        LogLine("memory_fraction", "mem_fraction_static=", r"\bmem_fraction_static=([\d.]+)",
+                "num", "settings"),
+        LogLine("memory_fraction", "--mem-fraction-static",
+                r"--mem-fraction-static[= ]([\d.]+)", "num", "settings"),
+        LogLine("max_model_len", "context_len=", r"\bcontext_len=(\d+)", "int", "settings"),
+        LogLine("max_model_len", "context_length=", r"\bcontext_length=(\d+)", "int",
+                "settings"),
+        LogLine("max_model_len", "--context-length", r"--context-length[= ](\d+)", "int",
+                "settings"),
+        LogLine("kv_dtype", "kv_cache_dtype=", r"\bkv_cache_dtype='(\w+)'", "str", "settings"),
+        LogLine("kv_dtype", "--kv-cache-dtype", r"--kv-cache-dtype[= ](\w+)", "str", "settings"),
+        LogLine("max_num_seqs", "max_running_requests=", r"\bmax_running_requests=(\d+)",
+                "int", "settings"),
+        LogLine("free_before_load_bytes", "Load weight begin", r"Load weight begin\. avail "
+                r"mem=([\d.]+) GB", "gib", "terms", "GB", scope="worker"),
+        LogLine("weights_bytes", "Load weight end", r"mem usage=([\d.]+) GB", "gib", "weights",
+                "GB", scope="worker"),
+        LogLine("cudagraph_bytes", "Capture cuda graph end", r"mem usage=([\d.]+) GB", "gib",
+                "terms", "GB", scope="worker"),
+        LogLine("max_total_num_tokens", "KV Cache is allocated.", r"#tokens: (\d+)", "int",
+                "kv", "tokens", scope="worker",
+                unless="kvcached"),
+        LogLine("k_size_bytes", "KV Cache is allocated.", r"\bK size: ([\d.]+) GB", "gib",
+                "kv", "GB", scope="worker",
+                unless="kvcached"),
+        LogLine("v_size_bytes", "KV Cache is allocated.", r"\bV size: ([\d.]+) GB", "gib",
+                "kv", "GB", scope="worker",
+                unless="kvcached"),
+        LogLine("kv_cache_bytes", "KV Cache is allocated.", r"\bKV size: ([\d.]+) GB", "gib",
+                "kv", "GB", scope="worker",
+                unless="kvcached"),
+        LogLine("max_total_num_tokens", "max_total_num_tokens=",
+                r"\bmax_total_num_tokens=(\d+)", "int", "kv", "tokens", scope="worker"),
+    ),
+)

@@ -1,0 +1,87 @@
+"""The TGI plugin: a Deployment -> Capacity from the blocks its warm-up leaves (`blocks`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kvplan.core.dtypes import KVFormat
+from kvplan.core.errors import BadInputError
+from kvplan.core.launch import EngineLog
+from kvplan.core.spec import ModelSpec
+from kvplan.engines.base import (
+    BaseEngine,
+    Capacity,
+    Constraint,
+    Deployment,
+    Need,
+    Pool,
+    weights_per_gpu,
+)
+from kvplan.engines.tgi.blocks import TgiProfile, profile
+from kvplan.engines.tgi.config import (
+    DEFAULT_PREFILL_TOKENS,
+    KV_DTYPES,
+    MEMORY_FRACTION,
+    WIGGLE_ROOM,
+    kv_format,
+)
+from kvplan.engines.tgi.text import LOG_FORMAT, launch_flags
+
+if TYPE_CHECKING:
+    from kvplan.core.launch import EngineLaunch
+
+
+class TgiEngine(BaseEngine):
+    name = "tgi"
+    display_name = "TGI"
+    kv_dtypes = KV_DTYPES
+    smaller_kv_dtypes = ("fp8_e4m3fn",)
+
+    def capacity(self, dep: Deployment) -> Capacity:
+        if dep.pp != 1:
+            raise BadInputError("TGI shards tensors only (--num-shard); it has no pipeline "
+                                "parallelism", "use --tp")
+        capability = dep.compute_capability
+        prof = profile(dep.spec, dep, capability[0] if capability else None)
+        pool = Pool(self.name, (Constraint("KV blocks", "block", prof.num_blocks,
+                                           (Need("full", prof.block_size,
+                                                 shareable=True),)),),
+                    dep.context_limit(), tokens_per_unit=prof.block_size)
+        fmt = kv_format(dep.spec, dep.kv_dtype)
+        return Capacity(dep, self, None, prof, pool, fmt.name, weights_per_gpu(dep),
+                        prof.bytes_per_block // prof.block_size,
+                        (f"attention {prof.attention}, BLOCK_SIZE {prof.block_size}",
+                         f"cuda_memory_fraction {prof.memory_fraction} x TGI_WIGGLE_ROOM "
+                         f"{prof.wiggle_room}"))
+
+    def numbers(self, cap: Capacity) -> dict[str, Any]:
+        p: TgiProfile = cap.engine_profile
+        return {"kv_budget_bytes": p.kv_budget_bytes, "num_blocks": p.num_blocks,
+                "block_size": p.block_size, "bytes_per_block": p.bytes_per_block,
+                "max_batch_total_tokens": p.max_batch_total_tokens,
+                "max_batch_prefill_tokens": p.max_batch_prefill_tokens}
+
+    def kv_budget_bytes(self, cap: Capacity) -> int:
+        return int(cap.engine_profile.kv_budget_bytes)
+
+    def token_capacity(self, cap: Capacity) -> int:
+        return int(cap.engine_profile.max_batch_total_tokens)
+
+    def sizing_format(self, cap: Capacity) -> KVFormat:
+        return kv_format(cap.deployment.spec, cap.deployment.kv_dtype)
+
+    def launch(self) -> EngineLaunch:
+        return launch_flags()
+
+    def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
+                 gpu_memory_bytes: int | None = None,
+                 version: str | None = None) -> dict[str, Any]:
+        return {"cuda_memory_fraction": MEMORY_FRACTION, "wiggle_room": WIGGLE_ROOM,
+                "max_batch_prefill_tokens": DEFAULT_PREFILL_TOKENS}
+
+
+    def log_format(self) -> EngineLog:
+        return LOG_FORMAT
+
+ENGINE = TgiEngine()

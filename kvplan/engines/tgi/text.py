@@ -1,0 +1,67 @@
+"""TGI's text: the `text-generation-launcher` flags and the start-up log lines, as data
+(read by kvplan.sources.launch and kvplan.sources.startlog).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from kvplan.core.launch import EngineLog, LogLine
+
+if TYPE_CHECKING:
+    from kvplan.core.launch import EngineLaunch
+
+
+@functools.cache
+def launch_flags() -> EngineLaunch:
+    """`text-generation-launcher` flags (launcher/src/main.rs Args)."""
+    from kvplan.core.launch import EngineLaunch
+
+    setting = {
+        "--model-id": ("model", "str"), "--revision": ("revision", "str"),
+        "--num-shard": ("tp", "int"), "--quantize": ("quantization", "str"),
+        "--dtype": ("model_dtype", "str"), "--kv-cache-dtype": ("kv_dtype", "str"),
+        "--max-total-tokens": ("max_model_len", "tokens"),
+        "--max-input-tokens": ("max_input_tokens", "tokens"),
+        "--max-input-length": ("max_input_tokens", "tokens"),
+        "--max-batch-prefill-tokens": ("max_num_batched_tokens", "int"),
+        "--max-batch-total-tokens": ("max_batch_total_tokens", "int"),
+        "--max-batch-size": ("max_num_seqs", "int"),
+        "--cuda-memory-fraction": ("memory_fraction", "float"),
+        "--cuda-graphs": ("cuda_graphs", "str"),
+    }
+    ignored = ("--port", "--hostname", "--max-concurrent-requests", "--max-best-of",
+               "--max-stop-sequences", "--max-top-n-tokens", "--waiting-served-ratio",
+               "--max-waiting-tokens", "--huggingface-hub-cache", "--weights-cache-override",
+               "--api-key", "--shard-uds-path", "--master-addr", "--master-port",
+               "--tokenizer-config-path", "--otlp-endpoint", "--payload-limit", "--sharded")
+    flags = {**setting, **{f: ("", "ignore") for f in ignored},
+             "--trust-remote-code": ("", "ignore-flag"), "--json-output": ("", "ignore-flag")}
+    return EngineLaunch("tgi", (("text-generation-launcher",),),
+                        images=("huggingface/text-generation-inference",
+                                "text-generation-inference"), flags=flags)
+
+
+# --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
+
+LOG_FORMAT = EngineLog(
+    "tgi", "TGI",
+    markers=(r"text_generation_(?:launcher|router)|Setting max batch total tokens"),
+    figures=(
+        LogLine("model", "model_id:", r"model_id: \"([^\"]+)\"", "str", "model"),
+        LogLine("tp", "num_shard:", r"num_shard: Some\((\d+)\)", "int", "settings"),
+        LogLine("max_model_len", "max_total_tokens:", r"max_total_tokens: (?:Some\()?(\d+)",
+                "int", "settings"),
+        LogLine("memory_fraction", "cuda_memory_fraction:", r"cuda_memory_fraction: ([\d.]+)",
+                "num", "settings"),
+        LogLine("max_batch_prefill_tokens", "max_batch_prefill_tokens:",
+                r"max_batch_prefill_tokens: (?:Some\()?(\d+)", "int", "settings"),
+        LogLine("num_blocks", "KV-cache blocks:", r"KV-cache blocks: (\d+), size: \d+", "int",
+                "kv", "blocks"),
+        LogLine("block_size", "KV-cache blocks:", r"KV-cache blocks: \d+, size: (\d+)", "int",
+                "kv", "tokens"),
+        LogLine("max_batch_total_tokens", "Setting max batch total tokens to",
+                r"Setting max batch total tokens to (\d+)", "int", "kv", "tokens"),
+    ),
+)

@@ -1,0 +1,83 @@
+"""TensorRT-LLM's text: the `trtllm-serve` flags and the start-up log lines, as data
+(read by kvplan.sources.launch and kvplan.sources.startlog).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from kvplan.core.launch import EngineLog, LogLine
+
+if TYPE_CHECKING:
+    from kvplan.core.launch import EngineLaunch
+
+
+# --- the launch command (`trtllm-serve`), read by kvplan.sources.launch ------------------------
+# Flags from tensorrt_llm/commands/serve.py (click options, underscore spelling).
+@functools.cache
+def launch_flags() -> EngineLaunch:
+    from kvplan.core.launch import EngineLaunch
+
+    setting = {
+        "--tp_size": ("tp", "int"), "--pp_size": ("pp", "int"), "--ep_size": ("ep", "int"),
+        "--max_batch_size": ("max_num_seqs", "int"),
+        "--max_num_tokens": ("max_num_batched_tokens", "int"),
+        "--max_seq_len": ("max_model_len", "tokens"),
+        "--kv_cache_free_gpu_memory_fraction": ("memory_fraction", "float"),
+        "--backend": ("backend", "str"), "--tokenizer": ("", "ignore"),
+        "--extra_llm_api_options": ("extra_options", "str"),
+    }
+    ignored = ("--host", "--port", "--log_level", "--num_postprocess_workers",
+               "--server_role", "--metadata_server_config_file", "--reasoning_parser")
+    flags = {**setting, **{f: ("", "ignore") for f in ignored},
+             "--trust_remote_code": ("", "ignore-flag")}
+    return EngineLaunch("trtllm", (("trtllm-serve", "serve"), ("trtllm-serve",)),
+                        images=("nvidia/tensorrt-llm/release", "tensorrt_llm/release"),
+                        flags=flags, positional="model")
+
+
+# --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
+
+LOG_FORMAT = EngineLog(
+    "trtllm", "TensorRT-LLM",
+    markers=(r"\[TensorRT-LLM\]|paged kv cache|paged KV cache|KV cache primary pool|"
+             r"MemUsageChange|memory usage profiling"),
+    figures=(
+        LogLine("gpu_total_bytes", "max tokens in paged kv cache: total:",
+                r"max tokens in paged kv cache: total: ([\d.]+) GiB", "gib", "gpu", "GiB"),
+        LogLine("free_bytes", "max tokens in paged kv cache: total:",
+                r"max tokens in paged kv cache: total: [\d.]+ GiB, available: ([\d.]+) GiB",
+                "gib", "kv", "GiB"),
+        LogLine("num_blocks", "Number of blocks in KV cache primary pool:",
+                r"Number of blocks in KV cache primary pool: (\d+)", "int", "kv", "blocks"),
+        LogLine("tokens_per_block", "Number of tokens per block:",
+                r"Number of tokens per block: (\d+)", "int", "kv", "tokens"),
+        LogLine("kv_cache_bytes", "for max tokens in paged KV cache",
+                r"Allocated ([\d.]+) GiB for max tokens in paged KV cache", "gib", "kv", "GiB"),
+        # the C++ runtime of 0.5-0.8 printed the tokens only (kvCacheManager: "Using %d tokens
+        # in paged KV cache"; TensorRT-LLM#224, #1400)
+        LogLine("kv_cache_tokens", "tokens in paged KV cache.",
+                r"Using (\d+) tokens in paged KV cache\.", "int", "kv", "tokens",
+                releases=("0.5.0", "0.8.0")),
+        LogLine("kv_cache_tokens", "for max tokens in paged KV cache (",
+                r"for max tokens in paged KV cache \((\d+)\)", "int", "kv", "tokens"),
+        # the PyTorch backend's profile (_util.py::KvCacheCreator.configure_kv_cache_capacity
+        # and _cal_max_memory): the pool's bytes after the fraction, and the peak's terms
+        LogLine("gpu_total_bytes", "device total memory", r"device total memory ([\d.]+) GiB",
+                "gib", "gpu", "GiB"),
+        LogLine("available_kv_cache_bytes", "available KV cache memory when calculating",
+                r"available KV cache memory when calculating max tokens: ([\d.]+) GiB", "gib",
+                "kv", "GiB"),
+        LogLine("weights_bytes", "Memory used after loading model weights (inside torch)",
+                r"Memory used after loading model weights \(inside torch\)[^:]*: ([\d.]+) GiB",
+                "gib", "weights", "GiB"),
+        LogLine("activation_bytes", "Memory dynamically allocated during inference",
+                r"Memory dynamically allocated during inference \(inside torch\)[^:]*: "
+                r"([\d.]+) GiB", "gib", "terms", "GiB"),
+        LogLine("memory_fraction", "fraction is set", r"fraction is set ([\d.]+)", "num",
+                "settings"),
+        LogLine("block_size", "Number of tokens per block:", r"Number of tokens per block: "
+                r"(\d+)", "int", "settings"),
+    ),
+)
