@@ -38,6 +38,10 @@ def explain(
     engine_version: Annotated[str | None, typer.Option(
         "--engine-version", help="The engine release that wrote the log, when it prints none "
         "(default: dated by its line formats).", show_default=False)] = None,
+    draft_layers: Annotated[int | None, typer.Option(
+        "--draft-layers", min=0, max=1024, help="An EAGLE or MTP drafter's decoder layers, "
+        "which share vLLM's KV pool (the draft model's num_hidden_layers; the log does not "
+        "print them).", show_default=False)] = None,
     fmt: FormatOpt = "table",
     units: UnitsOpt = "iec",
 ) -> None:
@@ -66,7 +70,7 @@ def explain(
         text = read_stdin("the log on standard input (-)", MAX_LOG_BYTES)
     else:
         text = read_text(logfile, "the log", MAX_LOG_BYTES)
-    result = run(text, model, gpu, engine, kv_dtype, tp, engine_version)
+    result = run(text, model, gpu, engine, kv_dtype, tp, engine_version, draft_layers)
     _emit(explain_view(result), fmt, units)
     if not result.ok:
         typer.echo("kvplan: a KV line differs from the log by more than its printed "

@@ -213,6 +213,12 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
             "(--speculative-config's num_speculative_tokens); CUDA graphs are captured for 1 + "
             "that many tokens a request.", {"vllm": ("--num-speculative-tokens",)},
             low=0, high=MAX_TOKENS, default=0),
+    Setting("num_draft_layers", "num_draft_layers", ("--draft-layers",), "int", "layers",
+            "vLLM speculative decoding with an EAGLE or MTP drafter: its decoder layers, each "
+            "an attention layer of the target's shape in the same KV pool (v1/worker/"
+            "gpu_model_runner.py, the drafter's layers in the KV cache config); the draft "
+            "model's config gives them (1 for the EAGLE heads of Llama 3.1).",
+            low=0, high=1024, default=0, only=("vllm",)),
     Setting("cpu_offload_gb", "cpu_offload_bytes", ("--cpu-offload-gb",), "gib", "GiB",
             "vLLM: GiB of weights per GPU kept in CPU memory (read over UVA), taken from the "
             "decoder layers' parameters; the weights term of the budget falls by as much.",

@@ -28,6 +28,10 @@ TOLERANCE_TEXT = "the log's printed precision"
 KV_FIGURES = ("num_blocks", "kv_cache_tokens", "max_concurrency", "max_total_num_tokens",
               "k_size_bytes", "v_size_bytes", "cells", "k_mib", "v_mib", "kv_mib",
               "max_batch_total_tokens", "estimated_max_model_len", "swa_cells")
+# speculative methods whose drafter has no attention layer of its own (vLLM config/
+# speculative.py: n-gram and suffix lookups, Medusa and MLP-speculator heads): nothing in the
+# KV pool
+NO_DRAFT_LAYERS = ("ngram", "suffix", "medusa", "mlp_speculator")
 # figures the engine estimates rather than computes exactly: shown beside the log, never a DIFF
 # (llama.cpp's compute buffer: docs/engine-accuracy.md section 7)
 ESTIMATED_FIGURES = ("compute_mib",)
@@ -91,7 +95,8 @@ def _logged_budget(facts: LogFacts) -> int | None:
 
 
 def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: str | None,
-                warnings: list[str], tp: int | None = None) -> Any:
+                warnings: list[str], tp: int | None = None,
+                draft_layers: int | None = None) -> Any:
     from kvplan.planning.deployment import deployment
     from kvplan.planning.launch import model_name
     from kvplan.sources.library import resolve
@@ -129,6 +134,7 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
         extra["kv_unified"] = str(s["kv_unified"]).lower() == "true"
     elif "streams" in facts.kv and int(s.get("parallel", 1)) > 1:
         extra["kv_unified"] = int(facts.kv["streams"]) == 1
+    _speculative(s, draft_layers, extra, warnings)
     if s.get("kv_dtype_v") not in (None, s.get("kv_dtype")):
         extra["kv_dtype_v"] = s["kv_dtype_v"]  # llama.cpp -ctv in its own type
     # the one deployment builder, as plan and check use it: the log's settings are checked as
@@ -144,12 +150,29 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
         **extra)
 
 
+def _speculative(s: dict[str, Any], draft_layers: int | None, extra: dict[str, Any],
+                 warnings: list[str]) -> None:
+    """Speculative decoding as the log states it: the draft tokens a step, and the drafter's
+    layers in the KV pool, which the log does not print (`draft_layers` gives them)."""
+    if "num_speculative_tokens" in s:
+        extra["num_speculative_tokens"] = int(s["num_speculative_tokens"])
+    method = s.get("speculative_method")
+    if draft_layers is not None:
+        extra["num_draft_layers"] = draft_layers
+    elif method is not None and str(method) not in NO_DRAFT_LAYERS:
+        warnings.append(f"the log runs speculative decoding ({method}): its drafter's layers "
+                        "share the KV pool, and the log does not print how many; --draft-layers "
+                        "(the draft model's num_hidden_layers) counts them")
+
+
 def explain(text: str, model: str | None = None, gpu: str | None = None,
             engine: str | None = None, kv_dtype: str | None = None,
-            tp: int | None = None, engine_version: str | None = None) -> Explanation:
-    """Reconcile a start-up log; `model`, `gpu`, `kv_dtype`, `tp` and `engine_version` supply
-    what the log does not print (a per-rank log shows only its own rank, not the TP size; a
-    log with no release line is dated by its line formats unless `engine_version` says)."""
+            tp: int | None = None, engine_version: str | None = None,
+            draft_layers: int | None = None) -> Explanation:
+    """Reconcile a start-up log; `model`, `gpu`, `kv_dtype`, `tp`, `engine_version` and
+    `draft_layers` (an EAGLE/MTP drafter's decoder layers) supply what the log does not print
+    (a per-rank log shows only its own rank, not the TP size; a log with no release line is
+    dated by its line formats unless `engine_version` says)."""
     from kvplan.engines.registry import get
 
     facts = read_log(text, log_formats(), engine)
@@ -159,7 +182,10 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
     elif facts.version is None:
         facts.version = _date(facts, warnings)
     _settings_from_lines(facts, warnings)
-    dep = _deployment(facts, model, gpu, kv_dtype, warnings, tp)
+    dep = _deployment(facts, model, gpu, kv_dtype, warnings, tp, draft_layers)
+    from kvplan.engines.settings import check_bounds
+
+    check_bounds(dep)  # each setting by its row, as from a flag (--draft-layers: vLLM's only)
     eng = get(dep.engine)
     rows: list[Row] = []
     budget = _logged_budget(facts)

@@ -23,13 +23,15 @@ SAMPLES = {
     "cudagraph_memory": ("1GiB", GIB), "enforce_eager": (True, True),
     "expert_parallel": (True, True), "dp_attention": (True, True),
     "flashinfer_sampler": (True, True), "num_speculative_tokens": (2, 2),
+    "num_draft_layers": (1, 1),
     "cpu_offload_gb": (1.5, 3 * GIB // 2), "n_ubatch": (256, 256), "flash_attn": ("off", "off"),
     "n_gpu_layers": ("20", "20"), "no_kv_offload": (True, True),
     "mamba_ssm_cache_dtype": ("float32", "float32"),
 }
 # settings no launch line carries: figures an engine logged (kvplan explain reads them from
-# the log), and what vLLM's image (not a flag) decides
-NOT_LAUNCH_FLAGS = {"activation_memory", "cudagraph_memory", "flashinfer_sampler"}
+# the log), what vLLM's image (not a flag) decides, and the drafter's layers (its config's)
+NOT_LAUNCH_FLAGS = {"activation_memory", "cudagraph_memory", "flashinfer_sampler",
+                    "num_draft_layers"}
 # the engine a plan file names for a setting only one engine reads
 ENGINE_OF = {"flash_attn": "llamacpp", "n_gpu_layers": "llamacpp", "parallel": "llamacpp",
              "n_ubatch": "llamacpp", "no_kv_offload": "llamacpp", "dp_attention": "sglang"}

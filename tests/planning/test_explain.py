@@ -55,13 +55,38 @@ def test_shared_logs_kv_lines_agree_given_the_logged_budget(log_id):
         assert row.status == "ok", (log_id, row)
 
 
-def test_eagle_draft_layer_is_a_difference_the_log_cannot_explain():
-    # vllm-i19996: the KV pool also holds one EAGLE draft layer (33 layers, not 32): a plain
-    # Llama-3.1-8B plan from the logged budget is 32/33 too small a layer count -> DIFF
-    result = explain(LOGS["vllm-i19996-llama31-8b-eagle-h100"]["excerpt"], model="llama-3.1-8b")
-    tokens = next(r for r in result.rows if r.quantity == "kv_cache_tokens")
-    assert tokens.status == "DIFF"
+def test_an_eagle_drafters_layer_shares_the_pool():
+    # vllm-i19996: Llama-3.1-8B with an EAGLE head of one decoder layer, whose KV layer vLLM
+    # puts in the same pool: 33 layers x 2 x 8 heads x 128 x 2 B = 135,168 B a token, 16-token
+    # blocks of 2,162,688 B; 51.63 GiB holds floor(51.63 x 2^30 / 2,162,688) = 25,633 blocks
+    # = 410,128 tokens, the issue's own figure
+    excerpt = LOGS["vllm-i19996-llama31-8b-eagle-h100"]["excerpt"]
+    assert int(51.63 * GIB) // 2_162_688 * 16 == 410_128
+    plain = explain(excerpt, model="llama-3.1-8b")
+    tokens = next(r for r in plain.rows if r.quantity == "kv_cache_tokens")
+    assert tokens.status == "DIFF"  # without the draft layer: 32/33 too few layers
     assert tokens.kvplan == pytest.approx(410_128 * 33 / 32, rel=0.001)
+    drafted = explain(excerpt, model="llama-3.1-8b", draft_layers=1)
+    tokens = next(r for r in drafted.rows if r.quantity == "kv_cache_tokens")
+    assert (tokens.status, tokens.kvplan) == ("ok", 410_128)
+
+
+def test_a_logged_speculative_config_asks_for_the_drafters_layers():
+    log = _v1_log(409_584).replace(
+        "speculative_config=None", "speculative_config=SpeculativeConfig(method='eagle', "
+        "model='yuhuili/EAGLE-LLaMA3.1-Instruct-8B', num_spec_tokens=3)")
+    facts = startlog.read_log(log, log_formats())
+    assert facts.settings["speculative_method"] == "eagle"
+    assert facts.settings["num_speculative_tokens"] == 3
+    result = explain(log)
+    assert any("--draft-layers" in n and "eagle" in n for n in result.notes)
+    ngram = explain(log.replace("method='eagle'", "method='ngram'"))
+    assert not any("--draft-layers" in n for n in ngram.notes)  # no drafter layers
+    res = runner.invoke(app, ["explain", "-", "--draft-layers", "1"], input=log)
+    assert res.exit_code == 1  # the 32-layer figure no longer agrees with 33 layers
+    with pytest.raises(BadInputError, match="--draft-layers"):
+        explain(LOGS["sglang-doc-qwq-32b-tp4-24gb"]["excerpt"],
+                model=str(MODELS / "qwq-32b.yaml"), tp=4, draft_layers=1)
 
 
 def _v1_log(tokens: int, model: str = "meta-llama/Llama-3.1-8B-Instruct") -> str:

@@ -52,7 +52,8 @@ def _run(entry: dict):
         model = str(REPO / model)
     return explain(text, model=model, tp=given.get("tp"), kv_dtype=given.get("kv_dtype"),
                    engine=given.get("engine"), gpu=given.get("gpu"),
-                   engine_version=given.get("engine_version"))
+                   engine_version=given.get("engine_version"),
+                   draft_layers=given.get("draft_layers"))
 
 
 def outcome(entry: dict) -> dict:

@@ -144,6 +144,18 @@ LOG_FORMAT = EngineLog(
         LogLine("flashinfer_sampler", "for top-p & top-k sampling",
                 r"Using (FlashInfer) for top-p & top-k sampling", "str", "settings",
                 releases=_V1),
+        # speculative decoding as V1 echoes it: the engine config's SpeculativeConfig repr
+        # (config/speculative.py __repr__: method, model, num_spec_tokens) or the non-default
+        # args' dict; the drafter's layer count is in its own config, not printed
+        LogLine("speculative_method", "speculative_config=SpeculativeConfig(",
+                r"speculative_config=SpeculativeConfig\(method='([\w-]+)'", "str", "settings",
+                releases=_V1),
+        LogLine("speculative_method", "'speculative_config':",
+                r"'speculative_config': \{[^}]*'method': '([\w-]+)'", "str", "settings"),
+        LogLine("num_speculative_tokens", "num_spec_tokens=", r"\bnum_spec_tokens=(\d+)", "int",
+                "settings", releases=_V1),
+        LogLine("num_speculative_tokens", "'num_speculative_tokens':",
+                r"'num_speculative_tokens': (\d+)", "int", "settings"),
         LogLine("dp", "'data_parallel_size':", r"'data_parallel_size': (\d+)", "int",
                 "settings"),
         LogLine("dp", "data_parallel_size=", r"\bdata_parallel_size=(\d+)", "int", "settings"),
