@@ -84,3 +84,6 @@ class EngineLog:
     # its line formats; for each figure the first format (in order) that a line matches
     # gives it
     figures: tuple[LogLine, ...]
+    # literal text of a line that lists every setting not at its default (vLLM's "non-default
+    # args: {...}"): where the log has it, a setting it does not list is at its default
+    echoes_non_defaults: str = ""

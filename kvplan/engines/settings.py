@@ -54,6 +54,9 @@ class Setting:
     # engine, it is refused by name rather than ignored
     only: tuple[str, ...] = ()
     section: str = "engine"  # where a plan file's deployment gives it ("": at its top)
+    # the engines whose budget from the GPU and settings it decides (kvplan explain names it
+    # when a log does not print it, rather than take the default silently)
+    budget: tuple[str, ...] = ()
 
     @property
     def plan_key(self) -> str:
@@ -161,7 +164,8 @@ COMMON_SETTINGS: tuple[Setting, ...] = (
             "llama.cpp's -c/--ctx-size, the context all slots share.",
             {"vllm": ("--max-model-len",), "sglang": ("--context-length",),
              "llamacpp": ("--ctx-size", "-c"), "trtllm": ("--max_seq_len",),
-             "tgi": ("--max-total-tokens",)}, low=1, high=MAX_TOKENS, section=""),
+             "tgi": ("--max-total-tokens",)}, low=1, high=MAX_TOKENS, section="",
+            budget=("vllm",)),
 )
 
 ENGINE_SETTINGS: tuple[Setting, ...] = (
@@ -171,7 +175,8 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
             "TRT-LLM free_gpu_memory_fraction (0.9).",
             {"vllm": ("--gpu-memory-utilization",), "sglang": ("--mem-fraction-static",),
              "trtllm": ("--kv_cache_free_gpu_memory_fraction",),
-             "tgi": ("--cuda-memory-fraction",)}, low=0.01, high=1.0),
+             "tgi": ("--cuda-memory-fraction",)}, low=0.01, high=1.0,
+            budget=("vllm", "sglang", "trtllm", "tgi")),
     Setting("block_size", "block_size", ("--block-size",), "int", "tokens",
             "Tokens per block (default: the engine's).",
             {"vllm": ("--block-size",), "sglang": ("--page-size",)}, low=1, high=MAX_TOKENS),
@@ -179,13 +184,13 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
             "int", "tokens", "Tokens per scheduler step (default: by GPU).",
             {"vllm": ("--max-num-batched-tokens",), "sglang": ("--chunked-prefill-size",),
              "trtllm": ("--max_num_tokens",), "tgi": ("--max-batch-prefill-tokens",)},
-            low=1, high=MAX_TOKENS),
+            low=1, high=MAX_TOKENS, budget=("vllm", "sglang", "trtllm", "tgi")),
     Setting("max_num_seqs", "max_num_seqs", ("--max-num-seqs",), "int", "requests",
             "Requests running at once, a cap on concurrency: vLLM max_num_seqs (default by GPU "
             "and version), SGLang --max-running-requests, TRT-LLM max_batch_size (2048).",
             {"vllm": ("--max-num-seqs",), "sglang": ("--max-running-requests",),
              "trtllm": ("--max_batch_size",), "tgi": ("--max-batch-size",)},
-            low=1, high=MAX_BATCH),
+            low=1, high=MAX_BATCH, budget=("vllm", "sglang", "trtllm")),
     Setting("parallel", "parallel", ("--parallel", "-np"), "int", "requests",
             "llama.cpp slots.", {"llamacpp": ("--parallel", "-np")}, low=1, high=MAX_BATCH,
             default=1),
@@ -198,7 +203,8 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
             "CUDA-graph memory vLLM >= 0.20 subtracts."),
     Setting("enforce_eager", "enforce_eager", ("--enforce-eager",), "bool", "",
             "vLLM without CUDA graphs (nothing reserved for them).",
-            {"vllm": ("--enforce-eager",), "sglang": ("--disable-cuda-graph",)}, default=False),
+            {"vllm": ("--enforce-eager",), "sglang": ("--disable-cuda-graph",)}, default=False,
+            budget=("vllm", "sglang")),
     Setting("expert_parallel", "expert_parallel", ("--enable-expert-parallel",), "bool", "",
             "vLLM: whole experts over the TP x DP GPUs.",
             {"vllm": ("--enable-expert-parallel",)}, default=False),

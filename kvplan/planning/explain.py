@@ -57,6 +57,10 @@ class Explanation:
     settings: dict[str, Any]
     rows: tuple[Row, ...]
     notes: tuple[str, ...]
+    # the settings that decide the budget from settings (their rows' `budget`) which the log
+    # does not print, so that the prediction took the engine's defaults: by row name, and
+    # "engine release" when the log prints none and none was given
+    unprinted: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -116,8 +120,6 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
     s = dict(facts.settings)
     if tp is not None:
         s["tp"] = tp
-    if "max_model_len" not in s and "max_concurrency_tokens" in facts.kv:
-        s["max_model_len"] = facts.kv["max_concurrency_tokens"]  # vLLM prints max_model_len
     kv = kv_dtype or s.get("kv_dtype")
     gpu_of_log = None
     if gpu is None and facts.gpu_total_bytes:
@@ -177,6 +179,7 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
 
     facts = read_log(text, log_formats(), engine)
     warnings: list[str] = list(facts.notes)
+    release_known = facts.version is not None or engine_version is not None
     if engine_version is not None:
         facts.version = engine_version
     elif facts.version is None:
@@ -219,8 +222,15 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
     unread = _unreadable(eng, dep, facts, budget if budget is not None and budget > 0 else None)
     warnings += [f"{r.quantity}: {r.note} ({r.line[:80]})" for r in unread]
     rows += unread
+    unprinted: tuple[str, ...] = ()
     if dep.gpu_memory_bytes is not None and eng.needs_memory:
-        rows += _predicted(eng, dep, facts, warnings)
+        predicted = _predicted(eng, dep, facts, warnings)
+        rows += predicted
+        if predicted:
+            unprinted = _unprinted(text, facts, dep, release_known)
+        if unprinted:
+            warnings.append("the budget from settings takes the engine's defaults for what the "
+                            f"log does not print: {', '.join(unprinted)}")
     if facts.weights_bytes is not None and not any(r.quantity == "weights" for r in rows):
         rows += _weights_only(eng, dep, facts, warnings)
     if not rows:
@@ -229,7 +239,25 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
                             "cache memory' / 'GPU KV cache size')")
     settings = {k: v for k, v in facts.settings.items()}
     return Explanation(str(facts.engine), dep.spec.name, facts.version, settings, tuple(rows),
-                       tuple(warnings))
+                       tuple(warnings), unprinted)
+
+
+def _unprinted(text: str, facts: LogFacts, dep: Any, release_known: bool) -> tuple[str, ...]:
+    """The settings deciding the engine's budget (kvplan.engines.settings rows' `budget`) that
+    the log does not print; none where the log lists every non-default setting (then what it
+    does not list is at its default)."""
+    from kvplan.engines.settings import SETTINGS
+
+    fmt = next((f for f in log_formats() if f.engine == facts.engine), None)
+    echoed = fmt is not None and bool(fmt.echoes_non_defaults) and \
+        fmt.echoes_non_defaults in text
+    s = facts.settings
+    names = [] if echoed else [
+        row.name for row in SETTINGS if dep.engine in row.budget
+        and row.name not in s and row.field_name not in s]
+    if not release_known:
+        names.append("engine release")
+    return tuple(names)
 
 
 def _given(dep: Any, budget: int | None) -> Any:
@@ -345,6 +373,8 @@ def _settings_from_lines(facts: LogFacts, warnings: list[str]) -> None:
     """Settings a log states other than as a setting: a slot's context times the slots, the
     cells of llama.cpp's KV line (its context, padded)."""
     s = facts.settings
+    if "max_model_len" not in s and "max_concurrency_tokens" in facts.kv:
+        s["max_model_len"] = facts.kv["max_concurrency_tokens"]  # vLLM prints max_model_len
     if "max_model_len" not in s and "ctx_per_seq" in s:
         s["max_model_len"] = int(s["ctx_per_seq"]) * int(s.get("parallel", 1))
         warnings.append(f"the context is {s.get('parallel', 1)} slot(s) of "

@@ -355,3 +355,20 @@ def test_token_lines_of_trtllm_05_and_vllm_cpu():
     cpu = startlog.read_log("(EngineCore pid=1) INFO [kv_cache_utils.py:1087] CPU KV cache size: "
                             "699,008 tokens\n", log_formats())
     assert (cpu.engine, cpu.kv["kv_cache_tokens"]) == ("vllm", 699008)
+
+
+def test_the_settings_that_decide_the_budget_and_the_log_lacks_are_named():
+    # the V1 config line prints the length, TP, eager flag and release, not the memory
+    # fraction, the batch's tokens or the request cap: the prediction took vLLM's defaults
+    result = explain(_v1_log(409_584), gpu="h100")
+    assert any(r.quantity == "KV budget" and r.basis == "from settings" for r in result.rows)
+    assert result.unprinted == ("gpu_memory_utilization", "max_num_batched_tokens",
+                                "max_num_seqs")
+    assert any("does not print: gpu_memory_utilization" in n for n in result.notes)
+    # "non-default args" lists every setting not at its default: nothing is left unprinted
+    echoed = _v1_log(409_584) + ("INFO 06-23 14:20:00 [utils.py:326] non-default args: "
+                                 "{'model': 'meta-llama/Llama-3.1-8B-Instruct'}\n")
+    assert explain(echoed, gpu="h100").unprinted == ()
+    # without a release line (and none given) the release is named too
+    undated = "\n".join(line for line in _v1_log(409_584).splitlines() if "core.py" not in line)
+    assert "engine release" in explain(undated, model="llama-3.1-8b", gpu="h100").unprinted

@@ -92,6 +92,8 @@ LOG_FORMAT = EngineLog(
              r"GPU blocks:|CUDA blocks:|[GC]PU KV cache size:|Available KV cache memory|"
              r"reserved for KV Cache|stored in KV cache|VllmWorker|model_runner\.py|"
              r"Desired GPU memory utilization|vllm\.entrypoints|LLM engine \(v"),
+    # api_server.py / cli/serve.py log_non_default_args (0.10 on)
+    echoes_non_defaults="non-default args: {",
     figures=(
         LogLine("version", "vLLM API server version", r"vLLM API server version ([\w.+\-]+)",
                 "str", "version"),
