@@ -81,6 +81,55 @@ def log_formats() -> tuple[EngineLog, ...]:
     return tuple(out)
 
 
+def reading_formats() -> tuple[EngineLog, ...]:
+    """The formats explain reads a log with: each engine's own (`log_formats`) and, after them,
+    the settings it echoes, read through the setting rows (`_echoed_settings`)."""
+    return tuple(_echoed_settings(f) for f in log_formats())
+
+
+# how an echoed setting's text becomes its value, by the row's kind (kvplan.engines.settings;
+# a bool row's flag stands alone, a gib row's number is the engine's GiB)
+_ECHO_CONVERTERS = {"int": "int", "float": "num", "gib": "num", "tokens": "tokens", "str": "str",
+                    "bool": "str"}
+
+
+def _echoed_settings(fmt: EngineLog) -> EngineLog:
+    """`fmt` with a line format for every setting row's engine flag (kvplan.engines.settings),
+    after the engine's own lines: the flag in an echoed launch line (`vllm serve ... --block-size
+    32`, `--tensor_parallel_size=2`) and, where the engine echoes its non-default args as a
+    dict, the flag's argument name there (`'block_size': 32`). One declaration per setting: the
+    log is read with the same spellings, type and bounds as a launch line or a flag."""
+    import re
+
+    from kvplan.core.launch import LogLine
+    from kvplan.engines.settings import SETTINGS
+
+    lines = []
+    for row in SETTINGS:
+        converter = _ECHO_CONVERTERS.get(row.kind)
+        if converter is None:  # bytes: the engine's own lines read a budget it echoes
+            continue
+        for flag in row.engine_flags.get(fmt.engine, ()):
+            bare = flag.lstrip("-")
+            dashes = "-" * (len(flag) - len(bare))
+            # --tensor-parallel-size or --tensor_parallel_size: the reader looks for the
+            # longest word of the name (a short flag, -tp, as it is)
+            words = "[-_]".join(re.escape(w) for w in bare.split("-"))
+            key = max(bare.split("-"), key=len) if dashes == "--" else flag
+            if row.kind == "bool":
+                pattern = rf"(?<![\w-])({dashes}{words})(?![\w-])"
+            else:
+                value = r"([\d.]+[kKmMgG]?)" if converter == "tokens" else r"([^\s\\'\"]+)"
+                pattern = rf"(?<![\w-]){dashes}{words}(?:=| +){value}"
+            lines.append(LogLine(row.field_name, key, pattern, converter, "settings"))
+            if fmt.echoes_non_defaults and flag.startswith("--"):
+                name = flag[2:].replace("-", "_")
+                value = r"(True|False)" if row.kind == "bool" else r"'?([^,'}\s]+)'?"
+                lines.append(LogLine(row.field_name, f"'{name}':", rf"'{name}': {value}",
+                                     converter, "settings"))
+    return replace(fmt, figures=(*fmt.figures, *lines))
+
+
 def _diff(logged: float, ours: float) -> float | None:
     if not logged:
         return None
@@ -137,6 +186,7 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
     elif "streams" in facts.kv and int(s.get("parallel", 1)) > 1:
         extra["kv_unified"] = int(facts.kv["streams"]) == 1
     _speculative(s, draft_layers, extra, warnings)
+    extra.update(_other_settings(s, str(facts.engine), extra))
     if s.get("kv_dtype_v") not in (None, s.get("kv_dtype")):
         extra["kv_dtype_v"] = s["kv_dtype_v"]  # llama.cpp -ctv in its own type
     # the one deployment builder, as plan and check use it: the log's settings are checked as
@@ -150,6 +200,28 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
         parallel=s.get("parallel", 1), weights_dtype=quant or "auto",
         max_num_batched_tokens=s.get("max_num_batched_tokens"), dp=int(s.get("dp", 1)),
         **extra)
+
+
+# the settings _deployment passes by name itself
+_OWN = ("tp", "pp", "dp", "max_model_len", "block_size", "gpu_memory_utilization",
+        "max_num_seqs", "max_num_batched_tokens", "parallel", "kv_memory")
+
+
+def _other_settings(s: dict[str, Any], engine: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """Every other setting the log echoes, by its row's name, for the deployment builder to
+    read and bound as it reads a flag (a switch as the flag alone or True)."""
+    from kvplan.engines.settings import SETTINGS
+
+    out: dict[str, Any] = {}
+    for row in SETTINGS:
+        if row.name in _OWN or row.name in extra or row.field_name not in s or (
+                row.only and engine not in row.only):
+            continue
+        value = s[row.field_name]
+        if row.kind == "bool":
+            value = str(value).startswith("-") or str(value) == "True"
+        out[row.name] = value
+    return out
 
 
 def _speculative(s: dict[str, Any], draft_layers: int | None, extra: dict[str, Any],
@@ -177,7 +249,7 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
     dated by its line formats unless `engine_version` says)."""
     from kvplan.engines.registry import get
 
-    facts = read_log(text, log_formats(), engine)
+    facts = read_log(text, reading_formats(), engine)
     warnings: list[str] = list(facts.notes)
     release_known = facts.version is not None or engine_version is not None
     if engine_version is not None:

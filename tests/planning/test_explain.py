@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.core.errors import BadInputError
-from kvplan.planning.explain import explain, log_formats
+from kvplan.planning.explain import explain, log_formats, reading_formats
 from kvplan.sources import startlog
 
 FIXTURES = paths.FIXTURES / "engines"
@@ -75,7 +75,7 @@ def test_a_logged_speculative_config_asks_for_the_drafters_layers():
     log = _v1_log(409_584).replace(
         "speculative_config=None", "speculative_config=SpeculativeConfig(method='eagle', "
         "model='yuhuili/EAGLE-LLaMA3.1-Instruct-8B', num_spec_tokens=3)")
-    facts = startlog.read_log(log, log_formats())
+    facts = startlog.read_log(log, reading_formats())
     assert facts.settings["speculative_method"] == "eagle"
     assert facts.settings["num_speculative_tokens"] == 3
     result = explain(log)
@@ -108,7 +108,7 @@ def test_a_v1_log_in_vllms_own_words():
     # 50 GiB / (16 tokens x 131,072 B) = 25,600 blocks; vLLM keeps one as the null block:
     # 25,599 x 16 = 409,584 tokens
     tokens = (50 * GIB // (16 * 131_072) - 1) * 16
-    facts = startlog.read_log(_v1_log(tokens), log_formats())
+    facts = startlog.read_log(_v1_log(tokens), reading_formats())
     assert (facts.engine, facts.version, facts.model) == ("vllm", "0.9.1",
                                                           "meta-llama/Llama-3.1-8B-Instruct")
     assert facts.settings["max_model_len"] == 32768 and facts.settings["tp"] == 1
@@ -137,7 +137,7 @@ def test_llamacpp_kv_line():
            "llama_kv_cache_unified:        CPU KV buffer size =   448.00 MiB\n"
            "llama_kv_cache_unified: size =  448.00 MiB (  4096 cells,  28 layers,  1/1 seqs), "
            "K (f16):  224.00 MiB, V (f16):  224.00 MiB\n")
-    facts = startlog.read_log(log, log_formats())
+    facts = startlog.read_log(log, reading_formats())
     assert facts.engine == "llamacpp" and facts.kv["cells"] == 4096
     assert facts.kv["k_mib"] == 224.0 and facts.settings["kv_dtype"] == "f16"
     result = explain(log, model="llama-3.2-3b")
@@ -219,7 +219,7 @@ def test_a_256_kib_line_is_read_in_milliseconds():
             + "llama_kv_cache: size = " + " " * 250_000 + "\n")
     start = time.perf_counter()
     for engine in ("sglang", "vllm", "llamacpp", "trtllm", "tgi"):
-        startlog.read_log(text, log_formats(), engine)
+        startlog.read_log(text, reading_formats(), engine)
     assert time.perf_counter() - start < 0.5  # five engines' tables over 768 KiB of lines
 
 
@@ -227,11 +227,11 @@ def test_the_echoed_command_line_and_human_readable_lengths():
     log = ("INFO 05-01 10:00:00 [api_server.py:1040] vLLM API server version 0.9.0\n"
            "$ vllm serve meta-llama/Llama-3.1-8B-Instruct --gpu-memory-utilization 0.65 "
            "--max-model-len 32K -tp 2 --kv-cache-dtype fp8 --max-num-seqs 64\n")
-    facts = startlog.read_log(log, log_formats())
+    facts = startlog.read_log(log, reading_formats())
     assert facts.model == "meta-llama/Llama-3.1-8B-Instruct"
     assert facts.settings == {"memory_fraction": 0.65, "max_model_len": 32 * 1024, "tp": 2,
                               "kv_dtype": "fp8", "max_num_seqs": 64}
-    lower = startlog.read_log(log.replace("32K", "32k"), log_formats())
+    lower = startlog.read_log(log.replace("32K", "32k"), reading_formats())
     assert lower.settings["max_model_len"] == 32_000  # vLLM: lower case is decimal
 
 
@@ -249,7 +249,7 @@ def test_kvcacheds_virtual_pool_is_not_read_as_sglangs_own():
     log = ("[2025-09-04 10:00:00 TP0] kvcached: allocated virtual KV space\n"
            "[2025-09-04 10:00:01 TP0] KV Cache is allocated. #tokens: 9000000, K size: 999.00 GB,"
            " V size: 999.00 GB\n")
-    facts = startlog.read_log(log, log_formats())
+    facts = startlog.read_log(log, reading_formats())
     assert facts.engine == "sglang"
     assert not {"max_total_num_tokens", "k_size_bytes", "v_size_bytes"} & set(facts.kv)
     assert any("kvcached" in n for n in facts.notes)
@@ -322,13 +322,13 @@ def test_the_batch_and_eager_settings_a_v1_log_echoes():
     # vllm-project/vllm#27508's command line, and a V1 config dump's fields
     line = ("vllm serve openai/gpt-oss-120b --gpu-memory-utilization 0.95 "
             "--max-num-batched-tokens 1024\n")
-    facts = startlog.read_log(line, log_formats())
+    facts = startlog.read_log(line, reading_formats())
     assert facts.settings["max_num_batched_tokens"] == 1024
     assert facts.settings["memory_fraction"] == 0.95
     dump = ("INFO [core.py:74] Initializing a V1 LLM engine (v0.10.1.1) with config: "
             "model='m', tensor_parallel_size=1, data_parallel_size=2, enforce_eager=True, "
             "kv_cache_dtype=auto\n")
-    facts = startlog.read_log(dump, log_formats())
+    facts = startlog.read_log(dump, reading_formats())
     assert (facts.settings["dp"], facts.settings["enforce_eager"]) == (2, "True")
 
 
@@ -339,7 +339,7 @@ def test_the_sampler_backend_a_v1_log_names():
     entry = next(e for e in entry["logs"] if e["id"] == "dennislee22-qwen2-7b-a100-gmu05")
     text = (CORPUS / entry["file"]).read_text(encoding="utf-8")
     assert "Using FlashInfer for top-p & top-k sampling" in text
-    assert startlog.read_log(text, log_formats()).settings["flashinfer_sampler"] == "FlashInfer"
+    assert startlog.read_log(text, reading_formats()).settings["flashinfer_sampler"] == "FlashInfer"
     result = explain(text, model="qwen2.5-7b", gpu="A100 80GB")
     budget = next(r for r in result.rows if r.quantity == "KV budget")
     logged = round(24.83 * 2**30)
@@ -372,3 +372,34 @@ def test_the_settings_that_decide_the_budget_and_the_log_lacks_are_named():
     # without a release line (and none given) the release is named too
     undated = "\n".join(line for line in _v1_log(409_584).splitlines() if "core.py" not in line)
     assert "engine release" in explain(undated, model="llama-3.1-8b", gpu="h100").unprinted
+
+
+def test_echoed_settings_are_read_through_their_setting_rows():
+    # flags vLLM's own log lines do not name: read by the rows' vLLM spellings (dashes or
+    # underscores, "=" or a space), each as a launch line's flag would be
+    from kvplan.engines.settings import BY_NAME
+
+    log = ("INFO 05-01 10:00:00 [api_server.py:1040] vLLM API server version 0.10.1\n"
+           "$ vllm serve meta-llama/Llama-3.1-8B-Instruct --cpu-offload-gb 4 "
+           "--tensor_parallel_size=2 --enable-expert-parallel --max-num-batched-tokens 8192\n")
+    facts = startlog.read_log(log, reading_formats())
+    assert facts.settings == {"cpu_offload_bytes": 4.0, "tp": 2, "expert_parallel":
+                              "--enable-expert-parallel", "max_num_batched_tokens": 8192}
+    # the non-default args' dict, by the same rows' argument names
+    dump = ("INFO 05-01 10:00:00 [api_server.py:1040] vLLM API server version 0.10.1\n"
+            "INFO 05-01 10:00:00 [utils.py:326] non-default args: {'model': 'm', "
+            "'max_model_len': 16384, 'gpu_memory_utilization': 0.5, 'block_size': 32, "
+            "'enforce_eager': True, 'decode_context_parallel_size': 2}\n")
+    facts = startlog.read_log(dump, reading_formats())
+    assert facts.settings == {"max_model_len": 16384, "memory_fraction": 0.5, "block_size": 32,
+                              "enforce_eager": "True", "dcp": 2}
+    # a row that gains a vLLM flag is read from a log with no other change
+    assert all(flag in BY_NAME[name].engine_flags["vllm"] for name, flag in (
+        ("cpu_offload_gb", "--cpu-offload-gb"), ("dcp", "-dcp")))
+    # and the deployment takes them as it would from the flags: 4 GiB fewer weights a GPU
+    budget = "INFO 05-01 10:01:00 [gpu_worker.py:232] Available KV cache memory: 20.00 GiB\n"
+    offloaded, kept = (
+        next(r.kvplan for r in explain(text + budget, gpu="h100").rows
+             if r.quantity == "KV budget")
+        for text in (log, log.replace("--cpu-offload-gb 4 ", "")))
+    assert offloaded - kept == 4 * GIB

@@ -79,6 +79,11 @@ def launch_flags() -> EngineLaunch:
 
 # --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
 #
+# The settings a log echoes as flags (`vllm serve ... --block-size 32`) or in its non-default
+# args (`'block_size': 32`) are read through their setting rows (kvplan.engines.settings, the
+# row's vLLM flags; kvplan.planning.explain adds those line formats); here are only the lines
+# in vLLM's own words (the engine config's `key=value` dump, the V0 profile's sentences).
+#
 # The releases of a line are those whose source prints it (first, last; "" = open): V0's
 # worker.py profile lines of 0.6.3-0.6.4 and 0.6.5-0.10, the executors' block lines, V1's
 # gpu_worker.py / kv_cache_utils.py lines (V1 from 0.8, the default engine from 0.8 on; V0
@@ -103,43 +108,18 @@ LOG_FORMAT = EngineLog(
         LogLine("model", "vllm serve ", r"\bvllm serve +([^\s\\-][^\s\\]*)", "str", "model"),
         LogLine("model", "--model", r"--model[= ]([^\s\\]+)", "str", "model"),
         LogLine("max_model_len", "max_seq_len=", r"\bmax_seq_len=(\d+)", "int", "settings"),
-        LogLine("max_model_len", "'max_model_len':", r"'max_model_len': (\d+)", "int",
-                "settings"),
-        LogLine("max_model_len", "max_model_len", r"--max[-_]model[-_]len[= ]([\d.]+[kKmMgG]?)\b",
-                "tokens", "settings"),
-        LogLine("max_model_len", "model-len", r"--max-model-len[= ]([\d.]+[kKmMgG]?)\b",
-                "tokens", "settings"),
         LogLine("tp", "tensor_parallel_size=", r"\btensor_parallel_size=(\d+)", "int",
                 "settings"),
-        LogLine("tp", "'tensor_parallel_size':", r"'tensor_parallel_size': (\d+)", "int",
-                "settings"),
-        LogLine("tp", "parallel", r"--tensor[-_]parallel[-_]size[= ](\d+)", "int", "settings"),
-        LogLine("tp", " -tp", r" -tp[= ](\d+)", "int", "settings"),
         LogLine("pp", "pipeline_parallel_size=", r"\bpipeline_parallel_size=(\d+)", "int",
                 "settings"),
-        LogLine("pp", "'pipeline_parallel_size':", r"'pipeline_parallel_size': (\d+)", "int",
-                "settings"),
-        LogLine("pp", "parallel", r"--pipeline[-_]parallel[-_]size[= ](\d+)", "int", "settings"),
         LogLine("kv_dtype", "kv_cache_dtype=", r"\bkv_cache_dtype=(\w+)", "str", "settings"),
         LogLine("kv_dtype", "'kv_cache_dtype':", r"'kv_cache_dtype': '(\w+)'", "str",
                 "settings"),
         LogLine("kv_dtype", "cache", r"--kv[-_]cache[-_]dtype[= ](\w+)", "str", "settings"),
-        LogLine("block_size", "'block_size':", r"'block_size': (\d+)", "int", "settings"),
-        LogLine("block_size", "block", r"--block[-_]size[= ](\d+)", "int", "settings"),
-        LogLine("max_num_seqs", "'max_num_seqs':", r"'max_num_seqs': (\d+)", "int", "settings"),
-        LogLine("max_num_seqs", "seqs", r"--max[-_]num[-_]seqs[= ](\d+)", "int", "settings"),
-        LogLine("max_num_batched_tokens", "'max_num_batched_tokens':",
-                r"'max_num_batched_tokens': (\d+)", "int", "settings"),
         LogLine("max_num_batched_tokens", "max_num_batched_tokens=",
                 r"\bmax_num_batched_tokens=(\d+)", "int", "settings"),
-        LogLine("max_num_batched_tokens", "batched",
-                r"--max[-_]num[-_]batched[-_]tokens[= ]([\d.]+[kKmMgG]?)\b", "tokens",
-                "settings"),
         LogLine("enforce_eager", "enforce_eager=", r"\benforce_eager=(True|False)", "str",
                 "settings"),
-        LogLine("enforce_eager", "'enforce_eager':", r"'enforce_eager': (True|False)", "str",
-                "settings"),
-        LogLine("enforce_eager", "--enforce-eager", r"(--enforce-eager)\b", "str", "settings"),
         # V1's sampler backend (v1/sample/ops/topk_topp_sampler.py, TopKTopPSampler.__init__):
         # with FlashInfer the profile's sampler warm-up holds the logits and their fp32 copy
         # only (kvplan.engines.vllm.memory)
@@ -158,16 +138,9 @@ LOG_FORMAT = EngineLog(
                 "settings", releases=_V1),
         LogLine("num_speculative_tokens", "'num_speculative_tokens':",
                 r"'num_speculative_tokens': (\d+)", "int", "settings"),
-        LogLine("dp", "'data_parallel_size':", r"'data_parallel_size': (\d+)", "int",
-                "settings"),
         LogLine("dp", "data_parallel_size=", r"\bdata_parallel_size=(\d+)", "int", "settings"),
-        LogLine("dp", "-dp", r"(?:--data-parallel-size|-dp)[= ](\d+)", "int", "settings"),
         LogLine("memory_fraction", "gpu_memory_utilization=",
                 r"gpu_memory_utilization=([\d.]+)", "num", "settings"),
-        LogLine("memory_fraction", "'gpu_memory_utilization':",
-                r"'gpu_memory_utilization': ([\d.]+)", "num", "settings"),
-        LogLine("memory_fraction", "utilization",
-                r"--gpu[-_]memory[-_]utilization[= ]([\d.]+)", "num", "settings"),
         LogLine("memory_fraction", "gpu_memory_utilization (",
                 r"gpu_memory_utilization \(([\d.]+)\)", "num", "settings", releases=("0.6.5",
                                                                                     "0.10.2")),

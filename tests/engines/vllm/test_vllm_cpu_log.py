@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from kvplan.planning.explain import explain, log_formats
+from kvplan.planning.explain import explain, reading_formats
 from kvplan.sources import startlog
 
 CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "dtype": "bfloat16",
@@ -37,7 +37,7 @@ def model_dir(tmp_path):
 
 
 def test_the_budget_echoed_in_the_arguments_is_exact(model_dir):
-    facts = startlog.read_log(ARGS + WORKER + TOKENS, log_formats())
+    facts = startlog.read_log(ARGS + WORKER + TOKENS, reading_formats())
     assert facts.kv["available_kv_cache_bytes"] == 50_000_000
     rows = {r.quantity: r for r in explain(ARGS + WORKER + TOKENS, model=model_dir,
                                            engine_version="0.32.0").rows}
@@ -46,7 +46,7 @@ def test_the_budget_echoed_in_the_arguments_is_exact(model_dir):
 
 
 def test_the_cpu_workers_line_gives_the_budget_in_gib(model_dir):
-    facts = startlog.read_log(WORKER + TOKENS, log_formats())
+    facts = startlog.read_log(WORKER + TOKENS, reading_formats())
     assert facts.kv["available_kv_cache_bytes"] == int(0.05 * 2**30)
     text = ARGS.replace("'block_size': 32, 'kv_cache_memory_bytes': 50000000",
                         "'block_size': 32") + WORKER + TOKENS
