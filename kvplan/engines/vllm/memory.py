@@ -42,8 +42,12 @@ it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8
      CUDA-graph estimate (the suggestion line counts the estimate twice, vllm#57983), leaving
      0.56 GiB: 14.1 B/logit. With the
      FlashInfer sampler (V1 up to 0.11 whenever flashinfer is installed, as in the
-     vllm/vllm-openai image; opt-in later) only the logits and their fp32 copy remain
-     (6 B/logit).
+     vllm/vllm-openai image; opt-in later) the warm-up's top-k and top-p (both set) go to
+     `flashinfer.sampling.top_k_top_p_sampling_from_logits` (`topk_topp_sampler.py::
+     flashinfer_sample`), whose default "top_k_first" order makes the masked logits
+     (`top_k_mask_logits`, fp32) and their softmax: logits 2 + fp32 copy 4 + masked 4 +
+     probabilities 4 = 14 B/logit. The six A100 logs of 0.10.1.1 that name the FlashInfer
+     sampler come within 0.0-1.1% of their budgets with it (docs/engine-accuracy.md).
    * for a VLM in V1, the encoder pass over the profile's dummy images and the embeddings
      it leaves in the encoder cache through the forward and the sampler (`EncoderProfile`).
 3. Non-torch memory (`non_torch_bytes`): what `cudaMemGetInfo` sees beyond torch's reserved
@@ -113,7 +117,8 @@ V0_MAX_NUM_SEQS = 256
 SAMPLER_SORT_BYTES_PER_LOGIT = 2 + 4 + (4 + 8) + (8 + 4 + 8)
 # one Triton pass: logits, fp32 copy, softmax probabilities, exponential noise
 SAMPLER_TRITON_BYTES_PER_LOGIT = 2 + 4 + 4 + 4
-SAMPLER_FLASHINFER_BYTES_PER_LOGIT = 2 + 4
+# FlashInfer's from-logits path: logits, fp32 copy, masked fp32 logits, softmax probabilities
+SAMPLER_FLASHINFER_BYTES_PER_LOGIT = 2 + 4 + 4 + 4
 # FlashInfer's sampler is the default whenever flashinfer is importable in V1 up to 0.11
 # ("is not False"); opt-in (VLLM_USE_FLASHINFER_SAMPLER=1) from 0.12; from 0.26 the
 # profile also warms the native path, so it no longer lowers the peak (RULES:

@@ -96,7 +96,9 @@ def test_sampler_warmup_bytes_per_logit():
     # sort path (<= 0.17): bf16 logits 2 + fp32 copy 4 + sort values/int64 indices 12 + iota 8
     # + cub's alternate key (4) and value (8) buffers
     assert vp.sampler_bytes_per_logit((0, 11, 0)) == 2 + 4 + 4 + 8 + 8 + 4 + 8 == 38
-    assert vp.sampler_bytes_per_logit((0, 11, 0), flashinfer=True) == 2 + 4
+    # FlashInfer (flashinfer/sampling.py top_k_top_p_sampling_from_logits, "top_k_first"):
+    # bf16 logits 2 + fp32 copy 4 + top_k_mask_logits' fp32 output 4 + its softmax 4
+    assert vp.sampler_bytes_per_logit((0, 11, 0), flashinfer=True) == 2 + 4 + 4 + 4
     # Triton top-k/top-p (0.18+): one pass holds the bf16 logits 2, their fp32 copy 4, the
     # softmax probabilities 4 and the exponential noise 4 (topk_topp_sampler.random_sample)
     assert vp.sampler_bytes_per_logit((0, 21, 0)) == 2 + 4 + 4 + 4 == 14
@@ -120,8 +122,8 @@ def test_flashinfer_sampler_by_version_and_launch():
     from kvplan.engines.vllm import memory as vp
     from kvplan.planning.launch import from_command
 
-    # V1 with flashinfer installed: only the logits and their fp32 copy
-    assert vp.sampler_bytes_per_logit((0, 10, 1), flashinfer=True) == 2 + 4
+    # V1 with flashinfer installed: logits, fp32 copy, masked logits and their softmax
+    assert vp.sampler_bytes_per_logit((0, 10, 1), flashinfer=True) == 2 + 4 + 4 + 4
     # V0 never used it; from 0.26 the native path is warmed too and sets the peak
     assert vp.sampler_bytes_per_logit((0, 6, 4), flashinfer=True) == 38
     assert vp.sampler_bytes_per_logit((0, 26, 0), flashinfer=True) == 14
@@ -136,13 +138,13 @@ def test_flashinfer_sampler_by_version_and_launch():
     assert "flashinfer_sampler" not in from_command(f"vllm serve {model}").overrides
     assert "flashinfer_sampler" not in from_command(
         f"docker run vllm/vllm-openai:v0.20.0 {model}").overrides
-    # the budget grows by the sampler bytes saved: 1,024 x 128,256 x (38 - 6) on an H100
+    # the budget grows by the sampler bytes saved: 1,024 x 128,256 x (38 - 14) on an H100
     spec = model_of(CASES[1])
     pip = vllm.vllm_budget(spec, 85028896768, version=(0, 10, 1), gpu_name="H100 SXM")
     image = vllm.vllm_budget(spec, 85028896768, version=(0, 10, 1), gpu_name="H100 SXM",
                           flashinfer_sampler=True)
     forward = 8192 * (3 * 14336 + 3 * 4096) * 2
-    assert image.activation_bytes[0] == max(forward, 1024 * 128256 * 6 + 8192 * 4096 * 2)
+    assert image.activation_bytes[0] == max(forward, 1024 * 128256 * 14 + 8192 * 4096 * 2)
     assert pip.activation_bytes[0] == 1024 * 128256 * 38 + 8192 * 4096 * 2
 
 
