@@ -283,6 +283,7 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
         rows += _recomputed(eng, dep, facts, budget, half)
         if tp is None and "tp" not in facts.settings and any(r.status == "DIFF" for r in rows):
             rows, dep = _per_worker(eng, dep, facts, budget, half, rows, warnings)
+        warnings += _fewest_over_workers(dep, facts, rows)
         for figure in ESTIMATED_FIGURES:
             if figure in facts.kv:
                 ours = eng.numbers(eng.capacity(_given(dep, budget)))
@@ -399,6 +400,23 @@ def _per_worker(eng: Any, dep: Any, facts: LogFacts, budget: int | None, half: f
                             f"applied: --tp says otherwise")
             return found, trial
     return rows, dep
+
+
+def _fewest_over_workers(dep: Any, facts: LogFacts, rows: list[Row]) -> list[str]:
+    """A KV line below what the logged budget holds, from a log of several workers that prints
+    one worker's budget: the engine gives every worker the fewest blocks over them (vLLM V1
+    v1/core/kv_cache_utils.py unify_kv_cache_configs; V0 executor_base.py takes the minimum of
+    the workers' block counts), so a worker with less memory lowers the count. Said, not
+    assumed: the line stays a difference until the other workers' budgets are in the log."""
+    workers = int(dep.tp or 1) * int(dep.pp or 1)
+    below = [r for r in rows if r.status == "DIFF" and r.kvplan is not None
+             and float(r.logged) < float(r.kvplan)]
+    if workers < 2 or not below or facts.scopes.get("available_kv_cache_bytes") != "worker":
+        return []
+    return [f"{r.quantity} is below what the logged budget holds: the log prints one worker's "
+            f"budget, and the engine sizes every worker's cache by the fewest blocks over its "
+            f"{workers} workers; a worker with less memory would give this count (the other "
+            "workers' budget lines say)" for r in below]
 
 
 def _budget_precision(facts: LogFacts) -> float:

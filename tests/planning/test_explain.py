@@ -403,3 +403,17 @@ def test_echoed_settings_are_read_through_their_setting_rows():
              if r.quantity == "KV budget")
         for text in (log, log.replace("--cpu-offload-gb 4 ", "")))
     assert offloaded - kept == 4 * GIB
+
+
+def test_a_count_below_one_workers_budget_names_the_fewest_over_workers():
+    # TP 2 halves Llama-3.1-8B's KV heads: 16 x 65,536 B blocks, 50 GiB -> 51,200 blocks, one
+    # the null block: 51,199 x 16 tokens; a log printing 128 blocks fewer is what a worker
+    # with 0.125 GiB less would give (vLLM sizes every worker by the fewest blocks over them)
+    def tp2(tokens: int) -> str:
+        return _v1_log(tokens).replace("tensor_parallel_size=1", "tensor_parallel_size=2")
+
+    result = explain(tp2((51_199 - 128) * 16))
+    assert not result.ok  # still a difference: the other worker's budget is not in the log
+    assert any("fewest blocks over its 2 workers" in n for n in result.notes)
+    exact = explain(tp2(51_199 * 16))
+    assert exact.ok and not any("fewest blocks" in n for n in exact.notes)
