@@ -20,6 +20,7 @@ from kvplan.sources.hfconfig import load_config_file
 
 FAMILIES = FIXTURES / "hf-configs" / "families"
 EXAONE_4_5 = FAMILIES / "LGAI-EXAONE--EXAONE-4.5-33B.json"
+HUNYUAN_A13B = FAMILIES / "tencent--Hunyuan-A13B.json"
 
 
 def test_exaone_4_5_33b_reads_its_nested_text_config():
@@ -53,13 +54,49 @@ def test_exaone_4_5_33b_bytes_by_hand():
         ("sliding", 16, 16 * row), ("full", 16, 16 * row)}
 
 
-@pytest.mark.parametrize("fixture", [EXAONE_4_5])
+def test_hunyuan_a13b_official_config_is_plain_gqa():
+    # the config Tencent ships beside its remote code: model_type "hunyuan", per-layer
+    # lists for the experts, use_cla false, null MLA keys (use_mla false), no head_dim
+    # (attention_head_dim 128). vLLM 0.33 serves HunYuanMoEV1ForCausalLM through the
+    # Transformers backend (registry.py): transformers/base.py create_attention_instances
+    # gives each of the 32 layers an Attention of num_key_value_heads (8) heads of
+    # hidden_size / num_attention_heads = 4096 / 32 = 128
+    spec = load_config_file(HUNYUAN_A13B)
+    assert spec.layers == (FullAttention(8, 128),) * 32
+    row = 2 * 8 * 128 * 2  # K and V, bf16 (torch_dtype)
+    assert per_token_bytes(spec.layers, BF16) == 32 * row == 131_072
+    assert request_bytes(spec.layers, 32_768, BF16) == 32_768 * 32 * row == 4 * 2**30
+    pages = layer_page_specs(spec, spec.layers, VllmConfig(max_model_len=32_768))
+    assert {(p.kind, p.block_size, p.page_bytes) for p in pages} == {("full", 16, 16 * row)}
+    assert spec.max_context_tokens == 32_768
+
+
+def test_hunyuan_a13b_weights_by_hand():
+    # transformers modeling_hunyuan_v1_moe.py (the model vLLM's Transformers backend
+    # builds): a tied 128,167 x 4,096 embedding; per layer two RMSNorms, q / o 4096 x 4096,
+    # k / v 1024 x 4096, no biases (attention_bias false), q / k RMSNorms over a 128-wide
+    # head (use_qk_norm), a 64-expert router, 64 experts and one shared MLP (use_mixed_mlp_moe,
+    # num_shared_expert 1) of 3 x 4096 x 3072 each; the final norm. 80.4 billion: the
+    # model card's "80B total parameters"
+    from kvplan.core.weights import inventory
+
+    h, inter = 4096, 3072
+    attention = 2 * h * h + 2 * 1024 * h
+    layer = 2 * h + attention + 2 * 128 + h * 64 + 65 * 3 * h * inter
+    hand = 128_167 * h + 32 * layer + h
+    assert hand == 80_393_183_232
+    params = sum(t.num_params for t in inventory(load_config_file(HUNYUAN_A13B)).tensors)
+    # the generic decoder layout leaves out only the q / k norms (kvplan.core.weights
+    # generic_note: a family's own extra tensors are not counted)
+    assert params == hand - 32 * 2 * 128
+
+
+@pytest.mark.parametrize("fixture", [EXAONE_4_5, HUNYUAN_A13B])
 def test_size_and_plan_accept_the_real_spelling(fixture):
     runner = CliRunner()
     sized = runner.invoke(app, ["size", str(fixture), "-t", "8192", "-f", "json"])
     assert sized.exit_code == 0, sized.output
-    planned = runner.invoke(app, ["plan", str(fixture), "--gpu", "h200", "--max-model-len",
-                                  "8192", "-f", "json"])
+    planned = runner.invoke(app, ["plan", str(fixture), "--gpu", "h200", "--tp", "2",
+                                  "--max-model-len", "8192", "-f", "json"])
     assert planned.exit_code == 0, planned.output
-    assert "no parameter count" not in planned.output
-    assert json.loads(sized.output)
+    assert all(w > 0 for w in json.loads(planned.output)["budget"]["weights_bytes"])
