@@ -116,7 +116,11 @@ class VisionTower:
     tiled ViT with a gated global encoder and aspect-ratio embeddings; a linear projector with
     a bias), "qwen2_vl" (Qwen2-VL: Conv3d patches over temporal_patch_size frames, LayerNorm
     blocks with a fused qkv, a patch merger from projector_input_dim = merge^2 x hidden to
-    output_dim), "qwen2_5_vl" (Qwen2.5-VL: the same with RMSNorms and a gated MLP)."""
+    output_dim), "qwen2_5_vl" (Qwen2.5-VL: the same with RMSNorms and a gated MLP), "radio"
+    (Nemotron Parse: a RADIO ViT with a linear patch embedder, a position table of
+    (image_size / patch_size)^2 rows, num_cls_tokens class and register tokens, fused-qkv
+    LayerNorm blocks with layer scales; its neck maps hidden_size to the decoder's width and
+    the projector_input_dim-wide summary through sum_proj)."""
 
     kind: str
     hidden_size: int
@@ -133,6 +137,7 @@ class VisionTower:
     projector_output_dim: int = 0  # llama4 adapter
     attention_size: int = 0  # moonvit: q / k / v width (qkv_hidden_size); 0 = hidden_size
     temporal_patch_size: int = 0  # qwen2_vl: frames per Conv3d patch (image_size unused)
+    num_cls_tokens: int = 0  # radio: class and register tokens (ClsToken)
 
 
 @record

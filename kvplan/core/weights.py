@@ -72,7 +72,10 @@ SUPPORTED_FAMILIES = {
     "kimi_linear",
     # DeepSeek-V4: compressed attention, hyper-connections, hash routing, FP4 experts
     "deepseek_v4",
+    # Nemotron Parse: a RADIO encoder (ModelSpec.vision) and an mBART decoder
+    "nemotron_parse", "nemotron_parse3_5",
 }
+PARSE = {"nemotron_parse", "nemotron_parse3_5"}
 MLLAMA = {"mllama", "mllama_text_model"}
 # GPT-2's layout: learned positions, fused qkv (c_attn), LayerNorms and linears with biases, a
 # 4x MLP (GPT-3 is "the same model and architecture as GPT-2", Brown et al. 2020 section 2.1)
@@ -266,6 +269,9 @@ class _Builder:
         if self.family == "whisper":
             self.whisper()
             return
+        if self.family in PARSE:
+            self.mbart()
+            return
         if s.shared_blocks is not None:
             self.zamba2()
             return
@@ -398,6 +404,85 @@ class _Builder:
         if not s.tie_word_embeddings:
             self.plain("proj_out.weight", (rows, d), None, "head")
 
+    def mbart(self) -> None:
+        """Nemotron Parse's mBART decoder as vLLM builds it (nemotron_parse.py
+        MBartDecoderNoPos, nemotron_parse3_5.py): the token embedding (no positions) and its
+        LayerNorm; per decoder layer a LayerNorm and a self-attention with biased q / k / v /
+        out (k / v of the cache's KV heads: Parse 3.5's self_attention_kv_heads), in Parse
+        1.x a LayerNorm and a cross-attention encoder_attn of the same shape (on the spec's
+        cross layer), a LayerNorm and fc1 / fc2 with biases; a final LayerNorm; the LM head
+        unless tied; the RADIO encoder and neck (vision_tower)."""
+        s = self.spec
+        d, vocab = _need(s, "hidden_size"), _need(s, "vocab_size")
+        ffn, heads = _need(s, "intermediate_size"), _need(s, "num_attention_heads")
+
+        def ln(name: str, layer: int | None, place: str) -> None:
+            self.plain(f"{name}.weight", (d,), layer, place)
+            self.plain(f"{name}.bias", (d,), layer, place)
+
+        def attention(p: str, i: int) -> None:
+            kv = _kv_heads(s, i) * (d // heads)
+            for proj, width in (("q_proj", d), ("k_proj", kv), ("v_proj", kv)):
+                self.linear(f"{p}.{proj}", width, d, i, "layer", "column", True, "attn")
+            self.linear(f"{p}.out_proj", d, d, i, "layer", "row", True, "attn")
+
+        rows = self.vocab_rows(vocab)
+        self.plain("decoder.embed_tokens.weight", (rows, d), None, "embed")
+        ln("decoder.layernorm_embedding", None, "embed")
+        cross = any(isinstance(x, CrossAttention) for x in s.layers)
+        step = 2 if cross else 1
+        for k in range(s.num_layers // step):
+            p, i = f"decoder.layers.{k}", step * k
+            ln(f"{p}.self_attn_layer_norm", i, "layer")
+            attention(f"{p}.self_attn", i)
+            if cross:
+                ln(f"{p}.encoder_attn_layer_norm", i + 1, "layer")
+                attention(f"{p}.encoder_attn", i + 1)
+            ln(f"{p}.final_layer_norm", i, "layer")
+            self.linear(f"{p}.fc1", ffn, d, i, "layer", "column", True, "mlp")
+            self.linear(f"{p}.fc2", d, ffn, i, "layer", "row", True, "mlp")
+        ln("decoder.layer_norm", None, "final")
+        if not s.tie_word_embeddings:
+            self.plain("lm_head.weight", (rows, d), None, "head")
+        self.vision_tower()
+
+    def radio(self, v: VisionTower, text: int, lin: Callable[..., None]) -> None:
+        """Nemotron Parse's encoder as vLLM builds it (radio.py RadioModel, the neck of
+        nemotron_parse.py RadioWithNeck): the patch embedder (3 x patch^2 -> hidden, no
+        bias), a position table of (image_size / patch_size)^2 rows, num_cls_tokens class
+        and register tokens; per block (intern_vit.py InternVisionEncoderLayer) LayerNorms
+        norm1 / norm2, a fused biased qkv, a biased proj, fc1 / fc2 with biases and the
+        layer scales ls1 / ls2; the neck: conv1 (a 1 x 1 Conv1d hidden -> text, biased),
+        conv2 (a 1 x 4 Conv2d text -> text, no bias), sum_proj (projector_input_dim ->
+        text, biased) and three LayerNorms of the text width."""
+        h, inter, md = v.hidden_size, v.intermediate_size, self.md
+        pre = "encoder.model_encoder.model"
+
+        def whole(name: str, shape: tuple[int, ...]) -> None:
+            self.plain(name, shape, None, "vision", md)
+
+        whole(f"{pre}.patch_generator.embedder.weight", (h, 3 * v.patch_size ** 2))
+        whole(f"{pre}.patch_generator.pos_embed", (1, (v.image_size // v.patch_size) ** 2, h))
+        whole(f"{pre}.patch_generator.cls_token.token", (v.num_cls_tokens, h))
+        for k in range(v.num_layers):
+            p = f"{pre}.encoder.layers.{k}"
+            for norm in ("norm1", "norm2"):
+                whole(f"{p}.{norm}.weight", (h,))
+                whole(f"{p}.{norm}.bias", (h,))
+            lin(f"{p}.attn.qkv", 3 * h, h, "column", True)
+            lin(f"{p}.attn.proj", h, h, "row", True)
+            lin(f"{p}.mlp.fc1", inter, h, "column", True)
+            lin(f"{p}.mlp.fc2", h, inter, "row", True)
+            whole(f"{p}.ls1", (h,))
+            whole(f"{p}.ls2", (h,))
+        whole("encoder.conv1.weight", (text, h, 1))
+        whole("encoder.conv1.bias", (text,))
+        whole("encoder.conv2.weight", (text, text, 1, 4))
+        lin("encoder.sum_proj", text, v.projector_input_dim, "column", True)
+        for k in (1, 2, 3):
+            whole(f"encoder.layer_norm{k}.weight", (text,))
+            whole(f"encoder.layer_norm{k}.bias", (text,))
+
     def vision_tower(self) -> None:
         """The vision encoder and projector of a multimodal checkpoint (ModelSpec.vision),
         place "vision" (the first pipeline stage, with the embedding). Its linear layers stay
@@ -441,6 +526,9 @@ class _Builder:
 
         if v.kind == "moonvit":
             self.moonvit(v, text, lin)
+            return
+        if v.kind == "radio":
+            self.radio(v, text, lin)
             return
         if v.kind in ("qwen2_vl", "qwen2_5_vl"):
             self.qwen2_vit(v, text, lin)
@@ -1142,6 +1230,8 @@ def estimable(spec: ModelSpec) -> str | None:
         return "the spec does not give the shared attention blocks"
     if spec.family == "whisper" and spec.audio_encoder is None:
         return "the spec does not give the audio encoder's shapes"
+    if spec.family in PARSE and spec.vision is None:
+        return "the spec does not give the RADIO encoder's shapes (encoder.args)"
     if (spec.family or "") in NEEDS_BLOCKS and spec.blocks is None:
         return "the spec does not say what each layer holds (blocks)"
     if spec.blocks is not None and len(spec.blocks) != spec.num_layers:

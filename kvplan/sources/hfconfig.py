@@ -411,16 +411,74 @@ def _parse_spec(top: Fields, arch: str, name: str, source_info: Source | None, a
     dtype = next((_DTYPES[v] for v in (top.raw.get("torch_dtype"), top.raw.get("dtype"),
                                        dec.raw.get("torch_dtype"))
                   if isinstance(v, str) and v in _DTYPES), "bf16")
+    # the weights (kvplan.core.weights mbart): the decoder's FFN is config.decoder's
+    # encoder_ffn_dim in nemotron_parse.py BartDecoderLayer, decoder_ffn_dim in
+    # nemotron_parse3_5.py; the LM head is tied when either config says so
+    ffn = _opt_int(dec, "decoder_ffn_dim" if arch == "RadioMBartPrefixForCausalLM"
+                   else "encoder_ffn_dim", minimum=1)
+    tied = any(f.get("tie_word_embeddings") is True for f in (top.raw, dec.raw))
     return ModelSpec(
         name=name,
         layers=tuple(layers),
         source=source_info or Source(file=top.source),
-        family=str(top.raw.get("model_type") or arch),
+        family=("nemotron_parse3_5" if arch == "RadioMBartPrefixForCausalLM"
+                else "nemotron_parse"),
         dtype=dtype,
         max_context_tokens=_opt_int(dec, "max_position_embeddings", minimum=1),
         num_attention_heads=heads,
         warnings=tuple(warnings),
+        hidden_size=d_model,
+        vocab_size=_opt_int(dec, "vocab_size", minimum=1),
+        intermediate_size=ffn,
+        tie_word_embeddings=tied,
+        attention_bias=True,
+        vision=_radio_tower(top),
     )
+
+
+# vLLM transformers_utils/configs/radio.py VIT_TIMM_DIM_BY_NAME: a RADIO encoder's
+# (hidden_size, num_hidden_layers, num_attention_heads, intermediate_size) by its timm name
+_RADIO_VIT = {
+    "vit_small_patch16_224": (384, 12, 6, 1536),
+    "vit_base_patch16_224": (768, 12, 12, 3072),
+    "vit_large_patch16_224": (1024, 24, 16, 4096),
+    "vit_huge_patch16_224": (1280, 32, 16, 5120),
+    "vit_so400m_patch16_224": (1152, 27, 16, 4304),
+}
+
+
+def _radio_tower(top: Fields) -> VisionTower | None:
+    """Nemotron Parse's RADIO encoder and neck (vLLM nemotron_parse.py /
+    nemotron_parse3_5.py RadioWithNeck) from config.encoder: `args` holds RadioConfig's
+    arguments (radio.py), the ViT's widths named by args.model. The position table covers
+    cpe_max_size (default 2048) in patch_size pixels a side; the class tokens are one per
+    distinct teacher (cls_token_per_teacher) or one, padded to register_multiple with
+    registers. The neck maps the ViT's width (vision_spatial_dim, 1280 in nemotron_parse.py)
+    to the decoder's d_model and the summary (vision_summary_dim, 3840) through sum_proj.
+    None when the encoder is not described (a ViT name kvplan does not know, a layout
+    option below): the weights are then not estimated."""
+    enc = top.raw.get("encoder")
+    args: Any = enc.get("args") if isinstance(enc, Mapping) else None
+    if not isinstance(args, Mapping) or args.get("model") not in _RADIO_VIT:
+        return None
+    # RadioConfig's other layouts (no qkv bias, q/k norms, RMSNorms, a video embedder) are
+    # not laid out: the weights are then not estimated rather than guessed
+    if (args.get("qkv_bias", True) is not True or args.get("qk_normalization", False)
+            or args.get("norm_type", "layer_norm") != "layer_norm"
+            or args.get("video_temporal_patch_size", 1) != 1):
+        return None
+    hidden, layers, _, inter = _RADIO_VIT[args["model"]]
+    f = Fields(args, top.source, "encoder.args")
+    patch = _num(f, "patch_size", 16)  # RadioConfig's default
+    cpe = _num(f, "cpe_max_size", 2048)
+    teachers: list[Any] = args["teachers"] if isinstance(args.get("teachers"), list) else []
+    names = {t.get("name") for t in teachers if isinstance(t, Mapping)}
+    cls = len(names) if args.get("cls_token_per_teacher") is True else 1
+    multiple = _opt_int(f, "register_multiple", minimum=1)
+    tokens = cls + (multiple - cls % multiple if multiple else 0)
+    summary = _opt_int(Fields(top.raw, top.source, ""), "vision_summary_dim", minimum=1)
+    return VisionTower("radio", hidden, inter, layers, patch, round(cpe / patch) * patch,
+                       projector_input_dim=summary or 3840, num_cls_tokens=tokens)
 
 
 def _check_architecture(top: Fields, cfg: Fields, assume: bool) -> list[str]:

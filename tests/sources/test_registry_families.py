@@ -544,6 +544,82 @@ def test_nemotron_parse_without_a_fixed_image_size_is_refused_by_field():
     assert err.field == "image_size" and "encoder" in err.message
 
 
+# RADIO's arguments as RadioConfig takes them (vLLM radio.py; illustrative: a ViT-H, three
+# teachers with a class token each, registers to a multiple of 8) and the decoder's widths
+PARSE_ENCODER = {"patch_size": 16, "args": {
+    "model": "vit_huge_patch16_224", "cpe_max_size": 2048, "cls_token_per_teacher": True,
+    "register_multiple": 8, "teachers": [{"name": "clip"}, {"name": "siglip"},
+                                         {"name": "dino"}, {"name": "clip"}]}}
+
+
+def _radio_h_by_hand(text: int) -> int:
+    # vLLM radio.py / intern_vit.py with transformers_utils/configs/radio.py's ViT-H
+    # (1280 wide, 32 blocks, MLP 5120): the patch embedder 3 x 16 x 16 -> 1280 without a
+    # bias; positions for (2048 / 16)^2 patches; 3 distinct teachers' class tokens + 5
+    # registers (to 8); per block two LayerNorms, qkv and proj with biases, fc1 / fc2 with
+    # biases and the layer scales ls1 / ls2. nemotron_parse.py RadioWithNeck: conv1 1280 ->
+    # text (1 x 1, biased), conv2 text -> text (1 x 4, no bias), sum_proj 3840 -> text
+    # (biased), three LayerNorms
+    h, inter = 1280, 5120
+    block = 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (h * inter + inter) + (inter * h + h) \
+        + 2 * h
+    vit = 3 * 16 * 16 * h + (2048 // 16) ** 2 * h + 8 * h + 32 * block
+    neck = (h * text + text) + text * text * 4 + (3840 * text + text) + 3 * 2 * text
+    return vit + neck
+
+
+def test_nemotron_parse_weights_by_hand_from_the_engine_model():
+    # vLLM nemotron_parse.py MBartDecoderNoPos: the embedding (no positions) and its
+    # LayerNorm; per layer LayerNorms before self-attention, cross-attention and the FFN;
+    # WhisperAttention / WhisperCrossAttention with q / k / v / out biased; fc1 / fc2 of
+    # config.decoder.encoder_ffn_dim with biases; the final LayerNorm; an untied lm_head
+    raw = {**PARSE, "encoder": PARSE_ENCODER,
+           "decoder": {**PARSE["decoder"], "encoder_ffn_dim": 4096, "vocab_size": 52_000}}
+    spec = from_dict(raw)
+    assert supported(spec) is None
+    d, ffn, vocab = 1024, 4096, 52_000
+    attention = 4 * (d * d + d)
+    layer = 3 * 2 * d + 2 * attention + (d * ffn + ffn) + (ffn * d + d)
+    decoder = vocab * d + 2 * d + 10 * layer + 2 * d + vocab * d
+    inv = inventory(spec)
+    assert inv.bytes_where("vision") == 2 * _radio_h_by_hand(d)  # bf16
+    assert sum(t.num_params for t in inv.tensors) == decoder + _radio_h_by_hand(d)
+    # tied (tie_word_embeddings in the decoder's config): one vocab x d matrix less
+    tied = from_dict({**raw, "decoder": {**raw["decoder"], "tie_word_embeddings": True}})
+    assert sum(t.num_params for t in inventory(tied).tensors) == (
+        decoder - vocab * d + _radio_h_by_hand(d))
+
+
+def test_parse_3_5_weights_keep_grouped_k_and_v():
+    # nemotron_parse3_5.py: NemotronParseSelfAttention's qkv of 16 q and 4 KV heads of 64,
+    # biased; no cross-attention; fc1 / fc2 of decoder_ffn_dim; the same RADIO encoder
+    raw = {"architectures": ["RadioMBartPrefixForCausalLM"], "model_type": "nemotron_parse3_5",
+           "image_size": [2048, 1648], "encoder": PARSE_ENCODER,
+           "decoder": {"d_model": 1024, "decoder_layers": 12, "decoder_attention_heads": 16,
+                       "self_attention_kv_heads": 4, "add_cross_attention": False,
+                       "decoder_ffn_dim": 4096, "vocab_size": 52_000,
+                       "tie_word_embeddings": True}}
+    d, kv, ffn, vocab = 1024, 4 * 64, 4096, 52_000
+    attention = (d * d + d) + 2 * (kv * d + kv) + (d * d + d)
+    layer = 2 * 2 * d + attention + (d * ffn + ffn) + (ffn * d + d)
+    decoder = vocab * d + 2 * d + 12 * layer + 2 * d
+    params = sum(t.num_params for t in inventory(from_dict(raw)).tensors)
+    assert params == decoder + _radio_h_by_hand(d)
+
+
+def test_parse_without_the_encoder_arguments_has_no_weights_estimate():
+    # no encoder.args (or a ViT name, a RadioConfig option kvplan does not lay out): the
+    # weights are not guessed
+    from kvplan.core.weights import estimable
+
+    for encoder in ({"patch_size": 16}, {"patch_size": 16, "args": {"model": "vit_giant"}},
+                    {**PARSE_ENCODER, "args": {**PARSE_ENCODER["args"],
+                                               "qk_normalization": True}}):
+        spec = from_dict({**PARSE, "encoder": encoder, "decoder": {
+            **PARSE["decoder"], "encoder_ffn_dim": 4096, "vocab_size": 52_000}})
+        assert "RADIO" in (estimable(spec) or "")
+
+
 def test_parse_3_5_keeps_one_grouped_self_attention_cache_per_layer():
     # vLLM nemotron_parse3_5.py: the image is a causal prefix of the decoder's sequence (no
     # cross-attention); NemotronParseSelfAttention keeps self_attention_kv_heads K/V heads
