@@ -722,3 +722,26 @@ def test_zamba2_weights_by_hand_from_the_engine_model():
     spec = from_dict({**raw, "use_shared_attention_adapter": True})
     assert sum(t.num_params for t in inventory(spec).tensors) == (
         base + 2 * (mlp_adapter + qkv_adapters))
+
+
+@pytest.mark.parametrize("raw", [
+    GLM_47_FLASH, HUNYUAN_A13B, LONGCAT_FLASH, _domyn(),
+    {**PARSE, "encoder": PARSE_ENCODER,
+     "decoder": {**PARSE["decoder"], "encoder_ffn_dim": 4096, "vocab_size": 52_000}},
+], ids=lambda raw: raw["architectures"][0])
+def test_the_shapes_typed_here_get_a_weights_figure_from_plan(tmp_path, raw):
+    # the families above with no stored config.json: `size` sizes them and `plan` budgets
+    # weights for them (never "no parameter count"; LongCat-Flash's 1.1 TB do not fit)
+    import json
+
+    from kvplan.sources.weights import estimate_weights
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    runner = CliRunner()
+    assert runner.invoke(app, ["size", str(path), "-t", "4096"]).exit_code == 0
+    planned = runner.invoke(app, ["plan", str(path), "--gpu", "h200", "--tp", "4",
+                                  "--max-model-len", "4096", "-f", "json"])
+    assert planned.exit_code in (0, 1), planned.output
+    assert "weights" in planned.output and "no parameter count" not in planned.output
+    assert estimate_weights(raw, str(path)).total_params > 0
