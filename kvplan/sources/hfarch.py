@@ -318,6 +318,14 @@ FAMILIES: tuple[Family, ...] = (
         ("DomynEdgeForCausalLM",),
     ),
     Family(
+        "PLaMo 3 (a window per layer)",
+        ("plamo3",),
+        _ATTENTION_KEYS + ("interleaved_sliding_window",),
+        "vLLM plamo3.py Plamo3AttentionMixer: num_key_value_heads heads of head_dim, "
+        "per_layer_sliding_window interleaved_sliding_window[i] (null: full)",
+        ("Plamo3ForCausalLM",),
+    ),
+    Family(
         "Ling 2.5 / Bailing V2.5 (lightning linear attention beside MLA)",
         ("bailing_moe_linear",),
         _ATTENTION_KEYS + _MLA_KEYS + ("layer_group_size",),
@@ -541,8 +549,6 @@ REFUSED_ARCHITECTURES: dict[str, str] = {
                                        "four streams per head (vllm/models/inkling)",
     "MiniMaxM3SparseForCausalLM": REFUSED["minimax_m3"],
     "MiniMaxM3SparseForConditionalGeneration": REFUSED["minimax_m3"],
-    "Plamo3ForCausalLM": "a per-layer list of windows (interleaved_sliding_window; "
-                         "plamo3.py)",
     "Qwen4ExpForCausalLM": "recurrent-state mixers, cross-layer KV sharing and MLA "
                            "(vllm/models/qwen4_exp)",
     "Qwen4ExpForConditionalGeneration": "recurrent-state mixers, cross-layer KV sharing and "

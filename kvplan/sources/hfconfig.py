@@ -1562,6 +1562,9 @@ class _Reader:
         if self.model_type in ("domyn_edge", "domynedge") or (
                 isinstance(archs, list) and "DomynEdgeForCausalLM" in archs):
             return self._domyn_layers()
+        if self.model_type == "plamo3" or (
+                isinstance(archs, list) and "Plamo3ForCausalLM" in archs):
+            return self._plamo3_layers()
         if self.model_type in _BAILING_V3 or (
                 isinstance(archs, list) and any(a in _BAILING_V3_CLASSES for a in archs)):
             return self._bailing_v3_layers()
@@ -1782,6 +1785,34 @@ class _Reader:
             raise self.cfg.error("H_cycles", f"gives {per_stack * steps:,} cache layers, more "
                                  f"than the {MAX_LAYERS:,} kvplan accepts")
         return [FullAttention(heads, head_dim)] * (per_stack * steps)
+
+    def _plamo3_layers(self) -> list[Layer]:
+        """PLaMo 3 (vLLM plamo3.py Plamo3AttentionMixer): layer i's Attention keeps
+        num_key_value_heads heads of head_dim within per_layer_sliding_window =
+        config.interleaved_sliding_window[i] tokens (null: every token). vLLM reads that list
+        as the config holds it; plamo3.py notes that a `sliding_window` list is the same list
+        under its original name. A config with a single window (and a pattern) leaves the
+        per-layer list to PLaMo's own config code, which kvplan does not run: refused by
+        name."""
+        n, kv, head_dim = self.num_layers(), self.kv_heads, self.head_dim
+        key = "interleaved_sliding_window"
+        if not self.cfg.has(key) and isinstance(self.cfg.raw.get("sliding_window"), list):
+            key = "sliding_window"
+        windows = self.cfg.raw.get(key)
+        if not isinstance(windows, list) or len(windows) != n:
+            raise self.cfg.error(key, f"must list one window (or null) for each of the {n} "
+                                 "layers: vLLM plamo3.py reads interleaved_sliding_window per "
+                                 "layer, which PLaMo's own config code derives otherwise")
+        out: list[Layer] = []
+        for i, w in enumerate(windows):
+            if w is None:
+                out.append(FullAttention(kv, head_dim))
+                continue
+            if type(w) is not int or not 0 < w <= MAX_NUMBER:
+                raise self.cfg.error(f"{key}[{i}]", "must be a window in tokens "
+                                     f"(1 to {MAX_NUMBER:,}) or null for full attention")
+            out.append(SlidingWindow(kv, head_dim, window=w))
+        return out
 
     def _domyn_layers(self) -> list[Layer]:
         """Domyn Edge (vLLM domyn_edge.py DomynEdgeDecoderLayer): layer i keeps

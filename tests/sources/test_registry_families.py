@@ -214,11 +214,45 @@ def test_the_cli_refuses_a_refused_class_with_exit_2(tmp_path):
     import json
 
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"architectures": ["Plamo3ForCausalLM"], "model_type": "plamo3",
+    path.write_text(json.dumps({"architectures": ["InklingForCausalLM"], "model_type": "inkling",
                                 "hidden_size": 2048, "num_hidden_layers": 4,
                                 "num_attention_heads": 16}))
     out = CliRunner().invoke(app, ["size", str(path), "-t", "1024"])
-    assert out.exit_code == 2 and "Plamo3ForCausalLM" in out.output
+    assert out.exit_code == 2 and "InklingForCausalLM" in out.output
+
+
+def _plamo3(**extra) -> dict:
+    # a PLaMo-3-shaped config (illustrative sizes): 4 layers, 8 KV heads of 128
+    return {"architectures": ["Plamo3ForCausalLM"], "model_type": "plamo3",
+            "hidden_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 16,
+            "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 65536,
+            **extra}
+
+
+def test_plamo3_keeps_the_window_its_list_gives_each_layer():
+    # vLLM plamo3.py Plamo3AttentionMixer: Attention(num_key_value_heads, head_dim,
+    # per_layer_sliding_window=config.interleaved_sliding_window[layer_idx]); null is full
+    spec = from_dict(_plamo3(interleaved_sliding_window=[2048, 2048, 2048, None]))
+    assert spec.layers == (SlidingWindow(8, 128, window=2048),) * 3 + (FullAttention(8, 128),)
+    row = 2 * 8 * 128 * 2
+    assert request_bytes(spec.layers, 10_000, BF16) == (3 * 2048 + 10_000) * row
+    # plamo3.py's note: a `sliding_window` list is that list under its original name
+    again = from_dict(_plamo3(sliding_window=[2048, 2048, 2048, None]))
+    assert again.layers == spec.layers
+
+
+def test_plamo3_without_a_window_per_layer_is_refused_by_field(tmp_path):
+    import json
+
+    # one window and a pattern: PLaMo's own config code derives the list, kvplan does not
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_plamo3(sliding_window=2048, sliding_window_pattern=4)))
+    out = CliRunner().invoke(app, ["size", str(path), "-t", "1024"])
+    assert out.exit_code == 2 and "interleaved_sliding_window" in out.output
+    err = refusal(_plamo3(interleaved_sliding_window=[2048, None]))
+    assert err.field == "interleaved_sliding_window" and "4 layers" in err.message
+    err = refusal(_plamo3(interleaved_sliding_window=[2048, 0, None, None]))
+    assert err.field == "interleaved_sliding_window[1]"
 
 
 def test_rnj1_chunked_layers_are_sliding_windows_of_sliding_window_tokens():
