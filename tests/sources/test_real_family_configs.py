@@ -54,6 +54,24 @@ def test_exaone_4_5_33b_bytes_by_hand():
         ("sliding", 16, 16 * row), ("full", 16, 16 * row)}
 
 
+def test_exaone_4_5_33b_text_weights_by_hand():
+    # vLLM exaone4.py (the language model exaone4_5.py builds): an untied 153,600 x 5,120
+    # embedding and LM head; per layer q / o 5120 x 5120, k / v 1024 x 5120, no biases,
+    # q_norm / k_norm over a 128-wide head, post_attention_layernorm and
+    # post_feedforward_layernorm, a gated MLP 27,392 wide; the final norm. Only the text
+    # model: the MTP layer (exaone4_5_mtp.py) and the vision tower are left out here
+    from kvplan.core.weights import inventory
+
+    h, inter, vocab = 5120, 27392, 153_600
+    layer = 2 * h * h + 2 * 1024 * h + 2 * 128 + 2 * h + 3 * h * inter
+    hand = 2 * vocab * h + 64 * layer + h
+    assert hand == 32_527_504_384  # the vision tower and MTP layer bring the rest of "33B"
+    text = sum(t.num_params for t in inventory(load_config_file(EXAONE_4_5)).tensors
+               if t.place in ("embed", "layer", "final", "head"))
+    # the generic decoder layout leaves out only the q / k norms
+    assert text == hand - 64 * 2 * 128
+
+
 def test_hunyuan_a13b_official_config_is_plain_gqa():
     # the config Tencent ships beside its remote code: model_type "hunyuan", per-layer
     # lists for the experts, use_cla false, null MLA keys (use_mla false), no head_dim
