@@ -76,6 +76,9 @@ SUPPORTED_FAMILIES = {
     "nemotron_parse", "nemotron_parse3_5",
 }
 PARSE = {"nemotron_parse", "nemotron_parse3_5"}
+# Families whose MTP layers are mtp.fc, pre-fc norms and a decoder layer, with the model's
+# embedding and LM head (_Builder.mtp)
+MTP_SHARING_HEAD = {"qwen3_next", "exaone_moe", "exaone4_5", "exaone4_5_text"}
 MLLAMA = {"mllama", "mllama_text_model"}
 # GPT-2's layout: learned positions, fused qkv (c_attn), LayerNorms and linears with biases, a
 # 4x MLP (GPT-3 is "the same model and architecture as GPT-2", Brown et al. 2020 section 2.1)
@@ -1141,10 +1144,11 @@ class _Builder:
                 self.plain(f"{p}.hc_head_fn", (hc, hc * hidden), i, "mtp", "F32")
                 self.plain(f"{p}.hc_head_scale", (1,), i, "mtp", "F32")
             return
-        if self.family == "qwen3_next":
+        if self.family in MTP_SHARING_HEAD:
             # Qwen3-Next's mtp.*: fc (2H -> H), two pre-fc norms, one decoder layer (gated
             # attention + MoE) and a final norm; it shares the model's embedding and LM head
-            # (vLLM qwen3_next_mtp.py)
+            # (vLLM qwen3_next_mtp.py; EXAONE 4.5 and K-EXAONE alike: exaone4_5_mtp.py and
+            # exaone_moe_mtp.py load embed_tokens and lm_head from the model's)
             p = f"mtp.layers.{i}"
             self.layer(i, p, "mtp")
             self.out[:] = [t if t.layer != i else replace(t, place="mtp") for t in self.out]

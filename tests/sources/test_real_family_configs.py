@@ -72,6 +72,20 @@ def test_exaone_4_5_33b_text_weights_by_hand():
     assert text == hand - 64 * 2 * 128
 
 
+def test_exaone_4_5_33b_mtp_layer_shares_the_embedding_and_head():
+    # vLLM exaone4_5_mtp.py Exaone4_5MultiTokenPredictor: fc (2 x 5120 -> 5120, no bias),
+    # pre_fc_norm_hidden, pre_fc_norm_embedding, norm and one Exaone4DecoderLayer;
+    # load_weights takes embed_tokens and lm_head from the model's (the checkpoint's mtp.*
+    # holds no copies)
+    from kvplan.core.weights import inventory
+
+    h, inter = 5120, 27392
+    layer = 2 * h * h + 2 * 1024 * h + 2 * h + 3 * h * inter  # q / k norms left out
+    mtp = sum(t.num_params for t in inventory(load_config_file(EXAONE_4_5)).tensors
+              if t.place == "mtp")
+    assert mtp == 2 * h * h + 3 * h + layer
+
+
 def test_hunyuan_a13b_official_config_is_plain_gqa():
     # the config Tencent ships beside its remote code: model_type "hunyuan", per-layer
     # lists for the experts, use_cla false, null MLA keys (use_mla false), no head_dim
