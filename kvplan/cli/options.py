@@ -13,6 +13,7 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 import typer
 
 from kvplan.core.errors import KvplanError
+from kvplan.engines.settings import BY_NAME as _ROWS
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -47,10 +48,8 @@ FormatOpt = Annotated[str, typer.Option(
 UnitsOpt = Annotated[str, typer.Option(
     "--units", help="iec: KiB/MiB/GiB (powers of 2); si: KB/MB/GB (powers of 10).",
     callback=_one_of(("iec", "si")))]
-KVDtypeOpt = Annotated[str, typer.Option(
-    "--kv-dtype", "--kv-cache-dtype", help="auto (the model's dtype), fp32, fp16, bf16, fp8, "
-    "fp8_e5m2, int8, int4, int2, nvfp4, fp8_ds_mla, nvfp4_ds_mla (MLA only), or group-wise "
-    "like int4:g64, int2:g32:kivi:r128.")]
+# its flags and help are the KV dtype's row (kvplan.engines.settings)
+KVDtypeOpt = Annotated[str, typer.Option(*_ROWS["kv_dtype"].flags, help=_ROWS["kv_dtype"].help)]
 # each engine's own spelling is accepted too (vLLM --tensor-parallel-size, ...)
 TPOpt = Annotated[int, typer.Option("--tp", "--tensor-parallel-size",
                                     help="Tensor-parallel GPUs (KV heads split).")]

@@ -166,6 +166,18 @@ COMMON_SETTINGS: tuple[Setting, ...] = (
              "llamacpp": ("--ctx-size", "-c"), "trtllm": ("--max_seq_len",),
              "tgi": ("--max-total-tokens",)}, low=1, high=MAX_TOKENS, section="",
             budget=("vllm",)),
+    # the names are open (each engine's own, kvplan's group-wise formats such as int4:g64),
+    # so no fixed choices: the engine's kv_format refuses a name it lacks, by name. llama.cpp's
+    # -ctk sets the K cache (-ctv, V, is read beside it: kvplan.planning.launch); TensorRT-LLM
+    # takes it as kv_cache_config.dtype in --extra_llm_api_options, --kv_cache_dtype in its
+    # quantization scripts (examples/quantization/quantize.py)
+    Setting("kv_dtype", "kv_dtype", ("--kv-dtype", "--kv-cache-dtype"), "str", "",
+            "auto (the model's dtype), fp32, fp16, bf16, fp8, fp8_e5m2, int8, int4, int2, "
+            "nvfp4, fp8_ds_mla, nvfp4_ds_mla (MLA only), or group-wise like int4:g64, "
+            "int2:g32:kivi:r128.",
+            {"vllm": ("--kv-cache-dtype",), "sglang": ("--kv-cache-dtype",),
+             "llamacpp": ("--cache-type-k", "-ctk"), "trtllm": ("--kv_cache_dtype",),
+             "tgi": ("--kv-cache-dtype",)}, default="auto", section=""),
 )
 
 ENGINE_SETTINGS: tuple[Setting, ...] = (

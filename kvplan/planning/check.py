@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from kvplan.core.errors import KvplanError, NoKVMemoryError, SpecError
 from kvplan.core.record import record
 from kvplan.engines.registry import get as get_engine
-from kvplan.engines.settings import ENGINE_SETTINGS
+from kvplan.engines.settings import BY_NAME, COMMON_SETTINGS, ENGINE_SETTINGS
 from kvplan.planning.plan import Deployment, Workload, weights_per_gpu
 from kvplan.sources.fields import Fields
 
@@ -35,10 +35,9 @@ SCHEMA = "kvplan.capacity/1"  # the plan file
 RESULT_SCHEMA = "kvplan.check/1"  # what `kvplan check -f json` prints
 
 _TOP = {"schema", "deployments", "notes"}  # and x-anything: room for YAML anchors
-_DEPLOYMENT = {"name", "model", "gpu", "gpu_memory", "count", "tp", "pp", "dp", "dcp", "engine",
-               "kv_dtype",
-               "max_model_len", "weights_dtype", "weights_memory", "workload", "requires",
-               "notes"}
+_DEPLOYMENT = {"name", "model", "gpu", "gpu_memory", "count", "engine", "weights_dtype",
+               "weights_memory", "workload", "requires", "notes",
+               *(row.name for row in COMMON_SETTINGS)}
 _ENGINE = {"name", "version", *(row.name for row in ENGINE_SETTINGS)}
 _WORKLOAD = {"requests", "shared_prefix", "samples"}
 _REQUIRES = {"min_concurrency", "max_kv_bytes_per_request", "min_context", "headroom_percent"}
@@ -208,6 +207,20 @@ def _tokens(f: _LinedFields, name: str, default: Any = None) -> Any:
         raise f.wrap(name, exc) from None
 
 
+def _common(f: _LinedFields, name: str) -> Any:
+    """A setting every engine shares, given at the deployment's top (tp, pp, dp, dcp,
+    max_model_len, kv_dtype), read and bounded by its row (kvplan.engines.settings) as a flag
+    or a launch line is; the row's default when it is left out."""
+    row = BY_NAME[name]
+    value = f.raw.get(name)
+    if value is None:
+        return row.default
+    try:
+        return row.to_field(value, "")
+    except KvplanError as exc:
+        raise f.wrap(name, exc) from None
+
+
 def _bytes(f: _LinedFields, name: str) -> int | None:
     from kvplan.core.units import MAX_BYTES, parse_bytes
 
@@ -301,7 +314,7 @@ def _read_deployment(f: _LinedFields, base: Path, memo: _Memo | None = None
                       "give `gpu: h100` (a catalog GPU), `gpu_memory: 24GiB`, or the KV budget "
                       "the engine logged as `engine: {kv_memory: 57.65GiB}`")
     dep = deployment(spec, gpu=gpu, tp=tp, pp=pp, dp=dp, dcp=dcp,
-                     kv_dtype=f.str("kv_dtype", "auto"), max_model_len=_tokens(f, "max_model_len"),
+                     kv_dtype=_common(f, "kv_dtype"), max_model_len=_common(f, "max_model_len"),
                      weights_dtype=f.str("weights_dtype", "auto"),
                      weights_memory=weights, spell=str, **settings)
     # a max_model_len beyond the model's maximum is the engine's to refuse (or not): an
@@ -376,10 +389,9 @@ def _layout(f: _LinedFields, spec: Any, dp_attention: bool = False
     from kvplan.core.sizing import check_parallelism
     from kvplan.planning.deployment import SettingError, layout
 
-    dp = f.int("dp", 1)
-    dcp = f.int("dcp", 1)
+    dp, dcp = _common(f, "dp"), _common(f, "dcp")
     try:
-        tp, pp = layout(f.int("count", None), f.int("tp", None), f.int("pp", 1), dp,
+        tp, pp = layout(f.int("count", None), _common(f, "tp"), _common(f, "pp"), dp,
                         dp_attention, spell=str)
     except SettingError as exc:
         raise f.wrap(exc.setting, exc) from None

@@ -203,7 +203,7 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
 
 
 # the settings _deployment passes by name itself
-_OWN = ("tp", "pp", "dp", "max_model_len", "block_size", "gpu_memory_utilization",
+_OWN = ("tp", "pp", "dp", "max_model_len", "kv_dtype", "block_size", "gpu_memory_utilization",
         "max_num_seqs", "max_num_batched_tokens", "parallel", "kv_memory")
 
 

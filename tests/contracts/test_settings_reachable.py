@@ -26,7 +26,7 @@ SAMPLES = {
     "num_draft_layers": (1, 1),
     "cpu_offload_gb": (1.5, 3 * GIB // 2), "n_ubatch": (256, 256), "flash_attn": ("off", "off"),
     "n_gpu_layers": ("20", "20"), "no_kv_offload": (True, True),
-    "mamba_ssm_cache_dtype": ("float32", "float32"),
+    "mamba_ssm_cache_dtype": ("float32", "float32"), "kv_dtype": ("fp8", "fp8"),
 }
 # settings no launch line carries: figures an engine logged (kvplan explain reads them from
 # the log), what vLLM's image (not a flag) decides, and the drafter's layers (its config's)
