@@ -519,18 +519,15 @@ def flash_attn_on(value: str | None) -> bool:
 def launch_flags() -> EngineLaunch:
     from kvplan.core.launch import EngineLaunch
 
+    # the declared settings' flags (-c, -np, -ctk, -ub, ...) come from their
+    # rows (kvplan.engines.settings), joined to this table by kvplan.planning.launch
     setting = {
         "-m": ("model", "str"), "--model": ("model", "str"),
         "-hf": ("hf_repo", "str"), "--hf-repo": ("hf_repo", "str"),
-        "-c": ("max_model_len", "tokens"), "--ctx-size": ("max_model_len", "tokens"),
-        "-np": ("parallel", "int"), "--parallel": ("parallel", "int"),
-        "-ctk": ("kv_dtype", "str"), "--cache-type-k": ("kv_dtype", "str"),
         "-ctv": ("kv_dtype_v", "str"), "--cache-type-v": ("kv_dtype_v", "str"),
         "-ngl": ("n_gpu_layers", "str"), "--n-gpu-layers": ("n_gpu_layers", "str"),
         "--gpu-layers": ("n_gpu_layers", "str"),
-        "-nkvo": ("no_kv_offload", "flag"), "--no-kv-offload": ("no_kv_offload", "flag"),
         "-b": ("n_batch", "int"), "--batch-size": ("n_batch", "int"),
-        "-ub": ("n_ubatch", "int"), "--ubatch-size": ("n_ubatch", "int"),
         "-fa": ("flash_attn", "optional"), "--flash-attn": ("flash_attn", "optional"),
         "-kvu": ("kv_unified", "flag"), "--kv-unified": ("kv_unified", "flag"),
         "--swa-full": ("swa_full", "flag"), "-sm": ("split_mode", "str"),

@@ -19,19 +19,15 @@ if TYPE_CHECKING:
 def launch_flags() -> EngineLaunch:
     from kvplan.core.launch import EngineLaunch
 
+    # the declared settings' flags (--tp-size, --context-length, --kv-cache-dtype, ...)
+    # come from their rows (kvplan.engines.settings), joined to this table by
+    # kvplan.planning.launch
     setting = {
         "--model-path": ("model", "str"), "--model": ("model", "str"),
-        "--tp-size": ("tp", "int"), "--tp": ("tp", "int"), "--pp-size": ("pp", "int"),
-        "--dp-size": ("dp", "int"), "--dp": ("dp", "int"), "--ep-size": ("ep", "int"),
-        "--enable-dp-attention": ("dp_attention", "flag"),
-        "--mem-fraction-static": ("memory_fraction", "float"),
-        "--context-length": ("max_model_len", "tokens"), "--kv-cache-dtype": ("kv_dtype", "str"),
-        "--max-running-requests": ("max_num_seqs", "int"),
-        "--max-total-tokens": ("max_total_tokens", "int"), "--page-size": ("block_size", "int"),
-        "--chunked-prefill-size": ("max_num_batched_tokens", "int"),
+        "--ep-size": ("ep", "int"),
+        "--max-total-tokens": ("max_total_tokens", "int"),
         "--max-prefill-tokens": ("max_prefill_tokens", "int"),
         "--quantization": ("quantization", "str"), "--dtype": ("model_dtype", "str"),
-        "--disable-cuda-graph": ("enforce_eager", "flag"),
         "--cuda-graph-max-bs": ("cuda_graph_max_bs", "int"), "--revision": ("revision", "str"),
         "--speculative-algorithm": ("speculative", "str"),
         # an embedding or reward model: named (a ...ForSequenceClassification checkpoint holds

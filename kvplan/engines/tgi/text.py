@@ -18,17 +18,16 @@ def launch_flags() -> EngineLaunch:
     """`text-generation-launcher` flags (launcher/src/main.rs Args)."""
     from kvplan.core.launch import EngineLaunch
 
+    # the declared settings' flags (--num-shard, --max-total-tokens, --kv-cache-dtype, ...)
+    # come from their rows (kvplan.engines.settings), joined to this table by
+    # kvplan.planning.launch
     setting = {
         "--model-id": ("model", "str"), "--revision": ("revision", "str"),
-        "--num-shard": ("tp", "int"), "--quantize": ("quantization", "str"),
-        "--dtype": ("model_dtype", "str"), "--kv-cache-dtype": ("kv_dtype", "str"),
-        "--max-total-tokens": ("max_model_len", "tokens"),
+        "--quantize": ("quantization", "str"),
+        "--dtype": ("model_dtype", "str"),
         "--max-input-tokens": ("max_input_tokens", "tokens"),
         "--max-input-length": ("max_input_tokens", "tokens"),
-        "--max-batch-prefill-tokens": ("max_num_batched_tokens", "int"),
         "--max-batch-total-tokens": ("max_batch_total_tokens", "int"),
-        "--max-batch-size": ("max_num_seqs", "int"),
-        "--cuda-memory-fraction": ("memory_fraction", "float"),
         "--cuda-graphs": ("cuda_graphs", "str"),
     }
     ignored = ("--port", "--hostname", "--max-concurrent-requests", "--max-best-of",

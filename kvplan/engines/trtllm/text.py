@@ -19,12 +19,10 @@ if TYPE_CHECKING:
 def launch_flags() -> EngineLaunch:
     from kvplan.core.launch import EngineLaunch
 
+    # the declared settings' flags (--tp_size, --max_seq_len, --max_batch_size, ...) come from their
+    # rows (kvplan.engines.settings), joined to this table by kvplan.planning.launch
     setting = {
-        "--tp_size": ("tp", "int"), "--pp_size": ("pp", "int"), "--ep_size": ("ep", "int"),
-        "--max_batch_size": ("max_num_seqs", "int"),
-        "--max_num_tokens": ("max_num_batched_tokens", "int"),
-        "--max_seq_len": ("max_model_len", "tokens"),
-        "--kv_cache_free_gpu_memory_fraction": ("memory_fraction", "float"),
+        "--ep_size": ("ep", "int"),
         "--backend": ("backend", "str"), "--tokenizer": ("", "ignore"),
         "--extra_llm_api_options": ("extra_options", "str"),
     }

@@ -24,34 +24,23 @@ if TYPE_CHECKING:
 def launch_flags() -> EngineLaunch:
     from kvplan.core.launch import EngineLaunch
 
+    # the declared settings' flags (--tensor-parallel-size, --max-model-len, --kv-cache-dtype,
+    # --cpu-offload-gb, ...) come from their rows (kvplan.engines.settings), joined to this
+    # table by kvplan.planning.launch
     setting = {
-        "--model": ("model", "str"), "--tensor-parallel-size": ("tp", "int"),
-        "-tp": ("tp", "int"), "--pipeline-parallel-size": ("pp", "int"), "-pp": ("pp", "int"),
-        "--data-parallel-size": ("dp", "int"), "-dp": ("dp", "int"),
-        "--decode-context-parallel-size": ("dcp", "int"), "-dcp": ("dcp", "int"),
-        "--enable-expert-parallel": ("expert_parallel", "flag"),
-        "--max-model-len": ("max_model_len", "tokens"),
-        "--gpu-memory-utilization": ("memory_fraction", "float"),
-        "--kv-cache-dtype": ("kv_dtype", "str"), "--block-size": ("block_size", "int"),
-        "--max-num-seqs": ("max_num_seqs", "int"),
-        "--max-num-batched-tokens": ("max_num_batched_tokens", "int"),
+        "--model": ("model", "str"),
         "--quantization": ("quantization", "str"), "-q": ("quantization", "str"),
         "--dtype": ("model_dtype", "str"),
-        "--enforce-eager": ("enforce_eager", "flag"),
-        "--kv-cache-memory-bytes": ("kv_memory_bytes", "int"),
         "--enable-prefix-caching": ("prefix_caching", "flag"),
         "--no-enable-prefix-caching": ("prefix_caching", "no-flag"),
         "--enable-chunked-prefill": ("chunked_prefill", "flag"),
         "--no-enable-chunked-prefill": ("chunked_prefill", "no-flag"),
         "--revision": ("revision", "str"), "--swap-space": ("swap_space_gib", "float"),
-        # --cpu-offload-gb and the other declared settings' flags come from their rows
-        # (kvplan.engines.settings, joined to this table by planning/launch.py)
         # speculative decoding: a JSON object from 0.8 (its num_speculative_tokens is read),
         # a flag of its own before (0.4-0.7 EngineArgs)
         "--speculative-config": ("speculative_config", "json"),
         # a KV connector (LMCache, NIXL, offloading): read to be named, not modelled
         "--kv-transfer-config": ("kv_transfer_config", "json"),
-        "--num-speculative-tokens": ("num_speculative_tokens", "int"),
     }
     ignored = ("--host", "--port", "--served-model-name", "--api-key", "--tokenizer",
                "--tokenizer-mode", "--download-dir", "--chat-template", "--tool-call-parser",
