@@ -19,7 +19,7 @@ block, its null block, llama.cpp's 256-cell padding, ...).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -372,6 +372,11 @@ class BaseEngine:
     # beyond the model's maximum context; None: it starts (llama.cpp only warns). Read by
     # kvplan.planning.verdict, the one place the rule is applied.
     longer_context_env: str | None = None
+    # its start-up log's markers and figures, and the function that builds its launch-flag
+    # table (kvplan.core.launch; each engine keeps both in its `text`), as `log_format()` and
+    # `launch()` answer them; None: kvplan reads no log / no launch line of it
+    start_log: EngineLog | None = None
+    launch_table: Callable[[], EngineLaunch] | None = None
 
     def capacity(self, dep: Deployment) -> Capacity:
         raise NotImplementedError
@@ -432,14 +437,16 @@ class BaseEngine:
     def log_format(self) -> EngineLog | None:
         """Its start-up log's markers and figure patterns (kvplan.sources.startlog reads a
         log with them; kvplan.planning.explain passes every engine's), or None when kvplan
-        reads no log of it."""
-        return None
+        reads no log of it: the class's `start_log`."""
+        return self.start_log
 
     def launch(self) -> EngineLaunch | None:
         """Its launch program and flag table (kvplan.sources.launch reads a command line
-        with it), or None when kvplan reads no launch command for it. Optional: the launch
-        reader asks for it with getattr, so a minimal plugin need not define it."""
-        return None
+        with it), or None when kvplan reads no launch command for it: what the class's
+        `launch_table` builds. Optional: the launch reader asks for it with getattr, so a
+        minimal plugin need not define it."""
+        build = type(self).launch_table  # through the class: a plain function, not bound
+        return build() if build is not None else None
 
 
 def check_settings(dep: Deployment, engine: Any) -> None:

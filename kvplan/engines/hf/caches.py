@@ -28,9 +28,7 @@ from kvplan.core.layers import (
 )
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
-from kvplan.engines.cache import (
-    dense_bytes,
-)
+from kvplan.engines.cache import dense_bytes
 
 SCHEMA = "kvplan.engine.hf/1"
 CACHES = ("dynamic", "static")

@@ -8,12 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from kvplan.core.dtypes import KVFormat
-from kvplan.core.layers import (
-    ATTENTION_KINDS,
-    CrossAttention,
-    NoCache,
-    RecurrentState,
-)
+from kvplan.core.layers import ATTENTION_KINDS, CrossAttention, NoCache, RecurrentState
 from kvplan.core.spec import ModelSpec
 from kvplan.engines.base import (
     BaseEngine,
@@ -25,9 +20,7 @@ from kvplan.engines.base import (
     merge_needs,
     weights_per_gpu,
 )
-from kvplan.engines.cache import (
-    CacheLayout,
-)
+from kvplan.engines.cache import CacheLayout
 from kvplan.engines.hf.caches import (
     SMALLER_KV_DTYPES,
     HfProfile,

@@ -6,17 +6,9 @@ from __future__ import annotations
 
 from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError
-from kvplan.core.layers import (
-    ATTENTION_KINDS,
-    RecurrentState,
-)
+from kvplan.core.layers import ATTENTION_KINDS, RecurrentState
 from kvplan.core.spec import ModelSpec
-from kvplan.engines.cache import (
-    CacheLayout,
-    StateBuffer,
-    dense_layers,
-    spec_state,
-)
+from kvplan.engines.cache import CacheLayout, StateBuffer, dense_layers, spec_state
 from kvplan.engines.hf.caches import (
     CACHES,
     check_quantized,

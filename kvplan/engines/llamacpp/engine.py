@@ -616,6 +616,8 @@ LOG_FORMAT = EngineLog(
 class LlamacppEngine(BaseEngine):
     name = "llamacpp"
     display_name = "llama.cpp"
+    start_log = LOG_FORMAT
+    launch_table = launch_flags
     kv_dtypes = ("auto", *CACHE_TYPES)
     smaller_kv_dtypes = SMALLER_KV_DTYPES
     needs_memory = False  # it allocates --ctx cells whatever the GPU has
@@ -758,17 +760,10 @@ class LlamacppEngine(BaseEngine):
     def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
         return dep.parallel, "parallel"
 
-    def launch(self) -> EngineLaunch:
-        return launch_flags()
-
     def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
                  gpu_memory_bytes: int | None = None,
                  version: str | None = None) -> dict[str, Any]:
         return {"cache_type_k": "f16", "cache_type_v": "f16", "parallel": 1,
                 "cell_pad": CELL_PAD, "n_ubatch": N_UBATCH, "flash_attn": "auto"}
-
-
-    def log_format(self) -> EngineLog:
-        return LOG_FORMAT
 
 ENGINE = LlamacppEngine()

@@ -4,14 +4,11 @@ pools it sizes (`pools`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError
-from kvplan.core.launch import EngineLog
-from kvplan.core.layers import (
-    ATTENTION_KINDS,
-)
+from kvplan.core.layers import ATTENTION_KINDS
 from kvplan.core.spec import ModelSpec
 from kvplan.engines import parse_version
 from kvplan.engines.base import (
@@ -37,13 +34,12 @@ from kvplan.engines.sglang.pools import (
 )
 from kvplan.engines.sglang.text import LOG_FORMAT, launch_flags
 
-if TYPE_CHECKING:
-    from kvplan.core.launch import EngineLaunch
-
 
 class SglangEngine(BaseEngine):
     name = "sglang"
     display_name = "SGLang"
+    start_log = LOG_FORMAT
+    launch_table = launch_flags
     kv_dtypes = KV_DTYPES
     smaller_kv_dtypes = SMALLER_KV_DTYPES
     cache_variants = ("",)  # `validate --layout sglang` allocates cache_layout()
@@ -119,9 +115,6 @@ class SglangEngine(BaseEngine):
     def token_capacity(self, cap: Capacity) -> int:
         return int(cap.engine_profile.max_total_num_tokens)
 
-    def launch(self) -> EngineLaunch:
-        return launch_flags()
-
     def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
                  gpu_memory_bytes: int | None = None,
                  version: str | None = None) -> dict[str, Any]:
@@ -135,9 +128,5 @@ class SglangEngine(BaseEngine):
                      tp: int = 1, block_size: int | None = None, max_len: int | None = None,
                      variant: str = "") -> CacheLayout:
         return cache_layout(spec, fmt, tokens, batch, tp=tp, page_size=block_size)
-
-
-    def log_format(self) -> EngineLog:
-        return LOG_FORMAT
 
 ENGINE = SglangEngine()

@@ -41,10 +41,7 @@ from kvplan.core.errors import BadInputError, NoKVMemoryError
 from kvplan.core.layers import ATTENTION_KINDS, CrossAttention
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
-from kvplan.engines.base import (
-    Deployment,
-    weights_per_gpu,
-)
+from kvplan.engines.base import Deployment, weights_per_gpu
 from kvplan.engines.tgi.config import (
     BLOCK_SIZES,
     DEFAULT_PREFILL_TOKENS,

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError
-from kvplan.core.launch import EngineLog
 from kvplan.core.spec import ModelSpec
 from kvplan.engines.base import (
     BaseEngine,
@@ -28,13 +27,12 @@ from kvplan.engines.tgi.config import (
 )
 from kvplan.engines.tgi.text import LOG_FORMAT, launch_flags
 
-if TYPE_CHECKING:
-    from kvplan.core.launch import EngineLaunch
-
 
 class TgiEngine(BaseEngine):
     name = "tgi"
     display_name = "TGI"
+    start_log = LOG_FORMAT
+    launch_table = launch_flags
     kv_dtypes = KV_DTYPES
     smaller_kv_dtypes = ("fp8_e4m3fn",)
 
@@ -71,17 +69,10 @@ class TgiEngine(BaseEngine):
     def sizing_format(self, cap: Capacity) -> KVFormat:
         return kv_format(cap.deployment.spec, cap.deployment.kv_dtype)
 
-    def launch(self) -> EngineLaunch:
-        return launch_flags()
-
     def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
                  gpu_memory_bytes: int | None = None,
                  version: str | None = None) -> dict[str, Any]:
         return {"cuda_memory_fraction": MEMORY_FRACTION, "wiggle_room": WIGGLE_ROOM,
                 "max_batch_prefill_tokens": DEFAULT_PREFILL_TOKENS}
-
-
-    def log_format(self) -> EngineLog:
-        return LOG_FORMAT
 
 ENGINE = TgiEngine()

@@ -4,9 +4,8 @@ profiled budget (`memory`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kvplan.core.launch import EngineLog
 from kvplan.core.spec import ModelSpec
 from kvplan.engines.base import (
     BaseEngine,
@@ -30,13 +29,12 @@ from kvplan.engines.trtllm.pool import (
 )
 from kvplan.engines.trtllm.text import LOG_FORMAT, launch_flags
 
-if TYPE_CHECKING:
-    from kvplan.core.launch import EngineLaunch
-
 
 class TrtllmEngine(BaseEngine):
     name = "trtllm"
     display_name = "TensorRT-LLM"
+    start_log = LOG_FORMAT
+    launch_table = launch_flags
     kv_dtypes = KV_DTYPES
     smaller_kv_dtypes = SMALLER_KV_DTYPES
 
@@ -116,17 +114,10 @@ class TrtllmEngine(BaseEngine):
     def token_capacity(self, cap: Capacity) -> int:
         return int(cap.engine_profile.kv_cache_tokens)
 
-    def launch(self) -> EngineLaunch:
-        return launch_flags()
-
     def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
                  gpu_memory_bytes: int | None = None,
                  version: str | None = None) -> dict[str, Any]:
         return {"tokens_per_block": TOKENS_PER_BLOCK,
                 "free_gpu_memory_fraction": FREE_GPU_MEMORY_FRACTION}
-
-
-    def log_format(self) -> EngineLog:
-        return LOG_FORMAT
 
 ENGINE = TrtllmEngine()

@@ -11,11 +11,10 @@ as `kvplan validate` allocates them with torch.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError
-from kvplan.core.launch import EngineLog
 from kvplan.core.layers import (
     ATTENTION_KINDS,
     MLA,
@@ -57,16 +56,10 @@ from kvplan.engines.vllm.formats import (
     kv_format,
     with_ssm_state_dtype,
 )
-from kvplan.engines.vllm.memory import (
-    BatchSettings,
-    batch_settings,
-)
+from kvplan.engines.vllm.memory import BatchSettings, batch_settings
 from kvplan.engines.vllm.pages import FullPage, PageSpec
 from kvplan.engines.vllm.startup import VllmProfile, layout, profile
 from kvplan.engines.vllm.text import LOG_FORMAT, launch_flags
-
-if TYPE_CHECKING:
-    from kvplan.core.launch import EngineLaunch
 
 
 def batch_for(dep: Deployment) -> BatchSettings:
@@ -167,6 +160,8 @@ def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp:
 class VllmEngine(BaseEngine):
     name = "vllm"
     display_name = "vLLM"
+    start_log = LOG_FORMAT
+    launch_table = launch_flags
     # vllm/config/cache.py `BlockSize` (256 from 0.11.1: config.check_block_size)
     block_sizes = (1, 8, 16, 32, 64, 128, 256)
     latest_version = LATEST
@@ -284,9 +279,6 @@ class VllmEngine(BaseEngine):
         need = cap.pool.constraints[0].units(context_tokens) if context_tokens else 0
         return HostBlocks(p.bytes_per_block, p.block_size, need)
 
-    def launch(self) -> EngineLaunch:
-        return launch_flags()
-
     def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
                  gpu_memory_bytes: int | None = None,
                  version: str | None = None) -> dict[str, Any]:
@@ -301,14 +293,9 @@ class VllmEngine(BaseEngine):
                                     default_max_num_batched_tokens(
                                         gpu_memory_bytes, gpu_name, version=ver))}
 
-
     def cache_layout(self, spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *,
                      tp: int = 1, block_size: int | None = None, max_len: int | None = None,
                      variant: str = "") -> CacheLayout:
         return cache_layout(spec, fmt, tokens, batch, tp=tp, block_size=block_size)
-
-
-    def log_format(self) -> EngineLog:
-        return LOG_FORMAT
 
 ENGINE = VllmEngine()
