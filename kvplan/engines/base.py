@@ -376,6 +376,10 @@ class BaseEngine:
     # table (kvplan.core.launch; each engine keeps both in its `text`), as `log_format()` and
     # `launch()` answer them; None: kvplan reads no log / no launch line of it
     start_log: EngineLog | None = None
+    # the figures of its profile (Capacity.engine_profile) that are the KV pool's bytes on one
+    # GPU and its token slots, as it logs them; None: the pool's first constraint answers
+    budget_figure: str | None = None
+    tokens_figure: str | None = None
     launch_table: Callable[[], EngineLaunch] | None = None
 
     def capacity(self, dep: Deployment) -> Capacity:
@@ -393,9 +397,13 @@ class BaseEngine:
         return []
 
     def kv_budget_bytes(self, cap: Capacity) -> int:
+        if self.budget_figure is not None:
+            return int(getattr(cap.engine_profile, self.budget_figure))
         return cap.pool.constraints[0].capacity
 
     def token_capacity(self, cap: Capacity) -> int:
+        if self.tokens_figure is not None:
+            return int(getattr(cap.engine_profile, self.tokens_figure))
         return cap.pool.constraints[0].capacity * cap.pool.tokens_per_unit
 
     def blocks_per_request(self, cap: Capacity, tokens: int) -> tuple[int, ...]:

@@ -618,6 +618,8 @@ class LlamacppEngine(BaseEngine):
     display_name = "llama.cpp"
     start_log = LOG_FORMAT
     launch_table = launch_flags
+    budget_figure = "total_bytes"
+    tokens_figure = "cells"
     kv_dtypes = ("auto", *CACHE_TYPES)
     smaller_kv_dtypes = SMALLER_KV_DTYPES
     needs_memory = False  # it allocates --ctx cells whatever the GPU has
@@ -747,12 +749,6 @@ class LlamacppEngine(BaseEngine):
                               f"{memory - left:,} bytes of the GPU's {memory:,}",
                               "offload fewer layers (-ngl), a smaller -c or -ub, or more GPUs")
         return StartCheck(True, cap.pool.max_request_tokens)
-
-    def kv_budget_bytes(self, cap: Capacity) -> int:
-        return int(cap.engine_profile.total_bytes)
-
-    def token_capacity(self, cap: Capacity) -> int:
-        return int(cap.engine_profile.cells)
 
     def sizing_format(self, cap: Capacity) -> KVFormat:
         return cache_type(cap.kv_format)

@@ -40,6 +40,8 @@ class SglangEngine(BaseEngine):
     display_name = "SGLang"
     start_log = LOG_FORMAT
     launch_table = launch_flags
+    budget_figure = "available_bytes"
+    tokens_figure = "max_total_num_tokens"
     kv_dtypes = KV_DTYPES
     smaller_kv_dtypes = SMALLER_KV_DTYPES
     cache_variants = ("",)  # `validate --layout sglang` allocates cache_layout()
@@ -108,12 +110,6 @@ class SglangEngine(BaseEngine):
                 "swa_max_total_num_tokens": p.swa_max_total_num_tokens,
                 "max_mamba_cache_size": p.max_mamba_cache_size,
                 "k_size_bytes": p.k_size_bytes, "v_size_bytes": p.v_size_bytes}
-
-    def kv_budget_bytes(self, cap: Capacity) -> int:
-        return int(cap.engine_profile.available_bytes)
-
-    def token_capacity(self, cap: Capacity) -> int:
-        return int(cap.engine_profile.max_total_num_tokens)
 
     def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
                  gpu_memory_bytes: int | None = None,

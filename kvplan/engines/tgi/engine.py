@@ -33,6 +33,8 @@ class TgiEngine(BaseEngine):
     display_name = "TGI"
     start_log = LOG_FORMAT
     launch_table = launch_flags
+    budget_figure = "kv_budget_bytes"
+    tokens_figure = "max_batch_total_tokens"
     kv_dtypes = KV_DTYPES
     smaller_kv_dtypes = ("fp8_e4m3fn",)
 
@@ -59,12 +61,6 @@ class TgiEngine(BaseEngine):
                 "block_size": p.block_size, "bytes_per_block": p.bytes_per_block,
                 "max_batch_total_tokens": p.max_batch_total_tokens,
                 "max_batch_prefill_tokens": p.max_batch_prefill_tokens}
-
-    def kv_budget_bytes(self, cap: Capacity) -> int:
-        return int(cap.engine_profile.kv_budget_bytes)
-
-    def token_capacity(self, cap: Capacity) -> int:
-        return int(cap.engine_profile.max_batch_total_tokens)
 
     def sizing_format(self, cap: Capacity) -> KVFormat:
         return kv_format(cap.deployment.spec, cap.deployment.kv_dtype)

@@ -35,6 +35,8 @@ class TrtllmEngine(BaseEngine):
     display_name = "TensorRT-LLM"
     start_log = LOG_FORMAT
     launch_table = launch_flags
+    budget_figure = "kv_cache_bytes"
+    tokens_figure = "kv_cache_tokens"
     kv_dtypes = KV_DTYPES
     smaller_kv_dtypes = SMALLER_KV_DTYPES
 
@@ -107,12 +109,6 @@ class TrtllmEngine(BaseEngine):
                 "bytes_per_token": p.bytes_per_token, "max_tokens": p.max_tokens,
                 "num_blocks": p.num_blocks, "tokens_per_block": p.tokens_per_block,
                 "kv_cache_tokens": p.kv_cache_tokens, "allocated_bytes": p.allocated_bytes}
-
-    def kv_budget_bytes(self, cap: Capacity) -> int:
-        return int(cap.engine_profile.kv_cache_bytes)
-
-    def token_capacity(self, cap: Capacity) -> int:
-        return int(cap.engine_profile.kv_cache_tokens)
 
     def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
                  gpu_memory_bytes: int | None = None,

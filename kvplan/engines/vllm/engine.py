@@ -162,6 +162,7 @@ class VllmEngine(BaseEngine):
     display_name = "vLLM"
     start_log = LOG_FORMAT
     launch_table = launch_flags
+    budget_figure = "available_kv_cache_bytes"
     # vllm/config/cache.py `BlockSize` (256 from 0.11.1: config.check_block_size)
     block_sizes = (1, 8, 16, 32, 64, 128, 256)
     latest_version = LATEST
@@ -231,9 +232,6 @@ class VllmEngine(BaseEngine):
                 "bytes_per_block": p.bytes_per_block,
                 "fits_max_model_len": p.fits_max_model_len,
                 "estimated_max_model_len": p.estimated_max_model_len}
-
-    def kv_budget_bytes(self, cap: Capacity) -> int:
-        return int(cap.engine_profile.available_kv_cache_bytes)
 
     def token_capacity(self, cap: Capacity) -> int:
         p: VllmProfile = cap.engine_profile
