@@ -121,6 +121,17 @@ def parse_tokens(text: str | int, what: str = "tokens") -> int:
     return value
 
 
+def byte_count(value: int, what: str = "") -> int:
+    """A size given as a whole number of bytes, checked as a size written with a unit is
+    (`parse_bytes`): positive, at most an exbibyte. `what` names the flag or field."""
+    where = f"{what} " if what else ""
+    if value <= 0:
+        raise BadInputError(f"{where}must be positive, got {value:,}")
+    if value > MAX_BYTES:
+        raise BadInputError(f"{where}is {value:,} bytes, more than an exbibyte (2^60 bytes)")
+    return value
+
+
 def parse_bytes(text: str, what: str = "") -> int:
     """'24GiB' -> 25,769,803,776; '80GB' -> 80,000,000,000. A unit is required. `what` names
     the flag or field in the message (like parse_tokens)."""

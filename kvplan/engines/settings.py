@@ -76,18 +76,13 @@ class Setting:
             return None
         where = f"{self.flag if spell is None else spell} " if spell != "" else ""
         if self.kind == "bytes":
-            from kvplan.core.units import MAX_BYTES, parse_bytes
+            from kvplan.core.units import byte_count, parse_bytes
 
             if isinstance(value, bool) or not isinstance(value, (int, str)):
                 raise BadInputError(f"{where}must be a size such as 24GiB, got {value!r}")
             if isinstance(value, str):
                 return parse_bytes(value, where.strip())
-            if value <= 0:
-                raise BadInputError(f"{where}must be positive, got {value:,}")
-            if value > MAX_BYTES:
-                raise BadInputError(f"{where}is {value:,} bytes, more than an exbibyte (2^60 "
-                                    "bytes)")
-            return value
+            return byte_count(value, where.strip())
         if self.kind == "tokens" and isinstance(value, str):
             from kvplan.core.units import parse_tokens
 

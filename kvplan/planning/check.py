@@ -222,21 +222,15 @@ def _common(f: _LinedFields, name: str) -> Any:
 
 
 def _bytes(f: _LinedFields, name: str) -> int | None:
-    from kvplan.core.units import MAX_BYTES, parse_bytes
+    from kvplan.core.units import byte_count, parse_bytes
 
     value = f.raw.get(name)
     if value is None:
         return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value <= 0:
-            raise f.error(name, f"must be positive, got {value}")
-        if value > MAX_BYTES:
-            raise f.error(name, f"is {value:,} bytes, more than an exbibyte (2^60 bytes)")
-        return value  # a bare whole number is bytes
-    if not isinstance(value, str):
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise f.error(name, f"must be a size such as 24GiB, got {value!r}")
-    try:
-        return parse_bytes(value)
+    try:  # a bare whole number is bytes
+        return byte_count(value) if isinstance(value, int) else parse_bytes(value)
     except KvplanError as exc:
         raise f.wrap(name, exc) from None
 

@@ -87,13 +87,12 @@ def tokens(value: str | int | None, setting: str, spell: Spelling = flag) -> int
 
 def memory(value: str | int | None, what: str = "") -> int | None:
     """'57.65GiB' / '24GB' / an int of bytes -> bytes; `what` names the flag or field."""
-    from kvplan.core.units import MAX_BYTES, parse_bytes
+    from kvplan.core.units import byte_count, parse_bytes
 
-    if isinstance(value, int) and not 0 < value <= MAX_BYTES:
-        raise BadInputError(f"{what or 'a memory size'} must be between 1 byte and an "
-                            f"exbibyte (2^60 bytes), got {value:,} bytes")
-    if value is None or isinstance(value, int):
-        return value
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return byte_count(value, what or "a memory size")
     return parse_bytes(value, what)
 
 
