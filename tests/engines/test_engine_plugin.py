@@ -145,3 +145,34 @@ deployments:
     rows = {r["kind"]: r for r in doc["results"]}
     assert rows["min_concurrency"]["passed"] and not rows["min_context"]["passed"]
     assert rows["min_context"]["measured"] == 10240 // 11 * TOY_BLOCK
+
+
+def test_a_plugin_names_its_launch_table_and_log_as_class_attributes():
+    # BaseEngine answers launch() and log_format() from `launch_table` (a function building
+    # the flag table, called through the class, so never bound to the engine) and
+    # `start_log`; an engine naming neither reads no launch line and no log
+    from kvplan.core.launch import EngineLaunch, EngineLog
+    from kvplan.planning.launch import from_command
+
+    built: list[str] = []
+
+    def table() -> EngineLaunch:
+        built.append("table")
+        return EngineLaunch("toy-served", (("toy-serve",),),
+                            flags={"--model": ("model", "str"), "--kv-memory": ("", "ignore")})
+
+    log = EngineLog("toy-served", "Toy", markers=r"toy:", figures=())
+
+    class Served(ToyEngine):
+        name = "toy-served"
+        launch_table = table
+        start_log = log
+
+    assert ToyEngine().launch() is None and ToyEngine().log_format() is None
+    engine = registry.register(Served())
+    try:
+        assert engine.log_format() is log
+        lp = from_command(f"toy-serve --model {LLAMA8B} --kv-memory 1GiB")
+        assert lp.engine == "toy-served" and lp.model == LLAMA8B and built
+    finally:
+        registry.unregister("toy-served")

@@ -257,6 +257,12 @@ BAD = [
      "deployments[0].kv_dtype", "no --kv-cache-dtype 'fp9'"),
     ("TP that does not divide", ("gpu: h100", "gpu: h100\n    tp: 3"), 6, "deployments[0].tp",
      "does not divide"),
+    # the common settings are read by their rows (kvplan.engines.settings), as the flags and
+    # launch lines are: `--tensor-parallel-size 2.0` is no whole number there either
+    ("TP not a whole number", ("gpu: h100", "gpu: h100\n    tp: 2.0"), 6, "deployments[0].tp",
+     "must be a whole number, got 2.0"),
+    ("DCP past the GPUs an instance has", ("gpu: h100", "gpu: h100\n    dcp: 100000"), 6,
+     "deployments[0].dcp", "must be between 1 and 65,536"),
     ("no memory named", ("    gpu: h100\n", ""), 3, "deployments[0]", "no memory to plan with"),
     ("no parameter count", ("llama-3.1-8b", str(ROOT / "tests" / "fixtures" / "tiny.yaml")),
      4, "deployments[0].model", "no parameter count"),
