@@ -50,16 +50,15 @@ UnitsOpt = Annotated[str, typer.Option(
     callback=_one_of(("iec", "si")))]
 # its flags and help are the KV dtype's row (kvplan.engines.settings)
 KVDtypeOpt = Annotated[str, typer.Option(*_ROWS["kv_dtype"].flags, help=_ROWS["kv_dtype"].help)]
-# each engine's own spelling is accepted too (vLLM --tensor-parallel-size, ...)
-TPOpt = Annotated[int, typer.Option("--tp", "--tensor-parallel-size",
+# the flags of the settings' rows (kvplan.engines.settings); vLLM's spellings are among them
+TPOpt = Annotated[int, typer.Option(*_ROWS["tp"].flags,
                                     help="Tensor-parallel GPUs (KV heads split).")]
 AssumeStandardOpt = Annotated[bool, typer.Option(
     "--assume-standard-attention",
     help="Size a config.json kvplan would refuse (an architecture it has no reader for, or a "
     "cache-deciding key it does not model) as plain attention on every layer, with a warning. "
     "See docs/architectures.md.")]
-PPOpt = Annotated[int, typer.Option("--pp", "--pipeline-parallel-size",
-                                    help="Pipeline stages (layers split).")]
+PPOpt = Annotated[int, typer.Option(*_ROWS["pp"].flags, help=_ROWS["pp"].help)]
 
 
 def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:

@@ -220,11 +220,9 @@ def plan(
         launch_warnings = list(launched.warnings)
         # the command's settings, beside the flags that set the same things
         _given_once(overrides, {
-            "tp": ("--tp", tp), "pp": ("--pp", pp),
-            "kv_dtype": ("--kv-dtype", None if kv_dtype == "auto" else kv_dtype),
-            "max_model_len": ("--max-model-len", max_model_len),
-            "dp": ("--dp", dp if dp != 1 else None),
-            "dcp": ("--dcp", dcp if dcp != 1 else None)}, engine_given)
+            "tp": tp, "pp": pp, "kv_dtype": None if kv_dtype == "auto" else kv_dtype,
+            "max_model_len": max_model_len, "dp": dp if dp != 1 else None,
+            "dcp": dcp if dcp != 1 else None}, engine_given)
     elif model is None:
         raise BadInputError("MODEL is missing", "give a model, or --from-command \"vllm serve "
                             "MODEL ...\"")
@@ -275,16 +273,16 @@ def _exit(verdict: "Verdict", engine: str, hint: str = "") -> None:
         raise typer.Exit(1)
 
 
-def _given_once(overrides: dict[str, Any], flags: dict[str, tuple[str, Any]],
+def _given_once(overrides: dict[str, Any], common: dict[str, Any],
                 engine_given: dict[str, Any]) -> None:
     """A setting given both as a flag and in --from-command is a usage error (the command's
-    value would silently win). `flags`: the builder's name -> (flag, value or None) for the
-    common settings; `engine_given`: the engine settings given as flags, by row name."""
+    value would silently win). `common`: the common settings' values by row name (None: not
+    given); `engine_given`: the engine settings given as flags, by row name."""
     from kvplan.core.errors import BadInputError
     from kvplan.engines.settings import BY_NAME
 
-    both = [flag for key, (flag, value) in flags.items()
-            if key in overrides and value is not None]
+    both = [BY_NAME[name].flag for name, value in common.items()
+            if BY_NAME[name].field_name in overrides and value is not None]
     both += [BY_NAME[name].flag for name in engine_given
              if BY_NAME[name].field_name in overrides]
     if both:
