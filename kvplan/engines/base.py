@@ -213,6 +213,16 @@ class Pool:
     # (max_requests is per rank)
     replicas: int = 1
 
+    @classmethod
+    def of_blocks(cls, engine: str, blocks: int, block_size: int, max_request_tokens: int,
+                  **more: Any) -> Pool:
+        """One paged pool of `blocks` blocks of `block_size` tokens, each request holding
+        whole blocks of the tokens it has, shared with a request whose prefix it repeats (the
+        TensorRT-LLM and TGI pools); `more`: Pool's other fields."""
+        need = Need("full", block_size, shareable=True)
+        return cls(engine, (Constraint("KV blocks", "block", blocks, (need,)),),
+                   max_request_tokens, tokens_per_unit=block_size, **more)
+
     def fits(self, tokens: int, count: int) -> bool:
         if count <= 0:
             return True

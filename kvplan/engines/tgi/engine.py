@@ -8,15 +8,7 @@ from typing import Any
 from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError
 from kvplan.core.spec import ModelSpec
-from kvplan.engines.base import (
-    BaseEngine,
-    Capacity,
-    Constraint,
-    Deployment,
-    Need,
-    Pool,
-    weights_per_gpu,
-)
+from kvplan.engines.base import BaseEngine, Capacity, Deployment, Pool, weights_per_gpu
 from kvplan.engines.tgi.blocks import TgiProfile, profile
 from kvplan.engines.tgi.config import (
     DEFAULT_PREFILL_TOKENS,
@@ -44,10 +36,7 @@ class TgiEngine(BaseEngine):
                                 "parallelism", "use --tp")
         capability = dep.compute_capability
         prof = profile(dep.spec, dep, capability[0] if capability else None)
-        pool = Pool(self.name, (Constraint("KV blocks", "block", prof.num_blocks,
-                                           (Need("full", prof.block_size,
-                                                 shareable=True),)),),
-                    dep.context_limit(), tokens_per_unit=prof.block_size)
+        pool = Pool.of_blocks(self.name, prof.num_blocks, prof.block_size, dep.context_limit())
         fmt = kv_format(dep.spec, dep.kv_dtype)
         return Capacity(dep, self, None, prof, pool, fmt.name, weights_per_gpu(dep),
                         prof.bytes_per_block // prof.block_size,

@@ -7,15 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.core.spec import ModelSpec
-from kvplan.engines.base import (
-    BaseEngine,
-    Capacity,
-    Constraint,
-    Deployment,
-    Need,
-    Pool,
-    weights_per_gpu,
-)
+from kvplan.engines.base import BaseEngine, Capacity, Deployment, Pool, weights_per_gpu
 from kvplan.engines.trtllm.memory import TRTLLM_MAX_NUM_TOKENS, TRTLLM_VOCAB, trtllm_memory
 from kvplan.engines.trtllm.pool import (
     FREE_GPU_MEMORY_FRACTION,
@@ -69,12 +61,10 @@ class TrtllmEngine(BaseEngine):
                             (prof.kv_cache_bytes,), max_num_seqs=dep.max_num_seqs,
                             max_num_batched_tokens=tokens)
         bs = config.tokens_per_block
-        pool = Pool(self.name, (Constraint("KV blocks", "block", prof.num_blocks,
-                                           (Need("full", bs, shareable=True),)),),
-                    dep.context_limit(), tokens_per_unit=bs,
-                    # the scheduler runs at most max_batch_size requests at once
-                    max_requests=dep.max_num_seqs or MAX_BATCH_SIZE,
-                    max_requests_setting="max_batch_size")
+        pool = Pool.of_blocks(self.name, prof.num_blocks, bs, dep.context_limit(),
+                              # the scheduler runs at most max_batch_size requests at once
+                              max_requests=dep.max_num_seqs or MAX_BATCH_SIZE,
+                              max_requests_setting="max_batch_size")
         notes: tuple[str, ...] = (f"free_gpu_memory_fraction {fraction}",)
         if dep.kv_memory_bytes is None:
             notes += ("free memory as the PyTorch backend profiles it (weights + one forward "
