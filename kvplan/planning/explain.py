@@ -318,7 +318,8 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
 def _unprinted(text: str, facts: LogFacts, dep: Any, release_known: bool) -> tuple[str, ...]:
     """The settings deciding the engine's budget (kvplan.engines.settings rows' `budget`) that
     the log does not print; none where the log lists every non-default setting (then what it
-    does not list is at its default)."""
+    does not list is at its default). Also the release, when the log prints none, and the
+    GPU's total, when the log prints none and the GPU is known to report more than one."""
     from kvplan.engines.settings import SETTINGS
 
     fmt = next((f for f in log_formats() if f.engine == facts.engine), None)
@@ -330,7 +331,23 @@ def _unprinted(text: str, facts: LogFacts, dep: Any, release_known: bool) -> tup
         and row.name not in s and row.field_name not in s]
     if not release_known:
         names.append("engine release")
+    if facts.gpu_total_bytes is None and _total_varies(dep.gpu_name):
+        names.append("GPU total memory")
     return tuple(names)
+
+
+def _total_varies(gpu_name: str | None) -> bool:
+    """Whether the catalog records more than one total the framework reports for this GPU
+    (kvplan.sources.gpus `other_memory_bytes`): then a log that prints none may have had
+    either, and the budget from settings cannot be held to the one kvplan takes."""
+    from kvplan.sources.gpus import find_gpu
+
+    if gpu_name is None:
+        return False
+    try:
+        return bool(find_gpu(gpu_name).other_memory_bytes)
+    except BadInputError:
+        return False
 
 
 def _given(dep: Any, budget: int | None) -> Any:

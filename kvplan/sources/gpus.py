@@ -30,7 +30,7 @@ REQUIRED_SOURCES = ("memory_bytes", "hbm_bandwidth_bytes_per_s")
 _TOP = {"schema", "gpus"}
 _ENTRY = {"name", "display_name", "aliases", "vendor", "architecture", "compute_capability",
           "dense_flops_per_s", "memory_bytes", "memory_basis", "marketing_memory",
-          "hbm_bandwidth_bytes_per_s", "fp8", "fp4", "sources", "notes"}
+          "hbm_bandwidth_bytes_per_s", "fp8", "fp4", "sources", "notes", "other_memory_bytes"}
 
 
 @record
@@ -51,6 +51,9 @@ class GPU:
     notes: str = ""
     # vendor peak dense tensor FLOP/s per math dtype ("bf16", "fp8", "fp4"); empty when unknown
     dense_flops_per_s: dict[str, int] = field(default_factory=dict, hash=False, compare=False)
+    # other totals the framework has reported for this GPU on public records (another driver
+    # or board): a log that does not print its total may come from any of them
+    other_memory_bytes: tuple[int, ...] = ()
 
     @property
     def is_custom(self) -> bool:
@@ -159,7 +162,13 @@ def _read_gpu(f: Fields) -> GPU:
         if "dense_flops_per_s" not in sources.raw:
             raise sources.error("dense_flops_per_s", "is missing", "say where the number "
                                 "comes from")
+    other = f.list("other_memory_bytes", [])
+    if not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in other):
+        raise f.error("other_memory_bytes", f"must be a list of byte counts, got {other!r}")
+    if other and "other_memory_bytes" not in sources.raw:
+        raise sources.error("other_memory_bytes", "is missing", "say where the totals come from")
     return GPU(
+        other_memory_bytes=tuple(other),
         dense_flops_per_s=dense_flops,
         name=f.str("name"),
         memory_bytes=f.int("memory_bytes"),

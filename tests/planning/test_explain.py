@@ -374,6 +374,22 @@ def test_the_settings_that_decide_the_budget_and_the_log_lacks_are_named():
     assert "engine release" in explain(undated, model="llama-3.1-8b", gpu="h100").unprinted
 
 
+def test_a_gpu_with_more_than_one_reported_total_is_named_when_the_log_prints_none():
+    # The L4's total: deviceQuery 22518 MBytes (23,612,293,120 B) on one driver, nvidia-smi and
+    # PyTorch 23034 MiB (24,152,899,584 B) on driver 580: 0.92 of the 0.50 GiB between them is
+    # 0.46 GiB, a tenth of a 4.75 GiB budget. A V1 log prints no total, so the budget from
+    # settings cannot be held to the one kvplan takes; the H100 reports one total.
+    echoed = _v1_log(409_584) + ("INFO 06-23 14:20:00 [utils.py:326] non-default args: "
+                                 "{'model': 'meta-llama/Llama-3.1-8B-Instruct'}\n")
+    assert explain(echoed, gpu="L4").unprinted == ("GPU total memory",)
+    assert explain(echoed, gpu="h100").unprinted == ()
+    from kvplan.sources.gpus import find_gpu
+
+    l4 = find_gpu("L4")
+    assert l4.other_memory_bytes == (23034 * 2**20,)
+    assert round((l4.other_memory_bytes[0] - l4.memory_bytes) / 2**30, 2) == 0.50
+
+
 def test_echoed_settings_are_read_through_their_setting_rows():
     # flags vLLM's own log lines do not name: read by the rows' vLLM spellings (dashes or
     # underscores, "=" or a space), each as a launch line's flag would be
