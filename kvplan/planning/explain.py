@@ -505,8 +505,8 @@ def _predicted(eng: Any, dep: Any, facts: LogFacts, warnings: list[str]) -> list
         return []
     b = cap.budget
     rows: list[Row] = []
-    if b is None:
-        return rows
+    if b is None:  # an engine with no budget breakdown (TGI): its token figure alone
+        return _predicted_figures(eng, cap, facts)
     pairs = (("weights", facts.weights_bytes, max(b.weights_bytes) if b.weights_bytes else 0,
               "weights_bytes"),
              # vLLM prints the torch peak (activations = peak - weights), TensorRT-LLM the
@@ -524,15 +524,19 @@ def _predicted(eng: Any, dep: Any, facts: LogFacts, warnings: list[str]) -> list
             continue
         rows.append(Row(label, "from settings", int(logged), int(ours), _diff(logged, ours),
                         "info", facts.lines.get(key, facts.lines.get("weights_bytes", ""))))
+    return rows + _predicted_figures(eng, cap, facts)
+
+
+def _predicted_figures(eng: Any, cap: Any, facts: LogFacts) -> list[Row]:
+    """The engine's token (or block) figure from settings beside the logged one."""
     numbers = eng.numbers(cap)
     for figure in ("kv_cache_tokens", "num_blocks", "max_total_num_tokens",
                    "max_batch_total_tokens"):
         if figure in facts.kv and figure in numbers:
-            rows.append(Row(figure, "from settings", facts.kv[figure], numbers[figure],
-                            _diff(float(facts.kv[figure]), float(numbers[figure])), "info",
-                            facts.lines.get(figure, "")))
-            break
-    return rows
+            return [Row(figure, "from settings", facts.kv[figure], numbers[figure],
+                        _diff(float(facts.kv[figure]), float(numbers[figure])), "info",
+                        facts.lines.get(figure, ""))]
+    return []
 
 
 def _weights_only(eng: Any, dep: Any, facts: LogFacts, warnings: list[str]) -> list[Row]:

@@ -433,3 +433,19 @@ def test_a_count_below_one_workers_budget_names_the_fewest_over_workers():
     assert any("fewest blocks over its 2 workers" in n for n in result.notes)
     exact = explain(tp2(51_199 * 16))
     assert exact.ok and not any("fewest blocks" in n for n in exact.notes)
+
+
+def test_tgi_launcher_defaults_are_read_and_its_advice_is_not():
+    # huggingface/ms-build-mi300 README (TGI 2.0.2 on MI300X): the launcher prints the limits it
+    # chose ("Default `max_total_tokens` to 4096", "... `max_batch_prefill_tokens` to 4145",
+    # "Sharding model on 2 processes") after advice naming other values
+    # ("--max-batch-prefill-tokens=8242 --max-total-tokens=8192"), which it does not run with
+    text = (CORPUS / "tgi" / "tgi-msbuild-llama3-8b-mi300x-2.0.2.log").read_text(encoding="utf-8")
+    facts = startlog.read_log(text, reading_formats())
+    assert facts.engine == "tgi"
+    assert (facts.settings["max_model_len"], facts.settings["max_num_batched_tokens"],
+            facts.settings["tp"]) == (4096, 4145, 2)
+    # no budget line and no breakdown: the router's token figure from settings is still shown
+    rows = explain(text, model="llama-3-8b", gpu="mi300x").rows
+    figure = next(r for r in rows if r.quantity == "max_batch_total_tokens")
+    assert (figure.basis, figure.logged) == ("from settings", 801568)

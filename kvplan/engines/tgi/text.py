@@ -62,5 +62,15 @@ LOG_FORMAT = EngineLog(
                 "kv", "tokens"),
         LogLine("max_batch_total_tokens", "Setting max batch total tokens to",
                 r"Setting max batch total tokens to (\d+)", "int", "kv", "tokens"),
+        # the launcher's own lines (launcher/src/main.rs) for what it chose: the defaults it
+        # derives from the model ("Default `max_total_tokens` to 4096") and the shards it
+        # starts; read before the flags of its advice ("You can increase that size using
+        # `--max-total-tokens=8192 ...`"), which are not the settings it runs with
+        LogLine("max_model_len", "Default `max_total_tokens` to",
+                r"Default `max_total_tokens` to (\d+)", "int", "settings"),
+        LogLine("max_num_batched_tokens", "Default `max_batch_prefill_tokens` to",
+                r"Default `max_batch_prefill_tokens` to (\d+)", "int", "settings"),
+        LogLine("tp", "Sharding model on", r"Sharding model on (\d+) processes", "int",
+                "settings"),
     ),
 )
