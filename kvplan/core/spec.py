@@ -167,6 +167,82 @@ class Rope:
     local: bool = False  # sliding-window layers use an unscaled rope of their own base
 
 
+@record
+class TensorLayout:
+    """How a checkpoint names and shapes a decoder's tensors where it differs from the generic
+    decoder's (Llama's: q/k/v/o, a gated gate/up/down MLP, two RMSNorms without bias a layer,
+    the router `mlp.gate`): the facts kvplan.core.weights lists tensors from. Set by
+    kvplan.sources.families from the model's family (config.json model_type or the YAML's
+    `family`); the default is the generic decoder, which `known` False marks as an assumption.
+
+    norms: "pre" (input_layernorm, post_attention_layernorm), "post" (post_attention and
+    post_feedforward only: OLMo 2), "sandwich" (pre and post norms around attention and MLP:
+    Gemma 2/3), "parallel" (one input_layernorm before attention and MLP side by side:
+    Cohere, multi-query Falcon), "single" (one `norm` before the layer's only sub-layer:
+    Nemotron-H).
+    qk_norm: None, "head" (q_norm / k_norm over one head: Qwen3, Gemma 3), "heads" (over all
+    heads, split with them: OLMo 2, MiniMax-M2) or "k_head" (k_norm only: Domyn Edge).
+    mtp: the MTP layers' layout when the spec has num_nextn_predict_layers: "deepseek_v3"
+    (model.layers.N with its own embedding, eh_proj and shared head), "qwen3_next" (mtp.fc and
+    pre-fc norms, sharing the embedding and head), "deepseek_v4" (mtp.K with e_proj / h_proj
+    and a hyper-connection head).
+    requires: the spec fields the layout is computed from beyond the shapes every decoder has
+    (blocks, shared_blocks, audio_encoder, vision); without one the weights are not estimated."""
+
+    known: bool = False  # kvplan lists this architecture's own tensors (else: generic decoder)
+    norms: str = "pre"
+    norm_bias: bool = False  # LayerNorms with a bias (GPT-2, Falcon)
+    learned_positions: bool = False  # a max_context_tokens x hidden position table (wpe)
+    extra_embedding_rows: int = 0  # embedding rows beyond the vocabulary (Mllama: 8)
+    fused_qkv: bool = False  # GPT-2's c_attn (3 x hidden) and c_proj, both with biases
+    qkv_bias: bool = False  # q/k/v biases whatever attention_bias says (ChatGLM)
+    o_proj_bias: bool = True  # attention_bias covers o_proj too (Qwen2: q/k/v only)
+    attention_output_gate: bool = False  # q_proj also gives a gate: twice as wide (Qwen3-Next)
+    qk_norm: str | None = None
+    attention_sinks: bool = False  # one learned sink per head (gpt-oss)
+    cross_attention_gates: bool = False  # cross-attention q/k norms and tanh gates (Mllama)
+    gated_mlp: bool = True  # MLPs and experts have a gate_proj (else up -> act -> down)
+    mlp_bias: bool = False  # the MLP's linears carry biases (GPT-2)
+    mlp_names: tuple[str, str] = ("up_proj", "down_proj")  # (up, down) of an ungated MLP
+    router: str = "gate"  # the router's module under mlp (gpt-oss: router)
+    expert_bias: bool = False  # the experts' linears and the router carry biases (gpt-oss)
+    shared_expert_gate: bool = False  # a sigmoid gate on the shared expert (Qwen2-MoE)
+    mixer_module: str = "mixer"  # the recurrent mixer's module name in a layer
+    compressed_blocks: bool = False  # DeepSeek-V4 layers: attn_norm / ffn_norm, hc mixes
+    mtp: str = "deepseek_v3"
+    # "whisper" (the audio encoder and the decoder's layers) or "mbart" (Nemotron Parse: a
+    # RADIO vision encoder, ModelSpec.vision, and an mBART decoder); "" for a decoder only
+    encoder_decoder: str = ""
+    requires: tuple[str, ...] = ()
+
+
+@record
+class EngineTraits:
+    """What an engine decides by the model's architecture (its class or model_type), not by
+    a shape the spec carries: set by kvplan.sources.families, each from the rule's home in the
+    engine's source; the engine module that reads a field holds what follows from it.
+
+    sparse_mla: vLLM's DeepseekV32ForCausalLM hook (model_executor/models/config.py
+    MODELS_CONFIG_MAP) and SGLang's DeepSeek-V3.2 path: FLASHMLA_SPARSE, the fp8_ds_mla cache,
+    an indexer key cache on every MLA layer. DeepSeek-V3.2 only.
+    llamacpp_swa: llama.cpp's loader for the GGUF architecture sets `swa_type`, so sliding or
+    chunked layers get their own smaller cache (src/models/gemma2.cpp and the others named in
+    kvplan.sources.families); other architectures attend over the whole context.
+    sglang_hybrid_swa: SGLang's `is_hybrid_swa_model` lists the architecture: a separate
+    sliding-window pool (model_config.py).
+    tgi_fallback_attention: TGI's launcher (`resolve_attention`) forces paged /
+    flashdecoding attention for the model_type (falcon, deepseek_v2)."""
+
+    sparse_mla: bool = False
+    llamacpp_swa: bool = False
+    sglang_hybrid_swa: bool = False
+    tgi_fallback_attention: bool = False
+
+
+GENERIC_LAYOUT = TensorLayout()
+NO_TRAITS = EngineTraits()
+
+
 # What a reader takes as a rope: a factor in (0, MAX_ROPE_FACTOR] and an original context of
 # at most MAX_ROPE_ORIGINAL_POSITIONS (real ones: factor <= 64, context <= 2**18)
 MAX_ROPE_FACTOR = 1024
@@ -179,6 +255,8 @@ class ModelSpec:
     layers: tuple[Layer, ...]
     source: Source = field(default_factory=Source)
     display_name: str | None = None
+    # the architecture's name (config.json model_type): shown and searched; the facts it
+    # implies are `layout` and `traits`, which only kvplan.sources derives from it
     family: str | None = None
     dtype: str = "bf16"
     max_context_tokens: int | None = None
@@ -243,6 +321,9 @@ class ModelSpec:
     num_hash_layers: int | None = None
     expert_quantization: Quantization | None = None
     rope: Rope | None = None  # rotary scaling (None: unscaled, or not stated)
+    # --- facts by architecture (kvplan.sources.families sets them from the family) ------
+    layout: TensorLayout = GENERIC_LAYOUT  # how the checkpoint lays out its tensors
+    traits: EngineTraits = NO_TRAITS  # what engines decide by the architecture
     # --- the checkpoint ------------------------------------------------------------------
     quantization: Quantization = NONE  # its weight format (config.json quantization_config)
     checkpoint: Checkpoint | None = None  # its published bytes, when known

@@ -33,7 +33,6 @@ from kvplan.core.layers import (
     CompressedAttention,
     CrossAttention,
     RecurrentState,
-    SlidingWindow,
 )
 from kvplan.core.quant import (
     ELEMENT_BYTES,
@@ -48,52 +47,13 @@ from kvplan.core.spec import Block, ModelSpec, VisionTower
 
 VOCAB_PADDING = 64  # vLLM DEFAULT_VOCAB_PADDING_SIZE
 
-# Families whose decoder layers the inventory knows tensor by tensor. Others (hybrids with
-# Mamba / delta-net mixers, per-layer NAS blocks, cross-attention, vision towers) are not
-# computed: a caller falls back to a published total.
-SUPPORTED_FAMILIES = {
-    "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "qwen2_moe", "phi3",
-    "gemma2", "gemma3", "gemma3_text", "deepseek", "deepseek_v2", "deepseek_v3", "deepseek_v32",
-    "kimi_k2", "gpt_oss", "llama4", "llama4_text", "olmo2", "olmo3", "cohere", "chatglm",
-    "falcon", "gpt2", "gpt3", "minimax_m2", "glm_moe_dsa", "llava", "mimo_v2_flash",
-    # Qwen2-VL / Qwen2.5-VL: the Qwen2 text model (q/k/v biases) and the vision encoders
-    # (qwen2_vl / qwen2_5_vl towers)
-    "qwen2_vl", "qwen2_5_vl",
-    # GLM-4.7-Flash: DeepSeek-V2/V3's MLA + MoE layout (vLLM glm4_moe_lite.py builds it from
-    # DeepseekV2MLAAttention; the checkpoint keeps DeepSeek's tensor names)
-    "glm4_moe_lite",
-    # hybrids and per-layer blocks (ModelSpec.ssm / ModelSpec.blocks)
-    "jamba", "nemotron_h", "qwen3_next", "nemotron-nas", "deci",
-    # Llama 3.2 Vision: the text model with cross-attention layers (+ ModelSpec.vision)
-    "mllama", "mllama_text_model",
-    # Whisper: the audio encoder and the decoder with cross-attention (ModelSpec.audio_encoder)
-    "whisper",
-    # Kimi-K3: Kimi Delta Attention + MLA with output gates, attention residuals, latent MoE
-    "kimi_linear",
-    # DeepSeek-V4: compressed attention, hyper-connections, hash routing, FP4 experts
-    "deepseek_v4",
-    # Nemotron Parse: a RADIO encoder (ModelSpec.vision) and an mBART decoder
-    "nemotron_parse", "nemotron_parse3_5",
+# What a spec field the layout requires (TensorLayout.requires) is, when it is missing
+_REQUIRED = {
+    "shared_blocks": "the spec does not give the shared attention blocks",
+    "audio_encoder": "the spec does not give the audio encoder's shapes",
+    "blocks": "the spec does not say what each layer holds (blocks)",
+    "vision": "the spec does not give the RADIO encoder's shapes (encoder.args)",
 }
-PARSE = {"nemotron_parse", "nemotron_parse3_5"}
-# Families whose MTP layers are mtp.fc, pre-fc norms and a decoder layer, with the model's
-# embedding and LM head (_Builder.mtp)
-MTP_SHARING_HEAD = {"qwen3_next", "exaone_moe", "exaone4_5", "exaone4_5_text"}
-MLLAMA = {"mllama", "mllama_text_model"}
-# GPT-2's layout: learned positions, fused qkv (c_attn), LayerNorms and linears with biases, a
-# 4x MLP (GPT-3 is "the same model and architecture as GPT-2", Brown et al. 2020 section 2.1)
-GPT2_STYLE = {"gpt2", "gpt3"}
-# Qwen3-Next's layout (gated attention with q/k norms, gated delta-net mixers, a shared
-# expert gate), which Qwen3.5 reuses (vLLM qwen3_5.py Qwen3_5DecoderLayer(Qwen3NextDecoderLayer))
-QWEN3_NEXT_STYLE = {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}
-# Families whose attention_bias covers q/k/v only: o_proj has none (Qwen2Attention and the
-# Qwen2-VL text models built on it, ChatGLM's query_key_value)
-O_PROJ_WITHOUT_BIAS = {"qwen2", "chatglm", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl",
-                       "qwen2_5_vl_text"}
-# Families whose layers need ModelSpec.blocks (what each layer holds is not its cache kind)
-NEEDS_BLOCKS = {"nemotron_h", "nemotron-nas", "deci"}
-# Families whose MLPs are up -> act -> down, without a gate projection (Nemotron-H relu2)
-UNGATED_MLP = {"nemotron_h"}
 
 
 @record
@@ -225,7 +185,7 @@ class _Builder:
         self.expert_load = expert_load
         self.md = MODEL_DTYPE_NAMES.get(spec.dtype, "BF16")
         self.out: list[WeightTensor] = []
-        self.family = spec.family or ""
+        self.lay = spec.layout
 
     # --- primitives ---------------------------------------------------------------------
 
@@ -269,10 +229,10 @@ class _Builder:
 
     def build(self) -> None:
         s = self.spec
-        if self.family == "whisper":
+        if self.lay.encoder_decoder == "whisper":
             self.whisper()
             return
-        if self.family in PARSE:
+        if self.lay.encoder_decoder == "mbart":
             self.mbart()
             return
         if s.shared_blocks is not None:
@@ -281,11 +241,11 @@ class _Builder:
         hidden, vocab = _need(s, "hidden_size"), _need(s, "vocab_size")
         rows_per_rank = self.vocab_rows(vocab)
         embed_rows = rows_per_rank
-        if self.family in MLLAMA:
+        if self.lay.extra_embedding_rows:
             # MllamaTextModel: nn.Embedding(vocab_size + 8, hidden), the LM head vocab_size
-            embed_rows = self.vocab_rows(vocab + 8)
+            embed_rows = self.vocab_rows(vocab + self.lay.extra_embedding_rows)
         self.plain("model.embed_tokens.weight", (embed_rows, hidden), None, "embed")
-        if self.family in GPT2_STYLE and s.max_context_tokens:
+        if self.lay.learned_positions and s.max_context_tokens:
             self.plain("wpe.weight", (s.max_context_tokens, hidden), None, "embed")
         for i in range(s.num_layers):
             self.layer(i, f"model.layers.{i}", "layer")
@@ -588,35 +548,34 @@ class _Builder:
 
     def norm(self, name: str, width: int, layer: int | None, place: str) -> None:
         self.plain(f"{name}.weight", (width,), layer, place)
-        if self.family in GPT2_STYLE or self.family == "falcon":  # LayerNorm with a bias
+        if self.lay.norm_bias:  # LayerNorm with a bias
             self.plain(f"{name}.bias", (width,), layer, place)
 
     def layer(self, i: int, p: str, place: str) -> None:
-        s, fam = self.spec, self.family
+        s, norms = self.spec, self.lay.norms
         hidden = _need(s, "hidden_size")
         layer = s.layers[i] if i < s.num_layers else s.layers[-1]
         if s.blocks is not None or s.ssm is not None:
             self.block_layer(i, p, place, self.block(i))
             return
-        if fam == "deepseek_v4":
+        if self.lay.compressed_blocks:
             self.v4_layer(i, p, place)
             return
         if isinstance(layer, RecurrentState):
             raise BadInputError(f"{s.name}: layer {i} is a recurrent mixer; the weight "
                                 "inventory does not model it")
         # norms around attention and MLP
-        norms: tuple[str, ...]
-        if fam in ("olmo2", "olmo3"):
-            norms = ("post_attention_layernorm", "post_feedforward_layernorm")
-        elif fam in ("gemma2", "gemma3", "gemma3_text") or fam in DOMYN_EDGE:
-            # Domyn Edge (vLLM domyn_edge.py): pre/post norms around attention and MLP too
-            norms = ("input_layernorm", "post_attention_layernorm",
+        names: tuple[str, ...]
+        if norms == "post":
+            names = ("post_attention_layernorm", "post_feedforward_layernorm")
+        elif norms == "sandwich":
+            names = ("input_layernorm", "post_attention_layernorm",
                      "pre_feedforward_layernorm", "post_feedforward_layernorm")
-        elif fam == "cohere" or (fam == "falcon" and _kv_heads(s, i) == 1):
-            norms = ("input_layernorm",)  # one norm before the parallel attention + MLP
+        elif norms == "parallel":
+            names = ("input_layernorm",)  # one norm before the parallel attention + MLP
         else:
-            norms = ("input_layernorm", "post_attention_layernorm")
-        for n in norms:
+            names = ("input_layernorm", "post_attention_layernorm")
+        for n in names:
             self.norm(f"{p}.{n}", hidden, i, place)
         if isinstance(layer, MLA):
             self.mla(i, p, place, layer)
@@ -708,9 +667,9 @@ class _Builder:
         (Nemotron-H's single sub-layer: `norm`; Jamba, Qwen3-Next, Nemotron-NAS:
         input_layernorm before the mixer, post_attention_layernorm / pre_ff_layernorm before
         the feed-forward), then the mixer and the feed-forward."""
-        s, fam = self.spec, self.family
+        s = self.spec
         hidden = _need(s, "hidden_size")
-        if fam == "nemotron_h":
+        if self.lay.norms == "single":
             self.norm(f"{p}.norm", hidden, i, place)
         else:
             if block.mixer and block.mixer != "parallel_ssm":
@@ -822,10 +781,7 @@ class _Builder:
                                 "spec does not give", "import the model from its config.json")
         hidden = _need(s, "hidden_size")
         md, tp = self.md, self.tp
-        pre = {"jamba": "mamba", "kimi_linear": "self_attn", "falcon_h1": "mamba",
-               "lfm2": "conv", "lfm2_moe": "conv"}.get(
-            self.family, "linear_attn" if self.family in QWEN3_NEXT_STYLE else "mixer")
-        pre = f"{p}.{pre}"
+        pre = f"{p}.{self.lay.mixer_module}"
         sh = self.shard
 
         def local(name: str, out_f: int, in_f: int, bias: bool = False) -> None:
@@ -926,30 +882,28 @@ class _Builder:
         raise BadInputError(f"{s.name}: the weight inventory does not know the {m.kind} mixer")
 
     def attention(self, i: int, p: str, place: str) -> None:
-        s, fam = self.spec, self.family
+        s, lay = self.spec, self.lay
         hidden = _need(s, "hidden_size")
         layer = s.layers[i] if i < s.num_layers else s.layers[-1]
         heads = _need(s, "num_attention_heads")
         kv = getattr(layer, "num_kv_heads", heads)
         hd = getattr(layer, "head_dim", hidden // heads)
         vd = getattr(layer, "v_head_dim", None) or hd
-        if isinstance(layer, SlidingWindow) and fam == "mimo_v2_flash":
-            pass  # MiMo's sliding layers carry their own head counts in the layer itself
-        bias = bool(s.attention_bias) or fam == "chatglm"
-        o_bias = bool(s.attention_bias) and fam not in O_PROJ_WITHOUT_BIAS
+        bias = bool(s.attention_bias) or lay.qkv_bias
+        o_bias = bool(s.attention_bias) and lay.o_proj_bias
         if self.tp > 1 and kv < self.tp:
             # vLLM replicates KV heads when TP exceeds them: each rank holds one
             kv_rank = 1
             kv_total = self.tp
         else:
             kv_rank, kv_total = None, kv
-        if fam in GPT2_STYLE:
+        if lay.fused_qkv:
             self.linear(f"{p}.attn.c_attn", 3 * hidden, hidden, i, place, "column", True, "attn")
             self.linear(f"{p}.attn.c_proj", hidden, hidden, i, place, "row", True, "attn")
             return
         # Qwen3-Next's gated attention: q_proj also gives the output gate (attn_output_gate,
         # always on in Qwen3NextAttention), twice the query width
-        gate = 2 if fam in QWEN3_NEXT_STYLE else 1
+        gate = 2 if lay.attention_output_gate else 1
         self.linear(f"{p}.self_attn.q_proj", gate * heads * hd, hidden, i, place, "column", bias,
                     "attn")
         for name, width in (("k_proj", hd), ("v_proj", vd)):
@@ -960,25 +914,22 @@ class _Builder:
                 self.linear(f"{p}.self_attn.{name}", kv * width, hidden, i, place, "column",
                             bias, "attn")
         self.linear(f"{p}.self_attn.o_proj", hidden, heads * vd, i, place, "row", o_bias, "attn")
-        if fam in MLLAMA and isinstance(layer, CrossAttention):
+        if lay.cross_attention_gates and isinstance(layer, CrossAttention):
             # MllamaTextCrossAttention: q/k RMSNorms over a head, and the layer's two tanh
             # gates (cross_attn_attn_gate, cross_attn_mlp_gate)
             self.plain(f"{p}.cross_attn.q_norm.weight", (hd,), i, place)
             self.plain(f"{p}.cross_attn.k_norm.weight", (hd,), i, place)
             self.plain(f"{p}.cross_attn_attn_gate", (1,), i, place)
             self.plain(f"{p}.cross_attn_mlp_gate", (1,), i, place)
-        if fam in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text") or fam in QWEN3_NEXT_STYLE:
+        if lay.qk_norm == "head":
             self.plain(f"{p}.self_attn.q_norm.weight", (hd,), i, place)
             self.plain(f"{p}.self_attn.k_norm.weight", (hd,), i, place)
-        elif fam in ("olmo2", "olmo3"):
+        elif lay.qk_norm == "heads":  # one RMSNorm over all heads, split with them
             self.plain(f"{p}.self_attn.q_norm.weight", (self.shard(heads * hd, True),), i, place)
             self.plain(f"{p}.self_attn.k_norm.weight", (self.shard(kv * hd, True),), i, place)
-        elif fam == "minimax_m2":  # per-layer q/k RMSNorm over all heads
-            self.plain(f"{p}.self_attn.q_norm.weight", (self.shard(heads * hd, True),), i, place)
-            self.plain(f"{p}.self_attn.k_norm.weight", (self.shard(kv * hd, True),), i, place)
-        if fam in DOMYN_EDGE:  # DomynEdgeAttention: k_norm weighted, q_norm has_weight=False
+        elif lay.qk_norm == "k_head":  # k_norm weighted, q_norm without a weight
             self.plain(f"{p}.self_attn.k_norm.weight", (hd,), i, place)
-        if fam == "gpt_oss":  # attention sinks, one per head
+        if lay.attention_sinks:  # attention sinks, one per head
             self.plain(f"{p}.self_attn.sinks", (self.shard(heads, True),), i, place)
 
     def mla(self, i: int, p: str, place: str, layer: MLA) -> None:
@@ -1024,30 +975,23 @@ class _Builder:
         self.dense_mlp(i, p, place, _need(s, "intermediate_size"))
 
     def dense_mlp(self, i: int, p: str, place: str, inter: int) -> None:
-        fam = self.family
+        lay = self.lay
         hidden = _need(self.spec, "hidden_size")
-        if fam in UNGATED_MLP:
-            self.linear(f"{p}.mlp.up_proj", inter, hidden, i, place, "column", kind="mlp")
-            self.linear(f"{p}.mlp.down_proj", hidden, inter, i, place, "row", kind="mlp")
-            return
-        if fam in GPT2_STYLE:
-            self.linear(f"{p}.mlp.c_fc", inter, hidden, i, place, "column", True, "mlp")
-            self.linear(f"{p}.mlp.c_proj", hidden, inter, i, place, "row", True, "mlp")
-            return
-        if fam == "falcon":
-            self.linear(f"{p}.mlp.dense_h_to_4h", inter, hidden, i, place, "column", kind="mlp")
-            self.linear(f"{p}.mlp.dense_4h_to_h", hidden, inter, i, place, "row", kind="mlp")
+        if not lay.gated_mlp:  # up -> act -> down (Nemotron-H relu2, GPT-2, Falcon)
+            up, down = lay.mlp_names
+            self.linear(f"{p}.mlp.{up}", inter, hidden, i, place, "column", lay.mlp_bias, "mlp")
+            self.linear(f"{p}.mlp.{down}", hidden, inter, i, place, "row", lay.mlp_bias, "mlp")
             return
         self.linear(f"{p}.mlp.gate_proj", inter, hidden, i, place, "column", kind="mlp")
         self.linear(f"{p}.mlp.up_proj", inter, hidden, i, place, "column", kind="mlp")
         self.linear(f"{p}.mlp.down_proj", hidden, inter, i, place, "row", kind="mlp")
 
     def moe(self, i: int, p: str, place: str) -> None:
-        s, fam = self.spec, self.family
+        s, lay = self.spec, self.lay
         hidden, experts = _need(s, "hidden_size"), _need(s, "num_experts")
         width = _need(s, "moe_intermediate_size")
-        bias = fam == "gpt_oss"
-        router = "mlp.router" if fam == "gpt_oss" else "mlp.gate"
+        bias = lay.expert_bias
+        router = f"mlp.{lay.router}"
         # the router is replicated and never quantized (vLLM builds it without quant_config)
         self.linear(f"{p}.{router}", experts, hidden, i, place, "replicated", bias, "router",
                     quantizable=False)
@@ -1092,7 +1036,7 @@ class _Builder:
             # the checkpoint's own format: its experts have theirs (DeepSeek-V4 fp4)
             self.q = s.expert_quantization
         try:
-            if fam not in UNGATED_MLP:
+            if lay.gated_mlp:
                 self.linear(f"{ex}.gate_proj", w_local, hid_in, i, place, "replicated", bias,
                             "expert", count)
             self.linear(f"{ex}.up_proj", w_local, hid_in, i, place, "replicated", bias,
@@ -1114,11 +1058,11 @@ class _Builder:
         shared = s.shared_expert_intermediate_size or 0
         if shared:
             sh = f"{p}.mlp.shared_experts"
-            if fam not in UNGATED_MLP:
+            if lay.gated_mlp:
                 self.linear(f"{sh}.gate_proj", shared, hidden, i, place, "column", kind="mlp")
             self.linear(f"{sh}.up_proj", shared, hidden, i, place, "column", kind="mlp")
             self.linear(f"{sh}.down_proj", hidden, shared, i, place, "row", kind="mlp")
-            if fam == "qwen2_moe" or fam in QWEN3_NEXT_STYLE:
+            if lay.shared_expert_gate:
                 self.linear(f"{p}.mlp.shared_expert_gate", 1, hidden, i, place, "replicated",
                             kind="router", quantizable=False)
 
@@ -1127,7 +1071,7 @@ class _Builder:
         embedding, two norms, the 2H -> H projection and a shared head (norm + LM head);
         the projection, norms, embedding and head in the model dtype."""
         hidden = _need(self.spec, "hidden_size")
-        if self.family == "deepseek_v4":
+        if self.lay.mtp == "deepseek_v4":
             # DeepSeek-V4's mtp.k: a full layer, the embedding and hidden projections e_proj /
             # h_proj (quantized like the layer) with their norms, its own norm and
             # hyper-connection head; it shares the model's embedding and head
@@ -1144,7 +1088,7 @@ class _Builder:
                 self.plain(f"{p}.hc_head_fn", (hc, hc * hidden), i, "mtp", "F32")
                 self.plain(f"{p}.hc_head_scale", (1,), i, "mtp", "F32")
             return
-        if self.family in MTP_SHARING_HEAD:
+        if self.lay.mtp == "qwen3_next":
             # Qwen3-Next's mtp.*: fc (2H -> H), two pre-fc norms, one decoder layer (gated
             # attention + MoE) and a final norm; it shares the model's embedding and LM head
             # (vLLM qwen3_next_mtp.py; EXAONE 4.5 and K-EXAONE alike: exaone4_5_mtp.py and
@@ -1204,19 +1148,10 @@ def _need(spec: ModelSpec, name: str) -> int:
     return value
 
 
-def _kv_heads(spec: ModelSpec, i: int) -> int:
-    layer = spec.layers[i] if i < spec.num_layers else spec.layers[-1]
-    return getattr(layer, "num_kv_heads", 0)
-
-
-# Domyn Edge's model types (vLLM domyn_edge.py)
-DOMYN_EDGE = ("domyn_edge", "domynedge")
-
-
 def supported(spec: ModelSpec) -> str | None:
-    """None when the inventory can be computed for this spec tensor by tensor as its family
-    stores them (SUPPORTED_FAMILIES), else why not."""
-    if (spec.family or "") not in SUPPORTED_FAMILIES:
+    """None when the inventory can be computed for this spec tensor by tensor as its
+    checkpoint stores them (ModelSpec.layout.known), else why not."""
+    if not spec.layout.known:
         return f"the weight inventory does not model the {spec.family or 'unknown'} family"
     if spec.tie_word_embeddings is None:
         return "the spec does not say whether the embeddings are tied"
@@ -1225,19 +1160,14 @@ def supported(spec: ModelSpec) -> str | None:
 
 def estimable(spec: ModelSpec) -> str | None:
     """None when the spec gives the shapes a decoder's tensors are computed from, whatever
-    its family; else why not. A family outside SUPPORTED_FAMILIES is laid out as a generic
+    its family; else why not. A layout kvplan does not know is laid out as a generic
     decoder (`generic_note` says how), the estimate `plan`, `import` and the front door use
     when nothing better is known."""
     if spec.ssm is None and any(isinstance(x, RecurrentState) for x in spec.layers):
         return "the spec does not give its recurrent mixer's shapes"
-    if spec.family == "zamba2" and spec.shared_blocks is None:
-        return "the spec does not give the shared attention blocks"
-    if spec.family == "whisper" and spec.audio_encoder is None:
-        return "the spec does not give the audio encoder's shapes"
-    if spec.family in PARSE and spec.vision is None:
-        return "the spec does not give the RADIO encoder's shapes (encoder.args)"
-    if (spec.family or "") in NEEDS_BLOCKS and spec.blocks is None:
-        return "the spec does not say what each layer holds (blocks)"
+    for name in spec.layout.requires:
+        if getattr(spec, name) is None:
+            return _REQUIRED[name]
     if spec.blocks is not None and len(spec.blocks) != spec.num_layers:
         return "the spec's blocks do not list one entry per layer"
     for name in ("hidden_size", "vocab_size"):
@@ -1259,7 +1189,7 @@ def estimable(spec: ModelSpec) -> str | None:
 
 
 def generic_note(spec: ModelSpec) -> str:
-    """What an estimate of a family outside SUPPORTED_FAMILIES assumes."""
+    """What an estimate of a layout kvplan does not know (layout.known False) assumes."""
     note = (f"the {spec.family or 'unknown'} family's layers as a generic decoder's (q/k/v/o "
             "or MLA projections, a gated MLP or the routed and shared experts, two norms; "
             "biases only where the config sets attention_bias); its own extra tensors and "
@@ -1276,7 +1206,7 @@ def inventory(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, ep: int = 1,
     """_inventory, kept for the last few arguments asked: `plan --find-gpus` tries up to 28
     layouts and each KV dtype a suggestion tries asks again, while the inventory depends
     only on the model, the format and TP (seven values of TP among those 28 layouts).
-    A family outside SUPPORTED_FAMILIES is laid out as a generic decoder (generic_note)."""
+    A layout kvplan does not know is laid out as a generic decoder (generic_note)."""
     key = (spec, q, tp, ep, padded_vocab, include_mtp, expert_load, vocab)
     try:
         found = _INVENTORIES.get(key)
@@ -1409,7 +1339,7 @@ def weight_plan(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1
                 partition: Sequence[int] | None = None) -> WeightPlan | None:
     """Per-stage weight bytes from the tensor inventory, in the checkpoint's own format
     (`weights` "auto") or the one an engine quantizes into at load (`weights` a canonical
-    name of LOAD_FORMATS, or bf16/fp16/fp32). A family outside SUPPORTED_FAMILIES with
+    name of LOAD_FORMATS, or bf16/fp16/fp32). A layout kvplan does not know, with
     neither a published checkpoint nor a parameter count is laid out as a generic decoder
     (generic_note, added to `why`). None when neither can be computed for the spec (the
     caller spreads the published total or the parameter count instead)."""

@@ -54,6 +54,7 @@ from kvplan.core.spec import (
     VisionTower,
 )
 from kvplan.sources import hfarch
+from kvplan.sources.families import with_family_facts
 from kvplan.sources.fields import Fields
 from kvplan.sources.quant import deepseek_v4_formats, quantization_from_config
 from kvplan.sources.reader import finite_number, parse_json, read_bytes
@@ -294,7 +295,7 @@ def spec_from_config(raw: Any, source: str, name: str, source_info: Source | Non
             quant, cfg.raw.get("expert_dtype"), source)
         if assumed:  # printed with every result, as the reader's other assumptions are
             warnings.append(assumed)
-    return ModelSpec(
+    return with_family_facts(ModelSpec(
         name=name,
         layers=tuple(layers),
         source=source_info or Source(file=source),
@@ -305,7 +306,7 @@ def spec_from_config(raw: Any, source: str, name: str, source_info: Source | Non
         quantization=quant,
         warnings=tuple(warnings),
         **found,
-    )
+    ))
 
 
 def _whisper_spec(top: Fields, name: str, source_info: Source | None, assume: bool
@@ -334,7 +335,7 @@ def _whisper_spec(top: Fields, name: str, source_info: Source | None, assume: bo
                                                  "num_mel_bins")]
     if None not in enc and enc[0] and enc[1] and enc[2]:
         encoder = AudioEncoder("whisper", enc[0], enc[1], enc[2], encoder_tokens)
-    return ModelSpec(
+    return with_family_facts(ModelSpec(
         name=name,
         layers=tuple(layer for _ in range(n) for layer in (self_attention, cross)),
         source=source_info or Source(file=top.source),
@@ -349,7 +350,7 @@ def _whisper_spec(top: Fields, name: str, source_info: Source | None, assume: bo
         tie_word_embeddings=top.raw.get("tie_word_embeddings", True) is not False,
         attention_bias=True,
         audio_encoder=encoder,
-    )
+    ))
 
 
 # Nemotron Parse: a RADIO vision encoder and an mBART decoder under "encoder" / "decoder".
@@ -417,7 +418,7 @@ def _parse_spec(top: Fields, arch: str, name: str, source_info: Source | None, a
     ffn = _opt_int(dec, "decoder_ffn_dim" if arch == "RadioMBartPrefixForCausalLM"
                    else "encoder_ffn_dim", minimum=1)
     tied = any(f.get("tie_word_embeddings") is True for f in (top.raw, dec.raw))
-    return ModelSpec(
+    return with_family_facts(ModelSpec(
         name=name,
         layers=tuple(layers),
         source=source_info or Source(file=top.source),
@@ -433,7 +434,7 @@ def _parse_spec(top: Fields, arch: str, name: str, source_info: Source | None, a
         tie_word_embeddings=tied,
         attention_bias=True,
         vision=_radio_tower(top),
-    )
+    ))
 
 
 # vLLM transformers_utils/configs/radio.py VIT_TIMM_DIM_BY_NAME: a RADIO encoder's

@@ -34,6 +34,7 @@ from kvplan.core.spec import (
     SSMShapes,
     VisionTower,
 )
+from kvplan.sources.families import with_family_facts
 from kvplan.sources.fields import Fields, read_yaml
 from kvplan.sources.reader import finite_number
 
@@ -164,7 +165,7 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
         pairs = tuple((str(k), by.int(str(k), minimum=0)) for k in by.raw)
         checkpoint = Checkpoint(tuple(sorted(pairs, key=lambda kv: (-kv[1], kv[0]))),
                                 ck.str("source"))
-    return ModelSpec(
+    return with_family_facts(ModelSpec(
         name=name,
         layers=tuple(layers),
         source=src,
@@ -178,7 +179,7 @@ def spec_from_dict(raw: Any, source: str) -> ModelSpec:
         quantization=quant,
         checkpoint=checkpoint,
         **shapes,
-    )
+    ))
 
 
 def _read_ssm(f: Fields) -> SSMShapes:

@@ -23,6 +23,7 @@ from kvplan.core.quant import NONE, Quantization, linear_tensors
 from kvplan.core.spec import ModelSpec
 from kvplan.core.weights import inventory, matches, placement, supported, weight_plan
 from kvplan.engines.vllm import mxfp4_expert_load
+from kvplan.sources.families import with_family_facts
 from kvplan.sources.hfconfig import load_config_file
 from kvplan.sources.library import load_library
 from kvplan.sources.quant import quantization_from_config, read_quantization
@@ -463,7 +464,7 @@ def test_the_published_checkpoint_is_the_fallback_for_an_unmodelled_family():
 
     from kvplan.engines.shared.weights import stage_weights
 
-    spec = replace(LIB["deepseek-v4-flash"], family="deepseek_v4_unknown")
+    spec = with_family_facts(replace(LIB["deepseek-v4-flash"], family="deepseek_v4_unknown"))
     assert supported(spec) is not None
     stages, why = stage_weights(spec)
     assert sum(stages) == spec.checkpoint.total_bytes and "published checkpoint" in why
@@ -502,7 +503,7 @@ def _tiny(**kw) -> ModelSpec:
                 num_attention_heads=4, hidden_size=256, vocab_size=1000, intermediate_size=512,
                 tie_word_embeddings=False)
     base.update(kw)
-    return ModelSpec(**base)  # type: ignore[arg-type]
+    return with_family_facts(ModelSpec(**base))  # type: ignore[arg-type]
 
 
 def test_tp_shards_columns_rows_and_pads_the_vocabulary():
@@ -620,14 +621,16 @@ _AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True,
 _GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": True}
 # QwQ-32B config.json: hidden 5120, MLP 27648, 64 layers, 40 heads / 8 KV heads of 128,
 # vocabulary 152064, untied, Qwen2 q/k/v biases
-_QWQ = ModelSpec(name="qwq-32b", layers=(FullAttention(8, 128),) * 64, family="qwen2",
-                 num_attention_heads=40, hidden_size=5120, vocab_size=152064,
-                 intermediate_size=27648, tie_word_embeddings=False, attention_bias=True)
+_QWQ = with_family_facts(ModelSpec(
+    name="qwq-32b", layers=(FullAttention(8, 128),) * 64, family="qwen2",
+    num_attention_heads=40, hidden_size=5120, vocab_size=152064, intermediate_size=27648,
+    tie_word_embeddings=False, attention_bias=True))
 # Qwen3-4B-Instruct-2507 config.json: hidden 2560, MLP 9728, 36 layers, 32 heads / 8 KV heads
 # of 128, vocabulary 151936, tied
-_QWEN3_4B = ModelSpec(name="qwen3-4b", layers=(FullAttention(8, 128),) * 36, family="qwen3",
-                      num_attention_heads=32, hidden_size=2560, vocab_size=151936,
-                      intermediate_size=9728, tie_word_embeddings=True)
+_QWEN3_4B = with_family_facts(ModelSpec(
+    name="qwen3-4b", layers=(FullAttention(8, 128),) * 36, family="qwen3",
+    num_attention_heads=32, hidden_size=2560, vocab_size=151936, intermediate_size=9728,
+    tie_word_embeddings=True))
 
 
 def _log_cases():

@@ -26,6 +26,7 @@ from factories import (
 from kvplan.core.errors import BadInputError
 from kvplan.core.units import parse_bytes
 from kvplan.engines import hf, llamacpp, parse_version, sglang, trtllm, vllm
+from kvplan.sources.families import with_family_facts
 from kvplan.sources.library import resolve
 
 FIXTURES = paths.FIXTURES / "engines"
@@ -227,14 +228,16 @@ def test_sglang_page_padding_and_heads_floor():
 
 def test_sglang_hybrid_swa_and_mamba():
     pair = (SlidingWindow(8, 64, window=128), FullAttention(8, 64))
-    gpt_oss = ModelSpec("gpt-oss-120b", pair * 18, family="gpt_oss", num_attention_heads=64)
+    gpt_oss = with_family_facts(ModelSpec("gpt-oss-120b", pair * 18, family="gpt_oss",
+                                          num_attention_heads=64))
     p = sglang.profile(gpt_oss, sglang.SglangConfig(), gib(79.0), gib(62.5), 0.9)
     # cell = 36,864 + 0.8 x 36,864 = 66,355.2 B/token (docs/engine-kv-sizing.md §2.4)
     full_tokens = int(int((62.5 - 79.0 * 0.1) * GIB) // 66355.2)
     assert p.max_total_num_tokens == full_tokens
     assert p.swa_max_total_num_tokens == int(full_tokens * 0.8)
     # Gemma-style models are not in SGLang's hybrid-SWA list: sliding layers get full KV
-    gemma = ModelSpec("gemma", pair * 18, family="gemma2", num_attention_heads=64)
+    gemma = with_family_facts(ModelSpec("gemma", pair * 18, family="gemma2",
+                                        num_attention_heads=64))
     assert sglang.profile(gemma, sglang.SglangConfig(), gib(79.0), gib(62.5), 0.9) \
         .swa_max_total_num_tokens is None
     # Qwen3-Next GDN state with SGLang's float32 SSM state: 2,146,304 B per layer per slot
@@ -595,8 +598,8 @@ def test_deepseek_v3_fp8_ds_mla_and_v32_indexer():
     assert bf16.per_token_bytes == 61 * 576 * 2 == 70272
     (fp8,) = vllm.layout(mla(), vllm.VllmConfig(max_model_len=8192, kv_cache_dtype="fp8"))
     assert fp8.per_token_bytes == 61 * 576 * 1 == 35136
-    v32 = ModelSpec("deepseek-v3.2", mla().layers, family="deepseek_v32",
-                    num_attention_heads=128)
+    v32 = with_family_facts(ModelSpec("deepseek-v3.2", mla().layers, family="deepseek_v32",
+                                      num_attention_heads=128))
     (stage,) = vllm.layout(v32, vllm.VllmConfig(max_model_len=8192))  # auto -> fp8_ds_mla
     assert stage.per_token_bytes == 61 * (656 + 132) == 48068
     with pytest.raises(BadInputError):

@@ -294,22 +294,14 @@ def compute_buffers(spec: ModelSpec, n_kv: int, config: LlamacppConfig,
                           phases=phases)
 
 
-# HF model types whose llama.cpp architecture keeps a sliding-window (iSWA) cache: their
-# `load_arch_hparams` sets `swa_type` (src/models/gemma2.cpp, gemma3.cpp, gemma3n.cpp,
-# gemma4.cpp, openai-moe.cpp, llama4.cpp (chunked), cohere2.cpp, exaone4.cpp, olmo2.cpp (OLMo 3),
-# mimo2.cpp; llama.cpp at 0c1e57098bba). Every other architecture attends over the whole
-# context whatever the config's sliding_window says: Mistral 7B converts to LLM_ARCH_LLAMA,
-# whose loader never reads the key, and phi3.cpp reads it and turns SWA off ("Phi SWA is
-# currently disabled").
-SWA_FAMILIES = frozenset({
-    "gemma2", "gemma3", "gemma3_text", "gemma3n", "gemma3n_text", "gemma4", "gemma4_text",
-    "gpt_oss", "llama4", "llama4_text", "cohere2", "exaone4", "olmo3", "mimo_v2",
-    "mimo_v2_flash"})
-
-
 def keeps_windows(spec: ModelSpec) -> bool:
-    """Whether llama.cpp gives this model's sliding/chunked layers their own smaller cache."""
-    return (spec.family or "").lower().replace("-", "_") in SWA_FAMILIES
+    """Whether llama.cpp gives this model's sliding/chunked layers their own smaller cache:
+    only architectures whose `load_arch_hparams` sets `swa_type` (src/models/gemma2.cpp and
+    the others; the spec's traits.llamacpp_swa, kvplan.sources.families lists them). Every
+    other architecture attends over the whole context whatever the config's sliding_window
+    says: Mistral 7B converts to LLM_ARCH_LLAMA, whose loader never reads the key, and
+    phi3.cpp reads it and turns SWA off ("Phi SWA is currently disabled")."""
+    return spec.traits.llamacpp_swa
 
 
 def check_cache_types(spec: ModelSpec, k_fmt: KVFormat, v_fmt: KVFormat, flash_attn: bool

@@ -36,10 +36,6 @@ from kvplan.engines.cache import STATE_DTYPES, CacheLayout, StateBuffer, dense_l
 
 SCHEMA = "kvplan.engine.sglang/1"
 GIB = 2**30
-# configs/model_config.py::is_hybrid_swa_model: only these get a separate SWA pool; other
-# sliding-window models (Gemma 2/3) give their sliding layers full-length KV.
-HYBRID_SWA_FAMILIES = frozenset({"gpt_oss", "llama4", "llama4_text", "gemma4", "gemma4_text",
-                                 "mimo_v2", "mimo_v2_flash", "step3p5", "deepseek_v4"})
 SWA_FULL_TOKENS_RATIO = 0.8  # arg_groups/fields/schedule.py default
 MAMBA_FULL_MEMORY_RATIO = 0.9  # _handle_max_mamba_cache default r
 SSM_STATE_NAMES = ("ssm", "recurrent", "temporal")  # kept in float32 by default
@@ -66,7 +62,7 @@ class SglangConfig:
     kv_cache_dtype: str = "auto"
     page_size: int = DEFAULT_PAGE_SIZE
     max_total_tokens: int | None = None  # --max-total-tokens cap
-    hybrid_swa: bool | None = None  # None: by architecture (HYBRID_SWA_FAMILIES)
+    hybrid_swa: bool | None = None  # None: by architecture (spec.traits.sglang_hybrid_swa)
     swa_full_tokens_ratio: float = SWA_FULL_TOKENS_RATIO
     mamba_full_memory_ratio: float = MAMBA_FULL_MEMORY_RATIO
     max_mamba_cache_size: int | None = None
@@ -101,9 +97,12 @@ class SglangProfile:
 
 
 def _is_hybrid_swa(spec: ModelSpec, config: SglangConfig) -> bool:
+    """configs/model_config.py::is_hybrid_swa_model: only the architectures it lists
+    (spec.traits.sglang_hybrid_swa) get a separate SWA pool; other sliding-window models
+    (Gemma 2/3) give their sliding layers full-length KV."""
     if config.hybrid_swa is not None:
         return config.hybrid_swa
-    return (spec.family or "").lower().replace("-", "_") in HYBRID_SWA_FAMILIES
+    return spec.traits.sglang_hybrid_swa
 
 
 def _k_v_bytes(layer: Layer, fmt: KVFormat, tp: int, sparse: bool = False) -> tuple[int, int]:
@@ -134,7 +133,7 @@ def profile(spec: ModelSpec, config: SglangConfig, free_before_load_bytes: int,
     if not 0 < mem_fraction_static < 1:
         raise BadInputError(f"--mem-fraction-static must be in (0, 1), got {mem_fraction_static}")
     fmt = kv_format(spec, config.kv_cache_dtype)
-    sparse = spec.is_mla and (spec.family or "").replace("-", "_") == "deepseek_v32"
+    sparse = spec.is_mla and spec.traits.sparse_mla  # DeepSeek-V3.2's DSA
     if sparse and fmt.bits == 8:
         fmt = FP8_DS_MLA  # DSA + fp8: kv_lora_rank + kv_lora_rank//128*4 + rope*2 = 656
     # GB floats, as get_available_gpu_memory returns them

@@ -55,7 +55,6 @@ def attention_backend(spec: ModelSpec, compute_major: int | None,
         return "paged"
     heads = {layer.head_dim for layer in spec.layers if isinstance(layer, ATTENTION_KINDS)}
     fallback = "paged" if compute_major is not None and compute_major < 8 else "flashdecoding"
-    if not heads <= set(FLASHINFER_HEAD_DIMS) or (spec.family or "") in ("falcon",
-                                                                          "deepseek_v2"):
+    if not heads <= set(FLASHINFER_HEAD_DIMS) or spec.traits.tgi_fallback_attention:
         return fallback
     return "flashinfer"

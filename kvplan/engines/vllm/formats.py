@@ -59,8 +59,9 @@ INDEXER_BYTES_PER_TOKEN = indexer_key_bytes(INDEX_HEAD_DIM)  # fp8 key + fp32 sc
 
 
 def is_sparse_mla(spec: ModelSpec) -> bool:
-    """DeepSeek-V3.2 (configs with `index_topk`): FLASHMLA_SPARSE, fp8_ds_mla, indexer cache."""
-    return spec.is_mla and (spec.family or "").replace("-", "_") in ("deepseek_v32",)
+    """DeepSeek-V3.2 (DeepseekV32ForCausalLM in models/config.py MODELS_CONFIG_MAP;
+    spec.traits.sparse_mla): FLASHMLA_SPARSE, fp8_ds_mla, indexer cache."""
+    return spec.is_mla and spec.traits.sparse_mla
 
 
 def has_compressed_attention(spec: ModelSpec) -> bool:

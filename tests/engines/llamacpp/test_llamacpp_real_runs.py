@@ -17,14 +17,15 @@ from kvplan.core.errors import BadInputError
 from kvplan.core.layers import FullAttention, SlidingWindow
 from kvplan.core.spec import ModelSpec
 from kvplan.engines.llamacpp import engine as ll
+from kvplan.sources.families import with_family_facts
 
 MIB = 2**20
 
 
 def _spec(family: str, layers) -> ModelSpec:
-    return ModelSpec(name=f"tiny-{family}", family=family, layers=tuple(layers),
-                     num_attention_heads=4, hidden_size=256, vocab_size=300,
-                     intermediate_size=128, max_context_tokens=32768)
+    return with_family_facts(ModelSpec(
+        name=f"tiny-{family}", family=family, layers=tuple(layers), num_attention_heads=4,
+        hidden_size=256, vocab_size=300, intermediate_size=128, max_context_tokens=32768))
 
 
 GEMMA3 = _spec("gemma3_text", [SlidingWindow(2, 64, window=512)] * 5 + [FullAttention(2, 64)])

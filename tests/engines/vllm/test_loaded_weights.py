@@ -11,6 +11,7 @@ from paths import FIXTURES, TESTS
 
 from kvplan.core.allocator import CachingAllocator
 from kvplan.engines.shared import loading
+from kvplan.sources.families import with_family_facts
 from kvplan.sources.hfconfig import load_config_file
 from kvplan.sources.library import resolve
 
@@ -197,10 +198,10 @@ def test_sglang_counts_segments_not_blocks():
 
     # QwQ-32B config.json: hidden 5120, MLP 27648, 64 layers, 40 / 8 heads of 128, vocabulary
     # 152064, untied, q/k/v biases, 40,960 positions
-    qwq = ModelSpec(name="qwq-32b", layers=(FullAttention(8, 128),) * 64, family="qwen2",
-                    num_attention_heads=40, hidden_size=5120, vocab_size=152064,
-                    intermediate_size=27648, tie_word_embeddings=False, attention_bias=True,
-                    max_context_tokens=40960)
+    qwq = with_family_facts(ModelSpec(
+        name="qwq-32b", layers=(FullAttention(8, 128),) * 64, family="qwen2",
+        num_attention_heads=40, hidden_size=5120, vocab_size=152064, intermediate_size=27648,
+        tie_word_embeddings=False, attention_bias=True, max_context_tokens=40960))
     seg = sglang.loaded_weight_bytes(qwq, tp=4)[0]
     assert seg > loading.loaded_weight_bytes(replace(qwq), tp=4)[0]
     assert abs(seg / GIB - 15.54) <= 15.54 * 0.005

@@ -1,0 +1,147 @@
+"""What a model's family implies: the one place kvplan turns a family name (config.json
+`model_type`, a YAML spec's `family`) into facts, `ModelSpec.layout` (how its checkpoint lays
+out tensors, read by kvplan.core.weights) and `ModelSpec.traits` (what engines decide by the
+architecture, read by the engine modules). Every reader calls `with_family_facts` on the spec
+it builds; nothing outside kvplan/sources compares a family name (tests/contracts/
+test_no_family_names.py).
+
+Weight layouts match the family exactly, as the model_type is written; engine traits match
+it lower-cased with `-` read as `_`, as the engines' own tables did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvplan.core.spec import GENERIC_LAYOUT, EngineTraits, ModelSpec, TensorLayout
+
+_KNOWN = TensorLayout(known=True)
+# Qwen3-Next's layout (gated attention with per-head q/k norms, gated delta-net mixers under
+# linear_attn, a shared-expert gate), which Qwen3.5 reuses (vLLM qwen3_5.py
+# Qwen3_5DecoderLayer(Qwen3NextDecoderLayer)); Qwen3.5 is not listed tensor by tensor
+_QWEN3_NEXT = TensorLayout(attention_output_gate=True, qk_norm="head", shared_expert_gate=True,
+                           mixer_module="linear_attn")
+# GPT-2's layout: learned positions, fused qkv (c_attn), LayerNorms and linears with biases,
+# a 4x MLP (GPT-3 is "the same model and architecture as GPT-2", Brown et al. 2020 section 2.1)
+_GPT2 = TensorLayout(known=True, norm_bias=True, learned_positions=True, fused_qkv=True,
+                     gated_mlp=False, mlp_bias=True, mlp_names=("c_fc", "c_proj"))
+# Qwen2Attention (and the Qwen2-VL text models built on it): attention_bias covers q/k/v only
+_QWEN2 = TensorLayout(known=True, o_proj_bias=False)
+_QWEN2_TEXT = TensorLayout(o_proj_bias=False)
+# Llama 3.2 Vision's text model: nn.Embedding(vocab_size + 8, hidden), gated cross-attention
+_MLLAMA = TensorLayout(known=True, extra_embedding_rows=8, cross_attention_gates=True)
+# Domyn Edge (vLLM domyn_edge.py): pre/post norms around attention and MLP, a weighted k_norm
+# (q_norm has_weight=False)
+_DOMYN = TensorLayout(norms="sandwich", qk_norm="k_head")
+_NEEDS_BLOCKS = TensorLayout(known=True, requires=("blocks",))
+
+LAYOUTS: dict[str, TensorLayout] = {
+    **dict.fromkeys(
+        ("llama", "mistral", "mixtral", "phi3", "deepseek", "deepseek_v2", "deepseek_v3",
+         "deepseek_v32", "kimi_k2", "llama4", "llama4_text", "glm_moe_dsa", "llava",
+         "mimo_v2_flash",
+         # GLM-4.7-Flash: DeepSeek-V2/V3's MLA + MoE layout (vLLM glm4_moe_lite.py builds it
+         # from DeepseekV2MLAAttention; the checkpoint keeps DeepSeek's tensor names)
+         "glm4_moe_lite"), _KNOWN),
+    "qwen2": _QWEN2,
+    "qwen2_vl": _QWEN2,
+    "qwen2_5_vl": _QWEN2,
+    "qwen2_vl_text": _QWEN2_TEXT,
+    "qwen2_5_vl_text": _QWEN2_TEXT,
+    "qwen3": TensorLayout(known=True, qk_norm="head"),
+    "qwen3_moe": TensorLayout(known=True, qk_norm="head"),
+    "qwen2_moe": TensorLayout(known=True, shared_expert_gate=True),
+    "qwen3_next": replace(_QWEN3_NEXT, known=True, mtp="qwen3_next"),
+    **dict.fromkeys(("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"),
+                    _QWEN3_NEXT),
+    "gemma2": TensorLayout(known=True, norms="sandwich"),
+    **dict.fromkeys(("gemma3", "gemma3_text"),
+                    TensorLayout(known=True, norms="sandwich", qk_norm="head")),
+    **dict.fromkeys(("domyn_edge", "domynedge"), _DOMYN),
+    **dict.fromkeys(("olmo2", "olmo3"), TensorLayout(known=True, norms="post", qk_norm="heads")),
+    "minimax_m2": TensorLayout(known=True, qk_norm="heads"),
+    "cohere": TensorLayout(known=True, norms="parallel"),
+    "chatglm": TensorLayout(known=True, qkv_bias=True, o_proj_bias=False),
+    # Falcon: LayerNorms with biases, dense_h_to_4h / dense_4h_to_h without a gate or biases;
+    # the multi-query models (one KV head) one norm before the parallel attention + MLP
+    "falcon": TensorLayout(known=True, norm_bias=True, gated_mlp=False,
+                           mlp_names=("dense_h_to_4h", "dense_4h_to_h")),
+    "gpt2": _GPT2,
+    "gpt3": _GPT2,
+    "gpt_oss": TensorLayout(known=True, attention_sinks=True, router="router",
+                            expert_bias=True),
+    **dict.fromkeys(("mllama", "mllama_text_model"), _MLLAMA),
+    # hybrids and per-layer blocks (ModelSpec.ssm / ModelSpec.blocks)
+    "jamba": TensorLayout(known=True, mixer_module="mamba"),
+    # Nemotron-H: one sub-layer a layer behind one `norm`; relu2 MLPs without a gate
+    "nemotron_h": TensorLayout(known=True, norms="single", gated_mlp=False,
+                               requires=("blocks",)),
+    "nemotron-nas": _NEEDS_BLOCKS,
+    "deci": _NEEDS_BLOCKS,
+    "falcon_h1": TensorLayout(mixer_module="mamba"),
+    **dict.fromkeys(("lfm2", "lfm2_moe"), TensorLayout(mixer_module="conv")),
+    "zamba2": TensorLayout(requires=("shared_blocks",)),
+    # Whisper: the audio encoder and the decoder with cross-attention (ModelSpec.audio_encoder)
+    "whisper": TensorLayout(known=True, encoder_decoder="whisper", requires=("audio_encoder",)),
+    # Nemotron Parse: a RADIO encoder (ModelSpec.vision) and an mBART decoder
+    **dict.fromkeys(("nemotron_parse", "nemotron_parse3_5"),
+                    TensorLayout(known=True, encoder_decoder="mbart", requires=("vision",))),
+    # EXAONE 4.5 and K-EXAONE: generic decoders whose MTP layers are Qwen3-Next's (mtp.fc,
+    # pre-fc norms, one decoder layer) sharing the model's embedding and LM head
+    # (vLLM exaone4_5_mtp.py, exaone_moe_mtp.py)
+    **dict.fromkeys(("exaone_moe", "exaone4_5", "exaone4_5_text"),
+                    TensorLayout(mtp="qwen3_next")),
+    # Kimi-K3: Kimi Delta Attention + MLA with output gates, attention residuals, latent MoE
+    "kimi_linear": TensorLayout(known=True, mixer_module="self_attn"),
+    # DeepSeek-V4: compressed attention, hyper-connections, hash routing, FP4 experts
+    "deepseek_v4": TensorLayout(known=True, compressed_blocks=True, mtp="deepseek_v4"),
+}
+
+# llama.cpp: the architectures whose `load_arch_hparams` sets `swa_type`, so sliding/chunked
+# layers keep their own cache (src/models/gemma2.cpp, gemma3.cpp, gemma3n.cpp, gemma4.cpp,
+# openai-moe.cpp, llama4.cpp (chunked), cohere2.cpp, exaone4.cpp, olmo2.cpp (OLMo 3),
+# mimo2.cpp; llama.cpp at 0c1e57098bba). Every other architecture attends over the whole
+# context whatever the config's sliding_window says: Mistral 7B converts to LLM_ARCH_LLAMA,
+# whose loader never reads the key, and phi3.cpp reads it and turns SWA off ("Phi SWA is
+# currently disabled").
+LLAMACPP_SWA = frozenset({
+    "gemma2", "gemma3", "gemma3_text", "gemma3n", "gemma3n_text", "gemma4", "gemma4_text",
+    "gpt_oss", "llama4", "llama4_text", "cohere2", "exaone4", "olmo3", "mimo_v2",
+    "mimo_v2_flash"})
+# SGLang configs/model_config.py::is_hybrid_swa_model (by architecture class): only these get a
+# separate SWA pool; other sliding-window models (Gemma 2/3) give their sliding layers
+# full-length KV.
+SGLANG_HYBRID_SWA = frozenset({"gpt_oss", "llama4", "llama4_text", "gemma4", "gemma4_text",
+                               "mimo_v2", "mimo_v2_flash", "step3p5", "deepseek_v4"})
+# vLLM model_executor/models/config.py MODELS_CONFIG_MAP["DeepseekV32ForCausalLM"] and SGLang's
+# DeepSeek-V3.2 path (GLM-5's GlmMoeDsaForCausalLM is not in the map)
+SPARSE_MLA = frozenset({"deepseek_v32"})
+# TGI launcher/src/main.rs::resolve_attention: `Some("falcon") | Some("deepseek_v2")` force
+# the fallback attention (the model_type as written, not normalised)
+TGI_FALLBACK_ATTENTION = frozenset({"falcon", "deepseek_v2"})
+
+
+def layout_of(spec: ModelSpec) -> TensorLayout:
+    """The tensor layout of `spec.family` (the generic decoder's when kvplan has none)."""
+    layout = LAYOUTS.get(spec.family or "", GENERIC_LAYOUT)
+    if spec.family == "falcon" and spec.layers and all(
+            getattr(x, "num_kv_heads", 0) == 1 for x in spec.layers):
+        # Falcon-7B (multi-query, parallel_attn): one input_layernorm before the parallel
+        # attention and MLP; Falcon-40B/180B keep two
+        layout = replace(layout, norms="parallel")
+    return layout
+
+
+def traits_of(spec: ModelSpec) -> EngineTraits:
+    """What engines decide by `spec.family` (see the tables above)."""
+    raw = spec.family or ""
+    name = raw.lower().replace("-", "_")
+    return EngineTraits(sparse_mla=raw.replace("-", "_") in SPARSE_MLA,
+                        llamacpp_swa=name in LLAMACPP_SWA,
+                        sglang_hybrid_swa=name in SGLANG_HYBRID_SWA,
+                        tgi_fallback_attention=raw in TGI_FALLBACK_ATTENTION)
+
+
+def with_family_facts(spec: ModelSpec) -> ModelSpec:
+    """`spec` with the layout and engine traits its family implies (every reader's last step)."""
+    return replace(spec, layout=layout_of(spec), traits=traits_of(spec))
