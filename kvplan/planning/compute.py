@@ -100,11 +100,14 @@ class ParamSplit:
 def param_split(spec: ModelSpec, active_params: int | None = None) -> ParamSplit:
     """Total and routed-expert parameters of what the engine runs, from the weight inventory
     (kvplan.core.weights: every tensor of the architecture; DeepSeek's MTP layers left out,
-    as engines load them only for speculative decoding). `active_params` (a published figure)
-    overrides the split."""
-    from kvplan.core.weights import inventory, supported
+    as engines load them only for speculative decoding), the one estimate `plan`, `import`
+    and the front door share: a spec without a published num_params whose shapes the
+    inventory lays out (a config.json) is counted tensor by tensor, as `import` counts it.
+    `active_params` (a published figure) overrides the split."""
+    from kvplan.core.weights import estimable, inventory, supported
 
-    if not spec.num_params:
+    counted = spec.num_params is None and estimable(spec) is None
+    if not spec.num_params and not counted:
         raise BadInputError(f"{spec.name} has no parameter count",
                             "add num_params to its spec, or use a library model that has one")
     experts = spec.num_experts or 0
@@ -112,14 +115,16 @@ def param_split(spec: ModelSpec, active_params: int | None = None) -> ParamSplit
     tables = (spec.vocab_size or 0) * (spec.hidden_size or 0)
     tied = bool(spec.tie_word_embeddings)
     if active_params is not None:
-        if not 0 < active_params <= spec.num_params:
-            raise BadInputError(f"--active-params must be between 1 and {spec.num_params:,}")
+        total_params = spec.num_params or sum(
+            t.num_params for t in inventory(spec, include_mtp=False).tensors)
+        if not 0 < active_params <= total_params:
+            raise BadInputError(f"--active-params must be between 1 and {total_params:,}")
         if not experts or not per_token or experts == per_token:
-            return ParamSplit(spec.num_params, 0, 0, 0, "given", tables, tied)
+            return ParamSplit(total_params, 0, 0, 0, "given", tables, tied)
         # routed = (total - active) x E / (E - k): the experts a token does not use
-        routed = (spec.num_params - active_params) * experts // (experts - per_token)
-        return ParamSplit(spec.num_params, routed, experts, per_token, "given", tables, tied)
-    if supported(spec) is None:
+        routed = (total_params - active_params) * experts // (experts - per_token)
+        return ParamSplit(total_params, routed, experts, per_token, "given", tables, tied)
+    if supported(spec) is None or counted:
         tensors = inventory(spec, include_mtp=False).tensors
         total = sum(t.num_params for t in tensors)
         routed = sum(t.num_params for t in tensors if ".experts." in t.name)
@@ -128,7 +133,7 @@ def param_split(spec: ModelSpec, active_params: int | None = None) -> ParamSplit
                                 "give --active-params (the published active count)")
         return ParamSplit(total, routed, experts, per_token, "the weight inventory", tables,
                           tied)
-    if not experts:
+    if not experts and spec.num_params:
         return ParamSplit(spec.num_params, table_params=tables, tied_embeddings=tied)
     raise BadInputError(f"{spec.name} is a mixture of experts whose expert shapes are not "
                         "known", "give --active-params (the published active count)")

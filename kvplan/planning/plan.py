@@ -431,11 +431,10 @@ def _read_fraction(spec: ModelSpec, batch: int) -> Fraction:
     routes to, never an untied embedding table (kvplan.planning.compute.ParamSplit)."""
     from kvplan.planning.compute import param_split
 
-    if not spec.num_params:
-        return Fraction(1)
     try:
         return param_split(spec).read_fraction(batch)
-    except BadInputError:  # a MoE whose expert shapes are unknown: read everything
+    except BadInputError:  # no parameter count, or a MoE whose expert shapes are unknown:
+        # read everything
         return Fraction(1)
 
 

@@ -278,3 +278,39 @@ def test_every_fixture_config_size_reads_has_a_weights_estimate(path):
         pytest.skip("refused by name: no KV figure either")
     assert estimable(spec) is None
     assert sum(t.num_params for t in inventory(spec).tensors) > 0
+
+
+def test_import_plan_and_the_front_door_count_one_parameter_total(tmp_path):
+    """The one estimate: `kvplan import` (estimate_weights), the planner's parameter split
+    (traffic, what-if prefill) and the front door's traffic all count a config.json without a
+    published num_params tensor by tensor, and none stops at "no parameter count"."""
+    import kvplan
+    from kvplan.planning.compute import param_split
+    from kvplan.planning.plan import _read_fraction
+
+    # Llama-3.1-8B by hand: a 128,256 x 4,096 embedding and an untied LM head of the same
+    # shape; per layer q and o 4,096 x 4,096, k and v 1,024 x 4,096, a gated MLP 3 x 14,336 x
+    # 4,096 and two norms; the final norm. Meta's checkpoint states 8,030,261,248.
+    layer = 2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14336 * 4096 + 2 * 4096
+    by_hand = 2 * 128256 * 4096 + 32 * layer + 4096
+    assert by_hand == 8_030_261_248
+    for name, expected in (("meta-llama--Llama-3.1-8B-Instruct", by_hand),
+                           ("google--gemma-4-26B-A4B", None)):
+        raw = _config(name)
+        path = tmp_path / name / "config.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(raw))
+        imported = estimate_weights(raw, str(path)).total_params
+        spec = spec_from_config(raw, str(path), name="m")
+        assert spec.num_params is None
+        assert param_split(spec).total_params == imported
+        # the decode floor reads the share the same split gives (no untied input table, only
+        # the experts a batch routes to), as for a model with a published count
+        assert _read_fraction(spec, 1) == param_split(spec).read_fraction(1) < 1
+        assert expected is None or imported == expected
+        traffic = kvplan.deploy(str(path), gpu="h200").traffic(2, "8x(2k+512)")
+        assert traffic.gpus_per_replica == 1 and traffic.replicas_by_memory >= 1
+        planned = CliRunner().invoke(app, ["plan", str(path), "--gpu", "h200",
+                                           "--requests", "8x(2k+512)", "--rate", "2"])
+        assert planned.exit_code == 0 and "no parameter count" not in planned.output, \
+            planned.output
