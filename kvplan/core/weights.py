@@ -1158,6 +1158,11 @@ def supported(spec: ModelSpec) -> str | None:
     return estimable(spec)
 
 
+def _kv_heads(spec: ModelSpec, i: int) -> int:
+    layer = spec.layers[i] if i < spec.num_layers else spec.layers[-1]
+    return getattr(layer, "num_kv_heads", 0)
+
+
 def estimable(spec: ModelSpec) -> str | None:
     """None when the spec gives the shapes a decoder's tensors are computed from, whatever
     its family; else why not. A layout kvplan does not know is laid out as a generic
