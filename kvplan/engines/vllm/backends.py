@@ -117,12 +117,15 @@ def capability(compute_capability: str | None, gpu_name: str | None = None
 MXFP4_BACKENDS = ("triton", "flashinfer", "marlin")
 
 
-def mxfp4_expert_load(gpu_arch: str = "", backend: str | None = None) -> ExpertLoad | None:
+def mxfp4_expert_load(gpu_arch: str = "", backend: str | None = None,
+                      triton_kernels: bool = True) -> ExpertLoad | None:
     """How vLLM holds MXFP4 MoE experts on a GPU (quantization/mxfp4.py, default settings:
     `get_mxfp4_backend` picks the backend, `Mxfp4MoEMethod.create_weights` pads, and
     `process_weights_after_loading` re-lays them out). `gpu_arch` holds the compute capability
     ("hopper sm9.0"); None when it does not (the checkpoint's own layout is used). `backend`
-    (Deployment.mxfp4_backend) names the backend instead of the GPU's default.
+    (Deployment.mxfp4_backend) names the backend instead of the GPU's default;
+    `triton_kernels` whether the release installs the `triton_kernels` package
+    (Rules.triton_kernels_installed: from 0.11.1).
 
     - Hopper (9.0): Triton kernels; width rounded to 64; the biases become fp32 and the block
       scales are swizzled into a second tensor while the checkpoint's stay registered (two
@@ -141,7 +144,8 @@ def mxfp4_expert_load(gpu_arch: str = "", backend: str | None = None) -> ExpertL
         if found is None:
             return None
         major, minor = found
-        backend = "triton" if (major, minor) == (9, 0) else \
+        hopper = "triton" if triton_kernels else "marlin"
+        backend = hopper if (major, minor) == (9, 0) else \
             "flashinfer" if major == 10 else "marlin"
     if backend == "triton":
         return ExpertLoad(width_align=64, scale_copies=2, bias_dtype="F32")

@@ -83,7 +83,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     if stage_weights_bytes is not None:
         per_stage, weights_how = list(stage_weights_bytes), "given per stage"
     else:
-        expert_load = mxfp4_expert_load(gpu_arch, mxfp4_backend)
+        expert_load = mxfp4_expert_load(gpu_arch, mxfp4_backend,
+                                        rules_for(ver).triton_kernels_installed)
         stages, weights_how = stage_weights(spec, weights, weights_bytes, tp, pp, dims, ep=ep,
                                             expert_load=expert_load, partition=pp_layers)
         per_stage = list(stages)

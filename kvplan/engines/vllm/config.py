@@ -52,6 +52,9 @@ class Rules:
     triton_top_k_top_p: bool  # apply_top_k_top_p_triton masks in place (no sort)
     native_sampler_warmup: bool  # _dummy_sampler_run also warms forward_native
     moe_unchunked: bool  # fused_experts_impl sizes its caches for every row at once
+    # requirements/cuda.txt installs triton_kernels (vllm#27370, 0.11.1): before it the wheel
+    # and the image lack it, has_triton_kernels() is False and Hopper's MXFP4 experts run Marlin
+    triton_kernels_installed: bool
     cudagraph_estimate: bool  # the CUDA-graph estimate is subtracted (profile_cudagraph_memory)
     decode_capture_sizes: bool  # _set_cudagraph_sizes appends the uniform decode sizes
     ceil_requested_memory: bool  # request_memory: ceil(total x utilization), not a float
@@ -85,7 +88,8 @@ RULES[(0, 6, 0)] = Rules(
     v1=False, max_num_seqs_by_gpu=False, v0_chunked_prefill_tokens=512, big_gpu_tier=False,
     gpu_memory_utilization=0.9, block_size_256=False, non_torch_growth_only=False,
     snapshot_after_nccl=False, flashinfer_sampler_default=False, triton_top_k_top_p=False,
-    native_sampler_warmup=False, moe_unchunked=False, cudagraph_estimate=False,
+    native_sampler_warmup=False, moe_unchunked=False, triton_kernels_installed=False,
+    cudagraph_estimate=False,
     decode_capture_sizes=False, ceil_requested_memory=False, token_line_from_concurrency=False,
     one_line_kv_log=False, null_block_in_fit_check=False, largest_bucket_grouping=False,
     unify_page_sizes=False, windows_from_layer_types=False, async_scheduling=False,
@@ -100,7 +104,8 @@ _release((0, 8, 0), v1=True, non_torch_growth_only=False, flashinfer_sampler_def
 _release((0, 8, 3), max_num_seqs_by_gpu=True)  # vllm#15617: every GPU got 1,024 up to 0.8.2
 _release((0, 9, 0), non_torch_growth_only=True)  # memory_profiling against init_snapshot
 _release((0, 11, 0), snapshot_after_nccl=True)  # "take memory snapshot after NCCL"
-_release((0, 11, 1), block_size_256=True)  # config/cache.py BlockSize
+# config/cache.py BlockSize; requirements/cuda.txt triton_kernels==3.5.0 (vllm#27370)
+_release((0, 11, 1), block_size_256=True, triton_kernels_installed=True)
 _release((0, 12, 0), flashinfer_sampler_default=False)  # VLLM_USE_FLASHINFER_SAMPLER=1 only
 _release((0, 18, 0), triton_top_k_top_p=True)  # topk_topp_sampler -> apply_top_k_top_p_triton
 # config/cache.py gpu_memory_utilization 0.9 -> 0.92; envs.py
