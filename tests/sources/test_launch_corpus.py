@@ -32,32 +32,20 @@ runner = CliRunner()
 with CORPUS.open() as handle:
     ENTRIES: list[dict[str, Any]] = yaml.safe_load(handle)["lines"]
 
-# the lines kvplan plans within 5% of the engine's own figure today (the rest are named in
-# docs/engine-accuracy.md with what is missing)
-WITHIN_5_PERCENT = {
-    "vllm-i13061-r1-distill-qwen14b-2x4090",
-    "vllm-myoceane-gpt-oss-20b-a100-gmu065",
-    "llamacpp-arm-rpc-llama-3.1-70b-q4",
-    "vllm-pr20665-deepseek-v2-lite-4xl4-tp2-pp2",
-    "sglang-docs-llama-3.1-8b-h100",
-    "ik-llama-pr259-deepseek-r1-q2-mla2-c32k",
-    "vllm-i2136-codellama-13b-2x4090-v024",
-    "vllm-dennislee22-qwen2-7b-2xa100-tp2-gmu05",
-    "vllm-dennislee22-qwen2-7b-2xa100-tp2-gmu025",
-    "vllm-dennislee22-qwen2-7b-a100-gmu05",
-    "vllm-dennislee22-qwen2-7b-a100-gmu025",
-    "vllm-dennislee22-qwen2-7b-2xa100-40gb-tp2-ray",
-    "vllm-dennislee22-gpt-oss-120b-4xa100-tp4-ray",
-    "vllm-pr10511-llama-3-8b-h100",
-    "sglang-docs-2411-llama-3.1-8b-h100",
-    "sglang-docs-2411-llama-3.2-1b-h100",
-    "sglang-docs-2411-gte-qwen2-7b-embedding-h100",
-    "sglang-docs-2411-skywork-reward-llama-3.1-8b-h100",
-    "sglang-docs-2501-llama-3.2-1b-h100",
-    "sglang-docs-2501-gte-qwen2-7b-embedding-h100",
-    "sglang-docs-2502-llama-3.1-8b-llama3-tool-parser-h100",
-    "sglang-docs-2502-llama-3.2-1b-skip-tokenizer-init-h100",
-    "sglang-docs-2502-skywork-reward-llama-3.1-8b-h100",
+# the lines kvplan does not plan within 5% of the engine's own figure, each with what is
+# missing; docs/engine-accuracy.md section 9 explains each from the engine's source. Every other
+# line must land within 5%, and a line listed here that comes within 5% must leave the list.
+KNOWN_MISSES = {
+    "vllm-i21348-qwen3-235b-fp8-4xh100": "the LMCache connector's GPU memory (not modelled)",
+    "sglang-i21348-qwen3-235b-fp8-4xh100": "1.3 GiB a GPU less free after the load; release "
+                                           "not printed",
+    "vllm-i27508-gpt-oss-120b-h100-mnbt1024": "0.14-0.21 GiB of the profile not identified",
+    "vllm-i34076-qwen3-coder-30b-fp8-pp-16-32": "1.08 GiB on the RTX 5070 Ti not identified",
+    "vllm-pr12569-llama-3.1-70b-w8a8-v1": "V1 of 0.7 (VLLM_USE_V1=1) not modelled; GPU not named",
+    "vllm-qwen-i16-qwen15-7b-gptq-3090": "0.71 GiB of 0.3.0's profile not identified",
+    "tgi-ms-build-mi300-llama-3-8b": "the posted log is a two-shard run on a shared VM",
+    "vllm-recipes12-qwen3-coder-480b-fp8-dp8-ep": "~3 GiB a GPU under expert parallelism",
+    "vllm-recipes12-qwen3-coder-480b-fp8-dp8-ep-gmu095": "~3 GiB a GPU under expert parallelism",
 }
 
 
@@ -145,12 +133,23 @@ def test_launch_corpus_counts(capsys):
         logged = entry["logged"]["value"]
         close = figure is not None and abs(figure - logged) <= 0.05 * logged
         within += close
-        if entry["id"] in WITHIN_5_PERCENT:
-            assert close, f"{entry['id']}: kvplan {figure}, logged {logged}"
+        if entry["id"] in KNOWN_MISSES:
+            assert not close, f"{entry['id']} is within 5% now: take it off KNOWN_MISSES"
+        else:
+            assert close, f"{entry['id']}: kvplan {figure}, logged {logged} (not a known miss)"
     with capsys.disabled():
         print(f"\n{parsed} of {len(ENTRIES)} launch lines parsed; {within} within 5% of the "
               "logged KV figure")
     assert parsed == len(ENTRIES)
+
+
+def test_every_known_miss_is_explained_in_the_accuracy_doc():
+    doc = (ROOT / "docs" / "engine-accuracy.md").read_text()
+    section = doc[doc.index("## 9. Real launch lines"):doc.index("## 10.")]
+    explained = section[section.index("What the misses need"):]
+    assert set(KNOWN_MISSES) <= {e["id"] for e in ENTRIES}
+    for entry_id in KNOWN_MISSES:
+        assert f"`{entry_id}`" in explained, f"{entry_id}: not explained in section 9"
 
 
 def test_accuracy_doc_holds_the_corpus_table():
