@@ -672,12 +672,13 @@ TERMS = (("weights", "weights_bytes"), ("activation", "activation_bytes"),
 
 
 # settings a case states -> the `kvplan plan` flag that states the same (None: no flag yet)
-_FLAGS = {"gpu_memory_utilization": "--gpu-memory-utilization", "enforce_eager": "--enforce-eager"}
+_FLAGS = {"gpu_memory_utilization": "--gpu-memory-utilization", "enforce_eager": "--enforce-eager",
+          "num_draft_layers": "--draft-layers"}
 
 
 def command(case: Case) -> list[str] | None:
     """`kvplan plan`'s arguments giving this case's budget (from the repository root), or None
-    where a setting has no flag (the EAGLE head's draft layers)."""
+    where a setting has no flag."""
     if any(key not in _FLAGS for key in case.settings):
         return None
     gpu = ["--gpu-memory", case.gpu] if case.gpu.endswith("GiB") else ["--gpu", case.gpu]
@@ -704,9 +705,7 @@ def test_each_case_has_a_command_giving_its_budget():
     root = ROOT
     for c in CASES:
         args = command(c)
-        if args is None:
-            assert c.settings.get("num_draft_layers"), c.log_id  # only the EAGLE head lacks one
-            continue
+        assert args is not None, c.log_id  # every case's settings have a flag
         args = [str(root / a) if a.startswith("tests/") else a for a in args]
         result = CliRunner().invoke(app, [*args, "--format", "json"])
         assert result.exit_code in (0, 1), result.output
@@ -779,8 +778,8 @@ def accuracy_table() -> str:
     commands = ["", "The command behind each budget above (from the repository root):", ""]
     for c in CASES:
         args = command(c)
-        commands.append(f"- {c.log_id}: `kvplan {shlex.join(args)}`" if args else
-                        f"- {c.log_id}: no flag states its EAGLE draft layer yet")
+        assert args is not None, c.log_id
+        commands.append(f"- {c.log_id}: `kvplan {shlex.join(args)}`")
     return "\n".join(lines + commands + terms + held) + "\n"
 
 
