@@ -97,16 +97,22 @@ def corpus_table() -> str:
     """docs/engine-accuracy.md section 9: each line's logged figure, kvplan's, and the command."""
     rows = ["| line | engine | logged | kvplan | off |", "| --- | --- | ---: | ---: | ---: |"]
     commands = []
+    parsed = within = 0
     for entry in ENTRIES:
-        _, figure, _ = plan(entry)
+        code, figure, _ = plan(entry)
+        parsed += code in (0, 1) and figure is not None
+        within += figure is not None and \
+            abs(figure - entry["logged"]["value"]) <= 0.05 * entry["logged"]["value"]
         key, logged = entry["logged"]["figure"], entry["logged"]["value"]
         off = "-" if figure is None else f"{(figure - logged) / logged * 100:+.1f}%"
         engine = f"{entry['engine']} {entry.get('version', '')}".strip()
         rows.append(f"| [{entry['id']}]({entry['url']}) | {engine} | {shown(key, logged)} | "
                     f"{shown(key, figure)} | {off} |")
         commands.append(f"- {entry['id']}: `kvplan {shlex.join(arguments(entry))}`")
-    return "\n".join(rows) + "\n\nThe command behind each row (from the repository root):\n\n" \
-        + "\n".join(commands) + "\n"
+    counts = f"{len(ENTRIES)} launch lines: {parsed} parse, {within} within 5% of what the " \
+        "engine logged.\n\n"
+    return counts + "\n".join(rows) + "\n\nThe command behind each row (from the repository " \
+        "root):\n\n" + "\n".join(commands) + "\n"
 
 
 def test_corpus_entries_are_complete_and_sourced():
