@@ -254,6 +254,10 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
     Setting("no_kv_offload", "no_kv_offload", ("--no-kv-offload", "-nkvo"), "bool", "",
             "llama.cpp: keep the whole KV cache in host memory.",
             {"llamacpp": ("--no-kv-offload", "-nkvo")}, default=False),
+    Setting("kv_unified", "kv_unified", ("--kv-unified", "-kvu"), "bool", "",
+            "llama.cpp: one KV cache of --ctx-size cells shared by the -np slots (default: a "
+            "cache of ctx/np cells per slot); the compute buffer then spans every cell.",
+            {"llamacpp": ("--kv-unified", "-kvu")}),
 )
 
 SETTINGS: tuple[Setting, ...] = COMMON_SETTINGS + ENGINE_SETTINGS

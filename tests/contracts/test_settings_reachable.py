@@ -41,6 +41,9 @@ PROGRAMS = {"vllm": f"vllm serve {MODEL}",
             "tgi": f"text-generation-launcher --model-id {MODEL}"}
 # what a sample needs beside it: decode context parallel splits TP ranks
 NEEDS = {"dcp": {"tp": 2}}
+# llama.cpp's one cache for every slot (-kvu), a switch only llama.cpp reads
+SAMPLES["kv_unified"] = (True, True)
+ENGINE_OF["kv_unified"] = "llamacpp"
 ROWS = [pytest.param(row, id=row.name) for row in SETTINGS]
 COMMON = {row.name for row in COMMON_SETTINGS}
 
