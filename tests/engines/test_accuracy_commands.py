@@ -56,7 +56,7 @@ def _f(section: str, row: str, quantity: str, shown: str, args: str | None, path
 _I10517 = (f"plan {M}llama-3.1-8b.yaml --engine vllm --engine-version 0.6.4 --max-model-len "
            "29000 --kv-memory 2.89GiB --host-memory 4GiB")
 _I19996 = (f"plan {M}llama-3.1-8b.yaml --engine vllm --engine-version 0.9.1 --max-model-len "
-           "131072 --kv-memory 51.63GiB --num-draft-layers 1")
+           "131072 --kv-memory 51.63GiB --draft-layers 1")
 # each stage's worker logs its own budget (12.13 and 11.33 GiB); the first stage's holds the
 # fewest blocks (50,473 against 50,770), which vLLM takes for every stage
 _PR20665 = (f"plan {M}deepseek-v2-lite.yaml --gpu l4 --count 4 --tp 2 --pp 2 --engine-version "
