@@ -35,6 +35,9 @@ class EngineLaunch:
     # environment variables (VAR=value before the program, docker -e) -> (setting, kind), read
     # like flags; others are kept in Launch.env unread
     env: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # the engine's parser takes an unambiguous prefix of a long flag (argparse's allow_abbrev):
+    # a flag not in `flags` is read as the one known flag it begins
+    abbreviations: bool = False
 
 
 #: how the text a log pattern captures becomes a value: as is, an int ("1,234"), a number,

@@ -241,6 +241,11 @@ def read_flags(args: Sequence[str], eng: EngineLaunch
         flag, eq, inline = word.partition("=")
         key = _normalise(flag, eng)
         entry = table.get(key)
+        if entry is None and eng.abbreviations and key.startswith("--"):
+            # argparse resolves a long flag's unambiguous prefix; kvplan only when the prefix
+            # begins one flag of its table and no longer known one (else it stays unknown)
+            begun = [k for k in table if k.startswith(key)]
+            entry = table[begun[0]] if len(begun) == 1 else None
         if entry is None:
             unknown.append(flag)
             # an unknown flag's value (if any) is the next word unless it is another flag

@@ -163,3 +163,22 @@ def test_vllm_bitsandbytes_flag_is_nf4_quantized_at_load():
     # double quantization); the plan's weights use that format, not int4 with fp16 scales
     lp = from_command("vllm serve Qwen/Qwen2.5-7B-Instruct --quantization bitsandbytes")
     assert lp.overrides["weights_dtype"] == "bnb-4bit"
+
+
+def test_vllm_reads_an_unambiguous_prefix_as_argparse_does():
+    # vLLM 0.10.2's own start-up advice (memory-aware_RLHF's vllm.log, gpu_worker.py): "Replace
+    # gpu_memory_utilization config with `--kv-cache-memory=16130110668`": argparse
+    # (allow_abbrev) takes it for --kv-cache-memory-bytes
+    lp = from_command("vllm serve Qwen/Qwen2.5-3B --kv-cache-memory=16130110668 "
+                      "--max-model 4096 --max-num 8")
+    assert lp.overrides["kv_memory_bytes"] == 16_130_110_668
+    assert lp.overrides["max_model_len"] == 4096
+    # --max-num begins --max-num-seqs and --max-num-batched-tokens: ambiguous, named
+    assert any(w.startswith("--max-num:") for w in lp.warnings)
+    assert "max_num_seqs" not in lp.overrides
+    # kvplan reads prefixes for vLLM only (its own advice writes one); elsewhere a prefix
+    # stays unknown and is named
+    sg = from_command("python -m sglang.launch_server --model-path Qwen/Qwen2.5-3B "
+                      "--mem-fraction 0.8")
+    assert "memory_fraction" not in sg.overrides
+    assert any(w.startswith("--mem-fraction:") for w in sg.warnings)

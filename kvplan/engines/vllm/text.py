@@ -63,7 +63,11 @@ def launch_flags() -> EngineLaunch:
                         # envs.py: the layers of each pipeline stage (get_pp_indices);
                         # kvcached's switch (ovg-project/kvcached), read to be named
                         env={"VLLM_PP_LAYER_PARTITION": ("pp_layer_partition", "str"),
-                             "ENABLE_KVCACHED": ("kvcached", "str")})
+                             "ENABLE_KVCACHED": ("kvcached", "str")},
+                        # FlexibleArgumentParser is an argparse.ArgumentParser with its default
+                        # allow_abbrev; 0.10.2's own start-up advice writes --kv-cache-memory=N
+                        # for --kv-cache-memory-bytes (gpu_worker.py)
+                        abbreviations=True)
 
 
 # --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
