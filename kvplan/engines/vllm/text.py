@@ -49,11 +49,16 @@ def launch_flags() -> EngineLaunch:
                "--distributed-executor-backend", "--config-format", "--load-format",
                "--tokenizer-revision", "--code-revision", "--response-role", "--ssl-keyfile",
                "--ssl-certfile", "--log-config-file", "--hf-overrides",
-               "--override-generation-config", "--worker-cls", "--max-log-len")
+               "--override-generation-config", "--worker-cls", "--max-log-len",
+               # the HTTP front end (processes on the CPU) and the chat layer
+               "--api-server-count", "--chat-template-content-format",
+               "--tool-parser-plugin", "--default-chat-template-kwargs")
     ignored_flags = ("--trust-remote-code", "--disable-log-requests", "--disable-log-stats",
                      "--enable-auto-tool-choice", "--disable-fastapi-docs",
                      "--enable-log-requests", "--disable-frontend-multiprocessing",
-                     "--enable-prompt-tokens-details", "--enable-server-load-tracking")
+                     "--enable-prompt-tokens-details", "--enable-server-load-tracking",
+                     "--enable-reasoning", "--disable-uvicorn-access-log",
+                     "--enable-force-include-usage", "--return-tokens-as-token-ids")
     flags = {**setting, **{f: ("", "ignore") for f in ignored},
              **{f: ("", "ignore-flag") for f in ignored_flags}}
     return EngineLaunch("vllm", (("vllm", "serve"), ("-m", "vllm.entrypoints.openai.api_server"),
