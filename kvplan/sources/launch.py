@@ -47,6 +47,8 @@ _DOCKER_VALUE_OPTIONS = frozenset({
     "--memory-swap", "--cpuset-cpus", "--group-add", "--tmpfs", "--pid", "--uts",
 })
 _ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+# commands that run the rest of the line as a program
+_WRAPPERS = frozenset({"sudo", "nohup", "exec", "time", "nice"})
 _VERSION_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?)")
 
 
@@ -64,10 +66,48 @@ def command_words(text: str) -> list[str]:
         if words is not None:
             return words
     try:
-        return shlex.split(stripped.replace("\\\n", " "), comments=True)
+        words = shlex.split(stripped.replace("\\\n", " "), comments=True)
     except ValueError as exc:
         raise BadInputError(f"cannot split the launch command: {exc}",
                             "check its quotes") from None
+    return _shell_command(words)
+
+
+# what ends the command in a shell line (a pipe, a list, running it in the background)
+_SHELL_ENDS = frozenset({"|", "||", "&&", ";", "&", "|&"})
+# a redirection: `> log`, `2>&1`, `&> log`, `>>log`, `< in` (the operator alone takes the
+# next word as its target)
+_REDIRECT = re.compile(r"^(\d*(>>?|<)(&\d)?|&>>?)(.*)$")
+
+
+def _shell_command(words: list[str]) -> list[str]:
+    """The words without the shell's redirections (`> vllm.log 2>&1`, `&>log`, `< in`, the
+    operator alone taking the next word as its target); `|`, `;`, `&&` and `&` stay as words
+    that end a command (`_segments`). A flag's value that is a lone `>` would be dropped: no
+    engine flag takes one."""
+    out: list[str] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+            continue
+        found = _REDIRECT.match(word)
+        if found:
+            skip = not found.group(4) and not found.group(3)
+            continue
+        out.append(word)
+    return out
+
+
+def _segments(words: list[str]) -> list[list[str]]:
+    """The commands of a shell line, split at `|`, `||`, `&&`, `;`, `&`."""
+    found: list[list[str]] = [[]]
+    for word in words:
+        if word in _SHELL_ENDS:
+            found.append([])
+        else:
+            found[-1].append(word)
+    return [seg for seg in found if seg]
 
 
 def _container_words(text: str) -> list[str] | None:
@@ -112,6 +152,11 @@ def _unwrap(words: list[str], engines: Sequence[EngineLaunch]
     """Strip VAR=value prefixes and a docker/podman run wrapper: (words, image, env)."""
     env: dict[str, str] = {}
     i = 0
+    # sudo (and its options: -u USER, -E, ...) and the wrappers that run the next word
+    while i < len(words) and words[i] in _WRAPPERS:
+        i += 1
+        while words[i - 1] == "sudo" and i < len(words) and words[i].startswith("-"):
+            i += 2 if words[i] in ("-u", "-g", "-C", "-h", "-p") else 1
     while i < len(words) and _ENV_WORD.match(words[i]):
         key, _, value = words[i].partition("=")
         env[key] = value
@@ -188,11 +233,27 @@ def _find_program(words: list[str], engines: Sequence[EngineLaunch]
     return None
 
 
+def _command_of(words: list[str], engines: Sequence[EngineLaunch]
+                ) -> tuple[list[str], str | None, dict[str, str]]:
+    """The command of a shell line that starts an engine (`source venv/bin/activate && vllm
+    serve ...`, `vllm serve ... | tee log`), unwrapped: the first that names a program by its
+    exact name, else the first that names one with a build suffix or runs an engine's image,
+    else the first command."""
+    commands = [_unwrap(seg, engines) for seg in _segments(words)] or [([], None, {})]
+    named = [(c, _find_program(c[0], engines)) for c in commands]
+    for c, found in named:
+        if found is not None and "(read as" not in found[2]:
+            return c
+    for c, found in named:
+        if found is not None or (c[1] is not None and _image_engine(c[1], engines)):
+            return c
+    return commands[0]
+
+
 def parse_launch(text: str, engines: Sequence[EngineLaunch]) -> Launch:
     """Read a launch command with the engines' flag tables. Raises BadInputError when no
     engine's program is found, or a flag's value cannot be read (naming the flag)."""
-    words = command_words(text)
-    words, image, env = _unwrap(words, engines)
+    words, image, env = _command_of(command_words(text), engines)
     found = _find_program(words, engines)
     if found is not None:
         eng, start, program = found

@@ -182,3 +182,32 @@ def test_vllm_reads_an_unambiguous_prefix_as_argparse_does():
                       "--mem-fraction 0.8")
     assert "memory_fraction" not in sg.overrides
     assert any(w.startswith("--mem-fraction:") for w in sg.warnings)
+
+
+@pytest.mark.parametrize("line", [
+    "nohup vllm serve Qwen/Qwen2.5-3B --max-model-len 4096 > vllm.log 2>&1 &",
+    "vllm serve Qwen/Qwen2.5-3B --max-model-len 4096 2>&1 | tee vllm.log",
+    "CUDA_VISIBLE_DEVICES=0 vllm serve Qwen/Qwen2.5-3B --max-model-len 4096 &>log.txt && echo up",
+    "sudo -E vllm serve Qwen/Qwen2.5-3B --max-model-len 4096 >> vllm.log",
+    "time vllm serve Qwen/Qwen2.5-3B --max-model-len=4096 < /dev/null ; sleep 1",
+])
+def test_shell_redirections_pipes_and_wrappers_are_not_flags(line):
+    # a shell line as posted: the command ends at |, ;, && or &, and its redirections (their
+    # targets too) are the shell's, not the engine's
+    lp = from_command(line)
+    assert lp.overrides["max_model_len"] == 4096
+    assert lp.warnings == ()
+
+
+def test_sudo_docker_run_is_the_docker_line():
+    lp = from_command("sudo docker run --gpus '\"device=0\"' -p 8000:8000 "
+                      "vllm/vllm-openai:v0.9.2 --model Qwen/Qwen2.5-3B")
+    assert lp.engine == "vllm" and lp.overrides["engine_version"] == "0.9.2"
+
+
+def test_the_command_that_starts_the_engine_in_a_list_of_commands():
+    lp = from_command("source ~/venv/bin/activate && cd /srv && CUDA_VISIBLE_DEVICES=1 "
+                      "VLLM_PP_LAYER_PARTITION=20,16 vllm serve Qwen/Qwen2.5-3B -pp 2 "
+                      "--max-model-len 4096 | tee serve.log")
+    assert lp.overrides["pp_layers"] == (20, 16) and lp.overrides["max_model_len"] == 4096
+    assert lp.warnings == ()
