@@ -61,3 +61,21 @@ def test_kinds_are_told_apart_by_class_not_by_fields():
     assert vllm.FullPage(16, 4096, 4096) != vllm.MlaPage(16, 4096, 4096)
     same_kind = vllm.SlidingPage(16, 1, 1, 4096), vllm.SlidingPage(16, 9, 9, 4096)
     assert same_kind[0].token_slots == same_kind[1].token_slots
+
+
+@pytest.mark.parametrize("window", [1, 7, 16, 20, 24, 33, 64])
+@pytest.mark.parametrize("block", [1, 16, 64])
+def test_vllm_held_blocks_agree_with_the_layers_paged_tokens(window, block):
+    """The engine's peak blocks per request (a replay of its managers freeing blocks) and the
+    layer kinds' own paged-token formulas are written independently; they must agree."""
+    from kvplan.core.layers import ChunkedLocal, SlidingWindow
+    from kvplan.engines import vllm
+
+    config = vllm.VllmConfig(max_model_len=4096)
+    sliding = vllm.SlidingPage(block, 0, 0, window)
+    chunked = vllm.ChunkedPage(block, 0, 0, window)
+    for tokens in range(1, 3 * (window + block) + 2):
+        assert sliding.held_blocks(tokens, config) * block == \
+            SlidingWindow(1, 8, window=window).paged_tokens(tokens, block), tokens
+        assert chunked.held_blocks(tokens, config) * block == \
+            ChunkedLocal(1, 8, chunk=window).paged_tokens(tokens, block), tokens

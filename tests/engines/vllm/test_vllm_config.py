@@ -1,13 +1,10 @@
-"""Engine releases as data (kvplan.engines.vllm.config.RULES, kvplan.engines.sglang.memory.
-RULES): one row per release whose source showed a change, the newest is max(RULES), a
-release between rows has the earlier row's rules (kvplan.engines.shared.releases). The
-facts asserted are the engines', from their source distributions."""
+"""vLLM's releases as data (kvplan.engines.vllm.config.RULES): one row per release whose
+source showed a change, the newest is max(RULES), a release between rows has the earlier row's
+rules. The facts asserted are vLLM's, from its source distributions."""
 
 from dataclasses import fields
 
 from kvplan.engines import vllm
-from kvplan.engines.sglang import memory as sglang_memory
-from kvplan.engines.shared.releases import row_for
 from kvplan.engines.vllm.config import RULES, Rules, rules_for
 
 
@@ -42,21 +39,3 @@ def test_rows_hold_only_switches_named_for_what_they_do():
     # every field is a bool, a count or a named mode; no version tuples inside a row
     for f in fields(Rules):
         assert f.type in ("bool", "int", "float", "str"), f.name
-
-
-def test_sglang_rows_by_release():
-    # server_args.py: mem_fraction_static by TP alone up to 0.4, from the GPU's memory in 0.5;
-    # prefill CUDA graphs (reserve_for_graph_mb) from 0.5.23; no version: the newest
-    rules = sglang_memory.rules_for
-    assert not rules((0, 4, 7)).mem_fraction_by_memory and rules((0, 5)).mem_fraction_by_memory
-    assert not rules((0, 5, 22)).prefill_cuda_graphs and rules((0, 5, 23)).prefill_cuda_graphs
-    assert rules(None) == sglang_memory.RULES[max(sglang_memory.RULES)]
-    releases = sorted(sglang_memory.RULES)
-    for before, after in zip(releases, releases[1:], strict=False):
-        assert sglang_memory.RULES[before] != sglang_memory.RULES[after], after
-
-
-def test_the_shared_lookup_takes_the_row_at_or_before():
-    rows = {(1, 0, 0): "a", (1, 2, 0): "b", (2, 0, 0): "c"}
-    assert [row_for(rows, v) for v in [(0, 9), (1,), (1, 1, 9), (1, 2), (1, 9, 9, 9), (2, 0),
-                                       (7,)]] == ["a", "a", "a", "b", "b", "c", "c"]

@@ -1,0 +1,42 @@
+"""What the engine tests under tests/engines/ share: the real start-up logs of
+tests/fixtures/engines/engine-logs.yaml (a copy of the shared engine-logs.yaml), the models
+they name, and the worked-example models of docs/engine-kv-sizing.md.
+
+Budgets are logged with two decimals of GiB, so a recomputed block count can differ by the
+rounding (+-0.005 GiB); `close` allows 0.5% for that, exact matches are asserted where the log
+allows.
+"""
+
+from __future__ import annotations
+
+import paths
+import yaml
+from factories import FullAttention, ModelSpec, SlidingWindow
+
+from kvplan.core.units import parse_bytes
+from kvplan.sources.library import resolve
+
+FIXTURES = paths.FIXTURES / "engines"
+MODELS = FIXTURES / "models"
+GIB = 2**30
+LOGS = yaml.safe_load((FIXTURES / "engine-logs.yaml").read_text())["entries"]
+BY_ID = {e["id"]: e for e in LOGS}
+
+
+def model(name: str) -> ModelSpec:
+    return resolve(str(MODELS / f"{name}.yaml"))
+
+
+def gib(x: float) -> int:
+    """A GiB figure printed with two decimals -> bytes, as kvplan --kv-memory reads it."""
+    return parse_bytes(f"{x}GiB")
+
+
+def close(predicted: float, logged: float, tol: float = 0.005) -> bool:
+    return abs(predicted - logged) <= tol * abs(logged)
+
+
+def gemma3_27b() -> ModelSpec:
+    sliding, full = SlidingWindow(16, 128, window=1024), FullAttention(16, 128)
+    return ModelSpec("gemma-3-27b", ((sliding,) * 5 + (full,)) * 10 + (sliding,) * 2,
+                     num_attention_heads=32)

@@ -1,0 +1,169 @@
+"""vLLM's KV cache groups and blocks per request (kvplan.engines.vllm.grouping, through
+`profile` and `layout`): hybrid sliding/full models, Mamba alignment and padding, against the
+worked numbers of docs/engine-kv-sizing.md and vLLM's rules.
+"""
+
+from __future__ import annotations
+
+from engine_cases import GIB, gemma3_27b
+from factories import FullAttention, ModelSpec, RecurrentState, SlidingWindow, StateTensor, hybrid
+
+from kvplan.engines import vllm
+
+
+def test_qwen3_next_hybrid_alignment():
+    # §1.7: Mamba page 1,097,728 B, attention 2,048 B/token -> block 16 x 34 = 544, page
+    # 1,114,112 B, padding 1.49%; TP 4: block 272, page 278,528 B.
+    config = vllm.VllmConfig(max_model_len=262144, version=(0, 11, 0))
+    mamba_page = 3 * 8192 * 2 + 32 * 128 * 128 * 2  # 1,097,728 B
+    attn_token = 2 * 2 * 256 * 2  # 2,048 B
+    block = 16 * -(-mamba_page // (16 * attn_token))  # 16 x 34 = 544
+    (stage,) = vllm.layout(hybrid(), config)
+    assert {g.block_size for g in stage.groups} == {block} == {544}
+    assert {g.page_bytes for g in stage.groups} == {block * attn_token} == {1114112}
+    assert [g.kind for g in stage.groups].count("mamba") == 3 and stage.group_size == 12
+    p = vllm.profile(hybrid(), config, 40 * GIB)
+    assert f"{float(p.mamba_padding) * 100:.2f}" == f"{(1114112 / mamba_page - 1) * 100:.2f}"
+    assert f"{float(p.mamba_padding) * 100:.2f}" == "1.49"
+    assert p.num_blocks == 40 * GIB // 1114112 // 12 == 3212
+    assert p.kv_cache_tokens == 3212 // 4 * 544 == 436832  # 4 groups, min block 544
+    assert p.blocks_per_request == -(-262144 // 544) + 3 == 482 + 3
+    assert f"{p.max_concurrency:.2f}" == f"{3212 / 485:.2f}" == "6.62"
+    (tp4,) = vllm.layout(hybrid(), vllm.VllmConfig(max_model_len=262144, tp=4,
+                                                   version=(0, 11, 0)))
+    # TP 4: Mamba 3 x 2,048 x 2 + 8 x 128 x 128 x 2 = 274,432 B, attention 1,024 B/token
+    tp4_block = 16 * -(-(3 * 2048 * 2 + 8 * 128 * 128 * 2) // (16 * 1024))
+    assert {(g.block_size, g.page_bytes) for g in tp4.groups} == {
+        (tp4_block, tp4_block * 1024)} == {(272, 278528)}
+    # 0.33 "align" mode off Hopper (A100: Triton GDN prefill): 2 pages per Mamba group per
+    # request (MambaSpec.max_memory_usage_bytes: 2 + speculative blocks)
+    new = vllm.profile(hybrid(), vllm.VllmConfig(max_model_len=262144, compute_capability="8.0"),
+                       40 * GIB)
+    assert new.block_size == 544
+    assert new.blocks_per_request == 482 + 3 * 2
+
+
+def test_jamba_block_80():
+    mamba = RecurrentState("mamba1", (StateTensor("conv", (3, 8192), 2, tp_axis=1),
+                                      StateTensor("ssm", (8192, 16), 2, tp_axis=0)))
+    assert mamba.state_bytes() == 3 * 8192 * 2 + 8192 * 16 * 2 == 311296
+    jamba = ModelSpec("jamba", ((mamba,) * 4 + (FullAttention(8, 128),) + (mamba,) * 3) * 4,
+                      num_attention_heads=32)
+    p = vllm.profile(jamba, vllm.VllmConfig(max_model_len=262144, version=(0, 11)), 40 * GIB)
+    assert p.block_size == 16 * -(-311296 // (16 * 4096)) == 80
+    assert p.stages[0].groups[0].page_bytes == 80 * 4096 == 327680
+    assert f"{float(p.mamba_padding) * 100:.2f}" == f"{(327680 / 311296 - 1) * 100:.2f}" == "5.26"
+    # 0.33 align mode: MambaMixer (Mamba1) declares no prefill checkpoint: 2 pages per group
+    new = vllm.profile(jamba, vllm.VllmConfig(max_model_len=262144), 40 * GIB)
+    assert new.blocks_per_request == 262144 // 80 + 1 + 7 * 2  # cdiv(L, 80) + 7 Mamba groups
+
+
+def test_mamba2_align_mode_charges_a_checkpoint_page():
+    # vLLM 0.33 mamba_mixer2.py MambaMixer2.get_kv_cache_spec sets
+    # num_prefill_checkpoint_blocks=1 on every GPU; in align mode (prefix caching, the default)
+    # MambaSpec.max_memory_usage_bytes charges 2 + 0 speculative + 1 = 3 pages per request.
+    mamba2 = RecurrentState("mamba2", (StateTensor("conv", (3, 10240), 2, tp_axis=1),
+                                       StateTensor("ssm", (128, 64, 128), 4, tp_axis=0)))
+    spec = ModelSpec("mamba2-hybrid", ((mamba2,) * 3 + (FullAttention(8, 128),)) * 4,
+                     num_attention_heads=32)
+    for cc in ("9.0", "8.0"):  # whatever the GPU
+        config = vllm.VllmConfig(max_model_len=8192, compute_capability=cc)
+        p = vllm.profile(spec, config, 40 * GIB)
+        block = p.block_size  # alignment 1: 16 x cdiv(mamba page, 16 x 4,096 B)
+        assert block == 16 * -(-mamba2.state_bytes() // (16 * 4096))
+        assert p.blocks_per_request == -(-8192 // block) + 3 * 3  # 3 Mamba groups x 3 pages
+    # "none" mode (no prefix caching): 1 page, the checkpoint is not charged
+    off = vllm.profile(spec, vllm.VllmConfig(max_model_len=8192, mamba_cache_mode="none"),
+                       40 * GIB)
+    assert off.blocks_per_request == -(-8192 // off.block_size) + 3 * 1
+
+
+def test_gemma3_27b_groups_and_padding():
+    # §1.3/§1.5: group size 10 -> 1 full + 6 sliding groups (9,9,9,9,8,8), 8 padding slots
+    # ("may waste at most 15.38%"); 40 GiB -> 32,768 blocks; 8,192 + 6 x 577 = 11,654
+    # blocks per request -> 2.81x; token line 74,896 (<= 0.20) or 368,540 (>= 0.21).
+    page = 2 * 16 * 16 * 128 * 2  # K+V x block 16 x 16 KV heads x 128 x bf16 = 131,072 B
+    num_blocks = 40 * GIB // page // 10  # group size 10
+    sliding_blocks = -(-(1023 + 8192) // 16) + 1  # cdiv(W - 1 + T, 16) + 1 = 577
+    per_request = 131072 // 16 + 6 * sliding_blocks
+    for version, tokens in (((0, 11, 0), num_blocks // 7 * 16),  # 7 groups, block 16
+                            ((0, 21, 0), int(num_blocks / per_request * 131072))):
+        config = vllm.VllmConfig(max_model_len=131072, version=version,
+                                 max_num_batched_tokens=8192)
+        p = vllm.profile(gemma3_27b(), config, 40 * GIB)
+        groups = p.stages[0].groups
+        assert sorted(g.num_layers for g in groups if g.kind == "sliding") == [8, 8, 9, 9, 9, 9]
+        assert [g.num_layers for g in groups if g.kind == "full"] == [10]
+        # 7 groups x 10 slots - 62 layers = 8 padding slots; at most 8 / 52 of the sliding
+        assert p.num_padding_layers == 7 * 10 - 62 == 8
+        assert f"{float(p.padding_waste) * 100:.2f}" == f"{8 / 52 * 100:.2f}" == "15.38"
+        assert p.stages[0].groups[0].page_bytes == page == 131072
+        assert p.num_blocks == num_blocks == 32768
+        assert p.blocks_per_request == per_request == 8192 + 6 * 577 == 11654
+        assert f"{p.max_concurrency:.2f}" == f"{num_blocks / per_request:.2f}" == "2.81"
+        assert p.kv_cache_tokens == tokens
+    assert (32768 // 7 * 16, int(32768 / 11654 * 131072)) == (74896, 368540)  # §1.5
+
+
+def test_vllm_033_sliding_layers_reserve_two_batches_in_flight():
+    # §1.2: 0.33 sizes a sliding request with T = 2 x max_num_batched_tokens (async
+    # scheduling): cdiv(1,023 + 16,384, 16) + 1 = 1,089 blocks per sliding group
+    config = vllm.VllmConfig(max_model_len=131072, max_num_batched_tokens=8192,
+                             version=(0, 33, 0))
+    p = vllm.profile(gemma3_27b(), config, 40 * GIB)
+    assert p.blocks_per_request == 131072 // 16 + 6 * (-(-(1023 + 2 * 8192) // 16) + 1)
+
+
+def test_gpt_oss_and_all_sliding_concurrency():
+    # §1.5: page 2 x 16 x 8 x 64 x 2 = 32,768 B; 18 + 18 layers: 2 groups of 18
+    pair = (SlidingWindow(8, 64, window=128), FullAttention(8, 64))
+    gpt_oss = ModelSpec("gpt-oss-120b", pair * 18, num_attention_heads=64)
+    blocks = 40 * GIB // (2 * 16 * 8 * 64 * 2) // 18  # 72,817
+    per_request = 131072 // 16 + (-(-(127 + 8192) // 16) + 1)  # 8,192 + 521
+    for version, tokens in (((0, 11), blocks // 2 * 16),
+                            ((0, 21), int(blocks / per_request * 131072))):
+        p = vllm.profile(gpt_oss, vllm.VllmConfig(max_model_len=131072, version=version),
+                         40 * GIB)
+        assert p.num_blocks == blocks == 72817 and p.blocks_per_request == per_request == 8713
+        assert f"{p.max_concurrency:.2f}" == f"{blocks / per_request:.2f}" == "8.36"
+        assert p.kv_cache_tokens == tokens
+    assert (72817 // 2 * 16, int(72817 / 8713 * 131072)) == (582528, 1095405)  # §1.5
+    # all-sliding Mistral-7B-v0.1: one group of 32, page 2 x 16 x 8 x 128 x 2 = 65,536 B
+    mistral = ModelSpec("mistral", (SlidingWindow(8, 128, window=4096),) * 32,
+                        num_attention_heads=32)
+    blocks = 40 * GIB // 65536 // 32  # 20,480
+    per_request = -(-(4095 + 8192) // 16) + 1  # 769
+    for version, tokens in (((0, 11), blocks * 16),
+                            ((0, 21), int(blocks / per_request * 32768))):
+        p = vllm.profile(mistral, vllm.VllmConfig(max_model_len=32768, version=version),
+                         40 * GIB)
+        assert p.num_blocks == blocks == 20480 and p.blocks_per_request == per_request == 769
+        assert f"{p.max_concurrency:.2f}" == f"{blocks / per_request:.2f}" == "26.63"
+        assert p.kv_cache_tokens == tokens
+    assert (20480 * 16, int(20480 / 769 * 32768)) == (327680, 872677)  # §1.5
+    # 0.33: no `layer_types` in Mistral-7B-v0.1's config, so llama.py gives its layers no
+    # window (Attention's fallback cache_config.sliding_window is never set): one full group,
+    # cdiv(32768, 16) = 2,048 blocks per request; the vLLM 0.33 oracle found this
+    p = vllm.profile(mistral, vllm.VllmConfig(max_model_len=32768), 40 * GIB)
+    assert p.num_blocks == blocks and p.blocks_per_request == 32768 // 16
+    assert p.kv_cache_tokens == int(blocks / 2048 * 32768) == blocks * 16
+    # a model mixing windowed and full layers keeps its windows (its config lists layer_types)
+    mixed = ModelSpec("mixed", (SlidingWindow(8, 128, window=4096), FullAttention(8, 128)) * 16,
+                      num_attention_heads=32)
+    p = vllm.profile(mixed, vllm.VllmConfig(max_model_len=32768), 40 * GIB)
+    assert sorted(g.kind for g in p.stages[0].groups) == ["full", "sliding"]
+
+
+def test_vllm_chunked_local_is_full_by_default():
+    from kvplan.core.layers import ChunkedLocal
+
+    scout = ModelSpec("scout", ((ChunkedLocal(8, 128, chunk=8192),) * 3
+                                + (FullAttention(8, 128),)) * 12, num_attention_heads=40)
+    (stage,) = vllm.layout(scout, vllm.VllmConfig(max_model_len=131072))
+    assert [g.kind for g in stage.groups] == ["full"]  # hybrid manager disabled (§1.3)
+    (hybrid_on,) = vllm.layout(scout, vllm.VllmConfig(max_model_len=131072,
+                                                      disable_hybrid_kv_cache_manager=False,
+                                                      max_num_batched_tokens=8192,
+                                                      version=(0, 11)))
+    chunked = [g for g in hybrid_on.groups if g.kind == "chunked"]
+    assert chunked[0].blocks_per_request == (8192 + 8192) // 16
