@@ -5,6 +5,7 @@ worked numbers of docs/engine-kv-sizing.md and vLLM's rules.
 
 from __future__ import annotations
 
+import pytest
 from engine_cases import GIB, gemma3_27b
 from factories import FullAttention, ModelSpec, RecurrentState, SlidingWindow, StateTensor, hybrid
 
@@ -114,37 +115,52 @@ def test_vllm_033_sliding_layers_reserve_two_batches_in_flight():
     assert p.blocks_per_request == 131072 // 16 + 6 * (-(-(1023 + 2 * 8192) // 16) + 1)
 
 
-def test_gpt_oss_and_all_sliding_concurrency():
-    # §1.5: page 2 x 16 x 8 x 64 x 2 = 32,768 B; 18 + 18 layers: 2 groups of 18
+def gpt_oss_120b() -> ModelSpec:
     pair = (SlidingWindow(8, 64, window=128), FullAttention(8, 64))
-    gpt_oss = ModelSpec("gpt-oss-120b", pair * 18, num_attention_heads=64)
-    blocks = 40 * GIB // (2 * 16 * 8 * 64 * 2) // 18  # 72,817
-    per_request = 131072 // 16 + (-(-(127 + 8192) // 16) + 1)  # 8,192 + 521
-    for version, tokens in (((0, 11), blocks // 2 * 16),
-                            ((0, 21), int(blocks / per_request * 131072))):
-        p = vllm.profile(gpt_oss, vllm.VllmConfig(max_model_len=131072, version=version),
+    return ModelSpec("gpt-oss-120b", pair * 18, num_attention_heads=64)
+
+
+def mistral_7b_v01() -> ModelSpec:
+    return ModelSpec("mistral", (SlidingWindow(8, 128, window=4096),) * 32,
+                     num_attention_heads=32)
+
+
+@pytest.mark.parametrize(
+    ("spec", "max_model_len", "blocks", "per_request", "groups", "counts", "concurrency",
+     "section_1_5"), [
+        # §1.5: page 2 x 16 x 8 x 64 x 2 = 32,768 B; 18 + 18 layers: 2 groups of 18;
+        # 8,192 full blocks + cdiv(127 + 8,192, 16) + 1 = 521 sliding blocks per request
+        pytest.param(gpt_oss_120b(), 131072, 40 * GIB // (2 * 16 * 8 * 64 * 2) // 18,
+                     131072 // 16 + (-(-(127 + 8192) // 16) + 1), 2, (72817, 8713), "8.36",
+                     (582528, 1095405), id="gpt-oss-120b"),
+        # all-sliding Mistral-7B-v0.1: one group of 32, page 2 x 16 x 8 x 128 x 2 = 65,536 B;
+        # cdiv(4,095 + 8,192, 16) + 1 = 769 blocks per request
+        pytest.param(mistral_7b_v01(), 32768, 40 * GIB // 65536 // 32,
+                     -(-(4095 + 8192) // 16) + 1, 1, (20480, 769), "26.63", (327680, 872677),
+                     id="mistral-7b-v0.1"),
+    ])
+def test_gpt_oss_and_all_sliding_concurrency(spec, max_model_len, blocks, per_request, groups,
+                                             counts, concurrency, section_1_5):
+    # up to 0.20 the token line is num_blocks // groups x block 16; from 0.21 the concurrency
+    # times max_model_len
+    for version, tokens in (((0, 11), blocks // groups * 16),
+                            ((0, 21), int(blocks / per_request * max_model_len))):
+        p = vllm.profile(spec, vllm.VllmConfig(max_model_len=max_model_len, version=version),
                          40 * GIB)
-        assert p.num_blocks == blocks == 72817 and p.blocks_per_request == per_request == 8713
-        assert f"{p.max_concurrency:.2f}" == f"{blocks / per_request:.2f}" == "8.36"
+        assert p.num_blocks == blocks == counts[0]
+        assert p.blocks_per_request == per_request == counts[1]
+        assert f"{p.max_concurrency:.2f}" == f"{blocks / per_request:.2f}" == concurrency
         assert p.kv_cache_tokens == tokens
-    assert (72817 // 2 * 16, int(72817 / 8713 * 131072)) == (582528, 1095405)  # §1.5
-    # all-sliding Mistral-7B-v0.1: one group of 32, page 2 x 16 x 8 x 128 x 2 = 65,536 B
-    mistral = ModelSpec("mistral", (SlidingWindow(8, 128, window=4096),) * 32,
-                        num_attention_heads=32)
-    blocks = 40 * GIB // 65536 // 32  # 20,480
-    per_request = -(-(4095 + 8192) // 16) + 1  # 769
-    for version, tokens in (((0, 11), blocks * 16),
-                            ((0, 21), int(blocks / per_request * 32768))):
-        p = vllm.profile(mistral, vllm.VllmConfig(max_model_len=32768, version=version),
-                         40 * GIB)
-        assert p.num_blocks == blocks == 20480 and p.blocks_per_request == per_request == 769
-        assert f"{p.max_concurrency:.2f}" == f"{blocks / per_request:.2f}" == "26.63"
-        assert p.kv_cache_tokens == tokens
-    assert (20480 * 16, int(20480 / 769 * 32768)) == (327680, 872677)  # §1.5
+    assert (counts[0] // groups * 16,
+            int(counts[0] / counts[1] * max_model_len)) == section_1_5  # §1.5
+
+
+def test_vllm_033_a_window_without_layer_types_is_full():
+    blocks = 40 * GIB // 65536 // 32  # 20,480: one group of 32 layers, page 65,536 B
     # 0.33: no `layer_types` in Mistral-7B-v0.1's config, so llama.py gives its layers no
     # window (Attention's fallback cache_config.sliding_window is never set): one full group,
     # cdiv(32768, 16) = 2,048 blocks per request; the vLLM 0.33 oracle found this
-    p = vllm.profile(mistral, vllm.VllmConfig(max_model_len=32768), 40 * GIB)
+    p = vllm.profile(mistral_7b_v01(), vllm.VllmConfig(max_model_len=32768), 40 * GIB)
     assert p.num_blocks == blocks and p.blocks_per_request == 32768 // 16
     assert p.kv_cache_tokens == int(blocks / 2048 * 32768) == blocks * 16
     # a model mixing windowed and full layers keeps its windows (its config lists layer_types)
