@@ -1,8 +1,16 @@
-"""SGLang's releases as data (kvplan.engines.sglang.memory.RULES): one row per release whose
-source showed a change, the newest when no release is given. The facts asserted are SGLang's,
-from its source distributions."""
+"""SGLang's memory before the pool (kvplan.engines.sglang.memory): its releases as data
+(RULES: one row per release whose source showed a change, the newest when no release is given),
+and the free-memory readings, the default mem_fraction_static and the token count predicted from
+the GPU and the settings alone against real start-up logs
+(tests/fixtures/engines/buffer-logs.yaml). The facts asserted are SGLang's, from its source
+distributions and logs."""
 
+import pytest
+from buffer_cases import BY_ID, GIB, MIB, entries, error, sglang_predict
+
+from kvplan.engines import sglang
 from kvplan.engines.sglang import memory as sglang_memory
+from kvplan.sources.gpus import find_gpu
 
 
 def test_sglang_rows_by_release():
@@ -15,3 +23,61 @@ def test_sglang_rows_by_release():
     releases = sorted(sglang_memory.RULES)
     for before, after in zip(releases, releases[1:], strict=False):
         assert sglang_memory.RULES[before] != sglang_memory.RULES[after], after
+
+
+@pytest.mark.parametrize("log_id, within_gib", [
+    ("sglang-docs-llama31-8b-h100-2025-01", 0.08), ("sglang-h100-qwen3-30b-a3b-fp8-2026-08", 0.01)])
+def test_sglang_budget_subtracts_the_weights_as_free_memory_sees_them(log_id, within_gib):
+    # model_runner.py::profile_max_num_token sizes the pool from get_available_gpu_memory read
+    # after the load (torch.cuda.empty_cache, then mem_get_info; its GB are GiB), so the
+    # weights the budget takes off are the drop its two "avail mem" lines show: the allocator's
+    # segments and the fp32 rotary caches, more than the tensors' own bytes
+    e = BY_ID[log_id]
+    r = e["reported"]
+    logged = (r["avail_before_load_gb"] - r["avail_after_load_gb"]) * GIB
+    mem, _ = sglang_predict(e)
+    assert mem.free_before_load_bytes - mem.free_after_load_bytes == mem.weights_bytes
+    assert abs(mem.weights_bytes - logged) <= within_gib * GIB
+    if e["model"] == "llama-3.1-8b":  # 8,030,261,248 bf16 parameters: the tensors alone
+        tensors = 8_030_261_248 * 2
+        assert abs(mem.weights_bytes - logged) < abs(tensors - logged)
+        # Llama 3.1's rope cache: 131,072 positions x 128 (cos and sin) x 4 B, kept in fp32
+        assert mem.weights_bytes - tensors >= 131_072 * 128 * 4
+
+
+def test_sglang_prefill_graph_sizes_as_the_log_lists_them():
+    # the 2026-08 H100 log captures [4, 8, ..., 8192]: 8 + 14 + 8 + 8 + 12 + 8 = 58 sizes
+    sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
+             *range(1280, 4097, 256), *range(4608, 8193, 512)]
+    assert sglang.prefill_graph_sizes(8192) == len(sizes) == 58
+    assert sglang.prefill_graph_sizes(4096) == sum(s <= 4096 for s in sizes) == 50  # 8+14+8+8+12
+
+
+def test_sglang_default_fraction_with_prefill_graphs_matches_the_log():
+    # 0.5.23 reserve on an H100 (81,089 MB): 512 + 8,192 x 1.5 + 128 + 2 x 256 + 58 x 8 MB
+    h100 = find_gpu("h100").memory_bytes
+    mb = h100 / MIB
+    expected = round((mb - (512 + 8192 * 1.5 + 1 / 8 * 1024 + 2 * 256 + 58 * 8)) / mb, 3)
+    assert sglang.sglang_default_mem_fraction(h100, version=(0, 5, 23)) == expected == 0.829
+    assert sglang.sglang_default_mem_fraction(h100, version=(0, 5, 23),
+                                         prefill_cuda_graph=False) == 0.834
+    # MLA backends reserve 1.5 GiB for their prefill graphs instead
+    assert sglang.sglang_default_mem_fraction(h100, version=(0, 5, 23), mla=True) == \
+        round((mb - (512 + 8192 * 1.5 + 128 + 512 + 1536)) / mb, 3)
+    # what the log's own numbers imply: 1 - (after - rest) / before, rest = the K+V pool
+    e = BY_ID["sglang-h100-qwen3-30b-a3b-fp8-2026-08"]["reported"]
+    rest = e["max_total_num_tokens"] * 48 * 4 * 128 * 2 * 2 / GIB
+    implied = 1 - (e["avail_after_load_gb"] - rest) / e["avail_before_load_gb"]
+    assert abs(implied - expected) <= 0.002
+
+
+def test_sglang_default_fraction_of_the_2025_docs_log():
+    e = BY_ID["sglang-docs-llama31-8b-h100-2025-01"]
+    mem, _ = sglang_predict(e)
+    assert mem.mem_fraction_static == e["reported"]["mem_fraction_static"] == 0.88
+
+
+@pytest.mark.parametrize("e", entries("sglang"), ids=lambda e: e["id"])
+def test_sglang_tokens_within_2_percent(e):
+    _, tokens = sglang_predict(e)
+    assert abs(error(tokens, e["reported"]["max_total_num_tokens"])) <= 0.02
