@@ -1,6 +1,6 @@
 """What the engine tests under tests/engines/ share: the real start-up logs of
 tests/fixtures/engines/engine-logs.yaml (a copy of the shared engine-logs.yaml), the models
-they name, and the worked-example models of docs/engine-kv-sizing.md.
+they name, Llama-3.1-8B's shapes, and the worked-example models of docs/engine-kv-sizing.md.
 
 Budgets are logged with two decimals of GiB, so a recomputed block count can differ by the
 rounding (+-0.005 GiB); `close` allows 0.5% for that, exact matches are asserted where the log
@@ -14,6 +14,7 @@ import yaml
 from factories import FullAttention, ModelSpec, SlidingWindow
 
 from kvplan.core.units import parse_bytes
+from kvplan.engines.shared.weights import ModelDims
 from kvplan.sources.library import resolve
 
 FIXTURES = paths.FIXTURES / "engines"
@@ -21,6 +22,10 @@ MODELS = FIXTURES / "models"
 GIB = 2**30
 LOGS = yaml.safe_load((FIXTURES / "engine-logs.yaml").read_text())["entries"]
 BY_ID = {e["id"]: e for e in LOGS}
+
+LLAMA8B = ModelSpec("llama-3.1-8b", (FullAttention(8, 128),) * 32, num_attention_heads=32,
+                    num_params=8030261248)
+LLAMA8B_DIMS = ModelDims(4096, 14336, 128256)
 
 
 def model(name: str) -> ModelSpec:

@@ -7,6 +7,7 @@ distributions and logs."""
 
 import pytest
 from buffer_cases import BY_ID, GIB, MIB, entries, error, sglang_predict
+from engine_cases import LLAMA8B, LLAMA8B_DIMS
 
 from kvplan.engines import sglang
 from kvplan.engines.sglang import memory as sglang_memory
@@ -81,3 +82,33 @@ def test_sglang_default_fraction_of_the_2025_docs_log():
 def test_sglang_tokens_within_2_percent(e):
     _, tokens = sglang_predict(e)
     assert abs(error(tokens, e["reported"]["max_total_num_tokens"])) <= 0.02
+
+
+def test_sglang_mem_fraction_defaults():
+    # classic per-TP table
+    assert [sglang.sglang_default_mem_fraction(0, tp, version=(0, 4)) for tp in (1, 2, 4, 8, 16)] \
+        == [0.88, 0.87, 0.85, 0.81, 0.79]
+    # 0.5.x: H100 (79.19 GiB): chunked prefill 8192, decode graphs up to 256:
+    # reserved = max(512 + 8192 x 1.5 + 1/8 x 1024 + 2 x 256, 10,240) = 13,440 MB
+    h100 = 85028896768
+    mb = h100 / 2**20
+    v053 = (0, 5, 3)  # before the prefill CUDA graphs' reserve (0.5.23)
+    assert sglang.sglang_default_mem_fraction(h100, tp=1, version=v053) == \
+        round((mb - 13440) / mb, 3) == 0.834
+    # B200 (182,631 MiB >= 160 GiB): chunked 16384, max_bs 512
+    b200 = 182631 * 2**20
+    assert sglang.sglang_default_mem_fraction(b200, version=v053) == round(
+        (182631 - (512 + 16384 * 1.5 + 128 + 2 * 512)) / 182631, 3) == 0.856
+    # H100 at TP 8: decode graphs up to 512, and 8 x 1 / 8 x 1,024 MB
+    assert sglang.sglang_default_mem_fraction(h100, tp=8, version=v053) == round(
+        (mb - (512 + 8192 * 1.5 + 1024 + 2 * 512)) / mb, 3)
+    # a 24 GiB card: chunked 4096, max_bs 48
+    mb24 = 24 * 1024
+    assert sglang.sglang_default_mem_fraction(24 * GIB, version=v053) == round(
+        (mb24 - (512 + 4096 * 1.5 + 128 + 96)) / mb24, 3)
+
+
+def test_sglang_memory_takes_the_weights_off_the_free_memory():
+    mem = sglang.sglang_memory(LLAMA8B, 80 * GIB, mem_fraction_static=0.9, dims=LLAMA8B_DIMS)
+    assert mem.free_before_load_bytes == 80 * GIB - sglang.SGLANG_INIT_BYTES
+    assert mem.free_after_load_bytes == mem.free_before_load_bytes - 8030261248 * 2

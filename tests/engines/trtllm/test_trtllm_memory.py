@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from buffer_cases import BY_ID, GIB, MIB, entries, error, model, trtllm_config, trtllm_predict
+from engine_cases import LLAMA8B, LLAMA8B_DIMS
 
 from kvplan.engines import trtllm
 from kvplan.engines.base import Deployment
@@ -164,3 +165,9 @@ def test_explain_reads_the_pytorch_backend_profile_lines():
     assert "Memory dynamically allocated" in rows[("activation peak", "from settings")].line
     assert ex.settings["memory_fraction"] == pytest.approx(0.9)
     assert ex.settings["block_size"] == 32
+
+
+def test_trtllm_free_is_the_gpu_less_weights_and_activations():
+    free = trtllm.trtllm_free_bytes(LLAMA8B, 80 * GIB, activation_bytes=GIB, non_torch_bytes=0,
+                               dims=LLAMA8B_DIMS)
+    assert free == 80 * GIB - 8030261248 * 2 - GIB

@@ -1,5 +1,7 @@
-"""The memory budget: weights, activations, engine defaults, and the accuracy of the
-predicted "Available KV cache memory" against the high-completeness vLLM logs.
+"""vLLM's memory budget (kvplan.engines.vllm.budget, memory): its activations, sampler, CUDA
+graphs and engine defaults, and the accuracy of the predicted "Available KV cache memory"
+against the high-completeness vLLM logs. The weights, forward pass and budget record every
+engine shares are tested in tests/engines/shared/.
 
 docs/engine-accuracy.md holds the table `accuracy_table()` prints; a test keeps them equal.
 Regenerate it with `python tests/engines/vllm/test_budget.py`.
@@ -16,64 +18,24 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/
 
 from accuracy_doc import assert_in_accuracy_doc
+from engine_cases import LLAMA8B, LLAMA8B_DIMS, model  # noqa: E402
 from factories import FullAttention, ModelSpec, dense  # noqa: E402
 from paths import FIXTURES, ROOT  # noqa: E402
 
 from kvplan.core.errors import BadInputError  # noqa: E402
 from kvplan.core.units import parse_bytes  # noqa: E402
-from kvplan.engines import sglang, trtllm, vllm  # noqa: E402
+from kvplan.engines import sglang, vllm  # noqa: E402
 from kvplan.engines.shared import activations as act  # noqa: E402
 from kvplan.engines.shared import budget as shared_budget  # noqa: E402
 from kvplan.engines.shared import device as dev  # noqa: E402
-from kvplan.engines.shared import weights as shared_weights  # noqa: E402
 from kvplan.engines.vllm.config import rules_for  # noqa: E402
 from kvplan.sources.library import resolve  # noqa: E402
 
 GIB = 2**30
 MODELS = FIXTURES / "engines" / "models"
 
-LLAMA8B = ModelSpec("llama-3.1-8b", (FullAttention(8, 128),) * 32, num_attention_heads=32,
-                    num_params=8030261248)
-LLAMA8B_DIMS = shared_weights.ModelDims(4096, 14336, 128256)
-
-
-def model(name: str) -> ModelSpec:
-    return resolve(str(MODELS / f"{name}.yaml"))
-
 
 # --- weights ---------------------------------------------------------------------------------
-
-def test_bf16_weights_are_params_times_two():
-    split = shared_weights.weight_split(LLAMA8B, shared_weights.weight_format("auto"), LLAMA8B_DIMS)
-    assert split.total_bytes == 8030261248 * 2
-    assert split.embedding_bytes == split.lm_head_bytes == 128256 * 4096 * 2
-
-
-def test_quantized_weights_keep_embeddings_in_16_bit():
-    dims = shared_weights.ModelDims(3584, 18944, 152064)  # Qwen2.5-7B config.json
-    spec = model("qwen2.5-7b")
-    split = shared_weights.weight_split(spec, shared_weights.weight_format("awq"), dims)
-    embed = 152064 * 3584
-    layers = spec.num_params - 2 * embed
-    # int4 + (fp16 scale + 4-bit zero) per 128 weights = 4.15625 bits
-    assert split.layer_bytes == -(-layers * 532 // (128 * 8))
-    assert split.embedding_bytes == embed * 2
-    # the RTX 4080 log: "Model loading took 5.29 GiB"
-    assert abs(split.total_bytes / GIB - 5.29) < 0.11
-    assert shared_weights.weight_format("mxfp4").bits_per_weight() == 4 + 8 / 32
-    with pytest.raises(BadInputError):
-        shared_weights.weight_format("int3")
-
-
-def test_stage_weights_follow_pp_split_and_tp():
-    split = shared_weights.weight_split(LLAMA8B, shared_weights.weight_format("bf16"), LLAMA8B_DIMS)
-    one = shared_weights.stage_weight_bytes(LLAMA8B, split, tp=1, pp=1)
-    assert one == (split.total_bytes,)
-    tp2 = shared_weights.stage_weight_bytes(LLAMA8B, split, tp=2, pp=1)
-    assert tp2 == (split.total_bytes // 2,)
-    first, last = shared_weights.stage_weight_bytes(LLAMA8B, split, tp=1, pp=2)
-    assert first == split.layer_bytes // 2 + split.embedding_bytes
-    assert last == split.layer_bytes // 2 + split.lm_head_bytes
 
 
 def test_missing_param_count_asks_for_weights():
@@ -82,12 +44,6 @@ def test_missing_param_count_asks_for_weights():
 
 
 # --- activations -------------------------------------------------------------------------------
-
-def test_forward_activation_matches_rtx3090_log():
-    # issue 10517: peak torch 17.98 GiB - weights 14.99 GiB = 2.99 GiB at 29,000 tokens
-    per_token = (3 * 14336 + 3 * 4096) * 2
-    assert act.forward_activation_bytes(LLAMA8B_DIMS, 29000) == 29000 * per_token
-    assert abs(29000 * per_token / GIB - 2.99) < 0.01
 
 
 def test_sampler_warmup_bytes_per_logit():
@@ -408,19 +364,6 @@ def test_held_out_logs_are_cited_with_their_lines():
     assert not {c.log_id for c in cases} & {c.log_id for c in CASES}
 
 
-def test_estimated_dims():
-    d = shared_weights.estimate_dims(LLAMA8B)
-    assert d.hidden_size == 32 * 128 and d.estimated  # heads x head_dim
-    assert d.vocab_size == 128256  # Llama 3's, the documented default
-    # per layer (8,030,261,248 - 2 x 128,256 x 4,096) / 32 = 218,112,128 parameters, less
-    # q/o (2 x 4,096^2) and k/v (2 x 4,096 x 1,024), over the 3 MLP matrices of 4,096 rows:
-    # 14,336.7 -- config.json's intermediate_size is 14,336
-    per_layer = (8030261248 - 2 * 128256 * 4096) / 32
-    guess = (per_layer - (2 * 4096**2 + 2 * 4096 * 8 * 128)) / (3 * 4096)
-    assert abs(guess - 14336) < 1
-    assert abs(d.intermediate_size - 14336) <= 1
-
-
 # --- engine defaults ---------------------------------------------------------------------------
 
 def test_vllm_defaults_by_version():
@@ -456,47 +399,6 @@ def test_vllm_budget_negative_is_bad_input():
     # non-torch memory come off that
     ceiling = 85028896768 * 0.92 - 70_553_706_496 * 2 / 4
     assert 30 * GIB < four.available < ceiling
-
-
-def test_measured_budget():
-    m = shared_budget.measured_budget(parse_bytes("57.65GiB"), pp=2)
-    assert m.available_kv_cache_bytes == (5765 * GIB // 100,) * 2 == (61901216153,) * 2
-    assert m.method == "measured"
-    with pytest.raises(BadInputError):
-        shared_budget.measured_budget(0)
-
-
-def test_sglang_mem_fraction_defaults():
-    # classic per-TP table
-    assert [sglang.sglang_default_mem_fraction(0, tp, version=(0, 4)) for tp in (1, 2, 4, 8, 16)] \
-        == [0.88, 0.87, 0.85, 0.81, 0.79]
-    # 0.5.x: H100 (79.19 GiB): chunked prefill 8192, decode graphs up to 256:
-    # reserved = max(512 + 8192 x 1.5 + 1/8 x 1024 + 2 x 256, 10,240) = 13,440 MB
-    h100 = 85028896768
-    mb = h100 / 2**20
-    v053 = (0, 5, 3)  # before the prefill CUDA graphs' reserve (0.5.23)
-    assert sglang.sglang_default_mem_fraction(h100, tp=1, version=v053) == \
-        round((mb - 13440) / mb, 3) == 0.834
-    # B200 (182,631 MiB >= 160 GiB): chunked 16384, max_bs 512
-    b200 = 182631 * 2**20
-    assert sglang.sglang_default_mem_fraction(b200, version=v053) == round(
-        (182631 - (512 + 16384 * 1.5 + 128 + 2 * 512)) / 182631, 3) == 0.856
-    # H100 at TP 8: decode graphs up to 512, and 8 x 1 / 8 x 1,024 MB
-    assert sglang.sglang_default_mem_fraction(h100, tp=8, version=v053) == round(
-        (mb - (512 + 8192 * 1.5 + 1024 + 2 * 512)) / mb, 3)
-    # a 24 GiB card: chunked 4096, max_bs 48
-    mb24 = 24 * 1024
-    assert sglang.sglang_default_mem_fraction(24 * GIB, version=v053) == round(
-        (mb24 - (512 + 4096 * 1.5 + 128 + 96)) / mb24, 3)
-
-
-def test_sglang_memory_and_trtllm_free():
-    mem = sglang.sglang_memory(LLAMA8B, 80 * GIB, mem_fraction_static=0.9, dims=LLAMA8B_DIMS)
-    assert mem.free_before_load_bytes == 80 * GIB - sglang.SGLANG_INIT_BYTES
-    assert mem.free_after_load_bytes == mem.free_before_load_bytes - 8030261248 * 2
-    free = trtllm.trtllm_free_bytes(LLAMA8B, 80 * GIB, activation_bytes=GIB, non_torch_bytes=0,
-                               dims=LLAMA8B_DIMS)
-    assert free == 80 * GIB - 8030261248 * 2 - GIB
 
 
 # --- accuracy against the vLLM logs -------------------------------------------------------
