@@ -1,7 +1,7 @@
 """A `kvplan` command for each kvplan figure of docs/engine-accuracy.md sections 1, 5 and 7.
 
 Those sections' tables are computed by their test modules through kvplan's Python API
-(tests/engines/test_engines.py, test_checkpoint_weights.py, test_engine_buffers.py). Here each
+(tests/engines/<engine>/ modules, test_checkpoint_weights.py, test_engine_buffers.py). Here each
 figure gets the command line a reader can run to see it: the test runs every command, reads the
 figure from its `--format json` output and holds it to the figure the table prints, and the
 document holds the printed lists (`python tests/engines/test_accuracy_commands.py` prints them).
