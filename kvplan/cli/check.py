@@ -6,6 +6,7 @@ Exit codes: 0 every requirement met, 1 any not met, 2 the plan file is invalid.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -44,27 +45,34 @@ def check(
     try:
         result = core.check_plan(core.load_plan(plan_file))
     except KvplanError as exc:  # CI still gets a report naming the problem
-        _write_ci(junit, junit_xml(None, exc.message, str(plan_file)),
-                  step_summary(None, exc.message))
+        message = exc.message
+        _write_ci(junit, lambda: junit_xml(None, message, str(plan_file)),
+                  lambda: step_summary(None, message))
         raise
-    _write_ci(junit, junit_xml(result), step_summary(result, units=units))
-    _emit(check_view(result, units), fmt, units)
+    view = check_view(result, units)
+    _write_ci(junit, lambda: junit_xml(result),
+              lambda: step_summary(result, units=units, view=view))
+    _emit(view, fmt, units)
     if not result.passed:
         typer.echo(f"kvplan: {result.num_failed} of {len(result.results)} requirements not "
                    "met (exit 1)", err=True)
         raise typer.Exit(1)
 
 
-def _write_ci(junit: Path | None, xml: str, summary: str) -> None:
+def _write_ci(junit: Path | None, xml: Callable[[], str], summary: Callable[[], str]
+              ) -> None:
+    """The JUnit file and the step summary, each made only when it is asked for (10,000
+    requirements are a second of text each)."""
     from kvplan.cli.options import _write_atomic
 
     if junit is not None:
-        _write_atomic(junit, xml)
+        _write_atomic(junit, xml())
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         try:
+            text = summary()
             with open(step_summary, "a", encoding="utf-8") as handle:
-                handle.write(summary)
+                handle.write(text)
         except OSError as exc:  # the check's own result matters more than its summary
             typer.echo(f"kvplan: warning: cannot append to GITHUB_STEP_SUMMARY "
                        f"{step_summary}: {exc.strerror or exc}", err=True)

@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.output.render import Column, Table, View, human_bytes, render
-from kvplan.planning.check import RESULT_SCHEMA, SCHEMA, CheckResult, RequirementResult
+from kvplan.planning.check import (
+    RESULT_SCHEMA,
+    SCHEMA,
+    CheckResult,
+    DeploymentSummary,
+    RequirementResult,
+)
 
 
 def describe(r: RequirementResult) -> str:
@@ -42,10 +48,14 @@ def _margin(r: RequirementResult, units: str) -> str:
     return text + (f" ({r.margin / r.required:+.1%})" if r.required else "")
 
 
+def _fields(r: RequirementResult | DeploymentSummary) -> dict[str, Any]:
+    """A result row's fields as a dict: what dataclasses.asdict gives for these flat records
+    (numbers and text only), without its deep copy of every value."""
+    return {name: getattr(r, name) for name in r.__dataclass_fields__}
+
+
 def check_view(result: CheckResult, units: str = "iec") -> View:
     """A View: the pass/fail table, the deployments, and what each figure means."""
-    from dataclasses import asdict
-
     from kvplan import __version__
 
     rows = tuple({
@@ -68,11 +78,11 @@ def check_view(result: CheckResult, units: str = "iec") -> View:
         Column("kv_dtype", "KV dtype"), Column("max_model_len", "max length", "int"),
         Column("weights_per_gpu_bytes", "weights/GPU", "bytes"),
         Column("kv_budget_bytes", "KV budget/GPU", "bytes")),
-        tuple(asdict(d) for d in result.deployments))
-    raw = [asdict(r) for r in result.results]
+        tuple(_fields(d) for d in result.deployments))
+    raw = [_fields(r) for r in result.results]
     payload = {"schema": RESULT_SCHEMA, "kvplan_version": __version__, "plan": result.path,
                "plan_schema": SCHEMA, "passed": result.passed, "num_requirements": len(raw),
-               "num_failed": failed, "deployments": [asdict(d) for d in result.deployments],
+               "num_failed": failed, "deployments": [_fields(d) for d in result.deployments],
                "results": raw}
     csv_keys = tuple(RequirementResult.__dataclass_fields__)
     csv_table = Table("check", tuple(Column(k, k) for k in csv_keys), tuple(raw))
@@ -136,12 +146,13 @@ def junit_xml(result: CheckResult | None, error: str | None = None,
 
 
 def step_summary(result: CheckResult | None, error: str | None = None,
-                 units: str = "iec") -> str:
-    """Markdown for $GITHUB_STEP_SUMMARY: a headline, then the check's Markdown table."""
+                 units: str = "iec", view: View | None = None) -> str:
+    """Markdown for $GITHUB_STEP_SUMMARY: a headline, then the check's Markdown table
+    (`view`: check_view(result, units), when the caller has it already)."""
     if result is None:
         return f"### kvplan check: invalid plan file\n\n```\n{error}\n```\n\n"
     mark = "passed" if result.passed else "failed"
     head = (f"### kvplan check {mark}: {len(result.results) - result.num_failed} of "
             f"{len(result.results)} requirements met\n\n")
-    return head + render(check_view(result, units), "markdown", units) + "\n"
+    return head + render(view or check_view(result, units), "markdown", units) + "\n"
 

@@ -266,8 +266,11 @@ def _vertical(table: Table, cells: list[list[str]], width: int) -> str:
         out.append(row_cells[0])
         for label, value in zip(labels, row_cells[1:], strict=True):
             room = max(20, width - pad - 4)
-            lines = textwrap.wrap(value, room, break_long_words=False,
-                                  break_on_hyphens=False) or [""]
+            if value and len(value) <= room and value.isprintable() and value == value.strip():
+                lines = [value]  # what textwrap.wrap gives a line that fits, without its cost
+            else:
+                lines = textwrap.wrap(value, room, break_long_words=False,
+                                      break_on_hyphens=False) or [""]
             head = label if len(label) <= pad else label[:pad - 1] + "."
             out.append(f"  {head:<{pad}}  {lines[0]}")
             out.extend(f"  {'':<{pad}}  {line}" for line in lines[1:])

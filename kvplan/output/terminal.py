@@ -56,7 +56,7 @@ def wrap(text: str, width: int, justify: str = "default", no_wrap: bool = False)
     line to `width`, "right" right-aligns it, "default" leaves it as it is."""
     out: list[str] = []
     for line in text.split("\n"):
-        if no_wrap:
+        if no_wrap or len(line) <= width:  # a line that fits has no break (_breaks)
             pieces = [line]
         else:
             cuts = [0, *_breaks(line, width), len(line)]

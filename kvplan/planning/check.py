@@ -15,7 +15,7 @@ docs/capacity-schema.md.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -256,6 +256,10 @@ class _Memo:
     def __init__(self) -> None:
         self.specs: dict[str, Any] = {}
         self.capacities: dict[Any, Any] = {}
+        self.workloads: dict[tuple[str, int, int], Workload] = {}
+        self.deployments: dict[Hashable, Deployment] = {}
+        self.kept: set[int] = set()  # ids of the deployments above
+        self.built: dict[int, Capacity | NoKVMemoryError] = {}  # their capacities, by id
 
     def spec(self, model: str) -> Any:
         from kvplan.sources.library import resolve
@@ -265,13 +269,41 @@ class _Memo:
         return self.specs[model]
 
     def capacity(self, dep: Deployment) -> Capacity | NoKVMemoryError:
+        if id(dep) in self.built:  # a deployment this memo returned (deployment())
+            return self.built[id(dep)]
         try:
-            hash(dep)
+            # one look-up: hashing a deployment hashes its whole model spec
+            built = self.capacities.get(dep)
         except TypeError:  # a deployment holding something unhashable: built each time
             return build_capacity(dep)
-        if dep not in self.capacities:
-            self.capacities[dep] = build_capacity(dep)
-        return self.capacities[dep]
+        if built is None:
+            built = self.capacities[dep] = build_capacity(dep)
+        if id(dep) in self.kept:
+            self.built[id(dep)] = built
+        return built
+
+    def deployment(self, spec: Any, args: dict[str, Any], build: Callable[[], Deployment]
+                   ) -> Deployment:
+        """The deployment of `spec` (a spec this memo read) with `args`, built once for
+        each distinct set of arguments; unhashable arguments are built each time."""
+        try:
+            key = (id(spec), frozenset(args.items()))
+            dep = self.deployments.get(key)
+        except TypeError:
+            return build()
+        if dep is None:
+            dep = self.deployments[key] = build()
+            self.kept.add(id(dep))  # alive as long as this memo: its id names it
+        return dep
+
+    def workload(self, text: str, shared: int, samples: int) -> Workload:
+        """The workload `text` names (a mix or a requests file), parsed once per plan."""
+        from kvplan.planning.plan import parse_workload
+
+        key = (text, shared, samples)
+        if key not in self.workloads:
+            self.workloads[key] = parse_workload(text, shared, samples)
+        return self.workloads[key]
 
 
 def _read_deployment(f: _LinedFields, base: Path, memo: _Memo | None = None
@@ -307,10 +339,11 @@ def _read_deployment(f: _LinedFields, base: Path, memo: _Memo | None = None
         raise f.error(None, "names no memory to plan with",
                       "give `gpu: h100` (a catalog GPU), `gpu_memory: 24GiB`, or the KV budget "
                       "the engine logged as `engine: {kv_memory: 57.65GiB}`")
-    dep = deployment(spec, gpu=gpu, tp=tp, pp=pp, dp=dp, dcp=dcp,
-                     kv_dtype=_common(f, "kv_dtype"), max_model_len=_common(f, "max_model_len"),
-                     weights_dtype=f.str("weights_dtype", "auto"),
-                     weights_memory=weights, spell=str, **settings)
+    args = dict(gpu=gpu, tp=tp, pp=pp, dp=dp, dcp=dcp, kv_dtype=_common(f, "kv_dtype"),
+                max_model_len=_common(f, "max_model_len"),
+                weights_dtype=f.str("weights_dtype", "auto"), weights_memory=weights,
+                **settings)
+    dep = memo.deployment(spec, args, lambda: deployment(spec, spell=str, **args))
     # a max_model_len beyond the model's maximum is the engine's to refuse (or not): an
     # `engine_starts` failure, as `plan` reports it (kvplan.planning.verdict)
     try:
@@ -318,7 +351,7 @@ def _read_deployment(f: _LinedFields, base: Path, memo: _Memo | None = None
     except KvplanError as exc:
         named = f.has("kv_dtype") and repr(dep.kv_dtype) in exc.message
         raise f.wrap("kv_dtype" if named else None, exc) from None
-    workload = _read_workload(f, base) if f.has("workload") else None
+    workload = _read_workload(f, base, memo) if f.has("workload") else None
     requirements = _read_requires(f, dep, workload)
     return PlannedDeployment(name, f.line(), dep, workload, requirements, cap)
 
@@ -415,9 +448,7 @@ def _read_gpu(f: _LinedFields) -> GPU | None:
     return gpu
 
 
-def _read_workload(f: _LinedFields, base: Path) -> Workload:
-    from kvplan.planning.plan import parse_workload
-
+def _read_workload(f: _LinedFields, base: Path, memo: _Memo) -> Workload:
     raw = f.raw["workload"]
     if isinstance(raw, str):
         w = _LinedFields({"requests": raw}, f.source, f.where("workload"), f.lines)
@@ -430,7 +461,7 @@ def _read_workload(f: _LinedFields, base: Path) -> Workload:
         text = str(local)  # a requests file is found beside the plan
     shared, samples = _tokens(w, "shared_prefix", 0), w.int("samples", 1)  # name themselves
     try:
-        return parse_workload(text, shared, samples)
+        return memo.workload(text, shared, samples)
     except KvplanError as exc:
         raise w.wrap("requests" if isinstance(raw, Mapping) else None, exc) from None
 
@@ -567,22 +598,38 @@ def build_capacity(dep: Deployment) -> Capacity | NoKVMemoryError:
 def check_plan(plan: CapacityPlan) -> CheckResult:
     """Every requirement of every deployment, measured with kvplan.planning.plan."""
     summaries, rows = [], []
+    measured: dict[Hashable, Any] = {}  # shared by deployments with one capacity
     for planned in plan.deployments:
-        summary, results = check_deployment(planned, plan.path)
+        summary, results = check_deployment(planned, plan.path, measured)
         summaries.append(summary)
         rows.extend(results)
     return CheckResult(plan.path, tuple(summaries), tuple(rows))
 
 
-def check_deployment(planned: PlannedDeployment, source: str = "plan"
+def check_deployment(planned: PlannedDeployment, source: str = "plan",
+                     measured: dict[Hashable, Any] | None = None
                      ) -> tuple[DeploymentSummary, list[RequirementResult]]:
+    """The deployment's rows. `measured`: figures already measured for other deployments of
+    the plan, by (their capacity, the question): deployments that load_plan found equal share
+    one capacity object, so thousands of requirements over a few deployments measure each
+    distinct question once."""
     from kvplan.core.sizing import request_bytes
     from kvplan.planning import plan as core
     from kvplan.planning.plan import kv_budget_bytes
     from kvplan.planning.verdict import engine_start
 
+    known = {} if measured is None else measured
+    built = id(planned.capacity)  # held by the plan while it is checked: never reused
+
+    def once(question: Hashable, answer: Callable[..., Any], *args: Any) -> Any:
+        key = (built, question)
+        if key not in known:
+            known[key] = answer(*args)
+        return known[key]
+
     dep = planned.deployment
-    start = engine_start(dep, planned.capacity)  # built when the plan was read (load_plan)
+    # the capacity was built when the plan was read (load_plan)
+    start = once("start", engine_start, dep, planned.capacity)
     row = _Rows(planned)
     if not start.starts:
         # the engine refuses to start: measured = the longest request it would admit
@@ -599,14 +646,15 @@ def check_deployment(planned: PlannedDeployment, source: str = "plan"
     for req in planned.requirements:
         if req.kind == "min_concurrency":
             assert req.context_tokens is not None and req.concurrency is not None
-            c = core.max_concurrency(cap, req.context_tokens)
+            c = once(("requests", req.context_tokens), core.max_concurrency, cap,
+                     req.context_tokens)
             row.add(req.kind, "requests", req.concurrency, c.max_requests,
                     c.max_requests - req.concurrency, req.line,
                     context_tokens=req.context_tokens, concurrency=req.concurrency,
                     limited_by=c.limited_by)
         elif req.kind == "min_context":
             assert req.context_tokens is not None and req.concurrency is not None
-            x = core.max_context(cap, req.concurrency)
+            x = once(("tokens", req.concurrency), core.max_context, cap, req.concurrency)
             row.add(req.kind, "tokens", req.context_tokens, x.max_context_tokens,
                     x.max_context_tokens - req.context_tokens, req.line,
                     context_tokens=req.context_tokens, concurrency=req.concurrency,
@@ -615,13 +663,14 @@ def check_deployment(planned: PlannedDeployment, source: str = "plan"
             assert req.context_tokens is not None and req.max_bytes is not None
             # the whole model's exact bytes for one request (one copy, as `kvplan size`
             # prints "per request") in the format the engine stores
-            fmt = core.format_for_sizing(cap)
-            used = request_bytes(dep.spec.layers, req.context_tokens, fmt)
+            used = once(("bytes", req.context_tokens), request_bytes, dep.spec.layers,
+                        req.context_tokens, core.format_for_sizing(cap))
             row.add(req.kind, "bytes", req.max_bytes, used, req.max_bytes - used, req.line,
                     context_tokens=req.context_tokens)
         else:
             assert planned.workload is not None and req.headroom_percent is not None
-            w = core.check_workload(cap, planned.workload)
+            w = once(("workload", id(planned.workload)), core.check_workload, cap,
+                     planned.workload)
             # max_scale: how many times the mix fits; 1.2 = 20 % headroom
             have = (w.max_scale - 1) * 100
             ok = w.fits and have >= req.headroom_percent
