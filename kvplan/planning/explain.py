@@ -32,6 +32,9 @@ KV_FIGURES = ("num_blocks", "kv_cache_tokens", "max_concurrency", "max_total_num
 # speculative.py: n-gram and suffix lookups, Medusa and MLP-speculator heads): nothing in the
 # KV pool
 NO_DRAFT_LAYERS = ("ngram", "suffix", "medusa", "mlp_speculator")
+# the figures that state the KV budget (_logged_budget reads them)
+BUDGET_FIGURES = ("available_kv_cache_bytes", "k_size_bytes", "v_size_bytes", "kv_cache_bytes")
+UNREADABLE = "the log prints this line, but its figure is not a number kvplan can read"
 # figures the engine estimates rather than computes exactly: shown beside the log, never a DIFF
 # (llama.cpp's compute buffer: docs/engine-accuracy.md section 7)
 ESTIMATED_FIGURES = ("compute_mib",)
@@ -273,7 +276,14 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
             budget, half = int(facts.kv["num_blocks"]) * int(per_block), 0
             warnings.append("the log prints blocks, not bytes: the budget is its block count "
                             "times the block size, so the block line agrees by construction")
-    if budget is None and eng.needs_memory:
+    misread = next((facts.unreadable[k] for k in BUDGET_FIGURES if k in facts.unreadable), None)
+    if budget is None and misread is not None:
+        # the budget's line is there but its figure is not a number ("5e1 GiB", "-- GiB"):
+        # a difference that names the line, never the quieter "prints no KV budget"
+        warnings.append(f"logged KV budget: {UNREADABLE} ({misread[:80]})")
+        rows.append(Row("logged KV budget", "input", None, None, None, "DIFF", misread[:300],
+                        UNREADABLE))
+    elif budget is None and eng.needs_memory:
         warnings.append("the log prints no KV budget: only what follows from the settings")
     elif budget is not None and budget <= 0:
         warnings.append("the logged KV budget is not positive: the engine refused to start, "
@@ -397,8 +407,7 @@ def _unreadable(eng: Any, dep: Any, facts: LogFacts, budget: int | None) -> list
         return []
     ours = eng.numbers(eng.capacity(_given(dep, budget))) if budget is not None else {}
     return [Row(figure, "given the logged budget", None, ours.get(figure), None, "DIFF",
-                facts.unreadable[figure][:300], "the log prints this line, but its figure "
-                "is not a number kvplan can read") for figure in figures]
+                facts.unreadable[figure][:300], UNREADABLE) for figure in figures]
 
 
 def _per_worker(eng: Any, dep: Any, facts: LogFacts, budget: int | None, half: float,

@@ -151,6 +151,7 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
         raise BadInputError(f"kvplan reads no {facts.engine} start-up log",
                             "one of: " + ", ".join(known))
     lines = _lines(text, facts)
+    unmatched: list[LogLine] = []  # KV formats no line matched
     for fmt in known[facts.engine].figures:
         if fmt.combine == "first" and _have(facts, fmt.figure, fmt.place):
             continue
@@ -190,6 +191,8 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
             total += value
             facts.precision[fmt.figure] = (facts.precision.get(fmt.figure, 0.0)
                                            + _precision(raw, fmt.converter))
+        if not found and fmt.place == "kv":
+            unmatched.append(fmt)
         if found and fmt.combine == "sum" and not _have(facts, fmt.figure, fmt.place):
             _put(facts, fmt.figure, fmt.place, total)
             if found > 1:
@@ -201,9 +204,54 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
             _put(facts, fmt.figure, fmt.place, ranks[low])
             facts.notes.append(f"workers logged different {fmt.figure} ({len(set(ranks.values()))}"
                                f" values); rank {low}'s is applied to every stage")
+    _misprinted(lines, unmatched, facts)
     if "peak_torch_bytes" in facts.terms and facts.weights_bytes is not None:
         facts.terms["activation_bytes"] = facts.terms["peak_torch_bytes"] - facts.weights_bytes
     return facts
+
+
+def _relaxed(pattern: str) -> str | None:
+    """`pattern` with its capture group taking any run of non-space characters: the line's
+    text around the figure, whatever stands where the figure should. None when the pattern
+    has no plain group."""
+    depth, i, start = 0, 0, -1
+    klass = False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if klass:
+            klass = ch != "]"
+        elif ch == "[":
+            klass = True
+        elif ch == "(":
+            depth += 1
+            if start < 0 and not pattern.startswith("(?", i):
+                start, level = i, depth
+        elif ch == ")":
+            if start >= 0 and depth == level:
+                return pattern[:start] + r"(\S*)" + pattern[i + 1:]
+            depth -= 1
+        i += 1
+    return None
+
+
+def _misprinted(lines: Sequence[str], formats: Sequence[LogLine], facts: LogFacts) -> None:
+    """A KV line the log prints whose figure is not in the form its format reads ("GPU KV
+    cache size: 0.0 tokens", an empty or negative count): the line is there, so its figure is
+    unreadable (a difference in explain), never silently absent. Found with each unmatched
+    format's pattern relaxed (_relaxed) around the same key, when no format gave the
+    figure."""
+    for fmt in formats:
+        if fmt.figure in facts.kv or fmt.figure in facts.unreadable:
+            continue
+        relaxed = _relaxed(fmt.pattern)
+        if relaxed is None:
+            continue
+        for line, _ in _matches(lines, fmt, re.compile(relaxed)):
+            facts.unreadable[fmt.figure] = line.strip()
+            break
 
 
 def detect_engine(text: str, formats: Sequence[EngineLog]) -> str | None:

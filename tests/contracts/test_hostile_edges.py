@@ -117,6 +117,26 @@ def test_a_kv_figure_kvplan_cannot_read_is_a_difference_not_an_omission(figure):
     assert path_res.exit_code == 1, path_res.output
 
 
+@pytest.mark.parametrize("old,new,quantity", [
+    ("409,584 tokens", "0.0 tokens", "kv_cache_tokens"),  # a count printed as a float
+    ("409,584 tokens", " tokens", "kv_cache_tokens"),  # no figure at all
+    ("409,584 tokens", "-5 tokens", "kv_cache_tokens"),
+    ("12.50x", "1e3x", "max_concurrency"),
+    ("Available KV cache memory: 50.00 GiB", "Available KV cache memory: 5e1 GiB",
+     "logged KV budget")])
+def test_a_kv_line_whose_figure_is_misprinted_is_named_not_skipped(old, new, quantity):
+    # the line's pattern reads only the engine's own figures; a line that holds the line's
+    # words around anything else was once skipped, and the log then read as "ok"
+    text = LOG.replace(old, new)
+    result = _explain(text)
+    row = next(r for r in result.rows if r.quantity == quantity)
+    assert row.status == "DIFF" and row.logged is None and new.strip() in row.line, row
+    assert not result.ok
+    res = invoke("explain", "-", "-m", "llama-3.1-8b", input=text)
+    assert res.exit_code == 1, res.output
+    assert "not a number kvplan can read" in res.output
+
+
 @pytest.mark.parametrize("budget_line", [
     "Available KV cache memory: 0.00 GiB",
     "Available KV cache memory: -2.14 GiB"])
