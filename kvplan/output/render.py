@@ -41,7 +41,9 @@ def unit_note(units: str) -> str:
 class Column:
     key: str
     header: str
-    kind: str = "text"  # text | int | bytes (human unit) | exact (bytes with separators)
+    # text | int | bytes (human unit) | exact (bytes with separators) | figure (a number
+    # already written as text, "14.989 GiB": right-aligned and never wrapped, as numbers are)
+    kind: str = "text"
     # a terminal too narrow for the whole table leaves out the columns with drop > 0,
     # highest first, before it prints one record per row (0: always shown)
     drop: int = 0

@@ -35,6 +35,9 @@ NO_DRAFT_LAYERS = ("ngram", "suffix", "medusa", "mlp_speculator")
 # the figures that state the KV budget (_logged_budget reads them)
 BUDGET_FIGURES = ("available_kv_cache_bytes", "k_size_bytes", "v_size_bytes", "kv_cache_bytes")
 UNREADABLE = "the log prints this line, but its figure is not a number kvplan can read"
+# the rows whose figures are bytes, besides the figures named *_bytes (shown as sizes)
+BYTE_QUANTITIES = ("weights", "activation peak", "non-torch memory", "CUDA graphs",
+                   "KV budget", "logged KV budget")
 # figures the engine estimates rather than computes exactly: shown beside the log, never a DIFF
 # (llama.cpp's compute buffer: docs/engine-accuracy.md section 7)
 ESTIMATED_FIGURES = ("compute_mib",)

@@ -214,3 +214,22 @@ def test_the_yaml_guard_adds_one_python_call_a_node():
     # one call a node, and a few to spare for whatever else the process profiles once (a
     # lazy import's first use); the sum over children cost 1.86 a node
     assert guarded - plain <= nodes * 11 // 10, (guarded, plain, nodes)
+
+
+# --- explain's table in the units and separators of every other table -----------------------
+
+def test_explain_prints_counts_with_separators_and_bytes_as_sizes():
+    # the log's "GPU KV cache size: 409,584 tokens" and "Model loading took 14.9889 GiB":
+    # round(14.9889 * 2^30) = 16,094,208,826 bytes, 14.989 GiB (16.094 GB); JSON and CSV keep
+    # the numbers themselves
+    weights_bytes = round(14.9889 * 2**30)
+    res = invoke("explain", "-", input=LOG)
+    assert res.exit_code == 0, res.output
+    assert "409,584" in res.stdout and "14.989 GiB" in res.stdout, res.stdout
+    assert "409584" not in res.stdout and str(weights_bytes) not in res.stdout
+    res = invoke("explain", "-", "--units", "si", input=LOG)
+    assert "16.094 GB" in res.stdout, res.stdout
+    doc = invoke("explain", "-", "-f", "json", input=LOG).stdout
+    assert '"logged": 409584' in doc and f'"logged": {weights_bytes}' in doc
+    csv = invoke("explain", "-", "-f", "csv", input=LOG).stdout
+    assert f"weights,from settings,{weights_bytes}," in csv, csv
