@@ -17,15 +17,15 @@ import gzip
 import hashlib
 import importlib
 import os
-import signal
 import struct
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hostile import alarm
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from paths import FIXTURES
@@ -36,20 +36,6 @@ from kvplan.core.errors import KvplanError
 # no single case may take longer: a hang detector, generous for a loaded machine (the Hub
 # cases' own limit is 4 s; a hang fails the whole test through the alarm as well)
 CASE_SECONDS = 60.0
-
-
-@contextlib.contextmanager
-def alarm(seconds: int) -> Iterator[None]:
-    def expired(signum: int, frame: Any) -> None:
-        raise AssertionError(f"a fuzz run still going after {seconds} s: something hangs")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def run_cases(body: Callable[[Any], None], strategy: st.SearchStrategy[Any], n: int) -> None:

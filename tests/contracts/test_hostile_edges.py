@@ -10,33 +10,14 @@ import subprocess
 import sys
 
 import pytest
+from hostile import invoke, one_message
 from paths import FIXTURES, ROOT
-from typer.testing import CliRunner
-
-from kvplan.cli import app
 
 LOG = (FIXTURES / "logs" / "vllm-v1-llama-3.1-8b.log").read_text()
 # Llama-3.1-8B, vLLM V1, 50.00 GiB logged: 32 layers x 8 KV heads x head_dim 128, K and V,
 # 2 bytes (bf16) = 131,072 bytes a token; 50 GiB / 131,072 = 409,600 tokens (25,600 blocks
 # of 16), the figure kvplan recomputes for the log's "GPU KV cache size" line.
 TOKENS_AT_50_GIB = 50 * 2**30 // (32 * 8 * 128 * 2 * 2)
-runner = CliRunner()
-
-
-def invoke(*args: str, input: str | bytes | None = None):  # noqa: A002
-    return runner.invoke(app, list(args), env={"COLUMNS": "100"}, input=input)
-
-
-def one_message(res, needle: str, code: int = 2) -> None:
-    assert res.exit_code == code, (res.exit_code, res.output)
-    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
-    lines = res.stderr.splitlines()
-    assert lines and lines[0].startswith("kvplan: error:"), res.stderr
-    assert all(line.lstrip().startswith("hint:") for line in lines[1:]) and len(lines) <= 2, \
-        res.stderr
-    assert needle in res.stderr, res.stderr
-
-
 def _closed_stdin(*args: str) -> subprocess.CompletedProcess[str]:
     """kvplan started with file descriptor 0 closed (`kvplan ... 0<&-`): sys.stdin is None."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100"}

@@ -9,12 +9,10 @@ The Hub cases run the real huggingface_hub client against a loopback server that
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import importlib
 import json
 import os
-import signal
 import stat
 import struct
 import time
@@ -24,8 +22,8 @@ from pathlib import Path
 import paths
 import pytest
 from fakehub import Blob, FakeHub, Misbehave
+from hostile import alarm, benchmark, invoke, one_message, runner
 from paths import ROOT
-from typer.testing import CliRunner
 
 from kvplan.cli import app
 
@@ -35,37 +33,6 @@ FIXTURES = paths.FIXTURES / "hub"
 LLAMA2 = (FIXTURES / "meta-llama--Llama-2-7b-hf.json").read_bytes()
 # Llama-2-7B: 32 layers x 32 KV heads x head_dim 128, K and V, fp16 (2 bytes) per token.
 LLAMA2_TOKEN_BYTES = 2 * 32 * 32 * 128 * 2
-runner = CliRunner()
-
-
-def invoke(*args: str, input: str | None = None):  # noqa: A002
-    return runner.invoke(app, list(args), env={"COLUMNS": "100"}, input=input)
-
-
-def one_message(res, needle: str, code: int = 2) -> None:
-    assert res.exit_code == code, (res.exit_code, res.output)
-    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
-    lines = res.stderr.splitlines()
-    assert lines and lines[0].startswith("kvplan: error:"), res.stderr
-    assert all(line.lstrip().startswith("hint:") for line in lines[1:]) and len(lines) <= 2, \
-        res.stderr
-    assert needle in res.stderr, res.stderr
-
-
-@contextlib.contextmanager
-def alarm(seconds: int):
-    """Fail (instead of hanging the suite) when the block takes longer than `seconds`."""
-
-    def expired(signum, frame):
-        raise AssertionError(f"still running after {seconds} s: kvplan hangs")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _reload_client() -> None:
@@ -746,21 +713,10 @@ def test_the_ci_example_installs_kvplan_from_a_path_not_an_unpublished_name():
 def test_the_startup_ladder_runs_on_the_pinned_typer():
     """benchmarks/startup.py --ladder imported typer._adapters, which typer 0.28 (the pinned
     release) does not have: every step must run on the installed typer."""
-    import importlib.util
     import subprocess
-    import sys
 
-    path = ROOT / "benchmarks" / "startup.py"
-    spec = importlib.util.spec_from_file_location("startup_bench", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["startup_bench"] = bench
-    try:
-        spec.loader.exec_module(bench)
-        steps = bench.ladder_commands()
-    finally:
-        sys.modules.pop("startup_bench", None)
-    env = {**os.environ, "PYTHONPATH": str(path.parent.parent)}
+    steps = benchmark("startup").ladder_commands()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name, command, _ in steps:
         res = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
         assert res.returncode == 0, (name, res.stderr[-500:])
@@ -787,31 +743,14 @@ def test_size_lengths_from_a_file_past_what_a_shell_passes(tmp_path):
                 "holds no lengths")
 
 
-def _check_plan_of(folder: Path, deployments: int) -> Path:
-    """A plan of `deployments` deployments x 4 requirements over two models (a library name
-    and a spec file beside the plan): the shape benchmarks/check_scale.py times."""
-    spec = ROOT / "model_configs" / "qwen3-8b.yaml"
-    (folder / "mine.yaml").write_text(spec.read_text())
-    lines = ["schema: kvplan.capacity/1", "deployments:"]
-    for i in range(deployments):
-        lines += [f"  - name: d{i}", f"    model: {'llama-3.1-8b' if i % 2 else 'mine.yaml'}",
-                  "    gpu: h100", "    max_model_len: 32k", "    workload: 8x(2k+512)",
-                  "    requires:",
-                  f"      min_concurrency: {{concurrency: {1 + i % 16}, context: 8k}}",
-                  f"      min_context: {{concurrency: {1 + i % 8}, context: 4k}}",
-                  "      max_kv_bytes_per_request: {bytes: 4GiB, context: 8k}",
-                  "      headroom_percent: 10"]
-    plan = folder / f"plan-{deployments}.yaml"
-    plan.write_text("\n".join(lines) + "\n")
-    return plan
-
-
 def test_check_with_10000_requirements_builds_each_deployment_and_reads_each_model_once(
         inputs, monkeypatch):
     from kvplan.planning import check
     from kvplan.sources import library
 
-    small, plan = _check_plan_of(inputs, 25), _check_plan_of(inputs, 2500)
+    # the plan benchmarks/check_scale.py times: 4 requirements a deployment, two models
+    write_plan = benchmark("check_scale").write_plan
+    small, plan = write_plan(inputs, 25), write_plan(inputs, 2500)
     check.check_plan(check.load_plan(small))  # imports and caches outside the timing
     start = time.process_time()
     check.check_plan(check.load_plan(small))
