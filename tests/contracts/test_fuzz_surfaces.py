@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gguf_files import write_gguf
 from hostile import alarm
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -80,8 +81,6 @@ NUMBERS64 = st.one_of(st.sampled_from([0, 1, 2, 3, 8, 9, 12, 13, 255, 2**31, 2**
 
 def _writer_files() -> dict[str, bytes]:
     """Valid files written by llama.cpp's own writer (the gguf package): the seeds."""
-    gguf = pytest.importorskip("gguf")
-    np = pytest.importorskip("numpy")
     out = {}
     with tempfile.TemporaryDirectory() as d:
         for arch, keys in (
@@ -94,25 +93,8 @@ def _writer_files() -> dict[str, bytes]:
                             "feed_forward_length": [0, 0, 1024, 0], "ssm.inner_size": 512,
                             "ssm.state_size": 16, "ssm.conv_kernel": 4,
                             "ssm.time_step_rank": 8, "ssm.group_count": 1})):
-            path = Path(d) / f"{arch}.gguf"
-            w = gguf.GGUFWriter(str(path), arch)
-            w.add_name(f"fuzz {arch}")
-            for name, value in keys.items():
-                if isinstance(value, list):
-                    w.add_array(f"{arch}.{name}", value)
-                else:
-                    w.add_uint32(f"{arch}.{name}", value)
-            w.add_tokenizer_model("llama")
-            w.add_token_list([b"<s>", b"</s>", b"a", b"b"])
-            w.add_token_scores([0.0, 0.0, -1.0, -2.0])
-            w.add_tensor("token_embd.weight", np.zeros((4, 32), dtype=np.float16))
-            q = gguf.quants.quantize(np.zeros((2, 64), dtype=np.float32),
-                                     gguf.GGMLQuantizationType.Q8_0)
-            w.add_tensor("blk.0.attn_q.weight", q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-            w.write_header_to_file()
-            w.write_kv_data_to_file()
-            w.write_tensors_to_file()
-            w.close()
+            path = write_gguf(Path(d) / f"{arch}.gguf", arch, keys, tokenizer=True,
+                              name=f"fuzz {arch}")
             out[arch] = path.read_bytes()
     return out
 

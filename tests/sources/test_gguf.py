@@ -13,6 +13,7 @@ import pytest
 gguf = pytest.importorskip("gguf")
 np = pytest.importorskip("numpy")
 
+from gguf_files import write_gguf  # noqa: E402
 from paths import FIXTURES  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
@@ -27,25 +28,7 @@ BF16 = parse_format("bf16")
 
 
 def _write(path: Path, arch: str, keys: dict, tensors: bool = True) -> Path:
-    w = gguf.GGUFWriter(str(path), arch)
-    for name, value in keys.items():
-        full = name if name.startswith("general.") else f"{arch}.{name}"
-        if isinstance(value, list):
-            w.add_array(full, value)
-        elif isinstance(value, str):
-            w.add_string(full, value)
-        else:
-            w.add_uint32(full, int(value))
-    if tensors:
-        w.add_tensor("token_embd.weight", np.zeros((8, 64), dtype=np.float16))
-        q = gguf.quants.quantize(np.zeros((4, 64), dtype=np.float32),
-                                 gguf.GGMLQuantizationType.Q8_0)
-        w.add_tensor("blk.0.attn_q.weight", q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return write_gguf(path, arch, keys, tensors)
 
 
 def _config(name: str) -> dict:
