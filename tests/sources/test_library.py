@@ -36,6 +36,17 @@ def _mla(layers: int, tokens: int = 1) -> int:
     return layers * (512 + 64) * 2 * tokens
 
 
+def _full(layers: int, kv_heads: int, head_dim: int, tokens: int) -> tuple[int, int, int]:
+    """An EXPECTED row of a model whose every layer holds every token: (bytes per token,
+    tokens, one request of that many tokens)."""
+    return _kv(layers, kv_heads, head_dim), tokens, _kv(layers, kv_heads, head_dim, tokens)
+
+
+def _full_mla(layers: int, tokens: int) -> tuple[int, int, int]:
+    """_full for MLA layers (_mla)."""
+    return _mla(layers), tokens, _mla(layers, tokens)
+
+
 def _mamba2(heads: int, head_dim: int, state: int, groups: int, kernel: int = 4) -> int:
     """One Mamba-2 layer's state: conv (kernel-1, heads*head_dim + 2*groups*state) in bf16,
     ssm (heads, head_dim, state) in fp32 (vLLM keeps NemotronH's ssm state in fp32)."""
@@ -45,17 +56,17 @@ def _mamba2(heads: int, head_dim: int, state: int, groups: int, kernel: int = 4)
 # name: (bf16 bytes per token, tokens, bf16 bytes of one request of that many tokens)
 EXPECTED: dict[str, tuple[int, int, int]] = {
     # Llama 2 (config.json; 70B: GQA with 8 KV heads)
-    "llama-2-7b": (_kv(32, 32, 128), 4096, _kv(32, 32, 128, 4096)),
-    "llama-2-13b": (_kv(40, 40, 128), 4096, _kv(40, 40, 128, 4096)),
-    "llama-2-70b": (_kv(80, 8, 128), 4096, _kv(80, 8, 128, 4096)),
+    "llama-2-7b": _full(32, 32, 128, 4096),
+    "llama-2-13b": _full(40, 40, 128, 4096),
+    "llama-2-70b": _full(80, 8, 128, 4096),
     # Llama 3 / 3.1 / 3.2 (config.json; head_dim 4096/32, 8192/64, 16384/128 = 128; 3.2-1B: 64)
-    "llama-3-8b": (_kv(32, 8, 128), 8192, _kv(32, 8, 128, 8192)),
-    "llama-3-70b": (_kv(80, 8, 128), 8192, _kv(80, 8, 128, 8192)),
-    "llama-3.1-8b": (_kv(32, 8, 128), 8192, _kv(32, 8, 128, 8192)),
-    "llama-3.1-70b": (_kv(80, 8, 128), 32768, _kv(80, 8, 128, 32768)),
-    "llama-3.1-405b": (_kv(126, 8, 128), 8192, _kv(126, 8, 128, 8192)),
-    "llama-3.2-1b": (_kv(16, 8, 64), 131072, _kv(16, 8, 64, 131072)),
-    "llama-3.2-3b": (_kv(28, 8, 128), 131072, _kv(28, 8, 128, 131072)),
+    "llama-3-8b": _full(32, 8, 128, 8192),
+    "llama-3-70b": _full(80, 8, 128, 8192),
+    "llama-3.1-8b": _full(32, 8, 128, 8192),
+    "llama-3.1-70b": _full(80, 8, 128, 32768),
+    "llama-3.1-405b": _full(126, 8, 128, 8192),
+    "llama-3.2-1b": _full(16, 8, 64, 131072),
+    "llama-3.2-3b": _full(28, 8, 128, 131072),
     # Llama 3.2 90B Vision (config.json): 80 self-attention layers grow; the 20 cross-attention
     # layers hold the image tokens once: 4 tiles x ((560/14)^2 + 1) = 6,404 tokens.
     "llama-3.2-90b-vision": (_kv(80, 8, 128), 8192,
@@ -64,25 +75,25 @@ EXPECTED: dict[str, tuple[int, int, int]] = {
     "llama-4-scout": (_kv(48, 8, 128), 131072, _kv(12, 8, 128, 131072) + _kv(36, 8, 128, 8192)),
     "llama-4-maverick": (_kv(48, 8, 128), 131072,
                          _kv(12, 8, 128, 131072) + _kv(36, 8, 128, 8192)),
-    "codellama-34b": (_kv(48, 8, 128), 16384, _kv(48, 8, 128, 16384)),
+    "codellama-34b": _full(48, 8, 128, 16384),
     "llama-3.3-nemotron-super-49b": (  # block_configs: 49 attention layers, 31 no-op
         _kv(49, 8, 128), 8192, _kv(49, 8, 128, 8192)),
-    "smollm-1.7b": (_kv(24, 32, 64), 2048, _kv(24, 32, 64, 2048)),
-    "llava-1.5-7b": (_kv(32, 32, 128), 4096, _kv(32, 32, 128, 4096)),  # LlamaConfig defaults
+    "smollm-1.7b": _full(24, 32, 64, 2048),
+    "llava-1.5-7b": _full(32, 32, 128, 4096),  # LlamaConfig defaults
     # Mistral (config.json): v0.1 slides a 4096 window on every layer; v0.3 and NeMo do not
     "mistral-7b-v0.1": (_kv(32, 8, 128), 32768, _kv(32, 8, 128, 4096)),
-    "mistral-7b-v0.3": (_kv(32, 8, 128), 32768, _kv(32, 8, 128, 32768)),
-    "mistral-nemo": (_kv(40, 8, 128), 131072, _kv(40, 8, 128, 131072)),  # head_dim 128, not 160
-    "mixtral-8x7b": (_kv(32, 8, 128), 32768, _kv(32, 8, 128, 32768)),
-    "mixtral-8x22b": (_kv(56, 8, 128), 65536, _kv(56, 8, 128, 65536)),
+    "mistral-7b-v0.3": _full(32, 8, 128, 32768),
+    "mistral-nemo": _full(40, 8, 128, 131072),  # head_dim 128, not 160
+    "mixtral-8x7b": _full(32, 8, 128, 32768),
+    "mixtral-8x22b": _full(56, 8, 128, 65536),
     # Qwen (config.json; Qwen2.5-72B from the Qwen2.5 report, Table 1)
-    "qwen2.5-7b": (_kv(28, 4, 128), 32768, _kv(28, 4, 128, 32768)),
-    "qwen2.5-72b": (_kv(80, 8, 128), 32768, _kv(80, 8, 128, 32768)),
-    "qwen3-8b": (_kv(36, 8, 128), 40960, _kv(36, 8, 128, 40960)),
-    "qwen3-14b": (_kv(40, 8, 128), 40960, _kv(40, 8, 128, 40960)),
-    "qwen3-32b": (_kv(64, 8, 128), 40960, _kv(64, 8, 128, 40960)),  # head_dim 128, not 5120/64
-    "qwen3-30b-a3b": (_kv(48, 4, 128), 40960, _kv(48, 4, 128, 40960)),
-    "qwen3-235b-a22b": (_kv(94, 4, 128), 40960, _kv(94, 4, 128, 40960)),
+    "qwen2.5-7b": _full(28, 4, 128, 32768),
+    "qwen2.5-72b": _full(80, 8, 128, 32768),
+    "qwen3-8b": _full(36, 8, 128, 40960),
+    "qwen3-14b": _full(40, 8, 128, 40960),
+    "qwen3-32b": _full(64, 8, 128, 40960),  # head_dim 128, not 5120/64
+    "qwen3-30b-a3b": _full(48, 4, 128, 40960),
+    "qwen3-235b-a22b": _full(94, 4, 128, 40960),
     # Qwen3-Next (model card): 12 gated-attention layers (2 KV heads x 256) grow; 36 gated
     # delta-net layers keep conv (3, 2*16*128 + 32*128) + recurrent (32, 128, 128), bf16
     "qwen3-next-80b-a3b": (_kv(12, 2, 256), 262144,
@@ -97,24 +108,24 @@ EXPECTED: dict[str, tuple[int, int, int]] = {
     "gemma-3-27b": (_kv(62, 16, 128), 131072,
                     _kv(10, 16, 128, 131072) + _kv(52, 16, 128, 1024)),
     # MLA (config.json / DeepSeek-V2 paper): latent 512 + 64 per token per layer
-    "deepseek-v2": (_mla(60), 131072, _mla(60, 131072)),
-    "deepseek-v2-lite": (_mla(27), 32768, _mla(27, 32768)),
-    "deepseek-v3": (_mla(61), 8192, _mla(61, 8192)),
-    "deepseek-r1": (_mla(61), 131072, _mla(61, 131072)),
-    "kimi-k2": (_mla(61), 131072, _mla(61, 131072)),
+    "deepseek-v2": _full_mla(60, 131072),
+    "deepseek-v2-lite": _full_mla(27, 32768),
+    "deepseek-v3": _full_mla(61, 8192),
+    "deepseek-r1": _full_mla(61, 131072),
+    "kimi-k2": _full_mla(61, 131072),
     # gpt-oss (config.json): sliding (window 128) / full alternate, 8 KV heads x 64
     "gpt-oss-20b": (_kv(24, 8, 64), 131072, _kv(12, 8, 64, 131072) + _kv(12, 8, 64, 128)),
     "gpt-oss-120b": (_kv(36, 8, 64), 131072, _kv(18, 8, 64, 131072) + _kv(18, 8, 64, 128)),
     # Phi (config.json): Phi-3-mini-4k slides 2047 on every layer, head_dim 3072/32 = 96
     "phi-3-mini-4k": (_kv(32, 32, 96), 4096, _kv(32, 32, 96, 2047)),
-    "phi-3.5-mini": (_kv(32, 32, 96), 131072, _kv(32, 32, 96, 131072)),
-    "phi-4": (_kv(40, 10, 128), 16384, _kv(40, 10, 128, 16384)),
+    "phi-3.5-mini": _full(32, 32, 96, 131072),
+    "phi-4": _full(40, 10, 128, 16384),
     # Falcon (config.json): 7B is MQA (1 KV head), 40B has 8 KV groups; head_dim 64
-    "falcon-7b": (_kv(32, 1, 64), 2048, _kv(32, 1, 64, 2048)),
-    "falcon-40b": (_kv(60, 8, 64), 2048, _kv(60, 8, 64, 2048)),
+    "falcon-7b": _full(32, 1, 64, 2048),
+    "falcon-40b": _full(60, 8, 64, 2048),
     # GPT-2 (config.json) and GPT-3 175B (Brown et al. 2020, Table 2.1): plain MHA
-    "gpt2": (_kv(12, 12, 64), 1024, _kv(12, 12, 64, 1024)),
-    "gpt-3-175b": (_kv(96, 96, 128), 2048, _kv(96, 96, 128, 2048)),
+    "gpt2": _full(12, 12, 64, 1024),
+    "gpt-3-175b": _full(96, 96, 128, 2048),
     # Jamba 1.5 Mini (config.json): attention where i % 8 == 4 (4 layers); 28 Mamba-1 layers keep
     # conv (d_conv-1, expand*hidden) = (3, 8192) and ssm (8192, d_state 16) in bf16
     "jamba-1.5-mini": (_kv(4, 8, 128), 262144,
@@ -125,11 +136,11 @@ EXPECTED: dict[str, tuple[int, int, int]] = {
     "nemotron-3-nano-30b-a3b": (_kv(6, 2, 128), 262144,
                                 _kv(6, 2, 128, 262144) + 23 * _mamba2(64, 64, 128, 8)),
     # OLMo (config.json): OLMo 3.1 slides a 4096 window on 3 of every 4 layers
-    "olmo-2-7b": (_kv(32, 32, 128), 4096, _kv(32, 32, 128, 4096)),
+    "olmo-2-7b": _full(32, 32, 128, 4096),
     "olmo-3.1-32b": (_kv(64, 8, 128), 65536, _kv(16, 8, 128, 65536) + _kv(48, 8, 128, 4096)),
     # Others (config.json)
-    "aya-23-8b": (_kv(32, 8, 128), 8192, _kv(32, 8, 128, 8192)),
-    "chatglm3-6b": (_kv(28, 2, 128), 8192, _kv(28, 2, 128, 8192)),  # multi_query_group_num 2
+    "aya-23-8b": _full(32, 8, 128, 8192),
+    "chatglm3-6b": _full(28, 2, 128, 8192),  # multi_query_group_num 2
     # DeepSeek-V4-Flash (config.json): 43 layers keep a 128-token window of 512 bf16 values;
     # 21 ratio-4 layers add one entry + a 132-byte indexer key per 4 tokens, 20 ratio-128
     # layers one entry per 128; compressor states fp32: ratio 4 2 x (8 x 1024 + 8 x 256) x 4,
