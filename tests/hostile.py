@@ -67,3 +67,21 @@ def alarm(seconds: int) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+def change_field(draw: Any, target: dict[Any, Any], key: Any, op: str, values: Any,
+                 numbers: Any) -> bool:
+    """One field mutation of the config fuzzers (`draw` a hypothesis draw): "drop" the key,
+    "set" it to one of `values`, a "number" from `numbers`, or "null". False for another op,
+    which the caller applies itself."""
+    if op == "drop":
+        target.pop(key, None)
+    elif op == "set":
+        target[key] = draw(values)
+    elif op == "number":
+        target[key] = draw(numbers)
+    elif op == "null":
+        target[key] = None
+    else:
+        return False
+    return True

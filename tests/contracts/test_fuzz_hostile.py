@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from hostile import change_field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from paths import ROOT
@@ -123,16 +124,8 @@ def mutated(draw: st.DrawFn, base: dict[str, Any]) -> Any:
         keys = sorted(map(str, target)) or ["x"]
         key = draw(st.sampled_from(keys))
         op = draw(st.sampled_from(["drop", "set", "number", "null", "wrap"]))
-        if op == "drop":
-            target.pop(key, None)
-        elif op == "set":
-            target[key] = draw(VALUES)
-        elif op == "number":
-            target[key] = draw(NUMBERS)
-        elif op == "null":
-            target[key] = None
-        else:
-            target[key] = [target.get(key)]
+        if not change_field(draw, target, key, op, VALUES, NUMBERS):
+            target[key] = [target.get(key)]  # wrap
     return raw
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import paths
 import pytest
+from hostile import change_field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -126,15 +127,9 @@ def mutated_configs(draw: st.DrawFn) -> Any:
             continue
         existing = sorted(target)
         key = draw(st.sampled_from(existing + KEYS) if existing else st.sampled_from(KEYS))
-        if op == "drop":
-            target.pop(key, None)
-        elif op == "set":
-            target[key] = draw(VALUES)
-        elif op == "number":
-            target[key] = draw(NUMBERS)
-        elif op == "null":
-            target[key] = None
-        elif op == "wrap":
+        if change_field(draw, target, key, op, VALUES, NUMBERS):
+            continue
+        if op == "wrap":
             value = target.get(key)
             target[key] = draw(st.sampled_from([[value], {"value": value}, [[value]]]))
         elif op == "item" and isinstance(target.get(key), list) and target[key]:
