@@ -166,8 +166,25 @@ class LibraryIndex:
                     paths.append(path)
 
 
+_INDEX: dict[tuple[tuple[str, int, int], ...], LibraryIndex] = {}
+
+
 def library_index() -> LibraryIndex:
-    return LibraryIndex()
+    """The index of the library files as they are now: built once per process for the same
+    files (name, size and modification time; `explain` and `--from-command` resolve a Hub
+    name twice), again when one changes."""
+    state = []
+    for path in library_files().values():
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        state.append((str(path), st.st_mtime_ns, st.st_size))
+    key = tuple(state)
+    if key not in _INDEX:
+        _INDEX.clear()
+        _INDEX[key] = LibraryIndex()
+    return _INDEX[key]
 
 
 _NAME_LINE = re.compile(r"^name:[ \t]*(\S+)[ \t]*$", re.M)

@@ -161,6 +161,8 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
             if note not in facts.notes:
                 facts.notes.append(note)
             continue
+        if fmt.key not in text:  # no line can match: nothing to compile (most formats)
+            continue
         compiled = re.compile(fmt.pattern)
         total: float = 0
         found = 0

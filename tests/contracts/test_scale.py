@@ -404,6 +404,31 @@ def test_a_library_file_written_by_hand_is_parsed_for_its_aliases(tmp_path, monk
     assert resolve("acme/mine-7b").name == "mine"
 
 
+def test_the_library_index_is_read_once_until_a_file_changes(tmp_path, monkeypatch):
+    # explain and --from-command resolve a Hub name twice (the log's or command's model,
+    # then the deployment's); the index of every library file was read each time
+    import os
+
+    from kvplan.sources import library
+
+    spec = "schema: kvplan.model/1\nname: mine\naliases: [acme/mine-7b]\n" \
+        "layers:\n  - {kind: full, count: 2, num_kv_heads: 2, head_dim: 64}\n"
+    (tmp_path / "mine.yaml").write_text(spec)
+    monkeypatch.setenv("KVPLAN_MODEL_PATH", str(tmp_path))
+    built = []
+    real = library.LibraryIndex
+    monkeypatch.setattr(library, "LibraryIndex", lambda: built.append(1) or real())
+    assert library.resolve("acme/mine-7b").name == "mine"
+    assert library.resolve("acme/mine-7b").name == "mine"
+    assert len(built) == 1
+    # the file changes (a new alias, a later modification time): read again, and found
+    (tmp_path / "mine.yaml").write_text(spec.replace("acme/mine-7b", "acme/mine-8b"))
+    stamp = (tmp_path / "mine.yaml").stat().st_mtime_ns + 10**9
+    os.utime(tmp_path / "mine.yaml", ns=(stamp, stamp))
+    assert library.resolve("acme/mine-8b").name == "mine"
+    assert len(built) == 2
+
+
 # --- start-up: each command imports what it uses -------------------------------------------
 
 def test_size_imports_neither_the_planner_nor_other_commands():
