@@ -18,15 +18,36 @@ release), and docs/engine-accuracy.md compares the results with the engines' log
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from kvplan.core.dtypes import KVFormat
     from kvplan.core.spec import ModelSpec
 
 
+
+
+def lazy_exports(package: str, exports: Mapping[str, Sequence[str]]) -> Callable[[str], Any]:
+    """A package's `__getattr__` (PEP 562) for the names it re-exports, `exports` being
+    submodule -> names: a submodule is imported when one of its names is first asked for.
+    So `kvplan.engines.NAME.text` (the engine's flag table and log lines, as data) can be
+    imported without the engine's code, as the launch-line and log readers need every
+    engine's tables but only the named engine's code (kvplan.engines.registry)."""
+    import importlib
+
+    where = {name: sub for sub, names in exports.items() for name in names}
+
+    def __getattr__(name: str) -> Any:
+        sub = where.get(name)
+        if sub is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{sub}"), name)
+        setattr(importlib.import_module(package), name, value)
+        return value
+
+    return __getattr__
 
 
 def named_kv_format(spec: ModelSpec, name: str, formats: Mapping[str, KVFormat],

@@ -17,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from kvplan.core.launch import EngineLaunch, EngineLog
     from kvplan.engines.base import Engine
 
 ENTRY_POINT_GROUP = "kvplan.engines"
@@ -30,6 +31,19 @@ _BUILTIN: dict[str, str] = {
     "llamacpp": "kvplan.engines.llamacpp",
     "hf": "kvplan.engines.hf",
     "tgi": "kvplan.engines.tgi",
+}
+# name -> the module of its launch flag table (`launch_flags()`) and start-up log lines
+# (`LOG_FORMAT`), data that imports none of the engine's code: the launch-line and log
+# readers need every engine's tables, but only the engine they find needs its code. None:
+# the engine has neither (kvplan reads no launch line or log of it). An engine not named
+# here (or a plugin) is asked through its `launch()` / `log_format()`;
+# tests/engines/test_registry_tables.py checks both ways agree.
+_TABLES: dict[str, str | None] = {
+    "vllm": "kvplan.engines.vllm.text",
+    "sglang": "kvplan.engines.sglang.text",
+    "trtllm": "kvplan.engines.trtllm.text",
+    "tgi": "kvplan.engines.tgi.text",
+    "hf": None,
 }
 _LOADED: dict[str, Engine] = {}
 _REGISTERED: dict[str, Engine] = {}
@@ -78,6 +92,30 @@ def get(name: str) -> Engine:
     from kvplan.core.errors import BadInputError
 
     raise BadInputError(f"unknown engine {name!r}", "one of: " + ", ".join(names()))
+
+
+def log_format(name: str) -> EngineLog | None:
+    """The start-up log format of the engine called `name` (None: kvplan reads no log of it),
+    from its tables module when it has one, without importing the engine."""
+    if name not in _REGISTERED and name in _TABLES:
+        module = _TABLES[name]
+        found: EngineLog | None = (importlib.import_module(module).LOG_FORMAT
+                                   if module is not None else None)
+        return found
+    declared = getattr(get(name), "log_format", None)  # optional for a plugin
+    return declared() if declared is not None else None
+
+
+def launch_table(name: str) -> EngineLaunch | None:
+    """The launch programs and flag table of the engine called `name` (None: kvplan reads no
+    launch command of it), from its tables module when it has one."""
+    if name not in _REGISTERED and name in _TABLES:
+        module = _TABLES[name]
+        table: EngineLaunch | None = (importlib.import_module(module).launch_flags()
+                                      if module is not None else None)
+        return table
+    launch = getattr(get(name), "launch", None)  # optional for a plugin
+    return launch() if callable(launch) else None
 
 
 def all_engines() -> tuple[Engine, ...]:

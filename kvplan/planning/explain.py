@@ -75,16 +75,12 @@ class Explanation:
 
 def log_formats() -> tuple[EngineLog, ...]:
     """The start-up log formats of every registered engine that declares one (`log_format`,
-    optional: a minimal plugin need not), in registry order."""
-    from kvplan.engines.registry import all_engines
+    optional: a minimal plugin need not), in registry order; the built-in engines' from their
+    tables, without their code (kvplan.engines.registry.log_format)."""
+    from kvplan.engines import registry
 
-    out = []
-    for engine in all_engines():
-        declared = getattr(engine, "log_format", None)
-        found = declared() if declared is not None else None
-        if found is not None:
-            out.append(found)
-    return tuple(out)
+    found = (registry.log_format(name) for name in registry.names())
+    return tuple(f for f in found if f is not None)
 
 
 def reading_formats() -> tuple[EngineLog, ...]:

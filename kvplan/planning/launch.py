@@ -134,8 +134,7 @@ def engine_launches() -> list[EngineLaunch]:
 
     found = []
     for name in registry.names():
-        launch = getattr(registry.get(name), "launch", None)
-        table = launch() if callable(launch) else None
+        table = registry.launch_table(name)  # the built-ins' without their code
         if table is not None:
             # the declared settings' flags (kvplan.engines.settings) join the engine's table
             found.append(replace(table, flags={**table.flags, **launch_flags(name)}))

@@ -19,34 +19,39 @@ Modules in the order they build on each other (each imports only those before it
 The public names below are what the planner, `validate` and the tests ask for.
 """
 
-from kvplan.engines.vllm.backends import (
-    default_block_size,
-    gdn_prefill_backend,
-    kda_prefill_backend,
-    mxfp4_expert_load,
-)
-from kvplan.engines.vllm.budget import vllm_budget
-from kvplan.engines.vllm.config import (
-    LATEST,
-    VllmConfig,
-    default_gpu_memory_utilization,
-    default_max_num_batched_tokens,
-    default_max_num_seqs,
-)
-from kvplan.engines.vllm.engine import ENGINE, VllmEngine, batch_for, config_for
-from kvplan.engines.vllm.formats import kv_format
-from kvplan.engines.vllm.grouping import KVCacheGroup, StageLayout, blocks_for_request
-from kvplan.engines.vllm.pages import (
-    ChunkedPage,
-    CrossPage,
-    FullPage,
-    MambaPage,
-    MlaPage,
-    PageSpec,
-    SlidingPage,
-    layer_page_specs,
-)
-from kvplan.engines.vllm.startup import VllmProfile, layout, profile
+from typing import TYPE_CHECKING
+
+from kvplan.engines import lazy_exports
+
+if TYPE_CHECKING:
+    from kvplan.engines.vllm.backends import (
+        default_block_size,
+        gdn_prefill_backend,
+        kda_prefill_backend,
+        mxfp4_expert_load,
+    )
+    from kvplan.engines.vllm.budget import vllm_budget
+    from kvplan.engines.vllm.config import (
+        LATEST,
+        VllmConfig,
+        default_gpu_memory_utilization,
+        default_max_num_batched_tokens,
+        default_max_num_seqs,
+    )
+    from kvplan.engines.vllm.engine import ENGINE, VllmEngine, batch_for, config_for
+    from kvplan.engines.vllm.formats import kv_format
+    from kvplan.engines.vllm.grouping import KVCacheGroup, StageLayout, blocks_for_request
+    from kvplan.engines.vllm.pages import (
+        ChunkedPage,
+        CrossPage,
+        FullPage,
+        MambaPage,
+        MlaPage,
+        PageSpec,
+        SlidingPage,
+        layer_page_specs,
+    )
+    from kvplan.engines.vllm.startup import VllmProfile, layout, profile
 
 __all__ = ["ENGINE", "LATEST", "ChunkedPage", "CrossPage", "FullPage", "KVCacheGroup",
            "MambaPage", "MlaPage", "PageSpec", "SlidingPage", "StageLayout", "VllmConfig",
@@ -55,3 +60,20 @@ __all__ = ["ENGINE", "LATEST", "ChunkedPage", "CrossPage", "FullPage", "KVCacheG
            "default_max_num_batched_tokens", "default_max_num_seqs", "gdn_prefill_backend",
            "kda_prefill_backend", "kv_format",
            "layer_page_specs", "layout", "mxfp4_expert_load", "profile", "vllm_budget"]
+
+# each submodule is imported when one of its names is first asked for (lazy_exports)
+__getattr__ = lazy_exports(__name__, {
+    "backends": (
+        "default_block_size", "gdn_prefill_backend", "kda_prefill_backend", "mxfp4_expert_load"),
+    "budget": ("vllm_budget",),
+    "config": (
+        "LATEST", "VllmConfig", "default_gpu_memory_utilization", "default_max_num_batched_tokens",
+        "default_max_num_seqs"),
+    "engine": ("ENGINE", "VllmEngine", "batch_for", "config_for"),
+    "formats": ("kv_format",),
+    "grouping": ("KVCacheGroup", "StageLayout", "blocks_for_request"),
+    "pages": (
+        "ChunkedPage", "CrossPage", "FullPage", "MambaPage", "MlaPage", "PageSpec", "SlidingPage",
+        "layer_page_specs"),
+    "startup": ("VllmProfile", "layout", "profile"),
+})
