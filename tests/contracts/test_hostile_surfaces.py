@@ -750,11 +750,14 @@ def test_check_with_10000_requirements_builds_each_deployment_and_reads_each_mod
 
     # the plan benchmarks/check_scale.py times: 4 requirements a deployment, two models
     write_plan = benchmark("check_scale").write_plan
-    small, plan = write_plan(inputs, 25), write_plan(inputs, 2500)
+    small, plan = write_plan(inputs, 250), write_plan(inputs, 2500)
     check.check_plan(check.load_plan(small))  # imports and caches outside the timing
-    start = time.process_time()
-    check.check_plan(check.load_plan(small))
-    small_s = time.process_time() - start
+    times = []
+    for _ in range(3):
+        start = time.process_time()
+        check.check_plan(check.load_plan(small))
+        times.append(time.process_time() - start)
+    small_s = sorted(times)[1]
     built: list[object] = []
     read: list[str] = []
     real_build, real_resolve = check.build_capacity, library.resolve
@@ -768,7 +771,7 @@ def test_check_with_10000_requirements_builds_each_deployment_and_reads_each_mod
     assert len(result.results) == 10_000
     assert len(built) == 2  # two distinct deployments (the requirements differ, not them)
     assert sorted(read) == sorted(["llama-3.1-8b", str(inputs / "mine.yaml")])
-    # 100 times the requirements cost at most 100 times as much (a cost per requirement,
-    # nothing that grows with the plan); about 30x here, where each deployment built twice
-    # and each model read again made a 10,000-requirement plan 18 s of CPU
-    assert big_s < 100 * small_s, (big_s, small_s)
+    # 10 times the requirements cost about 10 times as much (12-15x here): a cost per
+    # requirement, nothing that grows with the plan (a cost per pair of deployments would be
+    # 100x); each deployment built twice and each model read again made it 18 s of CPU
+    assert big_s < 30 * small_s, (big_s, small_s)
