@@ -120,12 +120,23 @@ def _number(value: Any, where: str) -> int | float:
     return value
 
 
+def _shown(value: float) -> str:
+    """A bound or a value as a message prints it: an int of any size never goes through float
+    (a 400-digit count overflows one), one past 10^18 by its order of magnitude."""
+    if isinstance(value, int):
+        if -10**18 < value < 10**18:
+            return f"{value:,}"
+        return f"{'-' if value < 0 else ''}about 10^{int(abs(value).bit_length() * 0.30103)}"
+    return f"{value:,g}"
+
+
 def _bounded(value: float, row: Setting, where: str) -> None:
     low, high = row.low, row.high
     if low is not None and value < low or high is not None and value > high:
-        span = (f"between {low:,g} and {high:,g}" if high is not None and low is not None
-                else f"at least {low:,g}" if low is not None else f"at most {high:,g}")
-        raise BadInputError(f"{where}must be {span}, got {value:,g}")
+        span = (f"between {_shown(low)} and {_shown(high)}"
+                if high is not None and low is not None
+                else f"at least {_shown(low)}" if low is not None else f"at most {_shown(high)}")
+        raise BadInputError(f"{where}must be {span}, got {_shown(value)}")
 
 
 # --- the rows --------------------------------------------------------------------------------

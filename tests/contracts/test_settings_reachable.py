@@ -145,3 +145,15 @@ def test_bounds_are_checked_the_same_way_in(row, tmp_path):
     for engine, flags in row.engine_flags.items():
         with pytest.raises(KvplanError, match=flags[0]):
             from_command(f"{PROGRAMS[engine]} {flags[0]} {below}")
+
+
+def test_a_bound_message_never_turns_a_huge_count_into_a_float():
+    """A 400-digit tensor-parallel size (a fuzzed log's echoed flag) is refused by its row's
+    bounds with exit-2 wording, not an OverflowError from formatting it as a float."""
+    from kvplan.core.errors import BadInputError
+    from kvplan.engines.settings import BY_NAME
+
+    with pytest.raises(BadInputError, match=r"must be .*got about 10\^399"):
+        BY_NAME["tp"].to_field(10**399, "--tensor-parallel-size")
+    with pytest.raises(BadInputError, match=r"got 0$"):
+        BY_NAME["tp"].to_field(0, "--tensor-parallel-size")
