@@ -214,9 +214,12 @@ def _gdn_head_k_dim(layer: RecurrentState) -> int | None:
 
 
 def prefill_checkpoint_alignment(spec: ModelSpec, config: VllmConfig) -> int | None:
-    """get_mamba_prefill_checkpoint_alignment: 64 when every Mamba-like layer is a GDN layer
-    with the FlashInfer prefill (it exports mid-prefill states); None otherwise (the other
-    mixers declare none)."""
+    """get_mamba_prefill_checkpoint_alignment (0.33): 64 when every Mamba-like layer is a GDN
+    layer with the FlashInfer prefill (it exports mid-prefill states); None otherwise (the
+    other mixers declare none). None before 0.33: 0.32's qwen_gdn_linear_attn.py exports no
+    checkpoint and its _align_hybrid_block_size (platforms/interface.py) takes no grid."""
+    if not config.rules.gdn_prefill_checkpoints:
+        return None
     states = [x for x in spec.layers if isinstance(x, RecurrentState)]
     if states and all(x.variant == "gated_delta_net" for x in states) and \
             gdn_prefill_backend(spec, config) == "flashinfer":
@@ -225,11 +228,12 @@ def prefill_checkpoint_alignment(spec: ModelSpec, config: VllmConfig) -> int | N
 
 
 def checkpoint_blocks(layer: RecurrentState, spec: ModelSpec, config: VllmConfig) -> int:
-    """MambaSpec.num_prefill_checkpoint_blocks (0.33): 1 for Mamba2 mixers
-    (mamba_mixer2.py MambaMixer2.get_kv_cache_spec), 1 for GDN layers that export FlashInfer
-    prefill checkpoints (qwen_gdn_linear_attn.py get_kv_cache_spec), 1 for KDA layers on the
-    FlashKDA prefill (models/kimi_k3/nvidia/kda.py KimiK3DeltaAttention.get_kv_cache_spec),
-    else 0. Counted only in align mode (MambaSpec.max_memory_usage_bytes)."""
+    """MambaSpec.num_prefill_checkpoint_blocks (0.32 and 0.33): 1 for Mamba2 mixers
+    (mamba_mixer2.py MambaMixer2.get_kv_cache_spec), 1 for KDA layers on the FlashKDA
+    prefill (models/kimi_k3/nvidia/kda.py KimiK3DeltaAttention.get_kv_cache_spec), from 0.33
+    1 for GDN layers that export FlashInfer prefill checkpoints (qwen_gdn_linear_attn.py
+    get_kv_cache_spec; `prefill_checkpoint_alignment`), else 0. Counted only in align mode
+    (MambaSpec.max_memory_usage_bytes)."""
     if not config.rules.prefill_checkpoints:
         return 0
     if layer.variant == "mamba2":

@@ -2,8 +2,8 @@
 
 Layers are bucketed by page and split into groups of equal size; a block id spans one page
 in each of the `group_size` layer tensors, so `num_blocks = available // page //
-group_size`. 0.33 picks the largest bucket as the group size when max < 1.5 x min and
-unifies page sizes (`unify_kv_cache_spec_page_size`). A group holds the page spec its
+group_size`. From 0.32 the largest bucket is the group size when max < 1.5 x min, and page
+sizes are unified (`unify_kv_cache_spec_page_size`). A group holds the page spec its
 layers share (kvplan.engines.vllm.pages), which says the blocks one request needs
 (`need`, the admission rule) and holds at its peak (`held_blocks`).
 """
@@ -121,16 +121,17 @@ def bucket_groups(specs: list[PageSpec], config: VllmConfig, max_model_len: int,
 
 def _unify_pages(specs: list[PageSpec], config: VllmConfig) -> list[PageSpec]:
     """Hybrid groups need one page size. 0.11 requires it already (NotImplementedError);
-    0.33 `unify_kv_cache_spec_page_size` scales the block size of an attention page that
-    divides the largest and pads the rest (Mamba pages were padded by the alignment)."""
+    from 0.32 `unify_kv_cache_spec_page_size` (v1/core/kv_cache_utils.py) scales the block
+    size of an attention page that divides the largest and pads the rest (Mamba pages were
+    padded by the alignment)."""
     largest = max(s.page_bytes for s in specs)
     if all(s.page_bytes == largest for s in specs):
         return specs
     if not config.rules.unify_page_sizes:
         raise BadInputError(
-            "vLLM before 0.33 cannot group layers with different page sizes "
+            "vLLM before 0.32 cannot group layers with different page sizes "
             f"({sorted({s.page_bytes for s in specs})} bytes)",
-            "use --engine-version 0.33 or newer, or set --block-size")
+            "use --engine-version 0.32 or newer, or set --block-size")
     out = []
     for s in specs:
         if s.page_bytes == largest:

@@ -158,7 +158,7 @@ class CrossPage(PageSpec):
 class MambaPage(PageSpec):
     """MambaSpec: whole-state pages (config.mamba_pages_per_request), whatever the length."""
 
-    checkpoint_blocks: int = 0  # prefill-checkpoint pages in align mode (0.33)
+    checkpoint_blocks: int = 0  # prefill-checkpoint pages in align mode (0.32)
     kind = "mamba"
 
     def need(self, config: VllmConfig) -> Need:
