@@ -114,6 +114,17 @@ LOG_FORMAT = EngineLog(
         LogLine("kv_dtype", "'kv_cache_dtype':", r"'kv_cache_dtype': '(\w+)'", "str",
                 "settings"),
         LogLine("kv_dtype", "cache", r"--kv[-_]cache[-_]dtype[= ](\w+)", "str", "settings"),
+        # the block vLLM settled on for an attention + Mamba hybrid, over any --block-size
+        # asked (platforms/interface.py Platform._align_hybrid_block_size, 0.27 to 0.33);
+        # before the echoed flag's line (the setting rows' lines come after these)
+        LogLine("block_size", "Setting attention block size to",
+                r"Setting attention block size to (\d+) tokens", "int", "settings"),
+        # the SSM state's dtype the CPU platform settles on: its reset to float32 or the
+        # 16-bit one it keeps (platforms/cpu.py check_and_update_config, 0.32), over the flag
+        LogLine("mamba_ssm_cache_dtype", "Reset SSM cache type to",
+                r"Reset SSM cache type to (float32)\b", "str", "settings"),
+        LogLine("mamba_ssm_cache_dtype", "SSM state storage",
+                r"Using (float16|bfloat16) SSM state storage", "str", "settings"),
         LogLine("max_num_batched_tokens", "max_num_batched_tokens=",
                 r"\bmax_num_batched_tokens=(\d+)", "int", "settings"),
         LogLine("enforce_eager", "enforce_eager=", r"\benforce_eager=(True|False)", "str",
