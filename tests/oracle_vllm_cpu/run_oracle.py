@@ -16,7 +16,8 @@ kvplan side: the same config.json through kvplan's reader, kvplan's vLLM engine 
 version 0.32.0 with the same budget as `--kv-memory`, the same max_model_len and
 max_num_batched_tokens, and the block size the CPU platform uses (kvplan models CUDA's
 platform defaults, not the CPU's: vllm/platforms/cpu.py picks 128 when none is given and 16
-for MLA whatever is given; each case says which it gives kvplan and why).
+for MLA whatever is given; each case says which it gives kvplan and why; the batch is the
+CPU's 4,096 tokens unless the case gives one).
 
 Compared exactly: num_blocks, the block size, bytes per block, the groups (kind, block size,
 page bytes, layers), the logged tokens and concurrency, the bytes allocated; then
@@ -63,6 +64,11 @@ MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "gemma3": ("Gemma3TextConfig", dict(num_hidden_layers=6, num_attention_heads=4,
                                         num_key_value_heads=2, head_dim=64,
                                         sliding_window=128)),
+    # Gemma-3 with its own layer_types: five sliding layers to four full ones (buckets of 5
+    # and 4: one group size for both, the larger from 0.32)
+    "gemma3-5s4f": ("Gemma3TextConfig", dict(
+        num_hidden_layers=9, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+        sliding_window=128, layer_types=["sliding_attention"] * 5 + ["full_attention"] * 4)),
     # DeepSeek-V2-Lite's attention shrunk: MLA, latent 512 + rope 64 (the head size the CPU
     # MLA backend serves), MoE after the first layer
     "deepseek-v2": ("DeepseekV2Config", dict(
@@ -109,6 +115,10 @@ CASES: list[dict[str, Any]] = [
     dict(id="deepseek-v2-mla-b64-asked", model="deepseek-v2", budget=12_345_678,
          max_model_len=4096, engine=dict(block_size=64), kvplan=dict(block_size=16),
          explain_cannot=CPU_MLA_BLOCK),
+    # the largest bucket (5) is the group size when it is under 1.5 x the smallest
+    # (kv_cache_utils.py _get_kv_cache_groups_uniform_page_size): the 4 full layers padded to 5
+    dict(id="gemma3-5s4f-b32", model="gemma3-5s4f", budget=30_000_000, max_model_len=4096,
+         engine=dict(block_size=32), kvplan=dict(block_size=32)),
     # the CPU platform resets the SSM state to float32 (vllm/platforms/cpu.py: "Reset SSM
     # cache type to float32") unless bfloat16/float16 is asked for the GDN backend
     dict(id="qwen3-next-ssm-fp32", model="qwen3-next", budget=60_000_000, max_model_len=2048,
@@ -204,6 +214,9 @@ KINDS = {"FullAttentionSpec": "full", "SlidingWindowSpec": "sliding",
          "MLAAttentionSpec": "mla", "MambaSpec": "mamba"}
 
 
+CPU_MAX_NUM_BATCHED_TOKENS = 4096
+
+
 def budget_bytes(budget: int | str) -> int:
     return int(budget.split(":")[1]) * 2**30 if isinstance(budget, str) else budget
 
@@ -211,9 +224,13 @@ def budget_bytes(budget: int | str) -> int:
 def kvplan_side(case: dict[str, Any], model_dir: Path) -> dict[str, Any]:
     import kvplan
 
+    settings = dict(case["kvplan"])
+    # the CPU platform's default for the LLM class (engine/arg_utils.py get_batch_defaults:
+    # 4,096 x world size on the CPU); kvplan's defaults are CUDA's
+    settings.setdefault("max_num_batched_tokens", CPU_MAX_NUM_BATCHED_TOKENS)
     d = kvplan.deploy(str(model_dir), engine="vllm", engine_version=VLLM_VERSION,
                       kv_memory=budget_bytes(case["budget"]),
-                      max_model_len=case["max_model_len"], **case["kvplan"])
+                      max_model_len=case["max_model_len"], **settings)
     cap = d.capacity
     n = cap.engine.numbers(cap)
     (stage,) = cap.engine_profile.stages

@@ -102,6 +102,25 @@ def test_gemma3_pool_is_the_budget(tmp_path):
     assert (n["kv_cache_tokens"], f"{n['max_concurrency']:.2f}") == (12_683, "6.19")
 
 
+def test_gemma3_five_sliding_four_full_real_run(tmp_path):
+    # the CPU build served a 9-layer Gemma-3 (layer_types: 5 sliding, window 128, then 4 full)
+    # at 30,000,000 B, block 32, max_model_len 4096, 4,096 batched tokens: one group of the 5
+    # sliding layers and one of the 4 full ones padded to 5 (the largest bucket), 366 blocks
+    # of 5 pages; "CPU KV cache size: 5,833 tokens, Maximum concurrency for 4,096 tokens per
+    # request: 1.42x"
+    config = dict(GEMMA3, num_hidden_layers=9,
+                  layer_types=["sliding_attention"] * 5 + ["full_attention"] * 4)
+    n = _numbers(tmp_path, config, "0.32.0", kv_memory=30_000_000, max_model_len=4096,
+                 block_size=32, max_num_batched_tokens=4096)
+    page = 32 * 2 * 2 * 64 * 2
+    assert n["num_blocks"] == 30_000_000 // (5 * page) == 366
+    # a request: the full group cdiv(4096, 32) blocks; the sliding one
+    # cdiv(min(127 + 4096, 4096), 32) + 1 (SlidingWindowSpec.max_memory_usage_bytes)
+    per_request = 4096 // 32 + (4096 // 32 + 1)
+    assert (n["kv_cache_tokens"], f"{n['max_concurrency']:.2f}") == \
+        (int(366 / per_request * 4096), "1.42") == (5_833, "1.42")
+
+
 def _sliding_full(sliding: int, full: int) -> ModelSpec:
     return ModelSpec("mixed", (SlidingWindow(8, 128, window=4096),) * sliding
                      + (FullAttention(8, 128),) * full, num_attention_heads=32)
