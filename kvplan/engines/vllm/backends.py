@@ -164,10 +164,11 @@ def gdn_prefill_backend(spec: ModelSpec, config: VllmConfig) -> str | None:
     without GDN layers): FlashInfer on SM 9.0, and on SM 10.x/12.x when head_k_dim is 128
     and the CUDA runtime is 13 or newer; Triton elsewhere (ROCm, Ampere, Ada)
     (model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py::_resolve_gdn_prefill_backend).
-    No GPU given: Hopper, like the MLA block size."""
+    No GPU given: Hopper, like the MLA block size. Before 0.33, whose GDN layers export no
+    prefill checkpoint, the kernel changes nothing kvplan sizes and it answers "triton"."""
     gdn = [x for x in spec.layers if isinstance(x, RecurrentState)
            and x.variant == "gated_delta_net"]
-    if not gdn or not config.rules.prefill_checkpoints:
+    if not gdn or not config.rules.gdn_prefill_checkpoints:
         return None if not gdn else "triton"
     cc = _kernel_capability(config)
     if cc is None:
@@ -191,9 +192,10 @@ def kda_prefill_backend(spec: ModelSpec, config: VllmConfig) -> str | None:
     the head dim is 128, activations are bf16, the recurrent state bf16 or fp32 and the
     forget gate has a lower bound; Triton elsewhere (FlashInfer only when asked for)
     (models/kimi_k3/nvidia/kda.py resolve_kda_prefill_backend / is_flashkda_supported).
-    No GPU given: Hopper, like the MLA block size."""
+    No GPU given: Hopper, like the MLA block size. Before 0.31, whose KDA layers export no
+    prefill checkpoint, the kernel changes nothing kvplan sizes and it answers "triton"."""
     kda = [x for x in spec.layers if isinstance(x, RecurrentState) and x.variant == "kda"]
-    if not kda or not config.rules.prefill_checkpoints:
+    if not kda or not config.rules.kda_prefill_checkpoints:
         return None if not kda else "triton"
     cc = _kernel_capability(config)
     # the (heads, head_dim, head_dim) recurrent state (kda_state_shape / kda_state_dtype)
@@ -228,16 +230,15 @@ def prefill_checkpoint_alignment(spec: ModelSpec, config: VllmConfig) -> int | N
 
 
 def checkpoint_blocks(layer: RecurrentState, spec: ModelSpec, config: VllmConfig) -> int:
-    """MambaSpec.num_prefill_checkpoint_blocks (0.32 and 0.33): 1 for Mamba2 mixers
-    (mamba_mixer2.py MambaMixer2.get_kv_cache_spec), 1 for KDA layers on the FlashKDA
-    prefill (models/kimi_k3/nvidia/kda.py KimiK3DeltaAttention.get_kv_cache_spec), from 0.33
-    1 for GDN layers that export FlashInfer prefill checkpoints (qwen_gdn_linear_attn.py
+    """MambaSpec.num_prefill_checkpoint_blocks: from 0.32 1 for Mamba2 mixers
+    (mamba_mixer2.py MambaMixer2.get_kv_cache_spec), from 0.31 1 for KDA layers on the
+    FlashKDA prefill (models/kimi_k3/nvidia/kda.py KimiK3DeltaAttention.get_kv_cache_spec),
+    from 0.33 1 for GDN layers that export FlashInfer prefill checkpoints (qwen_gdn_linear_attn.py
     get_kv_cache_spec; `prefill_checkpoint_alignment`), else 0. Counted only in align mode
     (MambaSpec.max_memory_usage_bytes)."""
-    if not config.rules.prefill_checkpoints:
-        return 0
+    rules = config.rules
     if layer.variant == "mamba2":
-        return 1
+        return int(rules.mamba2_prefill_checkpoints)
     if layer.variant == "kda":
         return int(kda_prefill_backend(spec, config) == "flashkda")
     if layer.variant == "gated_delta_net" and config.mamba_cache_mode_resolved() == "align" \

