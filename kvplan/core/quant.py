@@ -5,40 +5,9 @@ A `Quantization` says which scheme a checkpoint uses (read from config.json's
 leaves in the model dtype. `linear_tensors` turns one logical linear layer (out x in, as
 torch's nn.Linear stores it) into the tensors the checkpoint holds for it, scales and zero
 points included, with the shapes the engines' quantized layers create (vLLM
-`vllm/model_executor/layers/quantization/*.py` `create_weights`) and the HF checkpoints hold:
-
-    none        weight [out, in] model dtype
-    fp8         weight [out, in] F8_E4M3; block-wise (weight_block_size [bo, bi]):
-                weight_scale_inv [ceil(out/bo), ceil(in/bi)] F32 (fp8.py); else one F32
-                weight_scale per tensor
-    fp8-ct      compressed-tensors float-quantized: weight F8_E4M3, weight_scale [1] (tensor),
-                [out, 1] (channel), [ceil(out/bo), ceil(in/bi)] (block), in the model dtype
-    int8-ct     compressed-tensors int-quantized: weight I8 [out, in], weight_scale as fp8-ct
-    int-packed  compressed-tensors pack-quantized (W4A16/W8A16): weight_packed I32
-                [out, in x bits / 32], weight_scale [out, in / group] model dtype,
-                weight_shape I64 [2], weight_zero_point I32 [ceil(out x bits / 32), in / group]
-                when asymmetric (compressed_tensors_wNa16.py)
-    nvfp4-ct    compressed-tensors nvfp4-pack-quantized: weight_packed U8 [out, in / 2],
-                weight_scale F8_E4M3 [out, in / 16], weight_global_scale F32 [1],
-                input_global_scale F32 [1] (compressed_tensors_w4a4_nvfp4.py)
-    mxfp4-ct    compressed-tensors mxfp4-pack-quantized: weight_packed U8 [out, in / 2],
-                weight_scale U8 [out, in / 32] (one e8m0 exponent per 32 values, no global
-                scale) (compressed_tensors_w4a4_mxfp4.py; Kimi-K3)
-    awq         qweight I32 [in, out / 8], qzeros I32 [in / g, out / 8], scales F16
-                [in / g, out] (awq.py; pack factor 32 / bits)
-    gptq        qweight I32 [in / 8, out], qzeros I32 [in / g, out / 8], scales F16
-                [in / g, out], g_idx I32 [in] (gptq.py)
-    mxfp4       blocks U8 [out, in / 32, 16] (two e2m1 values a byte), scales U8 [out, in / 32]
-                (one e8m0 exponent per 32 values) (mxfp4.py; gpt-oss: MoE experts only)
-    nvfp4       ModelOpt: weight U8 [out, in / 2], weight_scale F8_E4M3 [out, in / 16],
-                weight_scale_2 F32 [], input_scale F32 [] (modelopt.py)
-    fp8-modelopt  ModelOpt FP8: weight F8_E4M3 [out, in], weight_scale F32 [], input_scale
-                F32 []
-    bnb-4bit    weight U8 [ceil(out x in / 2), 1]; absmax F32 [ceil(n / 64)], or with double
-                quantization absmax U8 [ceil(n / 64)] + nested_absmax F32 [ceil(n / 64 / 256)]
-                + nested_quant_map F32 [256]; quant_map F32 [16] (bitsandbytes Params4bit,
-                blocksize 64; the few-hundred-byte quant_state JSON tensor is not counted)
-    bnb-8bit    weight I8 [out, in], SCB F32 [out] (bitsandbytes Int8Params)
+`vllm/model_executor/layers/quantization/*.py` `create_weights`; bitsandbytes Params4bit /
+Int8Params) and the HF checkpoints hold. The table of every scheme's tensors, shapes and
+dtypes, with the engine file each comes from: docs/formulas.md §6.
 """
 
 from __future__ import annotations

@@ -3,17 +3,10 @@
 Prefill is compute-bound: its time is FLOPs over the GPU's dense tensor throughput at a stated
 efficiency. Decode is memory-bound: each step reads the weights it uses and the batch's KV cache,
 so its floor is bytes over HBM bandwidth. Both count only the experts a MoE model routes to.
-
-- Linear layers: 2 FLOPs (a multiply and an add) per active non-embedding parameter per token
-  (Kaplan et al., "Scaling Laws for Neural Language Models", 2020, arXiv:2001.08361, section 2.1:
-  C_forward ~ 2N, N without embeddings), plus the output head once for the sampled position.
-- Attention: query i attends to k_i keys; QK^T costs 2 k_i d_qk and AV 2 k_i d_v FLOPs per query
-  head, so a layer costs 2 H_q (d_qk + d_v) sum_i k_i, with k_i = i (causal full attention),
-  min(i, W) (sliding window W) or the position inside its chunk (chunked attention).
-- MoE: a token uses k of E routed experts, so active = total - routed + routed x k / E. A decode
-  step of B tokens touches E (1 - (1 - k/E)^B) distinct experts per layer in expectation when
-  routing is uniform and independent (the stated assumption; real routers are skewed, which
-  touches fewer).
+Linear layers cost 2 FLOPs per active non-embedding parameter per token (Kaplan et al.,
+arXiv:2001.08361, section 2.1), attention 2 H_q (d_qk + d_v) per key a query sees, and a
+decode step touches E (1 - (1 - k/E)^B) experts a layer under uniform routing (an assumption;
+real routers are skewed). The derivation: docs/formulas.md §7.
 """
 
 from __future__ import annotations

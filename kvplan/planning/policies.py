@@ -1,61 +1,16 @@
 """Cache policies as token budgets: what a request would hold if the engine evicted, compressed
 or shared its KV cache the way a paper defines it.
 
-These are what-ifs. kvplan's baseline is the exact cache an engine keeps today; a policy says how
-many token slots each layer would keep instead, and the layer kinds' own byte formulas
-(kvplan.core.layers) turn those slots into bytes, so a policy combines with any KV format.
-
-Policies (the text a user types, e.g. `--policy sinks+window:4,1020`):
-
-- `sinks+window:S,W`   StreamingLLM (Xiao et al., "Efficient Streaming Language Models with
-  Attention Sinks", ICLR 2024, arXiv:2309.17453): the first S tokens (attention sinks) plus a
-  rolling cache of the W most recent tokens; a layer holds min(n, S + W) tokens.
-- `budget:N`           H2O (Zhang et al., "H2O: Heavy-Hitter Oracle", NeurIPS 2023,
-  arXiv:2306.14048): a fixed cache of N tokens per layer and head (heavy hitters plus recent
-  tokens), kept through generation; a layer holds min(n, N) tokens.
-- `snapkv:N[,window=W]` SnapKV (Li et al., "SnapKV: LLM Knows What You are Looking for Before
-  Generation", 2024, arXiv:2404.14469): the prompt is compressed once to N tokens per layer and
-  head, of which the last W (the observation window, default 32) are always kept; tokens
-  generated afterwards are appended uncompressed: min(prompt, N) + output tokens.
-- `pyramid:N[,beta=B,window=W]` PyramidKV (Cai et al., "PyramidKV: Dynamic KV Cache
-  Compression based on Pyramidal Information Funneling", 2024, arXiv:2406.02069, section 3.2),
-  as its reference code budgets layers (KVCache-Factory, pyramidkv/pyramidkv_utils.py,
-  PyramidKVCluster.update_kv): a prompt shorter than N is kept whole; one shorter than 2(N - W)
-  keeps N tokens in every layer; a longer one keeps, in layer l of m, max - l x steps selected
-  tokens plus the W-token observation window, with min = (N - W) // beta, max = 2(N - W) - min
-  (max capped at prompt - W, min then 2(N - W) - max) and steps = (max - min) // (m - 1).
-  Generated tokens are appended uncompressed, as in SnapKV.
-- `share:K`            Cross-Layer Attention (Brandon et al., "Reducing Transformer Key-Value
-  Cache Size with Cross-Layer Attention", 2024, arXiv:2405.12981): each group of K adjacent
-  attention layers shares the cache of its first layer (CLA2 is K = 2). Layers share only with
-  layers of the same kind and shape (a sliding-window layer never holds a full layer's cache):
-  on an interleaved model (Gemma-2) the groups are formed within each kind.
-
-Codecs store the tokens a request keeps in fewer bytes:
-
-- `turboquant:B`       TurboQuant (Zandieh et al., "TurboQuant: Online Vector Quantization
-  with Near-optimal Distortion Rate", 2025, arXiv:2504.19874, Algorithm 2): each key and value
-  row, randomly rotated, is stored as B - 1 bits of MSE-optimal code and 1 bit of QJL sign per
-  coordinate, plus the residual's norm; the algorithm works on unit vectors, so the row's own
-  norm is stored too. kvplan charges ceil(n x B / 8) bytes and two fp16 scalars per row.
-- `kvtc:R[,sinks=S,window=W]` KVTC (Staniszewski and Lancucki, "KV Cache Transform Coding for
-  Compact Storage in LLM Inference", 2025, arXiv:2511.01815): PCA decorrelation, adaptive
-  quantization and DEFLATE entropy coding at a compression ratio R (the paper reports up to 20x
-  against a 16-bit cache), leaving the S = 4 oldest (attention sink) and W = 128 most recent
-  tokens uncompressed: bytes(S + W tokens) + bytes(the rest) / R.
-- `cachegen:R`         CacheGen (Liu et al., "CacheGen: KV Cache Compression and Streaming for
-  Fast Large Language Model Serving", SIGCOMM 2024, arXiv:2310.07240): delta and arithmetic
-  coding of the cache into a bitstream R times smaller than the cache it encodes (the abstract
-  reports 3.5-4.3x against the quantized caches of the KV-reuse systems it is compared with):
-  bytes / R of the cache in the request's KV format (give --kv-dtype fp8 for an 8-bit base).
-
-KVTC and CacheGen are storage and transfer formats: attention reads the decompressed cache, so
-their bytes are what a request costs at rest (offloaded, shipped, or parked between turns).
-
-Policies combine with `&` (e.g. `share:2&budget:2048&turboquant:3`): at most one token budget,
-one share:K and one codec. They apply to layers that keep tokens (full attention, MLA, sliding
-and chunked windows, which they can only shorten); recurrent state and cross-attention caches
-are left as they are.
+These are what-ifs beside kvplan's baseline (the exact cache an engine keeps today). A policy
+says how many token slots each layer would keep instead, and the layer kinds' own byte formulas
+(kvplan.core.layers) turn the slots into bytes, so a policy combines with any KV format.
+Token budgets: `sinks+window:S,W` (StreamingLLM, arXiv:2309.17453), `budget:N` (H2O,
+arXiv:2306.14048), `snapkv:N` (arXiv:2404.14469), `pyramid:N` (PyramidKV, arXiv:2406.02069, as
+KVCache-Factory `pyramidkv_utils.py` PyramidKVCluster.update_kv budgets layers); sharing:
+`share:K` (Cross-Layer Attention, arXiv:2405.12981); codecs: `turboquant:B`
+(arXiv:2504.19874), `kvtc:R` (arXiv:2511.01815), `cachegen:R` (arXiv:2310.07240). They combine
+with `&`: one token budget, one share:K, one codec. Each policy's rule, and why the codecs
+are storage formats: docs/formulas.md §5.
 """
 
 from __future__ import annotations

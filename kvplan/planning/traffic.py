@@ -4,27 +4,10 @@ Bounds, not a simulation: each figure is what the traffic needs at the least, fr
 models `kvplan plan` and `kvplan whatif` use (plan.decode_floor's memory-bound decode step,
 compute.prefill's FLOPs over the dense peak at a stated efficiency). Queueing, scheduling,
 chunked prefill interfering with decode and skewed expert routing only add to them.
-
-For rate `lambda` requests/s of a mix with mean prompt P and mean output O tokens:
-
-- requests in flight (Little's law, L = lambda x W): W = TTFT + O x ITL, the time one request
-  spends in the system, at the stated targets (or at the floors where no target is given);
-  in prefill lambda x TTFT, in decode lambda x O x ITL.
-- memory: the in-flight requests each hold their whole length (P + O: the engine's own
-  blocks, as `plan --requests` counts them) -> replicas = in-flight x units per request /
-  the pool's units (the binding pool constraint, and the request cap max_num_seqs).
-- bandwidth: a decode step of B requests reads the weights it uses and their cache over HBM
-  bandwidth (plan.decode_floor). The largest batch B* whose step meets the ITL target (and
-  fits one replica's memory) delivers B* / step tokens/s per replica -> replicas = lambda x O
-  x step(B*) / B* (the share of a replica's time decode takes).
-- compute: prefill costs FLOPs(P) (compute.prefill_flops) and decode 2 x active parameters a
-  token, at `efficiency` of the replica's dense peak -> replicas = lambda x FLOPs per request /
-  (GPUs x peak x efficiency).
-
-Aggregated serving time-shares each replica between prefill and decode, so it needs
-max(memory, ceil(prefill share + decode share)); a prefill:decode split sizes a prefill pool
-by compute (prefill only) and a decode pool by max(memory of the requests decoding,
-bandwidth).
+Requests in flight come from Little's law (L = lambda x W, W = TTFT + O x ITL); replicas are
+the largest of the memory, bandwidth and compute bounds (aggregated: max(memory,
+ceil(prefill share + decode share)); a prefill:decode split sizes each pool on its own).
+The derivation: docs/formulas.md §7; a worked example: docs/whatif.md, "Sizing from traffic".
 """
 
 from __future__ import annotations

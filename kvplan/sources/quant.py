@@ -2,25 +2,11 @@
 `compression_config` (older compressed-tensors checkpoints), top level or inside a nested
 text config -> kvplan.core.quant.Quantization.
 
-Known `quant_method`s and what they store (shapes in kvplan.core.quant):
-- `fp8` (DeepSeek-V3/R1, Kimi-K2, MiniMax-M2, Qwen3-FP8): e4m3 weights; `weight_block_size`
-  [128, 128] -> one fp32 scale per 128x128 block (`weight_scale_inv`), else per tensor;
-  `modules_to_not_convert` stay in the model dtype.
-- `compressed-tensors` (llm-compressor): `config_groups.*.weights` {num_bits, type int/float,
-  strategy tensor/channel/group/block, group_size, symmetric, block_structure} and `format`
-  (float-quantized, int-quantized, pack-quantized, nvfp4-pack-quantized, mxfp4-pack-quantized;
-  the format is given at the top level, per group, or both); `ignore` (names or `re:` patterns).
-- `awq` / `gptq` (and their Marlin/GEMM variants): `bits`, `group_size`, zero points
-  (AWQ `zero_point`; GPTQ always stores qzeros), `modules_to_not_convert`.
-- `mxfp4` (gpt-oss): e2m1 values with one e8m0 scale per 32, on the MoE experts only
-  (vLLM's Mxfp4Config quantizes FusedMoE layers and nothing else); `modules_to_not_convert`.
-- `modelopt` (NVIDIA ModelOpt): `quant_algo` NVFP4 (fp8 scale per 16 values plus fp32 global
-  scales) or FP8 (per-tensor), `exclude_modules`; also the nested `quantization` block of
-  hf_quant_config.json.
-- `bitsandbytes` (`load_in_4bit` / `load_in_8bit`): nf4/fp4 with blocksize 64 absmax, double
-  quantization (`bnb_4bit_use_double_quant`); `llm_int8_skip_modules`.
-An unknown `quant_method` is not silently taken as the model dtype: the result carries a
-warning naming it and what was assumed.
+Known `quant_method`s: fp8, compressed-tensors, awq / gptq (and their Marlin/GEMM variants),
+mxfp4, modelopt (also hf_quant_config.json's nested block) and bitsandbytes; the fields each
+is read from and what it stores are in docs/formulas.md §6. An unknown `quant_method` is not
+silently taken as the model dtype: the result carries a warning naming it and what was
+assumed.
 """
 
 from __future__ import annotations
