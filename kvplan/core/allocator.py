@@ -1,24 +1,13 @@
 """PyTorch's CUDA caching allocator as `torch.cuda.memory_allocated` counts it.
 
 Engines built on torch measure "the weights" as the change of memory_allocated across their
-model load (vLLM's `DeviceMemoryProfiler`, `platforms/cuda.py get_current_memory_usage`:
-reset the peak, read max_memory_allocated). That statistic counts the allocator's *blocks*,
-not the bytes the tensors asked for: a large tensor placed in a fresh segment keeps the whole
-segment when what is left over is too small to split off. This module replays a sequence of
-allocations and frees with the allocator's default rules (`c10/cuda/CUDACachingAllocator.cpp`,
-no `PYTORCH_CUDA_ALLOC_CONF` set: no expandable segments, no max_split_size) and reports what
-memory_allocated would say:
-
-- every request is rounded up to 512 bytes (kMinBlockSize);
-- requests of at most 1 MiB (kSmallSize) come from the small pool, whose segments are 2 MiB
-  (kSmallBuffer); a block there is split whenever at least 512 bytes remain;
-- larger requests come from the large pool: the smallest free block that fits (best fit), else
-  a new segment of 20 MiB (kLargeBuffer) for requests under 10 MiB (kMinLargeAlloc), or of the
-  request rounded up to 2 MiB (kRoundLarge); the block is split only when more than 1 MiB
-  remains (`shouldSplit`), so e.g. a 25 MiB tensor in a fresh 26 MiB segment counts 26 MiB;
-- a freed block merges with free neighbours of its own segment and is reused by later requests.
-
-Pure arithmetic over ints; the device is never touched.
+model load (vLLM's `DeviceMemoryProfiler`, `platforms/cuda.py get_current_memory_usage`).
+That statistic counts the allocator's *blocks*, not the bytes the tensors asked for: a large
+tensor in a fresh segment keeps the whole segment when the rest is too small to split off.
+This module replays allocations and frees with the allocator's default rules
+(`c10/cuda/CUDACachingAllocator.cpp`, no `PYTORCH_CUDA_ALLOC_CONF`) and reports what
+memory_allocated would say. Pure arithmetic over ints; the device is never touched. The
+rounding, pools, segment sizes and split rule: docs/engine-kv-sizing.md §7.4.
 """
 
 from __future__ import annotations

@@ -359,21 +359,13 @@ class CompressedAttention:
     the last `window` tokens of every layer, plus, on layers with a `compress_ratio` of 4 or
     128, one compressed entry per `compress_ratio` tokens of the whole history; ratio-4 layers
     also keep indexer keys (one per compressed entry), and each compressing layer keeps its
-    compressor's running state per request.
+    compressor's running fp32 state per request.
 
-    What the engines allocate (SGLang `pool_configurator.py` DSV4PoolConfigurator: a SWA pool
-    for every layer, c4/c128 pools of full_tokens // 4 and // 128, a c4 indexer pool; vLLM
-    `models/deepseek_v4/attention.py`: DeepseekV4SWACache per layer, an MLAAttentionSpec with
-    storage_block_size = block_size // compress_ratio, DeepseekV4IndexerCache on ratio-4
-    layers only). An entry is `head_dim` bf16 values (1,024 B for 512), or in fp8 the
-    fp8_ds_mla V4 row: NoPE part in fp8, RoPE part in bf16, 8 bytes of scales (448 + 128 + 8
-    = 584 B; vLLM MLAAttentionSpec "448B NoPE + 128B RoPE + 8B fp8 scale", SGLang
-    `qk_nope_head_dim + qk_rope_head_dim * 2 + 8`). Indexer keys keep indexer_key_bytes
-    whatever --kv-dtype is. The compressor state is fp32 kv and score buffers of
-    (coff * ratio, coff * head_dim), coff = 2 on ratio-4 layers (overlapping windows) else 1
-    (DeepSeek-V4's reference inference/model.py Compressor; SGLang sizes its c4/c128 state
-    rings the same: 2 * 2 * head_dim * 4 bytes a slot, 8 slots, and 2 * head_dim * 4 bytes,
-    128 slots); the ratio-4 indexer's compressor likewise with index_head_dim.
+    As the engines allocate it (SGLang `pool_configurator.py` DSV4PoolConfigurator; vLLM
+    `models/deepseek_v4/attention.py`) and DeepSeek-V4's reference `inference/model.py`
+    Compressor states it. An entry is `head_dim` bf16 values, or in fp8 the 584-byte
+    fp8_ds_mla V4 row; indexer keys keep indexer_key_bytes whatever --kv-dtype is. The formulas,
+    a worked example and the sources: docs/formulas.md §1.6b.
     """
 
     head_dim: int

@@ -1,28 +1,14 @@
 """GGUF files (llama.cpp, Ollama) as models: the header only, never the tensors.
 
-kvplan reads the header itself, field by field (`_Header`), keeping only the keys it needs:
-`general.*`, the architecture's own keys and the length of the tokenizer's vocabulary, whose
-strings are stepped over (a 262k-token vocabulary costs milliseconds and no memory; llama.cpp's
-`gguf` package would build a numpy array per string). Every count the file states (keys,
-tensors, array lengths, string lengths, dimensions, nesting) is checked against the bytes
-left in the file and kvplan's limits before anything is allocated or iterated; a file that
-is not a regular file (a FIFO, a device) is refused before it is opened. The format is the
-one llama.cpp's `gguf-py/gguf/gguf_reader.py` reads (GGUF v2/v3: little-endian, 64-bit
-counts; v1's 32-bit counts are not read); the ggml types' block sizes come from the `gguf`
-package's `GGML_QUANT_SIZES`.
-
-The header's architecture keys are translated into the config.json fields that
-kvplan.sources.hfconfig already reads, so a GGUF file and the same model's config.json go
-through one reader and give the same layers. The weights' exact bytes come from the tensor
-infos (each tensor's element count in its ggml quantization type's block size).
-
-Keys (llama.cpp `gguf-py/gguf/constants.py` Keys.LLM / Keys.Attention / Keys.SSM):
-`{arch}.block_count`, `.context_length`, `.embedding_length`, `.feed_forward_length`,
-`.attention.head_count`, `.attention.head_count_kv` (a number, or one per layer where 0 marks
-a recurrent layer), `.attention.key_length`, `.attention.value_length`,
-`.attention.sliding_window`, `.ssm.conv_kernel`, `.ssm.inner_size`, `.ssm.state_size`,
-`.ssm.time_step_rank`, `.ssm.group_count`, `.expert_count`, `.expert_used_count`,
-`.expert_feed_forward_length`.
+kvplan reads the header itself, field by field (`_Header`), keeping only the keys it needs and
+stepping over the vocabulary's strings (llama.cpp's `gguf` package would build a numpy array
+per string). Every count the file states is checked against the bytes left and kvplan's limits
+before anything is allocated or iterated; a file that is not a regular file is refused before
+it is opened. The format is the one llama.cpp's `gguf-py/gguf/gguf_reader.py` reads (GGUF
+v2/v3); the ggml block sizes come from the `gguf` package's `GGML_QUANT_SIZES`. The
+architecture keys (llama.cpp `gguf-py/gguf/constants.py`; list in docs/engine-kv-sizing.md
+§7.7) are translated into the config.json fields kvplan.sources.hfconfig reads, so a GGUF file
+and the model's config.json give the same layers; weights' bytes come from the tensor infos.
 """
 
 from __future__ import annotations

@@ -1,30 +1,14 @@
-"""llama.cpp: the K and V buffers `llama_kv_cache` allocates, as its log line prints them:
+"""llama.cpp: the K and V buffers `llama_kv_cache` allocates, as its log line prints them
+("llama_kv_cache: size = 448.00 MiB (4096 cells, 28 layers, 1/1 seqs), K (f16): ...").
 
-    llama_kv_cache: size =  448.00 MiB (  4096 cells,  28 layers,  1/1 seqs),
-                    K (f16):  224.00 MiB, V (f16):  224.00 MiB
-
-- cells = the context padded to a multiple of 256 (`GGML_PAD(n_ctx, 256)`); with
-  `--parallel N` and a non-unified cache each of the N streams gets `pad(ctx / N)` cells;
-- a layer's K row is `n_embd_k_gqa = kv_heads x head_dim` values stored in ggml blocks:
-  f16/bf16 2 bytes, f32 4, `q8_0` 34 bytes per 32 values, `q4_0` 18, `q4_1` 20, `q5_0` 22,
-  `q5_1` 24, `iq4_nl` 18 (ggml_row_size); V the same with v_head_dim;
-- sliding-window layers (iSWA) keep `min(cells, pad(window x seqs + n_ubatch))` cells unless
-  `--swa-full`;
-- MLA (DeepSeek): K holds the latent (`kv_lora_rank + qk_rope_head_dim`) and V is a view of
-  it, so V is 0 bytes (mainline since the MLA rework of 2025; older builds kept a V row of
-  kv_lora_rank);
-- recurrent layers (Mamba, RWKV) keep their state in f32 per sequence (llama_memory_recurrent).
-
-Partial offload (`-ngl N`, `offload`): only some layers live on the GPU, each layer's KV
-cache lives with its layer (on the host with `--no-kv-offload`), the token embeddings always
-stay on the host.
-
-Beside the KV cache llama.cpp allocates a compute buffer per backend (`compute_buffers`):
-the graph of one micro-batch reserved at start-up, "CUDA0 compute buffer size = X MiB" on
-the GPU and "CUDA_Host compute buffer size" in pinned host memory. A plan subtracts the GPU
-one from the GPU's memory beside the weights and the KV cache.
-
-MiB = 2^20 bytes. Values are exact for the llama.cpp log lines in tests/fixtures/engines.
+Cells are the context padded to 256 (`GGML_PAD(n_ctx, 256)`, per stream with `--parallel`);
+a row is stored in ggml blocks (`ggml_row_size`); iSWA layers keep a window of cells unless
+`--swa-full`; MLA keeps the latent in K and no V; recurrent layers keep f32 state per
+sequence (llama_memory_recurrent). With partial offload (`-ngl N`) each layer's cache lives
+with its layer. Beside the cache, `compute_buffers` models the graph buffer reserved at
+start-up, which a plan subtracts from the GPU's memory. MiB = 2^20 bytes; values are exact
+for the llama.cpp log lines in tests/fixtures/engines. The rules in full:
+docs/engine-kv-sizing.md §7.2 and §7.3.
 """
 
 from __future__ import annotations
@@ -226,39 +210,14 @@ def compute_buffers(spec: ModelSpec, n_kv: int, config: LlamacppConfig,
                     n_ctx: int | None = None) -> ComputeBuffers | None:
     """The compute buffers of a fully offloaded model, from its shapes (None without them).
 
-    What llama.cpp does (`src/llama-context.cpp::llama_context::sched_reserve`, 2025-2026
-    master): it builds the graph of one worst-case micro-batch, `n_tokens = min(n_ctx,
-    n_ubatch)` tokens with `n_outputs = n_tokens` rows of logits (`min(n_tokens,
-    n_outputs_max)`, and `n_outputs_max` defaults to `n_batch` >= `n_ubatch`), over the whole
-    KV cache (`memory->init_full()`: every cell visible), and lets
-    `ggml_backend_sched_reserve` size each backend's buffer with ggml-alloc's planner
-    (`ggml/src/ggml-alloc.c::ggml_gallocr_reserve_n`). The planner walks the graph in order,
-    frees a tensor after its last consumer and reuses its bytes (in place where the op
-    allows: softmax writes over KQ), so a buffer is the largest set of float32 intermediates
-    alive at one point, plus what fragmentation adds. kvplan models the three candidates for
-    that point and takes the largest (E = n_embd x n_tokens x 4, the hidden state):
-
-    - output: the logits `n_vocab x n_outputs x 4` and the final norm that feeds them, E;
-    - attention without flash attention (`llm_graph_context::build_attn_mha`): KQ =
-      `n_kv x n_tokens x n_head x 4` (the softmax is written over it), the mask copied from
-      the host (`n_kv x pad(n_tokens, 64) x 4`, `build_attn_inp_kq_mask`), and four hidden
-      states (residual, Q, KQV and its merged copy); with flash attention no KQ: the mask
-      and the four hidden states. Builds since PR #23764 (2026-05-27, `f16_mask`) create the
-      flash-attention mask in f16 (`n_kv x n_tokens x 2`); older ones copied the f32 mask
-      and cast it to f16 (`ggml_cast`), both alive;
-    - the feed-forward: gate, up and their product (3 x n_ff x n_tokens x 4; MoE: the active
-      experts' width), the residual and the norm, and the mask still held for later layers.
-
-    The host buffer holds the graph inputs that stay on the CPU: the token embeddings'
-    output (the input embedding table lives on the CPU, so `get_rows` runs there, E) and the
-    mask in its own type. With `-np N` and no unified cache, `n_kv` is one stream's cells and
-    `n_tokens` the whole micro-batch (`min(n_ctx, n_ubatch)`, split over the streams). Checked
-    against real logs in docs/engine-accuracy.md (exact for 7 of 9 GPU
-    buffers; ggml-alloc's placement can add a freed hole under the logits, -3% and -13% on
-    the other two). Not modelled: partial offload (-ngl: the GPU keeps this estimate, though
-    llama.cpp then also copies CPU layers' weights into it for large micro-batches, see
-    docs/engine-accuracy.md 7.1), pipeline-parallel copies across several GPUs (each GPU is
-    given the whole largest phase), recurrent layers' scan buffers.
+    llama.cpp reserves the graph of one worst-case micro-batch over the whole KV cache
+    (`src/llama-context.cpp::llama_context::sched_reserve`, 2025-2026 master) and ggml-alloc's
+    planner (`ggml/src/ggml-alloc.c::ggml_gallocr_reserve_n`) sizes each backend's buffer as
+    the largest set of intermediates alive at one point. kvplan takes the largest of three
+    candidates for that point (the output logits, attention with or without flash attention,
+    the feed-forward) on the GPU, and the CPU-side inputs on the host. Checked against real logs
+    in docs/engine-accuracy.md (exact for 7 of 9 GPU buffers); not modelled: partial offload,
+    pipeline-parallel copies, recurrent scan buffers. The derivation: docs/engine-kv-sizing.md §7.3.
     """
     from kvplan.engines.shared.weights import dims_of
 

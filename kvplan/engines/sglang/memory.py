@@ -157,21 +157,15 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
 def loaded_weight_bytes(spec: ModelSpec, tp: int = 1, pp: int = 1, weights: str = "auto",
                         ep: int = 1) -> tuple[int, ...]:
     """What SGLang logs as "Load weight end ... mem usage" per GPU of each stage: the drop in
-    free device memory across `ModelRunner.load_model` (`get_available_gpu_memory`, which
-    empties torch's cache before reading `mem_get_info`), so the caching allocator's segments
-    that hold a weight, not the weights' own bytes. SGLang's model classes create their
-    parameters as vLLM's do (QKVParallelLinear, MergedColumnParallelLinear, get_rope's cached
-    cos/sin tables), so the replay is vLLM's (kvplan.engines.shared.loading) read
-    as segments, with one difference: on CUDA SGLang keeps each cos/sin cache in fp32
-    (`RotaryEmbedding.__init__`: "cache needs to be in FP32 for numerical stability", the
-    cast to the model dtype only off CUDA). `weights`: the checkpoint's own format ("auto"),
-    one quantized at load or a model dtype (kvplan.core.weights.load_format); `ep`: experts
-    split over `ep` ranks (DP attention: attention over `tp`, the MoE over tp x dp).
-
-    The same drop is what SGLang's KV pool is sized from: `ModelRunner.profile_max_num_token`
-    takes `get_available_gpu_memory` after the load, less the pre-load total x (1 -
-    mem_fraction_static), so the budget (`sglang_memory`) subtracts this
-    figure too."""
+    free device memory across `ModelRunner.load_model` (`get_available_gpu_memory`), so the
+    caching allocator's segments that hold a weight, not the weights' own bytes. SGLang's model
+    classes create their parameters as vLLM's do, so the replay is vLLM's
+    (kvplan.engines.shared.loading), except that on CUDA each cos/sin cache stays fp32
+    (`RotaryEmbedding.__init__`). `weights`: the checkpoint's own format ("auto"), one quantized
+    at load or a model dtype; `ep`: experts split over `ep` ranks. The KV pool is sized from the
+    same drop (`ModelRunner.profile_max_num_token`), so `sglang_memory` subtracts this figure
+    too. Details: docs/engine-kv-sizing.md §7.6.
+    """
     from kvplan.core.weights import load_format
 
     target, q, _ = load_format(spec, weights)

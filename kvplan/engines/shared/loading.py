@@ -41,21 +41,13 @@ class RopeCache:
 
 def rope_caches(spec: ModelSpec, layers: range | None = None) -> tuple[RopeCache, ...]:
     """The caches `get_rope` builds (rotary_embedding `get_rope`: one per distinct (head
-    size, rotary dim, max position, base, scaling) key, kept in `_ROPE_DICT`). Lengths as
-    each class computes its `cos_sin_cache`:
-
-    - default, llama3, mrope and kinds not listed: max_position_embeddings;
-    - linear and dynamic: max_position x factor (LinearScalingRotaryEmbedding,
-      DynamicNTKScalingRotaryEmbedding: `max_len = max_position_embeddings * scaling_factor`;
-      Gemma 3's global layers: 131,072 x 8 = 1,048,576 positions);
-    - yarn and deepseek_yarn: original_max_position_embeddings x factor;
-    - longrope: a short cache of original_max_position_embeddings and a long one of
-      max_position_embeddings, concatenated (Phi3LongRoPEScaledRotaryEmbedding).
-
-    Sliding layers with a rope of their own (Gemma 3 rope_local_base_freq) get a second,
-    unscaled cache. The rotary dim is the head size (MLA: qk_rope_head_dim); partial rotary
-    factors are not in the spec, so the full head size is an upper bound. `layers`: those of
-    one pipeline stage (each process builds the caches its own layers ask for)."""
+    size, rotary dim, max position, base, scaling) key, kept in `_ROPE_DICT`), with the
+    length each scaling class gives its `cos_sin_cache` (max_position_embeddings; x factor for
+    linear / dynamic; original_max_position_embeddings x factor for yarn; short + long for
+    longrope). Sliding layers with a rope of their own (Gemma 3) get a second, unscaled cache.
+    The full head size is an upper bound for the rotary dim. `layers`: those of one pipeline
+    stage. The lengths per class: docs/engine-kv-sizing.md §7.5.
+    """
     if not spec.max_context_tokens:
         return ()
     max_pos = spec.max_context_tokens

@@ -1,35 +1,13 @@
 """Text Generation Inference (TGI, `text-generation-launcher`): the KV blocks its warm-up
 leaves room for and the "Setting max batch total tokens to N" line its router prints.
 
-From TGI's source (huggingface/text-generation-inference, server/text_generation_server):
-- `models/flash_causal_lm.py::FlashCausalLM.warmup`: after loading the weights, a prefill of
-  `max_batch_prefill_tokens` runs (its KV blocks allocated), then
-      free_memory = get_free_memory(device, MEMORY_FRACTION * TGI_WIGGLE_ROOM)
-      num_blocks  = int(free_memory // total_cache_size) + batch_num_blocks
-  and it returns `num_blocks * BLOCK_SIZE`, which the router logs as the max batch total tokens.
-- `utils/import_utils.py::get_cuda_free_memory`:
-      free = max(0, mem_get_info free - (1 - memory_fraction) * total)
-  so, with the warm-up's own blocks added back, num_blocks = floor((total x fraction x wiggle
-  - weights - activation peak - CUDA context) / total_cache_size).
-- `total_cache_size = num_layers * BLOCK_SIZE * num_kv_heads * head_size * 2 * dtype_size`
-  (K and V for every layer, heads per shard; every layer gets a full cache: no sliding-window
-  savings).
-- `models/globals.py`: TGI_WIGGLE_ROOM 0.90 (env), BLOCK_SIZE by attention backend: flashinfer
-  1, flashdecoding 256, paged 16; `utils/dist.py`: MEMORY_FRACTION = CUDA_MEMORY_FRACTION
-  (launcher --cuda-memory-fraction, default 1.0).
-- Per release (`TGI_RELEASES`): 0.9.4 (the first to size max_batch_total_tokens from
-  memory) to 1.4.0 take the free memory as it is, `int(free_memory // total_cache_size)`;
-  1.4.1 to 2.4 multiply it by a wiggle room, `int(free_memory * 0.95 // total_cache_size)`
-  (1.4.1-2.2: a literal 0.95; 2.3: TGI_WIGGLE_ROOM 0.95; 2.4: 0.90); from 3.0 it multiplies
-  the fraction, `get_free_memory(device, MEMORY_FRACTION * TGI_WIGGLE_ROOM)` (3.0: 0.95;
-  3.1-3.2: 0.93; 3.3: 0.90). Before 0.9.4 the router takes --max-batch-total-tokens (default
-  16,000) and kvplan refuses to size it from memory. Before 2.3 the
-  block size is 16 (paged attention; `models/cache_manager.py` BLOCK_SIZE); ROCm builds keep
-  paged attention (16) in every release.
-- `launcher/src/main.rs::resolve_attention` (2.3 on): flashinfer by default; head dims other
-  than 64, 128, 256 (and falcon / deepseek_v2) fall back to flashdecoding, or to paged on GPUs below
-  compute capability 8.0. `max_batch_prefill_tokens` defaults to 4096 (capped at
-  max_position_embeddings; the launcher may lower it further from a FLOPs estimate).
+TGI sizes its cache after a warm-up prefill (huggingface/text-generation-inference,
+`server/text_generation_server/models/flash_causal_lm.py::FlashCausalLM.warmup`): the free
+memory under `MEMORY_FRACTION * TGI_WIGGLE_ROOM` divided by `total_cache_size` (K and V for
+every layer, no sliding-window savings), plus the warm-up's own blocks, times BLOCK_SIZE
+(by attention backend, `models/globals.py`). The wiggle room and where it applies change by
+release (`TGI_RELEASES`, 0.9.4 to 3.3); before 0.9.4 kvplan refuses to size it from memory.
+Each rule with its file, and the release table: docs/engine-kv-sizing.md §7.1.
 """
 
 from __future__ import annotations
