@@ -1,24 +1,12 @@
 """`@record`: a frozen dataclass that costs a tenth as much to define.
 
-`@dataclass(frozen=True)` compiles six methods (`__init__`, `__repr__`, `__eq__`, `__hash__`,
-`__setattr__`, `__delattr__`) from generated source when the class statement runs: about
-0.45 ms a class on a 2-core build machine, and `kvplan plan` defines some sixty of them
-before it answers (a quarter of its start-up). A `@record` class is the same kind of value:
-a dataclass (`dataclasses.fields`, `asdict` and `replace` work, fields take the same
-`field(...)` options), immutable (assigning or deleting an attribute raises
-`dataclasses.FrozenInstanceError`), equal and hashed by its fields, shown as
-`Name(a=1, b=2)`. What differs is when the work is done:
-
-- `__init__` is shared (arguments bound to fields at run time, nothing compiled) for the
-  first COMPILE_AFTER instances, then compiled from the same kind of source dataclasses
-  writes, so a type made often is made as fast as a dataclass; a type made a few times in a
-  run (most, at start-up) never compiles anything;
-- `__eq__`, `__hash__`, `__repr__`, `__setattr__` and `__delattr__` are shared functions
-  that read the fields' names from the class (nothing compiled).
-
-The class's own `__dataclass_params__` say `frozen=False` (immutability is enforced here, not
-by dataclasses), so a `@dataclass(frozen=True)` class cannot derive from a record, nor a
-record from a frozen dataclass: derive records from records.
+`@dataclass(frozen=True)` compiles six methods from generated source when the class statement
+runs (about 0.45 ms a class on a 2-core build machine; `kvplan plan` defines some sixty before
+it answers). A `@record` class is the same kind of value (`dataclasses.fields`, `asdict`,
+`replace` and `field(...)` work; immutable, equal and hashed by its fields), but `__init__` is
+compiled only after COMPILE_AFTER instances and the other methods are shared functions. Its
+`__dataclass_params__` say `frozen=False` (immutability is enforced here), so derive records
+from records only. The reasoning in full: docs/architecture.md, "Notes on single modules".
 """
 
 from __future__ import annotations

@@ -107,20 +107,11 @@ class VisionTower:
     checkpoint stores them (kvplan.core.weights lists the tensors; the projector's text side
     is the spec's hidden_size).
 
-    kind: "clip" (LLaVA: CLIP ViT with a class token, pre/post LayerNorm; a two-layer MLP
-    projector), "moonvit" (Kimi-K3: MoonViT with fused wqkv of attention_size per q/k/v,
-    RMSNorms, a learned position grid of (image_size / patch_size)^2 rows; a patch-merger MLP
-    from projector_input_dim = merged patches x hidden), "siglip" (Gemma 3: SigLIP without a
-    class token; one projection matrix and an RMSNorm), "llama4" (Llama 4: unfold-conv
-    patches, a pixel-shuffle MLP adapter, one linear projector), "mllama" (Llama 3.2 Vision:
-    tiled ViT with a gated global encoder and aspect-ratio embeddings; a linear projector with
-    a bias), "qwen2_vl" (Qwen2-VL: Conv3d patches over temporal_patch_size frames, LayerNorm
-    blocks with a fused qkv, a patch merger from projector_input_dim = merge^2 x hidden to
-    output_dim), "qwen2_5_vl" (Qwen2.5-VL: the same with RMSNorms and a gated MLP), "radio"
-    (Nemotron Parse: a RADIO ViT with a linear patch embedder, a position table of
-    (image_size / patch_size)^2 rows, num_cls_tokens class and register tokens, fused-qkv
-    LayerNorm blocks with layer scales; its neck maps hidden_size to the decoder's width and
-    the projector_input_dim-wide summary through sum_proj)."""
+    kind: "clip" (LLaVA), "moonvit" (Kimi-K3), "siglip" (Gemma 3), "llama4" (Llama 4),
+    "mllama" (Llama 3.2 Vision), "qwen2_vl" (Qwen2-VL), "qwen2_5_vl" (Qwen2.5-VL) or "radio"
+    (Nemotron Parse); the tensors each kind stores: docs/model-schema.md, "Vision towers and
+    tensor layouts".
+    """
 
     kind: str
     hidden_size: int
@@ -174,20 +165,9 @@ class TensorLayout:
     the router `mlp.gate`): the facts kvplan.core.weights lists tensors from. Set by
     kvplan.sources.families from the model's family (config.json model_type or the YAML's
     `family`); the default is the generic decoder, which `known` False marks as an assumption.
-
-    norms: "pre" (input_layernorm, post_attention_layernorm), "post" (post_attention and
-    post_feedforward only: OLMo 2), "sandwich" (pre and post norms around attention and MLP:
-    Gemma 2/3), "parallel" (one input_layernorm before attention and MLP side by side:
-    Cohere, multi-query Falcon), "single" (one `norm` before the layer's only sub-layer:
-    Nemotron-H).
-    qk_norm: None, "head" (q_norm / k_norm over one head: Qwen3, Gemma 3), "heads" (over all
-    heads, split with them: OLMo 2, MiniMax-M2) or "k_head" (k_norm only: Domyn Edge).
-    mtp: the MTP layers' layout when the spec has num_nextn_predict_layers: "deepseek_v3"
-    (model.layers.N with its own embedding, eh_proj and shared head), "qwen3_next" (mtp.fc and
-    pre-fc norms, sharing the embedding and head), "deepseek_v4" (mtp.K with e_proj / h_proj
-    and a hyper-connection head).
-    requires: the spec fields the layout is computed from beyond the shapes every decoder has
-    (blocks, shared_blocks, audio_encoder, vision); without one the weights are not estimated."""
+    Fields: `norms`, `qk_norm`, `mtp` and `requires`; their values and the models that use each:
+    docs/model-schema.md, "Vision towers and tensor layouts".
+    """
 
     known: bool = False  # kvplan lists this architecture's own tensors (else: generic decoder)
     norms: str = "pre"

@@ -1,23 +1,13 @@
 """How an engine lays out its KV cache for a batch, in neutral terms (no engine names).
 
 An engine that `kvplan validate` can allocate returns a `CacheLayout` from its
-`cache_layout(...)` method: which cache layers it keeps, how each is stored (a sliding layer
-kept whole, an MLA layer's indexer keys as a cache layer of their own), how many token rows
-or blocks the batch holds, its padding (SGLang's padding page, its `max_mamba + 1` state
-slots, vLLM's null block) and its recurrent-state tensors. `kvplan.validate` turns the
-description into torch tensors and compares their storage with kvplan's byte formulas; it
-never asks which engine it is looking at. Only ints, tuples and layer objects; no torch.
-
-Two shapes of layout exist:
-
-- **paged** (`groups`): raw block pools. Each `CacheGroup` is a set of cache layers sharing
-  one block table; every cache layer has a tensor of `1 + every group's blocks` blocks
-  (`reserved_blocks` = the null block), or, when `shared_tensors` > 0, that many tensors each
-  viewed by one layer of every group (a smaller page padded to the largest).
-- **dense** (`layers`): one tensor per plane per cache layer, `slots` token rows each,
-  placed by `axes`: "pool" (rows, heads, dim) for one pool of the whole batch,
-  "batch-heads" (batch, heads, rows, dim) or "batch-tokens" (batch, rows, heads, dim) per
-  request.
+`cache_layout(...)` method: which cache layers it keeps, how each is stored, how many token
+rows or blocks the batch holds, its padding (SGLang's padding page and `max_mamba + 1` state
+slots, vLLM's null block) and its recurrent-state tensors. `kvplan.validate` turns it into
+torch tensors and compares their storage with kvplan's byte formulas, never asking which
+engine it is looking at. Only ints, tuples and layer objects; no torch. A layout is **paged**
+(`groups` of block pools) or **dense** (`layers`, placed by `axes`); both shapes in detail:
+docs/architecture.md, "Notes on single modules".
 """
 
 from __future__ import annotations

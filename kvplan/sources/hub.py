@@ -2,28 +2,12 @@
 
 Everything goes through the real `huggingface_hub` client and its cache, so HF_TOKEN,
 HF_ENDPOINT, HF_HUB_OFFLINE and HF_HOME mean what they mean to every other Hub tool.
-`huggingface_hub` is imported only inside the functions that talk to the Hub: a library model,
-a local file and `kvplan --help` never load it (tests/sources/test_hub.py proves it).
-
-When the Hub cannot be reached, one line on stderr says so and the cached config.json is used;
-with nothing cached, UnavailableError (exit 3). Each answer the Hub can give (gated repo, no
-such repo, no such revision, no config.json) has its own message.
-
-kvplan decides every path it writes and bounds everything it reads, whatever the server
-answers (a mirror named by HF_ENDPOINT may be anyone's):
-
-* a revision is a branch, tag or commit name (`_REVISION`), checked before any request, so
-  it never becomes `refs/../../x` in the cache;
-* config.json and the safetensors index are downloaded by kvplan itself (`_download`), at
-  the commit sha the Hub's API named (40 hex digits, checked), into the client's cache
-  layout under names kvplan builds (`models--org--name/snapshots/<sha>/config.json`,
-  `refs/<revision>`), at most MAX_FILE_BYTES each;
-* every answer the client receives passes one guard (`_guard_client`): its ETag,
-  X-Linked-Etag and X-Repo-Commit must be plain hash-like names (the client makes blob and
-  snapshot paths of them), its body is at most MAX_ANSWER_BYTES once decoded (gzip and
-  deflate are decoded by the guard, with the limit checked during decompression; other
-  encodings are refused), and each Hub operation ends after HUB_TIME_LIMIT_S, however
-  slowly the server drips its answer (the open sockets are shut at the deadline).
+`huggingface_hub` is imported only inside the functions that talk to the Hub (a library model,
+a local file and `kvplan --help` never load it; tests/sources/test_hub.py proves it).
+Unreachable Hub: one line on stderr and the cached config.json, else UnavailableError (exit 3).
+kvplan decides every path it writes and bounds everything it reads, whatever the server answers
+(`_REVISION`, `_download`, `_guard_client`, MAX_FILE_BYTES, MAX_ANSWER_BYTES,
+HUB_TIME_LIMIT_S); each check and why: docs/architecture.md, "Notes on single modules".
 """
 
 from __future__ import annotations

@@ -7,22 +7,10 @@ is expanded.
     node = compose_yaml(text, path)                   # the same, as PyYAML nodes (line numbers)
     data = parse_json(raw_bytes, path)                # depth-capped JSON
 
-The YAML library is PyYAML (already a dependency, widely packaged, with libyaml's C parser).
-It is configured, not trusted: libyaml parses the text into a stream of *events* (an
-iterative state machine: 100,000 nested `[` cost it nothing), and a Python composer of ours
-turns events into nodes while counting nesting depth, aliases and the size each node would
-have once every alias is expanded. It stops at the first limit passed, so a 512-byte
-"billion laughs" file fails after reading a few hundred events instead of growing to
-gigabytes, and a deeply nested file fails at depth MAX_DEPTH instead of overflowing the C
-stack (PyYAML's own C composer recurses per level and segfaults). Nodes become Python values
-with PyYAML's SafeConstructor (no Python tags, no code). ruamel.yaml was the alternative; it
-adds a dependency with its own (round-trip) composer and the same lack of limits, so it
-would need the same guard.
-
-Limits are generous for real files (the largest library spec or config.json is a few KB
-and a few levels deep) and small enough that nothing here can use more than a few hundred
-MB. Numbers are checked where their field is known (kvplan.sources.fields: finite, the right
-type, in range), since only there can a message name the field.
+PyYAML's libyaml parser yields events and a composer of ours builds nodes from them, counting
+depth, aliases and expanded size, so a "billion laughs" or deeply nested file stops at a limit
+(MAX_DEPTH, ...) instead of growing or overflowing the stack; SafeConstructor makes the values.
+Why PyYAML and this composer (not ruamel.yaml): docs/architecture.md, "Notes on single modules".
 """
 
 from __future__ import annotations

@@ -2,21 +2,12 @@
 printed, each with the line it came from and the precision it was printed with. A partial log
 gives what it has; nothing is guessed.
 
-The reader is generic: each engine module declares its log (kvplan.core.launch.EngineLog: the
-markers that show it wrote a log, and its line formats as LogLine data: the literal key of a
-line, the pattern of the figure next to it, its unit, the releases that print it) and the
-caller (kvplan.planning.explain) passes the registry's engines' formats in, so adding an engine
-does not touch this module, and sources never import engines.
-
-Reading is linear in the log's length: a line longer than MAX_LINE_CHARS is cut there, a
-pattern is only tried where its key occurs (at most KEY_TRIES times a line) and only within a
-window of WINDOW_CHARS around it, so no line, however long, can make a pattern backtrack over
-it.
-
-Units as the engines print them: vLLM, SGLang and TRT-LLM print GiB (SGLang writes "GB" but
-divides by 2^30), llama.cpp MiB; a two-decimal figure is converted to bytes with
-`round(x * 2^30)`, and its precision (half a unit of the last printed digit) is kept in
-`LogFacts.precision` so that a comparison can allow exactly the log's own rounding.
+The reader is generic: each engine module declares its log (kvplan.core.launch.EngineLog and
+its LogLine data) and the caller (kvplan.planning.explain) passes the registry's formats in, so
+sources never import engines. Reading is linear in the log's length (MAX_LINE_CHARS,
+KEY_TRIES, WINDOW_CHARS). Figures become bytes with `round(x * 2^30)` (MiB for llama.cpp;
+SGLang's "GB" is GiB) and keep their printed precision in `LogFacts.precision`. More:
+docs/architecture.md, "Notes on single modules".
 """
 
 from __future__ import annotations

@@ -1,28 +1,13 @@
 """`kvplan validate`: prove the predictions by allocating real caches with torch.
 
-Two independent paths meet here:
-
-- the **prediction** (`predict.py`) is kvplan's maths (`kvplan.core.sizing`, the layer kinds'
-  byte formulas, `KVFormat`) over the layout the engine itself describes
-  (`Engine.cache_layout`, kvplan.engines.cache: groups, block sizes, blocks per request,
-  token rows, padding, state tensors), the code `plan` uses; `--layout` names are resolved
-  through the engine registry, and no engine name is tested here;
-- the **allocation** (`allocate.py`) builds, per cache layer, the tensors that layout really
-  creates (their shapes and torch dtypes: `[batch, kv_heads, max_len, head_dim]` for HF's
-  static cache, raw int8 block pools for vLLM, `[tokens + page, heads, dim]` buffers for
-  SGLang, packed `uint8` values with scale and zero-point tensors for quantized formats),
-  allocates them with `torch.empty` (no page is touched) after a free-memory check, and
-  measures their storage with torch.
-
-The allocation's bytes never come from the functions that make the prediction: they are the
-storage of tensors shaped as the layout shapes them, so a wrong formula shows up as a
-difference (exit 1). Several ranks run in `ranks.py` (torch.distributed); the report is
-built in kvplan.output.validate. torch is imported only inside functions: it is an optional
-extra (`pip install '.[validate]'` in the checkout, or `pip install torch`).
-
-Exit codes (through the CLI): 0 measured == predicted; 1 a difference; 2 bad input, or a
-validation that would not fit in free memory (refused before anything is allocated, or
-stopped at the allocation that would not fit, with everything freed).
+Two independent paths meet here: the **prediction** (`predict.py`: kvplan's maths over the
+layout the engine describes, `Engine.cache_layout`) and the **allocation** (`allocate.py`: the
+tensors that layout really creates, allocated with `torch.empty` after a free-memory check and
+measured with torch). The allocation's bytes never come from the prediction's functions, so a
+wrong formula shows up as a difference. Several ranks run in `ranks.py`; the report is built
+in kvplan.output.validate; torch is imported only inside functions (an optional extra).
+Exit codes: 0 measured == predicted; 1 a difference; 2 bad input or a validation that would
+not fit in free memory. In full: docs/architecture.md, "Notes on single modules".
 """
 
 from __future__ import annotations

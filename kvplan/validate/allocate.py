@@ -1,23 +1,12 @@
 """The allocation side of validate: the tensors a layout really creates, built from their
 shapes and torch dtypes, allocated without touching their pages and measured with torch.
 
-- formats -> tensors: whole elements keep their dtype, sub-byte values are packed into uint8,
-  group-wise formats add scale (and zero-point) tensors (`_token_planes`, `_slot_planes`);
-- dense layouts (one pool of token rows, or per-request tensors): one tensor per plane per
-  cache layer (`dense_planes`);
-- paged layouts: raw int8 pools of `num_blocks` pages, one per cache tensor of the engine's
-  own layout, viewed per layer (`block_pools`).
-
-The layout is the engine's description (kvplan.engines.cache.CacheLayout, through
-kvplan.validate.predict.request_layout): which layers, how many rows or blocks, padding and
-state tensors. What is built here from it is the format's side: which tensors, packed how,
-with which scales.
-
-Memory: every allocation is `torch.empty` (storage is measured with
-`untyped_storage().nbytes()`, never zero-filled, so the kernel maps no page), allocated group
-by group after a free-memory check with a margin (`_Guard`: MemAvailable on the CPU,
-torch.cuda.mem_get_info on CUDA), and freed as it goes and on every way out (`_freed`).
-torch is imported only inside these functions (`pip install '.[validate]'` in the checkout).
+The layout is the engine's description (kvplan.engines.cache.CacheLayout); what is built here
+is the format's side: which tensors, packed how, with which scales (`_token_planes`,
+`_slot_planes`, `dense_planes`, `block_pools`). Every allocation is `torch.empty`, measured
+with `untyped_storage().nbytes()`, made group by group after a free-memory check (`_Guard`)
+and freed on every way out (`_freed`); torch is imported only inside these functions. In
+full: docs/architecture.md, "Notes on single modules".
 """
 
 from __future__ import annotations
