@@ -4,17 +4,14 @@
     m = kvplan.model("llama-3.1-8b")              # a library name, a path, "hf:org/name@rev"
     m.size(tokens="8k", kv_dtype="fp8")           # SizeResult: exact ints
     d = kvplan.deploy(m, gpu="h100", count=4)     # engine="vllm" by default
-    d.max_concurrency("32k")                      # ConcurrencyResult
-    d.max_context(64)                             # ContextResult
-    d.fits("64x(2k+512)")                         # WorkloadResult (.fits)
+    d.max_concurrency("32k"); d.max_context(64); d.fits("64x(2k+512)")
     d.fewest_gpus(context="32k", concurrency=64)  # LayoutResult
     d.traffic("5/s", "2k+512", ttft="500ms", itl="50ms")  # TrafficPlan: replicas (bounds)
     d.verdict("32k", 64)                          # Verdict: fits, engine_starts, reason
     kvplan.to_json(d.max_concurrency("32k"))      # any result as JSON (as_dict: a dict)
 
-Values are accepted as the CLI accepts them ("8k", "57.65GiB", "h100", "int4:g64"), and the
-KV dtype may be a name or a `KVFormat` everywhere. Results are the library's own frozen
-dataclasses; the CLI's `size`, `plan` and `compare` call exactly these methods.
+Values are accepted as the CLI accepts them ("8k", "57.65GiB", "h100", "int4:g64"); results
+are frozen dataclasses; the CLI's `size`, `plan` and `compare` call exactly these methods.
 """
 
 from __future__ import annotations

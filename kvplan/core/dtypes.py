@@ -1,30 +1,14 @@
 """KV-cache storage formats and their exact byte cost.
 
-A format says how one *row* of a cache tensor is stored: the `n` elements one token keeps
-for one head (a key row, a value row, or an MLA latent). Sub-byte values are packed the way
-kernels pack them, whole bytes per row: `ceil(n * bits / 8)`, never a fractional byte.
-Group-wise schemes add, per group of `group_size` elements, a scale (and a zero-point unless
-symmetric) in `scale_bytes` each.
-
-Two layouts do not fit "one row per token" and are charged per request instead
-(see `KVFormat.tensor_bytes`):
-- KIVI (`:kivi`): keys are grouped per channel along the token axis, so each channel pays
-  one scale (+ zero-point) per `group_size` tokens; values stay grouped per token.
-- a residual window (`:r128`): recent tokens kept in the full-precision `residual` format.
-  Values (and every token of a non-KIVI format) keep the last `residual_tokens` R tokens, a
-  sliding window. KIVI keys follow the paper's Algorithm 1 (Liu et al., "KIVI: A Tuning-Free
-  Asymmetric 2bit Quantization for KV Cache", ICML 2024, arXiv:2402.02750; KeyQuant): of l
-  key tokens the last `l mod R` stay in full precision and the rest are quantized, the
-  residual flushed whole each time it reaches R (without `:r`, R is the group size).
-  Hugging Face's QuantizedCache is a different scheme (it re-quantizes keys and values
-  together whenever its residual fills); kvplan does not model it.
-
-Per-tensor scales (vLLM's fp8 `k_scale`/`v_scale`) are scalars outside the cache: not counted.
-
-Names: fp32, fp16, bf16, fp8 (= fp8_e4m3), fp8_e5m2, int8, int4, int2, nvfp4, the group-wise
-grammar `int<bits>:g<group>[:s=<scale dtype>][:sym][:kivi][:r<tokens>]` (e.g. `int4:g64`,
-`int2:g32:kivi:r128`), and engine formats such as `fp8_ds_mla` (vLLM's DeepSeek sparse-MLA
-record: 656 bytes per token per layer).
+A format says how one *row* of a cache tensor is stored (the `n` elements one token keeps for
+one head). Sub-byte values are packed whole bytes per row, `ceil(n * bits / 8)`; group-wise
+schemes add a scale (and a zero-point unless symmetric) per `group_size` elements. KIVI keys
+(`:kivi`, per channel along the token axis; Liu et al., arXiv:2402.02750, Algorithm 1) and a
+full-precision residual window (`:r128`) are charged per request (`KVFormat.tensor_bytes`).
+Per-tensor scales (vLLM's fp8 `k_scale`/`v_scale`) sit outside the cache and are not counted.
+Names: fp32, fp16, bf16, fp8 (= fp8_e4m3), fp8_e5m2, int8, int4, int2, nvfp4, the grammar
+`int<bits>:g<group>[:s=<scale dtype>][:sym][:kivi][:r<tokens>]` and engine formats such as
+`fp8_ds_mla`. The row cost, the grammar and KIVI's residual rule: docs/formulas.md §2.
 """
 
 from __future__ import annotations

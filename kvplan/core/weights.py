@@ -1,20 +1,14 @@
 """A per-tensor weight inventory computed from a ModelSpec's shapes and its checkpoint format,
 and the bytes each rank holds when an engine loads it.
 
-`inventory(spec, q)` lists every tensor of the checkpoint (embeddings, per layer attention /
-MLA, MLP or MoE experts, router, norms, LM head, DeepSeek's MTP layers) with its exact shape
-and dtype in the checkpoint's format, scales included (kvplan.core.quant). With `tp` > 1 the
-shapes are one rank's shard, as vLLM creates them: column-parallel layers split their outputs,
-row-parallel ones their inputs, replicated ones (MLA's kv_a / q_a projections, routers, norms)
-are whole on every rank, and the vocabulary is padded to a multiple of 64 and divided by TP
-(VocabParallelEmbedding / ParallelLMHead, `vllm/model_executor/layers/vocab_parallel_embedding.py`
-`pad_vocab_size` and `divide`: `vocab_shard_rows`). With expert parallelism each rank holds
-whole experts, ceil(E / size) of them. `placement(...)` adds the pipeline stages: layers as
-vLLM's get_pp_indices splits them, the embedding on the first stage, the final norm and the
-LM head on the last.
-
-This is an account computed from config.json, not read from safetensors headers: where the
-headers are at hand (kvplan.sources.weights) they are the truth.
+`inventory(spec, q)` lists every tensor of the checkpoint with its exact shape and dtype,
+scales included (kvplan.core.quant). With `tp` > 1 the shapes are one rank's shard as vLLM
+creates them (column- / row-parallel splits, replicated layers whole, the vocabulary padded
+to 64 and divided: `vllm/model_executor/layers/vocab_parallel_embedding.py` `pad_vocab_size`,
+here `vocab_shard_rows`); with expert parallelism each rank holds ceil(E / size) experts.
+`placement(...)` adds the pipeline stages as vLLM's get_pp_indices splits them. This is an
+account from config.json; where safetensors headers are at hand (kvplan.sources.weights)
+they are the truth.
 """
 
 from __future__ import annotations

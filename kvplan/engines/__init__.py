@@ -1,19 +1,13 @@
 """Engine profiles: how each serving engine turns a memory budget into KV-cache capacity.
 
-One package or module per engine, none importing another (pyproject.toml's import contract);
-pure functions over a ModelSpec, ints out (floats only where the engine itself computes a
-float, e.g. vLLM's "Maximum concurrency", and then the exact Fraction too). Output field names
-follow what the engine logs; each module cites the engine source it follows (file, function,
-release), and docs/engine-accuracy.md compares the results with the engines' logs.
-
-- `vllm`      vLLM V1: pages per layer kind, layer groups, blocks, the profile run, start-up lines
-- `sglang`    SGLang: `max_total_num_tokens` from the mem_fraction_static rule
-- `trtllm`    TensorRT-LLM: tokens from the free-memory fraction, blocks of 32
-- `llamacpp`  llama.cpp: cells padded to 256, K/V buffers in ggml types (MiB log line)
-- `hf`        Hugging Face transformers: DynamicCache / StaticCache
-- `tgi`       Text Generation Inference: blocks from the memory left after its warm-up
-- `shared`    what several engines use (device facts, weights, the weight-load replay, budget)
-- `base`, `registry`, `cache`: the plugin protocol, the names, the cache as allocated
+One package per engine (`vllm`, `sglang`, `trtllm`, `llamacpp`, `hf`, `tgi`), none importing
+another (pyproject.toml's import contract); `shared` holds what several use (device facts,
+weights, the weight-load replay, the budget record) and `base`, `registry`, `cache` the plugin
+protocol, the names and the cache as allocated. Pure functions over a ModelSpec, ints out
+(floats only where the engine computes one, with the exact Fraction too); output names follow
+the engine's log; each module cites the engine source it follows (file, function, release),
+and docs/engine-accuracy.md compares the results with real logs. docs/engines.md shows how to
+add one.
 """
 
 from __future__ import annotations

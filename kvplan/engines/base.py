@@ -1,20 +1,13 @@
 """What every engine plugin provides, and the data it shares with the planner.
 
 An engine turns a `Deployment` (model, GPU memory, parallelism, KV dtype, engine settings)
-into a `Capacity`: its own start-up numbers (the profile it logs), the memory budget it
-computed, and a `Pool` that says how requests use that memory. Planning (kvplan.planning),
-`check`, `sweep`, the reports, `validate` and the CLI only ask an `Engine` object (found with
-`kvplan.engines.registry.get(name)`); none of them tests an engine's name.
-
-- `Need`        how one request of L tokens uses one pool (blocks of a group, tokens, bytes)
-- `Constraint`  one pool with a fixed capacity and the needs that draw from it
-- `Pool`        every constraint of a deployment, the longest request, the slot limit
-- `Capacity`    a deployment's KV capacity: the engine's numbers and its pool
-- `Engine`      the protocol a plugin implements; `BaseEngine` gives the common defaults
-
-Every integer is a count of whole units (blocks, tokens, cells, bytes); the engine modules
-own the rules that make them (vLLM's `cdiv(len, block_size)`, its sliding window's extra
-block, its null block, llama.cpp's 256-cell padding, ...).
+into a `Capacity`: its own start-up numbers, the memory budget it computed, and a `Pool` of
+`Constraint`s (one pool each, with the `Need`s of a request of L tokens from it) that says how
+requests use that memory. `Engine` is the protocol a plugin implements (`BaseEngine` gives
+the defaults); planning, `check`, `sweep`, the reports, `validate` and the CLI only ask an
+`Engine` found with `kvplan.engines.registry.get(name)`, never test its name. Every integer
+is a count of whole units; the engine modules own the rules that make them (vLLM's
+`cdiv(len, block_size)` and null block, llama.cpp's 256-cell padding, ...).
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """Engine settings as declarations: one `Setting` row per setting, read by everything that
 takes one (design.md, "What becomes data" #1).
 
-A row names the setting once: kvplan's flags, each engine's own launch flags, the key in a
-capacity-plan file, the `Deployment` field it sets, its type, unit, bounds, default and help.
-From the rows:
-- `kvplan plan` and `kvplan compare` get their options (kvplan.cli.settings),
-- capacity-plan files read their `engine:` keys (kvplan.planning.check),
-- `--from-command` reads the engines' flags (kvplan.planning.launch adds each row's flags to
-  its engine's table),
-- the bounds are checked, with the same message from a flag, a file or a launch line
-  (`check_bounds`, called by kvplan.engines.base.check_settings).
-So a new setting is one row here plus its use (the engine's budget that reads the field).
-
-Kinds: int, float, bool (a switch), bytes ("24GiB" or a whole number of bytes), gib (a number
-of GiB, 2^30 bytes, as the engine's flag takes it; the field holds bytes), tokens (8k or
-8192) and str. COMMON_SETTINGS are the ones every engine shares (a plan file gives them at the
-deployment's top); ENGINE_SETTINGS the rest (under `engine:`; `plan` and `compare` make one
-option of each).
+A row names the setting once: kvplan's flags, each engine's own launch flags, the plan-file
+key, the `Deployment` field, its type, unit, bounds, default and help. `plan` and `compare`
+get their options from the rows (kvplan.cli.settings), plan files their `engine:` keys
+(kvplan.planning.check), `--from-command` the engines' flags (kvplan.planning.launch), and
+`check_bounds` the same message from a flag, a file or a launch line; so a new setting is one
+row plus its use. Kinds: int, float, bool, bytes, gib (GiB as the engine's flag takes it, held
+as bytes), tokens and str. COMMON_SETTINGS every engine shares; ENGINE_SETTINGS the rest.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """Capacity planning: the questions `kvplan plan` answers, as library functions.
 
-A `Deployment` (model, engine, GPU, parallelism, KV dtype, budget settings) becomes a
-`Capacity`: the engine's own start-up numbers (kvplan.engines) and a `Pool` that says how
-requests use the memory - vLLM blocks shared by layer groups, SGLang tokens, TRT-LLM blocks,
-llama.cpp cells, transformers bytes. Each question is a pure function over a Capacity that
-returns a frozen dataclass of ints:
-
-- `max_concurrency(cap, context)`        requests of `context` tokens that fit at once
-- `max_context(cap, concurrency)`        the longest context `concurrency` requests can have
-- `check_workload(cap, workload)`        whether a mix of (prompt + output) requests fits
-- `fewest_gpus(...)`                     the smallest TP x PP layout that meets a target
-- `decode_floor(cap, batch, context)`    bytes read per decode step -> ms/token, tokens/s
-- `offload_capacity(cap, host_bytes)`    KV blocks/tokens that fit in host memory
-- `suggestions(...)`                     when something does not fit: what does
-
-Every request is rounded up to whole blocks per group (vLLM's `cdiv(len, block_size)`, the
-sliding window's extra block, Mamba's whole-state pages); vLLM keeps one block aside as the
-null block.
+A `Deployment` becomes a `Capacity`: the engine's own start-up numbers (kvplan.engines) and a
+`Pool` that says how requests use the memory. Each question is a pure function over a
+Capacity that returns a frozen dataclass of ints: `max_concurrency`, `max_context`,
+`check_workload`, `fewest_gpus` (the smallest TP x PP layout), `decode_floor` (bytes a decode
+step reads -> ms/token), `offload_capacity` (host memory) and `suggestions` (when something
+does not fit: what does). Every request is rounded up to whole blocks per group as the
+engine rounds it (vLLM's `cdiv(len, block_size)`, the sliding window's extra block, the null
+block).
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """Whether an engine starts with a deployment, and whether a target then fits: the one verdict
 that `plan`, `compare`, `check` and the front door (kvplan.api) give.
 
-An engine refuses to start in three ways kvplan models, each the engine's own rule:
-- a max_model_len beyond the model's maximum context, for the engines that refuse one unless
-  an environment variable allows it (the engine's `longer_context_env`: vLLM's
-  `vllm/config/model.py::_get_and_verify_max_len`, SGLang's
-  `srt/configs/model_config.py::ModelConfig._derive_context_length`); llama.cpp only warns;
-- no memory left for the KV cache after the weights and reserves (`NoKVMemoryError`, raised
-  by the engine's budget);
-- the engine's start-up check on the capacity it computed (`Engine.start_check`: vLLM's
-  "one request of max_model_len must fit",
-  `vllm/v1/core/kv_cache_utils.py::check_enough_kv_cache_memory`).
-
-Exit codes follow from it (kvplan.core.errors): 1 when the engine would not start or the target
-does not fit, whatever the command.
+An engine refuses to start in three ways kvplan models, each the engine's own rule: a
+max_model_len beyond the model's context (the engine's `longer_context_env`: vLLM
+`vllm/config/model.py::_get_and_verify_max_len`, SGLang
+`srt/configs/model_config.py::ModelConfig._derive_context_length`; llama.cpp only warns); no
+memory left for the KV cache (`NoKVMemoryError`); the engine's start-up check on its capacity
+(`Engine.start_check`, e.g. vLLM `vllm/v1/core/kv_cache_utils.py::check_enough_kv_cache_memory`).
+Exit codes follow (kvplan.core.errors): 1 when the engine would not start or the target does
+not fit, whatever the command.
 """
 
 from __future__ import annotations

@@ -1,23 +1,14 @@
 """Which `config.json` architectures kvplan reads, and the keys that decide their cache.
 
-The fail-closed table. Every family lists the `model_type`s (and `architectures` class names)
-it reads and the configuration keys its reader uses to lay out the KV cache. A config is
-refused (SpecError, exit 2) when
-
-- its `model_type` / `architectures` has no reader here: kvplan does not know which of its
-  keys decide the cache, so a number would be a guess; or
-- it carries a cache-deciding key that its family's reader does not model: a key another
-  family reads (`mamba_d_state` on a Llama), a key known to change the cache layout that no
-  reader models yet (`UNMODELLED_KEYS`), or an unknown key whose name says it shapes the
-  cache (`_CACHE_WORDS`: compression, sharing, windows, states, layer kinds ...).
-
-`--assume-standard-attention` (assume=True) turns each refusal into a warning and sizes the
-model with the generic attention reader. docs/architectures.md is generated from FAMILIES
-(scripts/gen_architectures.py; tests/sources/test_architectures.py checks it for drift).
-
-Which keys decide the cache comes from the engines' model files: vLLM
-`vllm/model_executor/models/<family>.py` (`get_kv_cache_spec`, `get_mamba_state_shape_from_
-config`) and SGLang `python/sglang/srt/models/<family>.py` with its memory pools.
+The fail-closed table: every family lists the `model_type`s (and `architectures` names) it
+reads and the keys its reader uses to lay out the KV cache. A config is refused (SpecError,
+exit 2) when no reader knows its architecture, or when it carries a cache-deciding key its
+reader does not model (another family's key, one of `UNMODELLED_KEYS`, or an unknown key whose
+name says it shapes the cache, `_CACHE_WORDS`): a number would be a guess.
+`--assume-standard-attention` turns each refusal into a warning. docs/architectures.md is
+generated from FAMILIES (scripts/gen_architectures.py). The keys come from the engines' model
+files: vLLM `vllm/model_executor/models/<family>.py` (`get_kv_cache_spec`,
+`get_mamba_state_shape_from_config`) and SGLang `python/sglang/srt/models/<family>.py`.
 """
 
 from __future__ import annotations

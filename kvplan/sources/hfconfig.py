@@ -1,25 +1,13 @@
 """A Hugging Face `config.json` -> ModelSpec. The one place that knows HF field names.
 
-How a config is read, in order:
-1. The language model's fields: a nested `text_config` (multimodal wrappers) or the top level.
-   Fields a nested config omits take the transformers defaults of its class (`_ARCH_DEFAULTS`):
-   `save_pretrained` drops nested values equal to the class defaults, so Gemma-3-4B's
-   text_config has no head counts and Llava-1.5's none of its layer sizes.
-2. The layer count and one *kind* per layer (`_Reader.schedule`): full, sliding, chunked,
-   cross, none, recurrent or conv, taken from the first schedule the config states
-   (`layer_types`, a hybrid pattern, a period, an index list, a sliding-window pattern ...).
-3. One Layer per kind (`_Reader.layer`): attention shapes from the KV-head count and head
-   size (with the per-kind overrides of MiMo-V2-Flash and Gemma 4), MLA when `kv_lora_rank`
-   is set, recurrent states from the Mamba / gated delta-net / lightning fields.
-
-Each architecture quirk is handled once, with a comment naming the model that needs it.
-Anything the reader does not understand (an unknown layer type, a stateful layer without its
-sizes, an architecture whose layers hold two caches at once) is a SpecError naming the field,
-never a silent guess.
-
-Engine facts used here (vLLM 0.11 `ModelConfig.get_head_size`/`get_total_num_kv_heads`,
-`MambaStateShapeCalculator`; transformers 5.x config classes) are summarised in
-docs/engine-kv-sizing.md §1.1, §1.10, §4.1 and §5.
+In order: the language model's fields (a nested `text_config` or the top level; omitted nested
+fields take the transformers class defaults, `_ARCH_DEFAULTS`, since `save_pretrained` drops
+them); one *kind* per layer from the first schedule the config states (`_Reader.schedule`);
+one Layer per kind (`_Reader.layer`: attention shapes, MLA, recurrent states). Each quirk is
+handled once, with a comment naming the model that needs it; anything not understood is a
+SpecError naming the field, never a guess. Engine facts used here (vLLM 0.11
+`ModelConfig.get_head_size`/`get_total_num_kv_heads`, `MambaStateShapeCalculator`;
+transformers 5.x config classes): docs/engine-kv-sizing.md §1.1, §1.10, §4.1 and §5.
 """
 
 from __future__ import annotations
