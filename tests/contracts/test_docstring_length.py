@@ -8,7 +8,18 @@ import ast
 
 from paths import ROOT
 
-from kvplan.cli.app import COMMANDS
+
+def _commands() -> tuple[tuple[str, str, str], ...]:
+    """kvplan.cli.app.COMMANDS, read from the source: importing kvplan.cli.app here would bind
+    the submodule as `kvplan.cli.app`, which other tests import as the Typer app."""
+    tree = ast.parse((ROOT / "kvplan" / "cli" / "app.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "COMMANDS":
+            return ast.literal_eval(node.value)
+    raise AssertionError("kvplan/cli/app.py has no COMMANDS")
+
+
+COMMANDS = _commands()
 
 MAX_LINES = 15
 
