@@ -10,8 +10,9 @@
     d.verdict("32k", 64)                          # Verdict: fits, engine_starts, reason
     kvplan.to_json(d.max_concurrency("32k"))      # any result as JSON (as_dict: a dict)
 
-Values are accepted as the CLI accepts them ("8k", "57.65GiB", "h100", "int4:g64"); results
-are frozen dataclasses; the CLI's `size`, `plan` and `compare` call exactly these methods.
+Values are accepted as the CLI accepts them ("8k", "57.65GiB", "h100", "int4:g64"; a KV dtype
+also as a `KVFormat`); results are frozen dataclasses; the CLI's `size`, `plan` and `compare`
+call exactly these methods.
 """
 
 from __future__ import annotations

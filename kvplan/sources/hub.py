@@ -4,7 +4,9 @@ Everything goes through the real `huggingface_hub` client and its cache, so HF_T
 HF_ENDPOINT, HF_HUB_OFFLINE and HF_HOME mean what they mean to every other Hub tool.
 `huggingface_hub` is imported only inside the functions that talk to the Hub (a library model,
 a local file and `kvplan --help` never load it; tests/sources/test_hub.py proves it).
-Unreachable Hub: one line on stderr and the cached config.json, else UnavailableError (exit 3).
+Unreachable Hub: one line on stderr and the cached config.json, else UnavailableError (exit 3);
+each answer the Hub can give (gated repo, no such repo or revision, no config.json) has its
+own message.
 kvplan decides every path it writes and bounds everything it reads, whatever the server answers
 (`_REVISION`, `_download`, `_guard_client`, MAX_FILE_BYTES, MAX_ANSWER_BYTES,
 HUB_TIME_LIMIT_S); each check and why: docs/architecture.md, "Notes on single modules".
