@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from kvplan.core.dtypes import KVFormat
-from kvplan.core.layers import Layer, NoCache, RecurrentState
+from kvplan.core.dtypes import KVFormat, cdiv
+from kvplan.core.layers import ATTENTION_KINDS, MLA, Layer, NoCache, RecurrentState
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 
@@ -80,6 +80,10 @@ class CacheLayout:
     # dense: token rows per request kept in the format's full-precision residual (None: the
     # format's own window, the most recent min(slots, residual_tokens))
     recent_tokens: int | None = None
+    # dense, group-wise residual formats: each layer's quantized K, V (or MLA latent, RoPE
+    # key) tensor is grouped whole, across batch, heads and tokens (`whole_tensor_shapes`),
+    # not row by row
+    whole_tensor_groups: bool = False
     # what the report says about it; {batch}, {tokens}, {block_size}, {max_len} are filled in
     note: str = ""
 
@@ -102,6 +106,70 @@ def dense_bytes(layer: Layer, slots: int, fmt: KVFormat, tp: int = 1,
     quantized = replace(fmt, residual=None, residual_tokens=0)
     return (layer.bytes_for_tokens(slots - full, quantized, tp)
             + layer.bytes_for_tokens(full, fmt.residual, tp))
+
+
+def groups_whole_tensors(fmt: KVFormat, whole_tensor_groups: bool) -> bool:
+    """Whether a layout that groups whole tensors (`CacheLayout.whole_tensor_groups`) does
+    so for `fmt`: a group-wise format with a residual window, keys grouped per token."""
+    return (whole_tensor_groups and bool(fmt.group_size) and fmt.residual is not None
+            and not fmt.per_channel_keys)
+
+
+def tensor_widths(layer: Layer, tp: int = 1) -> tuple[tuple[str, int, int], ...]:
+    """(name, rows per token, width) of each cache tensor of an attention or MLA layer when
+    the latent and its RoPE key are two tensors: K (heads, head_dim) and V (heads,
+    value width); MLA's latent (1, kv_lora_rank) and RoPE key (1, qk_rope_head_dim)."""
+    if isinstance(layer, MLA):
+        return (("latent", 1, layer.kv_lora_rank), ("latent.rope", 1, layer.qk_rope_head_dim))
+    if isinstance(layer, ATTENTION_KINDS):
+        heads = layer.heads_per_rank(tp)
+        return (("k", heads, layer.head_dim), ("v", heads, layer.value_dim))
+    raise ValueError(f"{layer.kind} layers have no K/V tensors")
+
+
+def whole_tensor_shapes(fmt: KVFormat, elements: int) -> tuple[tuple[int, int], int]:
+    """((rows, group size) of the packed data, groups) of `elements` values quantized as one
+    tensor, as optimum-quanto 0.2.7 does for transformers' QuantizedCache (the backend
+    `generate` picks, transformers 5.24 generation/utils.py): tensor/grouped.py `group`
+    (axis 0) reshapes the tensor to (elements / G, G), groups of G consecutive values across
+    head and token boundaries; tensor/packed.py `pack_weights` packs 8 // bits groups into
+    one uint8 row of G values, rounding the number of rows up. One scale and one shift per
+    group come on top (`whole_tensor_bytes`). quanto refuses a tensor whose elements per
+    batch row are not a multiple of G; kvplan counts the last group whole then."""
+    group = fmt.group_size
+    groups = cdiv(elements, group)
+    if 8 % fmt.bits:  # not a packable width (quanto packs 2 and 4 bits): bytes, unpadded
+        return (cdiv(groups * group * fmt.bits, 8), 1), groups
+    return (cdiv(groups, 8 // fmt.bits), group), groups
+
+
+def whole_tensor_bytes(fmt: KVFormat, elements: int) -> int:
+    """Bytes of `elements` values quantized as one tensor (`whole_tensor_shapes`): the packed
+    data plus a scale (and a shift, unless symmetric) per group in the format's scale
+    bytes."""
+    (rows, width), groups = whole_tensor_shapes(fmt, elements)
+    meta = fmt.scale_bytes * (2 if fmt.zero_point else 1)
+    return rows * width + groups * meta
+
+
+def dense_batch_bytes(layer: Layer, slots: int, fmt: KVFormat, batch: int, tp: int = 1,
+                      recent: int | None = None, whole_tensor_groups: bool = False) -> int:
+    """Bytes of one attention/MLA layer's dense cache for `batch` requests of `slots` token
+    rows (`recent` of them in the residual, as `dense_bytes`): row by row, or, where the
+    layout groups whole tensors (`groups_whole_tensors`), each tensor of the whole batch as
+    `whole_tensor_bytes` and its residual rows in full precision."""
+    if not groups_whole_tensors(fmt, whole_tensor_groups):
+        return batch * dense_bytes(layer, slots, fmt, tp, recent)
+    assert fmt.residual is not None
+    full = recent_rows(fmt, slots, recent)
+    total = 0
+    for _, rows, width in tensor_widths(layer, tp):
+        if slots - full:
+            total += whole_tensor_bytes(fmt, batch * rows * (slots - full) * width)
+        total += batch * rows * full * fmt.residual.row_bytes(width)
+    if isinstance(layer, MLA):  # the indexer keys keep their own format
+        total += batch * slots * layer.index_token_bytes()
+    return total
 
 
 def spec_state(layer: RecurrentState, tp: int) -> tuple[StateBuffer, ...]:

@@ -24,7 +24,14 @@ from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError, KvplanError
 from kvplan.core.layers import ATTENTION_KINDS, MLA, Layer, NoCache, RecurrentState
 from kvplan.core.record import record
-from kvplan.engines.cache import CacheLayer, CacheLayout, recent_rows
+from kvplan.engines.cache import (
+    CacheLayer,
+    CacheLayout,
+    groups_whole_tensors,
+    recent_rows,
+    tensor_widths,
+    whole_tensor_shapes,
+)
 from kvplan.validate.predict import (
     either,
     layouts_where,
@@ -200,6 +207,33 @@ def _latent_part(fmt: KVFormat, layer: MLA, count: int, shape: Callable[[int, in
     return _token_planes(fmt, rank + rope, place, name)
 
 
+def _whole_tensor_planes(fmt: KVFormat, layer: Layer, slots: int, batch: int, tp: int,
+                         recent_override: int | None) -> Planes:
+    """One layer's tensors when each is quantized whole (`CacheLayout.whole_tensor_groups`):
+    per K, V (or MLA latent, RoPE key) tensor of [batch, rows, tokens, width], the packed
+    groups of its older tokens as `whole_tensor_shapes` gives them, a scale (and zero-point)
+    per group, and its recent tokens in full precision; MLA's indexer keys as their own."""
+    assert fmt.residual is not None
+    recent = recent_rows(fmt, slots, recent_override)
+    scale = _SCALE_DTYPE[fmt.scale_bytes]
+    planes: Planes = []
+    for name, rows, width in tensor_widths(layer, tp):
+        if slots - recent:
+            data, groups = whole_tensor_shapes(fmt, batch * rows * (slots - recent) * width)
+            planes.append((name, "uint8", data))
+            planes.append((f"{name}.scale", scale, (groups,)))
+            if fmt.zero_point:
+                planes.append((f"{name}.zero", scale, (groups,)))
+        if recent:
+            def place(last: int, rows: int = rows) -> Shape:
+                return (batch, rows, recent, last)
+
+            planes += _token_planes(fmt.residual, width, place, f"{name}.recent")
+    if isinstance(layer, MLA) and layer.index_head_dim and slots:
+        planes += _indexer_planes(layer.index_head_dim, slots, lambda t, last: (batch, t, last))
+    return planes
+
+
 def _heads(num_kv_heads: int, tp: int) -> int:
     return max(1, num_kv_heads // tp)  # vLLM/SGLang: replicate, never split a head
 
@@ -268,7 +302,10 @@ def dense_planes(layout: CacheLayout, fmt: KVFormat, tp: int) -> list[Plane]:
             out += [Plane(cached.kind, i, b.name, b.dtype, (cached.slots, *b.shape))
                     for b in cached.state]
             continue
-        if isinstance(layer, MLA):
+        if groups_whole_tensors(fmt, layout.whole_tensor_groups):
+            planes = _whole_tensor_planes(fmt, layer, cached.slots, batch, tp,
+                                          layout.recent_tokens)
+        elif isinstance(layer, MLA):
             if layout.axes == "batch-tokens":  # one latent row per token, no head axis
                 shape: Callable[[int, int], Shape] = lambda t, last: (batch, t, last)  # noqa: E731
             else:

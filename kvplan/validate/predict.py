@@ -22,7 +22,12 @@ from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError
 from kvplan.core.layers import MLA, Layer, RecurrentState
 from kvplan.core.spec import ModelSpec
-from kvplan.engines.cache import CacheLayout, dense_bytes, dense_layers, spec_state
+from kvplan.engines.cache import (
+    CacheLayout,
+    dense_batch_bytes,
+    dense_layers,
+    spec_state,
+)
 from kvplan.validate.results import ValidateRequest
 
 # --- layout names -> the engines' layouts ---------------------------------------------------
@@ -177,8 +182,9 @@ def predict(request: ValidateRequest, spec: ModelSpec | None = None,
         if isinstance(cached.layer, RecurrentState):
             add(cached.kind, cached.slots * cached.state_bytes)
         else:
-            add(cached.kind, requests * dense_bytes(cached.layer, cached.slots, fmt, tp,
-                                                    layout.recent_tokens))
+            add(cached.kind, dense_batch_bytes(cached.layer, cached.slots, fmt, requests, tp,
+                                               layout.recent_tokens,
+                                               layout.whole_tensor_groups))
     return rows
 
 

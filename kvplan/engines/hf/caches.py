@@ -10,6 +10,12 @@ Tensors are `[batch, kv_heads, seq, head_dim]` for K and V.
 - MLA (DeepSeek-V3 in 5.x): the compressed latent (`kv_lora_rank` as "keys") and `k_rot`
   (`qk_rope_head_dim` as "values"), one head: (512 + 64) x 2 = 1,152 B per token per layer.
   transformers 4.57 cached expanded per-head K/V instead (~70x more); not modelled here.
+- `QuantizedCache` (backend quanto, `generate`'s default): the prefill quantized whole,
+  decoded tokens in a bf16 buffer until `residual_length` (`full_precision_tokens`); each
+  K/V tensor grouped over the whole batch and packed with its group rows rounded up
+  (optimum-quanto 0.2.7; kvplan.engines.cache.whole_tensor_shapes). HQQ packs along the
+  group instead and so rounds nothing: it holds up to (8 / bits - 1) x G x bits / 8 bytes
+  a tensor less than kvplan counts.
 - Linear-attention / Mamba layers: conv state `(B, conv_dim, kernel)` (kernel, not
   kernel - 1) in the model dtype and the recurrent state in float32 (torch path).
 """
@@ -28,7 +34,7 @@ from kvplan.core.layers import (
 )
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
-from kvplan.engines.cache import dense_bytes
+from kvplan.engines.cache import dense_batch_bytes
 
 SCHEMA = "kvplan.engine.hf/1"
 CACHES = ("dynamic", "static")
@@ -133,7 +139,9 @@ def profile(spec: ModelSpec, *, cache: str = "dynamic", seq_len: int, batch: int
     """Bytes of a DynamicCache holding `seq_len` tokens per row, or of a StaticCache
     with `max_cache_len = seq_len`, for `batch` rows. With a residual format (a
     QuantizedCache), `decoded` of the tokens came one at a time after the prefill
-    (`full_precision_tokens`)."""
+    (`full_precision_tokens`), and each layer's quantized K and V (MLA: latent and RoPE key)
+    is one tensor for the whole batch, grouped and packed as optimum-quanto does
+    (kvplan.engines.cache.whole_tensor_shapes)."""
     if cache not in CACHES:
         raise BadInputError(f"unknown cache class {cache!r}", "use dynamic or static")
     if seq_len <= 0 or batch <= 0:
@@ -150,10 +158,11 @@ def profile(spec: ModelSpec, *, cache: str = "dynamic", seq_len: int, batch: int
             state += state_bytes(layer, model_bytes, tp) * batch
             continue
         if isinstance(layer, MLA):
-            attention += batch * dense_bytes(layer, seq_len, fmt, tp, recent)
+            attention += dense_batch_bytes(layer, seq_len, fmt, batch, tp, recent,
+                                           whole_tensor_groups=True)
             continue
         if not isinstance(layer, ATTENTION_KINDS):
             raise BadInputError(f"kvplan's hf profile does not model {layer.kind} layers")
-        attention += batch * dense_bytes(layer, held_tokens(layer, cache, seq_len), fmt, tp,
-                                         recent)
+        attention += dense_batch_bytes(layer, held_tokens(layer, cache, seq_len), fmt, batch,
+                                       tp, recent, whole_tensor_groups=True)
     return HfProfile(SCHEMA, spec.name, cache, fmt.name, batch, seq_len, attention, state, tp)

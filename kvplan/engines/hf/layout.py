@@ -66,4 +66,4 @@ def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp:
     recent = full_precision_tokens(fmt, seq_len) if residual_window(fmt) else None
     return CacheLayout(paged=False, block_tokens=None, batch=batch, axes="batch-heads",
                        layers=layers, split_latent=True, note=CACHE_NOTES[cache],
-                       recent_tokens=recent)
+                       recent_tokens=recent, whole_tensor_groups=True)
