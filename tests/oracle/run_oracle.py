@@ -30,25 +30,18 @@ Usage: .oracle-venv/bin/python tests/oracle/run_oracle.py [--quick] [--model NAM
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import logging
-import os
 import sys
 import time
 import types
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared harness
+import oracle_harness as harness  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-FIXTURES = ROOT / "tests" / "fixtures" / "hf-configs"
-ORACLE_CONFIGS = Path(__file__).resolve().parent / "configs"
+harness.setup(VLLM_LOGGING_LEVEL="ERROR")
 GiB = 2**30
 
 # --- the GPU classes: what vLLM 0.33 sees on each ------------------------------------------
@@ -92,35 +85,8 @@ SKIPPED = {
 # asked for; FlashMLA's kernels need SM 9.x/10.x, so kvplan plans it on Hopper and Blackwell
 # (SM 10.x) only and the oracle compares those.
 DSV4_ARCHITECTURES = {"DeepseekV4ForCausalLM"}
-# library models whose config.json is an architecture fixture (tests/fixtures/hf-configs/families)
-FAMILY_FIXTURES = {"deepseek-v4-flash", "kimi-k3"}
-
 # Differences that are understood and documented in docs/engine-accuracy.md: (model, reason).
 KNOWN_DIFFERENCES: dict[str, str] = {}
-
-
-def config_dir(spec, tmp: Path) -> Path | None:
-    """The config.json of a library model: a fixture named after its repo or an alias."""
-    candidates = []
-    if spec.source.repo:
-        candidates.append(spec.source.repo)
-    candidates += list(spec.aliases)
-    for repo in candidates:
-        name = repo.replace("/", "--")
-        if spec.name in FAMILY_FIXTURES and (FIXTURES / "families" / f"{name}.json").exists():
-            d = tmp / name
-            d.mkdir(parents=True, exist_ok=True)
-            (d / "config.json").write_bytes((FIXTURES / "families" / f"{name}.json").read_bytes())
-            return d
-        if (ORACLE_CONFIGS / name / "config.json").exists():
-            return ORACLE_CONFIGS / name
-        fixture = FIXTURES / f"{name}.json"
-        if fixture.exists():
-            d = tmp / name
-            d.mkdir(parents=True, exist_ok=True)
-            (d / "config.json").write_bytes(fixture.read_bytes())
-            return d
-    return None
 
 
 # --- vLLM ----------------------------------------------------------------------------------
@@ -569,38 +535,29 @@ KV_DTYPES = ("auto", "fp8")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer lengths and GPU classes")
-    ap.add_argument("--model", action="append", help="only these library models")
-    ap.add_argument("--json", help="write every case to this file")
-    ap.add_argument("-v", "--verbose", action="store_true")
-    args = ap.parse_args(argv)
+    args = harness.parser(__doc__, "fewer lengths and GPU classes").parse_args(argv)
 
     import tempfile
 
     from kvplan.sources.gpus import find_gpu
-    from kvplan.sources.library import load_library
 
     t0 = time.time()
     v = Vllm()
     print(f"vLLM imported in {time.time() - t0:.1f} s", flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="kvplan-oracle-"))
-    specs = [s for s in load_library() if s.name not in SKIPPED]
-    if args.model:
-        specs = [s for s in specs if s.name in args.model]
+    specs = harness.library_specs(SKIPPED, args.model)
     gpus = GPU_CLASSES[:3] if args.quick else GPU_CLASSES
-    rows, equal, known, unexplained, errors = [], 0, 0, 0, 0
+    tally = harness.Tally(args.verbose)
     models_compared = set()
     for spec in specs:
-        path = config_dir(spec, tmp)
+        path = harness.config_dir(spec, tmp)
         if path is None:
             print(f"SKIP {spec.name}: no config.json", flush=True)
             continue
         try:
             native = v.model_config(path, None).max_model_len
         except Exception as exc:
-            print(f"ERROR {spec.name}: vLLM ModelConfig: {type(exc).__name__}: {exc}"[:300])
-            errors += 1
+            tally.error(f"{spec.name}: vLLM ModelConfig: {type(exc).__name__}: {exc}")
             continue
         for gpu in gpus:
             if spec.name == "deepseek-v4-flash" and gpu.cc[0] not in (9, 10):
@@ -616,17 +573,15 @@ def main(argv: list[str] | None = None) -> int:
                         vc, layer_specs, backend, gdn_prefill = v.layout(
                             path, gpu, platform, kv, length, vllm_mbt)
                     except Exception as exc:
-                        print(f"ERROR {spec.name} {gpu.key} {kv} {length}: vLLM layout: "
-                              f"{type(exc).__name__}: {exc}"[:400], flush=True)
-                        errors += 1
+                        tally.error(f"{spec.name} {gpu.key} {kv} {length}: vLLM layout: "
+                                    f"{type(exc).__name__}: {exc}")
                         continue
                     for budget in BUDGETS:
                         try:
                             want = v.plan(vc, layer_specs, budget)
                         except Exception as exc:
-                            print(f"ERROR {spec.name} {gpu.key} {kv} {length} {budget}: vLLM "
-                                  f"plan: {type(exc).__name__}: {exc}"[:400], flush=True)
-                            errors += 1
+                            tally.error(f"{spec.name} {gpu.key} {kv} {length} {budget}: vLLM "
+                                        f"plan: {type(exc).__name__}: {exc}")
                             continue
                         try:
                             prof, kv_mbt = kvplan_profile(spec, entry, kv, length, budget)
@@ -643,25 +598,12 @@ def main(argv: list[str] | None = None) -> int:
                                     vllm_max_num_batched_tokens=vllm_mbt,
                                     kvplan_max_num_batched_tokens=kv_mbt, error=got_err,
                                     equal=same)
-                        rows.append(case)
                         models_compared.add(spec.name)
-                        if same:
-                            equal += 1
-                        elif spec.name in KNOWN_DIFFERENCES:
-                            known += 1
-                        else:
-                            unexplained += 1
-                            if args.verbose or unexplained <= 40:
-                                print("DIFF", json.dumps(case), flush=True)
-    total = len(rows)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
-    print(f"\nvLLM 0.33.0 oracle: {equal} of {total} cases equal "
-          f"({len(models_compared)} library models, {len(gpus)} GPU classes, "
-          f"KV dtypes {', '.join(KV_DTYPES)}); {known} known differences "
-          f"(docs/engine-accuracy.md), {unexplained} unexplained, {errors} errors; "
-          f"{time.time() - t0:.0f} s")
-    return 1 if unexplained or errors else 0
+                        tally.add(case, [] if same else ["vLLM and kvplan differ"],
+                                  KNOWN_DIFFERENCES.get(spec.name))
+    return tally.finish("vLLM 0.33.0 oracle",
+                        f"{len(models_compared)} library models, {len(gpus)} GPU classes, "
+                        f"KV dtypes {', '.join(KV_DTYPES)}", time.time() - t0, args.json)
 
 
 if __name__ == "__main__":

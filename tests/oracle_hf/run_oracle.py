@@ -20,15 +20,14 @@ the same shrunk config.json: `kvplan validate --layout hf-<cache>`'s prediction
 (kvplan.validate.predict) and the engine's own figure (kvplan.engines.hf.profile /
 `quantized_bytes`). Both must equal the measured bytes.
 
-Prints "N of N equal"; exits 1 on any difference not listed in KNOWN_DIFFERENCES (each
-explained in docs/engine-accuracy.md).
+Prints "N of N equal" (tests/oracle_harness.py); exits 1 on any difference not listed in
+KNOWN_DIFFERENCES (each explained in docs/engine-accuracy.md).
 
 Usage: .oracle-hf-venv/bin/python tests/oracle_hf/run_oracle.py [--quick] [--model NAME] [-v]
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import os
@@ -38,22 +37,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared harness
+import oracle_harness as harness  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-FIXTURES = ROOT / "tests" / "fixtures" / "hf-configs"
+harness.setup(TOKENIZERS_PARALLELISM="false")
 BATCH = 2
 
 # Differences that are understood and documented in docs/engine-accuracy.md: case id prefix
 # -> reason.
-KNOWN_DIFFERENCES: dict[str, str] = {
-    "deepseek-v3/quantized-quanto-int2-g64-r8/N=60/decodes=25":
-        "quanto int2 on MLA after a flush (59 quantized tokens): transformers holds 160 B more "
-        "(16 B per layer and row), not modelled yet",
-}
+KNOWN_DIFFERENCES: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -69,6 +61,9 @@ class Arch:
     lengths: tuple[int, ...] = (5, 31, 32, 33, 70)
     static: bool = True
     quantized: bool = False
+    # QuantizedCache settings and runs for this model (None: QUANTIZED, QUANTIZED_RUNS)
+    quant_settings: tuple[tuple[str, int, int, int], ...] | None = None
+    quant_runs: tuple[tuple[int, int], ...] | None = None
 
 
 ARCHS = (
@@ -79,6 +74,10 @@ ARCHS = (
     Arch("gemma-3-1b", "google--gemma-3-1b-it.json", window=32, layers=12),
     Arch("gpt-oss-20b", "openai--gpt-oss-20b.json", window=32, layers=6),
     Arch("deepseek-v3", "deepseek-ai--DeepSeek-V3.json", layers=5, quantized=True),
+    # head_dim 64 under groups of 128: quanto's groups span two tokens' rows
+    Arch("llama-3.2-1b", "meta-llama--Llama-3.2-1B.json", layers=4, lengths=(5, 33),
+         quantized=True, quant_settings=(("quanto", 4, 128, 16), ("quanto", 2, 128, 16)),
+         quant_runs=((41, 0), (60, 25))),
     Arch("qwen3-next-80b-a3b", "../../oracle/configs/Qwen--Qwen3-Next-80B-A3B-Instruct/"
          "config.json", layers=8,
          lengths=(9, 40), static=False),
@@ -87,8 +86,10 @@ ARCHS = (
 # QuantizedCache settings tried: (backend, nbits, q_group_size, residual_length)
 QUANTIZED = (("quanto", 4, 64, 128), ("quanto", 2, 64, 8), ("hqq", 4, 64, 8),
              ("quanto", 4, 32, 16))
-# (tokens, of which decoded one at a time after the prefill)
-QUANTIZED_RUNS = ((40, 0), (100, 0), (100, 10), (150, 20), (60, 25))
+# (tokens, of which decoded one at a time after the prefill); 41 tokens of MLA's RoPE key
+# (64 wide) in a batch of 2 are 82 groups of 64, which quanto's int2 packing (4 groups a
+# byte row) rounds up to 84
+QUANTIZED_RUNS = ((40, 0), (41, 0), (100, 0), (100, 10), (150, 20), (60, 25))
 
 
 def shrink(raw: dict, arch: Arch) -> dict:
@@ -192,8 +193,8 @@ def cases(arch: Arch, quick: bool) -> list[Case]:
                 out.append(Case(arch.name, "static", n, d, max_len=max(n, 48)))
     if arch.quantized and not quick:
         # a model with sliding layers: transformers refuses QuantizedCache (one case says so)
-        settings = QUANTIZED[:1] if arch.window else QUANTIZED
-        runs = ((40, 0),) if arch.window else QUANTIZED_RUNS
+        settings = QUANTIZED[:1] if arch.window else arch.quant_settings or QUANTIZED
+        runs = ((40, 0),) if arch.window else arch.quant_runs or QUANTIZED_RUNS
         for q in settings:
             for n, d in runs:
                 out.append(Case(arch.name, "quantized", n, d, quant=q))
@@ -248,11 +249,7 @@ def kvplan_figures(spec, case: Case) -> dict[str, int]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="two lengths, no QuantizedCache")
-    parser.add_argument("--model", help="one architecture by name")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    parser.add_argument("--json", help="write every case's figures here")
+    parser = harness.parser(__doc__, "two lengths, no QuantizedCache")
     args = parser.parse_args()
 
     import torch
@@ -264,14 +261,12 @@ def main() -> int:
     torch.manual_seed(0)
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     start = time.monotonic()
-    equal = 0
-    failures: list[str] = []
-    rows = []
-    archs = [a for a in ARCHS if args.model in (None, a.name)]
+    tally = harness.Tally(args.verbose)
+    archs = [a for a in ARCHS if not args.model or a.name in args.model]
     if not archs:
-        parser.error(f"no architecture {args.model!r}; known: {', '.join(a.name for a in ARCHS)}")
+        parser.error(f"no architecture {args.model}; known: {', '.join(a.name for a in ARCHS)}")
     for arch in archs:
-        raw = json.loads((FIXTURES / arch.fixture).read_text())
+        raw = json.loads((harness.FIXTURES / arch.fixture).read_text())
         shrunk = shrink(raw, arch)
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / "config.json").write_text(json.dumps(shrunk))
@@ -280,7 +275,8 @@ def main() -> int:
         cfg._attn_implementation = "eager"
         net = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
         t0 = time.monotonic()
-        for case in cases(arch, args.quick):
+        todo = cases(arch, args.quick)
+        for case in todo:
             try:
                 real: int | str = run_real(net, cfg, case)
             except ValueError as exc:  # transformers refuses the setting
@@ -289,38 +285,21 @@ def main() -> int:
                 ours: dict[str, int | str] = dict(kvplan_figures(spec, case))
             except BadInputError as exc:
                 ours = {"kvplan": f"refused ({exc.message[:80]})"}
-            if isinstance(real, str) and all(isinstance(v, str) for v in ours.values()):
-                equal += 1  # both refuse
-                rows.append({"case": case.id, "transformers": real, **ours})
-                if args.verbose:
-                    print(f"  equal {case.id}: both refuse")
-                continue
-            rows.append({"case": case.id, "transformers": real, **ours})
-            diff = {k: v for k, v in ours.items() if v != real}
-            fig = (lambda v: f"{v:,} B" if isinstance(v, int) else v)  # noqa: E731
-            if not diff:
-                equal += 1
-                if args.verbose:
-                    print(f"  equal {case.id}: {fig(real)}")
-                continue
-            known = next((r for p, r in KNOWN_DIFFERENCES.items() if case.id.startswith(p)), None)
-            line = (f"{case.id}: transformers {fig(real)}, kvplan "
-                    + ", ".join(f"{k} {fig(v)}" for k, v in ours.items()))
-            if known:
-                equal += 1
-                print(f"  known {line} ({known})")
-            else:
-                failures.append(line)
-        print(f"  {arch.name}: {len(cases(arch, args.quick))} cases in "
-              f"{time.monotonic() - t0:.1f} s", flush=True)
-    total = equal + len(failures)
-    for line in failures:
-        print(f"DIFFERENT {line}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
-    print(f"transformers oracle: {equal} of {total} equal "
-          f"(transformers 5.24.0, {time.monotonic() - start:.0f} s)")
-    return 1 if failures else 0
+            both_refuse = isinstance(real, str) and all(isinstance(v, str) for v in ours.values())
+            tally.add({"case": case.id, "transformers": real, **ours},
+                      [] if both_refuse else
+                      [f"kvplan {k} {_figure(v)}" for k, v in ours.items() if v != real],
+                      next((r for p, r in KNOWN_DIFFERENCES.items() if case.id.startswith(p)),
+                           None),
+                      f"{case.id}: transformers {_figure(real)}")
+        print(f"  {arch.name}: {len(todo)} cases in {time.monotonic() - t0:.1f} s", flush=True)
+    return tally.finish("transformers 5.24.0 oracle",
+                        f"{len(archs)} models, batch {BATCH}, real cache objects",
+                        time.monotonic() - start, args.json)
+
+
+def _figure(value: int | str) -> str:
+    return f"{value:,} B" if isinstance(value, int) else value
 
 
 if __name__ == "__main__":

@@ -29,14 +29,11 @@ Usage: .oracle-sglang-venv/bin/python tests/oracle_sglang/run_oracle.py [--quick
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib.abc
 import importlib.machinery
 import io
-import json
 import logging
-import os
 import sys
 import tempfile
 import time
@@ -44,13 +41,10 @@ import types
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared harness
+import oracle_harness as harness  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-FIXTURES = ROOT / "tests" / "fixtures" / "hf-configs"
-ORACLE_CONFIGS = ROOT / "tests" / "oracle" / "configs"  # shared with the vLLM oracle
+harness.setup()
 GiB = 2**30
 SGLANG_VERSION = "0.5.23"
 
@@ -74,7 +68,6 @@ SKIPPED = {
     # kvplan refuses it for SGLang (DSV4PoolConfigurator is not modelled; docs §4)
     "deepseek-v4-flash": "kvplan does not model DSV4PoolConfigurator",
 }
-FAMILY_FIXTURES = {"deepseek-v4-flash", "kimi-k3"}
 
 # Differences understood and documented in docs/engine-accuracy.md: model -> reason.
 KNOWN_DIFFERENCES: dict[str, str] = {}
@@ -85,25 +78,6 @@ REFUSED = {"refused": "no memory for the pools"}
 BUDGETS = (3 * GiB + 123_456_789, 21 * GiB, 61 * GiB + 7)
 PAGE_SIZES = (1, 16, 64)
 KV_DTYPES = ("auto", "fp8_e4m3")
-
-
-def config_dir(spec, tmp: Path) -> Path | None:
-    """A folder holding the library model's config.json, from the repository's copies: a
-    fixture named after its source repo or an alias (tests/fixtures/hf-configs, its
-    families/ folder, tests/oracle/configs)."""
-    candidates = ([spec.source.repo] if spec.source.repo else []) + list(spec.aliases)
-    for repo in candidates:
-        name = repo.replace("/", "--")
-        found = [ORACLE_CONFIGS / name / "config.json", FIXTURES / f"{name}.json"]
-        if spec.name in FAMILY_FIXTURES:
-            found.insert(0, FIXTURES / "families" / f"{name}.json")
-        for path in found:
-            if path.exists():
-                d = tmp / name
-                d.mkdir(parents=True, exist_ok=True)
-                (d / "config.json").write_bytes(path.read_bytes())
-                return d
-    return None
 
 
 # --- torchvision: empty modules --------------------------------------------------------------
@@ -261,30 +235,20 @@ def kvplan_pools(spec, page_size: int, kv_dtype: str, budget_bytes: int) -> dict
 # --- cases -----------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="one budget")
-    ap.add_argument("--model", action="append", help="only these library models")
-    ap.add_argument("--json", help="write every case to this file")
-    ap.add_argument("-v", "--verbose", action="store_true")
-    args = ap.parse_args(argv)
-
-    from kvplan.sources.library import load_library
+    args = harness.parser(__doc__, "one budget").parse_args(argv)
 
     t0 = time.time()
     sg = Sglang()
     print(f"SGLang {SGLANG_VERSION} imported in {time.time() - t0:.1f} s", flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="kvplan-oracle-sglang-"))
-    specs = [s for s in load_library() if s.name not in SKIPPED]
-    if args.model:
-        specs = [s for s in specs if s.name in args.model]
+    specs = harness.library_specs(SKIPPED, args.model)
     budgets = BUDGETS[1:2] if args.quick else BUDGETS
-    rows, equal, known, unexplained, errors = [], 0, 0, 0, 0
+    tally = harness.Tally(args.verbose)
     models = set()
     for spec in specs:
-        path = config_dir(spec, tmp)
+        path = harness.config_dir(spec, tmp)
         if path is None:
-            print(f"ERROR {spec.name}: no config.json copy", flush=True)
-            errors += 1
+            tally.error(f"{spec.name}: no config.json copy")
             continue
         for kv in KV_DTYPES:
             for page in PAGE_SIZES:
@@ -293,9 +257,8 @@ def main(argv: list[str] | None = None) -> int:
                         sa = sg.server_args(path, page, kv)
                         mc = sg.model_config(sa)
                 except Exception as exc:
-                    print(f"ERROR {spec.name} {kv} page {page}: SGLang config: "
-                          f"{type(exc).__name__}: {exc}"[:400], flush=True)
-                    errors += 1
+                    tally.error(f"{spec.name} {kv} page {page}: SGLang config: "
+                                f"{type(exc).__name__}: {exc}")
                     continue
                 for budget in budgets:
                     try:
@@ -309,25 +272,13 @@ def main(argv: list[str] | None = None) -> int:
                     same = got == want
                     case = dict(model=spec.name, kv_cache_dtype=kv, page_size=page,
                                 budget_bytes=budget, sglang=want, kvplan=got, equal=same)
-                    rows.append(case)
                     models.add(spec.name)
-                    if same:
-                        equal += 1
-                    elif spec.name in KNOWN_DIFFERENCES:
-                        known += 1
-                    else:
-                        unexplained += 1
-                        if args.verbose or unexplained <= 40:
-                            print("DIFF", json.dumps(case), flush=True)
-    total = len(rows)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
-    print(f"\nSGLang {SGLANG_VERSION} oracle: {equal} of {total} equal "
-          f"({len(models)} library models x {len(budgets)} budgets x pages "
-          f"{', '.join(map(str, PAGE_SIZES))} x KV dtypes {', '.join(KV_DTYPES)}); {known} "
-          f"known differences (docs/engine-accuracy.md), {unexplained} unexplained, {errors} "
-          f"errors; {time.time() - t0:.0f} s")
-    return 1 if unexplained or errors else 0
+                    tally.add(case, [] if same else ["SGLang and kvplan differ"],
+                              KNOWN_DIFFERENCES.get(spec.name))
+    return tally.finish(f"SGLang {SGLANG_VERSION} oracle",
+                        f"{len(models)} library models x {len(budgets)} budgets x pages "
+                        f"{', '.join(map(str, PAGE_SIZES))} x KV dtypes {', '.join(KV_DTYPES)}",
+                        time.time() - t0, args.json)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared harness
+import oracle_harness as harness  # noqa: E402
+
 MARK = "=== kvplan oracle case "
 VLLM_VERSION = "0.32.0"
 LOG_LINE = re.compile(r"CPU KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) "
@@ -312,7 +314,7 @@ def main() -> int:
         engine_side(*args.engine_side)
         return 0
 
-    sys.path.insert(0, str(ROOT))
+    harness.setup()
     start = time.monotonic()
     cases = [c for c in CASES if not args.case or c["id"] in args.case]
     work = args.keep or Path(tempfile.mkdtemp(prefix="kvplan-vllm-cpu-"))
@@ -337,32 +339,18 @@ def main() -> int:
     for part in text.split(MARK)[1:]:
         case_id, _, body = part.partition("\n")
         logs[case_id] = body
-    equal, known, unexplained, report = 0, 0, 0, {}
+    tally = harness.Tally(args.verbose)
     for case in cases:
         (work / f"{case['id']}.log").write_text(logs.get(case["id"], ""))
         diffs = compare(case, results[case["id"]], logs.get(case["id"], ""),
                         models / case["model"])
-        report[case["id"]] = dict(vllm=results[case["id"]], differences=diffs)
-        if not diffs:
-            equal += 1
-            if args.verbose:
-                got = results[case["id"]]
-                what = f"{got['num_blocks']} blocks" if "num_blocks" in got else "refused"
-                print(f"  equal  {case['id']}: {what}")
-        elif all(known_reason(case["id"], d) for d in diffs):
-            known += 1
-            reasons = sorted({known_reason(case["id"], d) or "" for d in diffs})
-            print(f"  known  {case['id']}: " + "; ".join(diffs) + " -- " + " / ".join(reasons))
-        else:
-            unexplained += 1
-            print(f"  DIFF   {case['id']}: " + "; ".join(diffs))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1, default=str))
-    print(f"vllm-cpu oracle (vLLM {VLLM_VERSION} CPU build, {len(cases)} cases): "
-          f"{equal} of {len(cases)} equal, {known} with listed differences, {unexplained} "
-          f"unexplained; engine side "
-          f"{engine_s:.0f} s, total {time.monotonic() - start:.0f} s")
-    return 1 if unexplained else 0
+        reasons = {known_reason(case["id"], d) for d in diffs}
+        tally.add({"case": case["id"], "vllm": results[case["id"]], "differences": diffs},
+                  diffs, None if None in reasons else " / ".join(sorted(map(str, reasons))),
+                  case["id"])
+    return tally.finish(f"vLLM {VLLM_VERSION} CPU build oracle",
+                        f"{len(cases)} tiny models served; engine side {engine_s:.0f} s",
+                        time.monotonic() - start, args.json)
 
 
 if __name__ == "__main__":
