@@ -24,6 +24,7 @@ Prints "N of N equal" (tests/oracle_harness.py); exits 1 on any difference not l
 KNOWN_DIFFERENCES (each explained in docs/engine-accuracy.md).
 
 Usage: .oracle-hf-venv/bin/python tests/oracle_hf/run_oracle.py [--quick] [--model NAME] [-v]
+       [--jobs N] (N worker processes; default the cores, at most 2)
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ ARCHS = (
          lengths=(9, 40), static=False),
 )
 
+HEAVIEST = ("deepseek-v3", "llama-3.1-8b")  # the most QuantizedCache decode steps
 # QuantizedCache settings tried: (backend, nbits, q_group_size, residual_length)
 QUANTIZED = (("quanto", 4, 64, 128), ("quanto", 2, 64, 8), ("hqq", 4, 64, 8),
              ("quanto", 4, 32, 16))
@@ -248,10 +250,14 @@ def kvplan_figures(spec, case: Case) -> dict[str, int]:
     return {"validate": sum(predict(request).values()), "engine": prof.cache_bytes}
 
 
-def main() -> int:
-    parser = harness.parser(__doc__, "two lengths, no QuantizedCache")
-    args = parser.parse_args()
+Result = tuple[dict, list[str], str | None, str]  # Tally.add's arguments
 
+
+def run_arch(name: str, quick: bool, threads: int, part: int | None = None
+             ) -> tuple[list[Result], float]:
+    """The cases of one architecture (`part`: only those of `parts(...)[part]`): the model
+    built once, each case run into a fresh cache, compared with kvplan's figures. Runs in a
+    worker process of its own (`--jobs`)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -259,43 +265,94 @@ def main() -> int:
     from kvplan.core.errors import BadInputError
 
     torch.manual_seed(0)
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    torch.set_num_threads(threads)
+    arch = next(a for a in ARCHS if a.name == name)
+    raw = json.loads((harness.FIXTURES / arch.fixture).read_text())
+    shrunk = shrink(raw, arch)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "config.json").write_text(json.dumps(shrunk))
+        spec = kv_model(str(Path(tmp) / "config.json")).spec
+        cfg = AutoConfig.from_pretrained(tmp)
+    cfg._attn_implementation = "eager"
+    net = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
+    t0 = time.monotonic()
+    out: list[Result] = []
+    todo = cases(arch, quick) if part is None else parts(arch, quick)[part]
+    for case in todo:
+        try:
+            real: int | str = run_real(net, cfg, case)
+        except ValueError as exc:  # transformers refuses the setting
+            real = f"refused ({str(exc).splitlines()[0][:80]})"
+        try:
+            ours: dict[str, int | str] = dict(kvplan_figures(spec, case))
+        except BadInputError as exc:
+            ours = {"kvplan": f"refused ({exc.message[:80]})"}
+        both_refuse = isinstance(real, str) and all(isinstance(v, str) for v in ours.values())
+        out.append(({"case": case.id, "transformers": real, **ours},
+                    [] if both_refuse else
+                    [f"kvplan {k} {_figure(v)}" for k, v in ours.items() if v != real],
+                    next((r for p, r in KNOWN_DIFFERENCES.items() if case.id.startswith(p)),
+                         None),
+                    f"{case.id}: transformers {_figure(real)}"))
+    return out, time.monotonic() - t0
+
+
+def parts(arch: Arch, quick: bool) -> list[list[Case]]:
+    """An architecture's cases in units of work for the workers: one per QuantizedCache
+    setting (its decodes are most of the time), one for the other caches."""
+    units: dict[object, list[Case]] = {}
+    for case in cases(arch, quick):
+        units.setdefault(case.quant, []).append(case)
+    return list(units.values())
+
+
+def main() -> int:
+    parser = harness.parser(__doc__, "two lengths, no QuantizedCache")
+    parser.add_argument("--jobs", type=int, default=max(1, min(2, os.cpu_count() or 1)),
+                        help="worker processes, each running a model's cases of one cache "
+                             "setting at a time (default: the cores, at most 2)")
+    args = parser.parse_args()
     start = time.monotonic()
     tally = harness.Tally(args.verbose)
     archs = [a for a in ARCHS if not args.model or a.name in args.model]
     if not archs:
         parser.error(f"no architecture {args.model}; known: {', '.join(a.name for a in ARCHS)}")
-    for arch in archs:
-        raw = json.loads((harness.FIXTURES / arch.fixture).read_text())
-        shrunk = shrink(raw, arch)
-        with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / "config.json").write_text(json.dumps(shrunk))
-            spec = kv_model(str(Path(tmp) / "config.json")).spec
-            cfg = AutoConfig.from_pretrained(tmp)
-        cfg._attn_implementation = "eager"
-        net = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
-        t0 = time.monotonic()
-        todo = cases(arch, args.quick)
-        for case in todo:
-            try:
-                real: int | str = run_real(net, cfg, case)
-            except ValueError as exc:  # transformers refuses the setting
-                real = f"refused ({str(exc).splitlines()[0][:80]})"
-            try:
-                ours: dict[str, int | str] = dict(kvplan_figures(spec, case))
-            except BadInputError as exc:
-                ours = {"kvplan": f"refused ({exc.message[:80]})"}
-            both_refuse = isinstance(real, str) and all(isinstance(v, str) for v in ours.values())
-            tally.add({"case": case.id, "transformers": real, **ours},
-                      [] if both_refuse else
-                      [f"kvplan {k} {_figure(v)}" for k, v in ours.items() if v != real],
-                      next((r for p, r in KNOWN_DIFFERENCES.items() if case.id.startswith(p)),
-                           None),
-                      f"{case.id}: transformers {_figure(real)}")
-        print(f"  {arch.name}: {len(todo)} cases in {time.monotonic() - t0:.1f} s", flush=True)
+    # units of work (`parts`): the QuantizedCache ones first, the heaviest models' first,
+    # so that the workers finish about together
+    units = [(a, i) for a in archs for i in range(len(parts(a, args.quick)))]
+    units.sort(key=lambda u: (u[1] == 0, u[0].name not in HEAVIEST))
+    jobs = max(1, min(args.jobs, len(units)))
+    threads = max(1, min(2, os.cpu_count() or 1) // jobs)
+    left = {a.name: len(parts(a, args.quick)) for a in archs}
+    spent = {a.name: (0, 0.0) for a in archs}
+
+    def report(arch: Arch, results: list[Result], seconds: float, whole: bool = False) -> None:
+        for result in results:
+            tally.add(*result)
+        count, took = spent[arch.name]
+        spent[arch.name] = count + len(results), took + seconds
+        left[arch.name] = 0 if whole else left[arch.name] - 1
+        if not left[arch.name]:
+            count, took = spent[arch.name]
+            print(f"  {arch.name}: {count} cases in {took:.1f} s", flush=True)
+
+    if jobs == 1:
+        for arch in archs:
+            report(arch, *run_arch(arch.name, args.quick, threads), whole=True)
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        # spawn: a fresh interpreter per worker (forking after torch started its threads can
+        # hang)
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(run_arch, a.name, args.quick, threads, i): a
+                       for a, i in units}
+            for future in as_completed(futures):
+                report(futures[future], *future.result())
     return tally.finish("transformers 5.24.0 oracle",
-                        f"{len(archs)} models, batch {BATCH}, real cache objects",
-                        time.monotonic() - start, args.json)
+                        f"{len(archs)} models, batch {BATCH}, real cache objects, {jobs} "
+                        f"processes", time.monotonic() - start, args.json)
 
 
 def _figure(value: int | str) -> str:
