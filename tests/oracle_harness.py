@@ -5,7 +5,8 @@ as `python tests/oracle_<engine>/run_oracle.py`, so it finds this module by putt
 first on sys.path; `setup()` then puts the repository itself there (kvplan from this tree)
 and sets the offline defaults. Only the standard library is imported here.
 
-- `parser`, `library_specs`: the options every oracle takes and the library models it runs;
+- `parser`, `imported`, `library_specs`: the options every oracle takes, the engine's import
+  timed, the library models it runs;
 - `config_dir`: a library model's config.json from the repository's own copies;
 - `Tally`: every case compared, counted as equal, listed (a difference
   docs/engine-accuracy.md explains), unexplained, or an error; the case lines; the rows for
@@ -18,7 +19,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,14 @@ def parser(doc: str | None, quick: str) -> argparse.ArgumentParser:
     ap.add_argument("--json", help="write every case's figures to this file")
     ap.add_argument("-v", "--verbose", action="store_true")
     return ap
+
+
+def imported(label: str, load: Callable[[], Any]) -> Any:
+    """`load()` (the engine's import, often minutes on 2 cores), its time printed."""
+    t0 = time.time()
+    engine = load()
+    print(f"{label} imported in {time.time() - t0:.1f} s", flush=True)
+    return engine
 
 
 def library_specs(skipped: Iterable[str], models: list[str] | None) -> list[Any]:
@@ -112,10 +122,12 @@ class Tally:
             if self.verbose or self.unexplained <= SHOWN:
                 print(f"DIFF {text}: {'; '.join(diffs)}", flush=True)
 
-    def error(self, text: str) -> None:
-        """A case that could not be compared (the engine or kvplan failed to set it up)."""
+    def error(self, text: str, exc: BaseException | None = None) -> None:
+        """A case that could not be compared (the engine or kvplan failed to set it up):
+        `text` says which, `exc` what went wrong."""
         self.errors += 1
-        print(f"ERROR {text}"[:400], flush=True)
+        cause = "" if exc is None else f": {type(exc).__name__}: {exc}"
+        print(f"ERROR {text}{cause}"[:400], flush=True)
 
     def finish(self, title: str, detail: str, seconds: float,
                json_path: str | Path | None = None) -> int:

@@ -542,8 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     from kvplan.sources.gpus import find_gpu
 
     t0 = time.time()
-    v = Vllm()
-    print(f"vLLM imported in {time.time() - t0:.1f} s", flush=True)
+    v = harness.imported("vLLM", Vllm)
     tmp = Path(tempfile.mkdtemp(prefix="kvplan-oracle-"))
     specs = harness.library_specs(SKIPPED, args.model)
     gpus = GPU_CLASSES[:3] if args.quick else GPU_CLASSES
@@ -557,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             native = v.model_config(path, None).max_model_len
         except Exception as exc:
-            tally.error(f"{spec.name}: vLLM ModelConfig: {type(exc).__name__}: {exc}")
+            tally.error(f"{spec.name}: vLLM ModelConfig", exc)
             continue
         for gpu in gpus:
             if spec.name == "deepseek-v4-flash" and gpu.cc[0] not in (9, 10):
@@ -573,15 +572,15 @@ def main(argv: list[str] | None = None) -> int:
                         vc, layer_specs, backend, gdn_prefill = v.layout(
                             path, gpu, platform, kv, length, vllm_mbt)
                     except Exception as exc:
-                        tally.error(f"{spec.name} {gpu.key} {kv} {length}: vLLM layout: "
-                                    f"{type(exc).__name__}: {exc}")
+                        tally.error(f"{spec.name} {gpu.key} {kv} {length}: vLLM layout",
+                                    exc)
                         continue
                     for budget in BUDGETS:
                         try:
                             want = v.plan(vc, layer_specs, budget)
                         except Exception as exc:
-                            tally.error(f"{spec.name} {gpu.key} {kv} {length} {budget}: vLLM "
-                                        f"plan: {type(exc).__name__}: {exc}")
+                            tally.error(f"{spec.name} {gpu.key} {kv} {length} {budget}: "
+                                        "vLLM plan", exc)
                             continue
                         try:
                             prof, kv_mbt = kvplan_profile(spec, entry, kv, length, budget)

@@ -238,8 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     args = harness.parser(__doc__, "one budget").parse_args(argv)
 
     t0 = time.time()
-    sg = Sglang()
-    print(f"SGLang {SGLANG_VERSION} imported in {time.time() - t0:.1f} s", flush=True)
+    sg = harness.imported(f"SGLang {SGLANG_VERSION}", Sglang)
     tmp = Path(tempfile.mkdtemp(prefix="kvplan-oracle-sglang-"))
     specs = harness.library_specs(SKIPPED, args.model)
     budgets = BUDGETS[1:2] if args.quick else BUDGETS
@@ -257,8 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                         sa = sg.server_args(path, page, kv)
                         mc = sg.model_config(sa)
                 except Exception as exc:
-                    tally.error(f"{spec.name} {kv} page {page}: SGLang config: "
-                                f"{type(exc).__name__}: {exc}")
+                    tally.error(f"{spec.name} {kv} page {page}: SGLang config", exc)
                     continue
                 for budget in budgets:
                     try:
