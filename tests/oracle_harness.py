@@ -25,6 +25,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+# Each harness put tests/ first on sys.path to import this module: taken off again, so that
+# no module of tests/ (paths, probes, ...) can stand in for one the engine imports.
+_TESTS = str(Path(__file__).resolve().parent)
+while _TESTS in sys.path:
+    sys.path.remove(_TESTS)
 FIXTURES = ROOT / "tests" / "fixtures" / "hf-configs"
 ORACLE_CONFIGS = ROOT / "tests" / "oracle" / "configs"  # the copies no fixture holds
 # library models whose config.json is an architecture fixture (tests/fixtures/hf-configs/families)
