@@ -23,16 +23,6 @@ COMMANDS = _commands()
 
 MAX_LINES = 15
 
-# Still too long, to be trimmed (their research moved to docs/engine-kv-sizing.md as the others'
-# did); listed by name so that nothing new joins them. Remove an entry once it is trimmed.
-TO_TRIM = {
-    "kvplan.engines.vllm",
-    "kvplan.engines.vllm.memory",
-    "kvplan.engines.vllm.backends.mxfp4_expert_load",
-    "kvplan.engines.vllm.budget.vllm_budget",
-}
-
-
 def _docstrings():
     """(dotted name, docstring line count) for every module, class and function in kvplan."""
     for path in sorted((ROOT / "kvplan").rglob("*.py")):
@@ -57,14 +47,10 @@ def _too_long():
 
 
 def test_no_docstring_runs_past_fifteen_lines():
-    long = {name: lines for name, lines in _too_long().items() if name not in TO_TRIM}
+    long = _too_long()
     assert long == {}, (
         f"these docstrings run past {MAX_LINES} lines: keep what, why and the source they "
         "follow, and move the research to docs/ with a pointer (docs/<file>.md §N)")
-
-
-def test_the_list_to_trim_holds_only_docstrings_still_too_long():
-    assert TO_TRIM - set(_too_long()) == set(), "trimmed: remove these from TO_TRIM"
 
 
 def test_the_walk_sees_command_functions_and_long_docstrings():

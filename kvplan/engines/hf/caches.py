@@ -1,23 +1,12 @@
-"""Hugging Face transformers cache classes (transformers 5.23 cache_utils.py).
-
-Tensors are `[batch, kv_heads, seq, head_dim]` for K and V.
-
-- `DynamicCache`: grows with the sequence; a sliding layer (DynamicSlidingWindowLayer)
-  keeps the last `window - 1` tokens after each update; chunked layers use the same layer
-  with the chunk as window.
-- `StaticCache`: allocates `max_cache_len` slots per full layer and `min(window,
-  max_cache_len)` per sliding/chunked layer, on the first update.
-- MLA (DeepSeek-V3 in 5.x): the compressed latent (`kv_lora_rank` as "keys") and `k_rot`
-  (`qk_rope_head_dim` as "values"), one head: (512 + 64) x 2 = 1,152 B per token per layer.
-  transformers 4.57 cached expanded per-head K/V instead (~70x more); not modelled here.
-- `QuantizedCache` (backend quanto, `generate`'s default): the prefill quantized whole,
-  decoded tokens in a bf16 buffer until `residual_length` (`full_precision_tokens`); each
-  K/V tensor grouped over the whole batch and packed with its group rows rounded up
-  (optimum-quanto 0.2.7; kvplan.engines.cache.whole_tensor_shapes). HQQ packs along the
-  group instead and so rounds nothing: it holds up to (8 / bits - 1) x G x bits / 8 bytes
-  a tensor less than kvplan counts.
-- Linear-attention / Mamba layers: conv state `(B, conv_dim, kernel)` (kernel, not
-  kernel - 1) in the model dtype and the recurrent state in float32 (torch path).
+"""Hugging Face transformers cache classes (transformers 5.23 cache_utils.py), K and V as
+`[batch, kv_heads, seq, head_dim]`: `DynamicCache` grows with the sequence (a sliding layer
+keeps the last `window - 1` tokens); `StaticCache` allocates `max_cache_len` slots per full
+layer and `min(window, max_cache_len)` per sliding one; MLA (DeepSeek-V3 in 5.x) caches the
+latent and `k_rot`, one head; `QuantizedCache` (quanto) quantizes the prefill whole, keeps
+decoded tokens in bf16 until `residual_length`, and packs each K/V tensor over the whole
+batch (kvplan.engines.cache.whole_tensor_shapes); linear-attention / Mamba layers keep a conv
+state and a float32 recurrent state. Each class's rule in full, with the releases read and
+HQQ's difference: docs/engine-kv-sizing.md §4.3.
 """
 
 from __future__ import annotations

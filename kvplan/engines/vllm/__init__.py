@@ -1,22 +1,15 @@
 """vLLM V1: how the engine lays out its KV cache, sizes its budget and what it logs at start-up.
 
-Modules in the order they build on each other (each imports only those before it):
-
-- `config`       VllmConfig (the flags that change the layout); RULES, one row per release of
-                 the behaviour switches (newest: max(RULES)); defaults by release and GPU
-- `formats`      --kv-cache-dtype names -> stored formats
-- `backends`     attention/prefill kernels by compute capability, and their block sizes
-- `pages`        one class per KVCacheSpec kind: page bytes, the per-request need, held
-                 blocks (vllm/v1/kv_cache_interface.py)
-- `grouping`     layers sharing block ids (get_kv_cache_groups)
-- `deepseek_v4`  DeepSeek-V4's caches and packed groups (0.33 models/deepseek_v4)
-- `startup`      the layout of every stage, blocks, token line, concurrency, start-up check
-- `memory`       the profile run: the reserves besides the KV cache
-- `budget`       "Available KV cache memory" from the profile run's terms
-- `text`         the `vllm serve` flags and the start-up log lines, as data
-- `engine`       the plugin: a Deployment -> Capacity
-
-The public names below are what the planner, `validate` and the tests ask for.
+Modules in the order they build on each other (each imports only those before it): `config`
+(VllmConfig; RULES, one row per release of the behaviour switches, newest max(RULES)),
+`formats` (--kv-cache-dtype names), `backends` (attention kernels and block sizes by compute
+capability), `pages` (one class per KVCacheSpec kind: page bytes, per-request need, held
+blocks; vllm/v1/kv_cache_interface.py), `grouping` (get_kv_cache_groups), `deepseek_v4`
+(0.33 models/deepseek_v4 caches), `startup` (every stage's layout, blocks, token line,
+concurrency, start-up check), `memory` (the profile run's reserves), `budget` ("Available KV
+cache memory"), `text` (`vllm serve` flags and log lines, as data), `engine` (the plugin: a
+Deployment -> Capacity). The public names below are what the planner, `validate` and the
+tests ask for.
 """
 
 from typing import TYPE_CHECKING

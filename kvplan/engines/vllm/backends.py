@@ -125,17 +125,10 @@ def mxfp4_expert_load(gpu_arch: str = "", backend: str | None = None,
     ("hopper sm9.0"); None when it does not (the checkpoint's own layout is used). `backend`
     (Deployment.mxfp4_backend) names the backend instead of the GPU's default;
     `triton_kernels` whether the release installs the `triton_kernels` package
-    (Rules.triton_kernels_installed: from 0.11.1).
-
-    - Hopper (9.0): Triton kernels; width rounded to 64; the biases become fp32 and the block
-      scales are swizzled into a second tensor while the checkpoint's stay registered (two
-      copies). Triton needs the `triton_kernels` package (`has_triton_kernels()`): the pip
-      wheels of 0.10-0.11 do not install it (vllm-project/vllm#27370: "users have to install
-      triton_kernels manually"), and without it, or with VLLM_MXFP4_USE_MARLIN=1, Hopper falls
-      back to Marlin.
-    - Datacenter Blackwell (10.x): FlashInfer; width and hidden rounded to 256.
-    - Other CUDA GPUs (Ampere 8.x, Ada 8.9, consumer Blackwell 12.x): Marlin; width rounded
-      to 128, hidden to 256 (the Marlin MoE kernel needs n % 256 and k % 128)."""
+    (Rules.triton_kernels_installed: from 0.11.1). Hopper runs Triton (Marlin without
+    triton_kernels or with VLLM_MXFP4_USE_MARLIN=1), datacenter Blackwell FlashInfer, other
+    CUDA GPUs Marlin; each backend's padding and extra tensors: docs/engine-kv-sizing.md
+    §7.10."""
     if backend is not None and backend not in MXFP4_BACKENDS:
         raise BadInputError(f"unknown MXFP4 MoE backend {backend!r} (mxfp4_backend)",
                             "one of: " + ", ".join(MXFP4_BACKENDS))

@@ -53,27 +53,14 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                 stage_gpu_memory_bytes: Sequence[int] | None = None, cpu_offload_bytes: int = 0,
                 check: bool = True) -> Budget:
     """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
-    `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11:
-    one float, `int` at the end; 0.33: `ceil(total x util) - ...`), minus the CUDA-graph
-    estimate from 0.20 (not with enforce_eager). The reserves are kvplan.engines.vllm.memory's
-    model of the profile run unless given. `weights_bytes` is the whole model's measured size;
-    `stage_weights_bytes` the bytes one GPU of each stage holds (overrides the estimate);
-    `mxfp4_backend` the MoE backend of MXFP4 experts (None: the GPU's default, see
-    backends.mxfp4_expert_load); `ep` the expert-parallel size (whole experts over `ep` GPUs: tp
-    x dp with --enable-expert-parallel), `dp` the data-parallel ranks (their process groups'
-    NCCL communicators count before 0.11). `num_draft_layers`: an EAGLE head's layers, whose
-    weights (`memory.eagle_draft_bytes`) join the last stage unless `extra_weights_bytes` gives
-    the draft's bytes; `num_speculative_tokens` widens the CUDA-graph capture sizes (from 0.20's
-    estimate). `pp_layers`: each stage's layer count (VLLM_PP_LAYER_PARTITION, read by
-    distributed/utils.py get_pp_indices; None: the even split). `stage_gpu_memory_bytes`: what
-    each stage's GPU reports, when the stages run on different GPUs; each worker requests its
-    own GPU x utilization (gpu_worker.determine_available_memory) and the engine takes the
-    fewest blocks over the workers (v1/core/kv_cache_utils.get_kv_cache_configs, 0.11+;
-    v1/engine/core.py `min(num_gpu_blocks)` before), so the stage that fits the fewest
-    blocks limits every one (kvplan.engines.vllm.startup.profile). `cpu_offload_bytes`
-    (--cpu-offload-gb): decoder-layer weights per GPU kept in CPU memory
-    (`offloaded_weights`). `check=False` returns a budget at or below zero instead of raising
-    (vLLM logs such a value before it refuses to start)."""
+    `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11: one float,
+    `int` at the end; 0.33: `ceil(total x util) - ...`), minus the CUDA-graph estimate from
+    0.20 (not with enforce_eager). The reserves are kvplan.engines.vllm.memory's model of the
+    profile run unless given. With unequal stages (`pp_layers`, `stage_gpu_memory_bytes`) each
+    worker requests its own GPU x utilization and the engine takes the fewest blocks over the
+    workers (v1/core/kv_cache_utils.get_kv_cache_configs). `check=False` returns a budget at or
+    below zero instead of raising (vLLM logs such a value before it refuses to start). Every
+    parameter, with the vLLM source it follows: docs/engine-kv-sizing.md §7.9."""
 
     ver = version or LATEST
     util = gpu_memory_utilization if gpu_memory_utilization is not None else \

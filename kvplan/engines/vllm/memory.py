@@ -1,85 +1,16 @@
-"""vLLM's start-up profile run as a model, per version: what it reserves besides the KV cache.
+"""vLLM's start-up profile run as a model, per release: what it reserves besides the KV cache.
 
 vLLM sizes the KV cache as `requested - weights - torch peak increase - non-torch - CUDA graphs`
-(kvplan.engines.vllm.budget). The last three are what the engine *measures* while it runs
-a dummy batch; this module predicts each from the mechanism that produces it, citing the source
-it follows (file::function at a version; the versions read were 0.6.4.post1, 0.8.5, 0.9.1,
-0.10.1, 0.11.0, 0.12.0-0.20.0, 0.26.0 and 0.33.0 source distributions):
-
-1. The dummy batch (`batch_settings`): `max_num_batched_tokens` and `max_num_seqs` as
-   `engine/arg_utils.py` defaults them -- V0 (< 0.8, `EngineArgs.create_engine_config`):
-   chunked prefill on by default on CUDA when `max_model_len > 32,768` (no sliding window,
-   no speculative decoding), then 512 tokens (0.6, `config.py::SchedulerConfig`) or 2,048
-   (0.7); otherwise the batch is `max(max_model_len, 2048)` tokens; 256 sequences.
-   V1 (>= 0.8, `_set_default_args` / `get_batch_defaults`): chunked prefill always on;
-   GPUs with >= 70 GiB that are not A100s get 8,192 tokens (OpenAI server) or 16,384
-   (`LLM` class) and 1,024 sequences, others 2,048 / 8,192 tokens and 256 sequences; 0.33
-   adds a >= 160 GiB tier (16,384). `max_num_seqs = min(default, max_num_batched_tokens)`;
-   up to 0.8.2 every GPU got 1,024 sequences (vllm#15617's RTX 4090 log).
-2. The torch peak (`activation_peak`): the larger of
-   * the forward pass over `max_num_batched_tokens` tokens
-     (`gpu_model_runner.py::profile_run` -> `_dummy_run(max_num_tokens, is_profile=True)`):
-     per token, the widest MLP's intermediate (gate/up `2 x I/tp`, the activation `I/tp`) and
-     three hidden-size buffers (residual, the layer's input, its output), in the activation
-     dtype; for a fused-MoE layer (`fused_moe.py::fused_experts_impl`) the three caches
-     `topk x (2N + N + hidden)` with N = expert width / tp, plus the shared experts' MLP;
-   * on the last pipeline stage, the sampler warm-up over `max_num_seqs` rows
-     (`_dummy_sampler_run`, `sampler.py::Sampler.forward`), while the forward's hidden states
-     (tokens x hidden) are still alive. The dummy metadata asks for top-k and top-p. Up to
-     0.17 `ops/topk_topp_sampler.py::apply_top_k_top_p` sorts the fp32 logits: per logit the
-     model-dtype logits (2 B) and their fp32 copy (4) are alive while torch's segmented radix
-     sort (`aten/src/ATen/native/cuda/SortStable.cu::segmented_sort_pairs`) writes its values
-     and int64 indices (4 + 8) through an int64 iota and cub's alternate key/value buffers
-     (8 + 4 + 8): 38 bytes at the sort. From 0.18 the Triton top-k/top-p kernel masks the
-     fp32 logits in place (`topk_topp_triton.py::apply_top_k_top_p_triton`, no sort; its
-     scratch is one vocabulary row per SM), so one sampler pass holds the model-dtype logits
-     (2), their fp32 copy (4), the softmax probabilities (4) and the exponential noise the
-     random sample divides by (4, `topk_topp_sampler.py::random_sample`): 14 bytes. 0.26's
-     second, `forward_native` warm-up pass in `_dummy_sampler_run` runs after the first has
-     freed its tensors (0.33's source), so the peak stays one pass. The 0.21 RTX A5000 log of
-     LMCache#3430 leaves at most 0.78 GiB of activations for 256 x 151,936 logits (under 20
-     B/logit); the 0.26 RTX 4080 log's "peak activation" of 1.04 GiB includes the 0.48 GiB
-     CUDA-graph estimate (the suggestion line counts the estimate twice, vllm#57983), leaving
-     0.56 GiB: 14.1 B/logit. With the
-     FlashInfer sampler (V1 up to 0.11 whenever flashinfer is installed, as in the
-     vllm/vllm-openai image; opt-in later) the warm-up's top-k and top-p (both set) go to
-     `flashinfer.sampling.top_k_top_p_sampling_from_logits` (`topk_topp_sampler.py::
-     flashinfer_sample`), whose default "top_k_first" order makes the masked logits
-     (`top_k_mask_logits`, fp32) and their softmax: logits 2 + fp32 copy 4 + masked 4 +
-     probabilities 4 = 14 B/logit. The six A100 logs of 0.10.1.1 that name the FlashInfer
-     sampler come within 0.0-1.1% of their budgets with it (docs/engine-accuracy.md).
-   * for a VLM in V1, the encoder pass over the profile's dummy images and the embeddings
-     it leaves in the encoder cache through the forward and the sampler (`EncoderProfile`).
-3. Non-torch memory (`non_torch_bytes`): what `cudaMemGetInfo` sees beyond torch's reserved
-   pool. V0 up to 0.6.4 (`worker.py::determine_num_available_blocks`) and V1 in 0.8
-   (`gpu_worker.py::determine_available_memory`) count it absolutely after the profile, so
-   the CUDA context is in it; V0 from 0.6.5 (`utils.py::memory_profiling` against the
-   worker's `baseline_snapshot`, PR #10511) and V1 from 0.9 (against `init_snapshot`) count
-   only its growth since start-up: kernels loaded lazily on first launch and library
-   handles/workspaces; NCCL communicators are counted while that snapshot is taken before
-   `init_worker_distributed_environment` (V0 0.7, V1 0.9-0.10) and not from 0.11 ("take
-   memory snapshot after NCCL is initialized"). V0 with TP also creates torch.distributed's
-   NCCL communicator for the TP group inside the profile run (the driver's logits gather,
-   `GroupCoordinator.gather`), so one more communicator counts there; V1 before 0.11 also
-   counts the DP group's and, for MoE models, the EP group's communicators.
-4. CUDA graphs (`cudagraph_bytes`): from 0.20 (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`
-   default "1" in the 0.20.0 wheel, "0" in 0.18.0; the 0.2x logs say "default since
-   v0.21.0"; 0.26 / 0.33 `gpu_worker.py::determine_available_memory`,
-   `gpu_model_runner.py::profile_cudagraph_memory`) the estimate is subtracted. Per mode
-   (PIECEWISE for every capture size, FULL decode graphs for the sizes up to max_num_seqs:
-   FULL_AND_PIECEWISE) vLLM measures the free-memory drop of its first (largest) capture and
-   of its second, and estimates `max(first) + sum((n - 1) x max(second, 1 MiB))`. The first
-   capture of the largest size runs `_warmup_and_capture`: an eager warm-up whose buffers
-   stay in torch's regular pool (emptied just before) and the capture's own buffers in the
-   graph pool -- twice the forward's buffers at that size. Later, smaller captures reuse the
-   pool's freed blocks; what each adds is the executable graph the driver instantiates, whose
-   kernel nodes grow with the layers (piecewise: one graph per layer; full: every layer's
-   kernels in one) -- a driver property, `CUDAGRAPH_BYTES_PER_LAYER` below. Not with
-   `--enforce-eager` (`cudagraph_mode` NONE), and never before 0.20 (graphs are captured
-   after the KV cache, inside `1 - gpu_memory_utilization`).
-
-The device/driver constants (CUDA context, lazily loaded kernels, NCCL buffers) cannot be
-derived from a model's config; their values and where they come from are stated below.
+(kvplan.engines.vllm.budget); the last three are what the engine measures while it runs a
+dummy batch, and this module predicts each from the mechanism that produces it:
+`batch_settings` (the dummy batch, engine/arg_utils.py defaults), `activation_peak` (the
+forward over max_num_batched_tokens or the sampler warm-up, gpu_model_runner.py::profile_run),
+`non_torch_bytes` (cudaMemGetInfo growth since the worker's snapshot, gpu_worker.py::
+determine_available_memory) and `cudagraph_bytes` (the estimate subtracted from 0.20,
+gpu_model_runner.py::profile_cudagraph_memory). The source read, release by release, and the
+logs each rule was checked against: docs/engine-kv-sizing.md §7.8. The device/driver
+constants (CUDA context, lazily loaded kernels, NCCL buffers) cannot be derived from a
+model's config; their values and sources are stated below.
 """
 
 from __future__ import annotations
