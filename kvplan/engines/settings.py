@@ -124,9 +124,13 @@ def _shown(value: float) -> str:
 def _bounded(value: float, row: Setting, where: str) -> None:
     low, high = row.low, row.high
     if low is not None and value < low or high is not None and value > high:
-        span = (f"between {_shown(low)} and {_shown(high)}"
-                if high is not None and low is not None
-                else f"at least {_shown(low)}" if low is not None else f"at most {_shown(high)}")
+        if low is not None and high is not None:
+            span = f"between {_shown(low)} and {_shown(high)}"
+        elif low is not None:
+            span = f"at least {_shown(low)}"
+        else:
+            assert high is not None  # the test above holds only with a bound
+            span = f"at most {_shown(high)}"
         raise BadInputError(f"{where}must be {span}, got {_shown(value)}")
 
 
