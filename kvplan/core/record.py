@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, TypeVar, dataclass_transform
+from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 _T = TypeVar("_T", bound=type)
 
@@ -26,19 +26,7 @@ def record(cls: _T) -> _T:
         if params is not None and params.frozen:
             raise TypeError(f"record {cls.__qualname__} cannot derive from the frozen "
                             f"dataclass {base.__qualname__}: make the base a @record")
-    own_doc = cls.__dict__.get("__doc__")
-    if own_doc is None:
-        cls.__doc__ = "-"  # dataclasses would build a docstring with inspect.signature
-    dataclasses.dataclass(cls, init=False, repr=False, eq=False)
-    if own_doc is None:
-        cls.__doc__ = None
-    fields = dataclasses.fields(cls)
-    declared = vars(cls)["__dataclass_fields__"]  # InitVar and ClassVar entries too
-    if any(f.kw_only is True for f in fields) or any(
-            isinstance(f.type, str) and "InitVar" in f.type or f.type is dataclasses.InitVar
-            or isinstance(f.type, dataclasses.InitVar) for f in declared.values()):
-        raise TypeError(f"record {cls.__qualname__}: keyword-only fields and InitVar "
-                        "pseudo-fields are not supported (use @dataclass(frozen=True))")
+    fields = _collect_fields(cls)
     compared = _getter(f.name for f in fields if f.compare)
     hashed = _getter(f.name for f in fields if (f.compare if f.hash is None else f.hash))
     shown = tuple(f.name for f in fields if f.repr)
@@ -66,6 +54,70 @@ def record(cls: _T) -> _T:
         if name not in own or (name == "__hash__" and implicit_no_hash):
             setattr(cls, name, method)
     return cls
+
+
+# What `dataclasses.dataclass(cls, init=False, repr=False, eq=False)` records on a class,
+# made once: every record shares it.
+_PARAMS = dataclasses.dataclass(init=False, repr=False, eq=False)(
+    type("_Params", (), {})).__dataclass_params__  # type: ignore[attr-defined]
+
+
+def _collect_fields(cls: type) -> tuple[dataclasses.Field[Any], ...]:
+    """What `dataclasses.dataclass(cls, init=False, repr=False, eq=False)` does to `cls`,
+    without its general machinery (a tenth of a record's cost went to it): the fields of the
+    dataclass bases, then the class's own annotations in order, each default or `field(...)`
+    made a `dataclasses.Field` (`__dataclass_fields__`, ClassVar entries included), the
+    class attributes set to the defaults, `__dataclass_params__` and `__match_args__`.
+    InitVar and keyword-only fields are refused."""
+    declared: dict[str, dataclasses.Field[Any]] = {}
+    for base in cls.__mro__[-1:0:-1]:
+        inherited = base.__dict__.get("__dataclass_fields__")
+        if inherited is not None:
+            declared.update(inherited)
+    own = cls.__dict__
+    for name, kind in own.get("__annotations__", {}).items():
+        text = kind if isinstance(kind, str) else ""
+        if (text.startswith(("InitVar", "dataclasses.InitVar", "KW_ONLY", "dataclasses.KW_ONLY"))
+                or kind is dataclasses.InitVar or isinstance(kind, dataclasses.InitVar)
+                or kind is dataclasses.KW_ONLY):
+            raise TypeError(f"record {cls.__qualname__}: keyword-only fields and InitVar "
+                            "pseudo-fields are not supported (use @dataclass(frozen=True))")
+        default = own.get(name, dataclasses.MISSING)
+        if isinstance(default, dataclasses.Field):
+            f = default
+            if f.kw_only is True:
+                raise TypeError(f"record {cls.__qualname__}: keyword-only fields and InitVar "
+                                "pseudo-fields are not supported (use @dataclass(frozen=True))")
+        else:
+            f = dataclasses.field(default=default)
+        f.name = name
+        f.type = kind
+        classvar = (text.startswith(("ClassVar", "typing.ClassVar")) if text
+                    else kind is ClassVar or getattr(kind, "__origin__", None) is ClassVar)
+        if classvar:
+            f._field_type = dataclasses._FIELD_CLASSVAR  # type: ignore[attr-defined]
+            if f.default_factory is not dataclasses.MISSING:
+                raise TypeError(f"field {name} cannot have a default factory")
+        else:
+            f._field_type = dataclasses._FIELD  # type: ignore[attr-defined]
+            if f.kw_only is dataclasses.MISSING:
+                f.kw_only = False
+            if f.default.__class__.__hash__ is None:  # list, dict, set: as dataclasses says
+                raise ValueError(f"mutable default {type(f.default)} for field {name} is "
+                                 "not allowed: use default_factory")
+        if isinstance(default, dataclasses.Field):
+            if f.default is dataclasses.MISSING:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, f.default)
+        declared[name] = f
+    cls.__dataclass_params__ = _PARAMS  # type: ignore[attr-defined]
+    cls.__dataclass_fields__ = declared  # type: ignore[attr-defined]
+    fields = tuple(f for f in declared.values()
+                   if f._field_type is dataclasses._FIELD)  # type: ignore[attr-defined]
+    if "__match_args__" not in own:
+        cls.__match_args__ = tuple(f.name for f in fields if f.init)  # type: ignore[attr-defined]
+    return fields
 
 
 def _getter(names: Any) -> Callable[[object], tuple[Any, ...]]:
@@ -100,8 +152,14 @@ def _shared_init(cls: type) -> Callable[..., None]:
     fields = dataclasses.fields(cls)
     params = tuple(f.name for f in fields if f.init)
     known = frozenset(params)
+    required = tuple(f.name for f in fields if f.init and f.default is dataclasses.MISSING
+                     and f.default_factory is dataclasses.MISSING)
+    # (name, default, factory) per field in order; init=False fields are never given
+    steps = tuple((f.name, f.default, f.default_factory) for f in fields)
     post_init = hasattr(cls, "__post_init__")
     name = f"{cls.__qualname__}.__init__()"
+    missing_value = dataclasses.MISSING
+    set_value = object.__setattr__
     left = COMPILE_AFTER
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -119,23 +177,21 @@ def _shared_init(cls: type) -> Callable[..., None]:
             if key in given:
                 raise TypeError(f"{name} got multiple values for argument {key!r}")
             given[key] = value
-        missing = [f.name for f in fields if f.init and f.name not in given
-                   and f.default is dataclasses.MISSING
-                   and f.default_factory is dataclasses.MISSING]
+        missing = [m for m in required if m not in given]
         if missing:
             raise TypeError(f"{name} missing {len(missing)} required argument"
                             f"{'s' if len(missing) > 1 else ''}: "
                             + ", ".join(repr(m) for m in missing))
-        for f in fields:
-            if f.init and f.name in given:
-                value = given[f.name]
-            elif f.default is not dataclasses.MISSING:
-                value = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                value = f.default_factory()
+        for field_name, default, factory in steps:
+            if field_name in given:
+                value = given[field_name]
+            elif default is not missing_value:
+                value = default
+            elif factory is not missing_value:
+                value = factory()
             else:
                 continue  # an init=False field without a default: left unset, as dataclasses
-            object.__setattr__(self, f.name, value)
+            set_value(self, field_name, value)
         if post_init:
             self.__post_init__()
 

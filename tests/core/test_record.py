@@ -7,6 +7,7 @@ import copy
 import dataclasses
 import pickle
 from dataclasses import dataclass, field
+from typing import ClassVar  # at module level: where dataclasses looks for it
 
 import pytest
 
@@ -182,3 +183,42 @@ def test_the_shared_init_binds_arguments_as_the_compiled_one_does():
     compiled = [_outcome(rec, args, kwargs) for args, kwargs in _calls()]
     assert shared == compiled
     assert shared.count(TypeError) == 6  # missing x2, too many, twice given, unknown, init=False
+
+
+def test_field_table_and_class_attributes_as_dataclasses_makes_them():
+    """A record collects its fields itself (not through dataclasses' class processing): the
+    same Field entries (ClassVar ones too, inherited ones first), the same class attributes
+    left for defaults, __match_args__, and a mutable default refused as dataclasses does."""
+    made = []
+    for deco in (dataclass(frozen=True), record):
+        @deco
+        class Base:
+            a: int
+            b: tuple[int, ...] = (1,)
+            kind: ClassVar[str] = "base"
+
+        @deco
+        class Child(Base):
+            c: str = field(default="c", repr=False)
+            d: int = field(default_factory=int)
+            b: tuple[int, ...] = (2,)
+
+        made.append(Child)
+    dc, rec = made
+
+    def table(cls):
+        return [(f.name, f.type, f.default, f.default_factory, f.init, f.repr, f.hash,
+                 f.compare, f.kw_only, f._field_type)
+                for f in cls.__dataclass_fields__.values()]
+
+    assert table(rec) == table(dc)
+    assert [f.name for f in dataclasses.fields(rec)] == ["a", "b", "c", "d"]
+    assert rec.__match_args__ == dc.__match_args__ == ("a", "b", "c", "d")
+    assert rec.c == "c" and rec.b == (2,) and rec.kind == "base"
+    assert "d" not in vars(rec) and "d" not in vars(dc)  # a factory leaves no class attribute
+    assert dataclasses.replace(rec(1), c="x") == rec(1, (2,), "x", 0)
+    for deco in (dataclass(frozen=True), record):
+        with pytest.raises(ValueError, match="mutable default"):
+            @deco
+            class Listed:
+                items: list[int] = []  # noqa: RUF012
