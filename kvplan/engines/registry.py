@@ -43,6 +43,7 @@ _TABLES: dict[str, str | None] = {
     "sglang": "kvplan.engines.sglang.text",
     "trtllm": "kvplan.engines.trtllm.text",
     "tgi": "kvplan.engines.tgi.text",
+    "llamacpp": "kvplan.engines.llamacpp.text",
     "hf": None,
 }
 _LOADED: dict[str, Engine] = {}

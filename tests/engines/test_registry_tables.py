@@ -12,7 +12,8 @@ from probes import probe
 from kvplan.engines import registry
 
 OTHER_ENGINES = ("kvplan.engines.sglang.engine", "kvplan.engines.trtllm.engine",
-                 "kvplan.engines.tgi.engine", "kvplan.engines.hf.engine")
+                 "kvplan.engines.tgi.engine", "kvplan.engines.hf.engine",
+                 "kvplan.engines.llamacpp.engine")
 
 
 @pytest.mark.parametrize("name", registry.names())
@@ -35,7 +36,7 @@ def test_reading_a_vllm_log_or_command_imports_no_other_engines_code(argv):
 def test_a_package_imports_a_submodule_when_one_of_its_names_is_asked_for():
     import importlib
 
-    for package in ("vllm", "sglang", "trtllm", "tgi"):
+    for package in ("vllm", "sglang", "trtllm", "tgi", "llamacpp"):
         module = importlib.import_module(f"kvplan.engines.{package}")
         for name in module.__all__:
             assert getattr(module, name) is not None, (package, name)

@@ -1,0 +1,113 @@
+"""llama.cpp's text: the `llama-server` flags and the start-up log lines, as data (read by
+kvplan.sources.launch and kvplan.sources.startlog, without the engine's code).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from kvplan.core.launch import EngineLog, LogLine
+
+if TYPE_CHECKING:
+    from kvplan.core.launch import EngineLaunch
+
+
+# --- the launch command (`llama-server`), read by kvplan.sources.launch ------------------------
+# Flags from common/arg.cpp (common_params_parser_init); short and long spellings.
+@functools.cache
+def launch_flags() -> EngineLaunch:
+    from kvplan.core.launch import EngineLaunch
+
+    # the declared settings' flags (-c, -np, -ctk, -ub, ...) come from their
+    # rows (kvplan.engines.settings), joined to this table by kvplan.planning.launch
+    setting = {
+        "-m": ("model", "str"), "--model": ("model", "str"),
+        "-hf": ("hf_repo", "str"), "--hf-repo": ("hf_repo", "str"),
+        "-ctv": ("kv_dtype_v", "str"), "--cache-type-v": ("kv_dtype_v", "str"),
+        "-ngl": ("n_gpu_layers", "str"), "--n-gpu-layers": ("n_gpu_layers", "str"),
+        "--gpu-layers": ("n_gpu_layers", "str"),
+        "-b": ("n_batch", "int"), "--batch-size": ("n_batch", "int"),
+        "-fa": ("flash_attn", "optional"), "--flash-attn": ("flash_attn", "optional"),
+        "-kvu": ("kv_unified", "flag"), "--kv-unified": ("kv_unified", "flag"),
+        "--swa-full": ("swa_full", "flag"), "-sm": ("split_mode", "str"),
+        "--split-mode": ("split_mode", "str"), "-ts": ("tensor_split", "str"),
+        "--tensor-split": ("tensor_split", "str"),
+    }
+    ignored = ("--host", "--port", "-t", "--threads", "-tb", "--threads-batch", "-a", "--alias",
+               "--api-key", "-n", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
+               "--seed", "-s", "--chat-template", "--log-file", "--timeout", "--slot-save-path",
+               "--rope-scaling", "--rope-freq-base", "--rope-freq-scale")
+    ignored_flags = ("--jinja", "--mlock", "--no-mmap", "--metrics", "-cb", "--cont-batching",
+                     "--no-webui", "--verbose", "-v", "--embedding", "--embeddings")
+    flags = {**setting, **{f: ("", "ignore") for f in ignored},
+             **{f: ("", "ignore-flag") for f in ignored_flags}}
+    return EngineLaunch("llamacpp", (("llama-server",), ("llama-cli",)),
+                        images=("ggml-org/llama.cpp", "ggerganov/llama.cpp"), flags=flags,
+                        underscores_match_dashes=False)
+
+
+# --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
+#
+# The KV line by build: llama_kv_cache_init / llama_new_context_with_model "KV self size  = X
+# MiB, K (f16): ..., V (f16): ..." (2024; ik_llama.cpp's MLA cache prints "c^KV (q8_0): X
+# MiB"), llama_kv_cache_unified (2025: "size = X MiB (N cells, L layers, S/S seqs), K (f16):
+# ...") and llama_kv_cache (from b6300), and 2023's "kv self size  = X MB" (ggml's MB: 2^20).
+# The server's "n_ctx_slot" is one slot's context (-np slots share n_ctx).
+
+_KV_LINE = r"llama_kv_cache(?:_unified)?: +size = +"
+LOG_FORMAT = EngineLog(
+    "llamacpp", "llama.cpp",
+    markers=(r"llama_kv_cache|llama_context|llama_model_loader|llama-server|"
+             r"KV self size|kv self size|llama_model_load_internal|llama_new_context_with_model|"
+             r"compute buffer size|KV buffer size|n_ctx_slot"),
+    figures=(
+        LogLine("model", "general.name", r"general\.name\s+str\s+=\s+(.+)", "str", "model"),
+        LogLine("max_model_len", "n_ctx", r"\bn_ctx\s+=\s+(\d+)", "int", "settings"),
+        LogLine("ctx_per_seq", "n_ctx_slot=", r"\bn_ctx_slot=(\d+)", "int", "settings",
+                "tokens", scope="sequence"),
+        LogLine("parallel", "n_seq_max", r"\bn_seq_max\s+=\s+(\d+)", "int", "settings"),
+        LogLine("parallel", "n_slots=", r"\bn_slots=(\d+)", "int", "settings"),
+        LogLine("n_ubatch", "n_ubatch", r"\bn_ubatch\s+=\s+(\d+)", "int", "settings"),
+        LogLine("flash_attn", "flash_attn", r"\bflash_attn\s+=\s+(\w+)", "str", "settings"),
+        LogLine("kv_unified", "kv_unified", r"\bkv_unified\s+=\s+(true|false)", "str",
+                "settings"),
+        # the iSWA model's second cache (llama_kv_cache_iswa), one stream's cells
+        LogLine("swa_cells", "SWA KV cache", r"creating +SWA KV cache, size = (\d+) cells",
+                "int", "kv", "cells"),
+        # the first GPU's compute buffer ("CUDA0", "ROCm0", "Vulkan0", "Metal"; not *_Host)
+        LogLine("compute_mib", "compute buffer size",
+                r"\b(?:CUDA|ROCm|Vulkan|Metal|SYCL|MUSA)\d* +compute buffer size = +([\d.]+) "
+                r"MiB", "num", "kv", "MiB"),
+        LogLine("cells", "cells", _KV_LINE + r"[\d.]+ MiB \( *(\d+) cells", "int", "kv",
+                "cells", releases=("b5300", "")),
+        LogLine("kv_mib", "size =", _KV_LINE + r"([\d.]+) MiB", "num", "kv", "MiB",
+                releases=("b5300", "")),
+        # "S/N seqs": N streams (a non-unified cache, -np N) of the printed cells each
+        LogLine("streams", "seqs)", _KV_LINE + r"[\d.]+ MiB \( *\d+ cells, +\d+ layers, +\d+/(\d+) "
+                r"seqs\)", "int", "kv", "streams", releases=("b6250", ""), scope="sequence"),
+        LogLine("k_mib", "size =", _KV_LINE + r"[^()]*\([^()]*\), K \(\w+\): +([\d.]+) MiB", "num",
+                "kv", "MiB", releases=("b5300", "")),
+        LogLine("v_mib", "size =", _KV_LINE + r"[^()]*\([^()]*\), K \(\w+\): +[\d.]+ MiB, V "
+                r"\(\w+\): +([\d.]+) MiB", "num", "kv", "MiB", releases=("b5300", "")),
+        LogLine("kv_dtype", "size =", _KV_LINE + r"[^()]*\([^()]*\), K \((\w+)\)", "str",
+                "settings"),
+        LogLine("kv_dtype_v", "size =", _KV_LINE + r"[^()]*\([^()]*\), K \(\w+\): +[\d.]+ MiB, V "
+                r"\((\w+)\)", "str", "settings"),
+        LogLine("kv_mib", "KV self size", r"KV self size += +([\d.]+) MiB", "num", "kv", "MiB",
+                releases=("b1500", "b5299")),
+        LogLine("k_mib", "KV self size", r"KV self size += +[\d.]+ MiB, K \(\w+\): +([\d.]+) MiB",
+                "num", "kv", "MiB", releases=("b1500", "b5299")),
+        LogLine("v_mib", "KV self size", r"KV self size += +[\d.]+ MiB, K \(\w+\): +[\d.]+ MiB, "
+                r"V \(\w+\): +([\d.]+) MiB", "num", "kv", "MiB", releases=("b1500", "b5299")),
+        LogLine("kv_dtype", "KV self size", r"KV self size += +[\d.]+ MiB, (?:K|c\^KV) \((\w+)\)",
+                "str", "settings"),
+        LogLine("kv_dtype_v", "KV self size", r"KV self size += +[\d.]+ MiB, K \(\w+\): +[\d.]+ "
+                r"MiB, V \((\w+)\)", "str", "settings"),
+        LogLine("kv_mib", "kv self size", r"kv self size += +([\d.]+) MB", "num", "kv", "MB",
+                releases=("", "b1499")),
+        # per-device buffers, summed, where no size line says the total
+        LogLine("kv_mib", "KV buffer size", r"KV buffer size = +([\d.]+) MiB", "num", "kv",
+                "MiB", combine="sum"),
+    ),
+)
