@@ -13,7 +13,6 @@ rounding, pools, segment sizes and split rule: docs/engine-kv-sizing.md §7.4.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from dataclasses import dataclass, field
 
 MIN_BLOCK_BYTES = 512  # kMinBlockSize
 SMALL_SIZE_BYTES = 1 << 20  # kSmallSize: largest request of the small pool
@@ -40,12 +39,18 @@ def segment_size(rounded_bytes: int) -> int:
     return -(-rounded_bytes // ROUND_LARGE_BYTES) * ROUND_LARGE_BYTES
 
 
-@dataclass(eq=False)  # blocks are found by identity (list.index, free lists)
+# Plain classes, not dataclasses: nothing compares or prints them, and defining a dataclass
+# compiles its methods at import (the allocator is on every plan's path).
 class _Block:
-    segment: int
-    offset: int
-    size: int
-    free: bool = True
+    """A block of a segment; blocks are found by identity (list.index, free lists)."""
+
+    __slots__ = ("free", "offset", "segment", "size")
+
+    def __init__(self, segment: int, offset: int, size: int, free: bool = True) -> None:
+        self.segment = segment
+        self.offset = offset
+        self.size = size
+        self.free = free
 
     @property
     def fit_key(self) -> tuple[int, int, int]:
@@ -53,20 +58,19 @@ class _Block:
         return (self.size, self.segment, self.offset)
 
 
-@dataclass
 class CachingAllocator:
     """A replay of allocations and frees; `allocated_bytes` is memory_allocated."""
 
-    allocated_bytes: int = 0
-    # blocks of every segment, in address order, per pool ("small" / "large")
-    _segments: list[list[_Block]] = field(default_factory=list)
-    _pools: list[str] = field(default_factory=list)
-    _live: dict[int, _Block] = field(default_factory=dict)
-    _next: int = 0
-    # each pool's free blocks by fit_key, kept sorted: best fit is one bisect, not a scan
-    _free: dict[str, list[tuple[int, int, int]]] = field(
-        default_factory=lambda: {"small": [], "large": []})
-    _free_blocks: dict[tuple[int, int, int], _Block] = field(default_factory=dict)
+    def __init__(self) -> None:
+        self.allocated_bytes = 0
+        # blocks of every segment, in address order, per pool ("small" / "large")
+        self._segments: list[list[_Block]] = []
+        self._pools: list[str] = []
+        self._live: dict[int, _Block] = {}
+        self._next = 0
+        # each pool's free blocks by fit_key, kept sorted: best fit is one bisect, not a scan
+        self._free: dict[str, list[tuple[int, int, int]]] = {"small": [], "large": []}
+        self._free_blocks: dict[tuple[int, int, int], _Block] = {}
 
     def malloc(self, num_bytes: int) -> int:
         """Allocate a tensor of `num_bytes`; returns a handle for `free`."""
