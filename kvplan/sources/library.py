@@ -39,10 +39,17 @@ def _normalise(name: str) -> str:
 
 
 def library_files() -> dict[str, Path]:
+    """Stem -> path of every `*.yaml` in the library directories, each directory's in name
+    order, the first directory's file winning a stem (one directory listing each, no glob)."""
     files: dict[str, Path] = {}
     for d in library_dirs():
-        for path in sorted(d.glob("*.yaml")):
-            files.setdefault(path.stem, path)
+        try:
+            names = sorted(e.name for e in os.scandir(d) if e.name.endswith(".yaml"))
+        except OSError:
+            continue
+        for name in names:
+            if name[:-5] not in files:
+                files[name[:-5]] = d / name
     return files
 
 
@@ -132,12 +139,18 @@ def find_alias(repo: str, revision: str | None = None) -> ModelSpec | None:
     from kvplan.sources.yamlspec import load_yaml_file
 
     key = _normalise(repo)
-    for path in library_index().aliases.get(key, ()):
+    index = library_index()
+    if (key, revision) in index.found:  # explain and --from-command ask twice
+        return index.found[key, revision]
+    found = None
+    for path in index.aliases.get(key, ()):
         spec = load_yaml_file(path)
         if key in {_normalise(a) for a in spec.aliases} and (
                 revision is None or spec.source.revision == revision):
-            return spec
-    return None
+            found = spec
+            break
+    index.found[key, revision] = found
+    return found
 
 
 class LibraryIndex:
@@ -148,6 +161,9 @@ class LibraryIndex:
     def __init__(self) -> None:
         self.names: list[str] = []
         self.aliases: dict[str, list[Path]] = {}
+        # (normalised alias, revision) -> the model find_alias found for it (specs are
+        # immutable; the index, and this with it, is rebuilt when a library file changes)
+        self.found: dict[tuple[str, str | None], ModelSpec | None] = {}
         for path in library_files().values():
             try:
                 text = path.read_text(encoding="utf-8")
@@ -175,11 +191,12 @@ def library_index() -> LibraryIndex:
     name twice), again when one changes."""
     state = []
     for path in library_files().values():
+        name = str(path)
         try:
-            st = path.stat()
+            st = os.stat(name)
         except OSError:
             continue
-        state.append((str(path), st.st_mtime_ns, st.st_size))
+        state.append((name, st.st_mtime_ns, st.st_size))
     key = tuple(state)
     if key not in _INDEX:
         _INDEX.clear()

@@ -379,18 +379,23 @@ def test_library_index_agrees_with_parsing_every_spec():
 def test_a_name_or_alias_parses_one_spec_and_a_miss_parses_none(monkeypatch):
     import kvplan.sources.yamlspec as yamlspec
     from kvplan.core.errors import UnknownModelError
+    from kvplan.sources import library
     from kvplan.sources.library import resolve
 
+    monkeypatch.setattr(library, "_INDEX", {})  # no index (and no alias found) from before
     parsed = []
     real = yamlspec.load_yaml_file
     monkeypatch.setattr(yamlspec, "load_yaml_file", lambda p: parsed.append(p) or real(p))
     assert resolve("llama-3.1-8b").name == "llama-3.1-8b"
     assert resolve("meta-llama/Llama-3.1-8B-Instruct").name == "llama-3.1-8b"
-    assert resolve("Meta-Llama/Llama-3.1-8B-INSTRUCT").name == "llama-3.1-8b"  # any case
-    assert len(parsed) == 3
+    assert len(parsed) == 2
+    # the same alias again, in any case: found once per process (explain and --from-command
+    # resolve a Hub name twice), parsed once
+    assert resolve("Meta-Llama/Llama-3.1-8B-INSTRUCT").name == "llama-3.1-8b"
+    assert len(parsed) == 2
     with pytest.raises(UnknownModelError, match="did you mean: llama-3.1-8b"):
         resolve("llama-3.1-8")
-    assert len(parsed) == 3  # the suggestion came from the index, no spec was parsed
+    assert len(parsed) == 2  # the suggestion came from the index, no spec was parsed
 
 
 def test_a_library_file_written_by_hand_is_parsed_for_its_aliases(tmp_path, monkeypatch):
