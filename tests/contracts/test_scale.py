@@ -449,7 +449,11 @@ def test_plan_without_requests_does_not_read_workloads():
     from probes import probe
 
     result = probe(["plan", "llama-3.1-8b", "--gpu", "h100", "--context", "8k"],
-                   ("kvplan.planning.plan", "kvplan.sources.workload", "kvplan.cli.model"))
+                   ("kvplan.planning.plan", "kvplan.sources.workload", "kvplan.cli.model",
+                    # vLLM's flag table and log lines (read by --from-command and explain),
+                    # DeepSeek-V4's cache stages, llama.cpp's engine: not this plan's
+                    "kvplan.engines.vllm.text", "kvplan.core.launch",
+                    "kvplan.engines.vllm.deepseek_v4", "kvplan.engines.llamacpp.engine"))
     assert result.ran and result.loaded == ["kvplan.planning.plan"]
 
 

@@ -11,7 +11,7 @@ as `kvplan validate` allocates them with torch.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError
@@ -59,7 +59,9 @@ from kvplan.engines.vllm.formats import (
 from kvplan.engines.vllm.memory import BatchSettings, batch_settings
 from kvplan.engines.vllm.pages import FullPage, PageSpec
 from kvplan.engines.vllm.startup import VllmProfile, layout, profile
-from kvplan.engines.vllm.text import LOG_FORMAT, launch_flags
+
+if TYPE_CHECKING:
+    from kvplan.core.launch import EngineLaunch, EngineLog
 
 
 def batch_for(dep: Deployment) -> BatchSettings:
@@ -160,8 +162,6 @@ def cache_layout(spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *, tp:
 class VllmEngine(BaseEngine):
     name = "vllm"
     display_name = "vLLM"
-    start_log = LOG_FORMAT
-    launch_table = launch_flags
     budget_figure = "available_kv_cache_bytes"
     # vllm/config/cache.py `BlockSize` (256 from 0.11.1: config.check_block_size)
     block_sizes = (1, 8, 16, 32, 64, 128, 256)
@@ -175,6 +175,17 @@ class VllmEngine(BaseEngine):
     models_compressed_attention = True  # DeepSeek-V4 on Hopper (dsv4_stage)
     # VLLM_PP_LAYER_PARTITION and a GPU per stage: each worker its own budget (budget.py)
     plans_unequal_stages = True
+
+    # its flag table and log lines (`text`) are imported when asked for: a plan reads neither
+    def log_format(self) -> EngineLog:
+        from kvplan.engines.vllm.text import LOG_FORMAT
+
+        return LOG_FORMAT
+
+    def launch(self) -> EngineLaunch:
+        from kvplan.engines.vllm.text import launch_flags
+
+        return launch_flags()
 
     def capacity(self, dep: Deployment) -> Capacity:
         if dep.mamba_ssm_cache_dtype != "auto":

@@ -25,7 +25,6 @@ from kvplan.engines.vllm.config import (
     VllmConfig,
     rules_for,
 )
-from kvplan.engines.vllm.deepseek_v4 import dsv4_stage
 from kvplan.engines.vllm.formats import has_compressed_attention, kv_format
 from kvplan.engines.vllm.grouping import StageLayout, blocks_for_request, bucket_groups
 from kvplan.engines.vllm.pages import MambaPage, indexer_specs, layer_page_specs, stage_layers
@@ -51,6 +50,8 @@ def layout(spec: ModelSpec, config: VllmConfig, fmt: KVFormat | None = None
     start = 0
     for layers in stage_layers(spec, config):
         if has_compressed_attention(spec):
+            from kvplan.engines.vllm.deepseek_v4 import dsv4_stage  # DeepSeek-V4 only
+
             out.append(dsv4_stage(layers, start, config))
             start += len(layers)
             continue
