@@ -1,6 +1,8 @@
 """`kvplan explain LOGFILE`: an engine's start-up log reconciled with kvplan."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: typer reads each command's signature four
+# times as it starts, and an annotation kept as a string is compiled at every read (as in
+# kvplan.cli.plan).
 
 from typing import Annotated
 

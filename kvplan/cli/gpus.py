@@ -1,6 +1,8 @@
 """`kvplan gpus`: the GPU catalog, registered in kvplan.cli.app."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: typer reads each command's signature four
+# times as it starts, and an annotation kept as a string is compiled at every read (as in
+# kvplan.cli.plan).
 
 from typing import Annotated
 

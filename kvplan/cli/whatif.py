@@ -1,7 +1,9 @@
 """`kvplan whatif`: cache policies, prefix reuse, prefill beside decode, offload tiers and
 disaggregated serving, each beside the exact baseline (kvplan.planning.whatif)."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: typer reads each command's signature four
+# times as it starts, and an annotation kept as a string is compiled at every read (as in
+# kvplan.cli.plan).
 
 from fractions import Fraction
 from typing import Annotated

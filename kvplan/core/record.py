@@ -117,7 +117,7 @@ def _collect_fields(cls: type) -> tuple[dataclasses.Field[Any], ...]:
     fields = tuple(f for f in declared.values()
                    if f._field_type is dataclasses._FIELD)  # type: ignore[attr-defined]
     if "__match_args__" not in own:
-        cls.__match_args__ = tuple(f.name for f in fields if f.init)  # type: ignore[attr-defined]
+        setattr(cls, "__match_args__", tuple(f.name for f in fields if f.init))  # noqa: B010
     return fields
 
 

@@ -460,9 +460,13 @@ def test_plan_without_requests_does_not_read_workloads():
 def test_size_and_plan_signatures_are_not_strings_typer_must_compile():
     # typer reads a command's signature four times at start-up; string annotations (from
     # `from __future__ import annotations`) are compiled at each read: ~3 ms for plan
+    from kvplan.cli import explain as explain_cli
+    from kvplan.cli import gpus as gpus_cli
     from kvplan.cli import model as model_cli
     from kvplan.cli import plan as plan_cli
+    from kvplan.cli import whatif as whatif_cli
 
-    for command in (model_cli.size, plan_cli.plan, plan_cli.compare):
+    for command in (model_cli.size, plan_cli.plan, plan_cli.compare, explain_cli.explain,
+                    whatif_cli.whatif, gpus_cli.gpus):
         hints = command.__annotations__
         assert hints and not [k for k, v in hints.items() if isinstance(v, str)], command
