@@ -158,13 +158,13 @@ class LibraryIndex:
     it, read from each file's `name:` and `aliases: [...]` lines (no YAML parse); a file
     written otherwise is parsed. Built per look-up that misses a file name: 56 small reads."""
 
-    def __init__(self) -> None:
+    def __init__(self, files: dict[str, Path] | None = None) -> None:
         self.names: list[str] = []
         self.aliases: dict[str, list[Path]] = {}
         # (normalised alias, revision) -> the model find_alias found for it (specs are
         # immutable; the index, and this with it, is rebuilt when a library file changes)
         self.found: dict[tuple[str, str | None], ModelSpec | None] = {}
-        for path in library_files().values():
+        for path in (library_files() if files is None else files).values():
             try:
                 with open(path, encoding="utf-8") as f:  # not Path.read_text: 58 files
                     text = f.read()
@@ -190,8 +190,9 @@ def library_index() -> LibraryIndex:
     """The index of the library files as they are now: built once per process for the same
     files (name, size and modification time; `explain` and `--from-command` resolve a Hub
     name twice), again when one changes."""
+    files = library_files()
     state = []
-    for path in library_files().values():
+    for path in files.values():
         name = str(path)
         try:
             st = os.stat(name)
@@ -201,7 +202,7 @@ def library_index() -> LibraryIndex:
     key = tuple(state)
     if key not in _INDEX:
         _INDEX.clear()
-        _INDEX[key] = LibraryIndex()
+        _INDEX[key] = LibraryIndex(files)
     return _INDEX[key]
 
 

@@ -422,7 +422,7 @@ def test_the_library_index_is_read_once_until_a_file_changes(tmp_path, monkeypat
     monkeypatch.setenv("KVPLAN_MODEL_PATH", str(tmp_path))
     built = []
     real = library.LibraryIndex
-    monkeypatch.setattr(library, "LibraryIndex", lambda: built.append(1) or real())
+    monkeypatch.setattr(library, "LibraryIndex", lambda *a: built.append(1) or real(*a))
     assert library.resolve("acme/mine-7b").name == "mine"
     assert library.resolve("acme/mine-7b").name == "mine"
     assert len(built) == 1
