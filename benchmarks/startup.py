@@ -16,6 +16,7 @@ Usage (from the repository root, with the venv that has kvplan installed):
     .venv/bin/python benchmarks/startup.py --importtime    # which imports cost the time
     .venv/bin/python benchmarks/startup.py --ladder        # what each layer of the CLI costs
     .venv/bin/python benchmarks/startup.py --floor         # size/plan as ratios to the floor
+    .venv/bin/python benchmarks/startup.py --instructions  # the same, instructions (valgrind)
     .venv/bin/python benchmarks/startup.py --check         # exit 1 when the target is missed
     .venv/bin/python benchmarks/startup.py --bytecode as-is # keep PYTHONDONTWRITEBYTECODE etc.
 
@@ -307,6 +308,52 @@ def floor_report(runs: int, warmup: int, as_json: bool) -> bool:
     return met
 
 
+# --- instructions mode: the floor commands' instruction counts (valgrind) --------------------
+
+_COLLECTED = re.compile(r"Collected : (\d+)")
+
+
+def instructions_once(argv: list[str]) -> int:
+    """Instructions one process executes (valgrind's callgrind tool, user space), which
+    unlike its time does not move with other load on the machine; about 100x slower."""
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv]
+    env = {**_env(), "PYTHONHASHSEED": "0"}  # the same set and dict orders every run
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          cwd=REPO_ROOT, env=env, check=False)
+    found = _COLLECTED.search(proc.stderr.decode(errors="replace"))
+    if proc.returncode != 0 or found is None:
+        raise SystemExit(f"valgrind failed (exit {proc.returncode}): {' '.join(argv)}\n"
+                         + proc.stderr.decode(errors="replace")[-1000:])
+    return int(found.group(1))
+
+
+def instructions_report(as_json: bool) -> None:
+    """The --floor commands once each under valgrind, as ratios of instructions to the
+    floor's: a measure for a busy machine, where the wall and CPU ratios spread by +-0.05."""
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind on PATH")
+    py = sys.executable
+    cmds = [("floor: python -c '" + FLOOR_CODE + "'", [py, "-c", FLOOR_CODE])]
+    cmds += [(label, [py, "-m", "kvplan", *args]) for label, args, _ in FLOOR_TARGETS]
+    if _BYTECODE["mode"] == "cached":
+        for _, argv in cmds:
+            run_once(argv)  # compile into the private bytecode cache first
+    counts = [instructions_once(argv) for _, argv in cmds]
+    rows = [{"command": label, "argv": argv, "instructions": n, "ratio": n / counts[0]}
+            for (label, argv), n in zip(cmds, counts, strict=True)]
+    if as_json:
+        print(json.dumps({"schema": "kvplan.startup-instructions/1", "machine": machine(),
+                          "rows": rows}, indent=2))
+        return
+    print("instructions against the floor (valgrind --tool=callgrind, one run each)")
+    width = max(len(str(r["command"])) for r in rows)
+    print(f"{'command':<{width}}  {'instructions':>13}  {'x floor':>7}")
+    for r in rows:
+        print(f"{r['command']:<{width}}  {r['instructions']:>13,}  {r['ratio']:>7.3f}")
+
+
 # --- ladder mode ------------------------------------------------------------------------
 
 # The size command's work without the CLI: the same library calls and JSON text, no typer.
@@ -383,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor", action="store_true",
                         help="instead: size (JSON and table) and plan as ratios to `python -c "
                         f"\"{FLOOR_CODE}\"` (every target 1.0)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="instead: the --floor commands' instruction counts under "
+                        "valgrind, as ratios to the floor's (steady on a busy machine)")
     parser.add_argument("--top", type=int, default=15, help="rows in --importtime (15)")
     parser.add_argument("--bytecode", choices=("cached", "as-is"), default="cached",
                         help="cached: compiled .pyc in a private cache, as an installed tool "
@@ -407,6 +457,9 @@ def _run(args: argparse.Namespace) -> int:
         importtime_report(args.runs, args.top, args.json)
         return 0
 
+    if args.instructions:
+        instructions_report(args.json)
+        return 0
     # In "cached" mode the first run of each command compiles into the fresh private cache.
     warmup = max(args.warmup, 1) if _BYTECODE["mode"] == "cached" else args.warmup
     if args.floor:
