@@ -45,3 +45,18 @@ def gemma3_27b() -> ModelSpec:
     sliding, full = SlidingWindow(16, 128, window=1024), FullAttention(16, 128)
     return ModelSpec("gemma-3-27b", ((sliding,) * 5 + (full,)) * 10 + (sliding,) * 2,
                      num_attention_heads=32)
+
+
+# the tiny random Qwen3-Next vLLM's CPU build served (tests/oracle_vllm_cpu/): three gated
+# delta-net layers, one full-attention layer (2 KV heads x 64, bf16: 512 B a token)
+QWEN3_NEXT_TINY = {
+    "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "dtype": "bfloat16",
+    "vocab_size": 512, "hidden_size": 256, "intermediate_size": 512,
+    "max_position_embeddings": 8192, "num_hidden_layers": 4, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 64, "linear_num_key_heads": 4,
+    "linear_num_value_heads": 8, "linear_key_head_dim": 64, "linear_value_head_dim": 64,
+    "linear_conv_kernel_dim": 4, "num_experts": 4, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 128, "shared_expert_intermediate_size": 128,
+    "full_attention_interval": 4, "decoder_sparse_step": 1, "mlp_only_layers": [],
+    "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+}

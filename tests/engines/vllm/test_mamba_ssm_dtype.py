@@ -13,21 +13,12 @@ platform resets the SSM state to float32 (vllm/platforms/cpu.py check_and_update
 import json
 
 import pytest
+from engine_cases import QWEN3_NEXT_TINY
 
 import kvplan
 from kvplan.core.errors import BadInputError
 
-CONFIG = {
-    "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "dtype": "bfloat16",
-    "vocab_size": 512, "hidden_size": 256, "intermediate_size": 512,
-    "max_position_embeddings": 8192, "num_hidden_layers": 4, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "head_dim": 64, "linear_num_key_heads": 4,
-    "linear_num_value_heads": 8, "linear_key_head_dim": 64, "linear_value_head_dim": 64,
-    "linear_conv_kernel_dim": 4, "num_experts": 4, "num_experts_per_tok": 2,
-    "moe_intermediate_size": 128, "shared_expert_intermediate_size": 128,
-    "full_attention_interval": 4, "decoder_sparse_step": 1, "mlp_only_layers": [],
-    "layer_types": ["linear_attention"] * 3 + ["full_attention"],
-}
+CONFIG = QWEN3_NEXT_TINY
 CONV_BYTES = 3 * (2 * 4 * 64 + 8 * 64) * 2  # (kernel - 1, 2 Hk dk + Hv dv) in bf16
 
 

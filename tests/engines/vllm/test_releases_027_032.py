@@ -10,6 +10,7 @@ platforms/interface.py, engine/arg_utils.py), with the arithmetic written in eac
 import json
 
 import pytest
+from engine_cases import QWEN3_NEXT_TINY as QWEN3_NEXT
 
 import kvplan
 from kvplan.core.layers import FullAttention, RecurrentState, SlidingWindow, StateTensor
@@ -19,19 +20,6 @@ from kvplan.engines import vllm
 GIB = 2**30
 V032 = (0, 32, 0)
 
-# the tiny random Qwen3-Next the CPU build served: three gated delta-net layers, one
-# full-attention layer (2 KV heads x 64, bf16: 512 B a token)
-QWEN3_NEXT = {
-    "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "dtype": "bfloat16",
-    "vocab_size": 512, "hidden_size": 256, "intermediate_size": 512,
-    "max_position_embeddings": 8192, "num_hidden_layers": 4, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "head_dim": 64, "linear_num_key_heads": 4,
-    "linear_num_value_heads": 8, "linear_key_head_dim": 64, "linear_value_head_dim": 64,
-    "linear_conv_kernel_dim": 4, "num_experts": 4, "num_experts_per_tok": 2,
-    "moe_intermediate_size": 128, "shared_expert_intermediate_size": 128,
-    "full_attention_interval": 4, "decoder_sparse_step": 1, "mlp_only_layers": [],
-    "layer_types": ["linear_attention"] * 3 + ["full_attention"],
-}
 # the tiny random Gemma-3 it served: five sliding layers (window 128) to one full layer
 GEMMA3 = {
     "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "dtype": "bfloat16",
