@@ -1187,6 +1187,23 @@ def estimable(spec: ModelSpec) -> str | None:
     return None
 
 
+def unsized_weights(spec: ModelSpec) -> str:
+    """What is wrong when nothing sizes a spec's weights (no num_params, no published
+    checkpoint, and `estimable` names a shape it lacks): the one wording `plan`, `check`,
+    `compute` and the front door give, the missing shape named."""
+    why = estimable(spec) or supported(spec) or "nothing else states them"
+    return (f"{spec.name or 'the model'} has no parameter count, and its weights cannot be "
+            f"counted from its shapes: {why}")
+
+
+def unsized_weights_hint(weights_option: str, kv_option: str) -> str:
+    """What the user can give instead, in the words of the surface asking (flags for `plan`,
+    a plan file's keys for `check`): the measured weights, the KV budget itself, or a YAML
+    model spec's num_params (docs/model-schema.md)."""
+    return (f"give the weights' size ({weights_option}, as the engine logged 'Model loading "
+            f"took'), the KV budget itself ({kv_option}), or num_params in a YAML model spec")
+
+
 def generic_note(spec: ModelSpec) -> str:
     """What an estimate of a layout kvplan does not know (layout.known False) assumes."""
     note = (f"the {spec.family or 'unknown'} family's layers as a generic decoder's (q/k/v/o "

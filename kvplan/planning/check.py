@@ -332,9 +332,10 @@ def _read_deployment(f: _LinedFields, base: Path, memo: _Memo | None = None
     # the engines' budgets ask (engines.base.weights_per_gpu), pointed at the model's line
     if needs_memory and weights is None and settings.get("kv_memory_bytes") is None and \
             spec.num_params is None and not weights_per_gpu(Deployment(spec)):
-        raise f.error("model", f"{spec.name} has no parameter count, so its weights cannot be "
-                      "estimated", "give `weights_memory: 15GiB` (vLLM's 'Model loading took'), "
-                      "or the KV budget itself as `engine: {kv_memory: 57.65GiB}`")
+        from kvplan.core.weights import unsized_weights, unsized_weights_hint
+
+        raise f.error("model", unsized_weights(spec), unsized_weights_hint(
+            "`weights_memory: 15GiB`", "`engine: {kv_memory: 57.65GiB}`"))
     if gpu is None and settings.get("kv_memory_bytes") is None and needs_memory:
         raise f.error(None, "names no memory to plan with",
                       "give `gpu: h100` (a catalog GPU), `gpu_memory: 24GiB`, or the KV budget "

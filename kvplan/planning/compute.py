@@ -97,12 +97,13 @@ def param_split(spec: ModelSpec, active_params: int | None = None) -> ParamSplit
     and the front door share: a spec without a published num_params whose shapes the
     inventory lays out (a config.json) is counted tensor by tensor, as `import` counts it.
     `active_params` (a published figure) overrides the split."""
-    from kvplan.core.weights import estimable, inventory, supported
+    from kvplan.core.weights import estimable, inventory, supported, unsized_weights
 
     counted = spec.num_params is None and estimable(spec) is None
     if not spec.num_params and not counted:
-        raise BadInputError(f"{spec.name} has no parameter count",
-                            "add num_params to its spec, or use a library model that has one")
+        raise BadInputError(unsized_weights(spec),
+                            "add num_params to its YAML model spec, or use a library model "
+                            "that has one")
     experts = spec.num_experts or 0
     per_token = spec.num_experts_per_token or 0
     tables = (spec.vocab_size or 0) * (spec.hidden_size or 0)

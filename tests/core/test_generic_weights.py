@@ -314,3 +314,28 @@ def test_import_plan_and_the_front_door_count_one_parameter_total(tmp_path):
                                            "--requests", "8x(2k+512)", "--rate", "2"])
         assert planned.exit_code == 0 and "no parameter count" not in planned.output, \
             planned.output
+
+
+def test_plan_names_why_it_cannot_size_the_weights(tmp_path):
+    # Nemotron Parse without encoder.args: `size` sizes its KV (self- and cross-attention),
+    # but the RADIO encoder's width and depth are nowhere in the config, so its weights are
+    # not guessed; `plan` stops with the missing shape and what the user can give instead
+    raw = {"architectures": ["NemotronParseForConditionalGeneration"],
+           "model_type": "nemotron_parse", "is_encoder_decoder": True,
+           "image_size": [2048, 1648], "encoder": {"patch_size": 16},
+           "decoder": {"d_model": 1024, "decoder_layers": 10, "decoder_attention_heads": 16,
+                       "max_position_embeddings": 9000, "decoder_ffn_dim": 4096,
+                       "vocab_size": 52_000, "tie_word_embeddings": True}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    runner = CliRunner()
+    assert runner.invoke(app, ["size", str(path), "-t", "4096"]).exit_code == 0
+    planned = runner.invoke(app, ["plan", str(path), "--gpu", "h100"])
+    assert planned.exit_code == 2, planned.output
+    assert "the RADIO encoder's shapes (encoder.args)" in planned.stderr
+    assert "--weights-memory" in planned.stderr and "num_params" in planned.stderr
+    assert "Traceback" not in planned.output
+    # the measured weights it asks for are enough
+    given = runner.invoke(app, ["plan", str(path), "--gpu", "h100", "--weights-memory",
+                                "2GiB"])
+    assert given.exit_code == 0, given.output

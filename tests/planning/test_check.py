@@ -265,7 +265,7 @@ BAD = [
      "deployments[0].dcp", "must be between 1 and 65,536"),
     ("no memory named", ("    gpu: h100\n", ""), 3, "deployments[0]", "no memory to plan with"),
     ("no parameter count", ("llama-3.1-8b", str(ROOT / "tests" / "fixtures" / "tiny.yaml")),
-     4, "deployments[0].model", "no parameter count"),
+     4, "deployments[0].model", "counted from its shapes: the spec has no hidden_size"),
     ("negative headroom", ("    requires:\n", "    workload: 4x(1k+1k)\n    requires:\n"
                            "      headroom_percent: -5\n"), 9,
      "deployments[0].requires.headroom_percent", "must be at least 0"),

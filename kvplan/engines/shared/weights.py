@@ -149,10 +149,10 @@ def weight_split(spec: ModelSpec, fmt: WeightFormat, dims: ModelDims | None = No
                  total_bytes: int | None = None) -> WeightSplit:
     """Weights of the model in `fmt` (or a measured total, split in the same proportions)."""
     if spec.num_params is None and total_bytes is None:
-        raise BadInputError(
-            f"{spec.name} has no parameter count, so its weights cannot be estimated",
-            "give the weights' size (--weights-memory 15GiB, as the engine logged 'Model "
-            "loading took'), or the KV budget itself (--kv-memory)")
+        from kvplan.core.weights import unsized_weights, unsized_weights_hint
+
+        raise BadInputError(unsized_weights(spec),
+                            unsized_weights_hint("--weights-memory 15GiB", "--kv-memory"))
     dims = dims or estimate_dims(spec)
     vocab_hidden = dims.vocab_size * dims.hidden_size
     num_params = spec.num_params or 0
