@@ -243,7 +243,8 @@ def load_config_file(path: Path, assume_standard_attention: bool = False) -> Mod
     source = str(path)
     data = read_bytes(source)
     raw = parse_json(data, source)
-    name = path.parent.name if path.name == "config.json" else path.stem
+    # a bare `config.json` names the folder it sits in (its relative parent is ".", no name)
+    name = path.absolute().parent.name if path.name == "config.json" else path.stem
     return spec_from_config(raw, source, name=name.lower(), source_info=Source(
         file=source, sha256=hashlib.sha256(data).hexdigest()),
         assume_standard_attention=assume_standard_attention)

@@ -8,6 +8,7 @@ engines' formulas (docs/engine-kv-sizing.md), never copied from kvplan's output.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import paths
 import pytest
@@ -661,6 +662,16 @@ def test_a_directory_with_config_json(tmp_path):
     spec = load_config_file(tmp_path)
     assert spec.kind_counts() == {"full": 4} and spec.name == tmp_path.name.lower()
     assert spec.source.sha256 is not None
+
+
+def test_a_bare_relative_config_json_is_named_by_its_folder(tmp_path, monkeypatch):
+    # `kvplan plan config.json` from the model's folder: Path("config.json").parent is ".",
+    # whose name is empty; the model is the folder the file sits in
+    folder = tmp_path / "My-Model-7B"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(BASE))
+    monkeypatch.chdir(folder)
+    assert load_config_file(Path("config.json")).name == "my-model-7b"
 
 
 def test_kv_dtype_auto_follows_config_dtype():
