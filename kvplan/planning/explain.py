@@ -129,6 +129,16 @@ def _echoed_settings(fmt: EngineLog) -> EngineLog:
                 value = r"(True|False)" if row.kind == "bool" else r"'?([^,'}\s]+)'?"
                 lines.append(LogLine(row.field_name, f"'{name}':", rf"'{name}': {value}",
                                      converter, "settings"))
+    # the environment variables the engine's launch table reads (EngineLaunch.env: vLLM's
+    # VLLM_PP_LAYER_PARTITION), as an echoed launch line sets them (`NAME=value vllm serve`,
+    # `-e NAME=value`, `export NAME=value`); launch.py's one reading makes them settings
+    from kvplan.engines import registry
+
+    table = registry.launch_table(fmt.engine)
+    for env_name, (field, _kind) in (table.env if table is not None else {}).items():
+        lines.append(LogLine(field, f"{env_name}=",
+                             rf"(?<![\w-]){re.escape(env_name)}=['\"]?([^\s'\"]+)", "str",
+                             "settings"))
     return replace(fmt, figures=(*fmt.figures, *lines))
 
 
@@ -189,6 +199,10 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
         extra["kv_unified"] = int(facts.kv["streams"]) == 1
     _speculative(s, draft_layers, extra, warnings)
     extra.update(_other_settings(s, str(facts.engine), extra))
+    if s.get("pp_layer_partition") is not None:
+        from kvplan.planning.launch import layer_partition
+
+        extra["pp_layers"] = layer_partition(str(s["pp_layer_partition"]), s.get("pp"))
     if s.get("kv_dtype_v") not in (None, s.get("kv_dtype")):
         extra["kv_dtype_v"] = s["kv_dtype_v"]  # llama.cpp -ctv in its own type
     # the one deployment builder, as plan and check use it: the log's settings are checked as

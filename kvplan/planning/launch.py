@@ -109,7 +109,7 @@ def _connector_note(config: Any) -> str:
             "figures are vLLM's without a connector")
 
 
-def _partition(partition: str, pp: Any) -> tuple[int, ...]:
+def layer_partition(partition: str, pp: Any) -> tuple[int, ...]:
     """vLLM's VLLM_PP_LAYER_PARTITION (envs.py; get_pp_indices in distributed/utils.py reads
     it): the layer count of each pipeline stage, one per stage."""
     try:
@@ -201,7 +201,7 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
         overrides["kv_dtype"] = value_v
     partition = s.pop("pp_layer_partition", None)
     if partition is not None:
-        overrides["pp_layers"] = _partition(str(partition), overrides.get("pp"))
+        overrides["pp_layers"] = layer_partition(str(partition), overrides.get("pp"))
     for key, value in sorted(s.items()):
         if value not in (False, None):
             warnings.append(f"read {key}={value!r} from the command; kvplan does not model it "

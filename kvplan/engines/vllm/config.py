@@ -62,6 +62,10 @@ class Rules:
     token_line_from_concurrency: bool  # "GPU KV cache size" = int(concurrency x max_model_len)
     one_line_kv_log: bool  # tokens and concurrency printed on one line
     null_block_in_fit_check: bool  # the fit check keeps the null block aside (bytes before)
+    # get_kv_cache_configs checks every worker's memory against the whole model's layers
+    # (the merged spec), and the refusal's estimate is the whole model's; later releases
+    # project the groups onto each worker's own layers (_project_kv_cache_groups_to_worker)
+    whole_model_fit_check: bool
     largest_bucket_grouping: bool  # group size = the largest bucket when max < 1.5 x min
     unify_page_sizes: bool  # unify_kv_cache_spec_page_size (before: NotImplementedError)
     windows_from_layer_types: bool  # a layer gets a window only through `layer_types`
@@ -97,8 +101,8 @@ RULES[(0, 6, 0)] = Rules(
     native_sampler_warmup=False, moe_unchunked=False, triton_kernels_installed=False,
     cudagraph_estimate=False,
     decode_capture_sizes=False, ceil_requested_memory=False, token_line_from_concurrency=False,
-    one_line_kv_log=False, null_block_in_fit_check=False, largest_bucket_grouping=False,
-    unify_page_sizes=False, windows_from_layer_types=False, async_scheduling=False,
+    one_line_kv_log=False, null_block_in_fit_check=False, whole_model_fit_check=True,
+    largest_bucket_grouping=False, unify_page_sizes=False, windows_from_layer_types=False, async_scheduling=False,
     mamba_cache_mode="legacy", align_hybrid_block_size=False, mla_backend_priorities=False,
     kda_prefill_checkpoints=False, mamba2_prefill_checkpoints=False,
     gdn_prefill_checkpoints=False, deepseek_v4=False)
@@ -158,7 +162,12 @@ _release((0, 31, 0), kda_prefill_checkpoints=True)
 # the CPU one, turns it off in platforms/cpu.py check_and_update_config, and kvplan has no
 # setting for the platform: these releases' plans keep one batch in flight); deepseek_v4
 # (models/deepseek_v4 was not read before 0.33).
-_release((0, 32, 0), mamba2_prefill_checkpoints=True)
+# 0.32: v1/core/kv_cache_utils.py get_kv_cache_configs checks each worker's memory against
+# its own layers (_project_kv_cache_groups_to_worker, _estimate_max_model_len_from_groups).
+# 0.15.2 still checked the whole model's (vllm-project/vllm#34076: a refusal needing 24.0 GiB,
+# all 48 layers, on a 16-layer stage); the releases between were not read, so the change is
+# placed at the first release read with it.
+_release((0, 32, 0), mamba2_prefill_checkpoints=True, whole_model_fit_check=False)
 # 0.33: qwen_gdn_linear_attn.py get_kv_cache_spec exports FlashInfer prefill checkpoints and
 # _align_hybrid_block_size takes their grid (get_mamba_prefill_checkpoint_alignment)
 _release((0, 33, 0), windows_from_layer_types=True, async_scheduling=True,

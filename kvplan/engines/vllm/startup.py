@@ -11,6 +11,7 @@ block aside), and `estimate_max_model_len`'s binary search gives the longest tha
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from fractions import Fraction
 
 from kvplan.core.dtypes import KVFormat
@@ -174,6 +175,9 @@ def profile(spec: ModelSpec, config: VllmConfig,
     # 0.33 keeps one block aside (the null block) when checking fit; 0.11 compares bytes.
     reserve = 1 if config.rules.null_block_in_fit_check else 0
     fits = all(s.blocks_per_request <= num_blocks - reserve for s in stages)
+    estimated = _max_len_that_fits(stages, config, num_blocks - reserve)
+    if len(stages) > 1 and config.rules.whole_model_fit_check:
+        fits, estimated = _whole_model_check(spec, config, budgets, reserve)
     return VllmProfile(
         schema=SCHEMA, version=".".join(map(str, config.version)), model=spec.name,
         kv_cache_dtype=kv_format(spec, config.kv_cache_dtype).name,
@@ -188,10 +192,26 @@ def profile(spec: ModelSpec, config: VllmConfig,
         physical_token_slots=num_blocks * min(block_sizes),
         bytes_per_block=stage.bytes_per_block, per_token_bytes=stage.per_token_bytes,
         fits_max_model_len=fits,
-        estimated_max_model_len=_max_len_that_fits(stages, config, num_blocks - reserve),
+        estimated_max_model_len=estimated,
         num_cpu_blocks=(cpu_swap_bytes // stage.bytes_per_block
                         if cpu_swap_bytes and stage.bytes_per_block else 0),
     )
+
+
+def _whole_model_check(spec: ModelSpec, config: VllmConfig, budgets: Sequence[int],
+                       reserve: int) -> tuple[bool, int]:
+    """The start-up check of releases that test every worker's memory against the whole
+    model's layers (Rules.whole_model_fit_check; 0.15's v1/core/kv_cache_utils.py
+    get_kv_cache_configs calls check_enough_kv_cache_memory with the merged spec of all
+    workers): one request of max_model_len must fit each worker's budget as if that worker
+    held every layer, and the first worker that fails raises, its estimate
+    (estimate_max_model_len) the whole model's longest request in its own budget."""
+    whole = layout(spec, replace(config, pp=1, pp_layers=None))[0]
+    for budget in budgets:
+        blocks = budget // whole.bytes_per_block - reserve if whole.groups else 0
+        if whole.blocks_per_request > blocks:
+            return False, _max_len_that_fits((whole,), config, blocks)
+    return True, config.max_model_len
 
 
 def _max_len_that_fits(stages: Sequence[StageLayout], config: VllmConfig, blocks: int) -> int:
