@@ -102,7 +102,8 @@ RULES[(0, 6, 0)] = Rules(
     cudagraph_estimate=False,
     decode_capture_sizes=False, ceil_requested_memory=False, token_line_from_concurrency=False,
     one_line_kv_log=False, null_block_in_fit_check=False, whole_model_fit_check=True,
-    largest_bucket_grouping=False, unify_page_sizes=False, windows_from_layer_types=False, async_scheduling=False,
+    largest_bucket_grouping=False, unify_page_sizes=False, windows_from_layer_types=False,
+    async_scheduling=False,
     mamba_cache_mode="legacy", align_hybrid_block_size=False, mla_backend_priorities=False,
     kda_prefill_checkpoints=False, mamba2_prefill_checkpoints=False,
     gdn_prefill_checkpoints=False, deepseek_v4=False)

@@ -101,3 +101,45 @@ def test_a_gpu_per_stage_from_the_command_line():
     result = runner.invoke(app, ["plan", "qwen3-8b", "--gpu", "rtx 5070 ti,rtx 5090",
                                  "--engine", "sglang"])
     assert result.exit_code == 2 and "does not model for sglang (only for vLLM)" in result.output
+
+
+def test_a_release_before_0_32_checks_each_worker_against_the_whole_model():
+    # vllm-project/vllm#34076 (0.15.2): 16 + 32 of Qwen3-30B-A3B's 48 layers, the refusal
+    # "24.0 GiB KV cache is needed ... available KV cache memory (3.18 GiB) ... the estimated
+    # maximum model length is 34736". 0.15's get_kv_cache_configs checks every worker against
+    # the merged spec of all 48 layers: 262,144 tokens x 48 x 2 x 4 heads x 128 x 2 B = 24 GiB,
+    # and estimate_max_model_len finds the longest request of all 48 layers in 3.18 GiB:
+    # 16 tokens a block, 48 x 2 x 4 x 128 x 2 B a token: int(3.18 GiB) // 1,572,864 = 2,170
+    # blocks, 34,720 tokens (the log's 34,736 is one block more: 3.18 is rounded)
+    from kvplan.engines.vllm.config import VllmConfig
+    from kvplan.engines.vllm.startup import profile
+
+    spec = resolve("qwen3-30b-a3b")
+    budget = int(3.18 * GIB)
+    assert 262_144 * 48 * 2 * 4 * 128 * 2 == 24 * GIB
+    old = profile(spec, VllmConfig(max_model_len=262_144, version=(0, 15, 2), pp=2,
+                                   pp_layers=(16, 32)), budget)
+    assert not old.fits_max_model_len
+    assert old.estimated_max_model_len == budget // (16 * 48 * 2 * 4 * 128 * 2) * 16 == 34_720
+    # 0.32 projects the groups onto each worker's layers: the 32-layer stage limits, with
+    # one block kept aside for the null block (0.29 on)
+    new = profile(spec, VllmConfig(max_model_len=262_144, version=(0, 32, 0), pp=2,
+                                   pp_layers=(16, 32)), budget)
+    assert new.estimated_max_model_len == (budget // (16 * 32 * 2 * 4 * 128 * 2) - 1) * 16
+
+
+def test_explain_reads_the_partition_the_log_echoes():
+    from kvplan.planning.explain import explain
+
+    text = ("VLLM_PP_LAYER_PARTITION=16,32 vllm serve Qwen/Qwen3-30B-A3B "
+            "--pipeline-parallel-size 2\n"
+            "ValueError: To serve at least one request with the models's max seq len (262144), "
+            "(24.0 GiB KV cache is needed, which is larger than the available KV cache memory "
+            "(3.18 GiB). Based on the available memory, the estimated maximum model length is "
+            "34736. Try increasing `gpu_memory_utilization`\n")
+    result = explain(text, model="qwen3-30b-a3b", engine_version="0.15.2")
+    assert result.settings["pp_layer_partition"] == "16,32"
+    assert result.ok
+    with pytest.raises(BadInputError, match="VLLM_PP_LAYER_PARTITION '16,16,16' names 3"):
+        explain(text.replace("16,32", "16,16,16"), model="qwen3-30b-a3b",
+                engine_version="0.15.2")
