@@ -189,6 +189,12 @@ def import_model(
     spec, weights = import_spec(model)
     if weights is not None:
         typer.echo(f"kvplan: {weights_note(weights)}", err=True)
+    elif spec.num_params is None and spec.checkpoint is None:
+        from kvplan.core.weights import unsized_weights
+
+        # the YAML is still written (its KV is sized); `plan` will ask for what is missing
+        typer.echo(f"kvplan: note: {unsized_weights(spec)}; the YAML has no num_params",
+                   err=True)
     if output is None or str(output) == "-":
         sys.stdout.write(dump_yaml(spec))
         return

@@ -339,3 +339,8 @@ def test_plan_names_why_it_cannot_size_the_weights(tmp_path):
     given = runner.invoke(app, ["plan", str(path), "--gpu", "h100", "--weights-memory",
                                 "2GiB"])
     assert given.exit_code == 0, given.output
+    # `kvplan import` writes the spec (its KV is read) and says why it carries no num_params
+    imported = runner.invoke(app, ["import", str(path)])
+    assert imported.exit_code == 0, imported.output
+    assert "num_params" not in imported.stdout
+    assert "the RADIO encoder's shapes (encoder.args)" in imported.stderr
