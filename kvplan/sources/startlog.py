@@ -20,7 +20,7 @@ from typing import Any
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.launch import EngineLog, LogLine
-from kvplan.core.units import GIB
+from kvplan.core.units import GIB, MAX_DIGITS
 
 MIB = 2**20
 MAX_LOG_BYTES = 64 * MIB
@@ -63,7 +63,10 @@ def _num(text: str) -> float:
 
 
 def _int(text: str) -> int:
-    return int(text.replace(",", ""))
+    digits = text.replace(",", "")
+    if len(digits) > MAX_DIGITS:  # 400 digits: no count a log prints (the line is unreadable)
+        raise ValueError(text[:40])
+    return int(digits)
 
 
 def _gib(text: str) -> int:
@@ -79,7 +82,7 @@ def _tokens(text: str) -> int:
     text = text.replace(",", "").strip()
     if text and text[-1] in _SUFFIX:
         return round(_num(text[:-1]) * _SUFFIX[text[-1]])
-    return int(text)
+    return _int(text)
 
 
 _CONVERT: dict[str, Any] = {"str": str, "int": _int, "num": _num, "gib": _gib,

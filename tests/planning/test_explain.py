@@ -235,6 +235,16 @@ def test_the_echoed_command_line_and_human_readable_lengths():
     assert lower.settings["max_model_len"] == 32_000  # vLLM: lower case is decimal
 
 
+def test_an_echoed_count_of_400_digits_is_unreadable_not_converted():
+    # issue 25: a number is checked for length before it is converted; an echoed
+    # `-tp <400 digits>` is named as an unreadable line, never turned into a setting
+    log = ("INFO 05-01 10:00:00 [api_server.py:1040] vLLM API server version 0.9.0\n"
+           "$ vllm serve meta-llama/Llama-3.1-8B-Instruct -tp " + "7" * 400 + "\n")
+    facts = startlog.read_log(log, reading_formats())
+    assert "tp" not in facts.settings
+    assert "tp" in facts.unreadable and "7777" in facts.unreadable["tp"]
+
+
 def test_a_kv_line_agrees_within_the_logs_printed_precision():
     # "50.00 GiB" is 49.995-50.005 GiB: 2 MiB blocks of Llama-3.1-8B (16 x 131,072 B) number
     # floor(49.995 x 512) = 25,597 to floor(50.005 x 512) = 25,602 (the report counts every
