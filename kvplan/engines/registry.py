@@ -32,20 +32,19 @@ _BUILTIN: dict[str, str] = {
     "hf": "kvplan.engines.hf",
     "tgi": "kvplan.engines.tgi",
 }
-# name -> the module of its launch flag table (`launch_flags()`) and start-up log lines
-# (`LOG_FORMAT`), data that imports none of the engine's code: the launch-line and log
-# readers need every engine's tables, but only the engine they find needs its code. None:
-# the engine has neither (kvplan reads no launch line or log of it). An engine not named
-# here (or a plugin) is asked through its `launch()` / `log_format()`;
+# A built-in engine's launch flag table (`launch_flags()`) and start-up log lines
+# (`LOG_FORMAT`) live in its package's `text` module, data that imports none of the engine's
+# code: the launch-line and log readers need every engine's tables, but only the engine they
+# find needs its code. The engines listed here have no such module (kvplan reads no launch
+# line or log of them). A plugin is asked through its `launch()` / `log_format()`;
 # tests/engines/test_registry_tables.py checks both ways agree.
-_TABLES: dict[str, str | None] = {
-    "vllm": "kvplan.engines.vllm.text",
-    "sglang": "kvplan.engines.sglang.text",
-    "trtllm": "kvplan.engines.trtllm.text",
-    "tgi": "kvplan.engines.tgi.text",
-    "llamacpp": "kvplan.engines.llamacpp.text",
-    "hf": None,
-}
+_WITHOUT_TABLES = frozenset({"hf"})
+
+
+def _tables_module(name: str) -> str | None:
+    return None if name in _WITHOUT_TABLES else f"{_BUILTIN[name]}.text"
+
+
 _LOADED: dict[str, Engine] = {}
 _REGISTERED: dict[str, Engine] = {}
 
@@ -98,8 +97,8 @@ def get(name: str) -> Engine:
 def log_format(name: str) -> EngineLog | None:
     """The start-up log format of the engine called `name` (None: kvplan reads no log of it),
     from its tables module when it has one, without importing the engine."""
-    if name not in _REGISTERED and name in _TABLES:
-        module = _TABLES[name]
+    if name not in _REGISTERED and name in _BUILTIN:
+        module = _tables_module(name)
         found: EngineLog | None = (importlib.import_module(module).LOG_FORMAT
                                    if module is not None else None)
         return found
@@ -110,8 +109,8 @@ def log_format(name: str) -> EngineLog | None:
 def launch_table(name: str) -> EngineLaunch | None:
     """The launch programs and flag table of the engine called `name` (None: kvplan reads no
     launch command of it), from its tables module when it has one."""
-    if name not in _REGISTERED and name in _TABLES:
-        module = _TABLES[name]
+    if name not in _REGISTERED and name in _BUILTIN:
+        module = _tables_module(name)
         table: EngineLaunch | None = (importlib.import_module(module).launch_flags()
                                       if module is not None else None)
         return table

@@ -1,5 +1,5 @@
-"""The registry hands the launch-line and log readers each built-in engine's tables from the
-engine's tables module (kvplan.engines.registry._TABLES), without importing its code: the
+"""The registry hands the launch-line and log readers each built-in engine's tables from its
+package's `text` module (kvplan.engines.registry), without importing its code: the
 same tables the engine itself returns, and a command reading a vLLM log or launch line
 imports no other engine's code."""
 
