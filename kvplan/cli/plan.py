@@ -206,12 +206,13 @@ def plan(
     """
 
     from kvplan.api import deploy
-    from kvplan.core.errors import BadInputError
+    from kvplan.core.errors import BadInputError, UnavailableError, UnknownModelError
     from kvplan.engines.registry import get as get_engine
 
     engine_given = settings or {}
     overrides: dict[str, Any] = {}
     launch_warnings: list[str] = []
+    model_given = model is not None
     if from_command is not None:
         from kvplan.planning.launch import from_command as read_command
 
@@ -242,7 +243,14 @@ def plan(
     # the command's settings go through the same builder (and its checks) as the flags; a
     # setting given both ways was refused above
     given.update(overrides)
-    d = deploy(model, **given)
+    try:
+        d = deploy(model, **given)
+    except (UnknownModelError, UnavailableError) as exc:
+        if from_command is not None and not model_given:
+            # the model as the line names it: say how to give it another way
+            exc.hint = (f"{exc.hint}; or " if exc.hint else "") + "give the model as MODEL " \
+                "beside --from-command (a library name, a config.json or its directory)"
+        raise
     for warning in d.deployment.spec.warnings:  # --assume-standard-attention's assumptions
         typer.echo(f"kvplan: warning: {warning}", err=True)
     if rate is not None or ttft is not None or itl is not None or efficiency is not None:

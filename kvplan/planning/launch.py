@@ -5,6 +5,7 @@ text; each engine's `launch()` supplies its programs and flag table)."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import fields
 from typing import Any
 
@@ -42,11 +43,30 @@ def model_name(model: str, warnings: list[str]) -> tuple[str, str | None]:
     machine (/models/Qwen3-8B) that is not here is read by its last part, and a quantized
     checkpoint's name that kvplan does not hold as its base model with the weight format its
     suffix names. Returns (model, weights dtype or None); notes go to `warnings`."""
-    if model.startswith(("/", "./", "../", "~")) and not os.path.exists(os.path.expanduser(model)):
+    if model.startswith("$"):
+        raise BadInputError(f"the launch command names its model by the shell variable "
+                            f"{model}, which kvplan does not expand",
+                            "give the model as MODEL beside --from-command (a library name, "
+                            "a config.json or directory, hf:org/name)")
+    local = model.startswith(("/", "./", "../", "~")) or model.lower().endswith(".gguf")
+    if local and not os.path.exists(os.path.expanduser(model)):
         name = model.rstrip("/").rsplit("/", 1)[-1]
-        warnings.append(f"{model} is not a path here; read as the model {name!r}")
+        note = ""
+        if name.lower().endswith(".gguf"):
+            # llama.cpp's file on the serving machine: its name less the weight type it
+            # carries (Qwen3-8B-Q4_K_M.gguf -> Qwen3-8B)
+            stem = name[: -len(".gguf")]
+            name = _GGUF_TYPE.sub("", stem)
+            if name != stem:
+                note = (f", its weights in the model's own dtype, not {stem[len(name) + 1:]} "
+                        "(give the .gguf file as MODEL, or --weights-memory, for its size)")
+        warnings.append(f"{model} is not a path here; read as the model {name!r}{note}")
         model = name
     return _resolvable(model, warnings)
+
+
+# the weight type a GGUF file's name ends in: -Q4_K_M, .Q8_0, -IQ4_XS, -UD-Q4_K_XL, -f16, -bf16
+_GGUF_TYPE = re.compile(r"[-._](?:UD-)?(?:I?Q\d[\w]*|[BF]F?16|F32)$", re.IGNORECASE)
 
 
 def _name_quant(model: str) -> str | None:
@@ -217,6 +237,10 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
         overrides.update({k: v for k, v in hook(launch.image, launch.image_version,
                                                 launch.env).items() if k in known})
     for flag in launch.unknown_flags:
-        warnings.append(f"{flag}: not a flag kvplan knows for {launch.engine}; it might change "
-                        "memory")
+        if flag.startswith("-"):
+            warnings.append(f"{flag}: not a flag kvplan knows for {launch.engine}; it might "
+                            "change memory")
+        else:  # a word where no flag takes it: a stray value, or a flag glued to another
+            warnings.append(f"{flag!r}: an argument no flag of {launch.engine} takes; kvplan "
+                            "ignores it (check the line near it)")
     return LaunchPlan(launch, model, launch.engine, overrides, tuple(warnings))

@@ -46,6 +46,10 @@ _DOCKER_VALUE_OPTIONS = frozenset({
     "--security-opt", "--add-host", "--dns", "--log-driver", "--log-opt", "--pull",
     "--memory-swap", "--cpuset-cpus", "--group-add", "--tmpfs", "--pid", "--uts",
 })
+# apptainer/singularity run and exec options that take a value
+_APPTAINER_VALUE_OPTIONS = frozenset({"-B", "--bind", "--env", "--env-file", "-H", "--home",
+                                      "-W", "--workdir", "--mount", "-o", "--overlay",
+                                      "--pwd", "--security", "--network"})
 _ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 # commands that run the rest of the line as a program
 _WRAPPERS = frozenset({"sudo", "nohup", "exec", "time", "nice"})
@@ -65,12 +69,45 @@ def command_words(text: str) -> list[str]:
         words = _container_words(stripped)
         if words is not None:
             return words
+    # a line continuation as pasted: a backslash, maybe blanks an editor left after it, the
+    # line's end (in a shell the blanks would end the command; no one means that in a post)
+    joined = _CONTINUATION.sub(" ", stripped)
+    words: list[str] = []
+    for line in _shell_lines(joined):
+        try:
+            found = shlex.split(line, comments=True)
+        except ValueError as exc:
+            raise BadInputError(f"cannot split the launch command: {exc}",
+                                "check its quotes") from None
+        if found and found[0].startswith("-") and words[-1:] == [";"]:
+            words.pop()  # a line of flags goes on the command above it (a lost backslash)
+        if found:
+            words.extend([*found, ";"])
+    return _shell_command(words[:-1])
+
+
+_CONTINUATION = re.compile(r"\\[ \t]*\r?\n")
+
+
+def _shell_lines(text: str) -> list[str]:
+    """The text's commands, one a line as a shell reads a script (`export A=1` on one line, the
+    command on the next); a quoted word that spans lines (a JSON object written over several)
+    keeps its lines together."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        if lines and _open_quote(lines[-1]):
+            lines[-1] += "\n" + line
+        else:
+            lines.append(line)
+    return lines
+
+
+def _open_quote(text: str) -> bool:
     try:
-        words = shlex.split(stripped.replace("\\\n", " "), comments=True)
-    except ValueError as exc:
-        raise BadInputError(f"cannot split the launch command: {exc}",
-                            "check its quotes") from None
-    return _shell_command(words)
+        shlex.split(text, comments=True)
+    except ValueError:
+        return True
+    return False
 
 
 # what ends the command in a shell line (a pipe, a list, running it in the background)
@@ -116,6 +153,9 @@ def _container_words(text: str) -> list[str] | None:
 
     data = parse_yaml(text, "the launch command")
     found: list[str] = []
+    # the container's image and environment, as a docker run line gives them (the image's
+    # entrypoint is the engine's program when the command is only its arguments)
+    image: list[str] = []
 
     def visit(node: Any, depth: int = 0) -> bool:
         if depth > 16:
@@ -126,6 +166,9 @@ def _container_words(text: str) -> list[str] | None:
             return True
         if isinstance(node, dict):
             if "command" in node or "args" in node:
+                if isinstance(node.get("image"), str):
+                    image.extend(["docker", "run", *_container_env(node.get("env")),
+                                  *_container_env(node.get("environment")), node["image"]])
                 for key in ("command", "args"):
                     value = node.get(key)
                     if isinstance(value, str):
@@ -144,7 +187,22 @@ def _container_words(text: str) -> list[str] | None:
             return any(visit(v, depth + 1) for v in node)
         return False
 
-    return found if visit(data) and found else None
+    return [*image, *found] if visit(data) and found else None
+
+
+def _container_env(env: Any) -> list[str]:
+    """A container's environment as docker run's `-e` words: Kubernetes' list of
+    {name, value}, compose's list of VAR=value or its mapping."""
+    pairs: list[str] = []
+    if isinstance(env, dict):
+        pairs = [f"{k}={v}" for k, v in env.items() if isinstance(k, str)]
+    elif isinstance(env, list):
+        for item in env:
+            if isinstance(item, dict) and isinstance(item.get("name"), str) and "value" in item:
+                pairs.append(f"{item['name']}={item['value']}")
+            elif isinstance(item, str) and "=" in item:
+                pairs.append(item)
+    return [w for pair in pairs for w in ("-e", pair)]
 
 
 def _unwrap(words: list[str], engines: Sequence[EngineLaunch]
@@ -178,6 +236,18 @@ def _unwrap(words: list[str], engines: Sequence[EngineLaunch]
         if j >= len(words):
             raise BadInputError("the docker run line names no image")
         return words[j + 1:], words[j], env
+    if len(words) >= 2 and words[0] in ("apptainer", "singularity") and \
+            words[1] in ("run", "exec"):
+        # apptainer run --nv [-B a:b] IMAGE [command]: a docker:// image names the engine's
+        j = 2
+        while j < len(words) and words[j].startswith("-"):
+            option, eq, value = words[j].partition("=")
+            if option in ("--env", "--env-file") and not eq and j + 1 < len(words):
+                key, _, val = words[j + 1].partition("=")
+                env[key] = val
+            j += 1 if eq or option not in _APPTAINER_VALUE_OPTIONS else 2
+        if j < len(words):
+            return words[j + 1:], words[j].removeprefix("docker://"), env
     return words, None, env
 
 
@@ -233,13 +303,38 @@ def _find_program(words: list[str], engines: Sequence[EngineLaunch]
     return None
 
 
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash"})
+
+
+def _shell_c(words: list[str]) -> list[list[str]]:
+    """A command that runs a shell on a string (`bash -c 'vllm serve ...'`, a container's
+    `command: ["/bin/sh", "-c", "..."]`) as the commands of that string, each after the words
+    before the shell (its env prefix or docker run); any other command as it is."""
+    for i, word in enumerate(words):
+        if word.rsplit("/", 1)[-1] in _SHELLS and i + 2 < len(words) and \
+                re.fullmatch(r"-[a-z]*c", words[i + 1]):
+            inner = _segments(command_words(words[i + 2]))
+            return [words[:i] + seg for seg in inner] or [words[:i]]
+    return [words]
+
+
 def _command_of(words: list[str], engines: Sequence[EngineLaunch]
                 ) -> tuple[list[str], str | None, dict[str, str]]:
     """The command of a shell line that starts an engine (`source venv/bin/activate && vllm
     serve ...`, `vllm serve ... | tee log`), unwrapped: the first that names a program by its
     exact name, else the first that names one with a build suffix or runs an engine's image,
     else the first command."""
-    commands = [_unwrap(seg, engines) for seg in _segments(words)] or [([], None, {})]
+    commands: list[tuple[list[str], str | None, dict[str, str]]] = []
+    exported: dict[str, str] = {}  # `export VAR=value` (or a bare VAR=value) lines before it
+    for seg in _segments(words):
+        assigns = seg[1:] if seg[0] == "export" else seg
+        if all(_ENV_WORD.match(w) for w in assigns):
+            exported.update(w.partition("=")[::2] for w in assigns)
+            continue
+        for inner in _shell_c(seg):
+            found, image, env = _unwrap(inner, engines)
+            commands.append((found, image, {**exported, **env}))
+    commands = commands or [([], None, {})]
     named = [(c, _find_program(c[0], engines)) for c in commands]
     for c, found in named:
         if found is not None and "(read as" not in found[2]:
@@ -267,6 +362,12 @@ def parse_launch(text: str, engines: Sequence[EngineLaunch]) -> Launch:
                 break
     else:
         names = sorted({" ".join(p).lstrip("-m ") for e in engines for p in e.programs})
+        if words[:1] and words[0].startswith("-"):
+            raise BadInputError(
+                f"the launch command starts with the flag {words[0]}, not a program: kvplan "
+                "cannot tell which engine it is for",
+                "put the program before it (vllm serve MODEL ..., llama-server ...) or the "
+                "docker image whose entrypoint runs it; kvplan reads: " + ", ".join(names))
         raise BadInputError("no engine's launch program in the command",
                             "kvplan reads: " + ", ".join(names))
     settings, unknown, ignored = read_flags(words[start:], eng)
@@ -358,7 +459,8 @@ def _value(text: str, kind: str, flag: str) -> Any:
                 raise ValueError(text)
             return value
     except (ValueError, BadInputError):
-        what = {"int": "number", "float": "number", "json": "JSON object"}.get(kind, kind)
+        what = {"int": "number", "float": "number", "json": "JSON object",
+                "tokens": "token count (4096, 32k, 32K)", "bytes": "size"}.get(kind, kind)
         raise BadInputError(f"{flag} {text!r} in the launch command is not a valid "
                             f"{what}") from None
     return text

@@ -211,3 +211,111 @@ def test_the_command_that_starts_the_engine_in_a_list_of_commands():
                       "--max-model-len 4096 | tee serve.log")
     assert lp.overrides["pp_layers"] == (20, 16) and lp.overrides["max_model_len"] == 4096
     assert lp.warnings == ()
+
+
+# --- lines as posted in public issues (the forms kvplan once misread, each written here) ------
+
+def test_a_backslash_with_blanks_after_it_still_continues_the_line():
+    # vllm-project/vllm#28228 posted its line with spaces after a `\`; a shell would end the
+    # command there, but the reader keeps the flags on the next line
+    lp = from_command("vllm serve meta-llama/Llama-3.1-8B-Instruct \\   \n  --max-model-len 8192")
+    assert lp.overrides == {"max_model_len": 8192}
+    assert lp.warnings == ()
+
+
+def test_export_lines_before_the_command_are_its_environment():
+    # ovg-project/kvcached#210: the switch exported on a line of its own, the command below
+    script = ("export ENABLE_KVCACHED=true\nexport VLLM_USE_V1=1\n\n"
+              "vllm serve meta-llama/Llama-3.1-8B-Instruct \\\n  --tensor-parallel-size 2 &\n")
+    lp = from_command(script)
+    assert lp.launch.env == {"ENABLE_KVCACHED": "true", "VLLM_USE_V1": "1"}
+    assert lp.overrides == {"tp": 2}
+    assert any("kvcached" in w for w in lp.warnings)
+
+
+def test_a_line_of_flags_continues_the_command_above_it():
+    lp = from_command("vllm serve meta-llama/Llama-3.1-8B-Instruct\n  --max-model-len 4096\n"
+                      "  --max-num-seqs 4")
+    assert lp.overrides == {"max_model_len": 4096, "max_num_seqs": 4}
+
+
+def test_a_quoted_json_object_over_several_lines_stays_one_word():
+    lp = from_command("vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-config '{\n"
+                      '  "method": "ngram",\n  "num_speculative_tokens": 3\n}\'')
+    assert lp.overrides == {"num_speculative_tokens": 3}
+
+
+def test_compose_service_image_and_folded_command():
+    # vllm-project/vllm#51041: compose's `image:` names the engine, `command: >` gives only
+    # the arguments of the image's entrypoint
+    spec = ("services:\n  vllm:\n    image: mirror.example/docker.io/vllm/vllm-openai:v0.26.0\n"
+            "    environment:\n      - VLLM_PP_LAYER_PARTITION=16,16\n"
+            "    command: >\n      /model\n      --pipeline-parallel-size 2\n"
+            "      --gpu-memory-utilization 0.9\n")
+    lp = from_command(spec, "llama-3.1-8b")
+    assert lp.engine == "vllm" and lp.launch.image_version == "0.26.0"
+    assert lp.overrides["pp"] == 2 and lp.overrides["memory_fraction"] == 0.9
+    assert lp.overrides["pp_layers"] == (16, 16)  # read from the service's environment
+
+
+def test_kubernetes_env_list_is_the_containers_environment():
+    spec = ("containers:\n- name: vllm\n  image: vllm/vllm-openai:v0.10.1\n"
+            "  env:\n  - name: ENABLE_KVCACHED\n    value: 'true'\n"
+            "  args: [\"--model\", \"meta-llama/Llama-3.1-8B-Instruct\"]\n")
+    lp = from_command(spec)
+    assert lp.launch.env["ENABLE_KVCACHED"] == "true"
+    assert any("kvcached" in w for w in lp.warnings)
+
+
+@pytest.mark.parametrize("line", [
+    "bash -c 'vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 4096'",
+    "docker run --gpus all vllm/vllm-openai:v0.9.2 /bin/sh -c "
+    "\"pip list; vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 4096\"",
+    "apptainer run --nv -B /data:/data docker://vllm/vllm-openai:v0.9.2 "
+    "--model meta-llama/Llama-3.1-8B-Instruct --max-model-len 4096",
+])
+def test_shells_and_containers_that_run_the_command(line):
+    lp = from_command(line)
+    assert lp.engine == "vllm" and lp.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert lp.overrides["max_model_len"] == 4096
+
+
+def test_a_line_of_arguments_only_is_refused_naming_its_first_flag():
+    # ggml-org/llama.cpp#14043 posted the container's arguments without the program
+    with pytest.raises(BadInputError, match="starts with the flag -c, not a program"):
+        from_command("-c 240000 -ngl 1000 -nkvo --host 0.0.0.0 --port 8000 -sm row")
+
+
+def test_a_shell_variable_for_the_model_is_refused_by_name():
+    with pytest.raises(BadInputError, match=r"shell variable \$CKPT"):
+        from_command("vllm serve $CKPT --tensor-parallel-size 8")
+    lp = from_command("vllm serve $CKPT --tensor-parallel-size 8", "llama-3.1-8b")
+    assert lp.model == "llama-3.1-8b"
+
+
+def test_a_gguf_file_not_here_is_read_by_its_name_less_the_weight_type():
+    lp = from_command("llama-server -m /models/Qwen3-8B-Q4_K_M.gguf -c 8192")
+    assert lp.model == "Qwen3-8B"
+    assert any("not Q4_K_M" in w for w in lp.warnings)
+
+
+def test_an_unknown_model_of_the_line_says_how_to_give_it():
+    result = runner.invoke(app, ["plan", "--from-command", "vllm serve /srv/Nope-13B",
+                                 "--gpu", "h100"])
+    assert result.exit_code == 2
+    assert "beside --from-command" in result.output
+
+
+def test_a_stray_argument_is_named_as_one():
+    lp = from_command("vllm serve meta-llama/Llama-3.1-8B-Instruct --port 8111--gpu-memory-"
+                      "utilization 0.95")
+    assert any("'0.95': an argument no flag of vllm takes" in w for w in lp.warnings)
+
+
+@pytest.mark.parametrize("flag", ["--hf-overrides '{\"num_hidden_layers\": 16}'",
+                                  "--compilation-config '{\"cudagraph_mode\": \"FULL\"}'",
+                                  "--rope-scaling '{\"rope_type\": \"yarn\", \"factor\": 4}'"])
+def test_vllm_flags_that_change_the_config_are_named_not_ignored(flag):
+    lp = from_command(f"vllm serve meta-llama/Llama-3.1-8B-Instruct {flag}")
+    name = flag.split()[0].lstrip("-").replace("-", "_")
+    assert any(name in w for w in lp.warnings), lp.warnings

@@ -41,6 +41,10 @@ def launch_flags() -> EngineLaunch:
         "--speculative-config": ("speculative_config", "json"),
         # a KV connector (LMCache, NIXL, offloading): read to be named, not modelled
         "--kv-transfer-config": ("kv_transfer_config", "json"),
+        # read to be named: they change the model's config (its layers, heads, context) or
+        # the CUDA graphs vLLM captures, which kvplan takes from the checkpoint and the release
+        "--hf-overrides": ("hf_overrides", "str"), "--rope-scaling": ("rope_scaling", "str"),
+        "--compilation-config": ("compilation_config", "str"), "-O": ("compilation_config", "str"),
     }
     ignored = ("--host", "--port", "--served-model-name", "--api-key", "--tokenizer",
                "--tokenizer-mode", "--download-dir", "--chat-template", "--tool-call-parser",
@@ -48,7 +52,7 @@ def launch_flags() -> EngineLaunch:
                "--uvicorn-log-level", "--allowed-origins", "--generation-config",
                "--distributed-executor-backend", "--config-format", "--load-format",
                "--tokenizer-revision", "--code-revision", "--response-role", "--ssl-keyfile",
-               "--ssl-certfile", "--log-config-file", "--hf-overrides",
+               "--ssl-certfile", "--log-config-file",
                "--override-generation-config", "--worker-cls", "--max-log-len",
                # the HTTP front end (processes on the CPU) and the chat layer
                "--api-server-count", "--chat-template-content-format",
