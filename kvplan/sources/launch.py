@@ -69,6 +69,8 @@ def command_words(text: str) -> list[str]:
         words = _container_words(stripped)
         if words is not None:
             return words
+    if _DOCKERFILE.search(stripped):
+        return _dockerfile_words(stripped)
     # a line continuation as pasted: a backslash, maybe blanks an editor left after it, the
     # line's end (in a shell the blanks would end the command; no one means that in a post)
     joined = _CONTINUATION.sub(" ", stripped)
@@ -84,6 +86,47 @@ def command_words(text: str) -> list[str]:
         if found:
             words.extend([*found, ";"])
     return _shell_command(words[:-1])
+
+
+# a Dockerfile: an instruction line that starts its command (ENTRYPOINT/CMD in exec form, a
+# JSON list, or shell form)
+_DOCKERFILE = re.compile(r"^\s*(?:CMD|ENTRYPOINT)\s*\[", re.M)
+
+
+def _dockerfile_words(text: str) -> list[str]:
+    """A Dockerfile's command as a docker run line's words: `docker run -e VAR=value IMAGE`
+    (its FROM and ENV) then ENTRYPOINT and CMD, each a JSON list (exec form) or a shell string
+    (run by /bin/sh -c). Comment lines inside a continued instruction are dropped, as Docker
+    drops them."""
+    import json
+
+    lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+    joined = _CONTINUATION.sub(" ", "\n".join(lines))
+    image: str | None = None
+    env: list[str] = []
+    parts: dict[str, list[str]] = {}
+    for line in joined.splitlines():
+        keyword, _, rest = line.strip().partition(" ")
+        keyword, rest = keyword.upper(), rest.strip()
+        if keyword == "FROM" and rest:
+            image = rest.split()[0]
+        elif keyword == "ENV" and rest:
+            pairs = rest.split() if "=" in rest.split()[0] else [rest.replace(" ", "=", 1)]
+            env.extend(w for pair in pairs if "=" in pair for w in ("-e", pair.strip("\"'")))
+        elif keyword in ("CMD", "ENTRYPOINT") and rest:
+            if rest.startswith("["):
+                try:
+                    value = json.loads(rest)
+                except ValueError:
+                    raise BadInputError(f"the Dockerfile's {keyword} is not a JSON list of "
+                                        "words", "check its quotes and commas") from None
+                if not isinstance(value, list):
+                    raise BadInputError(f"the Dockerfile's {keyword} is not a list of words")
+                parts[keyword] = [str(w) for w in value]
+            else:
+                parts[keyword] = ["/bin/sh", "-c", rest]
+    words = [*parts.get("ENTRYPOINT", []), *parts.get("CMD", [])]
+    return ["docker", "run", *env, image, *words] if image else words
 
 
 _CONTINUATION = re.compile(r"\\[ \t]*\r?\n")
@@ -374,8 +417,11 @@ def parse_launch(text: str, engines: Sequence[EngineLaunch]) -> Launch:
     for var, (setting, kind) in eng.env.items():
         if var in env and setting not in settings:
             settings[setting] = _value(env[var], kind, var)
-    return Launch(eng.engine, program, settings, image, _image_version(image), unknown,
-                  ignored, env)
+    # the tag is the engine's release only on the engine's own image (a Triton or NGC image's
+    # tag, 25.01-vllm-python-py3, numbers that image)
+    own = image is not None and _image_engine(image, [eng]) is not None
+    return Launch(eng.engine, program, settings, image, _image_version(image) if own else None,
+                  unknown, ignored, env)
 
 
 def _normalise(flag: str, eng: EngineLaunch) -> str:
@@ -415,10 +461,19 @@ def read_flags(args: Sequence[str], eng: EngineLaunch
             continue
         setting, kind = entry
         if kind in ("flag", "no-flag", "ignore-flag"):
+            # a switch given a value: vLLM's older StoreBoolean switches
+            # (--enable-chunked-prefill=false, or `... false`) and argparse's type=bool ones
+            said = inline if eq else None
+            if not eq and i + 1 < len(args) and args[i + 1].lower() in _BOOLEAN_WORDS:
+                said, i = args[i + 1], i + 1
+            on = True if said is None else _BOOLEAN_WORDS.get(said.lower())
+            if on is None:
+                raise BadInputError(f"{flag}={said} in the launch command: a switch takes "
+                                    "true or false", f"write {flag} alone, or {flag}=false")
             if kind == "ignore-flag":
                 ignored.append(flag)
             else:
-                settings[setting] = kind == "flag"
+                settings[setting] = on == (kind == "flag")
             i += 1
             continue
         if eq:
@@ -434,6 +489,11 @@ def read_flags(args: Sequence[str], eng: EngineLaunch
             continue
         settings[setting] = _value(value, kind, flag)
     return settings, tuple(unknown), tuple(ignored)
+
+
+# the words a switch's value may be (argparse's StoreBoolean and type=bool parsers)
+_BOOLEAN_WORDS = {"true": True, "false": False, "1": True, "0": False, "yes": True,
+                  "no": False, "on": True, "off": False}
 
 
 def _value(text: str, kind: str, flag: str) -> Any:

@@ -319,3 +319,50 @@ def test_vllm_flags_that_change_the_config_are_named_not_ignored(flag):
     lp = from_command(f"vllm serve meta-llama/Llama-3.1-8B-Instruct {flag}")
     name = flag.split()[0].lstrip("-").replace("-", "_")
     assert any(name in w for w in lp.warnings), lp.warnings
+
+
+@pytest.mark.parametrize("line, eager", [
+    ("vllm serve meta-llama/Llama-3.1-8B-Instruct --enforce-eager=false", False),
+    ("vllm serve meta-llama/Llama-3.1-8B-Instruct --enforce-eager false", False),
+    ("vllm serve meta-llama/Llama-3.1-8B-Instruct --enforce-eager=True", True),
+    ("vllm serve meta-llama/Llama-3.1-8B-Instruct --enforce-eager", True),
+])
+def test_a_switch_given_a_value_takes_it(line, eager):
+    # vllm-project/vllm#6689 posted --enable-chunked-prefill=false (0.5's StoreBoolean)
+    assert from_command(line).overrides.get("enforce_eager", False) is eager
+
+
+def test_a_switch_given_a_word_that_is_no_boolean_is_refused_by_name():
+    with pytest.raises(BadInputError, match="--enforce-eager=maybe"):
+        from_command("vllm serve meta-llama/Llama-3.1-8B-Instruct --enforce-eager=maybe")
+
+
+def test_a_dockerfile_cmd_in_exec_form_with_a_comment_line():
+    # vllm-project/vllm#14452 posted a Dockerfile whose CMD list has a line commented out
+    text = ('FROM nvcr.io/nvidia/tritonserver:25.01-vllm-python-py3\nWORKDIR /app\n\n'
+            'EXPOSE 8000\nCMD ["python3", "-m", "vllm.entrypoints.openai.api_server", \\\n'
+            '    "--model", "meta-llama/Llama-3.1-8B-Instruct", \\\n'
+            '    "--port", "8000", "--max_model_len", "8192", \\\n'
+            '    # "--quantization", "bitsandbytes", \\\n'
+            '    "--gpu_memory_utilization", "0.85", \\\n'
+            '    "--enforce-eager"]\n')
+    lp = from_command(text)
+    assert lp.engine == "vllm" and lp.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert lp.overrides == {"max_model_len": 8192, "memory_fraction": 0.85,
+                            "enforce_eager": True}
+    assert lp.launch.image == "nvcr.io/nvidia/tritonserver:25.01-vllm-python-py3"
+
+
+def test_a_dockerfile_entrypoint_and_cmd_in_shell_form():
+    text = ("FROM vllm/vllm-openai:v0.9.2\nENV VLLM_PP_LAYER_PARTITION=16,16\n"
+            'ENTRYPOINT ["/bin/bash", "-c"]\n'
+            'CMD ["vllm serve meta-llama/Llama-3.1-8B-Instruct --pipeline-parallel-size 2"]\n')
+    lp = from_command(text)
+    assert lp.overrides["pp"] == 2 and lp.overrides["pp_layers"] == (16, 16)
+    assert lp.launch.image_version == "0.9.2"
+
+
+def test_another_images_tag_is_not_the_engines_release():
+    lp = from_command("docker run --gpus all nvcr.io/nvidia/tritonserver:25.01-vllm-python-py3 "
+                      "vllm serve meta-llama/Llama-3.1-8B-Instruct")
+    assert lp.launch.image_version is None and "engine_version" not in lp.overrides
