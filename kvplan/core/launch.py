@@ -38,6 +38,12 @@ class EngineLaunch:
     # the engine's parser takes an unambiguous prefix of a long flag (argparse's allow_abbrev):
     # a flag not in `flags` is read as the one known flag it begins
     abbreviations: bool = False
+    # environment variables the engine reads as one of its flags (llama.cpp's LLAMA_ARG_*):
+    # variable -> the flag; a flag on the command line wins over its variable
+    env_flags: Mapping[str, str] = field(default_factory=dict)
+    # every long flag is also read from its variable, the flag's name in upper snake case
+    # (clap's `#[clap(long, env)]`: --max-total-tokens <- MAX_TOTAL_TOKENS)
+    flags_from_env: bool = False
 
 
 #: how the text a log pattern captures becomes a value: as is, an int ("1,234"), a number,

@@ -417,11 +417,29 @@ def parse_launch(text: str, engines: Sequence[EngineLaunch]) -> Launch:
     for var, (setting, kind) in eng.env.items():
         if var in env and setting not in settings:
             settings[setting] = _value(env[var], kind, var)
+    # the flags the engine reads from its environment, where the command does not give them
+    for var, flag in _env_flags(eng).items():
+        if var in env:
+            try:
+                found, _, _ = read_flags([f"{flag}={env[var]}"], eng)
+            except BadInputError as exc:
+                raise BadInputError(f"{var}={env[var]!r} (the engine reads it as {flag}): "
+                                    f"{exc.message}", exc.hint) from None
+            settings.update({k: v for k, v in found.items() if k not in settings})
     # the tag is the engine's release only on the engine's own image (a Triton or NGC image's
     # tag, 25.01-vllm-python-py3, numbers that image)
     own = image is not None and _image_engine(image, [eng]) is not None
     return Launch(eng.engine, program, settings, image, _image_version(image) if own else None,
                   unknown, ignored, env)
+
+
+def _env_flags(eng: EngineLaunch) -> dict[str, str]:
+    """The environment variables the engine reads as flags: variable -> flag."""
+    found = dict(eng.env_flags)
+    if eng.flags_from_env:
+        found.update({f[2:].replace("-", "_").upper(): f for f in eng.flags
+                      if f.startswith("--") and eng.flags[f][1] not in ("ignore", "ignore-flag")})
+    return found
 
 
 def _normalise(flag: str, eng: EngineLaunch) -> str:

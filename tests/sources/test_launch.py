@@ -366,3 +366,27 @@ def test_another_images_tag_is_not_the_engines_release():
     lp = from_command("docker run --gpus all nvcr.io/nvidia/tritonserver:25.01-vllm-python-py3 "
                       "vllm serve meta-llama/Llama-3.1-8B-Instruct")
     assert lp.launch.image_version is None and "engine_version" not in lp.overrides
+
+
+def test_tgi_reads_every_flag_from_its_environment_and_the_flag_wins():
+    # launcher/src/main.rs: each Args field is #[clap(long, env)]; the launcher's own docs
+    # print "[env: MODEL_ID=]", "[env: NUM_SHARD=]" beside the flags
+    lp = from_command("docker run --gpus all -e MODEL_ID=meta-llama/Llama-3.1-8B-Instruct "
+                      "-e MAX_TOTAL_TOKENS=8192 -e NUM_SHARD=2 "
+                      "ghcr.io/huggingface/text-generation-inference:2.4.1 "
+                      "--max-total-tokens 4096")
+    assert lp.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert lp.overrides["tp"] == 2 and lp.overrides["max_model_len"] == 4096
+
+
+def test_llamacpp_reads_its_llama_arg_variables():
+    # common/arg.cpp: -c is .set_env("LLAMA_ARG_CTX_SIZE"), -np LLAMA_ARG_N_PARALLEL, ...
+    lp = from_command("docker run --gpus all -e LLAMA_ARG_CTX_SIZE=8192 "
+                      "-e LLAMA_ARG_N_PARALLEL=2 -e LLAMA_ARG_MODEL=/models/model.gguf "
+                      "ghcr.io/ggml-org/llama.cpp:server-cuda -ngl 99", "llama-3.1-8b")
+    assert lp.overrides["max_model_len"] == 8192 and lp.overrides["parallel"] == 2
+
+
+def test_a_bad_value_in_an_engine_variable_names_the_variable():
+    with pytest.raises(BadInputError, match="LLAMA_ARG_CTX_SIZE='lots'"):
+        from_command("LLAMA_ARG_CTX_SIZE=lots llama-server -m /m/x.gguf", "llama-3.1-8b")

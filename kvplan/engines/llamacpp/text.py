@@ -42,9 +42,16 @@ def launch_flags() -> EngineLaunch:
                      "--no-webui", "--verbose", "-v", "--embedding", "--embeddings")
     flags = {**setting, **{f: ("", "ignore") for f in ignored},
              **{f: ("", "ignore-flag") for f in ignored_flags}}
+    # the arguments common/arg.cpp gives an environment variable (`.set_env(...)`), as the
+    # server image's users set them (docker run -e LLAMA_ARG_CTX_SIZE=8192 ...)
+    env_flags = {"LLAMA_ARG_MODEL": "--model", "LLAMA_ARG_CTX_SIZE": "--ctx-size",
+                 "LLAMA_ARG_N_PARALLEL": "--parallel", "LLAMA_ARG_N_GPU_LAYERS": "--n-gpu-layers",
+                 "LLAMA_ARG_CACHE_TYPE_K": "--cache-type-k",
+                 "LLAMA_ARG_CACHE_TYPE_V": "--cache-type-v",
+                 "LLAMA_ARG_FLASH_ATTN": "--flash-attn"}
     return EngineLaunch("llamacpp", (("llama-server",), ("llama-cli",)),
                         images=("ggml-org/llama.cpp", "ggerganov/llama.cpp"), flags=flags,
-                        underscores_match_dashes=False)
+                        underscores_match_dashes=False, env_flags=env_flags)
 
 
 # --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---

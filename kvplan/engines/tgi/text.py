@@ -37,9 +37,12 @@ def launch_flags() -> EngineLaunch:
                "--tokenizer-config-path", "--otlp-endpoint", "--payload-limit", "--sharded")
     flags = {**setting, **{f: ("", "ignore") for f in ignored},
              "--trust-remote-code": ("", "ignore-flag"), "--json-output": ("", "ignore-flag")}
+    # every launcher argument is `#[clap(long, env)]` (launcher/src/main.rs Args): MODEL_ID,
+    # MAX_TOTAL_TOKENS, NUM_SHARD, ... in the container's environment set the same settings
     return EngineLaunch("tgi", (("text-generation-launcher",),),
                         images=("huggingface/text-generation-inference",
-                                "text-generation-inference"), flags=flags)
+                                "text-generation-inference"), flags=flags,
+                        flags_from_env=True)
 
 
 # --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
