@@ -50,7 +50,7 @@ def model_name(model: str, warnings: list[str]) -> tuple[str, str | None]:
                             "a config.json or directory, hf:org/name)")
     local = model.startswith(("/", "./", "../", "~")) or model.lower().endswith(".gguf")
     if local and not os.path.exists(os.path.expanduser(model)):
-        name = model.rstrip("/").rsplit("/", 1)[-1]
+        name = _directory_name(model)
         note = ""
         if name.lower().endswith(".gguf"):
             # llama.cpp's file on the serving machine: its name less the weight type it
@@ -65,6 +65,18 @@ def model_name(model: str, warnings: list[str]) -> tuple[str, str | None]:
     return _resolvable(model, warnings)
 
 
+def _directory_name(path: str) -> str:
+    """The model a checkpoint path on the serving machine names: its last part, or the repo
+    of a Hugging Face cache directory (.../models--Qwen--Qwen3-8B/snapshots/<hash> ->
+    Qwen/Qwen3-8B), with ModelScope's `___` for a dot (Qwen2___5-7B -> Qwen2.5-7B)."""
+    parts = [p for p in path.replace("\\", "/").split("/") if p]
+    for part in parts:
+        cached = re.fullmatch(r"models--([^/]+?)--(.+)", part)
+        if cached:
+            return f"{cached.group(1)}/{cached.group(2)}".replace("___", ".")
+    return (parts[-1] if parts else path).replace("___", ".")
+
+
 # the weight type a GGUF file's name ends in: -Q4_K_M, .Q8_0, -IQ4_XS, -UD-Q4_K_XL, -f16, -bf16
 _GGUF_TYPE = re.compile(r"[-._](?:UD-)?(?:I?Q\d[\w]*|[BF]F?16|F32)$", re.IGNORECASE)
 
@@ -76,25 +88,35 @@ def _name_quant(model: str) -> str | None:
 
 
 def _resolvable(model: str, warnings: list[str]) -> tuple[str, str | None]:
+    """The model as kvplan resolves it: the name itself, its base less a weight-format
+    suffix, or either as the one library alias it is the name part of (a directory named
+    as the Hub repo without its organisation)."""
+    lowered = model.lower()
+    quant = next(((model[: -len(sfx)], q) for sfx, q in _NAME_QUANT
+                  if lowered.endswith(sfx)), None)
+    for name, weights in ((model, None), *([quant] if quant else [])):
+        found = _library_name(name)
+        if found is None:
+            continue
+        if weights is not None:
+            warnings.append(f"{model!r} is read as {found!r} with {weights} weights (its "
+                            "name's suffix); kvplan holds no spec of that checkpoint")
+        elif found != name:
+            warnings.append(f"{model!r} is read as the library's {found!r}")
+        return found, weights
+    return model, None  # resolving it again will give the library's own error
+
+
+def _library_name(name: str) -> str | None:
+    """`name` where kvplan resolves it, else the one library alias whose name part it is."""
     from kvplan.core.errors import KvplanError
-    from kvplan.sources.library import resolve
+    from kvplan.sources.library import alias_named, resolve
 
     try:
-        resolve(model)
-        return model, None
+        resolve(name)
+        return name
     except KvplanError:
-        lowered = model.lower()
-        for suffix, quant in _NAME_QUANT:
-            if lowered.endswith(suffix):
-                base = model[: -len(suffix)]
-                try:
-                    resolve(base)
-                except KvplanError:
-                    break
-                warnings.append(f"{model!r} is read as {base!r} with {quant} weights (its "
-                                "name's suffix); kvplan holds no spec of that checkpoint")
-                return base, quant
-        return model, None  # resolving it again will give the library's own error
+        return alias_named(name) if "/" not in name else None
 
 
 def _speculative(config: dict[str, Any], warnings: list[str]) -> dict[str, Any]:

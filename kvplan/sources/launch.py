@@ -129,7 +129,8 @@ def _dockerfile_words(text: str) -> list[str]:
     return ["docker", "run", *env, image, *words] if image else words
 
 
-_CONTINUATION = re.compile(r"\\[ \t]*\r?\n")
+# a line continuation: bash's backslash, cmd's caret, PowerShell's backtick
+_CONTINUATION = re.compile(r"[\\^`][ \t]*\r?\n")
 
 
 def _shell_lines(text: str) -> list[str]:

@@ -153,6 +153,16 @@ def find_alias(repo: str, revision: str | None = None) -> ModelSpec | None:
     return found
 
 
+def alias_named(name: str) -> str | None:
+    """The one library alias (a Hub repo, org/name) whose name part is `name`, any case:
+    how a checkpoint directory on a serving machine (/models/Meta-Llama-3.1-8B-Instruct)
+    names its model without the organisation. None where no alias, or more than one, has it."""
+    key = _normalise(name)
+    found = {alias for alias in library_index().aliases
+             if "/" in alias and alias.rsplit("/", 1)[1] == key}
+    return found.pop() if len(found) == 1 else None
+
+
 class LibraryIndex:
     """Every library model's name, and normalised name or alias -> the files that declare
     it, read from each file's `name:` and `aliases: [...]` lines (no YAML parse); a file

@@ -390,3 +390,29 @@ def test_llamacpp_reads_its_llama_arg_variables():
 def test_a_bad_value_in_an_engine_variable_names_the_variable():
     with pytest.raises(BadInputError, match="LLAMA_ARG_CTX_SIZE='lots'"):
         from_command("LLAMA_ARG_CTX_SIZE=lots llama-server -m /m/x.gguf", "llama-3.1-8b")
+
+
+@pytest.mark.parametrize("mark", ["^", "`"])
+def test_windows_line_continuations(mark):
+    lp = from_command(f"vllm serve meta-llama/Llama-3.1-8B-Instruct {mark}\n"
+                      f"  --max-model-len 4096 {mark}\n  --max-num-seqs 4")
+    assert lp.overrides == {"max_model_len": 4096, "max_num_seqs": 4}
+    assert lp.warnings == ()
+
+
+@pytest.mark.parametrize("line, model", [
+    # vllm-project/vllm#6689: a Hugging Face cache directory names its repo
+    ("python -m vllm.entrypoints.openai.api_server --model /NS/llm-1/nobackup/shared/"
+     "huggingface_cache/hub/models--meta-llama--Meta-Llama-3.1-70B-Instruct "
+     "--tensor-parallel-size 2", "meta-llama/Meta-Llama-3.1-70B-Instruct"),
+    ("vllm serve /root/.cache/huggingface/hub/models--Qwen--Qwen3-8B/snapshots/0123abcd",
+     "Qwen/Qwen3-8B"),
+    # ModelScope writes a dot as ___ in its directories; the library knows the repo's name
+    ("vllm serve /root/autodl-tmp/models/qwen/Qwen2___5-7B-Instruct", "qwen/qwen2.5-7b-instruct"),
+])
+def test_a_checkpoint_directory_is_read_as_the_repo_it_names(line, model):
+    from kvplan.sources.library import resolve
+
+    lp = from_command(line)
+    assert lp.model == model
+    resolve(lp.model)  # a library model: planned offline
