@@ -81,6 +81,9 @@ def command_words(text: str) -> list[str]:
         except ValueError as exc:
             raise BadInputError(f"cannot split the launch command: {exc}",
                                 "check its quotes") from None
+        # a blank word (`\ ` left before a line break, as vllm serve \ \ was posted) is no
+        # argument anyone means
+        found = [w for w in found if w.strip()]
         if found and found[0].startswith("-") and words[-1:] == [";"]:
             words.pop()  # a line of flags goes on the command above it (a lost backslash)
         if found:

@@ -416,3 +416,10 @@ def test_a_checkpoint_directory_is_read_as_the_repo_it_names(line, model):
     lp = from_command(line)
     assert lp.model == model
     resolve(lp.model)  # a library model: planned offline
+
+
+def test_an_escaped_blank_before_a_line_break_is_no_argument():
+    # a README quoting its shell: `vllm serve \ \` then the model on the next line
+    lp = from_command("vllm serve \\ \\\n    /home/me/models/Qwen/Qwen3-8B \\\n"
+                      "    --tensor-parallel-size 4")
+    assert lp.model == "Qwen3-8B" and lp.overrides == {"tp": 4}
