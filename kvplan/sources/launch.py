@@ -66,9 +66,9 @@ def command_words(text: str) -> list[str]:
         raise BadInputError("--from-command is empty", "give the line that starts the engine, "
                             "e.g. \"vllm serve meta-llama/Llama-3.1-8B-Instruct --tp 2\"")
     if stripped[0] in "[{" or re.search(r"^\s*(command|args)\s*:", stripped, re.M):
-        words = _container_words(stripped)
-        if words is not None:
-            return words
+        listed = _container_words(stripped)
+        if listed is not None:
+            return listed
     if _DOCKERFILE.search(stripped):
         return _dockerfile_words(stripped)
     # a line continuation as pasted: a backslash, maybe blanks an editor left after it, the
@@ -379,8 +379,8 @@ def _command_of(words: list[str], engines: Sequence[EngineLaunch]
             exported.update(w.partition("=")[::2] for w in assigns)
             continue
         for inner in _shell_c(seg):
-            found, image, env = _unwrap(inner, engines)
-            commands.append((found, image, {**exported, **env}))
+            unwrapped, image, env = _unwrap(inner, engines)
+            commands.append((unwrapped, image, {**exported, **env}))
     commands = commands or [([], None, {})]
     named = [(c, _find_program(c[0], engines)) for c in commands]
     for c, found in named:
@@ -425,11 +425,11 @@ def parse_launch(text: str, engines: Sequence[EngineLaunch]) -> Launch:
     for var, flag in _env_flags(eng).items():
         if var in env:
             try:
-                found, _, _ = read_flags([f"{flag}={env[var]}"], eng)
+                from_env, _, _ = read_flags([f"{flag}={env[var]}"], eng)
             except BadInputError as exc:
                 raise BadInputError(f"{var}={env[var]!r} (the engine reads it as {flag}): "
                                     f"{exc.message}", exc.hint) from None
-            settings.update({k: v for k, v in found.items() if k not in settings})
+            settings.update({k: v for k, v in from_env.items() if k not in settings})
     # the tag is the engine's release only on the engine's own image (a Triton or NGC image's
     # tag, 25.01-vllm-python-py3, numbers that image)
     own = image is not None and _image_engine(image, [eng]) is not None
