@@ -50,6 +50,9 @@ LAYOUTS: dict[str, TensorLayout] = {
     "qwen2_5_vl_text": _QWEN2_TEXT,
     "qwen3": TensorLayout(known=True, qk_norm="head"),
     "qwen3_moe": TensorLayout(known=True, qk_norm="head"),
+    # Qwen3-VL's language models are Qwen3 / Qwen3-MoE layers (vLLM qwen3_vl.py
+    # Qwen3LLMModel, qwen3_vl_moe.py Qwen3MoeLLMModel), under the wrapper's own names
+    **dict.fromkeys(("qwen3_vl_text", "qwen3_vl_moe_text"), TensorLayout(qk_norm="head")),
     "qwen2_moe": TensorLayout(known=True, shared_expert_gate=True),
     "qwen3_next": replace(_QWEN3_NEXT, known=True, mtp="qwen3_next"),
     **dict.fromkeys(("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"),
@@ -89,8 +92,15 @@ LAYOUTS: dict[str, TensorLayout] = {
     # EXAONE 4.5 and K-EXAONE: generic decoders whose MTP layers are Qwen3-Next's (mtp.fc,
     # pre-fc norms, one decoder layer) sharing the model's embedding and LM head
     # (vLLM exaone4_5_mtp.py, exaone_moe_mtp.py)
-    **dict.fromkeys(("exaone_moe", "exaone4_5", "exaone4_5_text"),
-                    TensorLayout(mtp="qwen3_next")),
+    "exaone_moe": TensorLayout(mtp="qwen3_next"),
+    # EXAONE 4.0 / 4.5's language model (vLLM exaone4.py Exaone4Attention): q_norm and
+    # k_norm over one head_dim-wide head
+    "exaone4": TensorLayout(qk_norm="head"),
+    **dict.fromkeys(("exaone4_5", "exaone4_5_text"),
+                    TensorLayout(mtp="qwen3_next", qk_norm="head")),
+    # GLM-4.5 / 4.6 and GLM-4.5V's text model (vLLM glm4_moe.py Glm4MoeAttention): q/k/v
+    # biases per attention_bias, o_proj none
+    **dict.fromkeys(("glm4_moe", "glm4v_moe_text"), TensorLayout(o_proj_bias=False)),
     # Kimi-K3: Kimi Delta Attention + MLA with output gates, attention residuals, latent MoE
     "kimi_linear": TensorLayout(known=True, mixer_module="self_attn"),
     # DeepSeek-V4: compressed attention, hyper-connections, hash routing, FP4 experts

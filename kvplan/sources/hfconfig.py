@@ -484,10 +484,12 @@ def _check_architecture(top: Fields, cfg: Fields, assume: bool) -> list[str]:
 
 # tie_word_embeddings when a config leaves it out: the default of its transformers config
 # class (PretrainedConfig's own default is True; Llama, Mistral, Qwen, DeepSeek, gpt-oss,
-# Llama 4 ... set False).
+# Llama 4 ... set False). LFM2: Lfm2Config defaults it to True, and vLLM lfm2.py /
+# lfm2_moe.py tie the LM head to embed_tokens whatever the config says (LFM2.5-VL's
+# text_config leaves the key out).
 _TIED_DEFAULT = {"gpt2": True, "gemma": True, "gemma2": True, "gemma3_text": True,
                  "gemma3": True, "gemma4_text": True, "diffusion_gemma_text": True,
-                 "cohere": True, "cohere2": True,
+                 "cohere": True, "cohere2": True, "lfm2": True, "lfm2_moe": True,
                  "falcon": True, "RefinedWebModel": True, "RefinedWeb": True,
                  "llama": False, "mistral": False, "mixtral": False, "qwen2": False,
                  "qwen3": False, "qwen3_moe": False, "qwen2_moe": False, "phi3": False,
@@ -622,10 +624,12 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         out["num_shared_experts"] = shared
         out["shared_expert_intermediate_size"] = shared_width
         out["first_dense_layers"], out["moe_layer_step"] = _moe_layout(cfg, reader)
-        # LongcatRouter (vLLM longcat_flash.py) always keeps e_score_correction_bias
+        # LongcatRouter (vLLM longcat_flash.py) and Glm4MoE (glm4_moe.py, GLM-4.5 / 4.6 and
+        # GLM-4.5V's text model) always keep e_score_correction_bias
         out["routing_bias"] = (cfg.raw.get("topk_method") == "noaux_tc"
                                or cfg.raw.get("use_routing_bias") is True
-                               or reader.layers_are_dual_mla)
+                               or reader.layers_are_dual_mla
+                               or mt in ("glm4_moe", "glm4v_moe_text"))
     out["intermediate_size"] = inter
     if reader.mla:
         out["q_lora_rank"] = _opt_int(cfg, "q_lora_rank", minimum=1)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from paths import FIXTURES
+from paths import FIXTURES, ROOT
 from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.core.dtypes import BF16
-from kvplan.core.layers import FullAttention, SlidingWindow
+from kvplan.core.layers import MLA, FullAttention, RecurrentState, SlidingWindow
 from kvplan.core.sizing import per_token_bytes, request_bytes
 from kvplan.engines.vllm import VllmConfig, layer_page_specs
 from kvplan.sources.hfconfig import load_config_file
@@ -21,6 +21,24 @@ from kvplan.sources.hfconfig import load_config_file
 FAMILIES = FIXTURES / "hf-configs" / "families"
 EXAONE_4_5 = FAMILIES / "LGAI-EXAONE--EXAONE-4.5-33B.json"
 HUNYUAN_A13B = FAMILIES / "tencent--Hunyuan-A13B.json"
+EXAONE_4_0 = FAMILIES / "LGAI-EXAONE--EXAONE-4.0-32B.json"
+GLM_4_5 = FAMILIES / "zai-org--GLM-4.5.json"
+COMMAND_R = FAMILIES / "CohereForAI--c4ai-command-r-v01.json"
+LFM2_5_VL = FAMILIES / "LiquidAI--LFM2.5-VL-1.6B.json"
+QWEN3_VL_8B = FAMILIES / "Qwen--Qwen3-VL-8B-Instruct.json"
+QWEN3_VL_30B = FAMILIES / "Qwen--Qwen3-VL-30B-A3B-Instruct.json"
+QWEN3_5_27B = FAMILIES / "Qwen--Qwen3.5-27B.json"
+QWEN3_5_35B = FAMILIES / "Qwen--Qwen3.5-35B-A3B.json"
+KIMI_K2_5 = FAMILIES / "moonshotai--Kimi-K2.5.json"
+VOXTRAL_MINI = FAMILIES / "mistralai--Voxtral-Mini-3B-2507.json"
+DEVSTRAL_SMALL_2 = FAMILIES / "mistralai--Devstral-Small-2-24B-Instruct.json"
+
+
+def _params(path, places=("embed", "layer", "final", "head")):
+    from kvplan.core.weights import inventory
+
+    return sum(t.num_params for t in inventory(load_config_file(path)).tensors
+               if t.place in places)
 
 
 def test_exaone_4_5_33b_reads_its_nested_text_config():
@@ -68,8 +86,7 @@ def test_exaone_4_5_33b_text_weights_by_hand():
     assert hand == 32_527_504_384  # the vision tower and MTP layer bring the rest of "33B"
     text = sum(t.num_params for t in inventory(load_config_file(EXAONE_4_5)).tensors
                if t.place in ("embed", "layer", "final", "head"))
-    # the generic decoder layout leaves out only the q / k norms
-    assert text == hand - 64 * 2 * 128
+    assert text == hand
 
 
 def test_exaone_4_5_33b_mtp_layer_shares_the_embedding_and_head():
@@ -80,7 +97,7 @@ def test_exaone_4_5_33b_mtp_layer_shares_the_embedding_and_head():
     from kvplan.core.weights import inventory
 
     h, inter = 5120, 27392
-    layer = 2 * h * h + 2 * 1024 * h + 2 * h + 3 * h * inter  # q / k norms left out
+    layer = 2 * h * h + 2 * 1024 * h + 2 * 128 + 2 * h + 3 * h * inter
     mtp = sum(t.num_params for t in inventory(load_config_file(EXAONE_4_5)).tensors
               if t.place == "mtp")
     assert mtp == 2 * h * h + 3 * h + layer
@@ -132,3 +149,228 @@ def test_size_and_plan_accept_the_real_spelling(fixture):
                                   "--max-model-len", "8192", "-f", "json"])
     assert planned.exit_code == 0, planned.output
     assert all(w > 0 for w in json.loads(planned.output)["budget"]["weights_bytes"])
+
+
+# --- families with no config.json of their own before (SOURCES.md: their copies) -----------
+
+def _row(kv_heads: int, head_dim: int) -> int:
+    return 2 * kv_heads * head_dim * 2  # K and V rows, 2-byte (bf16 / fp16) elements
+
+
+def test_exaone_4_0_32b_bytes_by_hand():
+    # vLLM exaone4.py Exaone4Attention: 8 KV heads of head_dim 128, per_layer_sliding_window
+    # = sliding_window (4,096) where layer_types[i] is "sliding_attention" (LLLG: three
+    # sliding layers, then a full one)
+    spec = load_config_file(EXAONE_4_0)
+    assert spec.layers == ((SlidingWindow(8, 128, window=4096),) * 3
+                           + (FullAttention(8, 128),)) * 16
+    assert spec.max_context_tokens == 131_072
+    row = _row(8, 128)
+    assert per_token_bytes(spec.layers, BF16) == 64 * row == 262_144
+    assert request_bytes(spec.layers, 32_768, BF16) == (16 * 32_768 + 48 * 4096) * row
+    pages = layer_page_specs(spec, spec.layers, VllmConfig(max_model_len=32_768))
+    assert {(p.kind, p.page_bytes) for p in pages if p is not None} == {
+        ("sliding", 16 * row), ("full", 16 * row)}
+
+
+def test_exaone_4_0_32b_parameters_match_the_model_card():
+    # exaone4.py: per layer q / o 5120 x 5120, k / v 1024 x 5120, q_norm and k_norm over a
+    # 128-wide head, post_attention_layernorm and post_feedforward_layernorm, a gated MLP
+    # 27,392 wide; the final norm. The card: "Number of Parameters (without embeddings):
+    # 30.95B", given to four figures, so within 0.005e9 of it
+    h, inter = 5120, 27392
+    layer = 2 * h * h + 2 * 1024 * h + 2 * 128 + 2 * h + 3 * h * inter
+    hand = 64 * layer + h
+    assert abs(hand - 30.95e9) <= 0.005e9
+    assert _params(EXAONE_4_0, ("layer", "final")) == hand
+    # and the untied 102,400 x 5,120 embedding and LM head beside them
+    assert _params(EXAONE_4_0) == hand + 2 * 102_400 * h
+
+
+def test_glm_4_5_bytes_by_hand():
+    # vLLM glm4_moe.py Glm4MoeAttention: num_key_value_heads (8) heads of head_dim 128 on
+    # every one of the 92 layers (partial_rotary_factor changes the rope, not the cache);
+    # the MTP layer (glm4_moe_mtp.py) is a draft's, not the target's
+    spec = load_config_file(GLM_4_5)
+    assert spec.layers == (FullAttention(8, 128),) * 92
+    row = _row(8, 128)
+    assert per_token_bytes(spec.layers, BF16) == 92 * row == 376_832
+    assert request_bytes(spec.layers, 131_072, BF16) == 131_072 * 92 * row
+    pages = layer_page_specs(spec, spec.layers, VllmConfig(max_model_len=131_072))
+    assert {(p.kind, p.block_size, p.page_bytes) for p in pages} == {("full", 16, 16 * row)}
+
+
+def test_glm_4_5_parameters_by_hand_and_the_model_card():
+    # glm4_moe.py: per layer q 5120 -> 96 x 128 and k / v 5120 -> 8 x 128, each with a bias
+    # (attention_bias), o_proj without one, two norms; layers 0-2 a gated MLP 12,288 wide,
+    # the other 89 a router (160 x 5120) with its fp32 e_score_correction_bias, 160 experts
+    # and one shared expert of 3 x 5120 x 1536; an untied 151,552-row embedding and LM head
+    h, q, kv, vocab = 5120, 96 * 128, 8 * 128, 151_552
+    attention = h * q + q + 2 * (h * kv + kv) + q * h + 2 * h
+    moe = 160 * h + 160 + 161 * 3 * h * 1536
+    hand = 2 * vocab * h + 92 * attention + 3 * 3 * h * 12288 + 89 * moe + h
+    # the generic layout leaves out only use_qk_norm's q_norm / k_norm (128 each a layer)
+    assert _params(GLM_4_5) == hand
+    # the card's "355 billion total parameters" is rounded to three figures and does not
+    # say whether the MTP layer is in it: within 1% either way
+    assert abs(hand - 355e9) <= 0.01 * 355e9
+    assert abs(_params(GLM_4_5, ("embed", "layer", "final", "head", "mtp")) - 355e9) \
+        <= 0.01 * 355e9
+
+
+def test_command_r_bytes_and_parameters():
+    # vLLM commandr.py CohereAttention: 64 KV heads (no GQA) of 8192 / 64 = 128, fp16
+    # (torch_dtype); 40 layers, max_position_embeddings 8,192
+    spec = load_config_file(COMMAND_R)
+    assert spec.layers == (FullAttention(64, 128),) * 40
+    assert spec.dtype == "fp16" and spec.max_context_tokens == 8192
+    assert per_token_bytes(spec.layers, BF16) == 40 * _row(64, 128) == 1_310_720
+    # CohereDecoderLayer: one input_layernorm (LayerNorm weight only) before the parallel
+    # attention and MLP; q / k / v / o 8192 x 8192, a gated MLP 22,528 wide; the tied
+    # 256,000-row embedding; the final norm. The card: "a 35 billion parameter" model, two
+    # figures, so within half a billion
+    h = 8192
+    hand = 256_000 * h + 40 * (4 * h * h + 3 * h * 22528 + h) + h
+    assert _params(COMMAND_R) == hand
+    assert abs(hand - 35e9) <= 0.5e9
+
+
+def test_lfm2_5_vl_reads_short_convolutions_from_its_text_config():
+    # vLLM lfm2_vl.py builds Lfm2ForCausalLM from text_config; lfm2.py: "conv" layers keep
+    # MambaStateShapeCalculator.short_conv_state_shape(intermediate_size=conv_dim,
+    # conv_kernel=conv_L_cache): (conv_L_cache - 1) x conv_dim = 2 x 2048 in the model
+    # dtype; attention layers 8 KV heads of 2048 / 32 = 64
+    spec = load_config_file(LFM2_5_VL)
+    kinds = "cc" + "a" + "cc" + "a" + "cc" + "a" + "c" + "a" + "c" + "a" + "c" + "a" + "c"
+    assert [("a" if isinstance(x, FullAttention) else "c") for x in spec.layers] == list(kinds)
+    assert all(x == FullAttention(8, 64) for x in spec.layers if isinstance(x, FullAttention))
+    states = [x for x in spec.layers if isinstance(x, RecurrentState)]
+    assert len(states) == 10 and all(x.state_bytes() == 2 * 2048 * 2 for x in states)
+    assert per_token_bytes(spec.layers, BF16) == 6 * _row(8, 64) == 12_288
+    # a request: 6 attention layers hold every token, 10 conv states whatever its length
+    assert request_bytes(spec.layers, 4096, BF16) == 4096 * 6 * _row(8, 64) + 10 * 8192
+
+
+def test_lfm2_5_vl_language_model_matches_lfm2_1_2b_published_count():
+    # vLLM lfm2.py ties the LM head to embed_tokens whatever the config says (Lfm2Config's
+    # default is True; this text_config leaves the key out); the LFM2-1.2B model card gives
+    # 1,170,340,608 parameters for these shapes. The generic layout leaves out only the
+    # attention layers' q_layernorm / k_layernorm (6 layers x 2 x 64)
+    spec = load_config_file(LFM2_5_VL)
+    assert spec.tie_word_embeddings is True
+    assert _params(LFM2_5_VL) == 1_170_340_608 - 6 * 2 * 64
+
+
+@pytest.mark.parametrize(("fixture", "layers", "kv_heads", "moe"), [
+    (QWEN3_VL_8B, 36, 8, False), (QWEN3_VL_30B, 48, 4, True)])
+def test_qwen3_vl_text_configs(fixture, layers, kv_heads, moe):
+    # vLLM qwen3_vl.py / qwen3_vl_moe.py build Qwen3LLMForCausalLM / Qwen3MoeLLMForCausalLM
+    # from text_config: num_key_value_heads heads of head_dim 128 on every layer
+    spec = load_config_file(fixture)
+    assert spec.layers == (FullAttention(kv_heads, 128),) * layers
+    assert per_token_bytes(spec.layers, BF16) == layers * _row(kv_heads, 128)
+    assert spec.max_context_tokens == 262_144
+    # Qwen3 layers: q 4096 / 32 x 128 wide, k / v kv_heads x 128, o back, q_norm / k_norm
+    # over one 128-wide head, two norms; a gated MLP (8B: 12,288 wide) or a router and 128
+    # experts of 768 (30B-A3B); untied 151,936-row embedding and LM head; the final norm
+    h = 4096 if not moe else 2048
+    attention = 2 * h * 32 * 128 + 2 * h * kv_heads * 128 + 2 * 128 + 2 * h
+    ffn = 128 * h + 128 * 3 * h * 768 if moe else 3 * h * 12288
+    assert _params(fixture) == 2 * 151_936 * h + layers * (attention + ffn) + h
+
+
+@pytest.mark.parametrize(("fixture", "full", "kv_heads", "gdn", "k_heads", "v_heads"), [
+    (QWEN3_5_27B, 16, 4, 48, 16, 48), (QWEN3_5_35B, 10, 2, 30, 16, 32)])
+def test_qwen3_5_gated_delta_net_state_by_hand(fixture, full, kv_heads, gdn, k_heads, v_heads):
+    # vLLM qwen3_5.py (Qwen3NextDecoderLayer): every fourth layer (full_attention_interval)
+    # is attention with num_key_value_heads heads of head_dim 256; the others gated
+    # delta-nets whose state is MambaStateShapeCalculator.gated_delta_net_state_shape: a conv
+    # state of (linear_conv_kernel_dim - 1) x (2 x k_heads x 128 + v_heads x 128) in the model
+    # dtype and a recurrent state of v_heads x 128 x 128 in mamba_ssm_dtype (float32 here)
+    spec = load_config_file(fixture)
+    assert [isinstance(x, FullAttention) for x in spec.layers] == \
+        [i % 4 == 3 for i in range(full + gdn)]
+    assert all(x == FullAttention(kv_heads, 256) for x in spec.layers
+               if isinstance(x, FullAttention))
+    state = 3 * (2 * k_heads * 128 + v_heads * 128) * 2 + v_heads * 128 * 128 * 4
+    assert all(x.state_bytes() == state for x in spec.layers if isinstance(x, RecurrentState))
+    assert per_token_bytes(spec.layers, BF16) == full * _row(kv_heads, 256)
+    assert request_bytes(spec.layers, 8192, BF16) == \
+        8192 * full * _row(kv_heads, 256) + gdn * state
+
+
+def test_kimi_k2_5_is_kimi_k2_inside_a_wrapper():
+    # vLLM kimi_k25.py builds DeepseekV3ForCausalLM from text_config: 61 MLA layers caching
+    # one kv_lora_rank + qk_rope_head_dim latent (512 + 64) per token, not split by heads
+    spec = load_config_file(KIMI_K2_5)
+    assert spec.layers == (MLA(512, 64),) * 61
+    assert per_token_bytes(spec.layers, BF16) == 61 * (512 + 64) * 2 == 70_272
+    # the language model has Kimi K2's shapes (SOURCES.md: the Kimi-K2-Instruct copy)
+    assert _params(KIMI_K2_5) == _params(FIXTURES / "hf-configs" /
+                                         "moonshotai--Kimi-K2-Instruct.json")
+
+
+def test_voxtral_mini_reads_its_llama_text_config():
+    # vLLM voxtral.py builds the language model from text_config (LlamaForCausalLM): 30
+    # layers of 8 KV heads x 128; the Whisper-style audio encoder runs once per clip and
+    # keeps no cache in the decoder's pool
+    spec = load_config_file(VOXTRAL_MINI)
+    assert spec.layers == (FullAttention(8, 128),) * 30
+    assert per_token_bytes(spec.layers, BF16) == 30 * _row(8, 128) == 122_880
+    # llama.py: q 3072 -> 4096, k / v 3072 -> 1024, o back, a gated MLP 8,192 wide, two
+    # norms; untied (LlamaConfig's default) 131,072-row embedding and LM head; final norm.
+    # The audio tower is not counted (kvplan.core.weights generic_note)
+    h = 3072
+    layer = 2 * h * 4096 + 2 * h * 1024 + 3 * h * 8192 + 2 * h
+    assert _params(VOXTRAL_MINI) == 2 * 131_072 * h + 30 * layer + h
+
+
+def test_devstral_small_2_reads_its_ministral3_text_config():
+    # vLLM mistral3.py builds the language model from text_config (ministral3: Llama-style
+    # attention), 40 layers of 8 KV heads x head_dim 128 (not 5120 / 32 = 160)
+    spec = load_config_file(DEVSTRAL_SMALL_2)
+    assert spec.layers == (FullAttention(8, 128),) * 40
+    assert spec.max_context_tokens == 393_216
+    assert per_token_bytes(spec.layers, BF16) == 40 * _row(8, 128) == 163_840
+
+
+# --- issue 22: `plan` gives a weights figure for every config `size` accepts ---------------
+
+# every config.json kept in the repository: the Hub copies, the families', the fake Hub's, the
+# engine fixtures' and the oracle's, and the model library's YAML specs
+_CONFIGS = sorted(
+    [*(FIXTURES / "hf-configs").rglob("*.json"), *(FIXTURES / "hub").glob("*.json"),
+     *(FIXTURES / "engines" / "models").glob("*.json"),
+     *(ROOT / "tests" / "oracle" / "configs").glob("*/config.json"),
+     *(ROOT / "model_configs").glob("*.yaml")])
+
+
+def _weights_bytes(output: str) -> int | None:
+    """The weights figure of `plan -f json`: its budget's, or, when the engine would not start,
+    the budget terms'."""
+    start = output.find("{")
+    if start < 0:
+        return None
+    report = json.JSONDecoder().raw_decode(output[start:])[0]
+    weights = (report.get("budget") or {}).get("weights_bytes") or \
+        (report.get("budget_terms") or {}).get("weights_bytes")
+    return sum(weights) if isinstance(weights, list) else weights
+
+
+def test_the_config_list_is_not_empty():
+    assert len(_CONFIGS) > 100
+    assert FAMILIES / "LiquidAI--LFM2.5-VL-1.6B.json" in _CONFIGS
+
+
+@pytest.mark.parametrize("config", _CONFIGS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_plan_gives_weights_for_every_config_size_accepts(config):
+    runner = CliRunner()
+    sized = runner.invoke(app, ["size", str(config), "-t", "1024", "-f", "json"])
+    if sized.exit_code != 0:
+        assert sized.exit_code == 2, sized.output  # refused by name, never a crash
+        return
+    planned = runner.invoke(app, ["plan", str(config), "--gpu", "h100", "--context", "1k",
+                                  "--max-model-len", "2048", "-f", "json"])
+    assert "no parameter count" not in planned.output
+    weights = _weights_bytes(planned.output)
+    assert weights is not None and weights > 0, planned.output[-400:]
