@@ -32,6 +32,7 @@ QWEN3_5_35B = FAMILIES / "Qwen--Qwen3.5-35B-A3B.json"
 KIMI_K2_5 = FAMILIES / "moonshotai--Kimi-K2.5.json"
 VOXTRAL_MINI = FAMILIES / "mistralai--Voxtral-Mini-3B-2507.json"
 DEVSTRAL_SMALL_2 = FAMILIES / "mistralai--Devstral-Small-2-24B-Instruct.json"
+LAGUNA_XS_2 = FAMILIES / "poolside--Laguna-XS.2-FP8.json"
 
 
 def _params(path, places=("embed", "layer", "final", "head")):
@@ -332,6 +333,24 @@ def test_devstral_small_2_reads_its_ministral3_text_config():
     assert spec.layers == (FullAttention(8, 128),) * 40
     assert spec.max_context_tokens == 393_216
     assert per_token_bytes(spec.layers, BF16) == 40 * _row(8, 128) == 163_840
+
+
+def test_laguna_xs_2_bytes_by_hand():
+    # vLLM laguna.py LagunaDecoderLayer: every layer's LagunaAttention has
+    # num_key_value_heads (8) KV heads of head_dim 128, whatever its own query head count
+    # (num_attention_heads_per_layer: 48 on full layers, 64 on sliding ones), and
+    # per_layer_sliding_window = sliding_window (512) where layer_types[i] is
+    # "sliding_attention": one full layer then three sliding ones, ten times
+    spec = load_config_file(LAGUNA_XS_2)
+    assert spec.layers == ((FullAttention(8, 128),)
+                           + (SlidingWindow(8, 128, window=512),) * 3) * 10
+    row = _row(8, 128)
+    assert per_token_bytes(spec.layers, BF16) == 40 * row == 163_840
+    # a 65,536-token request: 10 full layers hold every token, 30 sliding ones 512
+    assert request_bytes(spec.layers, 65_536, BF16) == (10 * 65_536 + 30 * 512) * row
+    pages = layer_page_specs(spec, spec.layers, VllmConfig(max_model_len=65_536))
+    assert {(p.kind, p.page_bytes) for p in pages} == {("full", 16 * row),
+                                                       ("sliding", 16 * row)}
 
 
 # --- issue 22: `plan` gives a weights figure for every config `size` accepts ---------------
