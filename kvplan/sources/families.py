@@ -69,6 +69,11 @@ LAYOUTS: dict[str, TensorLayout] = {
     # the multi-query models (one KV head) one norm before the parallel attention + MLP
     "falcon": TensorLayout(known=True, norm_bias=True, gated_mlp=False,
                            mlp_names=("dense_h_to_4h", "dense_4h_to_h")),
+    # Phi-1 / 1.5 / 2 (transformers modeling_phi.py, which vLLM 0.33 serves through its
+    # Transformers backend): one biased LayerNorm before the parallel attention and MLP,
+    # q/k/v with biases whatever attention_bias says, an ungated fc1 / fc2 MLP with biases
+    "phi": TensorLayout(norms="parallel", norm_bias=True, qkv_bias=True, gated_mlp=False,
+                        mlp_bias=True, mlp_names=("fc1", "fc2")),
     "gpt2": _GPT2,
     "gpt3": _GPT2,
     "gpt_oss": TensorLayout(known=True, attention_sinks=True, router="router",

@@ -33,6 +33,7 @@ KIMI_K2_5 = FAMILIES / "moonshotai--Kimi-K2.5.json"
 VOXTRAL_MINI = FAMILIES / "mistralai--Voxtral-Mini-3B-2507.json"
 DEVSTRAL_SMALL_2 = FAMILIES / "mistralai--Devstral-Small-2-24B-Instruct.json"
 LAGUNA_XS_2 = FAMILIES / "poolside--Laguna-XS.2-FP8.json"
+PHI_1 = FAMILIES / "microsoft--phi-1.json"
 
 
 def _params(path, places=("embed", "layer", "final", "head")):
@@ -351,6 +352,28 @@ def test_laguna_xs_2_bytes_by_hand():
     pages = layer_page_specs(spec, spec.layers, VllmConfig(max_model_len=65_536))
     assert {(p.kind, p.page_bytes) for p in pages} == {("full", 16 * row),
                                                        ("sliding", 16 * row)}
+
+
+def test_phi_1_bytes_and_weights_by_hand():
+    # vLLM 0.33 serves PhiForCausalLM through its Transformers backend (registry.py):
+    # transformers modeling_phi.py PhiAttention, 32 KV heads of 2048 / 32 = 64 on each of
+    # 24 layers; the float32 checkpoint is served in bf16 (vLLM config/model.py
+    # _resolve_auto_dtype downcasts float32), so the cache is 2-byte too
+    spec = load_config_file(PHI_1)
+    assert spec.layers == (FullAttention(32, 64),) * 24
+    assert spec.dtype == "fp32" and spec.max_context_tokens == 2048
+    assert per_token_bytes(spec.layers, BF16) == 24 * _row(32, 64) == 196_608
+    # modeling_phi.py: per layer one input_layernorm (LayerNorm, weight and bias) before the
+    # parallel attention and MLP, q / k / v / dense 2048 x 2048 with biases, fc1 2048 -> 8192
+    # and fc2 back, both with biases (no gate); final_layernorm; an untied embedding and an
+    # lm_head with a bias. Not a gated MLP: counting one made phi-1 a third heavier
+    h, vocab = 2048, 50_295
+    layer = 2 * h + 4 * (h * h + h) + (h * 8192 + 8192) + (8192 * h + h)
+    hand = vocab * h + 24 * layer + 2 * h + (vocab * h + vocab)
+    assert hand == 1_414_562_935
+    # the generic layout leaves out dense's bias (an o_proj kept bias-free unless
+    # attention_bias) and lm_head's
+    assert _params(PHI_1) == hand - 24 * h - vocab
 
 
 # --- issue 22: `plan` gives a weights figure for every config `size` accepts ---------------
