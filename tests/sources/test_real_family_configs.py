@@ -34,6 +34,7 @@ VOXTRAL_MINI = FAMILIES / "mistralai--Voxtral-Mini-3B-2507.json"
 DEVSTRAL_SMALL_2 = FAMILIES / "mistralai--Devstral-Small-2-24B-Instruct.json"
 LAGUNA_XS_2 = FAMILIES / "poolside--Laguna-XS.2-FP8.json"
 PHI_1 = FAMILIES / "microsoft--phi-1.json"
+QWEN2_5_VL_7B = FAMILIES / "Qwen--Qwen2.5-VL-7B-Instruct.json"
 
 
 def _params(path, places=("embed", "layer", "final", "head")):
@@ -374,6 +375,19 @@ def test_phi_1_bytes_and_weights_by_hand():
     # the generic layout leaves out dense's bias (an o_proj kept bias-free unless
     # attention_bias) and lm_head's
     assert _params(PHI_1) == hand - 24 * h - vocab
+
+
+def test_qwen2_5_vl_7b_bytes_and_checkpoint_total():
+    # vLLM qwen2_5_vl.py builds Qwen2ForCausalLM from the flat text fields: 28 layers of 4 KV
+    # heads x 3584 / 28 = 128; use_sliding_window false, so no window (qwen2.py)
+    spec = load_config_file(QWEN2_5_VL_7B)
+    assert spec.layers == (FullAttention(4, 128),) * 28
+    assert per_token_bytes(spec.layers, BF16) == 28 * _row(4, 128) == 57_344
+    assert spec.max_context_tokens == 128_000
+    # the checkpoint's safetensors index: total_size 16,584,333,312 bytes, all bf16, so
+    # 8,292,166,656 parameters, the vision tower and its merger included
+    assert _params(QWEN2_5_VL_7B, ("embed", "layer", "final", "head", "vision")) \
+        == 16_584_333_312 // 2
 
 
 # --- issue 22: `plan` gives a weights figure for every config `size` accepts ---------------
