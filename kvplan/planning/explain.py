@@ -169,10 +169,9 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
     name = model or facts.model
     if not name:
         raise BadInputError("the log does not name its model", "give --model")
-    if model is None:
-        name, quant = model_name(name, warnings)
-    else:
-        quant = None
+    # --model is read as the log's own model name would be: a checkpoint name with a weight
+    # format's suffix (Qwen3-30B-A3B-FP8) is the base model with those weights
+    name, quant = model_name(name, warnings)
     try:
         spec = resolve(name)
     except BadInputError as exc:
@@ -270,7 +269,7 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
     release_known = facts.version is not None or engine_version is not None
     if engine_version is not None:
         facts.version = engine_version
-    elif facts.version is None:
+    elif not _modelled_as(text, facts, warnings) and facts.version is None:
         facts.version = _date(facts, warnings)
     _settings_from_lines(facts, warnings)
     dep = _deployment(facts, model, gpu, kv_dtype, warnings, tp, draft_layers)
@@ -465,6 +464,22 @@ def _budget_precision(facts: LogFacts) -> float:
         if all(n in facts.kv for n in names):
             return sum(facts.precision.get(n, 0.0) for n in names)
     return 0.0
+
+
+def _modelled_as(text: str, facts: LogFacts, warnings: list[str]) -> bool:
+    """The release whose model the log's engine ran as, where a line of the engine's
+    `modelled_as` shows it (vLLM's V0 engine under 0.8-0.10): applied and said."""
+    import re
+
+    fmt = next((f for f in log_formats() if f.engine == facts.engine), None)
+    for pattern, release, why in fmt.modelled_as if fmt is not None else ():
+        if re.search(pattern, text):
+            printed = f" (the log prints {facts.version})" if facts.version else ""
+            warnings.append(f"{why}: {release} is applied{printed}; --engine-version says "
+                            "otherwise")
+            facts.version = release
+            return True
+    return False
 
 
 def _date(facts: LogFacts, warnings: list[str]) -> str | None:

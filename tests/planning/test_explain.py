@@ -459,3 +459,51 @@ def test_tgi_launcher_defaults_are_read_and_its_advice_is_not():
     rows = explain(text, model="llama-3-8b", gpu="mi300x").rows
     figure = next(r for r in rows if r.quantity == "max_batch_total_tokens")
     assert (figure.basis, figure.logged) == ("from settings", 801568)
+
+
+def test_a_v0_engine_under_a_v1_default_release_is_modelled_as_v0():
+    # a T4 log of vLLM 0.8.2 run as V0 ("Initializing a V0 LLM engine (v0.8.2)"): 0.8 defaults
+    # to V1, whose profile (1,024 dummy requests through the sampler) kvplan would apply; the
+    # log's own V0 profile reserved 0.90 GiB of activations and left 6.22 GiB for the KV
+    # cache of 14.74 GiB x 0.89. Llama-3.2-3B: 28 layers x 8 KV heads x 128 x 2 x 2 B =
+    # 114,688 B a token, 16-token blocks: 6.22 GiB / 1,835,008 B = 3,639.6 blocks, the log's
+    # 3,637 within its last digit
+    text = (CORPUS / "vllm" / "vllm-stdout-llama32-3b-t4-0.8.2.log").read_text()
+    result = explain(text, model="llama-3.2-3b")
+    rows = {(r.quantity, r.basis): r for r in result.rows}
+    assert result.version == "0.7.3" and any("V0 engine" in n for n in result.notes)
+    assert rows[("num_blocks", "given the logged budget")].status == "ok"
+    budget = rows[("KV budget", "from settings")]
+    assert budget.logged == round(6.22 * GIB)
+    assert abs(budget.diff_percent) < 6  # V1's profile gave -66%
+    # the same log with --engine-version 0.8.2 takes V1's profile, as asked
+    assert explain(text, model="llama-3.2-3b", engine_version="0.8.2").version == "0.8.2"
+
+
+def test_trtllm_primary_blocks_of_the_per_window_line():
+    # TensorRT-LLM 1.3.0rc7, Kimi-K2.5 (DeepSeek-V3 MLA, 61 layers x (512 + 64) x 1 B in FP8 =
+    # 35,136 B a token on every rank): "primary blocks=158543" of 32 tokens is the pool the
+    # "(5073376)" token count states, 158,543 x 32 = 5,073,376
+    text = (CORPUS / "trtllm" / "trtllm-kimi-k25-nvfp4-b300-tp8-1.3.0rc7.log").read_text()
+    facts = startlog.read_log(text, log_formats())
+    assert facts.kv["num_blocks"] == 158543 and facts.kv["num_blocks"] * 32 == 5073376
+    result = explain(text, model="kimi-k2", tp=8, kv_dtype="fp8")
+    assert {r.quantity for r in result.rows} >= {"num_blocks", "kv_cache_tokens"} and result.ok
+
+
+def test_llamacpp_seqs_printed_with_a_space():
+    # LM Studio's llama.cpp runtime prints "1/ 1 seqs" (a padded count)
+    line = ("llama_kv_cache_unified: size = 18432.00 MiB (131072 cells,  36 layers,  1/ 4 seqs), "
+            "K (f16): 9216.00 MiB, V (f16): 9216.00 MiB\n")
+    assert startlog.read_log(line, log_formats()).kv["streams"] == 4
+
+
+def test_a_given_model_name_with_a_weight_formats_suffix():
+    # explain --model is read as the log's own model name would be: Qwen3-30B-A3B with FP8
+    # weights (2 x L40S, TP 2, vLLM 0.10.2: the log's 25.91 GiB a worker; with bf16 weights
+    # kvplan would leave less than half of it)
+    text = (CORPUS / "vllm" / "vllm-qwen3-30b-a3b-2507-fp8-2xl40s-tp2-ep-0.10.2.log").read_text()
+    result = explain(text, model="qwen3-30b-a3b-fp8", tp=2, gpu="l40s")
+    budget = next(r for r in result.rows if r.quantity == "KV budget")
+    assert budget.logged == round(25.91 * GIB) and abs(budget.diff_percent) < 5
+    assert any("fp8 weights" in n for n in result.notes)

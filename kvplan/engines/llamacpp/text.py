@@ -91,8 +91,10 @@ LOG_FORMAT = EngineLog(
         LogLine("kv_mib", "size =", _KV_LINE + r"([\d.]+) MiB", "num", "kv", "MiB",
                 releases=("b5300", "")),
         # "S/N seqs": N streams (a non-unified cache, -np N) of the printed cells each
-        LogLine("streams", "seqs)", _KV_LINE + r"[\d.]+ MiB \( *\d+ cells, +\d+ layers, +\d+/(\d+) "
-                r"seqs\)", "int", "kv", "streams", releases=("b6250", ""), scope="sequence"),
+        # (LM Studio's build pads the count: "1/ 1 seqs")
+        LogLine("streams", "seqs)", _KV_LINE + r"[\d.]+ MiB \( *\d+ cells, +\d+ layers, "
+                r"+\d+/ *(\d+) seqs\)", "int", "kv", "streams", releases=("b6250", ""),
+                scope="sequence"),
         LogLine("k_mib", "size =", _KV_LINE + r"[^()]*\([^()]*\), K \(\w+\): +([\d.]+) MiB", "num",
                 "kv", "MiB", releases=("b5300", "")),
         LogLine("v_mib", "size =", _KV_LINE + r"[^()]*\([^()]*\), K \(\w+\): +[\d.]+ MiB, V "

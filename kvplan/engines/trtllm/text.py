@@ -49,6 +49,13 @@ LOG_FORMAT = EngineLog(
                 "gib", "kv", "GiB"),
         LogLine("num_blocks", "Number of blocks in KV cache primary pool:",
                 r"Number of blocks in KV cache primary pool: (\d+)", "int", "kv", "blocks"),
+        # the runtime's line per attention window (kvCacheManager.cpp: "Max KV cache blocks per
+        # sequence: N [window size=W], tokens per block=T, primary blocks=P, secondary
+        # blocks=S, ..."), printed where the primary pool's own line is not (1.3.0rc7:
+        # tests/fixtures/logs/trtllm/trtllm-kimi-k25-nvfp4-b300-tp8-1.3.0rc7.log); the first
+        # release that prints it was not read, so it does not date a log
+        LogLine("num_blocks", "primary blocks=", r"tokens per block=\d+, primary blocks=(\d+)",
+                "int", "kv", "blocks"),
         LogLine("tokens_per_block", "Number of tokens per block:",
                 r"Number of tokens per block: (\d+)", "int", "kv", "tokens"),
         LogLine("kv_cache_bytes", "for max tokens in paged KV cache",

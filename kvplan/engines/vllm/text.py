@@ -101,6 +101,14 @@ LOG_FORMAT = EngineLog(
              r"Desired GPU memory utilization|vllm\.entrypoints|LLM engine \(v"),
     # api_server.py / cli/serve.py log_non_default_args (0.10 on)
     echoes_non_defaults="non-default args: {",
+    # 0.8-0.10 default to V1 (config.py RULES, row 0.8.0) but still run V0 on request
+    # (VLLM_USE_V1=0, or an unsupported feature), and then say so in llm_engine.py's
+    # "Initializing a V0 LLM engine (v0.8.2) with config: ...". V0's worker.py profile and
+    # its scheduler defaults did not change after 0.7 (the profile lines are 0.6.5's), so
+    # such a log is modelled by 0.7.3, the last release whose default engine was V0.
+    modelled_as=((r"Initializing an? V0 LLM engine \(v0\.(?:8|9|10)\.", "0.7.3",
+                  "the log runs vLLM's V0 engine under a release whose default engine is V1; "
+                  "V0's profile is that of 0.7.3, the last release to run V0 by default"),),
     figures=(
         LogLine("version", "vLLM API server version", r"vLLM API server version ([\w.+\-]+)",
                 "str", "version"),
