@@ -47,9 +47,10 @@ class EngineLaunch:
 
 
 #: how the text a log pattern captures becomes a value: as is, an int ("1,234"), a number,
-#: a two-decimal GiB figure turned into bytes (round(x * 2**30)), or a token count as vLLM's
-#: flags take one ("32K" = 32,768, "32k" = 32,000, "1M" = 2**20: upper case binary)
-LOG_CONVERTERS = ("str", "int", "num", "gib", "tokens")
+#: a two-decimal GiB figure turned into bytes (round(x * 2**30)), a token count as vLLM's
+#: flags take one ("32K" = 32,768, "32k" = 32,000, "1M" = 2**20: upper case binary), or a
+#: size with its binary unit in MiB ("384.0 MiB", "1.9 GiB", "512 B": Ollama's format.HumanBytes2)
+LOG_CONVERTERS = ("str", "int", "num", "gib", "tokens", "mib")
 #: where a figure goes in kvplan.sources.startlog.LogFacts
 LOG_PLACES = ("version", "model", "settings", "weights", "gpu", "terms", "kv")
 #: how several lines giving one figure combine: the first line, or the sum of all of them
@@ -101,3 +102,7 @@ class EngineLog:
     # model applies, why); explain applies the first that matches unless --engine-version
     # says otherwise, and says so
     modelled_as: tuple[tuple[str, str, str], ...] = ()
+    # lines that show the run follows a rule of its own that kvplan does not model (Ollama's
+    # own engine under the llama.cpp log format): (a regular expression, the rule); where a
+    # KV line differs, explain names the rule of each such line the log has
+    unmodelled: tuple[tuple[str, str], ...] = ()

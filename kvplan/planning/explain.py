@@ -314,6 +314,7 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
                     rows.append(Row(figure, "from settings", logged, value,
                                     _diff(float(logged), float(value)), "info",
                                     facts.lines.get(figure, "")))
+    warnings += _unmodelled(text, facts, rows)
     unread = _unreadable(eng, dep, facts, budget if budget is not None and budget > 0 else None)
     warnings += [f"{r.quantity}: {r.note} ({r.line[:80]})" for r in unread]
     rows += unread
@@ -464,6 +465,18 @@ def _budget_precision(facts: LogFacts) -> float:
         if all(n in facts.kv for n in names):
             return sum(facts.precision.get(n, 0.0) for n in names)
     return 0.0
+
+
+def _unmodelled(text: str, facts: LogFacts, rows: list[Row]) -> list[str]:
+    """Where a KV line differs: the rules the engine's `unmodelled` lines show this run follows
+    and kvplan does not model, each named."""
+    import re
+
+    if not any(r.status == "DIFF" for r in rows):
+        return []
+    fmt = next((f for f in log_formats() if f.engine == facts.engine), None)
+    return [f"{rule} (a KV line differs)" for pattern, rule in
+            (fmt.unmodelled if fmt is not None else ()) if re.search(pattern, text)]
 
 
 def _modelled_as(text: str, facts: LogFacts, warnings: list[str]) -> bool:

@@ -85,12 +85,32 @@ def _tokens(text: str) -> int:
     return _int(text)
 
 
+# binary size units as a size is printed with one ("384.0 MiB"), in bytes
+_UNITS = {"B": 1, "KiB": 2**10, "MiB": MIB, "GiB": GIB, "TiB": 2**40}
+
+
+def _split_size(text: str) -> tuple[str, int]:
+    number, _, unit = text.strip().partition(" ")
+    if unit not in _UNITS:
+        raise ValueError(text[:40])
+    return number, _UNITS[unit]
+
+
+def _mib(text: str) -> float:
+    """'384.0 MiB' -> 384.0; '1.9 GiB' -> 1945.6 (a size in MiB)."""
+    number, unit = _split_size(text)
+    return _num(number) * unit / MIB
+
+
 _CONVERT: dict[str, Any] = {"str": str, "int": _int, "num": _num, "gib": _gib,
-                            "tokens": _tokens}
+                            "tokens": _tokens, "mib": _mib}
 
 
 def _precision(text: str, converter: str) -> float:
     """Half a unit of the last digit `text` prints, in the converted value's unit."""
+    if converter == "mib":
+        number, unit = _split_size(text)
+        return _precision(number, "num") * unit / MIB
     if converter not in ("num", "gib") or "." not in text:
         return 0.0 if converter != "num" else 0.5
     half = 0.5 * 10.0 ** -len(text.strip().split(".")[1])

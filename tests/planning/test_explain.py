@@ -507,3 +507,37 @@ def test_a_given_model_name_with_a_weight_formats_suffix():
     budget = next(r for r in result.rows if r.quantity == "KV budget")
     assert budget.logged == round(25.91 * GIB) and abs(budget.diff_percent) < 5
     assert any("fp8 weights" in n for n in result.notes)
+
+
+def test_ollamas_own_engine_memory_report():
+    # Ollama 0.16.1 with --ollama-engine prints no llama.cpp line: its load request
+    # ("KvSize:4096", "Parallel:1", an empty KvCacheType for f16) and its memory report
+    # (msg="kv cache" device=CPU size="384.0 MiB"). Qwen3-Coder-30B-A3B: 48 layers x 4 KV
+    # heads x 128 x 2 x 2 B = 98,304 B a token, x 4,096 = 384 MiB
+    text = (CORPUS / "llamacpp" / "llamacpp-ollama-0.16.1-engine-qwen3-coder-30b-cpu-c4096.log"
+            ).read_text()
+    facts = startlog.read_log(text, reading_formats())
+    assert (facts.engine, facts.model) == ("llamacpp", "Qwen3-Coder-30B-A3B-Instruct")
+    assert facts.settings["max_model_len"] == 4096 and facts.kv["kv_mib"] == 384.0
+    result = explain(text, model="qwen3-30b-a3b")
+    assert result.ok and next(r for r in result.rows if r.quantity == "kv_mib").kvplan == 384.0
+
+
+def test_a_size_with_its_unit_is_read_in_mib_with_its_printed_precision():
+    # Ollama's per-device lines are summed: 1.9 GiB + 384.0 MiB, each to its last digit
+    line = ('msg="kv cache" device=CUDA0 size="1.9 GiB"\nmsg="kv cache" device=CPU '
+            'size="384.0 MiB"\nmsg="total memory" size="2.4 GiB"\n')
+    facts = startlog.read_log(line, log_formats(), engine="llamacpp")
+    assert facts.kv["kv_mib"] == 1.9 * 1024 + 384.0
+    assert facts.precision["kv_mib"] == 0.05 * 1024 + 0.05
+
+
+def test_a_difference_under_ollamas_own_engine_names_its_rule():
+    # gpt-oss-120b under Ollama's engine: 18 full layers of 8,192 cells (288 MiB) and 18
+    # sliding layers that keep 4,096 + 512 cells (kvcache.NewSWAMemCache): 450.0 MiB, which
+    # kvplan does not model; the difference is named, not left bare
+    text = (CORPUS / "llamacpp" / "llamacpp-ollama-engine-gpt-oss-120b-gfx1151-c8192.log"
+            ).read_text()
+    result = explain(text, model="gpt-oss-120b")
+    assert not result.ok
+    assert any("Ollama's own engine" in n and "does not model" in n for n in result.notes)

@@ -67,7 +67,19 @@ LOG_FORMAT = EngineLog(
     "llamacpp", "llama.cpp",
     markers=(r"llama_kv_cache|llama_context|llama_model_loader|llama-server|"
              r"KV self size|kv self size|llama_model_load_internal|llama_new_context_with_model|"
-             r"compute buffer size|KV buffer size|n_ctx_slot"),
+             r"compute buffer size|KV buffer size|n_ctx_slot|"
+             r"msg=\"kv cache\"|starting ollama engine|ollama runner"),
+    # Ollama's own engine allocates its caches itself (ollama kvcache package, not llama.cpp's
+    # llama_kv_cache): the causal layers as llama.cpp does, but a sliding-window layer keeps
+    # a memory of its own besides the window (model/models/gptoss: NewSWAMemCache(window,
+    # 4096); the 450.0 MiB of tests/fixtures/logs/llamacpp/
+    # llamacpp-ollama-engine-gpt-oss-120b-gfx1151-c8192.log is 4,096 + the 512 batch such
+    # cells on each of 18 sliding layers)
+    unmodelled=((r"--ollama-engine|starting ollama engine",
+                 "the log is Ollama's own engine (ollama runner --ollama-engine), whose "
+                 "caches are its own: a sliding-window layer may keep more than its window "
+                 "(gpt-oss: 4,096 tokens and a batch, kvcache.NewSWAMemCache), which kvplan "
+                 "does not model"),),
     figures=(
         LogLine("model", "general.name", r"general\.name\s+str\s+=\s+(.+)", "str", "model"),
         LogLine("max_model_len", "n_ctx", r"\bn_ctx\s+=\s+(\d+)", "int", "settings"),
@@ -118,5 +130,20 @@ LOG_FORMAT = EngineLog(
         # per-device buffers, summed, where no size line says the total
         LogLine("kv_mib", "KV buffer size", r"KV buffer size = +([\d.]+) MiB", "num", "kv",
                 "MiB", combine="sum"),
+        # Ollama's own lines, after llama.cpp's (which say the same where both are printed):
+        # its runner's load request (runner.go: "KvSize:4096" is num_ctx x Parallel,
+        # "KvCacheType:q8_0", empty for f16) and its memory report (device.go, backend.go
+        # before: `msg="kv cache" device=CUDA0 size="1.9 GiB"`, one line a device, summed),
+        # the only KV lines of Ollama's own engine (`ollama runner --ollama-engine`), which
+        # prints no llama.cpp line. Ollama's own release (0.16.1) is no llama.cpp build, so
+        # these lines date nothing.
+        LogLine("model", "architecture=", r"\barchitecture=\w+ .*?\bname=(\S+) description=",
+                "str", "model"),
+        LogLine("max_model_len", "KvSize:", r"\bKvSize:(\d+)", "int", "settings"),
+        LogLine("parallel", "Parallel:", r"\bParallel:(\d+) ", "int", "settings"),
+        LogLine("kv_dtype", "KvCacheType:", r"\bKvCacheType:(\w+)", "str", "settings"),
+        LogLine("kv_mib", 'msg="kv cache"',
+                r'msg="kv cache" device=\S+ size="([\d.]+ (?:[KMGT]i)?B)"', "mib", "kv", "MiB",
+                combine="sum"),
     ),
 )
