@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from kvplan.core.errors import BadInputError
+from kvplan.core.errors import BadInputError, UnavailableError
 from kvplan.core.launch import EngineLog
 from kvplan.core.record import record
 from kvplan.sources.startlog import LogFacts, read_log
@@ -177,6 +177,8 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
     except BadInputError as exc:
         raise BadInputError(f"the log's model {name!r}: {exc.message}",
                             "give --model with a library name or a config.json") from None
+    except UnavailableError:
+        spec = _reupload(name, warnings)
     s = dict(facts.settings)
     if tp is not None:
         s["tp"] = tp
@@ -215,6 +217,21 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
         parallel=s.get("parallel", 1), weights_dtype=quant or "auto",
         max_num_batched_tokens=s.get("max_num_batched_tokens"), dp=int(s.get("dp", 1)),
         **extra)
+
+
+def _reupload(name: str, warnings: list[str]) -> Any:
+    """A Hub model the Hub cannot be asked about, read as the one library model that lists a
+    repo of the same name under another owner (a re-upload: unsloth/Llama-3.2-3B-Instruct);
+    said. With none or several, the Hub's own error."""
+    from kvplan.sources.library import find_same_name, resolve
+
+    found = find_same_name(name) if "/" in name else []
+    if len(found) != 1:
+        return resolve(name)  # raises the unreachable Hub's error again
+    warnings.append(f"the Hub cannot be reached to read {name!r}: read as {found[0].name} (a "
+                    "library model listing a repo of the same name under another owner); "
+                    "--model says otherwise")
+    return found[0]
 
 
 # the settings _deployment passes by name itself

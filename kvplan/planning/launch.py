@@ -108,15 +108,16 @@ def _resolvable(model: str, warnings: list[str]) -> tuple[str, str | None]:
 
 
 def _library_name(name: str) -> str | None:
-    """`name` where kvplan resolves it, else the one library alias whose name part it is."""
+    """`name` where kvplan resolves it, else the one library model listing a repo of that name."""
     from kvplan.core.errors import KvplanError
-    from kvplan.sources.library import alias_named, resolve
+    from kvplan.sources.library import find_same_name, resolve
 
     try:
         resolve(name)
         return name
     except KvplanError:
-        return alias_named(name) if "/" not in name else None
+        found = find_same_name(name) if "/" not in name else []
+        return found[0].name if len(found) == 1 else None
 
 
 def _speculative(config: dict[str, Any], warnings: list[str]) -> dict[str, Any]:

@@ -153,14 +153,21 @@ def find_alias(repo: str, revision: str | None = None) -> ModelSpec | None:
     return found
 
 
-def alias_named(name: str) -> str | None:
-    """The one library alias (a Hub repo, org/name) whose name part is `name`, any case:
-    how a checkpoint directory on a serving machine (/models/Meta-Llama-3.1-8B-Instruct)
-    names its model without the organisation. None where no alias, or more than one, has it."""
-    key = _normalise(name)
-    found = {alias for alias in library_index().aliases
-             if "/" in alias and alias.rsplit("/", 1)[1] == key}
-    return found.pop() if len(found) == 1 else None
+def find_same_name(repo: str) -> list[ModelSpec]:
+    """The library models that list a Hub repo of the same name as `repo` under any owner
+    (unsloth/Llama-3.2-3B-Instruct -> the model listing meta-llama/Llama-3.2-3B-Instruct:
+    re-uploads keep the name), or, for a bare name, under its owner (a checkpoint directory
+    on a serving machine, /models/Meta-Llama-3.1-8B-Instruct). Only the files the index
+    names for those aliases are parsed."""
+    from kvplan.sources.yamlspec import load_yaml_file
+
+    name = _normalise(repo).rsplit("/", 1)[-1]
+    index = library_index()
+    paths: list[Path] = []
+    for key, found in index.aliases.items():
+        if "/" in key and key.rsplit("/", 1)[-1] == name:
+            paths += [p for p in found if p not in paths]
+    return [load_yaml_file(p) for p in paths]
 
 
 class LibraryIndex:

@@ -541,3 +541,24 @@ def test_a_difference_under_ollamas_own_engine_names_its_rule():
     result = explain(text, model="gpt-oss-120b")
     assert not result.ok
     assert any("Ollama's own engine" in n and "does not model" in n for n in result.notes)
+
+
+def test_a_reupload_the_hub_cannot_be_asked_about_is_read_by_its_name(monkeypatch):
+    # the T4 log names unsloth/Llama-3.2-3B-Instruct, a re-upload of the library's
+    # meta-llama/Llama-3.2-3B-Instruct; with the Hub out of reach it is read as that model
+    # (said), and its "# cuda blocks: 3637" is recomputed from the logged 6.22 GiB
+    from kvplan.core.errors import UnavailableError
+    from kvplan.sources import hub
+
+    def unreachable(*args, **kwargs):
+        raise UnavailableError("cannot reach the Hugging Face Hub (test)")
+
+    monkeypatch.setattr(hub, "load_hub_spec", unreachable)
+    text = (CORPUS / "vllm" / "vllm-stdout-llama32-3b-t4-0.8.2.log").read_text()
+    result = explain(text)
+    assert result.model == "llama-3.2-3b" and result.ok
+    assert any("same name under another owner" in n for n in result.notes)
+    assert next(r for r in result.rows if r.quantity == "num_blocks").logged == 3637
+    # a name no library model shares stays the Hub's error
+    with pytest.raises(UnavailableError):
+        explain(text.replace("unsloth/Llama-3.2-3B-Instruct", "someone/Not-A-Model-7B"))

@@ -407,8 +407,9 @@ def test_windows_line_continuations(mark):
      "--tensor-parallel-size 2", "meta-llama/Meta-Llama-3.1-70B-Instruct"),
     ("vllm serve /root/.cache/huggingface/hub/models--Qwen--Qwen3-8B/snapshots/0123abcd",
      "Qwen/Qwen3-8B"),
-    # ModelScope writes a dot as ___ in its directories; the library knows the repo's name
-    ("vllm serve /root/autodl-tmp/models/qwen/Qwen2___5-7B-Instruct", "qwen/qwen2.5-7b-instruct"),
+    # ModelScope writes a dot as ___ in its directories; the one library model listing a
+    # repo of that name (Qwen/Qwen2.5-7B-Instruct) is the model
+    ("vllm serve /root/autodl-tmp/models/qwen/Qwen2___5-7B-Instruct", "qwen2.5-7b"),
 ])
 def test_a_checkpoint_directory_is_read_as_the_repo_it_names(line, model):
     from kvplan.sources.library import resolve
