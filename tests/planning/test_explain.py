@@ -562,3 +562,18 @@ def test_a_reupload_the_hub_cannot_be_asked_about_is_read_by_its_name(monkeypatc
     # a name no library model shares stays the Hub's error
     with pytest.raises(UnavailableError):
         explain(text.replace("unsloth/Llama-3.2-3B-Instruct", "someone/Not-A-Model-7B"))
+
+
+def test_tgi_json_output_names_its_model():
+    # text-generation-launcher --json-output: the Args line inside a JSON string
+    log = ('{"timestamp":"2024-05-07T12:39:07Z","level":"INFO","fields":{"message":"Args { '
+           'model_id: \\"meta-llama/Meta-Llama-3-8B-Instruct\\", revision: None, num_shard: '
+           'Some(2) }"},"target":"text_generation_launcher"}\n'
+           '{"timestamp":"2024-05-07T12:39:22Z","level":"INFO","message":"Setting max batch '
+           'total tokens to 801568","target":"text_generation_router"}\n')
+    facts = startlog.read_log(log, reading_formats())
+    assert facts.engine == "tgi" and facts.model == "meta-llama/Meta-Llama-3-8B-Instruct"
+    assert facts.settings["tp"] == 2 and facts.kv["max_batch_total_tokens"] == 801568
+    plain = startlog.read_log('INFO text_generation_launcher: Args { model_id: "gpt2", '
+                              'num_shard: None }\n', reading_formats())
+    assert plain.model == "gpt2"

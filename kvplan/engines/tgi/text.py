@@ -51,7 +51,9 @@ LOG_FORMAT = EngineLog(
     "tgi", "TGI",
     markers=(r"text_generation_(?:launcher|router)|Setting max batch total tokens"),
     figures=(
-        LogLine("model", "model_id:", r"model_id: \"([^\"]+)\"", "str", "model"),
+        # the launcher's `Args { model_id: "..." }`; with --json-output the same text inside
+        # a JSON string, its quotes escaped (model_id: \"...\")
+        LogLine("model", "model_id:", r'model_id: \\?"([^"\\]+)\\?"', "str", "model"),
         LogLine("tp", "num_shard:", r"num_shard: Some\((\d+)\)", "int", "settings"),
         LogLine("max_model_len", "max_total_tokens:", r"max_total_tokens: (?:Some\()?(\d+)",
                 "int", "settings"),
