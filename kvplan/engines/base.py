@@ -94,6 +94,9 @@ class Deployment:
     # vLLM's MoE backend for MXFP4 experts (triton | flashinfer | marlin), which sets how they
     # are re-laid out in memory; None: the GPU's default (kvplan.engines.vllm.backends)
     mxfp4_backend: str | None = None
+    # vLLM's VLLM_USE_V1 where a launch sets it: True runs the opt-in V1 engine of a release
+    # whose default is V0 (0.7: kvplan.engines.vllm.config.V1_OPT_IN); None: the release's own
+    vllm_v1: bool | None = None
     # vLLM --mamba-ssm-cache-dtype: the SSM (temporal) state's dtype, auto|float32|bfloat16|
     # float16 (auto: the model's own; vLLM's CPU build resets auto to float32)
     mamba_ssm_cache_dtype: str = "auto"

@@ -51,7 +51,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                 ep: int = 1, dp: int = 1, num_draft_layers: int = 0,
                 num_speculative_tokens: int = 0, pp_layers: Sequence[int] | None = None,
                 stage_gpu_memory_bytes: Sequence[int] | None = None, cpu_offload_bytes: int = 0,
-                check: bool = True) -> Budget:
+                v1: bool | None = None, check: bool = True) -> Budget:
     """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
     `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11: one float,
     `int` at the end; 0.33: `ceil(total x util) - ...`), minus the CUDA-graph estimate from
@@ -59,7 +59,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     profile run unless given. With unequal stages (`pp_layers`, `stage_gpu_memory_bytes`) each
     worker requests its own GPU x utilization and the engine takes the fewest blocks over the
     workers (v1/core/kv_cache_utils.get_kv_cache_configs). `check=False` returns a budget at or
-    below zero instead of raising (vLLM logs such a value before it refuses to start). Every
+    below zero instead of raising (vLLM logs such a value before it refuses to start). `v1`:
+    VLLM_USE_V1 where set (0.7's opt-in V1: config.V1_OPT_IN). Every
     parameter, with the vLLM source it follows: docs/engine-kv-sizing.md §7.9."""
 
     ver = version or LATEST
@@ -91,7 +92,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                               spec.context_tokens(max_model_len), usage=usage,
                               max_num_batched_tokens=max_num_batched_tokens,
                               max_num_seqs=max_num_seqs,
-                              enable_chunked_prefill=enable_chunked_prefill)
+                              enable_chunked_prefill=enable_chunked_prefill, v1=v1)
     shapes = profile_shapes(spec, dims)
     if activation_bytes is not None:
         acts = [activation_bytes] * pp
@@ -102,10 +103,10 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
         acts = [vp.activation_peak(shapes, batch, ver, tp=tp, ep=ep, dp=max(1, ep // tp),
                                    last_stage=i == pp - 1,
                                    flashinfer_sampler=flashinfer_sampler, fp8_moe=fp8_moe,
-                                   vision=spec.vision).peak_bytes
+                                   vision=spec.vision, v1=v1).peak_bytes
                 for i in range(pp)]
     data_parallel = max(dp, ep // tp)
-    non_torch = vp.non_torch_bytes(ver, tp, pp, data_parallel, bool(spec.num_experts)) \
+    non_torch = vp.non_torch_bytes(ver, tp, pp, data_parallel, bool(spec.num_experts), v1) \
         if non_torch_bytes is None else non_torch_bytes
     if not vp.subtracts_cudagraphs(ver, enforce_eager):
         graphs = 0  # even when given: this version or mode does not subtract them
@@ -141,6 +142,10 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
              f"({batch.engine} profile batch: max_num_batched_tokens "
              f"{batch.max_num_batched_tokens:,}, max_num_seqs {batch.max_num_seqs:,}, chunked "
              f"prefill {'on' if batch.chunked_prefill else 'off'})"]
+    if rules_for(ver, v1).profile_logits_all_tokens:
+        notes.append(f"VLLM_USE_V1=1: vLLM {'.'.join(map(str, ver))}'s opt-in V1 engine: the "
+                     "profile computes the logits of every dummy token (no sampler warm-up) "
+                     "and counts non-torch memory absolutely")
     if stage_gpu_memory_bytes:
         notes.append("a GPU per stage: " + ", ".join(
             f"stage {i} {total:,} B x {util} = {req:,} B" for i, (total, req)
@@ -155,7 +160,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     if graphs:
         notes.append(f"CUDA graphs: {'given' if cudagraph_bytes is not None else 'estimated'},"
                      " subtracted from vLLM 0.20 (--enforce-eager: none)")
-    encoder = vp.encoder_profile(spec.vision, shapes.hidden_size, batch, ver, tp) \
+    encoder = vp.encoder_profile(spec.vision, shapes.hidden_size, batch, ver, tp, v1) \
         if activation_bytes is None else None
     if encoder is not None:
         notes.append(f"VLM encoder profile: {encoder.num_items:,} dummy images of "

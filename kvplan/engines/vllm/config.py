@@ -35,7 +35,7 @@ class Rules:
     earlier row's rules (`rules_for`). Where each switch comes from is written beside it."""
 
     # the engine and its scheduler's defaults (engine/arg_utils.py, config/cache.py)
-    v1: bool  # the V1 engine (envs.py VLLM_USE_V1 defaults to "1")
+    v1: bool  # the V1 engine (envs.py VLLM_USE_V1 defaults to "1"; V1_OPT_IN before)
     max_num_seqs_by_gpu: bool  # max_num_seqs 1,024 / 256 by GPU class; before: V1 1,024
     v0_chunked_prefill_tokens: int  # V0 SchedulerConfig with chunked prefill: 512, then 2,048
     big_gpu_tier: bool  # get_batch_defaults' >= 160 GiB tier; 1,024 graphs on SM 10.x
@@ -52,6 +52,11 @@ class Rules:
     triton_top_k_top_p: bool  # apply_top_k_top_p_triton masks in place (no sort)
     native_sampler_warmup: bool  # _dummy_sampler_run also warms forward_native
     moe_unchunked: bool  # fused_experts_impl sizes its caches for every row at once
+    # 0.7's V1 profile_run computes the logits of every dummy token and warms up no sampler
+    profile_logits_all_tokens: bool
+    # 0.7's V1 _override_v1_engine_args: the larger batch default by the device's name
+    # ("h100" or "h200" in it), not by its memory
+    batch_tier_by_device_name: bool
     # requirements/cuda.txt installs triton_kernels (vllm#27370, 0.11.1): before it the wheel
     # and the image lack it, has_triton_kernels() is False and Hopper's MXFP4 experts run Marlin
     triton_kernels_installed: bool
@@ -98,7 +103,8 @@ RULES[(0, 6, 0)] = Rules(
     v1=False, max_num_seqs_by_gpu=False, v0_chunked_prefill_tokens=512, big_gpu_tier=False,
     gpu_memory_utilization=0.9, block_size_256=False, non_torch_growth_only=False,
     snapshot_after_nccl=False, flashinfer_sampler_default=False, triton_top_k_top_p=False,
-    native_sampler_warmup=False, moe_unchunked=False, triton_kernels_installed=False,
+    native_sampler_warmup=False, moe_unchunked=False, profile_logits_all_tokens=False,
+    batch_tier_by_device_name=False, triton_kernels_installed=False,
     cudagraph_estimate=False,
     decode_capture_sizes=False, ceil_requested_memory=False, token_line_from_concurrency=False,
     one_line_kv_log=False, null_block_in_fit_check=False, whole_model_fit_check=True,
@@ -177,12 +183,54 @@ _release((0, 33, 0), windows_from_layer_types=True, async_scheduling=True,
 LATEST = max(RULES)
 """The newest vLLM whose sizing code was read (its source distribution); the default."""
 
+V1_OPT_IN: dict[tuple[int, ...], dict[str, Any]] = {
+    # 0.7.1 (its wheel's source): envs.py VLLM_USE_V1 defaults to "0"; set to 1 it runs
+    # v1/engine with v1/worker/gpu_worker.py and gpu_model_runner.py. `profile_run` runs
+    # `_dummy_run(max_num_tokens)` and `compute_logits` over all of its hidden states, no
+    # sampler ("TODO(woosuk): Consider the memory usage of the sampler");
+    # `determine_available_memory` subtracts the torch peak and the non-torch memory it
+    # finds after the run (`mem_get_info` used less torch's allocated bytes), absolutely;
+    # engine/arg_utils.py `_override_v1_engine_args` turns chunked prefill on with
+    # max_num_batched_tokens 8,192 (OpenAI server) / 16,384 (LLM class) when "h100" or
+    # "h200" is in the device's name, else 2,048 / 8,192; max_num_seqs 1,024.
+    (0, 7, 1): dict(v1=True, non_torch_growth_only=False, profile_logits_all_tokens=True,
+                    batch_tier_by_device_name=True),
+}
+"""release (whose default is V0) -> the switches VLLM_USE_V1=1 changes in it (`rules_for`)."""
+
 
 @functools.lru_cache(maxsize=64)
-def rules_for(version: tuple[int, ...]) -> Rules:
+def rules_for(version: tuple[int, ...], v1: bool | None = None) -> Rules:
     """The rules of `version`: the row of the newest release at or before it (a version
-    before the first row has the first row's rules). (0, 33) is 0.33.0."""
-    return row_for(RULES, version)
+    before the first row has the first row's rules). (0, 33) is 0.33.0. `v1` is vLLM's
+    VLLM_USE_V1 where it is set: True on a release whose default is V0 adds that release's
+    V1_OPT_IN switches; None, or the release's own default, is the row itself."""
+    row = row_for(RULES, version)
+    if v1 is None or v1 == row.v1:
+        return row
+    shown = ".".join(map(str, version))
+    if not v1:
+        raise BadInputError(
+            f"VLLM_USE_V1=0: kvplan models vLLM's V0 engine up to 0.7, not vLLM {shown}'s",
+            "leave VLLM_USE_V1 unset (V1, the default from 0.8), or give --engine-version 0.7.x")
+    padded = tuple(version) + (0,) * (3 - len(version))
+    opt_in = [release for release in V1_OPT_IN if release <= padded]
+    if not opt_in:
+        first = ".".join(map(str, min(V1_OPT_IN)))
+        raise BadInputError(
+            f"VLLM_USE_V1=1: kvplan models the opt-in V1 engine from vLLM {first}, not "
+            f"vLLM {shown}'s", f"give --engine-version {first} or newer, or leave "
+            "VLLM_USE_V1 unset (V0, this release's default)")
+    return replace(row, **V1_OPT_IN[max(opt_in)])
+
+
+def use_v1_setting(value: str) -> bool:
+    """envs.py VLLM_USE_V1 as vLLM reads it: `bool(int(value))` (0.7.1 and 0.8-0.10)."""
+    try:
+        return bool(int(value.strip()))
+    except ValueError:
+        raise BadInputError(f"VLLM_USE_V1={value!r}: vLLM reads it as an integer "
+                            "(envs.py: bool(int(...)))", "set VLLM_USE_V1=1 or 0") from None
 
 
 
@@ -196,13 +244,17 @@ def check_block_size(block_size: int | None, version: tuple[int, ...]) -> None:
             "smaller --block-size")
 
 def default_max_num_batched_tokens(gpu_memory_bytes: int | None, gpu_name: str | None = None,
-                                   usage: str = "server", version: tuple[int, ...] = LATEST
-                                   ) -> int:
+                                   usage: str = "server", version: tuple[int, ...] = LATEST,
+                                   v1: bool | None = None) -> int:
     """V1 defaults with chunked prefill (0.11 engine/arg_utils.py): GPUs with >= 70 GiB that
     are not A100: 16384 (LLM class) / 8192 (OpenAI server); others 8192 / 2048. 0.33 adds a
-    >= 160 GiB tier with 16384 for both."""
+    >= 160 GiB tier with 16384 for both. 0.7's opt-in V1 (`v1`): the larger pair on a device
+    whose name holds "h100" or "h200" (`_override_v1_engine_args`)."""
+    rules = rules_for(version, v1)
     big = _big_gpu(gpu_memory_bytes, gpu_name)
-    if rules_for(version).big_gpu_tier and gpu_memory_bytes is not None and \
+    if rules.batch_tier_by_device_name:
+        big = any(name in (gpu_name or "").lower() for name in ("h100", "h200"))
+    if rules.big_gpu_tier and gpu_memory_bytes is not None and \
             gpu_memory_bytes >= 160 * 2**30:
         return 16384
     if big:
@@ -211,12 +263,12 @@ def default_max_num_batched_tokens(gpu_memory_bytes: int | None, gpu_name: str |
 
 
 def default_max_num_seqs(gpu_memory_bytes: int | None, gpu_name: str | None = None,
-                         version: tuple[int, ...] = LATEST) -> int:
+                         version: tuple[int, ...] = LATEST, v1: bool | None = None) -> int:
     """1024 on >= 70 GiB GPUs that are not A100, else 256 (0.11 engine/arg_utils.py). V1 up to
     0.8.2 gave every GPU 1,024 (vllm#15617, 0.8.2 on an RTX 4090: "CUDA out of memory
     occurred when warming up sampler with 1024 dummy requests"; 0.8.5 reads by GPU class);
-    V0 256 (`SchedulerConfig.max_num_seqs`)."""
-    rules = rules_for(version)
+    V0 256 (`SchedulerConfig.max_num_seqs`); 0.7's opt-in V1 1,024 (`v1`)."""
+    rules = rules_for(version, v1)
     if not rules.v1:
         return 256
     if not rules.max_num_seqs_by_gpu:
@@ -243,6 +295,7 @@ class VllmConfig:
 
     max_model_len: int
     version: tuple[int, ...] = LATEST
+    v1: bool | None = None  # VLLM_USE_V1 where set (rules_for); None: the release's engine
     kv_cache_dtype: str = "auto"
     block_size: int | None = None  # None: the platform/backend default
     tp: int = 1
@@ -267,8 +320,8 @@ class VllmConfig:
 
     @property
     def rules(self) -> Rules:
-        """The behaviour switches of this release (`rules_for`)."""
-        return rules_for(self.version)
+        """The behaviour switches of this release and engine (`rules_for`)."""
+        return rules_for(self.version, self.v1)
 
     def in_flight_tokens(self) -> int:
         """T in the sliding/chunked per-request need (SlidingWindowSpec.max_memory_usage)."""

@@ -47,6 +47,7 @@ from kvplan.engines.vllm.config import (
     default_max_num_batched_tokens,
     default_max_num_seqs,
     rules_for,
+    use_v1_setting,
 )
 from kvplan.engines.vllm.formats import (
     INDEX_HEAD_DIM,
@@ -72,7 +73,7 @@ def batch_for(dep: Deployment) -> BatchSettings:
     ver = parse_version(dep.engine_version) or LATEST
     return batch_settings(ver, dep.gpu_memory_bytes, dep.gpu_name, dep.context_limit(),
                           max_num_batched_tokens=dep.max_num_batched_tokens,
-                          max_num_seqs=dep.max_num_seqs)
+                          max_num_seqs=dep.max_num_seqs, v1=dep.vllm_v1)
 
 
 def expert_parallel_size(dep: Deployment) -> int:
@@ -95,7 +96,7 @@ def config_for(dep: Deployment) -> VllmConfig:
         raise BadInputError(f"--num-speculative-tokens must be at least 0, got "
                             f"{dep.num_speculative_tokens}")
     return VllmConfig(
-        max_model_len=dep.context_limit(), version=ver,
+        max_model_len=dep.context_limit(), version=ver, v1=dep.vllm_v1,
         kv_cache_dtype=flag_dtype(dep.kv_dtype), block_size=dep.block_size, tp=dep.tp,
         pp=dep.pp, pp_layers=dep.pp_layers,
         max_num_batched_tokens=batch_for(dep).max_num_batched_tokens,
@@ -210,7 +211,7 @@ class VllmEngine(BaseEngine):
                 num_draft_layers=dep.num_draft_layers,
                 num_speculative_tokens=dep.num_speculative_tokens,
                 pp_layers=dep.pp_layers, stage_gpu_memory_bytes=dep.stage_gpu_memory_bytes,
-                cpu_offload_bytes=dep.cpu_offload_bytes)
+                cpu_offload_bytes=dep.cpu_offload_bytes, v1=dep.vllm_v1)
         prof = profile(dep.spec, config, budget.available_kv_cache_bytes)
         constraints = []
         for i, stage in enumerate(prof.stages):
@@ -261,7 +262,8 @@ class VllmEngine(BaseEngine):
 
     def launch_overrides(self, image: str | None, image_version: str | None,
                          env: dict[str, str]) -> dict[str, Any]:
-        """What a launch's environment and image imply: the MXFP4 MoE backend
+        """What a launch's environment and image imply: the engine (VLLM_USE_V1 where set:
+        V1 on 0.7, config.V1_OPT_IN), the MXFP4 MoE backend
         (VLLM_MXFP4_USE_MARLIN=1: Marlin), and the sampler: VLLM_USE_FLASHINFER_SAMPLER when
         set; else the
         vllm/vllm-openai image (it installs flashinfer: docker/Dockerfile) of 0.8-0.11, whose
@@ -270,6 +272,9 @@ class VllmEngine(BaseEngine):
         from kvplan.engines import parse_version
 
         found: dict[str, Any] = {}
+        # envs.py VLLM_USE_V1: `bool(int(...))`, V0 the default before 0.8
+        if "VLLM_USE_V1" in env:
+            found["vllm_v1"] = use_v1_setting(env["VLLM_USE_V1"])
         # envs.py VLLM_MXFP4_USE_MARLIN: get_mxfp4_backend takes Marlin for MXFP4 experts
         if env.get("VLLM_MXFP4_USE_MARLIN", "").lower() in ("1", "true"):
             found["mxfp4_backend"] = "marlin"

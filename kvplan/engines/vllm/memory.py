@@ -88,16 +88,19 @@ class BatchSettings:
     engine: str  # "V0" | "V1"
 
 
-def is_v1(version: tuple[int, ...]) -> bool:
-    return rules_for(version).v1
+def is_v1(version: tuple[int, ...], v1: bool | None = None) -> bool:
+    """Whether `version` runs V1 (`v1`: VLLM_USE_V1 where set, config.rules_for)."""
+    return rules_for(version, v1).v1
 
 
 def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
                    gpu_name: str | None, max_model_len: int, *, usage: str = "server",
                    max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
-                   enable_chunked_prefill: bool | None = None) -> BatchSettings:
-    """The profile batch vLLM `version` runs with these settings (None = engine default)."""
-    if not is_v1(version):
+                   enable_chunked_prefill: bool | None = None, v1: bool | None = None
+                   ) -> BatchSettings:
+    """The profile batch vLLM `version` runs with these settings (None = engine default;
+    `v1`: VLLM_USE_V1 where set)."""
+    if not is_v1(version, v1):
         chunked = max_model_len > V0_LONG_CONTEXT if enable_chunked_prefill is None \
             else enable_chunked_prefill
         chunk = rules_for(version).v0_chunked_prefill_tokens
@@ -112,8 +115,8 @@ def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
         tokens = max_model_len
     else:
         tokens = default_max_num_batched_tokens(gpu_memory_bytes, gpu_name, usage,
-                                                version=version)
-    seqs = max_num_seqs or min(default_max_num_seqs(gpu_memory_bytes, gpu_name, version),
+                                                version=version, v1=v1)
+    seqs = max_num_seqs or min(default_max_num_seqs(gpu_memory_bytes, gpu_name, version, v1),
                                tokens)
     return BatchSettings(tokens, seqs, chunked, "V1")
 
@@ -136,6 +139,17 @@ def sampler_bytes(shapes: Shapes, num_seqs: int, num_tokens: int, version: tuple
     per_logit = sampler_bytes_per_logit(version, flashinfer)
     hidden_alive = num_tokens * shapes.hidden_size * ACTIVATION_BYTES
     return num_seqs * shapes.vocab_size * per_logit + hidden_alive
+
+
+def all_token_logits_bytes(shapes: Shapes, num_tokens: int, tp: int = 1) -> int:
+    """0.7's opt-in V1 `profile_run` (v1/worker/gpu_model_runner.py, 0.7.1): after the dummy
+    forward, `compute_logits` over all `num_tokens` hidden states, which stay alive, in the
+    model dtype, and no sampler. Under TP each rank's `vocab / tp` columns are all-gathered
+    into a new full-vocabulary tensor (`LogitsProcessor.use_all_gather` under VLLM_USE_V1,
+    `GroupCoordinator.all_gather`)."""
+    full = num_tokens * shapes.vocab_size * ACTIVATION_BYTES
+    shard = full // tp if tp > 1 else 0
+    return full + shard + num_tokens * shapes.hidden_size * ACTIVATION_BYTES
 
 
 @record
@@ -205,12 +219,13 @@ def encoder_layer_bytes_per_patch(vision: VisionTower, tp: int = 1) -> int:
 
 
 def encoder_profile(vision: VisionTower | None, text_hidden_size: int, batch: BatchSettings,
-                    version: tuple[int, ...], tp: int = 1) -> EncoderProfile | None:
+                    version: tuple[int, ...], tp: int = 1, v1: bool | None = None
+                    ) -> EncoderProfile | None:
     """The encoder pass and the cached embeddings of V1's profile run (see EncoderProfile);
     None for text-only models, V0 (it profiles images inside its dummy sequences) and
     encoders whose tokens per item kvplan does not know. One item per prompt is the lower
     bound of the per-prompt limit; the encoder budget binds first unless max_num_seqs is tiny."""
-    if vision is None or not is_v1(version):
+    if vision is None or not is_v1(version, v1):
         return None
     per_item = mm_tokens_per_item(vision)
     if not per_item:
@@ -230,14 +245,18 @@ def encoder_profile(vision: VisionTower | None, text_hidden_size: int, batch: Ba
 def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ...], *,
                     tp: int = 1, ep: int = 1, dp: int = 1,
                     last_stage: bool = True, flashinfer_sampler: bool = False,
-                    fp8_moe: bool = False, vision: VisionTower | None = None
-                    ) -> ActivationPeak:
+                    fp8_moe: bool = False, vision: VisionTower | None = None,
+                    v1: bool | None = None) -> ActivationPeak:
+    rules = rules_for(version, v1)
     fwd = forward_bytes(shapes, batch.max_num_batched_tokens, tp, ep, dp,
-                        rules_for(version).moe_unchunked, fp8_moe)
-    enc = encoder_profile(vision, shapes.hidden_size, batch, version, tp)
+                        rules.moe_unchunked, fp8_moe)
+    enc = encoder_profile(vision, shapes.hidden_size, batch, version, tp, v1)
     enc_pass, enc_cache = (enc.pass_bytes, enc.cache_bytes) if enc else (0, 0)
     if not last_stage:
         return ActivationPeak(fwd, 0, enc_pass, enc_cache)
+    if rules.profile_logits_all_tokens:
+        return ActivationPeak(fwd, all_token_logits_bytes(
+            shapes, batch.max_num_batched_tokens, tp), enc_pass, enc_cache)
     rows = min(batch.max_num_seqs, batch.max_num_batched_tokens)
     return ActivationPeak(fwd, sampler_bytes(shapes, rows, batch.max_num_batched_tokens,
                                              version, flashinfer_sampler), enc_pass, enc_cache)
@@ -246,13 +265,14 @@ def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ..
 # --- 3. non-torch memory ------------------------------------------------------------------
 
 def non_torch_bytes(version: tuple[int, ...], tp: int = 1, pp: int = 1, dp: int = 1,
-                    moe: bool = False) -> int:
+                    moe: bool = False, v1: bool | None = None) -> int:
     """CUDA memory outside torch's pool that the version counts against the KV budget. Before
     0.11 every process group of more than one rank that `initialize_model_parallel` builds
     holds a pynccl communicator, warmed up by an all-reduce at creation (so its buffers are
     allocated): TP (plus the custom all-reduce's IPC buffer), PP, and in V1 DP and -- for MoE
-    models -- EP, which spans the DP x TP ranks (`distributed/parallel_state.py`)."""
-    rules = rules_for(version)
+    models -- EP, which spans the DP x TP ranks (`distributed/parallel_state.py`). `v1`:
+    VLLM_USE_V1 where set (0.7's opt-in V1 counts absolutely)."""
+    rules = rules_for(version, v1)
     counted = KERNELS_BYTES
     if not rules.non_torch_growth_only:
         counted += CUDA_CONTEXT_BYTES  # absolute: mem_get_info used - torch allocated
@@ -261,14 +281,15 @@ def non_torch_bytes(version: tuple[int, ...], tp: int = 1, pp: int = 1, dp: int 
             counted += NCCL_COMMUNICATOR_BYTES + CUSTOM_ALLREDUCE_BYTES
         if pp > 1:
             counted += NCCL_COMMUNICATOR_BYTES
-        if is_v1(version) and dp > 1:
+        if rules.v1 and dp > 1:
             counted += NCCL_COMMUNICATOR_BYTES
-        if is_v1(version) and moe and tp * dp > 1:
+        if rules.v1 and moe and tp * dp > 1:
             counted += NCCL_COMMUNICATOR_BYTES
-    if tp > 1 and not is_v1(version):
+    if tp > 1 and (not rules.v1 or rules.profile_logits_all_tokens):
         # V0 gathers the logits to the driver with torch.distributed.gather on the TP device
-        # group (logits_processor._gather_logits -> GroupCoordinator.gather), whose NCCL
-        # communicator torch creates lazily at that first call: inside the profile run
+        # group (logits_processor._gather_logits -> GroupCoordinator.gather), 0.7's opt-in V1
+        # with all_gather_into_tensor (GroupCoordinator.all_gather); torch creates that
+        # group's NCCL communicator lazily at the first call: inside the profile run
         counted += NCCL_COMMUNICATOR_BYTES
     return counted
 
