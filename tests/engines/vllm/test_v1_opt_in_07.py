@@ -41,6 +41,8 @@ def test_the_launch_environment_selects_v1():
     docker = from_command("docker run --gpus all -e VLLM_USE_V1=1 vllm/vllm-openai:v0.7.1 "
                           "--model neuralmagic/Meta-Llama-3.1-70B-Instruct-quantized.w8a8")
     assert docker.overrides["vllm_v1"] is True
+    docker = from_command("docker run --env VLLM_USE_V1=1 vllm/vllm-openai:v0.7.1 --model m")
+    assert docker.overrides["vllm_v1"] is True
 
 
 def test_v1_profile_of_0_7_1_on_an_h100():
