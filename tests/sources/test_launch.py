@@ -229,7 +229,8 @@ def test_export_lines_before_the_command_are_its_environment():
               "vllm serve meta-llama/Llama-3.1-8B-Instruct \\\n  --tensor-parallel-size 2 &\n")
     lp = from_command(script)
     assert lp.launch.env == {"ENABLE_KVCACHED": "true", "VLLM_USE_V1": "1"}
-    assert lp.overrides == {"tp": 2}
+    # VLLM_USE_V1 is vLLM's engine switch (envs.py), read as the deployment's vllm_v1
+    assert lp.overrides == {"tp": 2, "vllm_v1": True}
     assert any("kvcached" in w for w in lp.warnings)
 
 
