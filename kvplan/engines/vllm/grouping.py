@@ -2,10 +2,10 @@
 
 Layers are bucketed by page and split into groups of equal size; a block id spans one page
 in each of the `group_size` layer tensors, so `num_blocks = available // page //
-group_size`. From 0.32 the largest bucket is the group size when max < 1.5 x min, and page
-sizes are unified (`unify_kv_cache_spec_page_size`). A group holds the page spec its
-layers share (kvplan.engines.vllm.pages), which says the blocks one request needs
-(`need`, the admission rule) and holds at its peak (`held_blocks`).
+group_size`. From 0.18 the largest bucket is the group size when max < 1.5 x min; from 0.12
+page sizes are unified first (`unify_kv_cache_spec_page_size`, `_unify_pages`). A group
+holds the page spec its layers share (kvplan.engines.vllm.pages), which says the blocks one
+request needs (`need`, the admission rule) and holds at its peak (`held_blocks`).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def bucket_groups(specs: list[PageSpec], config: VllmConfig, max_model_len: int,
                              names)
         return [group], 1, summed, 0, Fraction(0)
 
-    specs = _unify_pages(specs, config)
+    specs = _unify_pages(specs, names, config)
     buckets: dict[PageSpec, list[str]] = {}
     for s, name in zip(specs, names, strict=True):
         buckets.setdefault(s, []).append(name)
@@ -119,29 +119,57 @@ def bucket_groups(specs: list[PageSpec], config: VllmConfig, max_model_len: int,
     return groups, group_size, group_size * page, padding, waste
 
 
-def _unify_pages(specs: list[PageSpec], config: VllmConfig) -> list[PageSpec]:
-    """Hybrid groups need one page size. 0.11 requires it already (NotImplementedError);
-    from 0.32 `unify_kv_cache_spec_page_size` (v1/core/kv_cache_utils.py) scales the block
-    size of an attention page that divides the largest and pads the rest (Mamba pages were
-    padded by the alignment)."""
+def _unify_pages(specs: list[PageSpec], names: Sequence[str], config: VllmConfig
+                 ) -> list[PageSpec]:
+    """One page size for every layer, as v1/core/kv_cache_utils.py get_kv_cache_groups needs
+    for layers of different kinds (Rules.unify_page_sizes, pad_mamba_pages):
+
+    - up to 0.11.2 there is no unification: different pages raise NotImplementedError;
+    - from 0.12 (vllm#29143) `unify_kv_cache_spec_page_size` gives a page that divides the
+      largest a block size that many times larger (its page becomes the largest) and raises
+      NotImplementedError for any other;
+    - from 0.24 it pads an attention page that does not divide the largest
+      (`page_size_padded`: the block size kept, the page the largest);
+    - from 0.26 it pads a smaller Mamba page too; before, its `replace(block_size=...)`
+      leaves a Mamba page unchanged and the `assert new_spec.page_size_bytes ==
+      max_page_size` fails (Mamba pages are otherwise padded by the hybrid alignment,
+      kvplan.engines.vllm.pages)."""
     largest = max(s.page_bytes for s in specs)
     if all(s.page_bytes == largest for s in specs):
         return specs
-    if not config.rules.unify_page_sizes:
+    mode = config.rules.unify_page_sizes
+    version = ".".join(map(str, config.version))
+    if mode == "none":
         raise BadInputError(
-            "vLLM before 0.32 cannot group layers with different page sizes "
-            f"({sorted({s.page_bytes for s in specs})} bytes)",
-            "use --engine-version 0.32 or newer, or set --block-size")
+            f"vLLM {version} cannot group layers with different page sizes "
+            f"({sorted({s.page_bytes for s in specs})} bytes): its v1/core/kv_cache_utils.py "
+            "get_kv_cache_groups raises NotImplementedError",
+            "vLLM 0.12 and newer unify them (--engine-version 0.12 or newer)")
     out = []
-    for s in specs:
+    for s, name in zip(specs, names, strict=True):
         if s.page_bytes == largest:
             out.append(s)
-        elif not isinstance(s, MambaPage) and largest % s.page_bytes == 0:
+        elif isinstance(s, MambaPage):
+            if not config.rules.pad_mamba_pages:
+                raise BadInputError(
+                    f"vLLM {version} cannot unify layer {name}'s Mamba page ({s.page_bytes:,} "
+                    f"bytes) with the largest page ({largest:,} bytes): its "
+                    "unify_kv_cache_spec_page_size fails on a Mamba page",
+                    "vLLM 0.26 and newer pad it (--engine-version 0.26 or newer)")
+            out.append(replace(s, page_bytes=largest))
+        elif largest % s.page_bytes == 0:
             ratio = largest // s.page_bytes
             out.append(replace(s, block_size=s.block_size * ratio, page_bytes=largest,
                                real_page_bytes=largest))
-        else:
+        elif mode == "pad":
             out.append(replace(s, page_bytes=largest))
+        else:
+            raise BadInputError(
+                f"vLLM {version} cannot unify layer {name}'s page ({s.page_bytes:,} bytes) "
+                f"with the largest ({largest:,} bytes): it does not divide it, and "
+                "unify_kv_cache_spec_page_size raises NotImplementedError",
+                "vLLM 0.24 and newer pad it (--engine-version 0.24 or newer), or choose a "
+                "--block-size or --kv-cache-dtype whose pages divide")
     return out
 
 

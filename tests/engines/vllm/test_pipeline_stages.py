@@ -103,7 +103,7 @@ def test_a_gpu_per_stage_from_the_command_line():
     assert result.exit_code == 2 and "does not model for sglang (only for vLLM)" in result.output
 
 
-def test_a_release_before_0_32_checks_each_worker_against_the_whole_model():
+def test_a_release_before_0_17_checks_each_worker_against_the_whole_model():
     # vllm-project/vllm#34076 (0.15.2): 16 + 32 of Qwen3-30B-A3B's 48 layers, the refusal
     # "24.0 GiB KV cache is needed ... available KV cache memory (3.18 GiB) ... the estimated
     # maximum model length is 34736". 0.15's get_kv_cache_configs checks every worker against
@@ -126,6 +126,13 @@ def test_a_release_before_0_32_checks_each_worker_against_the_whole_model():
     new = profile(spec, VllmConfig(max_model_len=262_144, version=(0, 32, 0), pp=2,
                                    pp_layers=(16, 32)), budget)
     assert new.estimated_max_model_len == (budget // (16 * 32 * 2 * 4 * 128 * 2) - 1) * 16
+    # the projection is in the 0.17.0 wheel's get_kv_cache_configs
+    # (_project_kv_cache_groups_to_worker), not in 0.16.0's; no null block aside before 0.29
+    for version, whole in (((0, 16, 0), True), ((0, 17, 0), False)):
+        p = profile(spec, VllmConfig(max_model_len=262_144, version=version, pp=2,
+                                     pp_layers=(16, 32)), budget)
+        assert p.estimated_max_model_len == (
+            34_720 if whole else budget // (16 * 32 * 2 * 4 * 128 * 2) * 16)
 
 
 def test_explain_reads_the_partition_the_log_echoes():

@@ -130,7 +130,7 @@ def _sliding_full(sliding: int, full: int) -> ModelSpec:
 
 
 def test_largest_bucket_grouping_from_027():
-    # kv_cache_utils.py _get_kv_cache_groups_uniform_page_size (0.27.0 to 0.33.0): group size
+    # kv_cache_utils.py _get_kv_cache_groups_uniform_page_size (0.18.0 to 0.33.0): group size
     # = the largest bucket when max < 1.5 x min: 10 sliding + 8 full -> groups of 10 (the
     # full bucket padded by 2), one block id over 10 pages; the classic V1 code (0.11) took
     # the smallest bucket (8): the 10 sliding layers in two groups of 5, padded to 8

@@ -24,7 +24,7 @@ def test_a_release_between_rows_has_the_earlier_rows_rules():
     # config/cache.py: gpu_memory_utilization 0.9 up to 0.19, 0.92 from 0.20
     assert rules_for((0, 19, 1)).gpu_memory_utilization == 0.9
     assert rules_for((0, 20)).gpu_memory_utilization == 0.92
-    assert rules_for((0, 25, 0)) == RULES[(0, 21, 0)]
+    assert rules_for((0, 25, 0)) == RULES[(0, 24, 0)]
     # config/cache.py BlockSize: 256 from 0.11.1 (its Literal), not in 0.11.0
     assert not rules_for((0, 11, 0)).block_size_256 and rules_for((0, 11, 1)).block_size_256
     # a short version is that release's .0: "0.33" is 0.33.0, "0.8" is before 0.8.3

@@ -8,7 +8,10 @@ from __future__ import annotations
 import pytest
 from engine_cases import GIB, gemma3_27b
 from factories import FullAttention, ModelSpec, RecurrentState, SlidingWindow, StateTensor, hybrid
+from paths import FIXTURES
 
+import kvplan
+from kvplan.core.errors import BadInputError
 from kvplan.engines import vllm
 
 
@@ -183,3 +186,101 @@ def test_vllm_chunked_local_is_full_by_default():
                                                       version=(0, 11)))
     chunked = [g for g in hybrid_on.groups if g.kind == "chunked"]
     assert chunked[0].blocks_per_request == (8192 + 8192) // 16
+
+
+# --- page sizes that differ by release (v1/core/kv_cache_utils.py get_kv_cache_groups) -------
+
+GEMMA4_26B = "google--gemma-4-26B-A4B.json"  # tests/fixtures/hf-configs, its real config.json
+
+
+def _gemma4_numbers(version: str, kv_memory: int) -> dict:
+    d = kvplan.deploy(str(FIXTURES / "hf-configs" / GEMMA4_26B), engine="vllm",
+                      engine_version=version, kv_memory=kv_memory, max_model_len=131072,
+                      max_num_batched_tokens=2048)
+    return d.capacity.engine.numbers(d.capacity)
+
+
+def test_gemma4_26b_a4b_on_vllm_019_unifies_by_block_size():
+    # Gemma-4-26B-A4B: 25 sliding layers (8 KV heads x head_dim 256, window 1024) and 5 full
+    # ones (num_global_key_value_heads 2 x global_head_dim 512; gemma4.py stores K and V
+    # even where attention_k_eq_v). At block 16 (Triton, the backend gemma4's
+    # models/config.py Gemma4Config forces for head dims 256 / 512) the pages are
+    sliding_page = 16 * 2 * 8 * 256 * 2  # block x (K, V) x heads x head_dim x bf16 = 131,072
+    full_page = 16 * 2 * 2 * 512 * 2  # 65,536
+    # 0.19's unify_kv_cache_spec_page_size: 65,536 divides 131,072, so the full layers take
+    # block 16 x 2 = 32 and a 131,072 B page; _get_kv_cache_groups_uniform_page_size then has
+    # buckets of 25 and 5 (25 >= 1.5 x 5: group size 5): five sliding groups and one full
+    assert sliding_page % full_page == 0 and sliding_page // full_page == 2
+    budget = int(21.5 * 2**30)  # the budget the blog's 0.19.0 logged ("21.5 GiB")
+    n = _gemma4_numbers("0.19.0", budget)
+    assert n["num_kv_cache_groups"] == 6
+    assert n["bytes_per_block"] == 5 * sliding_page == 655_360
+    num_blocks = budget // (5 * sliding_page)
+    assert n["num_blocks"] == num_blocks == 35_225
+    # a request of 131,072 tokens (SlidingWindowSpec / FullAttentionSpec
+    # max_memory_usage_bytes, 2,048 batched tokens): each sliding group
+    # cdiv(1023 + 2048, 16) + 1 = 193 blocks, the full group cdiv(131072, 32) = 4,096
+    per_request = 5 * (-(-(1023 + 2048) // 16) + 1) + 131072 // 32
+    assert n["blocks_per_request"] == per_request == 5_061
+    assert n["max_concurrency"] == num_blocks / per_request
+    # 0.19's line: num_blocks // groups x the smallest block size
+    assert n["kv_cache_tokens"] == num_blocks // 6 * 16 == 93_920
+
+
+def test_different_pages_are_refused_before_vllm_012():
+    # 0.11.2's get_kv_cache_groups: neither one spec, nor one type, nor one page size ->
+    # NotImplementedError; 0.12.0's unify_kv_cache_spec_page_size groups it as 0.19 does
+    with pytest.raises(BadInputError, match="vLLM 0.11.2 cannot group"):
+        _gemma4_numbers("0.11.2", 20 * GIB)
+    assert _gemma4_numbers("0.12.0", 20 * GIB)["bytes_per_block"] == 5 * 131072
+
+
+def test_a_page_that_does_not_divide_is_padded_from_vllm_024():
+    # sliding 8 x 128 (65,536 B at block 16) and full 8 x 192 (98,304 B): no ratio of block
+    # sizes makes them equal. 0.12-0.23's unify_kv_cache_spec_page_size raises
+    # NotImplementedError; 0.24's pads the sliding page to 98,304 B (page_size_padded, block 16
+    # kept: FlashAttention reads pages by the block stride)
+    spec = ModelSpec("mixed", (SlidingWindow(8, 128, window=4096),) * 3
+                     + (FullAttention(8, 192),), num_attention_heads=32)
+    small, large = 16 * 2 * 8 * 128 * 2, 16 * 2 * 8 * 192 * 2
+    assert large % small
+    with pytest.raises(BadInputError, match="vLLM 0.23.0 cannot unify layer 0's page"):
+        vllm.layout(spec, vllm.VllmConfig(max_model_len=8192, version=(0, 23, 0)))
+    (stage,) = vllm.layout(spec, vllm.VllmConfig(max_model_len=8192, version=(0, 24, 0)))
+    assert {(g.kind, g.block_size, g.page_bytes) for g in stage.groups} == {
+        ("sliding", 16, large), ("full", 16, large)}
+    # buckets 3 and 1: group size 1, one block id over one 98,304 B page
+    assert stage.bytes_per_block == large
+
+
+def test_a_smaller_mamba_page_is_padded_from_vllm_026():
+    # the Mamba page is aligned to the first attention layer's page (full 8 x 128); a sliding
+    # layer with head_dim 256 has a page twice that. Before 0.26 unify_kv_cache_spec_page_size
+    # replaces the Mamba spec's block size, which leaves its page as it is, and its assert
+    # fails; 0.26 pads the Mamba page ("elif isinstance(layer_spec, MambaSpec)")
+    mamba = RecurrentState("mamba2", (StateTensor("conv", (3, 4096), 2),
+                                      StateTensor("ssm", (32, 64, 64), 4)))
+    spec = ModelSpec("hybrid", (FullAttention(8, 128), SlidingWindow(8, 256, window=4096),
+                                mamba, mamba), num_attention_heads=32)
+    with pytest.raises(BadInputError, match="vLLM 0.25.0 cannot unify layer 2's Mamba page"):
+        vllm.layout(spec, vllm.VllmConfig(max_model_len=8192, version=(0, 25, 0)))
+    (stage,) = vllm.layout(spec, vllm.VllmConfig(max_model_len=8192, version=(0, 26, 0)))
+    attn_token = 2 * 8 * 128 * 2  # the full layer's bytes per token
+    block = 16 * -(-mamba.state_bytes() // (16 * attn_token))  # the hybrid alignment
+    sliding_page = block * 2 * 8 * 256 * 2
+    assert {g.page_bytes for g in stage.groups} == {sliding_page}
+    # the full layer's block doubles (its page divides the sliding one); the Mamba block stays
+    assert {(g.kind, g.block_size) for g in stage.groups} == {
+        ("full", 2 * block), ("sliding", block), ("mamba", block)}
+
+
+def test_largest_bucket_grouping_from_018():
+    # _get_kv_cache_groups_uniform_page_size takes the largest bucket when max < 1.5 x min
+    # from the 0.18.0 wheel; 0.17.0's takes the smallest: 10 sliding + 8 full -> 8
+    page = 16 * 2 * 8 * 128 * 2
+    spec = ModelSpec("mixed", (SlidingWindow(8, 128, window=4096),) * 10
+                     + (FullAttention(8, 128),) * 8, num_attention_heads=32)
+    for version, group_size in (((0, 17, 0), 8), ((0, 18, 0), 10)):
+        p = vllm.profile(spec, vllm.VllmConfig(max_model_len=8192, version=version), 10 * GIB)
+        assert p.stages[0].group_size == group_size
+        assert p.num_blocks == 10 * GIB // (group_size * page)
