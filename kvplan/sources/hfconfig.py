@@ -624,12 +624,14 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         out["num_shared_experts"] = shared
         out["shared_expert_intermediate_size"] = shared_width
         out["first_dense_layers"], out["moe_layer_step"] = _moe_layout(cfg, reader)
-        # LongcatRouter (vLLM longcat_flash.py) and Glm4MoE (glm4_moe.py, GLM-4.5 / 4.6 and
-        # GLM-4.5V's text model) always keep e_score_correction_bias
+        # LongcatRouter (vLLM longcat_flash.py), Glm4MoE (glm4_moe.py, GLM-4.5 / 4.6 and
+        # GLM-4.5V's text model) and KimiMoE (kimi_linear.py: Kimi-Linear's config has no
+        # topk_method, yet its checkpoint stores a gate.e_score_correction_bias per MoE
+        # layer) always keep e_score_correction_bias
         out["routing_bias"] = (cfg.raw.get("topk_method") == "noaux_tc"
                                or cfg.raw.get("use_routing_bias") is True
                                or reader.layers_are_dual_mla
-                               or mt in ("glm4_moe", "glm4v_moe_text"))
+                               or mt in ("glm4_moe", "glm4v_moe_text", "kimi_linear"))
     out["intermediate_size"] = inter
     if reader.mla:
         out["q_lora_rank"] = _opt_int(cfg, "q_lora_rank", minimum=1)

@@ -430,3 +430,128 @@ def test_plan_gives_weights_for_every_config_size_accepts(config):
     assert "no parameter count" not in planned.output
     weights = _weights_bytes(planned.output)
     assert weights is not None and weights > 0, planned.output[-400:]
+
+
+# --- GLM-4.7-Flash, Kimi-Linear, Qwen3-Next, MiMo: copies printed by a model-report script --
+# (SOURCES.md): the first three beside the checkpoint's safetensors parameter total
+
+GLM_4_7_FLASH = FAMILIES / "zai-org--GLM-4.7-Flash.json"
+KIMI_LINEAR = FAMILIES / "moonshotai--Kimi-Linear-48B-A3B-Instruct.json"
+QWEN3_NEXT = FAMILIES / "Qwen--Qwen3-Next-80B-A3B-Instruct.json"
+MIMO_7B = FAMILIES / "XiaomiMiMo--MiMo-7B-Base.json"
+
+
+def test_glm_4_7_flash_is_mla_by_hand():
+    # vLLM glm4_moe_lite.py (Glm4MoeLiteForCausalLM, built on deepseek_v2.py's MLA): each of
+    # the 47 layers caches one latent of kv_lora_rank (512) + qk_rope_head_dim (64) per
+    # token, not split by TP; the MTP layer (num_nextn_predict_layers 1) is a draft model
+    spec = load_config_file(GLM_4_7_FLASH)
+    assert spec.layers == (MLA(512, 64),) * 47
+    assert spec.dtype == "bf16"
+    assert per_token_bytes(spec.layers, BF16) == 47 * 576 * 2 == 54_144
+    assert request_bytes(spec.layers, 202_752, BF16) == 202_752 * 54_144
+    assert spec.max_context_tokens == 202_752
+
+
+def test_glm_4_7_flash_parameters_match_the_safetensors_total():
+    # the report's safetensors listing totals 31,221,488,576 parameters. By hand: an untied
+    # 154,880 x 2,048 embedding and head; per layer MLA q_a 768 (+ norm), q_b 20 x (192 + 64),
+    # kv_a 512 + 64 (+ norm of 512), kv_b 20 x (192 + 256), o 20 x 256 -> 2,048, two norms;
+    # layer 0 a 10,240-wide MLP, the rest 64 experts of 1,536 + a router, its fp32
+    # correction bias and one shared expert; the MTP layer (model.layers.47) one more MoE
+    # decoder layer, eh_proj 2 x 2,048 -> 2,048, enorm / hnorm / shared_head.norm, and its
+    # own stored copies of the embedding and head. Exact: no tolerance needed
+    h, vocab = 2048, 154_880
+    attn = 768 * h + 768 + 20 * 256 * 768 + 576 * h + 512 + 20 * 448 * 512 + h * 20 * 256
+    moe = 64 * 3 * h * 1536 + 64 * h + 64 + 3 * h * 1536
+    main = 2 * vocab * h + 47 * (attn + 2 * h) + 3 * h * 10_240 + 46 * moe + h
+    mtp = attn + 2 * h + moe + 2 * h * h + 3 * h + 2 * vocab * h
+    assert main + mtp == 31_221_488_576
+    assert _params(GLM_4_7_FLASH, ("embed", "layer", "final", "head", "mtp")) == main + mtp
+
+
+def test_kimi_linear_kda_state_and_mla_by_hand():
+    # vLLM kimi_linear.py: linear_attn_config's 1-based full_attn_layers (4, 8, ..., 24, 27)
+    # are MLA (kv_lora_rank 512 + qk_rope_head_dim 64), the 20 kda_layers Kimi delta
+    # attention whose MambaSpec is kda_state_shape / kda_state_dtype: q, k and v short
+    # convolutions of (short_conv_kernel_size - 1) x num_heads x head_dim = 3 x 32 x 128 in
+    # bf16 and a num_heads x head_dim x head_dim recurrent state in fp32
+    spec = load_config_file(KIMI_LINEAR)
+    mla = [i for i, x in enumerate(spec.layers) if isinstance(x, MLA)]
+    assert mla == [3, 7, 11, 15, 19, 23, 26]
+    assert all(x == MLA(512, 64) for x in spec.layers if isinstance(x, MLA))
+    state = 3 * 3 * 32 * 128 * 2 + 32 * 128 * 128 * 4
+    assert state == 2_170_880
+    kda = [x for x in spec.layers if isinstance(x, RecurrentState)]
+    assert len(kda) == 20 and all(x.state_bytes() == state for x in kda)
+    assert per_token_bytes(spec.layers, BF16) == 7 * 576 * 2
+    assert request_bytes(spec.layers, 8192, BF16) == 8192 * 7 * 576 * 2 + 20 * state
+
+
+def test_kimi_linear_parameters_against_the_safetensors_total():
+    # the report's listing totals 49,122,681,728 parameters. By hand from that listing: an
+    # untied 163,840 x 2,304 embedding and head; per KDA layer q / k / v 4,096 x 2,304 and
+    # their 4,096 x 4 convolutions, f_a / g_a 128 x 2,304, f_b / g_b 4,096 x 128, b_proj
+    # 32 x 2,304, A_log one per head (32), dt_bias 4,096, o_norm 128, o_proj; per MLA layer
+    # q 32 x 192, kv_a 576 (+ norm of 512), kv_b 32 x 256, o_proj; layer 0 a 9,216-wide MLP,
+    # the others 256 experts of 1,024, a router with its correction bias, a shared expert
+    h, vocab = 2304, 163_840
+    kda = (3 * 4096 * h + 3 * 4096 * 4 + 2 * 128 * h + 2 * 4096 * 128 + 32 * h
+           + 32 + 4096 + 128 + h * 4096)
+    mla = 6144 * h + 576 * h + 512 + 8192 * 512 + h * 4096
+    moe = 256 * 3 * 1024 * h + 256 * h + 256 + 3 * 1024 * h
+    hand = (2 * vocab * h + 20 * kda + 7 * mla + 27 * 2 * h + 3 * h * 9216 + 26 * moe + h)
+    assert hand == 49_122_681_728
+    # kvplan.core.weights lays KDA out as Kimi-K3's checkpoint stores it (A_log over a
+    # head's 128 dimensions, not one per head): 20 x (128 - 32) = 1,920 more; the tolerance
+    # is that and nothing else
+    assert abs(_params(KIMI_LINEAR) - hand) <= 20 * (128 - 32)
+
+
+def test_qwen3_next_state_and_parameters_by_hand():
+    # vLLM qwen3_next.py: every fourth layer (full_attention_interval 4) is attention with
+    # 2 KV heads of head_dim 256; the 36 others gated delta-nets whose state is
+    # gated_delta_net_state_shape: a conv state of (linear_conv_kernel_dim - 1) x (2 x 16 key
+    # heads x 128 + 32 value heads x 128) and a 32 x 128 x 128 recurrent state, both in the
+    # model dtype (no mamba_ssm_dtype key: mamba_ssm_cache_dtype "auto")
+    spec = load_config_file(QWEN3_NEXT)
+    assert [isinstance(x, FullAttention) for x in spec.layers] == [i % 4 == 3 for i in range(48)]
+    assert all(x == FullAttention(2, 256) for x in spec.layers if isinstance(x, FullAttention))
+    state = 3 * (2 * 16 * 128 + 32 * 128) * 2 + 32 * 128 * 128 * 2
+    assert state == 1_097_728
+    assert all(x.state_bytes() == state for x in spec.layers if isinstance(x, RecurrentState))
+    assert per_token_bytes(spec.layers, BF16) == 12 * _row(2, 256)
+    assert request_bytes(spec.layers, 262_144, BF16) == 262_144 * 12 * _row(2, 256) \
+        + 36 * state
+    # the report's listing totals 81,324,862,720 parameters, an MTP block (mtp.*) included
+    # that this config.json does not announce (no num_nextn_predict_layers; vLLM loads it
+    # only as qwen3_next_mtp.py's draft). By hand, that block: fc 2 x 2,048 -> 2,048, one
+    # attention layer (q 16 x 256 x 2 for the gate, k / v 2 x 256, o, q / k norms of 256),
+    # 512 experts of 512, a router, a shared expert and its 1-wide gate, two layer norms and
+    # three more. The rest is the model kvplan counts, exactly
+    h = 2048
+    attn = 8192 * h + 2 * 512 * h + h * 4096 + 2 * 256
+    moe = 512 * 3 * 512 * h + 512 * h + 3 * 512 * h + h
+    mtp = 2 * h * h + attn + moe + 2 * h + 3 * h
+    assert _params(QWEN3_NEXT) == 81_324_862_720 - mtp
+
+
+def test_mimo_7b_bytes_by_hand():
+    # vLLM mimo.py (MiMoForCausalLM, a Qwen2 model): 36 layers of 8 KV heads x head_dim 128;
+    # use_sliding_window false, so no layer is sliding; the MTP layer (num_nextn_predict_
+    # layers 1) is mimo_mtp.py's draft model, not a target cache
+    spec = load_config_file(MIMO_7B)
+    assert spec.layers == (FullAttention(8, 128),) * 36
+    assert per_token_bytes(spec.layers, BF16) == 36 * _row(8, 128) == 147_456
+    assert request_bytes(spec.layers, 32_768, BF16) == 32_768 * 147_456
+
+
+@pytest.mark.parametrize("fixture", [GLM_4_7_FLASH, KIMI_LINEAR, QWEN3_NEXT, MIMO_7B])
+def test_new_family_configs_size_and_plan(fixture):
+    runner = CliRunner()
+    sized = runner.invoke(app, ["size", str(fixture), "-t", "8192", "-f", "json"])
+    assert sized.exit_code == 0, sized.output
+    planned = runner.invoke(app, ["plan", str(fixture), "--gpu", "h200", "--tp", "4",
+                                  "--max-model-len", "8192", "-f", "json"])
+    assert planned.exit_code == 0, planned.output
+    assert all(w > 0 for w in json.loads(planned.output)["budget"]["weights_bytes"])
