@@ -546,7 +546,8 @@ def test_mimo_7b_bytes_by_hand():
     assert request_bytes(spec.layers, 32_768, BF16) == 32_768 * 147_456
 
 
-@pytest.mark.parametrize("fixture", [GLM_4_7_FLASH, KIMI_LINEAR, QWEN3_NEXT, MIMO_7B])
+@pytest.mark.parametrize("fixture", [GLM_4_7_FLASH, KIMI_LINEAR, QWEN3_NEXT, MIMO_7B,
+                                     FAMILIES / "zai-org--GLM-4.5V.json"])
 def test_new_family_configs_size_and_plan(fixture):
     runner = CliRunner()
     sized = runner.invoke(app, ["size", str(fixture), "-t", "8192", "-f", "json"])
@@ -555,3 +556,33 @@ def test_new_family_configs_size_and_plan(fixture):
                                   "--max-model-len", "8192", "-f", "json"])
     assert planned.exit_code == 0, planned.output
     assert all(w > 0 for w in json.loads(planned.output)["budget"]["weights_bytes"])
+
+
+GLM_4_5V = FAMILIES / "zai-org--GLM-4.5V.json"
+
+
+def test_glm_4_5v_text_config_bytes_and_parameters_by_hand():
+    # vLLM glm4_1v.py Glm4vMoeForConditionalGeneration builds Glm4MoeForCausalLM from
+    # text_config (glm4_moe.py): 46 layers of 8 KV heads x head_dim 128, no sliding window
+    spec = load_config_file(GLM_4_5V)
+    assert spec.layers == (FullAttention(8, 128),) * 46
+    assert per_token_bytes(spec.layers, BF16) == 46 * _row(8, 128) == 188_416
+    assert spec.max_context_tokens == 65_536
+    # the report's safetensors listing totals 107,710,933,120 parameters. By hand from it:
+    # the text model (untied 151,552 x 4,096 embedding and head; q 96 x 128, k / v 8 x 128
+    # with biases, o; two norms; layer 0 a 10,944-wide MLP, the others 128 experts of 1,408,
+    # a router with its correction bias and one shared expert; the final norm) and a
+    # 24-block vision tower with its patch embedding, downsample and merger
+    h, vocab = 4096, 151_552
+    attn = 12_288 * h + 12_288 + 2 * (1024 * h + 1024) + h * 12_288 + 2 * h
+    moe = 128 * 3 * h * 1408 + 128 * h + 128 + 3 * h * 1408
+    text = 2 * vocab * h + 46 * attn + 3 * h * 10_944 + 45 * moe + h
+    v = 1536
+    vision = (24 * (v * v + 3 * v * v + 3 * 4096 * v + 2 * v)       # attention, MLP, norms
+              + 4096 * v * 2 * 2 + 4096 + 576 * v                 # downsample, positions
+              + 3 * 10_944 * h + 2 * h + h * h                    # merger
+              + v * 3 * 2 * 14 * 14 + v + 2 * v)                  # patch embedding, norms
+    assert text + vision == 107_710_933_120
+    # the glm4v vision tower is not among the towers kvplan.core.weights lists (it says
+    # so in plan's notes); the text model is counted exactly
+    assert _params(GLM_4_5V) == text
