@@ -1530,8 +1530,7 @@ class _Reader:
             # Standard attention, as asked: every layer keeps every token (an MLA latent
             # when kv_lora_rank is set), whatever schedule or state the config describes.
             one: Layer = (self._mla(None) if self.mla else
-                          FullAttention(self.kv_heads, self.head_dim, self._int("v_head_dim",
-                                                                                None)))
+                          FullAttention(self.kv_heads, self.head_dim, self._plain_v_head_dim()))
             return [one] * self.num_layers()
         if self.cfg.has("block_configs"):
             return self._block_config_layers()
@@ -1917,11 +1916,21 @@ class _Reader:
                                 chunk=self._int("attention_chunk_size"))
         return CrossAttention(kv, head_dim, v_head_dim, encoder_tokens=self._vision_tokens())
 
+    def _plain_v_head_dim(self) -> int | None:
+        """The V head size of plain attention when it differs from K's (MiMo-V2-Flash), else
+        None. With use_mla: false a DeepSeek-style config's v_head_dim is an MLA key that
+        plain attention does not read: vLLM deepseek_vl2.py / deepseek_ocr.py then build
+        DeepseekForCausalLM (deepseek.py), whose K and V heads are both head_dim wide
+        (DeepSeek-OCR's language_config says v_head_dim 0)."""
+        if self.cfg.raw.get("use_mla") is False:
+            return None
+        return self._int("v_head_dim", None)
+
     def _attention_shape(self, kind: str) -> tuple[int, int, int | None]:
         """(KV heads, K head size, V head size or None) of one attention kind."""
         cfg = self.cfg
         kv, head_dim = self.kv_heads, self.head_dim
-        v_head_dim = self._int("v_head_dim", None)
+        v_head_dim = self._plain_v_head_dim()
         # MiMo-V2-Flash: sliding layers have their own head counts and sizes (swa_*:
         # 8 KV heads x K 192 / V 128, against 4 KV heads on its full layers).
         if kind == "sliding" and any(cfg.has(f"swa_{n}") for n in (

@@ -432,13 +432,15 @@ def test_plan_gives_weights_for_every_config_size_accepts(config):
     assert weights is not None and weights > 0, planned.output[-400:]
 
 
-# --- GLM-4.7-Flash, Kimi-Linear, Qwen3-Next, MiMo: copies printed by a model-report script --
-# (SOURCES.md): the first three beside the checkpoint's safetensors parameter total
+# --- GLM-4.7-Flash, Kimi-Linear, Qwen3-Next, MiMo, GLM-4.5V, DeepSeek-OCR (SOURCES.md): all
+# but MiMo printed by a model-report script beside the checkpoint's safetensors total
 
 GLM_4_7_FLASH = FAMILIES / "zai-org--GLM-4.7-Flash.json"
 KIMI_LINEAR = FAMILIES / "moonshotai--Kimi-Linear-48B-A3B-Instruct.json"
 QWEN3_NEXT = FAMILIES / "Qwen--Qwen3-Next-80B-A3B-Instruct.json"
 MIMO_7B = FAMILIES / "XiaomiMiMo--MiMo-7B-Base.json"
+GLM_4_5V = FAMILIES / "zai-org--GLM-4.5V.json"
+DEEPSEEK_OCR = FAMILIES / "deepseek-ai--DeepSeek-OCR.json"
 
 
 def test_glm_4_7_flash_is_mla_by_hand():
@@ -547,18 +549,16 @@ def test_mimo_7b_bytes_by_hand():
 
 
 @pytest.mark.parametrize("fixture", [GLM_4_7_FLASH, KIMI_LINEAR, QWEN3_NEXT, MIMO_7B,
-                                     FAMILIES / "zai-org--GLM-4.5V.json"])
+                                     GLM_4_5V, DEEPSEEK_OCR])
 def test_new_family_configs_size_and_plan(fixture):
     runner = CliRunner()
     sized = runner.invoke(app, ["size", str(fixture), "-t", "8192", "-f", "json"])
     assert sized.exit_code == 0, sized.output
-    planned = runner.invoke(app, ["plan", str(fixture), "--gpu", "h200", "--tp", "4",
+    planned = runner.invoke(app, ["plan", str(fixture), "--gpu", "h200", "--tp", "2",
                                   "--max-model-len", "8192", "-f", "json"])
     assert planned.exit_code == 0, planned.output
     assert all(w > 0 for w in json.loads(planned.output)["budget"]["weights_bytes"])
 
-
-GLM_4_5V = FAMILIES / "zai-org--GLM-4.5V.json"
 
 
 def test_glm_4_5v_text_config_bytes_and_parameters_by_hand():
@@ -586,3 +586,39 @@ def test_glm_4_5v_text_config_bytes_and_parameters_by_hand():
     # the glm4v vision tower is not among the towers kvplan.core.weights lists (it says
     # so in plan's notes); the text model is counted exactly
     assert _params(GLM_4_5V) == text
+
+
+
+def test_deepseek_ocr_language_config_is_plain_attention():
+    # vLLM deepseek_ocr.py (as deepseek_vl2.py): language_config has topk_method greedy and
+    # use_mla false, so the language model is DeepseekForCausalLM (deepseek.py), whose
+    # attention keeps num_key_value_heads (10) K and V heads of hidden_size /
+    # num_attention_heads = 1280 / 10 = 128 on each of the 12 layers. The MLA keys it also
+    # carries (kv_lora_rank null, v_head_dim 0) are not read
+    spec = load_config_file(DEEPSEEK_OCR)
+    assert spec.layers == (FullAttention(10, 128),) * 12
+    assert per_token_bytes(spec.layers, BF16) == 12 * _row(10, 128) == 61_440
+    assert request_bytes(spec.layers, 8192, BF16) == 8192 * 61_440
+
+
+def test_deepseek_ocr_parameters_against_the_safetensors_total():
+    # the report's listing totals 3,336,106,240 parameters. By hand from it, the language
+    # model: a 129,280 x 1,280 embedding and lm_head; per layer q / k / v / o 1,280 x 1,280
+    # and two norms; layer 0 a 6,848-wide MLP, the others 64 experts of 896, a router (no
+    # correction bias: topk_method greedy) and 2 shared experts as one 1,792-wide MLP
+    h, vocab = 1280, 129_280
+    moe = 64 * 3 * h * 896 + 64 * h + 3 * h * 1792
+    text = 2 * vocab * h + 12 * (4 * h * h + 2 * h) + 3 * h * 6848 + 11 * moe + h
+    # ... and the towers kvplan.core.weights does not list: a 12-block SAM ViT-B (768 wide,
+    # relative positions 27 or 127 long, neck and two downsampling convolutions), a 24-layer
+    # CLIP-L/14 and the linear projector with its two learned 1,280 separators
+    s, c = 768, 1024
+    sam = (12 * (4 * s * s + 2 * s * 3072 + 2 * s + 2304 + 3072 + 4 * s)
+           + 8 * 2 * 27 * 64 + 4 * 2 * 127 * 64
+           + 256 * s + 2 * 2 * 256 + 256 * 256 * 9 + 512 * 256 * 9 + 1024 * 512 * 9
+           + s * 3 * 16 * 16 + s + 64 * 64 * s)
+    clip = (c + c * 3 * 14 * 14 + 257 * c + 2 * c
+            + 24 * (4 * c + 2 * 4096 * c + 4096 + c + 4 * c * c + 3 * c + c))
+    projector = 2048 * h + h + 2 * h
+    assert text + sam + clip + projector == 3_336_106_240
+    assert _params(DEEPSEEK_OCR) == text
