@@ -441,6 +441,7 @@ QWEN3_NEXT = FAMILIES / "Qwen--Qwen3-Next-80B-A3B-Instruct.json"
 MIMO_7B = FAMILIES / "XiaomiMiMo--MiMo-7B-Base.json"
 GLM_4_5V = FAMILIES / "zai-org--GLM-4.5V.json"
 DEEPSEEK_OCR = FAMILIES / "deepseek-ai--DeepSeek-OCR.json"
+WHISPER_SMALL = FAMILIES / "openai--whisper-small.json"
 
 
 def test_glm_4_7_flash_is_mla_by_hand():
@@ -549,13 +550,13 @@ def test_mimo_7b_bytes_by_hand():
 
 
 @pytest.mark.parametrize("fixture", [GLM_4_7_FLASH, KIMI_LINEAR, QWEN3_NEXT, MIMO_7B,
-                                     GLM_4_5V, DEEPSEEK_OCR])
+                                     GLM_4_5V, DEEPSEEK_OCR, WHISPER_SMALL])
 def test_new_family_configs_size_and_plan(fixture):
     runner = CliRunner()
-    sized = runner.invoke(app, ["size", str(fixture), "-t", "8192", "-f", "json"])
+    sized = runner.invoke(app, ["size", str(fixture), "-t", "448", "-f", "json"])
     assert sized.exit_code == 0, sized.output
     planned = runner.invoke(app, ["plan", str(fixture), "--gpu", "h200", "--tp", "2",
-                                  "--max-model-len", "8192", "-f", "json"])
+                                  "--max-model-len", "448", "-f", "json"])
     assert planned.exit_code == 0, planned.output
     assert all(w > 0 for w in json.loads(planned.output)["budget"]["weights_bytes"])
 
@@ -622,3 +623,36 @@ def test_deepseek_ocr_parameters_against_the_safetensors_total():
     projector = 2048 * h + h + 2 * h
     assert text + sam + clip + projector == 3_336_106_240
     assert _params(DEEPSEEK_OCR) == text
+
+
+def test_whisper_small_self_and_cross_attention_by_hand():
+    # vLLM whisper.py: each of the 12 decoder layers has a self-attention cache (12 heads of
+    # d_model / decoder_attention_heads = 768 / 12 = 64, over at most max_target_positions
+    # 448 tokens) and a cross-attention cache over the encoder's max_source_positions (1,500)
+    # frames, written once per request. The float32 checkpoint is served in bf16 (vLLM
+    # config/model.py _resolve_auto_dtype), so 2-byte rows
+    spec = load_config_file(WHISPER_SMALL)
+    assert spec.kind_counts() == {"full": 12, "cross": 12}
+    assert spec.max_context_tokens == 448 and spec.dtype == "fp32"
+    row = _row(12, 64)
+    assert per_token_bytes(spec.layers, BF16) == 12 * row == 36_864
+    assert request_bytes(spec.layers, 448, BF16) == 12 * (448 + 1500) * row
+
+
+def test_whisper_small_parameters_by_hand():
+    # transformers modeling_whisper.py: the encoder's two convolutions (80 mel bins -> 768,
+    # 768 -> 768, kernel 3, biased), 1,500 positions, 12 blocks (q, v, out biased, k not;
+    # fc1 / fc2 3,072 wide; two LayerNorms) and a final LayerNorm; the decoder's 51,865-token
+    # embedding (proj_out tied to it), 448 positions, 12 blocks with a cross-attention each,
+    # a final LayerNorm. Exact against the tensor inventory; the Whisper paper's rounded
+    # "244M" for small is within 1% (its figure, not a count of this checkpoint)
+    d = 768
+    ln, attention = 2 * d, 3 * (d * d + d) + d * d
+    mlp = (d * 3072 + 3072) + (3072 * d + d)
+    encoder = (d * 80 * 3 + d) + (d * d * 3 + d) + 1500 * d + 12 * (2 * ln + attention + mlp) + ln
+    decoder = 51_865 * d + 448 * d + 12 * (2 * (ln + attention) + ln + mlp) + ln
+    assert encoder + decoder == 241_734_912
+    from kvplan.core.weights import inventory
+    total = sum(t.num_params for t in inventory(load_config_file(WHISPER_SMALL)).tensors)
+    assert total == encoder + decoder
+    assert abs(total - 244_000_000) <= 0.01 * 244_000_000
