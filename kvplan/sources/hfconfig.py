@@ -644,7 +644,13 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         out["attention_bias"] = bias
     elif mt in _QKV_BIAS:  # Qwen2Attention: q/k/v carry biases, o does not; no config field
         out["attention_bias"] = True
-    out["num_nextn_predict_layers"] = _opt_int(cfg, "num_nextn_predict_layers")
+    mtp = _opt_int(cfg, "num_nextn_predict_layers")
+    if mtp is None and mt == "qwen3_next":
+        # vLLM qwen3_next_mtp.py Qwen3NextMultiTokenPredictor: getattr(config,
+        # "num_nextn_predict_layers", 1). Qwen3-Next's config.json has no such key, while its
+        # checkpoint stores that one MTP layer (mtp.*)
+        mtp = 1
+    out["num_nextn_predict_layers"] = mtp
     out["rope"] = _rope(cfg, mt)
     if mt == "deepseek_v4":
         # DeepSeek-V4: low-rank queries, a grouped low-rank output, hyper-connections, hash

@@ -527,16 +527,18 @@ def test_qwen3_next_state_and_parameters_by_hand():
     assert request_bytes(spec.layers, 262_144, BF16) == 262_144 * 12 * _row(2, 256) \
         + 36 * state
     # the report's listing totals 81,324,862,720 parameters, an MTP block (mtp.*) included
-    # that this config.json does not announce (no num_nextn_predict_layers; vLLM loads it
-    # only as qwen3_next_mtp.py's draft). By hand, that block: fc 2 x 2,048 -> 2,048, one
-    # attention layer (q 16 x 256 x 2 for the gate, k / v 2 x 256, o, q / k norms of 256),
-    # 512 experts of 512, a router, a shared expert and its 1-wide gate, two layer norms and
-    # three more. The rest is the model kvplan counts, exactly
+    # that this config.json does not announce: no num_nextn_predict_layers, which vLLM
+    # qwen3_next_mtp.py (Qwen3NextMultiTokenPredictor) then takes as 1. By hand, that block:
+    # fc 2 x 2,048 -> 2,048, one attention layer (q 16 x 256 x 2 for the gate, k / v 2 x 256,
+    # o, q / k norms of 256), 512 experts of 512, a router, a shared expert and its 1-wide
+    # gate, two layer norms and three more; the model itself is the rest. Exact
+    assert spec.num_nextn_predict_layers == 1
     h = 2048
     attn = 8192 * h + 2 * 512 * h + h * 4096 + 2 * 256
     moe = 512 * 3 * 512 * h + 512 * h + 3 * 512 * h + h
     mtp = 2 * h * h + attn + moe + 2 * h + 3 * h
     assert _params(QWEN3_NEXT) == 81_324_862_720 - mtp
+    assert _params(QWEN3_NEXT, ("embed", "layer", "final", "head", "mtp")) == 81_324_862_720
 
 
 def test_mimo_7b_bytes_by_hand():
