@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from kvplan.core.dtypes import cdiv
+from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
 
 # Bytes per element of the safetensors dtypes used below (sub-byte formats are stored packed
@@ -24,7 +25,7 @@ ELEMENT_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E8M0": 1, "U8"
 MODEL_DTYPE_NAMES = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}
 
 LAYOUTS = ("none", "fp8", "fp8-ct", "int8-ct", "int-packed", "nvfp4-ct", "mxfp4-ct", "awq", "gptq",
-           "mxfp4", "nvfp4", "fp8-modelopt", "bnb-4bit", "bnb-8bit", "fp4-e8m0")
+           "mxfp4", "nvfp4", "fp8-modelopt", "mxfp8", "bnb-4bit", "bnb-8bit", "fp4-e8m0")
 
 
 @record
@@ -36,6 +37,12 @@ class Quantization:
     modules_to_not_convert / ignore / exclude_modules; `re:` prefixes a regular expression,
     `*` a glob). `only`: when set, the kinds of linear layers quantized at all ("experts":
     MXFP4 gpt-oss quantizes only the MoE experts).
+
+    `per_module`: a per-layer map (ModelOpt MIXED_PRECISION `quantized_layers`): pairs of
+    (module name as `canonical_module` writes it, that module's format); a module the map
+    does not name is stored in the model dtype (`module_format`). `kv_cache_dtype`: "fp8"
+    where the checkpoint asks for an fp8 KV cache (ModelOpt `kv_cache_quant_algo` /
+    `kv_cache_scheme`), which vLLM's `--kv-cache-dtype auto` follows.
     """
 
     method: str  # the config's quant_method (or "none")
@@ -55,13 +62,73 @@ class Quantization:
     # the mapping it was read from (JSON text, keys sorted), so that a spec written back to
     # YAML carries the config's own quantization_config
     config_json: str | None = None
+    per_module: tuple[tuple[str, Quantization], ...] | None = None
+    kv_cache_dtype: str | None = None
 
     @property
     def quantized(self) -> bool:
-        return self.layout != "none"
+        return self.layout != "none" or self.per_module is not None
 
 
 NONE = Quantization("none", description="unquantized: every weight in the model dtype")
+
+# Leading module-path components that differ between a checkpoint's names and kvplan's
+# (`model.layers.N`, `model.language_model.layers.N`, `language_model.model.layers.N`,
+# Nemotron-H's `backbone.layers.N`): vLLM's ModelOptMixedPrecisionConfig
+# `_quantized_layer_prefix_candidates` swaps the first two; kvplan drops them all.
+_ROOTS = frozenset({"model", "language_model", "backbone", "text_model"})
+# Fused linear layers kvplan sizes as one tensor -> the checkpoint modules they are made of
+# (the models' `packed_modules_mapping` in vLLM: qwen3_5.py in_proj_qkvz / in_proj_ba,
+# llama.py qkv_proj / gate_up_proj)
+PACKED_MODULES = {"qkv_proj": ("q_proj", "k_proj", "v_proj"),
+                  "gate_up_proj": ("gate_proj", "up_proj"),
+                  "in_proj_qkvz": ("in_proj_qkv", "in_proj_z"),
+                  "in_proj_ba": ("in_proj_b", "in_proj_a")}
+
+
+def canonical_module(name: str) -> str:
+    """A module name with the root components dropped (`_ROOTS`), one expert's index dropped
+    (`experts.7.up_proj` -> `experts.up_proj`: kvplan sizes the experts of a layer as one
+    tensor counted E times) and `shared_expert` spelled `shared_experts`."""
+    parts = name.split(".")
+    while len(parts) > 1 and parts[0] in _ROOTS:
+        parts = parts[1:]
+    out: list[str] = []
+    for k, part in enumerate(parts):
+        if part.isdigit() and k and parts[k - 1] == "experts":
+            continue
+        out.append("shared_experts" if part == "shared_expert" else part)
+    return ".".join(out)
+
+
+def module_format(q: Quantization, name: str) -> Quantization | None:
+    """The format `q.per_module` gives the module `name` (kvplan's name for it), or None
+    when the map leaves it unquantized. Looked up as vLLM's
+    ModelOptMixedPrecisionConfig._resolve_quant_algo does: the name itself or a parent
+    module (`...mlp.experts` covers each expert projection); a fused layer by its parts
+    (PACKED_MODULES), which must agree; then any child of the name."""
+    table = dict(q.per_module or ())
+    key = canonical_module(name)
+    parts = key.split(".")
+    for n in range(len(parts), 0, -1):
+        found = table.get(".".join(parts[:n]))
+        if found is not None:
+            return found
+    base, _, leaf = key.rpartition(".")
+    if leaf in PACKED_MODULES:
+        shards = [table.get(f"{base}.{s}" if base else s) for s in PACKED_MODULES[leaf]]
+        named = {s for s in shards if s is not None}
+        if len(named) == 1:
+            return named.pop()
+        if len(named) > 1:
+            raise BadInputError(f"quantized_layers gives the parts of {name} different "
+                                "formats; vLLM refuses such a fused layer (ModelOpt "
+                                "MIXED_PRECISION)", "give the parts of one fused layer "
+                                "one quant_algo")
+    for k, v in table.items():
+        if k.startswith(key + "."):
+            return v
+    return None
 
 
 @record
@@ -161,9 +228,20 @@ def linear_tensors(q: Quantization, out_features: int, in_features: int, model_d
                 StoredTensor("weight_scale_2", (), "F32"),
                 StoredTensor("input_scale", (), "F32"))
     if layout == "fp8-modelopt":
+        if q.block is not None:  # FP8_PB_WO: weight_scale [out_blk, 1, in_blk, 1]
+            bo, bi = q.block
+            return (StoredTensor("weight", (o, i), "F8_E4M3"),
+                    StoredTensor("weight_scale", (cdiv(o, bo), 1, cdiv(i, bi), 1), "F32"))
+        if not q.per_tensor:  # FP8_PER_CHANNEL_PER_TOKEN: one scale per output row
+            return (StoredTensor("weight", (o, i), "F8_E4M3"),
+                    StoredTensor("weight_scale", (o,), "F32"))
         return (StoredTensor("weight", (o, i), "F8_E4M3"),
                 StoredTensor("weight_scale", (), "F32"),
                 StoredTensor("input_scale", (), "F32"))
+    if layout == "mxfp8":  # e4m3 values, one e8m0 exponent (uint8) per 32 along the input
+        g = q.group_size or 32
+        return (StoredTensor("weight", (o, i), "F8_E4M3"),
+                StoredTensor("weight_scale", (o, cdiv(i, g)), "U8"))
     if layout == "bnb-4bit":
         n = o * i
         blocks = cdiv(n, q.group_size or 64)

@@ -34,6 +34,7 @@ from kvplan.core.quant import (
     NONE,
     Quantization,
     linear_tensors,
+    module_format,
 )
 from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
@@ -205,6 +206,9 @@ class _Builder:
         q = self.q
         quantize = quantizable and q.quantized and not matches(name, q.skip) and (
             q.only is None or kind in q.only)
+        if q.per_module is not None:  # a per-layer map (ModelOpt MIXED_PRECISION)
+            q = (module_format(q, name) if quantize else None) or NONE
+            quantize = q.quantized
         for k, t in enumerate(linear_tensors(q, o, i, self.spec.dtype, quantized=quantize)):
             self.out.append(WeightTensor(f"{name}.{t.suffix}", t.shape, t.dtype, layer, place,
                                          count, o * i * count if k == 0 else 0))
@@ -255,7 +259,12 @@ class _Builder:
             self.plain("model.output_attn_res_norm.weight", (hidden,), None, "final")
             self.plain("model.output_attn_res_proj.weight", (1, hidden), None, "final")
         if not s.tie_word_embeddings:
-            self.plain("lm_head.weight", (rows_per_rank, hidden), None, "head")
+            if self.q.per_module is not None and module_format(self.q, "lm_head"):
+                # a per-layer map that quantizes the head (vLLM's ModelOptMixedPrecisionConfig
+                # gives ParallelLMHead the layer's method): rows already per rank
+                self.linear("lm_head", rows_per_rank, hidden, None, "head", "replicated")
+            else:
+                self.plain("lm_head.weight", (rows_per_rank, hidden), None, "head")
         if s.vision is not None:
             self.vision_tower()
 

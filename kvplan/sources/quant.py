@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from kvplan.core.errors import BadInputError
-from kvplan.core.quant import NONE, Quantization
+from kvplan.core.quant import NONE, Quantization, canonical_module
 from kvplan.sources.fields import Fields
 
 _TEXT_KEYS = ("text_config", "llm_config", "language_config")
@@ -97,7 +97,7 @@ def _read(qc: Any, source: str, where: str) -> Quantization:
             "mxfp4", "mxfp4", 4, group_size=32, skip=skip, only=("expert",),
             description="MXFP4 MoE experts (e2m1 values, one e8m0 scale per 32); attention, "
                         "router, embeddings and LM head in the model dtype")
-    if m == "modelopt":
+    if m.startswith("modelopt"):  # modelopt, modelopt_fp4, modelopt_mixed (vLLM's names)
         return _modelopt(f)
     if m == "bitsandbytes":
         return _bnb(f)
@@ -203,21 +203,119 @@ def _awq_gptq(f: Fields, method: str) -> Quantization:
                                     "point per group, g_idx per input")
 
 
-def _modelopt(f: Fields) -> Quantization:
-    algo = (f.raw.get("quant_algo") or "").upper()
-    skip = _names(f, "exclude_modules", "ignore")
+# vLLM's vllm/model_executor/layers/quantization/modelopt.py QUANT_ALGOS: the quant_algo values
+# it loads; anything else (W4A8_AWQ, INT4_AWQ, W8A8_SQ_PER_CHANNEL, ...) it refuses
+MODELOPT_ALGOS = ("FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO", "NVFP4", "W4A16_NVFP4",
+                  "MXFP8", "MIXED_PRECISION")
+# what ModelOptMixedPrecisionConfig.get_quant_method builds a layer for; a per-layer algo
+# outside these is loaded unquantized there
+_MIXED_ALGOS = ("FP8", "NVFP4", "W4A16_NVFP4")
+
+
+def _modelopt_algo(algo: str, group: int | None) -> Quantization | None:
+    """One ModelOpt quant_algo -> its checkpoint format (None: not one kvplan knows). The
+    tensors each creates: modelopt.py create_weights of ModelOptFp8LinearMethod (FP8),
+    ModelOptFp8PcPtLinearMethod (per channel), ModelOptFp8PbWoLinearMethod (128x128
+    blocks), ModelOptNvFp4LinearMethod / ModelOptNvFp4W4A16LinearMethod, MXFP8."""
     if algo in ("NVFP4", "W4A16_NVFP4"):
-        group = f.int("group_size", 16)
-        return Quantization("modelopt", "nvfp4", 4, group_size=group, skip=skip,
-                            description=f"NVFP4 (ModelOpt): e2m1 values, one fp8 scale per "
-                                        f"{group}, fp32 global scales")
+        g = group or 16
+        return Quantization("modelopt", "nvfp4", 4, group_size=g,
+                            description=f"NVFP4 (ModelOpt {algo}): e2m1 values, one fp8 scale "
+                                        f"per {g}, fp32 global scales")
     if algo == "FP8":
-        return Quantization("modelopt", "fp8-modelopt", 8, per_tensor=True, skip=skip,
+        return Quantization("modelopt", "fp8-modelopt", 8, per_tensor=True,
                             description="FP8 (ModelOpt), one fp32 scale per tensor")
-    return Quantization("modelopt", "none", skip=skip,
-                        description=f"ModelOpt {algo or 'unknown'}: counted as unquantized",
-                        warnings=(f"{f.source}: ModelOpt quant_algo {algo!r} is not known; "
-                                  "weights counted in the model dtype",))
+    if algo == "FP8_PER_CHANNEL_PER_TOKEN":
+        return Quantization("modelopt", "fp8-modelopt", 8,
+                            description="FP8 (ModelOpt), one fp32 scale per output row")
+    if algo == "FP8_PB_WO":
+        return Quantization("modelopt", "fp8-modelopt", 8, block=(128, 128),
+                            description="FP8 (ModelOpt), one fp32 scale per 128x128 block")
+    if algo == "MXFP8":
+        return Quantization("modelopt", "mxfp8", 8, group_size=32,
+                            description="MXFP8 (ModelOpt): e4m3 values, one e8m0 scale per 32")
+    return None
+
+
+def _modelopt_kv(f: Fields) -> tuple[str | None, tuple[str, ...]]:
+    """The KV cache dtype the checkpoint asks for, as vLLM's vllm/utils/torch_utils.py
+    get_kv_cache_quant_algo_string reads it for a modelopt config: `kv_cache_scheme`
+    {dynamic: false, num_bits: 8, type: float} or `kv_cache_quant_algo` "FP8" -> "fp8"
+    (MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP maps only fp8); another value -> vLLM keeps "auto"
+    and warns, and so does kvplan."""
+    kv = f.raw.get("kv_cache_scheme") or f.raw.get("kv_cache_quant_algo")
+    if kv is None:
+        return None, ()
+    if isinstance(kv, dict):
+        if kv.get("dynamic") is False and kv.get("num_bits") == 8 and kv.get("type") == "float":
+            return "fp8", ()
+    elif isinstance(kv, str) and kv.lower() == "fp8":
+        return "fp8", ()
+    return None, (f"{f.source}: {f.where('kv_cache_quant_algo')} {kv!r} is not a KV cache "
+                  "format vLLM takes from a checkpoint (only FP8); --kv-cache-dtype auto "
+                  "stays the model dtype",)
+
+
+def _modelopt(f: Fields) -> Quantization:
+    algo = str(f.raw.get("quant_algo") or "").upper()
+    skip = _names(f, "exclude_modules", "ignore")
+    kv, kv_warnings = _modelopt_kv(f)
+    group = f.int("group_size", None)
+    if algo == "MIXED_PRECISION":
+        q = _modelopt_mixed(f, group)
+    else:
+        q = _modelopt_algo(algo, group) or Quantization(
+            "modelopt", "none", description=f"ModelOpt {algo or 'unknown'}: counted as "
+            "unquantized", warnings=(f"{f.source}: ModelOpt quant_algo {algo!r} is not one "
+                                     "vLLM loads (modelopt.py QUANT_ALGOS: "
+                                     + ", ".join(MODELOPT_ALGOS) + "); weights counted in "
+                                     "the model dtype",))
+    return replace(q, skip=skip, kv_cache_dtype=kv, warnings=q.warnings + kv_warnings)
+
+
+def _modelopt_mixed(f: Fields, group: int | None) -> Quantization:
+    """ModelOpt MIXED_PRECISION: `quantized_layers` maps each quantized module to its own
+    {quant_algo, group_size}; a module it does not name stays in the model dtype (vLLM
+    ModelOptMixedPrecisionConfig: _from_config, _resolve_quant_algo, get_quant_method).
+    One NVFP4 group size serves every NVFP4 layer: the top-level group_size, else the first
+    NVFP4 entry's, else 16, as vLLM resolves it."""
+    layers = f.raw.get("quantized_layers")
+    if not isinstance(layers, dict) or not layers:
+        raise f.error("quantized_layers", "must map each quantized module to its quant_algo "
+                      f"(MIXED_PRECISION needs it, as vLLM does), got {layers!r}")
+    algos: dict[str, str] = {}
+    for name, info in layers.items():
+        algo = info.get("quant_algo") if isinstance(info, dict) else None
+        if not isinstance(algo, str):
+            raise f.error(f"quantized_layers.{name}", "must be a mapping with a quant_algo "
+                          f"string, got {info!r}")
+        algos[name] = algo.upper()
+        if group is None and algos[name] in ("NVFP4", "W4A16_NVFP4"):
+            g = info.get("group_size", 16)
+            if isinstance(g, bool) or not isinstance(g, int) or g <= 0:
+                raise f.error(f"quantized_layers.{name}.group_size",
+                              f"must be a positive whole number, got {g!r}")
+            group = g
+    formats = {a: _modelopt_algo(a, group) for a in sorted(set(algos.values()))}
+    warnings = []
+    unknown = sorted(a for a, q in formats.items() if q is None)
+    if unknown:
+        warnings.append(f"{f.source}: {f.where('quantized_layers')} names quant_algo "
+                        f"{', '.join(unknown)}, which kvplan does not know; those modules "
+                        "are counted in the model dtype")
+    unloaded = sorted(a for a, q in formats.items() if q is not None and a not in _MIXED_ALGOS)
+    if unloaded:
+        warnings.append(f"{f.source}: {f.where('quantized_layers')} names quant_algo "
+                        f"{', '.join(unloaded)}; vLLM's MIXED_PRECISION builds only "
+                        f"{', '.join(_MIXED_ALGOS)} layers and loads the rest unquantized; "
+                        "kvplan sizes them as the checkpoint stores them")
+    table = tuple((canonical_module(n), q) for n, a in algos.items()
+                  if (q := formats[a]) is not None)
+    counts = ", ".join(f"{sum(1 for a in algos.values() if a == k)} {k}" for k in formats)
+    return Quantization("modelopt", "none", group_size=group, per_module=table,
+                        warnings=tuple(warnings),
+                        description=f"ModelOpt MIXED_PRECISION, per layer ({counts}); the "
+                                    "modules it does not name in the model dtype")
 
 
 def _bnb(f: Fields) -> Quantization:

@@ -73,10 +73,15 @@ def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
     """`--kv-cache-dtype` -> the stored format (vllm/utils STR_DTYPE_TO_TORCH_DTYPE).
 
     `auto` is the model dtype, but `dtype=auto` itself serves float32 checkpoints in bf16
-    (config/model.py::_resolve_auto_dtype). DeepSeek-V3.2 forces any fp8 (and auto) to
+    (config/model.py::_resolve_auto_dtype), and a ModelOpt checkpoint that asks for an FP8
+    KV cache (`kv_cache_quant_algo` / `kv_cache_scheme`, read into
+    spec.quantization.kv_cache_dtype) gets fp8_e4m3 (utils/torch_utils.py
+    resolve_kv_cache_dtype_string). DeepSeek-V3.2 forces any fp8 (and auto) to
     `fp8_ds_mla` (models/config.py::DeepseekV32ForCausalLM).
     """
     name = kv_cache_dtype.strip().lower()
+    if name == "auto" and spec.quantization.kv_cache_dtype == "fp8":
+        name = "fp8_e4m3"
     if is_sparse_mla(spec) and (name == "auto" or name.startswith("fp8")):
         return FP8_DS_MLA
     if has_compressed_attention(spec):
