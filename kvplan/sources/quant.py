@@ -207,9 +207,9 @@ def _awq_gptq(f: Fields, method: str) -> Quantization:
 # it loads; anything else (W4A8_AWQ, INT4_AWQ, W8A8_SQ_PER_CHANNEL, ...) it refuses
 MODELOPT_ALGOS = ("FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO", "NVFP4", "W4A16_NVFP4",
                   "MXFP8", "MIXED_PRECISION")
-# what ModelOptMixedPrecisionConfig.get_quant_method builds a layer for; a per-layer algo
-# outside these is loaded unquantized there
-_MIXED_ALGOS = ("FP8", "NVFP4", "W4A16_NVFP4")
+# what ModelOptMixedPrecisionConfig.get_quant_method builds a layer for (MXFP8 since its
+# mxfp8_config); a per-layer algo outside these is loaded unquantized there
+_MIXED_ALGOS = ("FP8", "NVFP4", "W4A16_NVFP4", "MXFP8")
 
 
 def _modelopt_algo(algo: str, group: int | None) -> Quantization | None:

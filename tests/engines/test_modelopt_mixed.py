@@ -1,0 +1,176 @@
+"""ModelOpt MIXED_PRECISION checkpoints (nvidia's NVFP4 releases of Qwen3.5/3.6 and others):
+`quantized_layers` gives each module its own algorithm; every expected byte count below is
+worked out by hand from the tensors vLLM's vllm/model_executor/layers/quantization/
+modelopt.py create_weights makes for that algorithm:
+
+    NVFP4 / W4A16_NVFP4  weight U8 [o, i/2] + weight_scale F8 [o, i/16] + weight_scale_2 F32
+                         + input_scale F32 (4 + 4 bytes)
+    FP8                  weight F8 [o, i] + weight_scale F32 + input_scale F32
+    not named            weight BF16 [o, i]
+
+The map's shape follows nvidia/Qwen3.6-35B-A3B-NVFP4's (routed experts keyed by their parent
+`...mlp.experts`, shared-expert projections one by one, attention and GDN projections FP8,
+`model.language_model.` names, lm_head NVFP4); the model is Qwen3.5-35B-A3B's real config
+(tests/fixtures/hf-configs/families/Qwen--Qwen3.5-35B-A3B.json), the same shapes.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from paths import FIXTURES
+
+from kvplan.core.errors import BadInputError, SpecError
+from kvplan.core.quant import linear_tensors
+from kvplan.core.weights import inventory, weight_plan
+from kvplan.engines.vllm.formats import kv_format
+from kvplan.sources.hfconfig import spec_from_config
+from kvplan.sources.quant import quantization_from_config, read_quantization
+
+CONFIG = FIXTURES / "hf-configs" / "families" / "Qwen--Qwen3.5-35B-A3B.json"
+P = "model.language_model."
+NVFP4 = {"quant_algo": "W4A16_NVFP4", "group_size": 16}
+FP8 = {"quant_algo": "FP8"}
+
+
+def nvfp4(o: int, i: int) -> int:
+    return o * i // 2 + o * i // 16 + 4 + 4
+
+
+def fp8(o: int, i: int) -> int:
+    return o * i + 4 + 4
+
+
+def bf16(o: int, i: int) -> int:
+    return 2 * o * i
+
+
+def _layers() -> dict:
+    layers: dict = {}
+    for n in range(40):
+        layers[f"{P}layers.{n}.mlp.experts"] = NVFP4
+        for proj in ("gate_proj", "up_proj", "down_proj"):
+            layers[f"{P}layers.{n}.mlp.shared_expert.{proj}"] = NVFP4
+        if n % 4 == 3:  # full_attention_interval 4
+            for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+                layers[f"{P}layers.{n}.self_attn.{proj}"] = FP8
+        else:  # in_proj_b / in_proj_a left out: their fused in_proj_ba stays bf16
+            for proj in ("in_proj_qkv", "in_proj_z", "out_proj"):
+                layers[f"{P}layers.{n}.linear_attn.{proj}"] = FP8
+    layers["lm_head"] = NVFP4
+    return layers
+
+
+def _config(**quant) -> dict:
+    raw = json.loads(CONFIG.read_text())
+    raw["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION",
+                                  "ignore": ["mtp*"], "quantized_layers": _layers(), **quant}
+    return raw
+
+
+def test_each_module_is_sized_in_its_own_algorithm():
+    raw = _config()
+    spec = spec_from_config(raw, "nvfp4.json", "qwen3.5-nvfp4")
+    bare = copy.deepcopy(raw)
+    del bare["quantization_config"]
+    plain = spec_from_config(bare, "bf16.json", "qwen3.5")
+    # config.json: hidden 2048, 256 experts of width 512, shared expert 512, 16 heads of 256
+    # with the output gate (q_proj 2 x 16 x 256), 2 KV heads, GDN key 16 x 128 and value
+    # 32 x 128 heads (in_proj_qkvz: 2 x 2048 + 2 x 4096 rows), vocabulary 248320
+    h, e, w = 2048, 256, 512
+    saved = 0
+    for n in range(40):
+        saved += 3 * e * (bf16(w, h) - nvfp4(w, h))  # gate, up, down (down is h x w)
+        saved += 3 * (bf16(w, h) - nvfp4(w, h))
+        if n % 4 == 3:
+            for o, i in ((8192, h), (512, h), (512, h), (h, 4096)):
+                saved += bf16(o, i) - fp8(o, i)
+        else:
+            for o, i in ((12288, h), (h, 4096)):
+                saved += bf16(o, i) - fp8(o, i)
+    saved += bf16(248320, h) - nvfp4(248320, h)
+    assert inventory(spec, spec.quantization).total_bytes == inventory(plain).total_bytes - saved
+    names = {t.name: t for t in inventory(spec, spec.quantization).tensors}
+    assert names["model.layers.0.linear_attn.in_proj_ba.weight"].dtype == "BF16"
+    assert names["model.layers.0.mlp.shared_expert_gate.weight"].dtype == "BF16"
+    assert names["model.layers.0.mlp.gate.weight"].dtype == "BF16"
+    assert names["model.layers.3.self_attn.q_proj.weight"].dtype == "F8_E4M3"
+    assert names["lm_head.weight"].shape == (248320, 1024)
+    assert "MIXED_PRECISION" in weight_plan(spec).format
+
+
+def test_hf_quant_config_json_block_reads_the_same():
+    layers = _layers()
+    nested = {"producer": {"name": "modelopt", "version": "0.44.0"},
+              "quantization": {"quant_algo": "MIXED_PRECISION", "kv_cache_quant_algo": "FP8",
+                               "exclude_modules": ["mtp*"], "quantized_layers": layers}}
+    flat = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "ignore": ["mtp*"],
+            "kv_cache_scheme": {"dynamic": False, "num_bits": 8, "type": "float"},
+            "quantized_layers": layers}
+    a = quantization_from_config(nested, "hf_quant_config.json")
+    b = read_quantization(flat, "config.json")
+    assert a.per_module == b.per_module and a.skip == b.skip == ("mtp*",)
+    assert a.kv_cache_dtype == b.kv_cache_dtype == "fp8"
+
+
+def test_fp8_kv_request_makes_vllm_auto_fp8():
+    spec = spec_from_config(_config(kv_cache_quant_algo="FP8"), "c.json", "m")
+    assert kv_format(spec).name == "fp8_e4m3"  # resolve_kv_cache_dtype_string
+    assert kv_format(spec, "bfloat16").name == "bf16"  # a named dtype wins
+    plain = spec_from_config(_config(), "c.json", "m")
+    assert kv_format(plain).name == "bf16"
+
+
+def test_kv_algo_vllm_does_not_take_is_named():
+    spec = spec_from_config(_config(kv_cache_quant_algo="NVFP4"), "c.json", "m")
+    assert kv_format(spec).name == "bf16"
+    assert any("'NVFP4'" in w and "only FP8" in w for w in spec.quantization.warnings)
+
+
+def test_one_nvfp4_group_size_for_the_whole_config():
+    # vLLM's _from_config: the top-level group_size, else the first NVFP4 entry's
+    q = read_quantization({"quant_algo": "MIXED_PRECISION", "quantized_layers": {
+        "model.layers.0.mlp.gate_proj": {"quant_algo": "NVFP4", "group_size": 32},
+        "model.layers.0.mlp.up_proj": {"quant_algo": "NVFP4", "group_size": 16}}}, "c")
+    assert {f.group_size for _, f in q.per_module} == {32}
+
+
+def test_fused_layer_parts_must_agree():
+    raw = _config()
+    raw["quantization_config"]["quantized_layers"][f"{P}layers.0.linear_attn.in_proj_z"] = NVFP4
+    spec = spec_from_config(raw, "c.json", "m")
+    with pytest.raises(BadInputError, match="in_proj_qkvz"):
+        inventory(spec, spec.quantization)
+
+
+@pytest.mark.parametrize("bad", [{}, None, {"model.layers.0.mlp": "FP8"}])
+def test_a_bad_map_is_refused_by_field(bad):
+    with pytest.raises(SpecError, match="quantized_layers"):
+        read_quantization({"quant_algo": "MIXED_PRECISION", "quantized_layers": bad}, "c")
+
+
+def test_an_algo_outside_vllms_list_is_named():
+    q = read_quantization({"quant_algo": "MIXED_PRECISION", "quantized_layers": {
+        "model.layers.0.mlp.gate_proj": {"quant_algo": "W4A8_AWQ"},
+        "model.layers.0.mlp.up_proj": {"quant_algo": "FP8"}}}, "c")
+    assert any("W4A8_AWQ" in w for w in q.warnings)
+    assert [n for n, _ in q.per_module] == ["layers.0.mlp.up_proj"]
+    top = read_quantization({"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}, "c")
+    assert not top.quantized and "W4A8_AWQ" in top.warnings[0]
+
+
+def test_other_modelopt_algos_match_vllm_create_weights():
+    def shapes(algo):
+        q = read_quantization({"quant_method": "modelopt", "quant_algo": algo}, "c")
+        return {t.suffix: (t.shape, t.dtype) for t in linear_tensors(q, 384, 512, "bf16")}
+    # ModelOptFp8PcPtLinearMethod: weight_scale [out] fp32, no input_scale
+    assert shapes("FP8_PER_CHANNEL_PER_TOKEN") == {"weight": ((384, 512), "F8_E4M3"),
+                                                   "weight_scale": ((384,), "F32")}
+    # ModelOptFp8PbWoLinearMethod: [out/128, 1, in/128, 1] fp32
+    assert shapes("fp8_pb_wo") == {"weight": ((384, 512), "F8_E4M3"),
+                                   "weight_scale": ((3, 1, 4, 1), "F32")}
+    # MXFP8: one e8m0 exponent (a byte) per 32 values along the input
+    assert shapes("MXFP8") == {"weight": ((384, 512), "F8_E4M3"),
+                               "weight_scale": ((384, 16), "U8")}
