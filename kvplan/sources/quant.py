@@ -257,9 +257,18 @@ def _modelopt_kv(f: Fields) -> tuple[str | None, tuple[str, ...]]:
 
 
 def _modelopt(f: Fields) -> Quantization:
+    outer = f
+    if isinstance(f.raw.get("quantization"), dict):
+        # a config.json block that nests hf_quant_config.json's {"quantization": {...}}:
+        # vLLM's ModelOptQuantConfigBase.from_config reads the inner block
+        f = f.sub("quantization")
     algo = str(f.raw.get("quant_algo") or "").upper()
+    if not algo and isinstance(f.raw.get("quantized_layers"), dict):
+        algo = "MIXED_PRECISION"  # quant_method "modelopt_mixed" names the scheme itself
     skip = _names(f, "exclude_modules", "ignore")
     kv, kv_warnings = _modelopt_kv(f)
+    if kv is None and not kv_warnings and f is not outer:
+        kv, kv_warnings = _modelopt_kv(outer)
     group = f.int("group_size", None)
     if algo == "MIXED_PRECISION":
         q = _modelopt_mixed(f, group)

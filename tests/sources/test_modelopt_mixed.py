@@ -174,3 +174,18 @@ def test_other_modelopt_algos_match_vllm_create_weights():
     # MXFP8: one e8m0 exponent (a byte) per 32 values along the input
     assert shapes("MXFP8") == {"weight": ((384, 512), "F8_E4M3"),
                                "weight_scale": ((384, 16), "U8")}
+
+
+def test_the_spellings_real_configs_use():
+    # config.json nesting hf_quant_config.json's block, the KV algo beside it
+    nested = read_quantization({"quant_method": "modelopt", "kv_cache_quant_algo": "FP8",
+                                "quantization": {"quant_algo": "NVFP4", "group_size": 16,
+                                                 "exclude_modules": ["lm_head"]}}, "c")
+    assert (nested.layout, nested.group_size, nested.skip) == ("nvfp4", 16, ("lm_head",))
+    assert nested.kv_cache_dtype == "fp8" and not nested.warnings
+    # quant_method modelopt_mixed with the map and no quant_algo
+    mixed = read_quantization({"quant_method": "modelopt_mixed", "quantized_layers": {
+        "language_model.model.layers.1.self_attn.q_proj": {"quant_algo": "FP8_PB_WO"}}}, "c")
+    assert [(n, q.block) for n, q in mixed.per_module] == [("layers.1.self_attn.q_proj",
+                                                            (128, 128))]
+    assert any("FP8_PB_WO" in w for w in mixed.warnings)  # vLLM's mixed path does not build it
