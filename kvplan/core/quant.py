@@ -13,6 +13,7 @@ dtypes, with the engine file each comes from: docs/formulas.md §6.
 from __future__ import annotations
 
 import math
+import re
 
 from kvplan.core.dtypes import cdiv
 from kvplan.core.errors import BadInputError
@@ -38,11 +39,13 @@ class Quantization:
     `*` a glob). `only`: when set, the kinds of linear layers quantized at all ("experts":
     MXFP4 gpt-oss quantizes only the MoE experts).
 
-    `per_module`: a per-layer map (ModelOpt MIXED_PRECISION `quantized_layers`): pairs of
-    (module name as `canonical_module` writes it, that module's format); a module the map
-    does not name is stored in the model dtype (`module_format`). `kv_cache_dtype`: "fp8"
-    where the checkpoint asks for an fp8 KV cache (ModelOpt `kv_cache_quant_algo` /
-    `kv_cache_scheme`), which vLLM's `--kv-cache-dtype auto` follows.
+    `per_module`: a per-layer map (ModelOpt MIXED_PRECISION `quantized_layers`,
+    compressed-tensors config_groups `targets`): pairs of (module name as
+    `canonical_module` writes it, a `re:` pattern or `Linear`; that module's format); a
+    module the map does not name is stored in the model dtype (`module_format`).
+    `kv_cache_dtype`: "fp8" where the checkpoint asks for an fp8 KV cache (ModelOpt
+    `kv_cache_quant_algo` / `kv_cache_scheme`), which vLLM's `--kv-cache-dtype auto`
+    follows.
     """
 
     method: str  # the config's quant_method (or "none")
@@ -128,7 +131,28 @@ def module_format(q: Quantization, name: str) -> Quantization | None:
     for k, v in table.items():
         if k.startswith(key + "."):
             return v
-    return None
+    # compressed-tensors targets: `re:` patterns matched from the start of the name, then
+    # `Linear`; tried on the checkpoint's spellings of kvplan's name (`checkpoint_spellings`)
+    patterns = [(k, v) for k, v in table.items() if k.startswith("re:")]
+    if patterns:
+        spellings = checkpoint_spellings(name)
+        for k, v in patterns:
+            if any(re.match(k[3:], n) for n in spellings):
+                return v
+    return table.get("Linear")
+
+
+def checkpoint_spellings(name: str) -> tuple[str, ...]:
+    """The names a checkpoint may give the module kvplan calls `name`: as kvplan writes it,
+    under a multimodal model's `model.language_model.` / `language_model.model.` root, with
+    Qwen's singular `shared_expert`, and with an expert index (`experts.0.`) where kvplan
+    counts a layer's experts as one tensor."""
+    key = canonical_module(name)
+    out = [name, f"model.{key}", f"model.language_model.{key}", f"language_model.model.{key}"]
+    out += [n.replace(".shared_experts.", ".shared_expert.") for n in out
+            if ".shared_experts." in n]
+    out += [n.replace(".experts.", ".experts.0.") for n in out if ".experts." in n]
+    return tuple(dict.fromkeys(out))
 
 
 @record

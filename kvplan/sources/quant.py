@@ -135,14 +135,49 @@ def _compressed_tensors(f: Fields) -> Quantization:
     fmt = f.raw.get("format") or ""
     groups = f.sub("config_groups") if f.has("config_groups") else None
     skip = _names(f, "ignore")
-    warnings: list[str] = []
     if groups is None or not groups.raw:
         return Quantization("compressed-tensors", "none", skip=skip,
                             description="compressed-tensors without quantization groups")
-    if len(groups.raw) > 1:
-        warnings.append(f"{f.source}: {f.where('config_groups')} has {len(groups.raw)} "
-                        "groups; kvplan applies the first to every quantized linear layer")
-    name = next(iter(groups.raw))
+    if len(groups.raw) == 1:
+        return replace(_ct_group(f, groups, next(iter(groups.raw)), fmt), skip=skip)
+    return _ct_groups(f, groups, fmt, skip)
+
+
+def _ct_groups(f: Fields, groups: Fields, fmt: str, skip: tuple[str, ...]) -> Quantization:
+    """Several config_groups, each with its `targets`: module names, `re:` patterns (matched
+    from the start of a name, vLLM compressed_tensors/utils.py _is_equal_or_regex_match) or
+    the class name `Linear` (every linear layer no name or pattern claims), as vLLM's
+    find_matched_target picks a layer's group. A linear layer no group targets stays in the
+    model dtype."""
+    entries: list[tuple[str, Quantization]] = []
+    warnings: list[str] = []
+    for name in groups.raw:
+        q = _ct_group(f, groups, name, fmt)
+        warnings += q.warnings
+        targets = groups.sub(name).raw.get("targets")
+        if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+            raise groups.sub(name).error("targets", "must list the module names, re: "
+                                         f"patterns or class names the group quantizes, got "
+                                         f"{targets!r}")
+        for t in targets:
+            if t.startswith("re:") or t == "Linear":
+                entries.append((t, q))
+            elif "." in t or t == "lm_head":
+                entries.append((canonical_module(t), q))
+            else:
+                warnings.append(f"{f.source}: {groups.where(name)}.targets names the class "
+                                f"{t!r}, which kvplan does not match; the layers it covers "
+                                "are counted in the model dtype")
+    entries = [(k, q) for k, q in entries if q.quantized]
+    kinds = ", ".join(dict.fromkeys(q.description for _, q in entries))
+    return Quantization("compressed-tensors", "none", skip=skip, per_module=tuple(entries),
+                        warnings=tuple(warnings),
+                        description=f"compressed-tensors, {len(groups.raw)} groups by target "
+                                    f"({kinds})")
+
+
+def _ct_group(f: Fields, groups: Fields, name: str, fmt: str) -> Quantization:
+    """One config group's format (its `weights` and `format`)."""
     g = groups.sub(name)
     w = g.sub("weights")
     bits = w.int("num_bits")
@@ -154,8 +189,7 @@ def _compressed_tensors(f: Fields) -> Quantization:
     acts = g.raw.get("input_activations")
     static = isinstance(acts, dict) and acts.get("dynamic") is False
     block_t = (block[0], block[1]) if isinstance(block, list) and len(block) == 2 else None
-    base = Quantization("compressed-tensors", skip=skip, warnings=tuple(warnings),
-                        symmetric=symmetric, static_input_scale=static)
+    base = Quantization("compressed-tensors", symmetric=symmetric, static_input_scale=static)
     fmt = g.raw.get("format") or fmt  # a group's own format wins over the top-level one
     # MXFP4 (Kimi-K3): e2m1 values, one e8m0 exponent (stored uint8) per 32, no global scale;
     # a float4 group of 32 without a format name is the same scheme (NVFP4's group is 16)

@@ -189,3 +189,77 @@ def test_the_spellings_real_configs_use():
     assert [(n, q.block) for n, q in mixed.per_module] == [("layers.1.self_attn.q_proj",
                                                             (128, 128))]
     assert any("FP8_PB_WO" in w for w in mixed.warnings)  # vLLM's mixed path does not build it
+
+
+# compressed-tensors with several config_groups (llm-compressor's mixed recipes, e.g. NVFP4
+# routed experts beside FP8 attention and shared expert): each linear layer takes the group
+# whose targets match it (vLLM compressed_tensors/utils.py find_matched_target). Tensors per
+# layer as llm-compressor writes them (docs/formulas.md section 6, fp8-ct and nvfp4-ct):
+# channel FP8 is a byte per value and a weight_scale [o, 1] in the model dtype (dynamic
+# activations: no input scale); NVFP4 as in compressed_tensors_w4a4_nvfp4.py:
+def ct_fp8_channel(o: int, i: int) -> int:
+    return o * i + 2 * o
+
+
+def ct_nvfp4(o: int, i: int) -> int:
+    return o * i // 2 + o * i // 16 + 4 + 4  # weight_global_scale, input_global_scale
+
+
+def _ct_config(groups: dict, ignore: list) -> dict:
+    raw = json.loads(CONFIG.read_text())
+    raw["quantization_config"] = {"quant_method": "compressed-tensors",
+                                  "format": "mixed-precision", "config_groups": groups,
+                                  "ignore": ignore}
+    return raw
+
+
+FP8_CHANNEL = {"weights": {"num_bits": 8, "type": "float", "strategy": "channel",
+                           "dynamic": False, "symmetric": True},
+               "input_activations": {"num_bits": 8, "type": "float", "strategy": "token",
+                                     "dynamic": True}, "format": "float-quantized"}
+NVFP4_GROUP = {"weights": {"num_bits": 4, "type": "float", "strategy": "tensor_group",
+                           "group_size": 16, "dynamic": False},
+               "input_activations": {"num_bits": 4, "type": "float", "group_size": 16,
+                                     "dynamic": "local"}, "format": "nvfp4-pack-quantized"}
+
+
+def test_compressed_tensors_groups_by_target():
+    groups = {
+        "group_0": {**FP8_CHANNEL, "targets": [r"re:.*self_attn\.(q|k|v|o)_proj$",
+                                               r"re:.*mlp\.shared_expert\.(gate|up|down)_proj$"]},
+        "group_1": {**NVFP4_GROUP, "targets": [r"re:.*mlp\.experts\.\d+\.(gate|up|down)_proj$"]},
+    }
+    raw = _ct_config(groups, ["lm_head", "re:.*linear_attn.*", "re:.*mlp.gate$",
+                              "re:.*shared_expert_gate$", "re:.*visual.*", "re:^mtp.*"])
+    spec = spec_from_config(raw, "ct.json", "m")
+    assert not spec.quantization.warnings
+    bare = copy.deepcopy(raw)
+    del bare["quantization_config"]
+    h, e, w = 2048, 256, 512
+    saved = 0
+    for n in range(40):
+        saved += 3 * e * (bf16(w, h) - ct_nvfp4(w, h))
+        saved += 2 * (bf16(w, h) - ct_fp8_channel(w, h)) + bf16(h, w) - ct_fp8_channel(h, w)
+        if n % 4 == 3:
+            for o, i in ((8192, h), (512, h), (512, h), (h, 4096)):
+                saved += bf16(o, i) - ct_fp8_channel(o, i)
+    plain = spec_from_config(bare, "bf16.json", "m")
+    assert inventory(spec, spec.quantization).total_bytes == inventory(plain).total_bytes - saved
+    names = {t.name: t for t in inventory(spec, spec.quantization).tensors}
+    assert names["model.layers.0.linear_attn.out_proj.weight"].dtype == "BF16"
+    assert names["model.layers.0.mlp.experts.up_proj.weight_packed"].shape == (512, 1024)
+    assert names["model.layers.0.mlp.shared_experts.down_proj.weight_scale"].shape == (h, 1)
+    assert names["lm_head.weight"].dtype == "BF16"
+
+
+def test_compressed_tensors_linear_target_is_the_fallback():
+    groups = {"group_0": {**FP8_CHANNEL, "targets": ["Linear"]},
+              "group_1": {**NVFP4_GROUP, "targets": ["re:.*mlp.experts.*"]}}
+    spec = spec_from_config(_ct_config(groups, ["lm_head", "re:.*mlp.gate$"]), "ct.json", "m")
+    names = {t.name: t.dtype for t in inventory(spec, spec.quantization).tensors}
+    assert names["model.layers.0.mlp.experts.gate_proj.weight_packed"] == "U8"
+    assert names["model.layers.0.linear_attn.in_proj_ba.weight"] == "F8_E4M3"
+    assert names["model.layers.0.mlp.gate.weight"] == "BF16"
+    groups["group_1"]["targets"] = ["Attention"]  # a class kvplan does not match: named
+    q = read_quantization(_ct_config(groups, [])["quantization_config"], "ct.json")
+    assert any("'Attention'" in x for x in q.warnings)
