@@ -259,7 +259,9 @@ class _Builder:
             self.plain("model.output_attn_res_norm.weight", (hidden,), None, "final")
             self.plain("model.output_attn_res_proj.weight", (1, hidden), None, "final")
         if not s.tie_word_embeddings:
-            if self.q.per_module is not None and module_format(self.q, "lm_head"):
+            head = (module_format(self.q, "lm_head")
+                    if self.q.per_module is not None and self.q.method == "modelopt" else None)
+            if head is not None and head.quantized:
                 # a per-layer map that quantizes the head (vLLM's ModelOptMixedPrecisionConfig
                 # gives ParallelLMHead the layer's method): rows already per rank
                 self.linear("lm_head", rows_per_rank, hidden, None, "head", "replicated")

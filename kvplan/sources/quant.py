@@ -2,11 +2,11 @@
 `compression_config` (older compressed-tensors checkpoints), top level or inside a nested
 text config -> kvplan.core.quant.Quantization.
 
-Known `quant_method`s: fp8, compressed-tensors, awq / gptq (and their Marlin/GEMM variants),
-mxfp4, modelopt (also hf_quant_config.json's nested block) and bitsandbytes; the fields each
-is read from and what it stores are in docs/formulas.md §6. An unknown `quant_method` is not
-silently taken as the model dtype: the result carries a warning naming it and what was
-assumed.
+Known `quant_method`s: fp8, fbgemm_fp8, compressed-tensors, awq / gptq (and their Marlin/GEMM
+variants), mxfp4, modelopt (also hf_quant_config.json's nested block) and bitsandbytes; the
+fields each is read from and what it stores are in docs/formulas.md §6. An unknown
+`quant_method` is not silently taken as the model dtype: the result carries a warning naming
+it and what was assumed.
 """
 
 from __future__ import annotations
@@ -89,6 +89,11 @@ def _read(qc: Any, source: str, where: str) -> Quantization:
         return _fp8(f, m)
     if m == "compressed-tensors":
         return _compressed_tensors(f)
+    if m == "fbgemm_fp8":  # Meta's Llama-3.1-405B-FP8: vLLM fbgemm_fp8.py create_weights
+        return Quantization("fbgemm_fp8", "fp8-ct", 8, scale_dtype="F32",
+                            skip=_names(f, "modules_to_not_convert"),
+                            description="FBGEMM FP8: e4m3 weights, one fp32 scale per output "
+                                        "row")
     if m in ("awq", "awq_marlin", "gptq", "gptq_marlin"):
         return _awq_gptq(f, m)
     if m == "mxfp4":
@@ -227,14 +232,47 @@ def _awq_gptq(f: Fields, method: str) -> Quantization:
     if isinstance(group, bool) or not isinstance(group, int):
         raise f.error("group_size", f"must be a whole number, got {group!r}")
     skip = _names(f, "modules_to_not_convert")
+    if method.startswith("gptq") and f.raw.get("dynamic"):
+        return _gptq_dynamic(f, bits, group, skip)
     if method.startswith("awq"):
         zero = f.bool("zero_point", True)
         return Quantization("awq", "awq", bits, group_size=group, symmetric=not zero,
                             skip=skip, description=f"AWQ int{bits}, group {group}: fp16 scale "
                             f"and packed {bits}-bit zero point per group")
+    return _gptq(bits, group, skip)
+
+
+def _gptq(bits: int, group: int, skip: tuple[str, ...]) -> Quantization:
     return Quantization("gptq", "gptq", bits, group_size=group, symmetric=False, skip=skip,
                         description=f"GPTQ int{bits}, group {group}: fp16 scale, packed zero "
                                     "point per group, g_idx per input")
+
+
+def _gptq_dynamic(f: Fields, bits: int, group: int, skip: tuple[str, ...]) -> Quantization:
+    """GPTQ(Model)'s `dynamic`: regular expressions over module names, first match wins,
+    matched from the start of the name; `-:` leaves the module unquantized, a `+:` or bare
+    pattern overrides bits / group_size for it; a module no pattern matches takes the base
+    format (vLLM quantization/utils/gptq_utils.py get_dynamic_override)."""
+    dynamic = f.raw["dynamic"]
+    if not isinstance(dynamic, dict):
+        raise f.error("dynamic", f"must map module patterns to overrides, got {dynamic!r}")
+    base = _gptq(bits, group, skip=())
+    entries: list[tuple[str, Quantization]] = []
+    for pattern, override in dynamic.items():
+        if pattern.startswith("-:"):
+            entries.append(("re:" + pattern[2:], NONE))
+            continue
+        if not isinstance(override, dict):
+            raise f.error(f"dynamic.{pattern}", f"must be a mapping, got {override!r}")
+        b, g = override.get("bits", bits), override.get("group_size", group)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (b, g)):
+            raise f.error(f"dynamic.{pattern}", "bits and group_size must be whole numbers, "
+                          f"got {override!r}")
+        entries.append(("re:" + pattern.removeprefix("+:"), _gptq(b, g, skip=())))
+    entries.append(("Linear", base))
+    return replace(base, layout="none", skip=skip, per_module=tuple(entries),
+                   description=base.description + f"; {len(dynamic)} per-module overrides "
+                                                  "(dynamic)")
 
 
 # vLLM's vllm/model_executor/layers/quantization/modelopt.py QUANT_ALGOS: the quant_algo values

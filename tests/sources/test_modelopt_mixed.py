@@ -263,3 +263,32 @@ def test_compressed_tensors_linear_target_is_the_fallback():
     groups["group_1"]["targets"] = ["Attention"]  # a class kvplan does not match: named
     q = read_quantization(_ct_config(groups, [])["quantization_config"], "ct.json")
     assert any("'Attention'" in x for x in q.warnings)
+
+
+def test_gptq_dynamic_overrides_per_module():
+    # GPTQModel's `dynamic` (vLLM gptq_utils.py get_dynamic_override): first match wins,
+    # "-:" leaves a module unquantized, an override changes bits / group_size
+    qc = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False,
+          "dynamic": {r"-:.*mlp\.gate$": {}, r"+:.*self_attn\.o_proj": {"bits": 8},
+                      r"-:.*linear_attn.*": {}}}
+    raw = json.loads(CONFIG.read_text())
+    raw["quantization_config"] = qc
+    spec = spec_from_config(raw, "gptq.json", "m")
+    names = {t.name: t for t in inventory(spec, spec.quantization).tensors}
+    # int8 o_proj (2048 x 4096): qweight [4096 / 4, 2048], 32 groups of 128 along the input
+    assert names["model.layers.3.self_attn.o_proj.qweight"].shape == (1024, 2048)
+    assert names["model.layers.3.self_attn.o_proj.scales"].shape == (32, 2048)
+    # int4 q_proj (8192 x 2048): qweight [2048 / 8, 8192]
+    assert names["model.layers.3.self_attn.q_proj.qweight"].shape == (256, 8192)
+    assert names["model.layers.0.linear_attn.out_proj.weight"].dtype == "BF16"
+    assert names["model.layers.0.mlp.experts.up_proj.qweight"].shape == (256, 512)
+    assert "lm_head.weight" in names  # the head is GPTQ's `lm_head` flag, not `dynamic`
+
+
+def test_fbgemm_fp8_is_a_byte_and_a_row_scale():
+    # vLLM fbgemm_fp8.py create_weights: weight e4m3 [o, i], weight_scale fp32 [o, 1]
+    q = read_quantization({"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0,
+                           "modules_to_not_convert": ["lm_head"]}, "c")
+    assert {t.suffix: (t.shape, t.dtype) for t in linear_tensors(q, 384, 512, "bf16")} == {
+        "weight": ((384, 512), "F8_E4M3"), "weight_scale": ((384, 1), "F32")}
+    assert q.skip == ("lm_head",) and not q.warnings
