@@ -292,3 +292,22 @@ def test_fbgemm_fp8_is_a_byte_and_a_row_scale():
     assert {t.suffix: (t.shape, t.dtype) for t in linear_tensors(q, 384, 512, "bf16")} == {
         "weight": ((384, 512), "F8_E4M3"), "weight_scale": ((384, 1), "F32")}
     assert q.skip == ("lm_head",) and not q.warnings
+
+
+def test_fp8_kv_request_picks_vllms_fp8_mla_backend_on_hopper():
+    # DeepSeek-R1 NVFP4 (nvidia's releases say kv_cache_quant_algo FP8): vLLM resolves auto
+    # to fp8_e4m3 before choosing the MLA backend, so Hopper takes FlashMLA (blocks of 64)
+    # instead of FA3 MLA (16) (v1/attention/backends/mla flashmla.py, flashattn_mla.py)
+    from kvplan.engines import vllm
+    raw = json.loads((FIXTURES / "hf-configs" / "deepseek-ai--DeepSeek-R1.json").read_text())
+    raw["quantization_config"] = {"quant_method": "modelopt", "quantization": {
+        "quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16}}
+    spec = spec_from_config(raw, "r1.json", "r1")
+    config = vllm.VllmConfig(max_model_len=8192, gpu_name="H100")
+    (stage,) = vllm.layout(spec, config)
+    assert stage.per_token_bytes == 61 * (512 + 64)  # one byte per latent value
+    assert stage.bytes_per_block == 64 * stage.per_token_bytes  # 61 layers, blocks of 64
+    del raw["quantization_config"]
+    (plain,) = vllm.layout(spec_from_config(raw, "r1.json", "r1"), config)
+    assert plain.per_token_bytes == 61 * (512 + 64) * 2
+    assert plain.bytes_per_block == 16 * plain.per_token_bytes

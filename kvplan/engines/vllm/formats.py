@@ -69,6 +69,17 @@ def has_compressed_attention(spec: ModelSpec) -> bool:
     return any(isinstance(x, CompressedAttention) for x in spec.layers)
 
 
+def resolved_kv_cache_dtype(spec: ModelSpec, kv_cache_dtype: str = "auto") -> str:
+    """`--kv-cache-dtype` as vLLM resolves it before choosing a backend: "auto" becomes
+    fp8_e4m3 for a checkpoint whose ModelOpt config asks for an FP8 KV cache
+    (spec.quantization.kv_cache_dtype; utils/torch_utils.py resolve_kv_cache_dtype_string),
+    else stays as given (lower-cased)."""
+    name = kv_cache_dtype.strip().lower()
+    if name == "auto" and spec.quantization.kv_cache_dtype == "fp8":
+        return "fp8_e4m3"
+    return name
+
+
 def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
     """`--kv-cache-dtype` -> the stored format (vllm/utils STR_DTYPE_TO_TORCH_DTYPE).
 
@@ -79,9 +90,7 @@ def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
     resolve_kv_cache_dtype_string). DeepSeek-V3.2 forces any fp8 (and auto) to
     `fp8_ds_mla` (models/config.py::DeepseekV32ForCausalLM).
     """
-    name = kv_cache_dtype.strip().lower()
-    if name == "auto" and spec.quantization.kv_cache_dtype == "fp8":
-        name = "fp8_e4m3"
+    name = resolved_kv_cache_dtype(spec, kv_cache_dtype)
     if is_sparse_mla(spec) and (name == "auto" or name.startswith("fp8")):
         return FP8_DS_MLA
     if has_compressed_attention(spec):
