@@ -115,17 +115,28 @@ def test_hf_quant_config_json_block_reads_the_same():
     assert a.kv_cache_dtype == b.kv_cache_dtype == "fp8"
 
 
-def test_fp8_kv_request_makes_vllm_auto_fp8():
+def test_fp8_kv_request_makes_vllm_auto_fp8_from_0_14():
+    from kvplan.engines.vllm.config import rules_for
+    from kvplan.engines.vllm.formats import resolved_kv_cache_dtype
+
     spec = spec_from_config(_config(kv_cache_quant_algo="FP8"), "c.json", "m")
-    assert kv_format(spec).name == "fp8_e4m3"  # resolve_kv_cache_dtype_string
-    assert kv_format(spec, "bfloat16").name == "bf16"  # a named dtype wins
+    # engine/arg_utils.py resolve_kv_cache_dtype_string: in the 0.14.0 wheel, not 0.13.0's
+    assert not rules_for((0, 13, 0)).kv_dtype_from_checkpoint
+    assert rules_for((0, 14, 0)).kv_dtype_from_checkpoint
+    assert resolved_kv_cache_dtype(spec, "auto", True) == "fp8_e4m3"
+    assert kv_format(spec, resolved_kv_cache_dtype(spec, "auto", True)).name == "fp8_e4m3"
+    assert resolved_kv_cache_dtype(spec, "auto", False) == "auto"  # 0.13 and before
+    assert kv_format(spec, resolved_kv_cache_dtype(spec, "auto", False)).name == "bf16"
+    assert resolved_kv_cache_dtype(spec, "bf16", True) == "bfloat16"  # a named dtype wins
     plain = spec_from_config(_config(), "c.json", "m")
-    assert kv_format(plain).name == "bf16"
+    assert resolved_kv_cache_dtype(plain, "auto", True) == "auto"
 
 
 def test_kv_algo_vllm_does_not_take_is_named():
+    from kvplan.engines.vllm.formats import resolved_kv_cache_dtype
+
     spec = spec_from_config(_config(kv_cache_quant_algo="NVFP4"), "c.json", "m")
-    assert kv_format(spec).name == "bf16"
+    assert resolved_kv_cache_dtype(spec, "auto", True) == "auto"
     assert any("'NVFP4'" in w and "only FP8" in w for w in spec.quantization.warnings)
 
 
@@ -302,12 +313,18 @@ def test_fp8_kv_request_picks_vllms_fp8_mla_backend_on_hopper():
     raw = json.loads((FIXTURES / "hf-configs" / "deepseek-ai--DeepSeek-R1.json").read_text())
     raw["quantization_config"] = {"quant_method": "modelopt", "quantization": {
         "quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16}}
+    from kvplan.engines.vllm.formats import resolved_kv_cache_dtype
+
     spec = spec_from_config(raw, "r1.json", "r1")
-    config = vllm.VllmConfig(max_model_len=8192, gpu_name="H100")
+    config = vllm.VllmConfig(max_model_len=8192, gpu_name="H100",
+                             kv_cache_dtype=resolved_kv_cache_dtype(spec, "auto", True))
     (stage,) = vllm.layout(spec, config)
     assert stage.per_token_bytes == 61 * (512 + 64)  # one byte per latent value
     assert stage.bytes_per_block == 64 * stage.per_token_bytes  # 61 layers, blocks of 64
     del raw["quantization_config"]
-    (plain,) = vllm.layout(spec_from_config(raw, "r1.json", "r1"), config)
+    plain_spec = spec_from_config(raw, "r1.json", "r1")
+    (plain,) = vllm.layout(plain_spec, vllm.VllmConfig(
+        max_model_len=8192, gpu_name="H100",
+        kv_cache_dtype=resolved_kv_cache_dtype(plain_spec, "auto", True)))
     assert plain.per_token_bytes == 61 * (512 + 64) * 2
     assert plain.bytes_per_block == 16 * plain.per_token_bytes

@@ -60,6 +60,9 @@ class Rules:
     # requirements/cuda.txt installs triton_kernels (vllm#27370, 0.11.1): before it the wheel
     # and the image lack it, has_triton_kernels() is False and Hopper's MXFP4 experts run Marlin
     triton_kernels_installed: bool
+    # engine/arg_utils.py resolve_kv_cache_dtype_string (vllm#30785, first in 0.14.0's wheel):
+    # --kv-cache-dtype auto takes a ModelOpt checkpoint's FP8 KV cache request
+    kv_dtype_from_checkpoint: bool
     cudagraph_estimate: bool  # the CUDA-graph estimate is subtracted (profile_cudagraph_memory)
     decode_capture_sizes: bool  # _set_cudagraph_sizes appends the uniform decode sizes
     ceil_requested_memory: bool  # request_memory: ceil(total x utilization), not a float
@@ -110,6 +113,7 @@ RULES[(0, 6, 0)] = Rules(
     snapshot_after_nccl=False, flashinfer_sampler_default=False, triton_top_k_top_p=False,
     native_sampler_warmup=False, moe_unchunked=False, profile_logits_all_tokens=False,
     batch_tier_by_device_name=False, triton_kernels_installed=False,
+    kv_dtype_from_checkpoint=False,
     cudagraph_estimate=False,
     decode_capture_sizes=False, ceil_requested_memory=False, token_line_from_concurrency=False,
     one_line_kv_log=False, null_block_in_fit_check=False, whole_model_fit_check=True,
@@ -139,6 +143,10 @@ _release((0, 11, 1), block_size_256=True, triton_kernels_installed=True)
 # many times larger (Gemma 4's sliding and full layers); any other page raises
 # NotImplementedError, as every page did in 0.11.2's get_kv_cache_groups.
 _release((0, 12, 0), flashinfer_sampler_default=False, unify_page_sizes="block_size")
+# engine/arg_utils.py create_engine_config resolves --kv-cache-dtype auto from a ModelOpt
+# config's kv_cache_quant_algo / kv_cache_scheme (utils/torch_utils.py
+# resolve_kv_cache_dtype_string, vllm#30785): in the 0.14.0 wheel, not in 0.13.0's
+_release((0, 14, 0), kv_dtype_from_checkpoint=True)
 # v1/core/kv_cache_utils.py get_kv_cache_configs checks each worker's memory against its
 # own layers (_project_kv_cache_groups_to_worker, _estimate_max_model_len_from_groups); the
 # 0.16.0 wheel still checks the merged spec of all workers (vllm-project/vllm#34076, 0.15.2:

@@ -53,8 +53,8 @@ from kvplan.engines.vllm.formats import (
     INDEX_HEAD_DIM,
     KV_DTYPES,
     SMALLER_KV_DTYPES,
-    flag_dtype,
     kv_format,
+    resolved_kv_cache_dtype,
     with_ssm_state_dtype,
 )
 from kvplan.engines.vllm.memory import BatchSettings, batch_settings
@@ -97,13 +97,22 @@ def config_for(dep: Deployment) -> VllmConfig:
                             f"{dep.num_speculative_tokens}")
     return VllmConfig(
         max_model_len=dep.context_limit(), version=ver, v1=dep.vllm_v1,
-        kv_cache_dtype=flag_dtype(dep.kv_dtype), block_size=dep.block_size, tp=dep.tp,
+        kv_cache_dtype=cache_dtype(dep), block_size=dep.block_size, tp=dep.tp,
         pp=dep.pp, pp_layers=dep.pp_layers,
         max_num_batched_tokens=batch_for(dep).max_num_batched_tokens,
         num_draft_layers=dep.num_draft_layers,
         num_speculative_tokens=dep.num_speculative_tokens, dcp=dep.dcp,
         gpu_name=f"{dep.gpu_name or ''} {dep.gpu_arch}".strip() or None,
         compute_capability=_arch_capability(dep.gpu_arch))
+
+
+def cache_dtype(dep: Deployment) -> str:
+    """The deployment's --kv-cache-dtype as its release resolves it (a ModelOpt checkpoint's
+    FP8 request from 0.14 on: Rules.kv_dtype_from_checkpoint)."""
+    from kvplan.engines import parse_version
+
+    rules = rules_for(parse_version(dep.engine_version) or LATEST, dep.vllm_v1)
+    return resolved_kv_cache_dtype(dep.spec, dep.kv_dtype, rules.kv_dtype_from_checkpoint)
 
 
 def _arch_capability(gpu_arch: str) -> str | None:
@@ -250,7 +259,7 @@ class VllmEngine(BaseEngine):
         return p.num_blocks * p.block_size
 
     def sizing_format(self, cap: Capacity) -> KVFormat:
-        return kv_format(cap.deployment.spec, flag_dtype(cap.deployment.kv_dtype))
+        return kv_format(cap.deployment.spec, cache_dtype(cap.deployment))
 
     def start_check(self, cap: Capacity) -> StartCheck:
         # the start-up check: one request of max_model_len must fit, else vLLM exits

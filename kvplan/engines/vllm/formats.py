@@ -69,13 +69,13 @@ def has_compressed_attention(spec: ModelSpec) -> bool:
     return any(isinstance(x, CompressedAttention) for x in spec.layers)
 
 
-def resolved_kv_cache_dtype(spec: ModelSpec, kv_cache_dtype: str = "auto") -> str:
-    """`--kv-cache-dtype` as vLLM resolves it before choosing a backend: "auto" becomes
-    fp8_e4m3 for a checkpoint whose ModelOpt config asks for an FP8 KV cache
-    (spec.quantization.kv_cache_dtype; utils/torch_utils.py resolve_kv_cache_dtype_string),
-    else stays as given (lower-cased)."""
-    name = kv_cache_dtype.strip().lower()
-    if name == "auto" and spec.quantization.kv_cache_dtype == "fp8":
+def resolved_kv_cache_dtype(spec: ModelSpec, kv_cache_dtype: str, from_checkpoint: bool) -> str:
+    """`--kv-cache-dtype` as vLLM resolves it when it builds its cache config: from 0.14
+    (Rules.kv_dtype_from_checkpoint) "auto" becomes fp8_e4m3 for a ModelOpt checkpoint that
+    asks for an FP8 KV cache (spec.quantization.kv_cache_dtype; utils/torch_utils.py
+    resolve_kv_cache_dtype_string), else it stays as given (lower-cased)."""
+    name = flag_dtype(kv_cache_dtype).strip().lower()
+    if from_checkpoint and name == "auto" and spec.quantization.kv_cache_dtype == "fp8":
         return "fp8_e4m3"
     return name
 
@@ -84,13 +84,11 @@ def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
     """`--kv-cache-dtype` -> the stored format (vllm/utils STR_DTYPE_TO_TORCH_DTYPE).
 
     `auto` is the model dtype, but `dtype=auto` itself serves float32 checkpoints in bf16
-    (config/model.py::_resolve_auto_dtype), and a ModelOpt checkpoint that asks for an FP8
-    KV cache (`kv_cache_quant_algo` / `kv_cache_scheme`, read into
-    spec.quantization.kv_cache_dtype) gets fp8_e4m3 (utils/torch_utils.py
-    resolve_kv_cache_dtype_string). DeepSeek-V3.2 forces any fp8 (and auto) to
+    (config/model.py::_resolve_auto_dtype); a ModelOpt checkpoint's own FP8 request is
+    resolved before (resolved_kv_cache_dtype). DeepSeek-V3.2 forces any fp8 (and auto) to
     `fp8_ds_mla` (models/config.py::DeepseekV32ForCausalLM).
     """
-    name = resolved_kv_cache_dtype(spec, kv_cache_dtype)
+    name = kv_cache_dtype.strip().lower()
     if is_sparse_mla(spec) and (name == "auto" or name.startswith("fp8")):
         return FP8_DS_MLA
     if has_compressed_attention(spec):

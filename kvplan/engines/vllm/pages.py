@@ -38,12 +38,7 @@ from kvplan.engines.vllm.backends import (
     prefill_checkpoint_alignment,
 )
 from kvplan.engines.vllm.config import HYBRID_ALIGN_BLOCK, VllmConfig
-from kvplan.engines.vllm.formats import (
-    INDEXER_BYTES_PER_TOKEN,
-    is_sparse_mla,
-    kv_format,
-    resolved_kv_cache_dtype,
-)
+from kvplan.engines.vllm.formats import INDEXER_BYTES_PER_TOKEN, is_sparse_mla, kv_format
 
 # --- per-layer specs -----------------------------------------------------------------------
 
@@ -197,8 +192,7 @@ def layer_page_specs(spec: ModelSpec, layers: Sequence[Layer], config: VllmConfi
     `fmt`: a stored format given directly (validate's formats beyond vLLM's flag names)."""
     fmt = fmt or kv_format(spec, config.kv_cache_dtype)
     block = config.block_size or default_block_size(
-        spec, config.gpu_name, config.version,
-        resolved_kv_cache_dtype(spec, config.kv_cache_dtype), config.compute_capability)
+        spec, config.gpu_name, config.version, config.kv_cache_dtype, config.compute_capability)
     tp = config.tp
     disable_hybrid = config.disable_hybrid_kv_cache_manager
     if disable_hybrid is None:
