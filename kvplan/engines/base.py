@@ -12,7 +12,7 @@ is a count of whole units; the engine modules own the rules that make them (vLLM
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -281,7 +281,9 @@ class Engine(Protocol):
     core.launch.EngineLaunch), `log_format()` (its start-up log's markers and figure
     patterns, core.launch.EngineLog), `cache_variants` + `cache_layout(...)` (its cache as
     allocated, engines.cache.CacheLayout, for `kvplan validate`), `memory_rows(cap)` (what
-    one GPU holds when the engine sizes no budget, llama.cpp)."""
+    one GPU holds when the engine sizes no budget, llama.cpp), `log_readings` +
+    `capacity_from_readings(dep, readings)` (the pool from the free-memory readings its
+    start-up log prints, SGLang)."""
 
     name: str  # the --engine value and the registry key
     display_name: str  # how the engine names itself in messages ("vLLM")
@@ -387,8 +389,17 @@ class BaseEngine:
     budget_figure: str | None = None
     tokens_figure: str | None = None
     launch_table: Callable[[], EngineLaunch] | None = None
+    # the memory readings its start-up log prints that its KV pool is sized from (figures of
+    # its log format, read into LogFacts.terms): kvplan.planning.explain sizes the pool from
+    # them with capacity_from_readings where the log prints them all; () for none
+    log_readings: tuple[str, ...] = ()
 
     def capacity(self, dep: Deployment) -> Capacity:
+        raise NotImplementedError
+
+    def capacity_from_readings(self, dep: Deployment, readings: Mapping[str, int]) -> Capacity:
+        """The capacity as the engine sizes it from `readings` (bytes, by the names of
+        `log_readings`) instead of predicting them from the GPU."""
         raise NotImplementedError
 
     def numbers(self, cap: Capacity) -> dict[str, Any]:

@@ -336,14 +336,21 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
     warnings += [f"{r.quantity}: {r.note} ({r.line[:80]})" for r in unread]
     rows += unread
     unprinted: tuple[str, ...] = ()
-    if dep.gpu_memory_bytes is not None and eng.needs_memory:
+    # the engine's pool from the free memory its log printed (SGLang), else from the GPU
+    predicted = _from_readings(eng, dep, facts, warnings)
+    if predicted:
+        # the readings stand for the GPU, the weights and the reserves: what the log may not
+        # print is the fraction, whose default follows the release
+        unprinted = () if "memory_fraction" in facts.settings else (
+            ("gpu_memory_utilization",) + (() if release_known else ("engine release",)))
+    elif dep.gpu_memory_bytes is not None and eng.needs_memory:
         predicted = _predicted(eng, dep, facts, warnings)
-        rows += predicted
         if predicted:
             unprinted = _unprinted(text, facts, dep, release_known)
-        if unprinted:
-            warnings.append("the budget from settings takes the engine's defaults for what the "
-                            f"log does not print: {', '.join(unprinted)}")
+    rows += predicted
+    if unprinted:
+        warnings.append("the budget from settings takes the engine's defaults for what the "
+                        f"log does not print: {', '.join(unprinted)}")
     if facts.weights_bytes is not None and not any(r.quantity == "weights" for r in rows):
         rows += _weights_only(eng, dep, facts, warnings)
     if not rows:
@@ -594,11 +601,64 @@ def _predicted(eng: Any, dep: Any, facts: LogFacts, warnings: list[str]) -> list
     return rows + _predicted_figures(eng, cap, facts)
 
 
+def _from_readings(eng: Any, dep: Any, facts: LogFacts, warnings: list[str]) -> list[Row]:
+    """The engine's token figure as it sizes its pool from the free-memory readings its log
+    prints (the engine's `log_readings`: SGLang's "Load weight begin/end ... avail mem"),
+    beside the logged one, with the span the readings' printed precision allows. Where the
+    log prints the token figure but lacks a reading, the missing line is named."""
+    names = tuple(getattr(eng, "log_readings", ()))
+    if not names or not any(f in facts.kv for f in TOKEN_FIGURES):
+        return []
+    fmt = next((f for f in log_formats() if f.engine == facts.engine), None)
+    keys = {line.figure: line.key for line in (fmt.figures if fmt is not None else ())}
+    missing = [n for n in names if n not in facts.terms]
+    if missing:
+        lines = " and ".join(f"'{keys.get(n, n)}'" for n in missing)
+        warnings.append(f"no budget from the logged free memory: the log lacks the {lines} "
+                        f"line{'s' if len(missing) > 1 else ''} ({', '.join(missing)}) the "
+                        "engine sizes its pool from")
+        return []
+    from itertools import product
+
+    readings = {n: int(facts.terms[n]) for n in names}
+    try:
+        cap = eng.capacity_from_readings(dep, readings)
+        # each reading as printed stands for half a unit of its last digit either way: the
+        # pool at every corner of that box
+        spans = [eng.numbers(eng.capacity_from_readings(dep, {
+            n: round(v + d * facts.precision.get(n, 0.0))
+            for d, (n, v) in zip(signs, readings.items(), strict=True)}))
+            for signs in product((-1, 1), repeat=len(readings))]
+    except BadInputError as exc:
+        warnings.append(f"no budget from the logged free memory: {exc.message}")
+        return []
+    logged = _logged_budget(facts)
+    rows = [] if logged is None else [Row(
+        "KV budget", "from settings", logged, eng.kv_budget_bytes(cap), _diff(logged,
+        eng.kv_budget_bytes(cap)), "info", facts.lines.get(
+            "k_size_bytes" if "k_size_bytes" in facts.lines else "kv_cache_bytes", ""),
+        "from the logged free memory: the pool's bytes as sized, beside the logged KV sizes")]
+    out = []
+    for row in _predicted_figures(eng, cap, facts):
+        values = [float(n[row.quantity]) for n in spans]
+        lo, hi = min(values), max(values)
+        inside = "within" if lo <= float(row.logged) <= hi else "outside"
+        out.append(replace(row, note=(
+            f"from the logged free memory (the {', '.join(repr(keys.get(n, n)) for n in names)}"
+            f" lines) and {'; '.join(cap.notes)}: the readings' printed precision spans "
+            f"{lo:,.0f}-{hi:,.0f}, the logged figure is {inside} it")))
+    return rows + out
+
+
+# the token (or block) figures the engine's own lines give, in the order they are compared
+TOKEN_FIGURES = ("kv_cache_tokens", "num_blocks", "max_total_num_tokens",
+                 "max_batch_total_tokens")
+
+
 def _predicted_figures(eng: Any, cap: Any, facts: LogFacts) -> list[Row]:
     """The engine's token (or block) figure from settings beside the logged one."""
     numbers = eng.numbers(cap)
-    for figure in ("kv_cache_tokens", "num_blocks", "max_total_num_tokens",
-                   "max_batch_total_tokens"):
+    for figure in TOKEN_FIGURES:
         if figure in facts.kv and figure in numbers:
             return [Row(figure, "from settings", facts.kv[figure], numbers[figure],
                         _diff(float(facts.kv[figure]), float(numbers[figure])), "info",

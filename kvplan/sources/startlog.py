@@ -197,6 +197,12 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
                 rank = _RANK.search(line, 0, m.start())
                 if rank:
                     ranks.setdefault(int(rank.group(1) or rank.group(2)), value)
+            if fmt.combine == "min":
+                if found == 1 or value < _value(facts, fmt.figure, fmt.place):
+                    _put(facts, fmt.figure, fmt.place, value)
+                    facts.precision[fmt.figure] = _precision(raw, fmt.converter)
+                    facts.lines[fmt.figure] = line.strip()
+                continue
             if fmt.combine == "first":
                 if found == 1:
                     _put(facts, fmt.figure, fmt.place, value)
@@ -213,7 +219,11 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
             _put(facts, fmt.figure, fmt.place, total)
             if found > 1:
                 facts.lines[fmt.figure] += f" (+ {found - 1} more line(s), summed)"
-        if len(set(ranks.values())) > 1:
+        if found > 1 and fmt.combine == "min" and len(set(ranks.values())) > 1:
+            facts.notes.append(f"workers logged different {fmt.figure} "
+                               f"({len(set(ranks.values()))} values); the least is applied, "
+                               "as the engine takes it")
+        elif len(set(ranks.values())) > 1:
             # each worker logs its own figure: the lowest rank's (the first pipeline stage's)
             # is the one kvplan applies, and the spread is noted
             low = min(ranks)
@@ -286,6 +296,14 @@ def _have(facts: LogFacts, figure: str, where: str) -> bool:
         return figure in facts.terms
     return getattr(facts, {"model": "model", "version": "version", "weights": "weights_bytes",
                            "gpu": "gpu_total_bytes"}[where]) is not None
+
+
+def _value(facts: LogFacts, figure: str, where: str) -> Any:
+    """The value `_put` stored for `figure` (None: none yet)."""
+    if where in ("settings", "kv", "terms"):
+        return getattr(facts, where).get(figure)
+    return getattr(facts, {"model": "model", "version": "version", "weights": "weights_bytes",
+                           "gpu": "gpu_total_bytes"}[where])
 
 
 def _put(facts: LogFacts, figure: str, where: str, value: Any) -> None:

@@ -4,6 +4,7 @@ pools it sizes (`pools`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kvplan.core.dtypes import KVFormat
@@ -21,7 +22,11 @@ from kvplan.engines.base import (
     weights_per_gpu,
 )
 from kvplan.engines.cache import CacheLayout
-from kvplan.engines.sglang.memory import sglang_default_mem_fraction, sglang_memory
+from kvplan.engines.sglang.memory import (
+    rules_for,
+    sglang_default_mem_fraction,
+    sglang_memory,
+)
 from kvplan.engines.sglang.pools import (
     DEFAULT_PAGE_SIZE,
     KV_DTYPES,
@@ -54,32 +59,69 @@ class SglangEngine(BaseEngine):
         "layer (swa_full_tokens_ratio 0.1) and c4/c128 pools of full_tokens // 4 and // 128, "
         "the c4 indexer pool and the compressor-state rings")
 
+    # the free-memory readings its start-up log prints and its pool is sized by
+    # (text.LOG_FORMAT: "Load weight begin/end. ... avail mem=X GB"; memory.rest_gb):
+    # kvplan.planning.explain sizes the pool from them with capacity_from_readings
+    log_readings = ("free_before_load_bytes", "free_after_load_bytes")
+
     def capacity(self, dep: Deployment) -> Capacity:
-        dp_attention = dep.dp_attention and dep.dp > 1
-        if dp_attention and dep.tp % dep.dp:
+        config = self._config(dep)
+        if dep.kv_memory_bytes is not None:
+            # rest = after - before x (1 - f): with before = 0 the budget is used as given
+            prof = profile(dep.spec, config, 0, dep.kv_memory_bytes, 0.5)
+            return self._pooled(dep, prof, weights_per_gpu(dep), ("KV budget given directly",))
+        assert dep.gpu_memory_bytes is not None
+        mem = sglang_memory(dep.spec, dep.gpu_memory_bytes, tp=dep.tp, pp=dep.pp,
+                            version=parse_version(dep.engine_version),
+                            mem_fraction_static=dep.memory_fraction,
+                            weights=dep.weights_dtype, weights_bytes=dep.weights_bytes,
+                            dims=dep.dims, dp=dep.dp, dp_attention=self._dp_attention(dep))
+        prof = profile(dep.spec, config, mem.free_before_load_bytes,
+                       mem.free_after_load_bytes, mem.mem_fraction_static)
+        return self._pooled(dep, prof, mem.weights_bytes,
+                            (f"mem_fraction_static {mem.mem_fraction_static}",))
+
+    def capacity_from_readings(self, dep: Deployment, readings: Mapping[str, int]) -> Capacity:
+        """The pool as SGLang sizes it from the free memory it measured before and after the
+        weight load (`readings`, by the names of `log_readings`; the least over the ranks) and
+        mem_fraction_static: the deployment's, else SGLang's default for the release (by TP
+        alone before 0.5, from the GPU's total memory from 0.5 on, which `dep` must then
+        give)."""
+        before, after = (readings[name] for name in self.log_readings)
+        fraction = dep.memory_fraction
+        how = "mem_fraction_static {}"
+        if fraction is None:
+            version = parse_version(dep.engine_version)
+            if rules_for(version).mem_fraction_by_memory and dep.gpu_memory_bytes is None:
+                raise BadInputError(
+                    "the log prints no mem_fraction_static, and SGLang's default from 0.5 on "
+                    "follows the GPU's total memory, which the log does not print either",
+                    "give --gpu, or the log's server_args line (mem_fraction_static=...)")
+            fraction = sglang_default_mem_fraction(
+                dep.gpu_memory_bytes or 0, dep.tp, dep.pp, version, dep.dp,
+                self._dp_attention(dep), mla=dep.spec.is_mla)
+            how = "mem_fraction_static {} (SGLang's default: the log prints none)"
+        prof = profile(dep.spec, self._config(dep), before, after, fraction)
+        return self._pooled(dep, prof, max(0, before - after), (how.format(fraction),))
+
+    @staticmethod
+    def _dp_attention(dep: Deployment) -> bool:
+        return dep.dp_attention and dep.dp > 1
+
+    def _config(self, dep: Deployment) -> SglangConfig:
+        if self._dp_attention(dep) and dep.tp % dep.dp:
             raise BadInputError(f"--dp {dep.dp} must divide --tp {dep.tp} with "
                                 "--enable-dp-attention", "server_args.py: tp_size % dp_size == 0")
         # DP attention: each DP group runs attention over tp // dp ranks (attn_tp_size), so
         # the KV heads per rank follow attn_tp (configs/model_config.py get_num_kv_heads)
-        attn_tp = dep.tp // dep.dp if dp_attention else dep.tp
-        config = SglangConfig(tp=attn_tp, pp=dep.pp, kv_cache_dtype=dep.kv_dtype,
-                              page_size=dep.block_size or DEFAULT_PAGE_SIZE)
-        if dep.kv_memory_bytes is not None:
-            # rest = after - before x (1 - f): with before = 0 the budget is used as given
-            prof = profile(dep.spec, config, 0, dep.kv_memory_bytes, 0.5)
-            weights, budget_notes = weights_per_gpu(dep), ("KV budget given directly",)
-        else:
-            assert dep.gpu_memory_bytes is not None
-            mem = sglang_memory(dep.spec, dep.gpu_memory_bytes, tp=dep.tp, pp=dep.pp,
-                                version=parse_version(dep.engine_version),
-                                mem_fraction_static=dep.memory_fraction,
-                                weights=dep.weights_dtype, weights_bytes=dep.weights_bytes,
-                                dims=dep.dims, dp=dep.dp, dp_attention=dp_attention)
-            prof = profile(dep.spec, config, mem.free_before_load_bytes,
-                           mem.free_after_load_bytes, mem.mem_fraction_static)
-            weights = mem.weights_bytes
-            budget_notes = (f"mem_fraction_static {mem.mem_fraction_static}",)
-        page = config.page_size
+        attn_tp = dep.tp // dep.dp if self._dp_attention(dep) else dep.tp
+        return SglangConfig(tp=attn_tp, pp=dep.pp, kv_cache_dtype=dep.kv_dtype,
+                            page_size=dep.block_size or DEFAULT_PAGE_SIZE)
+
+    def _pooled(self, dep: Deployment, prof: SglangProfile, weights: int,
+                budget_notes: tuple[str, ...]) -> Capacity:
+        """The request pool the profile's token (and SWA, Mamba) slots make."""
+        page = prof.page_size
         # every token takes one slot; requests hold whole pages
         constraints = [Constraint("tokens", "token", prof.max_total_num_tokens,
                                   (Need("full", page, weight=page, shareable=True),))]
@@ -92,6 +134,7 @@ class SglangEngine(BaseEngine):
             constraints.append(Constraint("Mamba state slots", "slot",
                                           prof.max_mamba_cache_size, (Need("fixed", fixed=1),)))
         # each DP-attention rank schedules its own requests with its own KV pool
+        dp_attention = self._dp_attention(dep)
         pool = Pool(self.name, tuple(constraints), dep.context_limit(),
                     max_requests=max_running_requests(
                         prof.max_total_num_tokens, dep.context_limit(), dep.max_num_seqs,

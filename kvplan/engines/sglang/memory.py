@@ -99,6 +99,25 @@ def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
     return round((gpu_mb - reserved) / gpu_mb, 3)
 
 
+def rest_gb(free_before_load_bytes: int, free_after_load_bytes: int,
+            mem_fraction_static: float) -> float:
+    """SGLang's KV budget on the limiting GPU, in its GB floats (2^30 bytes):
+
+        rest = free_after_load - free_before_load x (1 - mem_fraction_static)
+
+    `model_runner.py::profile_max_num_token` (0.4-0.5.x: `available_gpu_memory -
+    total_gpu_memory * (1 - mem_fraction_static)`) and 0.5.23
+    `KVCacheConfigurator._profile_available_bytes` (`available_gpu_memory - slack_gb`, the slack
+    being `pre_model_load_memory * (1 - mem_fraction_static)`). Both readings are
+    `get_available_gpu_memory(distributed=True)`: free bytes / (1 << 30), the least over the
+    ranks; the one before the load is taken as the ranks initialise, the one after as the
+    pool is sized. The start-up log prints each rank's at "Load weight begin. avail mem=" and
+    "Load weight end. ... avail mem=" (text.LOG_FORMAT). Not modelled: 0.5.23's reservation
+    for multimodal models (`mm_runtime_reservation_gb`, SGLANG_VLM_CACHE_SIZE_MB) and its
+    opt-in post-capture resize (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING)."""
+    return free_after_load_bytes / GIB - free_before_load_bytes / GIB * (1 - mem_fraction_static)
+
+
 @record
 class SglangMemory:
     """The two free-memory readings SGLang's profile_max_num_token uses (per GPU)."""

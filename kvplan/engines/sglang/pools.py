@@ -33,6 +33,7 @@ from kvplan.core.spec import ModelSpec
 from kvplan.core.units import human_bytes
 from kvplan.engines import named_kv_format
 from kvplan.engines.cache import STATE_DTYPES, CacheLayout, StateBuffer, dense_layers, spec_state
+from kvplan.engines.sglang.memory import rest_gb
 
 SCHEMA = "kvplan.engine.sglang/1"
 GIB = 2**30
@@ -136,13 +137,11 @@ def profile(spec: ModelSpec, config: SglangConfig, free_before_load_bytes: int,
     sparse = spec.is_mla and spec.traits.sparse_mla  # DeepSeek-V3.2's DSA
     if sparse and fmt.bits == 8:
         fmt = FP8_DS_MLA  # DSA + fp8: kv_lora_rank + kv_lora_rank//128*4 + rope*2 = 656
-    # GB floats, as get_available_gpu_memory returns them
-    rest_gb = (free_after_load_bytes / GIB
-               - free_before_load_bytes / GIB * (1 - mem_fraction_static))
+    rest = rest_gb(free_before_load_bytes, free_after_load_bytes, mem_fraction_static)
     best: SglangProfile | None = None
     for a, b in pp_stages(spec.num_layers, config.pp):
         layers = [x for x in spec.layers[a:b] if not isinstance(x, NoCache)]
-        result = _stage(spec, layers, fmt, config, rest_gb, sparse)
+        result = _stage(spec, layers, fmt, config, rest, sparse)
         if best is None or result.max_total_num_tokens < best.max_total_num_tokens:
             best = result
     assert best is not None
@@ -150,7 +149,7 @@ def profile(spec: ModelSpec, config: SglangConfig, free_before_load_bytes: int,
 
 
 def _stage(spec: ModelSpec, layers: Sequence[Layer], fmt: KVFormat, config: SglangConfig,
-           rest_gb: float, sparse: bool) -> SglangProfile:
+           rest: float, sparse: bool) -> SglangProfile:
     tp, page = config.tp, config.page_size
     hybrid_swa = _is_hybrid_swa(spec, config)
     states = [x for x in layers if isinstance(x, RecurrentState)]
@@ -162,7 +161,7 @@ def _stage(spec: ModelSpec, layers: Sequence[Layer], fmt: KVFormat, config: Sgla
     full_k += sum(_k_v_bytes(x, fmt, tp)[0] for x in draft)
     full_v = sum(_k_v_bytes(x, fmt, tp)[1] for x in full + draft)
     swa_cell = sum(sum(_k_v_bytes(x, fmt, tp)) for x in swa)
-    available = int(rest_gb * GIB)
+    available = int(rest * GIB)
 
     per_req = sum(mamba_state_bytes(s, tp, config.mamba_ssm_dtype_bytes) for s in states)
     mamba_slots = None
@@ -196,7 +195,7 @@ def _stage(spec: ModelSpec, layers: Sequence[Layer], fmt: KVFormat, config: Sgla
         swa_tokens = int(tokens * ratio)
         swa_tokens -= swa_tokens % page
     else:
-        tokens = int(rest_gb * GIB // cell) if not states and cell else \
+        tokens = int(rest * GIB // cell) if not states and cell else \
             (available // cell if cell else 0)
         tokens -= tokens % page
     if config.max_total_tokens is not None:
@@ -206,7 +205,7 @@ def _stage(spec: ModelSpec, layers: Sequence[Layer], fmt: KVFormat, config: Sgla
     return SglangProfile(
         schema=SCHEMA, model=spec.name, kv_cache_dtype=fmt.name, tp=tp, pp=config.pp,
         page_size=page, cell_size_bytes=cell + (swa_cell if not swa else 0),
-        available_bytes=int(rest_gb * GIB), mamba_state_bytes_per_request=per_req,
+        available_bytes=int(rest * GIB), mamba_state_bytes_per_request=per_req,
         max_mamba_cache_size=mamba_slots, max_total_num_tokens=tokens,
         swa_max_total_num_tokens=swa_tokens, k_size_bytes=rows * full_k,
         v_size_bytes=rows * full_v, num_layers=len(layers),

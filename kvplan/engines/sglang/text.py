@@ -50,11 +50,13 @@ def launch_flags() -> EngineLaunch:
 
 # --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
 #
-# SGLang prints "GB" for figures divided by 2^30 (model_executor/model_runner.py). Its own pool
-# line is "KV Cache is allocated. #tokens: N, K size: X GB, V size: Y GB" (MHA pools; 0.4.1 had
-# no "#tokens" and printed max_total_num_tokens separately, later builds add "dtype: ...") or
-# "..., KV size: X GB" (MLA pools). kvcached's virtual pool ("kvcached ... #tokens") is not
-# SGLang's own and is not read as it.
+# SGLang prints "GB" for figures divided by 2^30: get_available_gpu_memory returns
+# `free_gpu_memory / (1 << 30)` (srt/utils/common.py, 0.5.23; srt/utils.py before), and the
+# "K size"/"V size" lines divide by `GB = 1024 * 1024 * 1024` (mem_cache/memory_pool.py). Its
+# own pool line is "KV Cache is allocated. #tokens: N, K size: X GB, V size: Y GB" (MHA pools;
+# 0.4.1 had no "#tokens" and printed max_total_num_tokens separately, later builds add
+# "dtype: ...") or "..., KV size: X GB" (MLA pools). kvcached's virtual pool ("kvcached ...
+# #tokens") is not SGLang's own and is not read as it.
 
 LOG_FORMAT = EngineLog(
     "sglang", "SGLang",
@@ -78,8 +80,13 @@ LOG_FORMAT = EngineLog(
         LogLine("kv_dtype", "--kv-cache-dtype", r"--kv-cache-dtype[= ](\w+)", "str", "settings"),
         LogLine("max_num_seqs", "max_running_requests=", r"\bmax_running_requests=(\d+)",
                 "int", "settings"),
+        # the free memory SGLang sizes its pool by (engine.SglangEngine.log_readings): each
+        # rank prints its own reading, and SGLang takes the least over the ranks
+        # (get_available_gpu_memory(distributed=True), an all_reduce MIN)
         LogLine("free_before_load_bytes", "Load weight begin", r"Load weight begin\. avail "
-                r"mem=([\d.]+) GB", "gib", "terms", "GB", scope="worker"),
+                r"mem=([\d.]+) GB", "gib", "terms", "GB", scope="worker", combine="min"),
+        LogLine("free_after_load_bytes", "Load weight end", r"Load weight end\..*?\bavail "
+                r"mem=([\d.]+) GB", "gib", "terms", "GB", scope="worker", combine="min"),
         LogLine("weights_bytes", "Load weight end", r"mem usage=([\d.]+) GB", "gib", "weights",
                 "GB", scope="worker"),
         LogLine("cudagraph_bytes", "Capture cuda graph end", r"mem usage=([\d.]+) GB", "gib",
