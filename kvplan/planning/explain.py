@@ -8,7 +8,11 @@ Two passes over what the log states (kvplan.sources.startlog):
    version a team deploys.
 2. **from the GPU and settings alone**, when the log gives the GPU's total memory (or --gpu
    names it): kvplan's predicted budget and its terms (weights, activation peak, non-torch
-   memory, CUDA graphs) beside each term the log printed.
+   memory, CUDA graphs) beside each term the log printed. An engine whose log prints the
+   free-memory readings it sizes its pool from (`log_readings`: SGLang's "Load weight
+   begin/end ... avail mem") has its pool sized from them instead, by the engine's own rule
+   (`capacity_from_readings`), with the span their printed precision allows; a reading the
+   log lacks is named by its line.
 """
 
 from __future__ import annotations
