@@ -50,7 +50,8 @@ def explain_view(e: Explanation, units: str = "iec") -> View:
              "from the free memory its log printed before and after the weight load).",
              "Settings read from the log: " + (", ".join(f"{k}={v}" for k, v in
                                                          sorted(e.settings.items())) or "none")]
-    notes += [f"{r.quantity}: {r.line}" for r in e.rows if r.line]
+    notes += [f"{r.quantity}: {r.line}" + (f" ({r.note})" if r.note else "")
+              for r in e.rows if r.line]
     payload = {"schema": SCHEMA, "kvplan_version": __version__, "ok": e.ok,
                **asdict(e)}
     return View([table], payload, csv_table, notes, list(e.notes))
