@@ -117,8 +117,9 @@ def plan(
     from_command: Annotated[str | None, typer.Option(
         "--from-command", help="The engine's launch command as you run it (vllm serve ..., "
         "python -m sglang.launch_server ..., llama-server ..., trtllm-serve ..., "
-        "text-generation-launcher ..., or inside docker run ...); @FILE reads it (or a "
-        "container's command:/args:) from a file. Its memory flags set the deployment.",
+        "text-generation-launcher ..., OLLAMA_NUM_PARALLEL=4 ollama serve, or inside docker "
+        "run ...); @FILE reads it (or a container's command:/args:) from a file. Its memory "
+        "flags and variables set the deployment.",
         show_default=False)] = None,
     gpu: GpuOpt = None,
     count: CountOpt = None,

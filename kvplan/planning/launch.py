@@ -199,19 +199,33 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
     if model is not None:
         quant_from_name = _name_quant(str(named)) if named else None
     elif not named:
+        from kvplan.engines.registry import launch_table as table_of
+
+        table = table_of(launch.engine)
+        if table is not None and table.positional is None and \
+                all(setting != "model" for setting, _ in table.flags.values()):
+            # a server that loads models per request (ollama serve): no line names one
+            raise BadInputError(f"{launch.program} names no model: it loads one per request",
+                                "give the model as MODEL beside --from-command (a library "
+                                "name, a config.json or directory, hf:org/name)")
         raise BadInputError(f"the {launch.program} command names no model",
                             "include the model (vllm serve MODEL, --model-path, -m, --model-id)"
                             ", or give MODEL beside --from-command")
     else:
         model, quant_from_name = model_name(str(named), warnings)
+    from kvplan.engines.registry import launch_table
     from kvplan.engines.settings import BY_NAME
 
     known = {f.name for f in fields(Deployment)}
     overrides: dict[str, Any] = {}
+    # the settings the command's environment gave (Ollama's OLLAMA_*), named so in errors
+    table = launch_table(launch.engine)
+    from_env = {setting: var for var, (setting, _) in (table.env if table else {}).items()
+                if var in launch.env}
     # declared settings (kvplan.engines.settings), read and bounded by their rows
     for name in sorted(k for k in s if k in BY_NAME):
         row = BY_NAME[name]
-        spelled = row.engine_flags.get(launch.engine, (row.flag,))[0]
+        spelled = from_env.get(name) or row.engine_flags.get(launch.engine, (row.flag,))[0]
         overrides[row.field_name] = row.to_field(s.pop(name), f"{spelled} in the command")
     # other settings named as Deployment fields (the flag tables name them so) as they are
     overrides.update({k: s.pop(k) for k in sorted(s) if k in known})

@@ -18,6 +18,7 @@ from typing import Any
 
 from kvplan.core.dtypes import KVFormat, cdiv
 from kvplan.core.errors import BadInputError
+from kvplan.core.launch import EngineLog
 from kvplan.core.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
@@ -463,7 +464,7 @@ def flash_attn_on(value: str | None) -> bool:
 class LlamacppEngine(BaseEngine):
     name = "llamacpp"
     display_name = "llama.cpp"
-    start_log = LOG_FORMAT
+    start_log: EngineLog | None = LOG_FORMAT
     launch_table = launch_flags
     budget_figure = "total_bytes"
     tokens_figure = "cells"

@@ -1,0 +1,144 @@
+"""The Ollama plugin: the llama.cpp context `ollama serve` loads a model with, sized by
+llama.cpp's own rules (kvplan.engines.llamacpp), never a copy of them.
+
+Ollama is a server in front of llama.cpp: its scheduler turns the request's num_ctx (the
+deployment's max_model_len: the context of one request), OLLAMA_NUM_PARALLEL, OLLAMA_KV_CACHE_TYPE
+and OLLAMA_FLASH_ATTENTION into the runner's context, num_ctx x parallel cells with one slot
+per parallel request (`config` cites each rule's source by release). That context is then
+exactly a llama-server deployment, which the llama.cpp engine plans; this engine keeps the
+Ollama deployment and says how it got there. Not modelled: Ollama's own engine (`ollama runner
+--ollama-engine`, some architectures up to 0.29), whose sliding-window layers keep more than
+llama.cpp's window; the layer count its memory estimate offloads when the model does not fit
+(num_gpu; give --n-gpu-layers); vision projectors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from kvplan.core.errors import BadInputError
+from kvplan.core.spec import ModelSpec
+from kvplan.engines.base import Capacity, Deployment
+from kvplan.engines.llamacpp.engine import ENGINE as LLAMACPP
+from kvplan.engines.llamacpp.engine import LlamacppEngine
+from kvplan.engines.ollama.config import (
+    CACHE_TYPES,
+    LATEST,
+    MIN_NUM_CTX,
+    QUANTIZED,
+    OllamaRules,
+    default_num_ctx,
+    flash_attention_setting,
+    rules_for,
+)
+from kvplan.engines.ollama.text import LOG_FORMAT, launch_flags
+
+SCHEMA = "kvplan.engine.ollama/1"
+
+
+def cache_type(kv_dtype: str) -> str:
+    """kvplan's KV dtype -> OLLAMA_KV_CACHE_TYPE (auto and 16-bit: f16, Ollama's default)."""
+    key = kv_dtype.strip().lower()
+    if key in ("auto", "fp16", "float16", ""):
+        return "f16"
+    if key not in CACHE_TYPES:
+        raise BadInputError(f"Ollama has no KV cache type {kv_dtype!r} (OLLAMA_KV_CACHE_TYPE, "
+                            "--kv-dtype)", "valid: " + ", ".join(CACHE_TYPES))
+    return key
+
+
+def runner_deployment(dep: Deployment) -> tuple[Deployment, tuple[str, ...]]:
+    """The llama.cpp deployment Ollama's scheduler starts for `dep`, and how it got there
+    (one note a rule that applied). `dep.max_model_len` is num_ctx, one request's context;
+    `dep.parallel` is OLLAMA_NUM_PARALLEL."""
+    from kvplan.engines import parse_version
+
+    rules: OllamaRules = rules_for(parse_version(dep.engine_version))
+    notes: list[str] = []
+    if dep.max_model_len is None:
+        gpus = (dep.gpu_memory_bytes or 0) * dep.num_gpus
+        num_ctx = default_num_ctx(rules, gpus)
+        notes.append(
+            f"num_ctx {num_ctx:,}: Ollama's default from {rules.release} when neither the "
+            "request, the Modelfile nor OLLAMA_CONTEXT_LENGTH sets one" + (
+                "" if rules.default_num_ctx is not None else
+                (f" (by the total GPU memory, {gpus:,} bytes: 47 GiB or more 262,144, 23 GiB "
+                 "or more 32,768, else 4,096)" if gpus else
+                 " (no GPU given: the tier of 0 bytes, 4,096)")))
+    else:
+        num_ctx = max(dep.max_model_len, MIN_NUM_CTX)
+    trained = dep.spec.max_context_tokens
+    if trained and num_ctx > trained:
+        notes.append(f"num_ctx {num_ctx:,} is cut to the model's trained context, {trained:,} "
+                     "(Ollama: 'requested context size too large for model')")
+        num_ctx = trained
+    parallel = dep.parallel
+    if rules.default_parallel == 0 and parallel == 1:
+        notes.append(f"Ollama {rules.release}: with OLLAMA_NUM_PARALLEL unset it loads "
+                     f"{rules.auto_parallel} slots where they fit (else 1); kvplan plans the "
+                     "1 given (set --parallel to plan the others)")
+    flash = flash_attention_setting(dep.flash_attn)
+    flash_mode = "on" if flash else "off" if flash is False else rules.flash_attention_default
+    kv = cache_type(dep.kv_dtype)
+    if dep.kv_dtype_v is not None and cache_type(dep.kv_dtype_v) != kv:
+        raise BadInputError("Ollama gives K and V one cache type (OLLAMA_KV_CACHE_TYPE); "
+                            f"--kv-dtype-v {dep.kv_dtype_v} differs from {kv}",
+                            "leave the V type out")
+    if kv in QUANTIZED and rules.quantized_kv_needs_flash_attention and flash is not True:
+        notes.append(f"OLLAMA_KV_CACHE_TYPE={kv} without OLLAMA_FLASH_ATTENTION=1: Ollama "
+                     f"{rules.release} keeps an f16 cache ('OLLAMA_FLASH_ATTENTION must be "
+                     "enabled to use a quantized OLLAMA_KV_CACHE_TYPE')")
+        kv = "f16"
+    unified = not rules.cache_per_sequence if dep.kv_unified is None else dep.kv_unified
+    notes.append(f"the runner's context: num_ctx {num_ctx:,} x OLLAMA_NUM_PARALLEL {parallel} "
+                 f"= {num_ctx * parallel:,} cells, {parallel} slot(s), cache type {kv}, flash "
+                 f"attention {flash_mode} (" + (
+                     "llama-server -c {0} -np {1}" if rules.llama_server else
+                     "llama.cpp n_ctx {0}, n_seq_max {1}").format(num_ctx * parallel, parallel)
+                 + f", as Ollama's releases from {rules.release} start it)")
+    run = replace(dep, engine=LLAMACPP.name, engine_version=None,
+                  max_model_len=num_ctx * parallel, kv_dtype=kv, kv_dtype_v=None,
+                  flash_attn=flash_mode, kv_unified=unified)
+    return run, tuple(notes)
+
+
+class OllamaEngine(LlamacppEngine):
+    """`ollama serve`: Ollama's settings -> a llama.cpp context, planned by llama.cpp's
+    engine; the capacity keeps the Ollama deployment (its num_ctx per request)."""
+
+    name = "ollama"
+    display_name = "Ollama"
+    start_log = LOG_FORMAT  # none: its logs are read as llama.cpp's
+    launch_table = launch_flags
+    latest_version = LATEST
+    kv_dtypes = ("auto", *CACHE_TYPES)
+    smaller_kv_dtypes = QUANTIZED
+
+    def capacity(self, dep: Deployment) -> Capacity:
+        run, notes = runner_deployment(dep)
+        cap = LLAMACPP.capacity(run)
+        # the deployment as Ollama resolved it: max_model_len is the num_ctx it gave
+        dep = replace(dep, max_model_len=run.context_limit() // run.parallel)
+        return replace(cap, deployment=dep, engine=self,
+                       pool=replace(cap.pool, engine=self.name), notes=(*notes, *cap.notes))
+
+    def numbers(self, cap: Capacity) -> dict[str, Any]:
+        """llama.cpp's figures, and Ollama's: num_ctx (one request's context) and the
+        runner's KvSize (num_ctx x parallel, as its load request logs it)."""
+        p = cap.engine_profile
+        return {**super().numbers(cap), "num_ctx": p.cells_per_seq,
+                "kv_size": p.cells, "parallel": p.seqs}
+
+    def defaults(self, spec: ModelSpec, gpu_name: str | None = None,
+                 gpu_memory_bytes: int | None = None,
+                 version: str | None = None) -> dict[str, Any]:
+        from kvplan.engines import parse_version
+
+        rules = rules_for(parse_version(version))
+        return {"num_ctx": default_num_ctx(rules, gpu_memory_bytes or 0),
+                "parallel": rules.default_parallel or rules.auto_parallel,
+                "kv_cache_type": "f16", "flash_attention": rules.flash_attention_default}
+
+
+ENGINE = OllamaEngine()

@@ -1,0 +1,149 @@
+"""Ollama (kvplan.engines.ollama): `ollama serve` and its environment planned through
+llama.cpp's rules, against the KV figures real Ollama logs print
+(tests/fixtures/logs/llamacpp/, index.yaml) and the rules of Ollama's source at each release
+(kvplan/engines/ollama/config.py cites them)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from paths import FIXTURES
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+
+runner = CliRunner()
+LOGS = FIXTURES / "logs" / "llamacpp"
+MIB = 2**20
+QWEN25_7B = str(FIXTURES / "engines" / "models" / "qwen2.5-7b.yaml")
+
+
+def logged_mib(log: str, pattern: str) -> float:
+    """A MiB figure as the log prints it (the first line matching `pattern`)."""
+    found = re.search(pattern, (LOGS / log).read_text())
+    assert found, (log, pattern)
+    return float(found.group(1))
+
+
+def plan(*args: str) -> tuple[int, dict]:
+    result = runner.invoke(app, ["plan", *args, "-f", "json"])
+    assert result.exit_code in (0, 1), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+# ollama 0.5.12, https://github.com/ollama/ollama/issues/9352
+I9352 = "ollama-i9352-llama31-8b-10x8192-2x4090.log"
+
+
+def test_ten_slots_of_8192_as_ollama_0_5_12_logged_them():
+    # the reporter's Ollama 0.5.12 ran llama3.1:8b with num_ctx 8192 and 10 parallel slots on
+    # 2x RTX 4090: the runner's n_ctx is 81,920 and "KV self size = 10240.00 MiB"
+    _, out = plan("llama-3.1-8b", "--engine", "ollama", "--engine-version", "0.5.12",
+                  "--max-model-len", "8192", "--parallel", "10", "--gpu", "rtx-4090",
+                  "--count", "2")
+    numbers = out["engine"]
+    assert numbers["kv_size"] == 81920 == int(re.search(
+        r"n_ctx += (\d+)", (LOGS / I9352).read_text()).group(1))
+    assert numbers["total_bytes"] == logged_mib(I9352, r"KV self size += +([\d.]+) MiB") * MIB
+    # the compute buffer of that unified 81,920-cell cache, as the runner printed it
+    assert numbers["compute_mib"] == logged_mib(I9352, r"CUDA0 compute buffer size = +([\d.]+)")
+    assert numbers["num_ctx"] == 8192 and out["deployment"]["max_model_len"] == 8192
+
+
+def test_the_same_settings_from_the_serve_line():
+    # OLLAMA_NUM_PARALLEL x OLLAMA_CONTEXT_LENGTH cells (llm/server.go KvSize); the model is
+    # not on the line, MODEL names it; any release's cache holds the 81,920 cells of the log
+    _, out = plan("llama-3.1-8b", "--from-command",
+                  "OLLAMA_NUM_PARALLEL=10 OLLAMA_CONTEXT_LENGTH=8192 ollama serve",
+                  "--gpu", "rtx-4090", "--count", "2")
+    assert out["deployment"]["engine"] == "ollama"
+    assert out["engine"]["total_bytes"] == logged_mib(I9352, r"KV self size += +([\d.]+)") * MIB
+    # a cache per slot from 0.11.5 (llama.cpp's kv_unified false): 10 of 8,192 cells
+    assert out["engine"]["cells_per_seq"] == 8192 and out["engine"]["parallel"] == 10
+
+
+def test_one_request_of_4096_as_a_2026_ollama_logged_it():
+    # an ollama runner log of 2026-05-05: n_ctx 4096, one slot, flash attention auto;
+    # "size = 224.00 MiB (4096 cells, 28 layers, 1/1 seqs)", compute buffer 304.00 MiB
+    log = "llamacpp-ollama-qwen25-7b-c4096-fa.log"
+    _, out = plan(QWEN25_7B, "--from-command", "OLLAMA_CONTEXT_LENGTH=4096 ollama serve",
+                  "--engine-version", "0.23")
+    assert out["engine"]["total_bytes"] == logged_mib(
+        log, r"llama_kv_cache: size = +([\d.]+) MiB") * MIB
+    assert out["engine"]["compute_mib"] == logged_mib(log, r"CUDA0 compute buffer size = +([\d.]+)")
+
+
+def test_the_vram_based_default_on_a_cpu_as_ollama_0_16_1_logged_it():
+    # Ollama 0.16.1 on a CPU: 'vram-based default context total_vram="0 B"
+    # default_num_ctx=4096', then `msg="kv cache" device=CPU size="384.0 MiB"` (its own
+    # engine, whose causal cache is llama.cpp's: 48 layers x 4 KV heads x 128 x 2 x 2 B)
+    log = "llamacpp-ollama-0.16.1-engine-qwen3-coder-30b-cpu-c4096.log"
+    text = (LOGS / log).read_text()
+    assert "default_num_ctx=4096" in text
+    _, out = plan("qwen3-30b-a3b", "--engine", "ollama", "--engine-version", "0.16.1")
+    assert out["engine"]["num_ctx"] == 4096
+    assert out["engine"]["total_bytes"] == logged_mib(
+        log, r'msg="kv cache" device=CPU size="([\d.]+) MiB"') * MIB == 4096 * 48 * 4 * 128 * 4
+
+
+@pytest.mark.parametrize("version,gpu,count,num_ctx", [
+    ("0.6.6", "h100", "1", 2048),  # api/types.go DefaultOptions NumCtx 2048
+    ("0.6.7", "h100", "1", 4096),  # envconfig OLLAMA_CONTEXT_LENGTH default 4096
+    ("0.15.4", "h100", "1", 4096),
+    ("0.15.5", "rtx-5070-ti", "1", 4096),  # 16 GB: under 23 GiB
+    ("0.15.5", "rtx-4090", "1", 32768),  # 23.6 GiB reported: 23 GiB or more
+    ("0.15.5", "rtx-4090", "2", 131072),  # 47.3 GiB over two: 262,144, cut to the 131,072 trained
+    ("0.30.0", "h100", "1", 131072),  # 79.2 GiB: 262,144, cut likewise
+])
+def test_the_default_context_by_release_and_gpu_memory(version, gpu, count, num_ctx):
+    _, out = plan("llama-3.1-8b", "--engine", "ollama", "--engine-version", version,
+                  "--gpu", gpu, "--count", count)
+    assert out["engine"]["num_ctx"] == num_ctx
+    # one request of num_ctx is what kvplan then plans: 131,072 B a token (32 x 8 x 128 x 4)
+    assert out["engine"]["total_bytes"] == num_ctx * 32 * 8 * 128 * 4
+
+
+@pytest.mark.parametrize("version,flash,k_bytes_per_cell", [
+    # a q8_0 row of 8 x 128 values: 32 blocks of 34 B; f16: 2 B a value
+    ("0.20.0", "", 8 * 128 * 2),  # dropped without OLLAMA_FLASH_ATTENTION=1
+    ("0.20.0", "OLLAMA_FLASH_ATTENTION=1 ", 8 * 128 // 32 * 34),
+    ("0.30.0", "", 8 * 128 // 32 * 34),  # llama-server takes --cache-type-k q8_0 as given
+])
+def test_a_quantized_cache_needs_flash_attention_up_to_0_29(version, flash, k_bytes_per_cell):
+    _, out = plan("llama-3.1-8b", "--from-command",
+                  f"{flash}OLLAMA_KV_CACHE_TYPE=q8_0 OLLAMA_CONTEXT_LENGTH=4096 ollama serve",
+                  "--engine-version", version)
+    assert out["engine"]["k_bytes"] == 4096 * 32 * k_bytes_per_cell
+
+
+@pytest.mark.parametrize("version,cells", [
+    ("0.11.4", 20224),  # one cache: GGML_PAD(5000 x 4, 256)
+    ("0.11.5", 20480),  # a cache per slot: 4 x GGML_PAD(5000, 256)
+])
+def test_one_cache_for_every_slot_before_0_11_5(version, cells):
+    _, out = plan("llama-3.1-8b", "--engine", "ollama", "--engine-version", version,
+                  "--max-model-len", "5000", "--parallel", "4")
+    assert out["engine"]["cells"] == cells
+
+
+def test_the_docker_image_tag_is_the_release():
+    _, out = plan("llama-3.1-8b", "--from-command",
+                  "docker run -d --gpus=all -e OLLAMA_NUM_PARALLEL=2 -p 11434:11434 "
+                  "ollama/ollama:0.6.2")
+    assert out["deployment"]["engine_version"] == "0.6.2"
+    assert out["engine"]["kv_size"] == 2 * 2048  # 0.6.2's default num_ctx, two slots
+
+
+@pytest.mark.parametrize("line,message", [
+    ("ollama serve", "names no model: it loads one per request"),
+    ("OLLAMA_NUM_PARALLEL=0 ollama serve", "OLLAMA_NUM_PARALLEL in the command must be"),
+    ("OLLAMA_KV_CACHE_TYPE=q5_0 ollama serve", "Ollama has no KV cache type 'q5_0'"),
+    ("OLLAMA_FLASH_ATTENTION=maybe ollama serve", "OLLAMA_FLASH_ATTENTION"),
+])
+def test_bad_settings_are_named(line, message):
+    model = [] if line == "ollama serve" else ["llama-3.1-8b"]
+    result = runner.invoke(app, ["plan", *model, "--from-command", line])
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
