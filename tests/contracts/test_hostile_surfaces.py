@@ -651,7 +651,7 @@ def test_number_headers_wrap_at_words_instead_of_being_cut_at_80_columns():
     assert all(len(line) <= 80 for line in res.stdout.splitlines())
 
 
-@pytest.mark.parametrize("command, rows", [("models", 58), ("gpus", 27)])
+@pytest.mark.parametrize("command, rows", [("models", 58), ("gpus", 33)])
 @pytest.mark.parametrize("columns", [80, 100, 119])
 def test_models_and_gpus_stay_tables_below_120_columns(command, rows, columns):
     res = runner.invoke(app, [command], env={"COLUMNS": str(columns)})

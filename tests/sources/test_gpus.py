@@ -47,7 +47,7 @@ def test_catalog_loads_with_the_gpus_the_planner_needs(catalog):
                    "A100 SXM 80GB", "A100 PCIe 80GB", "A100 SXM 40GB", "A100 PCIe 40GB",
                    "L40S", "L40", "L4", "A10G", "A10", "T4", "V100 16GB", "V100 32GB",
                    "RTX 3090", "RTX 4090", "RTX 5090", "RTX 6000 Ada", "RTX PRO 6000 Blackwell",
-                   "MI300X", "MI325X", "MI355X"):
+                   "MI300X", "MI325X", "MI355X", "H20", "RTX A6000", "RTX 5080", "A40"):
         assert wanted in names
     assert all(isinstance(g, GPU) for g in catalog)
 
@@ -88,7 +88,8 @@ def test_names_and_aliases_are_unique_after_normalizing(catalog):
     ("rtx4090", "RTX 4090"), ("NVIDIA GeForce RTX 3090", "RTX 3090"), ("5090", "RTX 5090"),
     ("Tesla V100-SXM2-32GB", "V100 32GB"), ("NVIDIA RTX 6000 Ada Generation", "RTX 6000 Ada"),
     ("rtx-pro-6000", "RTX PRO 6000 Blackwell"), ("AMD Instinct MI300X", "MI300X"),
-    ("mi355x", "MI355X"), ("gb200", "GB200"), ("b200", "B200"),
+    ("mi355x", "MI355X"), ("gb200", "GB200"), ("b200", "B200"), ("NVIDIA H20", "H20"),
+    ("a6000", "RTX A6000"), ("NVIDIA GeForce RTX 5080", "RTX 5080"), ("NVIDIA A40", "A40"),
 ])
 def test_find_gpu_by_alias(text, name):
     assert find_gpu(text).name == name
@@ -155,6 +156,10 @@ def test_exact_byte_counts(text, expected_bytes):
     ("a10g", 22_587),  # torch: total_memory=22587MB
     ("rtx 6000 ada", 48_622),  # torch: total_memory=48622MB
     ("rtx pro 6000", 97_250),  # torch: total_memory=97250MB (Server Edition)
+    ("h20", 97_285),  # torch: name='NVIDIA H20' ... total_memory=97285MB
+    ("rtx a6000", 48_676),  # torch: name='NVIDIA RTX A6000' ... total_memory=48676MB
+    ("rtx 5080", 16_302),  # torch: name='NVIDIA GeForce RTX 5080' ... total_memory=16302MB
+    ("a40", 45_416),  # torch: name='NVIDIA A40' ... total_memory=45416MB (ECC on)
 ])
 def test_torch_mib_figures(text, mib):
     assert find_gpu(text).memory_bytes == mib * MIB
@@ -183,6 +188,11 @@ def test_vendor_bandwidth_figures():
     assert find_gpu("h200").hbm_bandwidth_bytes_per_s == 4_800_000_000_000  # 4.8 TB/s
     assert find_gpu("a100-80gb").hbm_bandwidth_bytes_per_s == 2_039_000_000_000
     assert find_gpu("mi300x").hbm_bandwidth_bytes_per_s == 5_300_000_000_000  # 5.3 TB/s
+    assert find_gpu("h20").hbm_bandwidth_bytes_per_s == 4_000_000_000_000  # 4.0 TB/s
+    assert find_gpu("a6000").hbm_bandwidth_bytes_per_s == 768 * 10**9  # 768 GB/s
+    assert find_gpu("a40").hbm_bandwidth_bytes_per_s == 696 * 10**9  # 696 GB/s
+    # 256-bit GDDR7 at 30 Gbps: 256 / 8 x 30 GB/s
+    assert find_gpu("rtx 5080").hbm_bandwidth_bytes_per_s == 256 // 8 * 30 * 10**9
 
 
 def test_precision_support():
