@@ -32,7 +32,7 @@ _BUILTIN: dict[str, str] = {
     "hf": "kvplan.engines.hf",
     "tgi": "kvplan.engines.tgi",
     # a server in front of llama.cpp: its settings planned by the llama.cpp engine
-    "ollama": "kvplan.engines.ollama",
+    "ollama": "kvplan.engines.llamacpp.ollama",
 }
 # A built-in engine's launch flag table (`launch_flags()`) and start-up log lines
 # (`LOG_FORMAT`) live in its package's `text` module, data that imports none of the engine's

@@ -1,7 +1,7 @@
-"""Ollama (kvplan.engines.ollama): `ollama serve` and its environment planned through
+"""Ollama (kvplan.engines.llamacpp.ollama): `ollama serve` and its environment planned through
 llama.cpp's rules, against the KV figures real Ollama logs print
 (tests/fixtures/logs/llamacpp/, index.yaml) and the rules of Ollama's source at each release
-(kvplan/engines/ollama/config.py cites them)."""
+(kvplan/engines/llamacpp/ollama/config.py cites them)."""
 
 from __future__ import annotations
 

@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING
 from kvplan.engines import lazy_exports
 
 if TYPE_CHECKING:
-    from kvplan.engines.ollama.config import (
+    from kvplan.engines.llamacpp.ollama.config import (
         RULES,
         VRAM_TIERS,
         OllamaRules,
         default_num_ctx,
         rules_for,
     )
-    from kvplan.engines.ollama.engine import ENGINE, OllamaEngine, runner_deployment
-    from kvplan.engines.ollama.text import launch_flags
+    from kvplan.engines.llamacpp.ollama.engine import ENGINE, OllamaEngine, runner_deployment
+    from kvplan.engines.llamacpp.ollama.text import launch_flags
 
 __all__ = ["ENGINE", "RULES", "VRAM_TIERS", "OllamaEngine", "OllamaRules",
            "default_num_ctx", "launch_flags", "rules_for", "runner_deployment"]

@@ -22,7 +22,7 @@ from kvplan.core.spec import ModelSpec
 from kvplan.engines.base import Capacity, Deployment
 from kvplan.engines.llamacpp.engine import ENGINE as LLAMACPP
 from kvplan.engines.llamacpp.engine import LlamacppEngine
-from kvplan.engines.ollama.config import (
+from kvplan.engines.llamacpp.ollama.config import (
     CACHE_TYPES,
     LATEST,
     MIN_NUM_CTX,
@@ -32,7 +32,7 @@ from kvplan.engines.ollama.config import (
     flash_attention_setting,
     rules_for,
 )
-from kvplan.engines.ollama.text import LOG_FORMAT, launch_flags
+from kvplan.engines.llamacpp.ollama.text import LOG_FORMAT, launch_flags
 
 SCHEMA = "kvplan.engine.ollama/1"
 
