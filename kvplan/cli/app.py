@@ -15,7 +15,7 @@ COMMANDS = (
     ("show", "model", "show"),
     ("gpus", "gpus", "gpus"),
     ("plan", "plan", "plan"),
-    ("compare", "plan", "compare"),
+    ("compare", "compare", "compare"),
     ("sweep", "sweep", "sweep"),
     ("validate", "validate", "validate"),
     ("import", "model", "import_model"),

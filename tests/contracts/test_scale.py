@@ -450,6 +450,7 @@ def test_plan_without_requests_does_not_read_workloads():
 
     result = probe(["plan", "llama-3.1-8b", "--gpu", "h100", "--context", "8k"],
                    ("kvplan.planning.plan", "kvplan.sources.workload", "kvplan.cli.model",
+                    "kvplan.cli.compare",  # compare's options are not built for plan
                     # vLLM's flag table and log lines (read by --from-command and explain),
                     # DeepSeek-V4's cache stages, llama.cpp's engine: not this plan's
                     "kvplan.engines.vllm.text", "kvplan.core.launch",
@@ -460,13 +461,14 @@ def test_plan_without_requests_does_not_read_workloads():
 def test_size_and_plan_signatures_are_not_strings_typer_must_compile():
     # typer reads a command's signature four times at start-up; string annotations (from
     # `from __future__ import annotations`) are compiled at each read: ~3 ms for plan
+    from kvplan.cli import compare as compare_cli
     from kvplan.cli import explain as explain_cli
     from kvplan.cli import gpus as gpus_cli
     from kvplan.cli import model as model_cli
     from kvplan.cli import plan as plan_cli
     from kvplan.cli import whatif as whatif_cli
 
-    for command in (model_cli.size, plan_cli.plan, plan_cli.compare, explain_cli.explain,
+    for command in (model_cli.size, plan_cli.plan, compare_cli.compare, explain_cli.explain,
                     whatif_cli.whatif, gpus_cli.gpus):
         hints = command.__annotations__
         assert hints and not [k for k, v in hints.items() if isinstance(v, str)], command
