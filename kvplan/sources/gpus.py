@@ -97,19 +97,26 @@ def _load(path: str) -> tuple[GPU, ...]:
 
 
 def _read_packaged() -> Any:
-    """The packaged catalog through libyaml's own safe loader: the same parser, constructor and
-    resolver as the guarded reader (kvplan.sources.reader), without its per-node Python limit
-    checks, which guard files a user hands kvplan, not the one shipped with it (2.5 ms of
-    every `--gpu`; tests/sources/test_gpus.py checks that both read the same values). Without
-    libyaml, the guarded reader."""
+    """The packaged catalog through the plain-subset reader (kvplan.sources.plainyaml: no
+    PyYAML import), else libyaml's own safe loader: the same values as the guarded reader
+    (kvplan.sources.reader), without its per-node Python limit checks, which guard files a
+    user hands kvplan, not the one shipped with it (2.5 ms of every `--gpu`;
+    tests/sources/test_gpus.py checks that both read the same values). Without libyaml, the
+    guarded reader."""
+    from kvplan.sources.plainyaml import parse
+
+    with open(_PACKAGED, encoding="utf-8") as f:
+        text = f.read()
+    done, value = parse(text)  # the subset kvplan's files use, without PyYAML
+    if done:
+        return value
     try:
         from yaml import CSafeLoader
     except ImportError:
         return read_yaml(_PACKAGED, "the GPU catalog")
     import yaml
 
-    with open(_PACKAGED, encoding="utf-8") as f:
-        return yaml.load(f.read(), Loader=CSafeLoader)  # noqa: S506 - a safe loader
+    return yaml.load(text, Loader=CSafeLoader)  # noqa: S506 - a safe loader
 
 
 def catalog_from_dict(raw: Any, source: str) -> list[GPU]:
@@ -253,13 +260,17 @@ def _find_packaged(wanted: str) -> GPU | None:
         names = [_plain_scalar(n) for n in (
             start.group(1), *(lists[0].split(",") if len(lists) == 1 else []))]
         if wanted in (normalize(n) for n in names if n is not None):
-            import yaml
+            from kvplan.sources.plainyaml import parse
 
-            try:
-                loader = yaml.CSafeLoader
-            except AttributeError:
-                return None
-            item = yaml.load(entry, Loader=loader)  # noqa: S506 - a safe loader
+            done, item = parse(entry)  # the subset kvplan's files use, without PyYAML
+            if not done:
+                import yaml
+
+                try:
+                    loader = yaml.CSafeLoader
+                except AttributeError:
+                    return None
+                item = yaml.load(entry, Loader=loader)  # noqa: S506 - a safe loader
             if not isinstance(item, list) or len(item) != 1:
                 return None
             return _read_gpu(Fields(item[0], _PACKAGED, f"gpus[{i}]"))

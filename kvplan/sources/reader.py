@@ -252,7 +252,14 @@ def construct_yaml(node: Any, loader: Any, source: str) -> Any:
 
 
 def parse_yaml(text: str, source: str) -> Any:
-    """YAML text -> Python values, with every limit checked before anything is built."""
+    """YAML text -> Python values, with every limit checked before anything is built. Text in
+    the plain subset kvplan's own files use is read without PyYAML (kvplan.sources.plainyaml:
+    the same values, and importing PyYAML is a fifth of a command's start-up)."""
+    from kvplan.sources.plainyaml import parse
+
+    done, value = parse(text)
+    if done:
+        return value
     node, loader = compose_yaml(text, source)
     return construct_yaml(node, loader, source)
 

@@ -333,9 +333,11 @@ def test_packaged_catalog_fast_read_equals_the_guarded_reader():
     # the packaged catalog skips the guarded reader's per-node checks (start-up); it must read
     # exactly the values the guarded reader reads, and any other path must still be guarded
     from kvplan.sources import gpus as g
-    from kvplan.sources.fields import read_yaml
+    from kvplan.sources.reader import compose_yaml, construct_yaml
 
-    guarded = read_yaml(str(g.CATALOG_PATH), "the GPU catalog")
+    # the guarded reader's PyYAML path itself (parse_yaml would take the plain-subset reader)
+    text = g.CATALOG_PATH.read_text(encoding="utf-8")
+    guarded = construct_yaml(*compose_yaml(text, "gpus.yaml"), "gpus.yaml")
     assert g._read_packaged() == guarded
     assert type(guarded["gpus"][0]["memory_bytes"]) is int
     g._load.cache_clear()
