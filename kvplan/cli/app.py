@@ -1,7 +1,8 @@
 """The `kvplan` app: every command registered here, explicitly, in the order --help lists them.
 Command modules define plain functions; nothing registers itself as an import side effect."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typer reads the version option's signature (and
+# its callback's) as it starts, and compiles each string annotation at every read.
 
 import sys
 from typing import Annotated

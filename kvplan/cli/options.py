@@ -39,6 +39,9 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
             raise typer.BadParameter(f"must be one of {', '.join(choices)}, got {value!r}")
         return value.lower()
 
+    # typer reads a callback's signature as the command is built: real types, not the
+    # strings this module's annotations are (each would be compiled at every read)
+    check.__annotations__ = {"value": str, "return": str}
     return check
 
 

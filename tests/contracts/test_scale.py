@@ -461,14 +461,21 @@ def test_plan_without_requests_does_not_read_workloads():
 def test_size_and_plan_signatures_are_not_strings_typer_must_compile():
     # typer reads a command's signature four times at start-up; string annotations (from
     # `from __future__ import annotations`) are compiled at each read: ~3 ms for plan
+    from importlib import import_module
+
     from kvplan.cli import compare as compare_cli
     from kvplan.cli import explain as explain_cli
     from kvplan.cli import gpus as gpus_cli
     from kvplan.cli import model as model_cli
+    from kvplan.cli import options as options_cli
     from kvplan.cli import plan as plan_cli
     from kvplan.cli import whatif as whatif_cli
 
+    app_cli = import_module("kvplan.cli.app")  # `kvplan.cli.app` as an attribute is the app
+
+    # the app's version option and the option callbacks typer reads as well
     for command in (model_cli.size, plan_cli.plan, compare_cli.compare, explain_cli.explain,
-                    whatif_cli.whatif, gpus_cli.gpus):
+                    whatif_cli.whatif, gpus_cli.gpus, app_cli._version_option,
+                    app_cli._print_version, options_cli._one_of(("a", "b"))):
         hints = command.__annotations__
         assert hints and not [k for k, v in hints.items() if isinstance(v, str)], command
