@@ -458,6 +458,21 @@ def test_plan_without_requests_does_not_read_workloads():
     assert result.ran and result.loaded == ["kvplan.planning.plan"]
 
 
+@pytest.mark.parametrize("argv", [
+    ["plan", "llama-3.1-8b", "--gpu", "h100", "--context", "8k"],
+    ["explain", "tests/fixtures/logs/vllm-v1-llama-3.1-8b.log"],
+    ["plan", "--from-command", "vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size"
+     " 2", "--gpu", "h100"],
+], ids=["plan", "explain", "from-command"])
+def test_library_models_and_catalog_gpus_are_read_without_pyyaml(argv):
+    # importing PyYAML is a fifth of a plan's start-up: kvplan's own files are in the plain
+    # subset kvplan.sources.plainyaml reads (tests/sources/test_plainyaml.py)
+    from probes import probe
+
+    result = probe(argv, ("yaml",))
+    assert result.ran and result.loaded == [], result.stderr
+
+
 def test_size_and_plan_signatures_are_not_strings_typer_must_compile():
     # typer reads a command's signature four times at start-up; string annotations (from
     # `from __future__ import annotations`) are compiled at each read: ~3 ms for plan
