@@ -183,10 +183,14 @@ class LibraryIndex:
         self.found: dict[tuple[str, str | None], ModelSpec | None] = {}
         for path in (library_files() if files is None else files).values():
             try:
-                with open(path, encoding="utf-8") as f:  # not Path.read_text: 58 files
-                    text = f.read()
+                # bytes, then text (not Path.read_text, nor a text-mode file: 58 files); line
+                # ends as a text-mode read leaves them
+                with open(path, "rb") as f:
+                    text = f.read().decode("utf-8")
             except (OSError, UnicodeDecodeError):
                 continue
+            if "\r" in text:
+                text = text.replace("\r\n", "\n").replace("\r", "\n")
             found = _header(text)
             if found is None:
                 found = _parsed_header(path)
@@ -228,15 +232,34 @@ _NAME_LINE = re.compile(r"^name:[ \t]*(\S+)[ \t]*$", re.M)
 _ALIASES_LINE = re.compile(r"^aliases:[ \t]*\[([^\]]*)\][ \t]*$", re.M)
 
 
+def _line_matches(pattern: re.Pattern[str], key: str, text: str) -> tuple[list[str], bool]:
+    """(`pattern.findall(text)`, whether a line starts with `key`) for a MULTILINE `pattern`
+    that starts `^key`: tried only where a line starts with `key` (str.find, not a regular
+    expression scanning every character: 58 files per alias look-up)."""
+    found: list[str] = []
+    seen = False
+    end = 0  # findall's matches do not overlap
+    at = 0 if text.startswith(key) else text.find("\n" + key) + 1 or -1
+    while at >= 0:
+        seen = True
+        if at >= end:
+            m = pattern.match(text, at)
+            if m is not None:
+                found.append(m.group(1))
+                end = m.end()
+        at = text.find("\n" + key, at) + 1 or -1
+    return found, seen
+
+
 def _header(text: str) -> tuple[str, list[str]] | None:
     """(name, aliases) from a library file's own lines, or None when they are not written as
     the library writes them (one `name:` line, `aliases:` absent or a flow list of plain
     names)."""
-    names = _NAME_LINE.findall(text)
+    names, _ = _line_matches(_NAME_LINE, "name:", text)
     if len(names) != 1 or names[0][0] in "'\"&*!|>{[":
         return None
-    lists = _ALIASES_LINE.findall(text)
-    if len(lists) > 1 or (not lists and re.search(r"^aliases:", text, re.M)):
+    lists, declared = _line_matches(_ALIASES_LINE, "aliases:", text)
+    if len(lists) > 1 or (not lists and declared):
         return None
     aliases = [a.strip() for a in lists[0].split(",")] if lists else []
     if any(not a or a[0] in "'\"&*!|>{[" or "#" in a for a in aliases):

@@ -13,6 +13,8 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from paths import ROOT
 from typer.testing import CliRunner
 
@@ -385,3 +387,32 @@ def test_num_params_is_shown() -> None:
     result = CliRunner().invoke(app, ["show", "gpt2"])
     assert result.exit_code == 0, result.output
     assert "Parameters: 124,439,808." in result.output
+
+
+# --- the alias index's line reads -----------------------------------------------------------
+
+_PIECES = st.sampled_from(["name:", "aliases:", " [a", ", b", "]", "\n", " ", "x", "\t", "\r",
+                           "\r\n", "[", "name: a\n", "aliases: [c, d]\n"])
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(_PIECES, max_size=14).map("".join))
+def test_index_line_reads_find_what_the_patterns_find_anywhere(text):
+    # the index tries its two MULTILINE patterns only where a line starts with the key; that
+    # must find exactly what findall over the whole text finds (matches that do not overlap,
+    # an aliases list wrapped over lines)
+    from kvplan.sources import library
+
+    for pattern, key in ((library._NAME_LINE, "name:"), (library._ALIASES_LINE, "aliases:")):
+        declared = re.search("^" + key, text, re.M) is not None
+        assert library._line_matches(pattern, key, text) == (pattern.findall(text), declared)
+
+
+def test_index_reads_a_file_with_windows_line_ends_as_a_text_mode_read_does(tmp_path):
+    from kvplan.sources import library
+
+    path = tmp_path / "m.yaml"
+    path.write_bytes(b"schema: kvplan.model/1\r\nname: m\r\naliases: [org/M-1,\r\n  org/m-2]\r\n")
+    index = library.LibraryIndex({"m": path})
+    assert index.names == ["m"]
+    assert index.aliases["org/m-1"] == [path] and index.aliases["org/m-2"] == [path]
