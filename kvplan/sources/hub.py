@@ -8,7 +8,7 @@ Unreachable Hub: one line on stderr and the cached config.json, else Unavailable
 each answer the Hub can give (gated repo, no such repo or revision, no config.json) has its
 own message.
 kvplan decides every path it writes and bounds everything it reads, whatever the server answers
-(`_REVISION`, `_download`, `_guard_client`, MAX_FILE_BYTES, MAX_ANSWER_BYTES,
+(`hubref._REVISION`, `_download`, `_guard_client`, MAX_FILE_BYTES, MAX_ANSWER_BYTES,
 HUB_TIME_LIMIT_S); each check and why: docs/architecture.md, "Notes on single modules".
 """
 
@@ -34,39 +34,20 @@ from kvplan.core.errors import (
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec, Source
 
+# the reference alone, read without this module (kvplan.sources.hubref); re-exported
+from kvplan.sources.hubref import DEFAULT_REVISION as DEFAULT_REVISION
+from kvplan.sources.hubref import HubRef as HubRef
+from kvplan.sources.hubref import bare_hub_ref as bare_hub_ref
+from kvplan.sources.hubref import check_revision as check_revision
+from kvplan.sources.hubref import parse_hub_ref as parse_hub_ref
+
 CONFIG_FILE = "config.json"
-DEFAULT_REVISION = "main"  # the client's default branch (huggingface_hub.constants)
 _COMMIT = re.compile(r"[0-9a-f]{40}")
-# A branch, tag or commit name: no path separator, no `..`, not hidden, at most 128
-# characters; or a pull request's ref (`refs/pr/12`), which the Hub names that way.
-_REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}|refs/pr/[0-9]{1,9}")
 # What the client turns into file names (ETag -> blobs/<etag>, X-Repo-Commit ->
 # snapshots/<sha>): a hash-like token, never a path.
 _SERVER_NAME = re.compile(r'(?:W/)?"?([A-Za-z0-9_-]{1,128})"?')
 HUB_TIME_LIMIT_S = 60.0         # one Hub operation (a config, the safetensors headers)
 MAX_ANSWER_BYTES = 32 * 2**20   # one answer's body, decoded (safetensors headers: <= 25 MB)
-# Hub repo ids: `name` or `org/name`, letters, digits, `-`, `_`, `.`; no `--` or `..`.
-_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(?:/[A-Za-z0-9][\w.-]*)?")
-
-
-@record
-class HubRef:
-    """A model repo on the Hub and the revision asked for (None: the default branch)."""
-
-    repo: str
-    revision: str | None = None
-
-    @property
-    def rev(self) -> str:
-        return self.revision or DEFAULT_REVISION
-
-    @property
-    def name(self) -> str:
-        """The spec name: the repo's last part, lower case (`Llama-3.1-8B` -> `llama-3.1-8b`)."""
-        return self.repo.rsplit("/", 1)[-1].lower()
-
-    def __str__(self) -> str:
-        return f"hf:{self.repo}@{self.rev}"
 
 
 @record
@@ -102,51 +83,6 @@ class TensorEntry:
     dtype: str
     shape: tuple[int, ...]
     data_offsets: tuple[int, int]
-
-
-def parse_hub_ref(model: str) -> HubRef:
-    """`hf:org/name@rev`, `hf:name`, `org/name@rev`, `org/name` -> HubRef, or BadInputError."""
-    ref = _hub_ref(model)
-    if ref is not None:
-        check_revision(ref, model)
-    if ref is None:
-        raise BadInputError(f"{model!r} is not a Hugging Face Hub model id",
-                            "write hf:org/name, optionally with @branch, @tag or "
-                            "@commit-sha, e.g. hf:meta-llama/Llama-3.1-8B@main")
-    return ref
-
-
-def bare_hub_ref(model: str) -> HubRef | None:
-    """An unprefixed `org/name[@rev]` -> HubRef; None for anything else (a bare `gpt2` is a
-    library name, `./x/y` a path). A repo id with a revision that is not a branch, tag or
-    commit name is refused (BadInputError), never sent."""
-    ref = None if model.startswith("hf:") else _hub_ref(model)
-    if ref is not None:
-        check_revision(ref, model)
-    return ref
-
-
-def check_revision(ref: HubRef, model: str) -> None:
-    """A revision kvplan may send and name a file after: a branch, tag or commit name."""
-    rev = ref.revision
-    if rev is None or (_REVISION.fullmatch(rev) and ".." not in rev
-                       and not rev.endswith(".lock")):
-        return
-    shown = rev if len(rev) <= 60 else rev[:57] + "..."
-    raise BadInputError(f"{model[:200]!r}: {shown!r} is not a branch, tag or commit name",
-                        "a revision is letters, digits, '.', '_', '-' and '+' (no '/' or "
-                        "'..'), or a 40-digit commit sha, e.g. hf:org/name@main")
-
-
-def _hub_ref(model: str) -> HubRef | None:
-    prefixed = model.startswith("hf:")
-    body = model[3:] if prefixed else model
-    repo, at, revision = body.partition("@")
-    valid = (_REPO_ID.fullmatch(repo) is not None and "--" not in repo and ".." not in repo
-             and all(len(part) <= 96 for part in repo.split("/"))  # the Hub's own limit
-             and not repo.endswith(".git") and (prefixed or "/" in repo)
-             and (not at or (revision != "" and not revision.isspace())))
-    return HubRef(repo, revision or None) if valid else None
 
 
 def load_hub_spec(ref: HubRef, assume_standard_attention: bool = False) -> ModelSpec:
@@ -247,7 +183,7 @@ def _store(hf: _Client, ref: HubRef, commit: str, filename: str, data: bytes) ->
     """Put a downloaded file where the client's cache keeps it (so HF_HUB_OFFLINE and
     try_to_load_from_cache find it): `models--org--name/snapshots/<commit>/<filename>` and
     `refs/<revision>` holding the commit. Every part of each path is kvplan's: the repo id
-    and revision were checked (`_REPO_ID`, `_REVISION`), the commit is 40 hex digits, the
+    and revision were checked (kvplan.sources.hubref), the commit is 40 hex digits, the
     file name a constant. A cache that cannot be written is not an error: the answer is
     already in hand."""
     root = Path(hf.constants.HF_HUB_CACHE) / ("models--" + ref.repo.replace("/", "--"))

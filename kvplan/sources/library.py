@@ -18,7 +18,7 @@ from kvplan.core.errors import UnknownModelError
 from kvplan.core.spec import ModelSpec
 
 if TYPE_CHECKING:
-    from kvplan.sources.hub import HubRef
+    from kvplan.sources.hubref import HubRef
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent  # kvplan/
 
@@ -87,7 +87,7 @@ def _route(model: str) -> HubRef | Path | ModelSpec | str:
     read; a bare `org/name[@rev]` is first looked up among the library's aliases (offline,
     instant) and only then fetched from the Hub; anything else is a library name."""
     if model.startswith("hf:"):
-        from kvplan.sources.hub import parse_hub_ref
+        from kvplan.sources.hubref import parse_hub_ref
 
         return parse_hub_ref(model)
     path = Path(model).expanduser()
@@ -100,7 +100,7 @@ def _route(model: str) -> HubRef | Path | ModelSpec | str:
     if model.endswith((".yaml", ".yml", ".json", ".gguf")):
         raise UnknownModelError(f"no such file: {model}")
     if "/" in model:
-        from kvplan.sources.hub import bare_hub_ref
+        from kvplan.sources.hubref import bare_hub_ref
 
         ref = bare_hub_ref(model)
         if ref is not None:
