@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import fields
-from typing import Any
+from typing import Any, overload
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
@@ -168,20 +169,68 @@ def layer_partition(partition: str, pp: Any) -> tuple[int, ...]:
     return layers
 
 
-def engine_launches() -> list[EngineLaunch]:
-    """Every registered engine's launch table (engines without one are skipped)."""
-    from dataclasses import replace
-
+def engine_launches() -> Sequence[EngineLaunch]:
+    """Every registered engine's launch table (engines without one are skipped), in the
+    registry's order, each loaded when a reader first gets to it (EngineLaunches)."""
     from kvplan.engines import registry
-    from kvplan.engines.settings import launch_flags
 
-    found = []
-    for name in registry.names():
-        table = registry.launch_table(name)  # the built-ins' without their code
-        if table is not None:
-            # the declared settings' flags (kvplan.engines.settings) join the engine's table
-            found.append(replace(table, flags={**table.flags, **launch_flags(name)}))
-    return found
+    return EngineLaunches(registry.names())
+
+
+class EngineLaunches(Sequence[EngineLaunch]):
+    """The engines' launch tables as a sequence that loads each table (the engine's tables
+    module, its settings' flags joined) the first time iteration or indexing reaches it. A
+    reader that stops at the first engine whose program a command names (vLLM's, first in
+    the registry, for `vllm serve ...`) loads no other engine's tables; its length, a
+    search that finds nothing, or an index past the loaded ones loads the rest."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self._names = list(names)
+        self._next = 0  # the next name to load
+        self._loaded: list[EngineLaunch] = []
+
+    def _load_one(self) -> bool:
+        """Load the next engine's table; False when every name has been tried."""
+        from dataclasses import replace
+
+        from kvplan.engines import registry
+        from kvplan.engines.settings import launch_flags
+
+        while self._next < len(self._names):
+            name = self._names[self._next]
+            self._next += 1
+            table = registry.launch_table(name)  # the built-ins' without their code
+            if table is not None:
+                # the declared settings' flags (kvplan.engines.settings) join the table
+                self._loaded.append(replace(table, flags={**table.flags,
+                                                          **launch_flags(name)}))
+                return True
+        return False
+
+    def __iter__(self) -> Iterator[EngineLaunch]:
+        i = 0
+        while i < len(self._loaded) or self._load_one():
+            yield self._loaded[i]
+            i += 1
+
+    def __len__(self) -> int:
+        while self._load_one():
+            pass
+        return len(self._loaded)
+
+    @overload
+    def __getitem__(self, index: int) -> EngineLaunch: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[EngineLaunch]: ...
+
+    def __getitem__(self, index: int | slice) -> EngineLaunch | Sequence[EngineLaunch]:
+        if isinstance(index, slice) or index < 0:
+            len(self)
+        else:
+            while index >= len(self._loaded) and self._load_one():
+                pass
+        return self._loaded[index]
 
 
 def from_command(text: str, model: str | None = None) -> LaunchPlan:

@@ -425,3 +425,33 @@ def test_an_escaped_blank_before_a_line_break_is_no_argument():
     lp = from_command("vllm serve \\ \\\n    /home/me/models/Qwen/Qwen3-8B \\\n"
                       "    --tensor-parallel-size 4")
     assert lp.model == "Qwen3-8B" and lp.overrides == {"tp": 4}
+
+
+def test_engine_launches_load_each_table_when_reached():
+    # `vllm serve ...` is read with vLLM's table alone (start-up); the sequence still holds
+    # every registered engine's table, in the registry's order, however it is read
+    from dataclasses import replace
+
+    from kvplan.engines import registry
+    from kvplan.engines.settings import launch_flags
+
+    eager = [replace(t, flags={**t.flags, **launch_flags(n)})
+             for n in registry.names() if (t := registry.launch_table(n)) is not None]
+    assert list(engine_launches()) == eager
+    assert len(engine_launches()) == len(eager) and engine_launches()[-1] == eager[-1]
+    assert engine_launches()[1:3] == eager[1:3] and engine_launches()[2] == eager[2]
+    lazy = engine_launches()
+    assert next(iter(lazy)).engine == "vllm" and len(lazy._loaded) == 1
+    with pytest.raises(IndexError):
+        engine_launches()[len(eager)]
+
+
+def test_a_vllm_command_loads_no_other_engines_tables():
+    from probes import probe
+
+    result = probe(["plan", "--from-command", "vllm serve meta-llama/Llama-3.1-8B-Instruct",
+                    "--gpu", "h100"],
+                   ("kvplan.engines.vllm.text", "kvplan.engines.sglang.text",
+                    "kvplan.engines.trtllm.text", "kvplan.engines.llamacpp.text",
+                    "kvplan.engines.tgi.text"))
+    assert result.ran and result.loaded == ["kvplan.engines.vllm.text"], result.stderr
