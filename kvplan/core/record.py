@@ -134,9 +134,12 @@ def _getter(names: Any) -> Callable[[object], tuple[Any, ...]]:
 
 
 # Instances a record makes through the shared __init__ before its own is compiled: a type
-# used a handful of times in a run (most of them, at start-up) never compiles anything; a type
-# made thousands of times (sweeps, searches) gets dataclasses' speed from its ninth instance.
-COMPILE_AFTER = 8
+# used a few dozen times in a run (most of them, at start-up) never compiles anything; a type
+# made thousands of times (sweeps, searches) gets dataclasses' speed from its 33rd instance.
+# Compiling costs about as much as 30-50 shared calls (0.1 ms for a small record, 0.6 ms for
+# vLLM's 37-field Rules, made 21 times as its release table is built); at 8, start-up
+# compiled types it then made a few more times (~8 M instructions of every vLLM plan).
+COMPILE_AFTER = 32
 
 
 def _first_init(self: Any, *args: Any, **kwargs: Any) -> None:
