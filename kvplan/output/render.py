@@ -11,7 +11,7 @@ kvplan.output.terminal; rich itself is imported only for text that is not printa
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from kvplan.core.record import record
@@ -56,12 +56,14 @@ class Table:
     rows: tuple[dict[str, Any], ...]
 
 
-@dataclass
+@record
 class View:
     """A result made ready to show: its tables, its JSON document, the one table CSV writes,
     and the notes and warnings around them. Each result type has one builder returning a View
     (kvplan.output); `render` turns it into a table, Markdown, CSV or JSON. ("report" names
-    only the `kvplan report` page.)"""
+    only the `kvplan report` page.) A record (a plain dataclass compiled three methods as
+    every command started): its fields are not reassigned, though its lists are added to
+    (a command's launch warnings go first in `warnings`)."""
 
     tables: list[Table]
     payload: dict[str, Any]  # the JSON document (schema, inputs, raw ints)
