@@ -16,7 +16,6 @@ tests/sources/test_plainyaml.py compares the two readers.
 from __future__ import annotations
 
 import itertools
-import re
 from typing import Any
 
 # as kvplan.sources.reader.MAX_DEPTH / MAX_NODES: past them, the guarded reader reports it
@@ -24,16 +23,16 @@ _MAX_DEPTH = 64
 _MAX_NODES = 100_000
 _MAX_FLOW_LINES = 64  # a flow collection over more lines is left to PyYAML
 
-_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")  # the newline alone is allowed
-_INT = re.compile(r"[-+]?(?:0|[1-9][0-9_]*)")
-_FLOAT = re.compile(r"[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+][0-9]+)?")
 # every character YAML 1.1's int, float and timestamp patterns use: a plain scalar starting
 # like a number with any other character in it is text
 _NUMBERISH = frozenset("0123456789_+-.:abcdefABCDEFxinINTtZ ")
 _TRUE = frozenset({"yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"})
 _FALSE = frozenset({"no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"})
 _NULL = frozenset({"", "~", "null", "Null", "NULL"})
-_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-/ ]*?)[ ]*:(?: |$)")
+# (no regular expressions: compiling this module's four was half its import)
+_DIGITS = frozenset("0123456789")
+_KEY_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_KEY_CHARS = _KEY_FIRST | _DIGITS | frozenset(".-/ ")
 
 
 class _Decline(Exception):
@@ -42,7 +41,8 @@ class _Decline(Exception):
 
 def parse(text: str) -> tuple[bool, Any]:
     """(True, the document's value) or (False, None): see the module docstring."""
-    if not text.isascii() or "\r" in text or _CONTROL.search(text):
+    # ASCII without control characters other than the newline
+    if not text.isascii() or not text.replace("\n", "").isprintable():
         return False, None
     try:
         return True, _Parser(text).document()
@@ -62,9 +62,9 @@ def scalar(text: str) -> Any:
         return False
     first = text[0]
     if first in "-+.0123456789":
-        if _INT.fullmatch(text):
+        if _is_int(text):
             return int(text.replace("_", ""))
-        if _FLOAT.fullmatch(text):
+        if _is_float(text):
             return float(text.replace("_", ""))
         if _NUMBERISH.issuperset(text):
             raise _Decline  # might be octal, hex, base 60, a timestamp, .inf or .nan
@@ -72,6 +72,38 @@ def scalar(text: str) -> Any:
     if first in "<=":
         raise _Decline  # a merge key or a value key
     return text
+
+
+def _key(content: str) -> tuple[str, int] | None:
+    """A block mapping entry's plain key and where its value starts: a word of letters,
+    digits, `_`, `.`, `-`, `/` and spaces, starting with a letter or `_`, then `:` and a
+    space or the end of the line; None for a line that does not start so."""
+    colon = content.find(":")
+    if colon < 1 or content[colon + 1:colon + 2] not in ("", " ") \
+            or content[0] not in _KEY_FIRST or not _KEY_CHARS.issuperset(content[:colon]):
+        return None
+    return content[:colon].rstrip(" "), colon + 1 + (content[colon + 1:colon + 2] == " ")
+
+
+def _is_int(text: str) -> bool:
+    """YAML 1.1's decimal int, as PyYAML's resolver writes it: [-+]?(0|[1-9][0-9_]*)."""
+    body = text[1:] if text[:1] in ("-", "+") else text
+    return body == "0" or (body[:1] in _DIGITS and body[0] != "0"
+                           and _DIGITS.union("_").issuperset(body))
+
+
+def _is_float(text: str) -> bool:
+    """YAML 1.1's float without a leading dot: [-+]?[0-9][0-9_]*\\.[0-9_]*([eE][-+][0-9]+)?"""
+    body = text[1:] if text[:1] in ("-", "+") else text
+    whole, dot, rest = body.partition(".")
+    if not dot or whole[:1] not in _DIGITS or not _DIGITS.union("_").issuperset(whole):
+        return False
+    at = next((i for i, c in enumerate(rest) if c in "eE"), len(rest))
+    fraction, exponent = rest[:at], rest[at:]
+    if not _DIGITS.union("_").issuperset(fraction):
+        return False
+    return exponent == "" or (len(exponent) >= 3 and exponent[1] in "-+"
+                              and _DIGITS.issuperset(exponent[2:]))
 
 
 class _Parser:
@@ -126,7 +158,7 @@ class _Parser:
             raise _Decline
         if content == "-" or content.startswith("- "):
             return self._sequence(indent, depth)
-        if _KEY.match(content):
+        if _key(content) is not None:
             return self._mapping(indent, depth)
         raise _Decline  # a scalar document, a complex key, ...
 
@@ -147,13 +179,13 @@ class _Parser:
                         return out  # a sequence item of the enclosing sequence
                     raise _Decline
                 content = at[1]
-            m = _KEY.match(content)
-            if m is None:
+            found = _key(content)
+            if found is None:
                 raise _Decline
-            key = scalar(m.group(1))
+            key = scalar(found[0])
             if key in out or isinstance(key, (float, type(None))):
                 raise _Decline  # a repeated key: PyYAML keeps the last; left to it
-            rest = content[m.end():]
+            rest = content[found[1]:]
             self.i += 1
             out[key] = self._value(indent, rest, depth, in_mapping=True)
 
@@ -165,13 +197,13 @@ class _Parser:
             if at is None or at[0] < indent:
                 return out
             if at[0] > indent or not (at[1] == "-" or at[1].startswith("- ")):
-                if at[0] == indent and _KEY.match(at[1]):
+                if at[0] == indent and _key(at[1]) is not None:
                     return out  # the next key of a mapping whose value this sequence was
                 raise _Decline
             rest = at[1][2:]
             inner = rest.lstrip(" ")
             item_indent = indent + 2 + len(rest) - len(inner)
-            if inner and not inner.startswith("#") and _KEY.match(inner):
+            if inner and not inner.startswith("#") and _key(inner) is not None:
                 out.append(self._mapping(item_indent, depth + 1, first=inner))
             elif inner.startswith(("- ", "-#")) or inner == "-":
                 raise _Decline  # a sequence inside a sequence on one line
@@ -293,8 +325,8 @@ class _Parser:
                 raise _Decline  # more-indented lines, trailing spaces
             lines.append(body)
             self.i += 1
-        if not lines:
-            raise _Decline
+        if not lines or self.i == len(self.raw):
+            raise _Decline  # no line break after the block: PyYAML's chomping reads that
         if self._next_indent() > indent:
             raise _Decline  # the block goes on after a blank line
         joined = (" " if header[0] == ">" else "\n").join(lines)
