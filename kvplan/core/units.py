@@ -9,10 +9,10 @@ number of "G".
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from kvplan.core.errors import BadInputError
+from kvplan.core.patterns import lazy
 
 if TYPE_CHECKING:
     from fractions import Fraction
@@ -32,7 +32,7 @@ MAX_DIGITS = 24
 MAX_EXPONENT = 24  # |e| in 1.5e9, 1e-6
 
 _TOKEN_SUFFIX = {"": 1, "k": 2**10, "m": 2**20}
-_TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
+_TOKEN_RE = lazy(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
 
 _IEC = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
 _SI = ((10**12, "TB"), (10**9, "GB"), (10**6, "MB"), (10**3, "KB"))
@@ -54,7 +54,7 @@ _BYTE_UNITS = {
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
 }
-_BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_BYTES_RE = lazy(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def check_digits(number: str, what: str, text: object = None) -> None:
@@ -91,7 +91,7 @@ def parse_decimal(text: str, what: str) -> Fraction:
     return value / 100 if percent else value
 
 
-_DECIMAL_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE](?P<exp>[+-]?\d{1,9}))?"
+_DECIMAL_RE = lazy(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE](?P<exp>[+-]?\d{1,9}))?"
                          r"|[+-]?\d+/\d+")
 
 

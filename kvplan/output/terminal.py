@@ -17,8 +17,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from kvplan.core.patterns import lazy
+
 _WORD = re.compile(r"\s*\S+\s*")  # a word and the spaces around it (rich's re_word)
-_TRAILING_SPACE = re.compile(r"\s+$")
+_TRAILING_SPACE = lazy(r"\s+$")
 
 
 def is_plain(text: str) -> bool:

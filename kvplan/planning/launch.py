@@ -11,6 +11,7 @@ from dataclasses import fields
 from typing import Any, overload
 
 from kvplan.core.errors import BadInputError
+from kvplan.core.patterns import lazy
 from kvplan.core.record import record
 from kvplan.sources.launch import EngineLaunch, Launch, parse_launch
 
@@ -79,7 +80,7 @@ def _directory_name(path: str) -> str:
 
 
 # the weight type a GGUF file's name ends in: -Q4_K_M, .Q8_0, -IQ4_XS, -UD-Q4_K_XL, -f16, -bf16
-_GGUF_TYPE = re.compile(r"[-._](?:UD-)?(?:I?Q\d[\w]*|[BF]F?16|F32)$", re.IGNORECASE)
+_GGUF_TYPE = lazy(r"[-._](?:UD-)?(?:I?Q\d[\w]*|[BF]F?16|F32)$", re.IGNORECASE)
 
 
 def _name_quant(model: str) -> str | None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.launch import EngineLaunch
+from kvplan.core.patterns import lazy
 from kvplan.core.record import record
 
 MAX_COMMAND_CHARS = 64 * 1024  # a launch line or a container spec; real ones are < 2 KB
@@ -50,10 +51,10 @@ _DOCKER_VALUE_OPTIONS = frozenset({
 _APPTAINER_VALUE_OPTIONS = frozenset({"-B", "--bind", "--env", "--env-file", "-H", "--home",
                                       "-W", "--workdir", "--mount", "-o", "--overlay",
                                       "--pwd", "--security", "--network"})
-_ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_ENV_WORD = lazy(r"^[A-Za-z_][A-Za-z0-9_]*=")
 # commands that run the rest of the line as a program
 _WRAPPERS = frozenset({"sudo", "nohup", "exec", "time", "nice"})
-_VERSION_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?)")
+_VERSION_TAG = lazy(r"^v?(\d+\.\d+(?:\.\d+)?)")
 
 
 def command_words(text: str) -> list[str]:
@@ -93,7 +94,7 @@ def command_words(text: str) -> list[str]:
 
 # a Dockerfile: an instruction line that starts its command (ENTRYPOINT/CMD in exec form, a
 # JSON list, or shell form)
-_DOCKERFILE = re.compile(r"^\s*(?:CMD|ENTRYPOINT)\s*\[", re.M)
+_DOCKERFILE = lazy(r"^\s*(?:CMD|ENTRYPOINT)\s*\[", re.M)
 
 
 def _dockerfile_words(text: str) -> list[str]:
@@ -133,7 +134,7 @@ def _dockerfile_words(text: str) -> list[str]:
 
 
 # a line continuation: bash's backslash, cmd's caret, PowerShell's backtick
-_CONTINUATION = re.compile(r"[\\^`][ \t]*\r?\n")
+_CONTINUATION = lazy(r"[\\^`][ \t]*\r?\n")
 
 
 def _shell_lines(text: str) -> list[str]:
@@ -161,7 +162,7 @@ def _open_quote(text: str) -> bool:
 _SHELL_ENDS = frozenset({"|", "||", "&&", ";", "&", "|&"})
 # a redirection: `> log`, `2>&1`, `&> log`, `>>log`, `< in` (the operator alone takes the
 # next word as its target)
-_REDIRECT = re.compile(r"^(\d*(>>?|<)(&\d)?|&>>?)(.*)$")
+_REDIRECT = lazy(r"^(\d*(>>?|<)(&\d)?|&>>?)(.*)$")
 
 
 def _shell_command(words: list[str]) -> list[str]:
@@ -316,7 +317,7 @@ def _image_version(image: str | None) -> str | None:
 
 # what may follow a program's name in a build or fork of it: llama-server-cuda,
 # llama-server.exe, llama-server_avx2 (the flags decide whether it is read as the engine)
-_BINARY_SUFFIX = re.compile(r"^[-_.][A-Za-z0-9][A-Za-z0-9_.+-]*$")
+_BINARY_SUFFIX = lazy(r"^[-_.][A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
 
 def _names_program(word: str, name: str) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvplan.core.errors import UnknownModelError
+from kvplan.core.patterns import lazy
 from kvplan.core.spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -227,9 +228,9 @@ def library_index() -> LibraryIndex:
     return _INDEX[key]
 
 
-_NAME_LINE = re.compile(r"^name:[ \t]*(\S+)[ \t]*$", re.M)
+_NAME_LINE = lazy(r"^name:[ \t]*(\S+)[ \t]*$", re.M)
 # a flow list, on one line or wrapped over several
-_ALIASES_LINE = re.compile(r"^aliases:[ \t]*\[([^\]]*)\][ \t]*$", re.M)
+_ALIASES_LINE = lazy(r"^aliases:[ \t]*\[([^\]]*)\][ \t]*$", re.M)
 
 
 def _line_matches(pattern: re.Pattern[str], key: str, text: str) -> tuple[list[str], bool]:

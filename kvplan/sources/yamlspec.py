@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from kvplan.core.layers import (
     SlidingWindow,
     StateTensor,
 )
+from kvplan.core.patterns import lazy
 from kvplan.core.quant import NONE
 from kvplan.core.spec import (
     MAX_ROPE_FACTOR,
@@ -66,7 +66,7 @@ _SSM_BOOLS = ("conv_bias", "proj_bias", "inner_norms", "full_rank_gate", "bounde
 # feed-forward letter, then `:width` for a per-layer MLP width and `xN` to repeat the token.
 BLOCK_MIXERS = {"*": "attention", "M": "ssm", "P": "parallel_ssm", "L": "linear"}
 BLOCK_FFNS = {"-": "mlp", "E": "moe", "B": "mlp+moe", "F": "linear"}
-_BLOCK_TOKEN = re.compile(r"^(?:([*MPL]?)([-EBF]?)|(_))(?::(\d+))?(?:x(\d+))?$")
+_BLOCK_TOKEN = lazy(r"^(?:([*MPL]?)([-EBF]?)|(_))(?::(\d+))?(?:x(\d+))?$")
 _SOURCE = {"repo", "revision", "file", "sha256", "paper", "note"}
 _ATTN = {"kind", "count", "num_kv_heads", "head_dim", "v_head_dim"}
 _KIND_FIELDS = {
