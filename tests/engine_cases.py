@@ -60,3 +60,25 @@ QWEN3_NEXT_TINY = {
     "full_attention_interval": 4, "decoder_sparse_step": 1, "mlp_only_layers": [],
     "layer_types": ["linear_attention"] * 3 + ["full_attention"],
 }
+
+
+# --- a ModelOpt checkpoint that asks for an FP8 KV cache -----------------------------------
+# Llama-3.1-8B-Instruct's real config (tests/fixtures/hf-configs/) with the block of a ModelOpt
+# export (hf_quant_config.json's `quantization`, as config.json nests it). Bytes per token by
+# hand: 32 layers x 8 KV heads x head_dim 128 (4096 / 32) x K and V x dtype bytes.
+LLAMA8B_BF16_TOKEN_BYTES = 32 * 8 * 128 * 2 * 2  # 131,072
+LLAMA8B_FP8_TOKEN_BYTES = 32 * 8 * 128 * 2 * 1  # 65,536
+
+
+def modelopt_llama8b(quant_algo: str, kv_cache_quant_algo: str | None = "FP8") -> ModelSpec:
+    import json
+
+    from kvplan.sources.hfconfig import spec_from_config
+
+    config = paths.FIXTURES / "hf-configs" / "meta-llama--Llama-3.1-8B-Instruct.json"
+    raw = json.loads(config.read_text())
+    inner = {"quant_algo": quant_algo, "group_size": 16, "exclude_modules": ["lm_head"]}
+    if kv_cache_quant_algo is not None:
+        inner["kv_cache_quant_algo"] = kv_cache_quant_algo
+    raw["quantization_config"] = {"quant_method": "modelopt", "quantization": inner}
+    return spec_from_config(raw, "config.json", "llama-3.1-8b-modelopt")

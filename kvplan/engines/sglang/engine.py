@@ -34,6 +34,7 @@ from kvplan.engines.sglang.pools import (
     SglangConfig,
     SglangProfile,
     cache_layout,
+    kv_cache_dtype_from_checkpoint,
     max_running_requests,
     profile,
 )
@@ -115,7 +116,7 @@ class SglangEngine(BaseEngine):
         # DP attention: each DP group runs attention over tp // dp ranks (attn_tp_size), so
         # the KV heads per rank follow attn_tp (configs/model_config.py get_num_kv_heads)
         attn_tp = dep.tp // dep.dp if self._dp_attention(dep) else dep.tp
-        return SglangConfig(tp=attn_tp, pp=dep.pp, kv_cache_dtype=dep.kv_dtype,
+        return SglangConfig(tp=attn_tp, pp=dep.pp, kv_cache_dtype=cache_dtype(dep),
                             page_size=dep.block_size or DEFAULT_PAGE_SIZE)
 
     def _pooled(self, dep: Deployment, prof: SglangProfile, weights: int,
@@ -167,5 +168,13 @@ class SglangEngine(BaseEngine):
                      tp: int = 1, block_size: int | None = None, max_len: int | None = None,
                      variant: str = "") -> CacheLayout:
         return cache_layout(spec, fmt, tokens, batch, tp=tp, page_size=block_size)
+
+
+def cache_dtype(dep: Deployment) -> str:
+    """The deployment's --kv-cache-dtype as its release resolves it (a ModelOpt checkpoint's
+    FP8 KV request from 0.5.3 on: memory.Rules.kv_dtype_from_checkpoint)."""
+    rule = rules_for(parse_version(dep.engine_version)).kv_dtype_from_checkpoint
+    return kv_cache_dtype_from_checkpoint(dep.spec, dep.kv_dtype, rule)
+
 
 ENGINE = SglangEngine()

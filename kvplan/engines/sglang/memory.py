@@ -43,12 +43,30 @@ class Rules:
     mem_fraction_by_memory: bool
     # prefill CUDA graphs captured, with memory reserved for them (reserve_for_graph_mb)
     prefill_cuda_graphs: bool
+    # which ModelOpt checkpoints turn --kv-cache-dtype auto into fp8_e4m3 when they ask for an
+    # FP8 KV cache (kv_cache_dtype_from_checkpoint): "none", "nvfp4" (the NVFP4 config only)
+    # or "modelopt" (every ModelOpt config)
+    kv_dtype_from_checkpoint: str
 
 
 RULES: dict[tuple[int, ...], Rules] = {
-    (0, 4, 0): Rules(mem_fraction_by_memory=False, prefill_cuda_graphs=False),  # classic
-    (0, 5, 0): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False),
-    (0, 5, 23): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=True),
+    (0, 4, 0): Rules(mem_fraction_by_memory=False, prefill_cuda_graphs=False,  # classic
+                     kv_dtype_from_checkpoint="none"),
+    (0, 5, 0): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
+                     kv_dtype_from_checkpoint="none"),
+    # model_executor/model_runner.py: with --kv-cache-dtype auto the KV cache is
+    # torch.float8_e4m3fn when the model's quant_config has kv_cache_quant_algo "FP8" (first
+    # in the 0.5.3 wheel, not in 0.5.2's); in 0.5.3 only ModelOptFp4Config
+    # (layers/quantization/modelopt_quant.py) stores that attribute, ModelOptFp8Config keeps
+    # kv_cache_quant_method, so a ModelOpt FP8 checkpoint still gets the model dtype
+    (0, 5, 3): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
+                     kv_dtype_from_checkpoint="nvfp4"),
+    # 0.5.4: every ModelOpt config inherits ModelOptQuantConfig.kv_cache_quant_algo
+    (0, 5, 4): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
+                     kv_dtype_from_checkpoint="modelopt"),
+    # 0.5.23 keeps the rule in mem_cache/kv_cache_dtype.py configure_kv_cache_dtype
+    (0, 5, 23): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=True,
+                      kv_dtype_from_checkpoint="modelopt"),
 }
 """release -> its rules; a deployment that names no version has the newest, max(RULES)."""
 

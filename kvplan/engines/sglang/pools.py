@@ -52,6 +52,24 @@ def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
     return named_kv_format(spec, kv_cache_dtype, _FORMATS, "SGLang", KV_DTYPES)
 
 
+def kv_cache_dtype_from_checkpoint(spec: ModelSpec, kv_cache_dtype: str, rule: str) -> str:
+    """`--kv-cache-dtype` as SGLang resolves it before it sizes the pool: "auto" becomes
+    fp8_e4m3 when the model's quant_config has kv_cache_quant_algo "FP8"
+    (mem_cache/kv_cache_dtype.py configure_kv_cache_dtype in 0.5.23, model_runner.py
+    before), which a ModelOpt checkpoint's config carries when it asks for an FP8 KV cache
+    (`kv_cache_quant_algo` "FP8", or a float 8-bit `kv_cache_scheme`:
+    spec.quantization.kv_cache_dtype). `rule` is the release's
+    (memory.Rules.kv_dtype_from_checkpoint): "none" (up to 0.5.2), "nvfp4" (0.5.3: only the
+    NVFP4 config, ModelOptFp4Config, stores the attribute), "modelopt" (0.5.4 on, every
+    ModelOpt config). Any other dtype is returned as given."""
+    q = spec.quantization
+    if (kv_cache_dtype.strip().lower() == "auto" and q.kv_cache_dtype == "fp8"
+            and q.method == "modelopt"
+            and (rule == "modelopt" or (rule == "nvfp4" and q.layout == "nvfp4"))):
+        return "fp8_e4m3"
+    return kv_cache_dtype
+
+
 # tokens per page unless --page-size (arg_groups/overrides.py::_page_size_default)
 DEFAULT_PAGE_SIZE = 1
 
