@@ -17,6 +17,7 @@ from kvplan.engines.trtllm.pool import (
     TOKENS_PER_BLOCK,
     TrtllmConfig,
     TrtllmProfile,
+    kv_cache_dtype_from_checkpoint,
     profile,
 )
 from kvplan.engines.trtllm.text import LOG_FORMAT, launch_flags
@@ -38,7 +39,8 @@ class TrtllmEngine(BaseEngine):
 
         fraction = dep.memory_fraction if dep.memory_fraction is not None else \
             FREE_GPU_MEMORY_FRACTION
-        config = TrtllmConfig(tp=dep.tp, pp=dep.pp, kv_cache_dtype=dep.kv_dtype,
+        kv_dtype = kv_cache_dtype_from_checkpoint(dep.spec, dep.kv_dtype)
+        config = TrtllmConfig(tp=dep.tp, pp=dep.pp, kv_cache_dtype=kv_dtype,
                               tokens_per_block=dep.block_size or TOKENS_PER_BLOCK,
                               free_gpu_memory_fraction=fraction)
         budget = None

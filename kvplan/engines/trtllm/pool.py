@@ -42,6 +42,21 @@ def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
                            flag="KV dtype")
 
 
+def kv_cache_dtype_from_checkpoint(spec: ModelSpec, kv_cache_dtype: str) -> str:
+    """KvCacheConfig.dtype as the PyTorch flow resolves it: "auto" keeps the checkpoint's own
+    KV quantization (_torch/pyexecutor/model_loader.py validate_and_set_kv_cache_quant,
+    model_engine.py in earlier releases: "Using checkpoint KV quantization"), read from
+    hf_quant_config.json's `kv_cache_quant_algo` into QuantConfig (_torch/model_config.py
+    ModelConfig.load_modelopt_quant_config), and a QuantConfig whose quant mode has an FP8 KV
+    cache gets an FP8 pool. So "auto" is "fp8" for a ModelOpt checkpoint that asks for an FP8
+    KV cache (spec.quantization.kv_cache_dtype), in every release kvplan models; any other
+    dtype is returned as given. Not modelled: an NVFP4 KV request, which TensorRT-LLM keeps
+    too (the checkpoint reader warns and leaves it unset)."""
+    if kv_cache_dtype.strip().lower() == "auto" and spec.quantization.kv_cache_dtype == "fp8":
+        return "fp8"
+    return kv_cache_dtype
+
+
 @record
 class TrtllmConfig:
     tp: int = 1
