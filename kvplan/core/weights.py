@@ -501,6 +501,9 @@ class _Builder:
         if v.kind in ("qwen2_vl", "qwen2_5_vl"):
             self.qwen2_vit(v, text, lin)
             return
+        if v.kind == "gemma4":
+            self.gemma4_vision(v, text, lin)
+            return
         patch_in = v.num_channels * v.patch_size * v.patch_size
         if v.kind == "llama4":  # Llama4UnfoldConvolution: a linear over unfolded patches
             whole("patch_embedding.linear.weight", (h, patch_in))
@@ -735,6 +738,47 @@ class _Builder:
         lin("mm_projector.proj.0", v.projector_input_dim, v.projector_input_dim, "column", False)
         lin("mm_projector.proj.2", text, v.projector_input_dim, "row", False)
         whole("mm_projector.post_norm.weight", (text,))
+
+    def gemma4_vision(self, v: VisionTower, text: int, lin: Callable[..., None]) -> None:
+        """Gemma 4's vision encoder as its checkpoint stores it (model.vision_tower.*,
+        model.embed_vision.*; transformers modeling_gemma4.py Gemma4VisionModel, built by
+        vLLM gemma4_mm.py Gemma4ForConditionalGeneration through AutoModel.from_config and
+        kept whole on every rank): Gemma4VisionPatchEmbedder's input_proj (3 x patch^2 ->
+        hidden, no bias) and position_embedding_table (2 x position_table_size x hidden);
+        per layer Gemma4ClippableLinear q / k / v / o (`.linear`, no biases), the q / k
+        RMSNorms over one head (v_norm has no weight), four RMSNorms and the gated MLP;
+        std_bias / std_scale when `standardize`; Gemma4MultimodalEmbedder's
+        embedding_projection (hidden -> text, no bias; its RMSNorm has no weight)."""
+        h, inter, md = v.hidden_size, v.intermediate_size, self.md
+        q, kv = v.num_heads * v.head_dim, v.num_kv_heads * v.head_dim
+        pre = "model.vision_tower"
+
+        def whole(name: str, shape: tuple[int, ...]) -> None:
+            self.plain(name, shape, None, "vision", md)
+
+        def linear(name: str, out_f: int, in_f: int) -> None:
+            self.linear(name, out_f, in_f, None, "vision", "replicated", False, "vision",
+                        quantizable=False)
+
+        linear(f"{pre}.patch_embedder.input_proj", h, v.num_channels * v.patch_size ** 2)
+        whole(f"{pre}.patch_embedder.position_embedding_table", (2, v.position_table_size, h))
+        for k in range(v.num_layers):
+            p = f"{pre}.encoder.layers.{k}"
+            for proj, out_f in (("q_proj", q), ("k_proj", kv), ("v_proj", kv)):
+                linear(f"{p}.self_attn.{proj}.linear", out_f, h)
+            linear(f"{p}.self_attn.o_proj.linear", h, q)
+            whole(f"{p}.self_attn.q_norm.weight", (v.head_dim,))
+            whole(f"{p}.self_attn.k_norm.weight", (v.head_dim,))
+            for proj in ("gate_proj", "up_proj"):
+                linear(f"{p}.mlp.{proj}.linear", inter, h)
+            linear(f"{p}.mlp.down_proj.linear", h, inter)
+            for norm in ("input_layernorm", "post_attention_layernorm",
+                         "pre_feedforward_layernorm", "post_feedforward_layernorm"):
+                whole(f"{p}.{norm}.weight", (h,))
+        if v.standardize:
+            whole(f"{pre}.std_bias", (h,))
+            whole(f"{pre}.std_scale", (h,))
+        linear("model.embed_vision.embedding_projection", text, h)
 
     def qwen2_vit(self, v: VisionTower, text: int, lin: Callable[..., None]) -> None:
         """Qwen2-VL's and Qwen2.5-VL's vision encoders as their checkpoints store them

@@ -733,6 +733,8 @@ def _vision_tower(top: Fields) -> VisionTower | None:
         return None
     if "vt_hidden_size" in raw:
         return _moonvit(top, Fields(raw, top.source, "vision_config"))
+    if raw.get("model_type") == "gemma4_vision":
+        return _gemma4_vision(Fields(raw, top.source, "vision_config"))
     outer = top.raw.get("model_type")
     if outer == "qwen2_vl" and raw.get("model_type") in (None, "qwen2_vl"):
         return _qwen2_vit(Fields(raw, top.source, "vision_config"))
@@ -772,6 +774,31 @@ def _vision_tower(top: Fields) -> VisionTower | None:
     if kind == "siglip" and raw.get("vision_use_head") is not False:
         return None  # SigLIP's attention-pooling head: Gemma 3 has none; not modelled
     return VisionTower(kind, hidden, inter, layers, patch, image, channels)
+
+
+def _gemma4_vision(v: Fields) -> VisionTower | None:
+    """Gemma 4's vision encoder (vision_config.model_type gemma4_vision; transformers
+    modeling_gemma4.py Gemma4VisionModel, which vLLM gemma4_mm.py builds with
+    AutoModel.from_config): a linear patch embedder over 3 x patch_size^2 pixels, two learned
+    position tables (x and y) of position_embedding_size rows, per layer q / k / v / o of
+    num_attention_heads / num_key_value_heads x head_dim with q / k norms, four RMSNorms and
+    a gated MLP, no biases; std_bias / std_scale when `standardize`. None when a size is
+    missing, `standardize` is not stated, or with `use_clipped_linears` (per-linear clamp
+    buffers kvplan does not lay out): the tower is then not counted rather than guessed."""
+    standardize = v.raw.get("standardize")
+    if (v.raw.get("use_clipped_linears") is not False or v.raw.get("attention_bias")
+            or not isinstance(standardize, bool)):
+        return None  # clamp buffers, biases, or std vectors the config does not settle
+    found = [_opt_int(v, n, minimum=1) for n in (
+        "hidden_size", "intermediate_size", "num_hidden_layers", "patch_size",
+        "num_attention_heads", "num_key_value_heads", "head_dim", "position_embedding_size")]
+    values = [x for x in found if x is not None]
+    if len(values) < len(found):
+        return None
+    hidden, inter, layers, patch, heads, kv_heads, head_dim, table = values
+    return VisionTower("gemma4", hidden, inter, layers, patch, patch, num_heads=heads,
+                       num_kv_heads=kv_heads, head_dim=head_dim, position_table_size=table,
+                       standardize=int(standardize))
 
 
 def _qwen2_vit(v: Fields) -> VisionTower | None:

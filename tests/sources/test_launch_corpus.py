@@ -49,7 +49,6 @@ KNOWN_MISSES = {
     "tgi-ms-build-mi300-llama-3-8b": "the posted log is a two-shard run on a shared VM",
     "vllm-recipes12-qwen3-coder-480b-fp8-dp8-ep": "~3 GiB a GPU under expert parallelism",
     "vllm-recipes12-qwen3-coder-480b-fp8-dp8-ep-gmu095": "~3 GiB a GPU under expert parallelism",
-    "vllm-myoceane-gemma-4-26b-a4b-a100-gmu09": "Gemma 4's dense MLP beside its experts (weights)",
 }
 
 
