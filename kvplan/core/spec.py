@@ -141,16 +141,20 @@ class VisionTower:
 
 @record
 class AudioEncoder:
-    """An encoder-decoder's audio encoder as its checkpoint stores it (kvplan.core.weights
-    lists the tensors; the width is the spec's hidden_size). kind "whisper": two
-    convolutions over num_mel_bins, learned positions for max_positions frames, num_layers
-    pre-LayerNorm blocks with biased q / v / out (k without) and an ffn_dim-wide MLP."""
+    """An audio encoder as its checkpoint stores it (kvplan.core.weights lists the tensors).
+    kind "whisper" (Whisper's own encoder, its width the spec's hidden_size) and "voxtral"
+    (Voxtral's Whisper encoder beside a decoder, hidden_size wide, and its projector from
+    projector_input_dim, four frames' outputs stacked, to the text width): two convolutions
+    over num_mel_bins, learned positions for max_positions frames, num_layers pre-LayerNorm
+    blocks with biased q / v / out (k without) and an ffn_dim-wide MLP."""
 
     kind: str
     num_layers: int
     ffn_dim: int
     num_mel_bins: int
     max_positions: int
+    hidden_size: int = 0  # the encoder's width; 0: the spec's (Whisper)
+    projector_input_dim: int = 0  # voxtral: multi_modal_projector.linear_1's input
 
 
 @record
@@ -289,7 +293,8 @@ class ModelSpec:
     blocks: tuple[Block, ...] | None = None
     ssm: SSMShapes | None = None  # the recurrent mixer of the state layers
     vision: VisionTower | None = None  # a multimodal checkpoint's vision encoder + projector
-    audio_encoder: AudioEncoder | None = None  # an encoder-decoder's encoder (Whisper)
+    # an encoder-decoder's encoder (Whisper) or a decoder's audio tower (Voxtral)
+    audio_encoder: AudioEncoder | None = None
     shared_blocks: SharedBlocks | None = None  # Zamba2's shared attention blocks
     mla_output_gate: bool | None = None  # MLA with a sigmoid output gate g_proj (Kimi-K3)
     # attention residuals (Kimi-K3 attn_res_block_size): per layer a norm and a 1 x hidden

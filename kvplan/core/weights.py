@@ -269,6 +269,8 @@ class _Builder:
                 self.plain("lm_head.weight", (rows_per_rank, hidden), None, "head")
         if s.vision is not None:
             self.vision_tower()
+        if s.audio_encoder is not None:
+            self.audio_tower()
 
     def zamba2(self) -> None:
         """Zamba2 (vLLM zamba2.py): the embedding (the LM head always tied to it); per
@@ -320,57 +322,81 @@ class _Builder:
 
     def whisper(self) -> None:
         """Whisper as its checkpoint stores it (transformers modeling_whisper.py, vLLM
-        whisper.py): the audio encoder (two biased convolutions over the mel bins, learned
-        positions, pre-LayerNorm blocks whose q / v / out projections carry biases and k none,
-        a final LayerNorm), placed with the embedding as a tower; the decoder's token and
-        position embeddings; per decoder layer a self-attention (on the spec's self-attention
-        layer) and a cross-attention encoder_attn (on its cross layer) of that shape, each
-        after a LayerNorm, and the MLP; a final LayerNorm; proj_out tied to the embedding."""
+        whisper.py): the audio encoder (whisper_encoder), placed with the embedding as a
+        tower; the decoder's token and position embeddings; per decoder layer a
+        self-attention (on the spec's self-attention layer) and a cross-attention
+        encoder_attn (on its cross layer) of that shape, each after a LayerNorm, and the MLP;
+        a final LayerNorm; proj_out tied to the embedding."""
         s, enc = self.spec, self.spec.audio_encoder
         assert enc is not None
         d, vocab = _need(s, "hidden_size"), _need(s, "vocab_size")
         ffn = _need(s, "intermediate_size")
-
-        def ln(name: str, layer: int | None, place: str) -> None:
-            self.plain(f"{name}.weight", (d,), layer, place)
-            self.plain(f"{name}.bias", (d,), layer, place)
-
-        def attention(p: str, layer: int | None, place: str) -> None:
-            for proj in ("q_proj", "k_proj", "v_proj"):
-                self.linear(f"{p}.{proj}", d, d, layer, place, "column", proj != "k_proj",
-                            "attn")
-            self.linear(f"{p}.out_proj", d, d, layer, place, "row", True, "attn")
-
-        def block(p: str, width: int, layer: int | None, place: str) -> None:
-            ln(f"{p}.final_layer_norm", layer, place)
-            self.linear(f"{p}.fc1", width, d, layer, place, "column", True, "mlp")
-            self.linear(f"{p}.fc2", d, width, layer, place, "row", True, "mlp")
-
-        e = "model.encoder"
-        for name, inputs in (("conv1", enc.num_mel_bins), ("conv2", d)):
-            self.plain(f"{e}.{name}.weight", (d, inputs, 3), None, "vision")
-            self.plain(f"{e}.{name}.bias", (d,), None, "vision")
-        self.plain(f"{e}.embed_positions.weight", (enc.max_positions, d), None, "vision")
-        for k in range(enc.num_layers):
-            p = f"{e}.layers.{k}"
-            ln(f"{p}.self_attn_layer_norm", None, "vision")
-            attention(f"{p}.self_attn", None, "vision")
-            block(p, enc.ffn_dim, None, "vision")
-        ln(f"{e}.layer_norm", None, "vision")
+        self.whisper_encoder("model.encoder", d)
         rows = self.vocab_rows(vocab)
         self.plain("model.decoder.embed_tokens.weight", (rows, d), None, "embed")
         self.plain("model.decoder.embed_positions.weight", (_need(s, "max_context_tokens"), d),
                    None, "embed")
         for k in range(s.num_layers // 2):
             p, i = f"model.decoder.layers.{k}", 2 * k
-            ln(f"{p}.self_attn_layer_norm", i, "layer")
-            attention(f"{p}.self_attn", i, "layer")
-            ln(f"{p}.encoder_attn_layer_norm", i + 1, "layer")
-            attention(f"{p}.encoder_attn", i + 1, "layer")
-            block(p, ffn, i, "layer")
-        ln("model.decoder.layer_norm", None, "final")
+            self.whisper_ln(f"{p}.self_attn_layer_norm", d, i, "layer")
+            self.whisper_attention(f"{p}.self_attn", d, i, "layer")
+            self.whisper_ln(f"{p}.encoder_attn_layer_norm", d, i + 1, "layer")
+            self.whisper_attention(f"{p}.encoder_attn", d, i + 1, "layer")
+            self.whisper_block(p, d, ffn, i, "layer")
+        self.whisper_ln("model.decoder.layer_norm", d, None, "final")
         if not s.tie_word_embeddings:
             self.plain("proj_out.weight", (rows, d), None, "head")
+
+    def whisper_ln(self, name: str, d: int, layer: int | None, place: str) -> None:
+        self.plain(f"{name}.weight", (d,), layer, place)
+        self.plain(f"{name}.bias", (d,), layer, place)
+
+    def whisper_attention(self, p: str, d: int, layer: int | None, place: str) -> None:
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            self.linear(f"{p}.{proj}", d, d, layer, place, "column", proj != "k_proj", "attn")
+        self.linear(f"{p}.out_proj", d, d, layer, place, "row", True, "attn")
+
+    def whisper_block(self, p: str, d: int, width: int, layer: int | None, place: str
+                      ) -> None:
+        self.whisper_ln(f"{p}.final_layer_norm", d, layer, place)
+        self.linear(f"{p}.fc1", width, d, layer, place, "column", True, "mlp")
+        self.linear(f"{p}.fc2", d, width, layer, place, "row", True, "mlp")
+
+    def whisper_encoder(self, e: str, d: int) -> None:
+        """A Whisper encoder d wide under prefix `e` (transformers modeling_whisper.py
+        WhisperEncoder, Qwen2AudioEncoder for Voxtral; vLLM whisper.py WhisperEncoder), place
+        "vision" (a tower, on the first pipeline stage): two biased convolutions (the mel
+        bins -> d, d -> d, kernel 3), learned positions for max_positions frames, per layer
+        a LayerNorm and an attention with biased q / v / out (k without), a LayerNorm and a
+        biased fc1 / fc2 of ffn_dim; a final LayerNorm."""
+        enc = self.spec.audio_encoder
+        assert enc is not None
+        for name, inputs in (("conv1", enc.num_mel_bins), ("conv2", d)):
+            self.plain(f"{e}.{name}.weight", (d, inputs, 3), None, "vision")
+            self.plain(f"{e}.{name}.bias", (d,), None, "vision")
+        self.plain(f"{e}.embed_positions.weight", (enc.max_positions, d), None, "vision")
+        for k in range(enc.num_layers):
+            p = f"{e}.layers.{k}"
+            self.whisper_ln(f"{p}.self_attn_layer_norm", d, None, "vision")
+            self.whisper_attention(f"{p}.self_attn", d, None, "vision")
+            self.whisper_block(p, d, enc.ffn_dim, None, "vision")
+        self.whisper_ln(f"{e}.layer_norm", d, None, "vision")
+
+    def audio_tower(self) -> None:
+        """A decoder's audio tower (ModelSpec.audio_encoder), place "vision". "voxtral":
+        transformers modeling_voxtral.py VoxtralForConditionalGeneration, vLLM voxtral.py
+        (VoxtralEncoderModel, AudioLanguageAdapter): the Whisper encoder audio_tower.* and
+        multi_modal_projector linear_1 (projector_input_dim -> text) and linear_2 (text ->
+        text), no biases, kept whole on every rank. vLLM's encoder also makes a zero bias
+        for each k_proj (_create_fake_bias_for_k_proj), which no checkpoint stores: not
+        counted."""
+        enc = self.spec.audio_encoder
+        assert enc is not None and enc.kind == "voxtral"
+        text = _need(self.spec, "hidden_size")
+        self.whisper_encoder("audio_tower", enc.hidden_size)
+        for name, in_f in (("linear_1", enc.projector_input_dim), ("linear_2", text)):
+            self.linear(f"multi_modal_projector.{name}", text, in_f, None, "vision",
+                        "replicated", False, "vision", quantizable=False)
 
     def mbart(self) -> None:
         """Nemotron Parse's mBART decoder as vLLM builds it (nemotron_parse.py

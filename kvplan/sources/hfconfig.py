@@ -681,6 +681,7 @@ def shapes(reader: _Reader) -> dict[str, Any]:
                   else "attention", "moe" if f else "mlp")
             for x, f in zip(layers, flags, strict=True))
     out["vision"] = _vision_tower(top)
+    out["audio_encoder"] = _audio_tower(top)
     if reader.mla and cfg.raw.get("mla_use_output_gate") is True:
         out["mla_output_gate"] = True  # Kimi-K3: g_proj beside o_proj
     if _opt_int(cfg, "attn_res_block_size", minimum=1):
@@ -774,6 +775,32 @@ def _vision_tower(top: Fields) -> VisionTower | None:
     if kind == "siglip" and raw.get("vision_use_head") is not False:
         return None  # SigLIP's attention-pooling head: Gemma 3 has none; not modelled
     return VisionTower(kind, hidden, inter, layers, patch, image, channels)
+
+
+def _audio_tower(top: Fields) -> AudioEncoder | None:
+    """A decoder's audio tower (ModelSpec.audio_encoder): Voxtral's (audio_config.model_type
+    voxtral_encoder; transformers configuration_voxtral.py VoxtralEncoderConfig, a Whisper
+    encoder hidden_size wide with intermediate_size-wide MLPs, num_mel_bins and
+    max_source_positions frames; the projector takes intermediate_size inputs, four frames
+    stacked: modeling_voxtral.py VoxtralMultiModalProjector). None for a text model, another
+    tower, or an audio_config lacking a size or with grouped heads (never guessed)."""
+    raw = top.raw.get("audio_config")
+    if not isinstance(raw, dict) or raw.get("model_type") != "voxtral_encoder":
+        return None
+    a = Fields(raw, top.source, "audio_config")
+    found = [_opt_int(a, n, minimum=1) for n in (
+        "hidden_size", "intermediate_size", "num_hidden_layers", "num_mel_bins",
+        "max_source_positions", "num_attention_heads")]
+    values = [x for x in found if x is not None]
+    if len(values) < len(found):
+        return None
+    hidden, inter, layers, mels, positions, heads = values
+    kv = _opt_int(a, "num_key_value_heads", minimum=1) or heads
+    head_dim = _opt_int(a, "head_dim", minimum=1) or hidden // heads
+    if kv != heads or heads * head_dim != hidden:
+        return None  # Whisper's attention is hidden_size wide, one K/V head per head
+    return AudioEncoder("voxtral", layers, inter, mels, positions, hidden_size=hidden,
+                        projector_input_dim=inter)
 
 
 def _gemma4_vision(v: Fields) -> VisionTower | None:

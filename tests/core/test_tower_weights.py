@@ -79,3 +79,50 @@ def test_gemma4_vision_tower_it_cannot_lay_out_is_not_counted():
         raw = _config("google--gemma-4-26B-A4B")
         raw["vision_config"].update(change)
         assert spec_from_config(raw, "config.json", name="m").vision is None
+
+
+# Voxtral-Mini-3B-2507's audio tower (audio_config voxtral_encoder: 32 layers, hidden 1280,
+# intermediate 5120, 20 heads of 64, 128 mel bins, 1500 positions), from transformers
+# modeling_voxtral.py (VoxtralEncoder = Qwen2AudioEncoder, a Whisper encoder;
+# VoxtralMultiModalProjector) and vLLM voxtral.py (VoxtralEncoderModel over whisper.py's
+# WhisperEncoder, AudioLanguageAdapter from d_model x downsample_factor 4 = 5120):
+#   conv1 1280 x 128 x 3 + bias, conv2 1280 x 1280 x 3 + bias          5,409,280
+#   embed_positions 1500 x 1280                                         1,920,000
+#   per layer: q / v / out 1280 x 1280 + bias, k 1280 x 1280          6,557,440
+#              two LayerNorms (weight + bias)                              5,120
+#              fc1 5120 x 1280 + bias, fc2 1280 x 5120 + bias        13,113,600
+#   final LayerNorm                                                         2,560
+#   multi_modal_projector linear_1 3072 x 5120, linear_2 3072 x 3072 25,165,824
+VOXTRAL_LAYER = 4 * 1280 * 1280 + 3 * 1280 + 2 * 2 * 1280 + 2 * 5120 * 1280 + 5120 + 1280
+VOXTRAL_MINI_AUDIO = (1280 * 128 * 3 + 1280 + 1280 * 1280 * 3 + 1280 + 1500 * 1280
+                      + 32 * VOXTRAL_LAYER + 2 * 1280 + 3072 * 5120 + 3072 * 3072)
+
+
+def test_voxtral_audio_tower_by_hand():
+    raw = _config("families/mistralai--Voxtral-Mini-3B-2507")
+    assert raw["text_config"]["hidden_size"] == 3072
+    assert VOXTRAL_MINI_AUDIO == 662_134_784
+    assert _tower_params(raw) == VOXTRAL_MINI_AUDIO
+    spec = spec_from_config(raw, "config.json", name="m")
+    names = {t.name for t in inventory(spec).tensors if t.place == "vision"}
+    assert "audio_tower.layers.31.self_attn.k_proj.bias" not in names
+    assert "audio_tower.layers.31.self_attn.q_proj.bias" in names
+    assert "multi_modal_projector.linear_1.weight" in names
+
+
+def test_voxtral_audio_tower_splits_over_tp_like_the_text_layers():
+    # vLLM's WhisperEncoder splits q / k / v / fc1 by columns and out / fc2 by rows; the
+    # adapter is whole on every rank
+    spec = spec_from_config(_config("families/mistralai--Voxtral-Mini-3B-2507"),
+                            "config.json", name="m")
+    one = inventory(spec).bytes_where("vision")
+    two = inventory(spec, tp=2).bytes_where("vision")
+    layer_split = 32 * (4 * 1280 * 1280 + 2 * 5120 * 1280 + 2 * 1280 + 5120) * 2
+    assert one - two == layer_split // 2
+
+
+def test_an_audio_tower_kvplan_cannot_lay_out_is_not_counted():
+    for change in ({"num_key_value_heads": 5}, {"num_mel_bins": None}):
+        raw = _config("families/mistralai--Voxtral-Mini-3B-2507")
+        raw["audio_config"].update(change)
+        assert spec_from_config(raw, "config.json", name="m").audio_encoder is None
