@@ -295,6 +295,9 @@ class ModelSpec:
     vision: VisionTower | None = None  # a multimodal checkpoint's vision encoder + projector
     # an encoder-decoder's encoder (Whisper) or a decoder's audio tower (Voxtral)
     audio_encoder: AudioEncoder | None = None
+    # the config's towers the weights leave out, named by key and model_type ("vision_config
+    # (qwen3_vl)"): a tower kvplan does not lay out is said, never guessed
+    uncounted_towers: tuple[str, ...] = ()
     shared_blocks: SharedBlocks | None = None  # Zamba2's shared attention blocks
     mla_output_gate: bool | None = None  # MLA with a sigmoid output gate g_proj (Kimi-K3)
     # attention residuals (Kimi-K3 attn_res_block_size): per layer a norm and a 1 x hidden

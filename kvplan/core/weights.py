@@ -1296,6 +1296,14 @@ def generic_note(spec: ModelSpec) -> str:
     return note
 
 
+def towers_note(spec: ModelSpec) -> str:
+    """What an estimate leaves out of a multimodal config: the towers kvplan does not lay
+    out, by name (ModelSpec.uncounted_towers)."""
+    many = len(spec.uncounted_towers) > 1
+    return (f"not counted: {', '.join(spec.uncounted_towers)}, "
+            f"{'towers' if many else 'a tower'} kvplan does not lay out")
+
+
 def inventory(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, ep: int = 1,
               padded_vocab: bool = False, include_mtp: bool = True,
               expert_load: ExpertLoad | None = None, vocab: VocabSplit | None = None
@@ -1450,6 +1458,8 @@ def weight_plan(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1
                      partition=partition)
     if generic:
         why += f"; {generic_note(spec)}"
+    if spec.uncounted_towers:
+        why += f"; {towers_note(spec)}"
     fmt = q.description if q.quantized else f"{target.dtype} (unquantized)"
     return WeightPlan(plan.stage_bytes, fmt, why, exact=True)
 

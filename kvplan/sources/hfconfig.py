@@ -682,6 +682,7 @@ def shapes(reader: _Reader) -> dict[str, Any]:
             for x, f in zip(layers, flags, strict=True))
     out["vision"] = _vision_tower(top)
     out["audio_encoder"] = _audio_tower(top)
+    out["uncounted_towers"] = _uncounted_towers(top, out["vision"], out["audio_encoder"])
     if reader.mla and cfg.raw.get("mla_use_output_gate") is True:
         out["mla_output_gate"] = True  # Kimi-K3: g_proj beside o_proj
     if _opt_int(cfg, "attn_res_block_size", minimum=1):
@@ -775,6 +776,25 @@ def _vision_tower(top: Fields) -> VisionTower | None:
     if kind == "siglip" and raw.get("vision_use_head") is not False:
         return None  # SigLIP's attention-pooling head: Gemma 3 has none; not modelled
     return VisionTower(kind, hidden, inter, layers, patch, image, channels)
+
+
+def _uncounted_towers(top: Fields, vision: VisionTower | None,
+                      audio: AudioEncoder | None) -> tuple[str, ...]:
+    """The towers a config describes (vision_config, audio_config, at the top or under an
+    omni model's thinker_config) that the weights do not count: each named by its key and
+    model_type, for the estimate's note (ModelSpec.uncounted_towers)."""
+    out = []
+    thinker = top.raw.get("thinker_config")
+    for where, holder in (("", top.raw), ("thinker_config.", thinker)):
+        if not isinstance(holder, Mapping):
+            continue
+        for key, counted in (("vision_config", vision), ("audio_config", audio)):
+            raw = holder.get(key)
+            if isinstance(raw, Mapping) and (counted is None or where):
+                kind = raw.get("model_type")
+                out.append(f"{where}{key}" + (f" ({kind})" if isinstance(kind, str) and kind
+                                                else ""))
+    return tuple(out)
 
 
 def _audio_tower(top: Fields) -> AudioEncoder | None:

@@ -10,7 +10,7 @@ from dataclasses import replace
 import yaml
 from paths import FIXTURES
 
-from kvplan.core.weights import inventory, placement
+from kvplan.core.weights import inventory, placement, weight_plan
 from kvplan.sources.hfconfig import spec_from_config
 from kvplan.sources.yamlspec import dump_yaml, spec_from_dict
 
@@ -126,3 +126,23 @@ def test_an_audio_tower_kvplan_cannot_lay_out_is_not_counted():
         raw = _config("families/mistralai--Voxtral-Mini-3B-2507")
         raw["audio_config"].update(change)
         assert spec_from_config(raw, "config.json", name="m").audio_encoder is None
+
+
+def test_a_tower_kvplan_does_not_lay_out_is_named_in_the_estimate():
+    # Qwen3-VL's vision tower is not laid out: the estimate says so by its config key and
+    # model_type, while the text decoder is still counted
+    raw = _config("families/Qwen--Qwen3-VL-8B-Instruct")
+    spec = spec_from_config(raw, "config.json", name="m")
+    assert spec.vision is None
+    plan = weight_plan(spec)
+    assert plan is not None
+    assert "not counted: vision_config (qwen3_vl), a tower kvplan does not lay out" in plan.why
+    # a known layout says it too (Voxtral once its audio tower is unreadable)
+    raw = _config("families/mistralai--Voxtral-Mini-3B-2507")
+    raw["audio_config"]["num_mel_bins"] = None
+    plan = weight_plan(spec_from_config(raw, "config.json", name="m"))
+    assert plan is not None and "audio_config (voxtral_encoder)" in plan.why
+    # and a counted tower is not named
+    plan = weight_plan(spec_from_config(_config("google--gemma-4-26B-A4B"), "config.json",
+                                        name="m"))
+    assert plan is not None and "not counted:" not in plan.why
