@@ -530,6 +530,9 @@ class _Builder:
         if v.kind == "gemma4":
             self.gemma4_vision(v, text, lin)
             return
+        if v.kind == "qwen3_vl":
+            self.qwen3_vit(v, lin)
+            return
         patch_in = v.num_channels * v.patch_size * v.patch_size
         if v.kind == "llama4":  # Llama4UnfoldConvolution: a linear over unfolded patches
             whole("patch_embedding.linear.weight", (h, patch_in))
@@ -805,6 +808,40 @@ class _Builder:
             whole(f"{pre}.std_bias", (h,))
             whole(f"{pre}.std_scale", (h,))
         linear("model.embed_vision.embedding_projection", text, h)
+
+    def qwen3_vit(self, v: VisionTower, lin: Callable[..., None]) -> None:
+        """Qwen3-VL's (and Qwen3.5's) vision encoder as its checkpoint stores it
+        (model.visual.*; vLLM qwen3_vl.py Qwen3_VisionTransformer): Qwen3_VisionPatchEmbed's
+        Conv3d with a bias, pos_embed (position_table_size x hidden), per Qwen3_VisionBlock
+        LayerNorms norm1 / norm2, a fused qkv and proj, mlp.linear_fc1 / linear_fc2 (all
+        biased); Qwen3_VisionPatchMerger `merger` (a LayerNorm of hidden, linear_fc1
+        projector_input_dim -> itself, linear_fc2 -> output_dim, biased) and num_deepstack
+        more in deepstack_merger_list, each normed after the merge (projector_input_dim)."""
+        h, m, md, pre = v.hidden_size, v.projector_input_dim, self.md, "model.visual"
+
+        def whole(name: str, shape: tuple[int, ...]) -> None:
+            self.plain(f"{pre}.{name}", shape, None, "vision", md)
+
+        whole("patch_embed.proj.weight",
+              (h, v.num_channels, v.temporal_patch_size, v.patch_size, v.patch_size))
+        whole("patch_embed.proj.bias", (h,))
+        whole("pos_embed.weight", (v.position_table_size, h))
+        for k in range(v.num_layers):
+            b = f"{pre}.blocks.{k}"
+            for n in ("norm1", "norm2"):
+                whole(f"blocks.{k}.{n}.weight", (h,))
+                whole(f"blocks.{k}.{n}.bias", (h,))
+            lin(f"{b}.attn.qkv", 3 * h, h, "column", True)
+            lin(f"{b}.attn.proj", h, h, "row", True)
+            lin(f"{b}.mlp.linear_fc1", v.intermediate_size, h, "column", True)
+            lin(f"{b}.mlp.linear_fc2", h, v.intermediate_size, "row", True)
+        mergers = [("merger", h)] + [(f"deepstack_merger_list.{k}", m)
+                                     for k in range(v.num_deepstack)]
+        for name, norm in mergers:
+            whole(f"{name}.norm.weight", (norm,))
+            whole(f"{name}.norm.bias", (norm,))
+            lin(f"{pre}.{name}.linear_fc1", m, m, "column", True)
+            lin(f"{pre}.{name}.linear_fc2", v.output_dim, m, "row", True)
 
     def qwen2_vit(self, v: VisionTower, text: int, lin: Callable[..., None]) -> None:
         """Qwen2-VL's and Qwen2.5-VL's vision encoders as their checkpoints store them

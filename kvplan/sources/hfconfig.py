@@ -737,6 +737,8 @@ def _vision_tower(top: Fields) -> VisionTower | None:
         return _moonvit(top, Fields(raw, top.source, "vision_config"))
     if raw.get("model_type") == "gemma4_vision":
         return _gemma4_vision(Fields(raw, top.source, "vision_config"))
+    if raw.get("model_type") in _QWEN3_VIT:
+        return _qwen3_vit(Fields(raw, top.source, "vision_config"))
     outer = top.raw.get("model_type")
     if outer == "qwen2_vl" and raw.get("model_type") in (None, "qwen2_vl"):
         return _qwen2_vit(Fields(raw, top.source, "vision_config"))
@@ -821,6 +823,32 @@ def _audio_tower(top: Fields) -> AudioEncoder | None:
         return None  # Whisper's attention is hidden_size wide, one K/V head per head
     return AudioEncoder("voxtral", layers, inter, mels, positions, hidden_size=hidden,
                         projector_input_dim=inter)
+
+
+# vision_config model types of Qwen3-VL's encoder (vLLM qwen3_vl.py Qwen3_VisionTransformer,
+# which qwen3_vl_moe.py and qwen3_5.py build too)
+_QWEN3_VIT = {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"}
+
+
+def _qwen3_vit(v: Fields) -> VisionTower | None:
+    """Qwen3-VL's vision encoder (vLLM qwen3_vl.py Qwen3_VisionTransformer; transformers
+    modeling_qwen3_vl.py): a biased Conv3d patch embedding, a learned position table of
+    num_position_embeddings rows, `depth` LayerNorm blocks with a fused qkv, proj and a
+    two-linear MLP intermediate_size wide (all biased), the patch merger (LayerNorm, then
+    spatial_merge_size^2 x hidden -> itself -> out_hidden_size, biased) and one more merger
+    per deepstack_visual_indexes entry with its LayerNorm after the merge."""
+    found = [_opt_int(v, n, minimum=1) for n in (
+        "hidden_size", "intermediate_size", "depth", "patch_size", "temporal_patch_size",
+        "spatial_merge_size", "out_hidden_size", "num_position_embeddings")]
+    values = [x for x in found if x is not None]
+    deepstack = v.raw.get("deepstack_visual_indexes", [])
+    if len(values) < len(found) or not isinstance(deepstack, list):
+        return None
+    dim, inter, depth, patch, frames, merge, out, table = values
+    channels = _opt_int(v, "in_channels", "in_chans", minimum=1) or 3
+    return VisionTower("qwen3_vl", dim, inter, depth, patch, patch, channels, output_dim=out,
+                       projector_input_dim=merge * merge * dim, temporal_patch_size=frames,
+                       position_table_size=table, num_deepstack=len(deepstack))
 
 
 def _gemma4_vision(v: Fields) -> VisionTower | None:

@@ -129,14 +129,15 @@ def test_an_audio_tower_kvplan_cannot_lay_out_is_not_counted():
 
 
 def test_a_tower_kvplan_does_not_lay_out_is_named_in_the_estimate():
-    # Qwen3-VL's vision tower is not laid out: the estimate says so by its config key and
+    # EXAONE 4.5's vision tower is not laid out: the estimate says so by its config key and
     # model_type, while the text decoder is still counted
-    raw = _config("families/Qwen--Qwen3-VL-8B-Instruct")
+    raw = _config("families/LGAI-EXAONE--EXAONE-4.5-33B")
     spec = spec_from_config(raw, "config.json", name="m")
     assert spec.vision is None
     plan = weight_plan(spec)
     assert plan is not None
-    assert "not counted: vision_config (qwen3_vl), a tower kvplan does not lay out" in plan.why
+    assert ("not counted: vision_config (exaone4_5_vision), a tower kvplan does not lay out"
+            in plan.why)
     # a known layout says it too (Voxtral once its audio tower is unreadable)
     raw = _config("families/mistralai--Voxtral-Mini-3B-2507")
     raw["audio_config"]["num_mel_bins"] = None
@@ -146,3 +147,46 @@ def test_a_tower_kvplan_does_not_lay_out_is_named_in_the_estimate():
     plan = weight_plan(spec_from_config(_config("google--gemma-4-26B-A4B"), "config.json",
                                         name="m"))
     assert plan is not None and "not counted:" not in plan.why
+
+
+# Qwen3-VL's vision encoder (vLLM qwen3_vl.py Qwen3_VisionTransformer), in Qwen3-VL-8B-Instruct
+# (hidden 1152, intermediate 4304, depth 27, patch 16 over 2 frames, 2304 positions, merge
+# 2 x 2 -> 4608, out 4096, three deepstack mergers):
+#   patch_embed Conv3d 1152 x 3 x 2 x 16 x 16 + bias                     1,770,624
+#   pos_embed 2304 x 1152                                                2,654,208
+#   per block: norm1 / norm2 (w + b), qkv 3456 x 1152 + b, proj 1152 x 1152 + b,
+#              linear_fc1 4304 x 1152 + b, linear_fc2 1152 x 4304 + b   15,239,504
+#   merger: LayerNorm 1152 (w + b), fc1 4608 x 4608 + b, fc2 4096 x 4608 + b
+#   deepstack mergers: the same with the LayerNorm over 4608
+def _qwen3_vit(out: int, deepstack: int) -> int:
+    h, inter, merged = 1152, 4304, 4608
+    block = 4 * h + 3 * h * h + 3 * h + h * h + h + inter * h + inter + h * inter + h
+    mlp = merged * merged + merged + out * merged + out
+    return (h * 3 * 2 * 16 * 16 + h + 2304 * h + 27 * block + 2 * h + mlp
+            + deepstack * (2 * merged + mlp))
+
+
+def test_qwen3_vl_8b_matches_its_safetensors_total():
+    # Qwen/Qwen3-VL-8B-Instruct's model.safetensors.index.json: metadata.total_size
+    # 17,534,247,392 bytes, all bf16 (quoted from the Hub file in public notes): the text
+    # decoder and the vision tower together, to the byte (tolerance 0: every tensor is laid
+    # out from the config, none estimated)
+    raw = _config("families/Qwen--Qwen3-VL-8B-Instruct")
+    assert _tower_params(raw) == _qwen3_vit(4096, 3) == 576_388_336
+    spec = spec_from_config(raw, "config.json", name="m")
+    assert inventory(spec).total_bytes == 17_534_247_392
+
+
+def test_qwen3_vl_towers_by_hand():
+    # the 30B-A3B projects into 2048; Qwen3.5-27B's tower has no deepstack mergers and
+    # projects into 5120 (qwen3_5.py builds Qwen3-VL's encoder)
+    assert _tower_params(_config("families/Qwen--Qwen3-VL-30B-A3B-Instruct")) == \
+        _qwen3_vit(2048, 3)
+    assert _tower_params(_config("families/Qwen--Qwen3.5-27B")) == _qwen3_vit(5120, 0)
+
+
+def test_qwen3_vl_tower_survives_a_yaml_round_trip():
+    spec = spec_from_config(_config("families/Qwen--Qwen3-VL-8B-Instruct"), "config.json",
+                            name="m")
+    again = spec_from_dict(yaml.safe_load(dump_yaml(spec)), "m.yaml")
+    assert again.vision == spec.vision and again.vision.num_deepstack == 3
