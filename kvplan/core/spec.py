@@ -109,7 +109,8 @@ class VisionTower:
 
     kind: "clip" (LLaVA), "moonvit" (Kimi-K3), "siglip" (Gemma 3), "llama4" (Llama 4),
     "mllama" (Llama 3.2 Vision), "qwen2_vl" (Qwen2-VL), "qwen2_5_vl" (Qwen2.5-VL),
-    "qwen3_vl" (Qwen3-VL, Qwen3.5), "radio" (Nemotron Parse) or "gemma4" (Gemma 4); the
+    "qwen3_vl" (Qwen3-VL, Qwen3.5), "exaone4_5" (EXAONE 4.5), "radio" (Nemotron Parse)
+    or "gemma4" (Gemma 4); the
     tensors each kind stores:
     docs/model-schema.md, "Vision towers and tensor layouts".
     """
@@ -130,9 +131,10 @@ class VisionTower:
     attention_size: int = 0  # moonvit: q / k / v width (qkv_hidden_size); 0 = hidden_size
     temporal_patch_size: int = 0  # qwen2_vl: frames per Conv3d patch (image_size unused)
     num_cls_tokens: int = 0  # radio: class and register tokens (ClsToken)
-    # gemma4: q heads, k/v heads and their size (q/k/v widths: heads x head_dim), the rows of
-    # each of the two (x, y) position tables (position_embedding_size), and 1 when the
-    # tower stores std_bias / std_scale (config standardize)
+    # gemma4, exaone4_5: q heads, k/v heads and their size (q/k/v widths: heads x
+    # head_dim); gemma4: the rows of each of its two (x, y) position tables
+    # (position_embedding_size), and 1 when the tower stores std_bias / std_scale (config
+    # standardize)
     num_heads: int = 0
     num_kv_heads: int = 0
     head_dim: int = 0

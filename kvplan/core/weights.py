@@ -524,7 +524,7 @@ class _Builder:
         if v.kind == "radio":
             self.radio(v, text, lin)
             return
-        if v.kind in ("qwen2_vl", "qwen2_5_vl"):
+        if v.kind in ("qwen2_vl", "qwen2_5_vl", "exaone4_5"):
             self.qwen2_vit(v, text, lin)
             return
         if v.kind == "gemma4":
@@ -849,9 +849,11 @@ class _Builder:
         qwen2_vl.py / qwen2_5_vl.py): the Conv3d patch embedding (no bias), per block two
         norms, the fused qkv and proj, the MLP (all linears with biases); the merger's norm
         ln_q and its two linears (with biases). Qwen2-VL: LayerNorms (weight and bias) and
-        fc1 / fc2; Qwen2.5-VL: RMSNorms and a gated gate / up / down MLP."""
+        fc1 / fc2; Qwen2.5-VL: RMSNorms and a gated gate / up / down MLP; EXAONE 4.5
+        (vLLM exaone4_5.py): Qwen2.5-VL's with num_kv_heads K/V heads in the qkv."""
         h, md = v.hidden_size, self.md
-        rms = v.kind == "qwen2_5_vl"
+        rms = v.kind in ("qwen2_5_vl", "exaone4_5")
+        qkv = (v.num_heads + 2 * v.num_kv_heads) * v.head_dim if v.num_kv_heads else 3 * h
 
         def whole(name: str, shape: tuple[int, ...]) -> None:
             self.plain(name, shape, None, "vision", md)
@@ -864,7 +866,7 @@ class _Builder:
                 whole(f"{b}.{n}.weight", (h,))
                 if not rms:
                     whole(f"{b}.{n}.bias", (h,))
-            lin(f"{b}.attn.qkv", 3 * h, h, "column", True)
+            lin(f"{b}.attn.qkv", qkv, h, "column", True)
             lin(f"{b}.attn.proj", h, h, "row", True)
             if rms:
                 lin(f"{b}.mlp.gate_proj", v.intermediate_size, h, "column", True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -739,6 +740,8 @@ def _vision_tower(top: Fields) -> VisionTower | None:
         return _gemma4_vision(Fields(raw, top.source, "vision_config"))
     if raw.get("model_type") in _QWEN3_VIT:
         return _qwen3_vit(Fields(raw, top.source, "vision_config"))
+    if raw.get("model_type") == "exaone4_5_vision":
+        return _exaone4_5_vit(Fields(raw, top.source, "vision_config"))
     outer = top.raw.get("model_type")
     if outer == "qwen2_vl" and raw.get("model_type") in (None, "qwen2_vl"):
         return _qwen2_vit(Fields(raw, top.source, "vision_config"))
@@ -920,6 +923,20 @@ def _qwen2_5_vit(v: Fields) -> VisionTower | None:
     return VisionTower("qwen2_5_vl", dim, inter, depth, patch, patch, channels,
                        output_dim=out, projector_input_dim=merge * merge * dim,
                        temporal_patch_size=frames)
+
+
+def _exaone4_5_vit(v: Fields) -> VisionTower | None:
+    """EXAONE 4.5's vision encoder (vLLM exaone4_5.py EXAONE4_5_VisionTransformer):
+    Qwen2.5-VL's encoder (patches, RMSNorm blocks, gated biased MLP, the merger) whose
+    attention has num_key_value_heads K/V heads: a fused qkv of (num_heads + 2 x
+    num_key_value_heads) x hidden_size / num_heads, biased."""
+    tower = _qwen2_5_vit(v)
+    heads = _opt_int(v, "num_heads", minimum=1)
+    kv = _opt_int(v, "num_key_value_heads", minimum=1) or heads
+    if tower is None or heads is None or kv is None or tower.hidden_size % heads:
+        return None
+    return replace(tower, kind="exaone4_5", num_heads=heads, num_kv_heads=kv,
+                   head_dim=tower.hidden_size // heads)
 
 
 def _ssm_from_state(reader: _Reader) -> SSMShapes | None:

@@ -129,15 +129,14 @@ def test_an_audio_tower_kvplan_cannot_lay_out_is_not_counted():
 
 
 def test_a_tower_kvplan_does_not_lay_out_is_named_in_the_estimate():
-    # EXAONE 4.5's vision tower is not laid out: the estimate says so by its config key and
-    # model_type, while the text decoder is still counted
-    raw = _config("families/LGAI-EXAONE--EXAONE-4.5-33B")
+    # Devstral's Pixtral vision tower is not laid out: the estimate says so by its config key
+    # and model_type, while the text decoder is still counted
+    raw = _config("families/mistralai--Devstral-Small-2-24B-Instruct")
     spec = spec_from_config(raw, "config.json", name="m")
     assert spec.vision is None
     plan = weight_plan(spec)
     assert plan is not None
-    assert ("not counted: vision_config (exaone4_5_vision), a tower kvplan does not lay out"
-            in plan.why)
+    assert "not counted: vision_config (pixtral), a tower kvplan does not lay out" in plan.why
     # a known layout says it too (Voxtral once its audio tower is unreadable)
     raw = _config("families/mistralai--Voxtral-Mini-3B-2507")
     raw["audio_config"]["num_mel_bins"] = None
@@ -190,3 +189,22 @@ def test_qwen3_vl_tower_survives_a_yaml_round_trip():
                             name="m")
     again = spec_from_dict(yaml.safe_load(dump_yaml(spec)), "m.yaml")
     assert again.vision == spec.vision and again.vision.num_deepstack == 3
+
+
+# EXAONE-4.5-33B's vision tower (vLLM exaone4_5.py EXAONE4_5_VisionTransformer over
+# qwen2_5_vl.py's Qwen2_5_VisionTransformer; hidden 2048, intermediate 5120, depth 28, 32
+# heads and 8 K/V heads of 64, patch 14 over 2 frames, merge 2 x 2 -> 8192, out 5120):
+#   patch_embed Conv3d 2048 x 3 x 2 x 14 x 14, no bias                  2,408,448
+#   per block: two RMSNorms 2048, qkv (32 + 2 x 8) x 64 = 3072 x 2048 + b, proj
+#              2048 x 2048 + b, gate / up 5120 x 2048 + b, down 2048 x 5120 + b
+#   merger: RMSNorm ln_q 2048, mlp.0 8192 x 8192 + b, mlp.2 5120 x 8192 + b
+EXAONE_BLOCK = (2 * 2048 + 3072 * 2048 + 3072 + 2048 * 2048 + 2048
+                + 2 * (5120 * 2048 + 5120) + 2048 * 5120 + 2048)
+EXAONE_4_5_VISION = (2048 * 3 * 2 * 14 * 14 + 28 * EXAONE_BLOCK + 2048 + 8192 * 8192 + 8192
+                     + 5120 * 8192 + 5120)
+
+
+def test_exaone_4_5_vision_tower_by_hand():
+    raw = _config("families/LGAI-EXAONE--EXAONE-4.5-33B")
+    assert EXAONE_4_5_VISION == 1_286_482_944
+    assert _tower_params(raw) == EXAONE_4_5_VISION
