@@ -109,8 +109,8 @@ class VisionTower:
 
     kind: "clip" (LLaVA), "moonvit" (Kimi-K3), "siglip" (Gemma 3), "llama4" (Llama 4),
     "mllama" (Llama 3.2 Vision), "qwen2_vl" (Qwen2-VL), "qwen2_5_vl" (Qwen2.5-VL),
-    "qwen3_vl" (Qwen3-VL, Qwen3.5), "exaone4_5" (EXAONE 4.5), "radio" (Nemotron Parse)
-    or "gemma4" (Gemma 4); the
+    "qwen3_vl" (Qwen3-VL, Qwen3.5), "exaone4_5" (EXAONE 4.5), "pixtral" (Mistral 3),
+    "radio" (Nemotron Parse) or "gemma4" (Gemma 4); the
     tensors each kind stores:
     docs/model-schema.md, "Vision towers and tensor layouts".
     """

@@ -533,6 +533,9 @@ class _Builder:
         if v.kind == "qwen3_vl":
             self.qwen3_vit(v, lin)
             return
+        if v.kind == "pixtral":
+            self.pixtral(v, text, lin)
+            return
         patch_in = v.num_channels * v.patch_size * v.patch_size
         if v.kind == "llama4":  # Llama4UnfoldConvolution: a linear over unfolded patches
             whole("patch_embedding.linear.weight", (h, patch_in))
@@ -808,6 +811,36 @@ class _Builder:
             whole(f"{pre}.std_bias", (h,))
             whole(f"{pre}.std_scale", (h,))
         linear("model.embed_vision.embedding_projection", text, h)
+
+    def pixtral(self, v: VisionTower, text: int, lin: Callable[..., None]) -> None:
+        """Mistral 3's Pixtral encoder as its checkpoint stores it (model.vision_tower.*,
+        model.multi_modal_projector.*; vLLM mistral3.py, pixtral.py PixtralHFVisionModel):
+        patch_conv (no bias), ln_pre; per layer attention_norm, q / k / v / o, ffn_norm and
+        gate / up / down, no biases; the projector's RMSNorm, patch_merger.merging_layer
+        (projector_input_dim -> hidden) and linear_1 / linear_2 into the text width."""
+        h, inter, md = v.hidden_size, v.intermediate_size, self.md
+        pre, proj = "model.vision_tower", "model.multi_modal_projector"
+
+        def whole(name: str, shape: tuple[int, ...]) -> None:
+            self.plain(name, shape, None, "vision", md)
+
+        whole(f"{pre}.patch_conv.weight", (h, v.num_channels, v.patch_size, v.patch_size))
+        whole(f"{pre}.ln_pre.weight", (h,))
+        for k in range(v.num_layers):
+            p = f"{pre}.transformer.layers.{k}"
+            whole(f"{p}.attention_norm.weight", (h,))
+            whole(f"{p}.ffn_norm.weight", (h,))
+            for name in ("q_proj", "k_proj", "v_proj"):
+                lin(f"{p}.attention.{name}", h, h, "column", False)
+            lin(f"{p}.attention.o_proj", h, h, "row", False)
+            for name in ("gate_proj", "up_proj"):
+                lin(f"{p}.feed_forward.{name}", inter, h, "column", False)
+            lin(f"{p}.feed_forward.down_proj", h, inter, "row", False)
+        whole(f"{proj}.norm.weight", (h,))
+        lin(f"{proj}.patch_merger.merging_layer", h, v.projector_input_dim, "replicated",
+            False)
+        lin(f"{proj}.linear_1", text, h, "column", False)
+        lin(f"{proj}.linear_2", text, text, "row", False)
 
     def qwen3_vit(self, v: VisionTower, lin: Callable[..., None]) -> None:
         """Qwen3-VL's (and Qwen3.5's) vision encoder as its checkpoint stores it

@@ -747,8 +747,13 @@ def _vision_tower(top: Fields) -> VisionTower | None:
         return _qwen2_vit(Fields(raw, top.source, "vision_config"))
     if outer == "qwen2_5_vl" and raw.get("model_type") in (None, "qwen2_5_vl"):
         return _qwen2_5_vit(Fields(raw, top.source, "vision_config"))
-    kind = _VISION_KINDS.get(str(raw.get("model_type") or "")) or _VISION_BY_OUTER.get(
-        outer if isinstance(outer, str) else "")
+    if outer == "mistral3" and raw.get("model_type") == "pixtral":
+        return _pixtral(top, Fields(raw, top.source, "vision_config"))
+    inner = raw.get("model_type")
+    # the outer model type names the tower only where vision_config leaves its own out (a
+    # llava with a Pixtral encoder is not CLIP)
+    kind = (_VISION_KINDS.get(inner) if isinstance(inner, str) and inner
+            else _VISION_BY_OUTER.get(outer if isinstance(outer, str) else ""))
     if kind is None:
         return None
     v = Fields(raw, top.source, "vision_config")
@@ -923,6 +928,29 @@ def _qwen2_5_vit(v: Fields) -> VisionTower | None:
     return VisionTower("qwen2_5_vl", dim, inter, depth, patch, patch, channels,
                        output_dim=out, projector_input_dim=merge * merge * dim,
                        temporal_patch_size=frames)
+
+
+def _pixtral(top: Fields, v: Fields) -> VisionTower | None:
+    """Mistral 3's Pixtral encoder and projector (vLLM mistral3.py with pixtral.py
+    PixtralHFVisionModel; transformers modeling_pixtral.py / modeling_mistral3.py): a patch
+    convolution without bias, ln_pre, per layer RMSNorms attention_norm / ffn_norm, q / k /
+    v / o and a gated MLP, no biases; Mistral3MultiModalProjector's RMSNorm, patch merger
+    (spatial_merge_size^2 x hidden -> hidden, no bias) and linear_1 / linear_2 into the
+    text width. None when a size is missing, with projector biases
+    (multimodal_projector_bias) or several feature layers: not laid out, never guessed."""
+    names = ("hidden_size", "intermediate_size", "num_hidden_layers", "patch_size",
+             "image_size")
+    found = [_opt_int(v, n, minimum=1) for n in names]
+    merge = _opt_int(top, "spatial_merge_size", minimum=1)
+    values = [x for x in found if x is not None]
+    if (len(values) < len(found) or merge is None
+            or top.raw.get("multimodal_projector_bias") is not False
+            or not isinstance(top.raw.get("vision_feature_layer", -1), int)):
+        return None
+    hidden, inter, layers, patch, image = values
+    return VisionTower("pixtral", hidden, inter, layers, patch, image,
+                       _opt_int(v, "num_channels", minimum=1) or 3,
+                       projector_input_dim=merge * merge * hidden)
 
 
 def _exaone4_5_vit(v: Fields) -> VisionTower | None:

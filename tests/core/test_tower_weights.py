@@ -129,14 +129,15 @@ def test_an_audio_tower_kvplan_cannot_lay_out_is_not_counted():
 
 
 def test_a_tower_kvplan_does_not_lay_out_is_named_in_the_estimate():
-    # Devstral's Pixtral vision tower is not laid out: the estimate says so by its config key
-    # and model_type, while the text decoder is still counted
-    raw = _config("families/mistralai--Devstral-Small-2-24B-Instruct")
+    # LFM2.5-VL's SigLIP2 NaFlex tower is not laid out: the estimate says so by its config
+    # key and model_type, while the text decoder is still counted
+    raw = _config("families/LiquidAI--LFM2.5-VL-1.6B")
     spec = spec_from_config(raw, "config.json", name="m")
     assert spec.vision is None
     plan = weight_plan(spec)
     assert plan is not None
-    assert "not counted: vision_config (pixtral), a tower kvplan does not lay out" in plan.why
+    assert ("not counted: vision_config (siglip2_vision_model), a tower kvplan does not lay "
+            "out" in plan.why)
     # a known layout says it too (Voxtral once its audio tower is unreadable)
     raw = _config("families/mistralai--Voxtral-Mini-3B-2507")
     raw["audio_config"]["num_mel_bins"] = None
@@ -208,3 +209,34 @@ def test_exaone_4_5_vision_tower_by_hand():
     raw = _config("families/LGAI-EXAONE--EXAONE-4.5-33B")
     assert EXAONE_4_5_VISION == 1_286_482_944
     assert _tower_params(raw) == EXAONE_4_5_VISION
+
+
+# Devstral-Small-2-24B's Pixtral tower (vLLM mistral3.py, pixtral.py PixtralHFVisionModel;
+# hidden 1024, intermediate 4096, 24 layers, patch 14, spatial_merge_size 2, text 5120):
+#   patch_conv 1024 x 3 x 14 x 14, no bias; ln_pre 1024                    603,136
+#   per layer: attention_norm, ffn_norm 1024; q / k / v / o 1024 x 1024; gate / up
+#              4096 x 1024, down 1024 x 4096; no biases                 16,779,264
+#   projector: norm 1024, merging_layer 1024 x 4096, linear_1 5120 x 1024,
+#              linear_2 5120 x 5120 (multimodal_projector_bias false)   35,652,608
+PIXTRAL_LAYER = 2 * 1024 + 4 * 1024 * 1024 + 3 * 4096 * 1024
+DEVSTRAL_2_VISION = (1024 * 3 * 14 * 14 + 1024 + 24 * PIXTRAL_LAYER + 1024 + 1024 * 4096
+                     + 5120 * 1024 + 5120 * 5120)
+
+
+def test_devstral_pixtral_tower_by_hand_and_unquantized():
+    raw = _config("families/mistralai--Devstral-Small-2-24B-Instruct")
+    assert DEVSTRAL_2_VISION == 438_958_080
+    assert _tower_params(raw) == DEVSTRAL_2_VISION
+    # the FP8 checkpoint leaves model.vision_tower and the projector out
+    # (quantization_config.modules_to_not_convert): the tower stays bf16
+    spec = spec_from_config(raw, "config.json", name="m")
+    vision = [t for t in inventory(spec, spec.quantization).tensors if t.place == "vision"]
+    assert {t.dtype for t in vision} == {"BF16"}
+
+
+def test_a_llava_with_a_pixtral_encoder_is_not_laid_out_as_clip():
+    # the outer model type names the tower only when vision_config leaves its own out
+    raw = _config("llava-hf--llava-1.5-7b-hf")
+    raw["vision_config"]["model_type"] = "pixtral"
+    spec = spec_from_config(raw, "config.json", name="m")
+    assert spec.vision is None and spec.uncounted_towers == ("vision_config (pixtral)",)
