@@ -110,7 +110,7 @@ class VisionTower:
     kind: "clip" (LLaVA), "moonvit" (Kimi-K3), "siglip" (Gemma 3), "llama4" (Llama 4),
     "mllama" (Llama 3.2 Vision), "qwen2_vl" (Qwen2-VL), "qwen2_5_vl" (Qwen2.5-VL),
     "qwen3_vl" (Qwen3-VL, Qwen3.5), "exaone4_5" (EXAONE 4.5), "pixtral" (Mistral 3),
-    "radio" (Nemotron Parse) or "gemma4" (Gemma 4); the
+    "siglip2" (LFM2-VL), "radio" (Nemotron Parse) or "gemma4" (Gemma 4); the
     tensors each kind stores:
     docs/model-schema.md, "Vision towers and tensor layouts".
     """
@@ -138,7 +138,8 @@ class VisionTower:
     num_heads: int = 0
     num_kv_heads: int = 0
     head_dim: int = 0
-    position_table_size: int = 0  # gemma4; qwen3_vl: num_position_embeddings
+    # gemma4; qwen3_vl: num_position_embeddings; siglip2: num_patches
+    position_table_size: int = 0
     standardize: int = 0
     num_deepstack: int = 0  # qwen3_vl: deepstack mergers (len(deepstack_visual_indexes))
 

@@ -536,6 +536,9 @@ class _Builder:
         if v.kind == "pixtral":
             self.pixtral(v, text, lin)
             return
+        if v.kind == "siglip2":
+            self.lfm2_vl_siglip2(v, text, lin)
+            return
         patch_in = v.num_channels * v.patch_size * v.patch_size
         if v.kind == "llama4":  # Llama4UnfoldConvolution: a linear over unfolded patches
             whole("patch_embedding.linear.weight", (h, patch_in))
@@ -811,6 +814,40 @@ class _Builder:
             whole(f"{pre}.std_bias", (h,))
             whole(f"{pre}.std_scale", (h,))
         linear("model.embed_vision.embedding_projection", text, h)
+
+    def lfm2_vl_siglip2(self, v: VisionTower, text: int, lin: Callable[..., None]) -> None:
+        """LFM2-VL's SigLIP2 NaFlex encoder as its checkpoint stores it
+        (model.vision_tower.vision_model.*, model.multi_modal_projector.*; vLLM lfm2_vl.py,
+        siglip2.py): embeddings.patch_embedding (3 x patch^2 -> hidden, biased) and
+        position_embedding (position_table_size x hidden); per layer LayerNorms
+        layer_norm1 / layer_norm2, q / k / v / out_proj and mlp fc1 / fc2, all biased; the
+        post LayerNorm; the projector's linear_1 (projector_input_dim ->
+        projector_output_dim) and linear_2 (-> text), biased, whole on every rank
+        (ReplicatedLinear)."""
+        h, inter, md = v.hidden_size, v.intermediate_size, self.md
+        pre, proj = "model.vision_tower.vision_model", "model.multi_modal_projector"
+
+        def whole(name: str, shape: tuple[int, ...]) -> None:
+            self.plain(name, shape, None, "vision", md)
+
+        lin(f"{pre}.embeddings.patch_embedding", h, v.num_channels * v.patch_size ** 2,
+            "replicated", True)
+        whole(f"{pre}.embeddings.position_embedding.weight", (v.position_table_size, h))
+        for k in range(v.num_layers):
+            p = f"{pre}.encoder.layers.{k}"
+            for norm in ("layer_norm1", "layer_norm2"):
+                whole(f"{p}.{norm}.weight", (h,))
+                whole(f"{p}.{norm}.bias", (h,))
+            for name in ("q_proj", "k_proj", "v_proj"):
+                lin(f"{p}.self_attn.{name}", h, h, "column", True)
+            lin(f"{p}.self_attn.out_proj", h, h, "row", True)
+            lin(f"{p}.mlp.fc1", inter, h, "column", True)
+            lin(f"{p}.mlp.fc2", h, inter, "row", True)
+        whole(f"{pre}.post_layernorm.weight", (h,))
+        whole(f"{pre}.post_layernorm.bias", (h,))
+        lin(f"{proj}.linear_1", v.projector_output_dim, v.projector_input_dim, "replicated",
+            True)
+        lin(f"{proj}.linear_2", text, v.projector_output_dim, "replicated", True)
 
     def pixtral(self, v: VisionTower, text: int, lin: Callable[..., None]) -> None:
         """Mistral 3's Pixtral encoder as its checkpoint stores it (model.vision_tower.*,

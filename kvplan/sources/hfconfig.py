@@ -747,6 +747,8 @@ def _vision_tower(top: Fields) -> VisionTower | None:
         return _qwen2_vit(Fields(raw, top.source, "vision_config"))
     if outer == "qwen2_5_vl" and raw.get("model_type") in (None, "qwen2_5_vl"):
         return _qwen2_5_vit(Fields(raw, top.source, "vision_config"))
+    if outer == "lfm2_vl" and raw.get("model_type") == "siglip2_vision_model":
+        return _lfm2_vl_siglip2(top, Fields(raw, top.source, "vision_config"))
     if outer == "mistral3" and raw.get("model_type") == "pixtral":
         return _pixtral(top, Fields(raw, top.source, "vision_config"))
     inner = raw.get("model_type")
@@ -928,6 +930,33 @@ def _qwen2_5_vit(v: Fields) -> VisionTower | None:
     return VisionTower("qwen2_5_vl", dim, inter, depth, patch, patch, channels,
                        output_dim=out, projector_input_dim=merge * merge * dim,
                        temporal_patch_size=frames)
+
+
+def _lfm2_vl_siglip2(top: Fields, v: Fields) -> VisionTower | None:
+    """LFM2-VL's SigLIP2 NaFlex encoder and projector (vLLM lfm2_vl.py with siglip2.py
+    Siglip2Model; transformers modeling_siglip2.py / modeling_lfm2_vl.py): a linear patch
+    embedding over 3 x patch_size^2 pixels with a bias, a position table of num_patches
+    rows, SigLIP's biased LayerNorm blocks, the post LayerNorm; Lfm2VLMultiModalProjector's
+    linear_1 (downsample_factor^2 x hidden -> projector_hidden_size) and linear_2 (-> the
+    text width), biased. None when a size is missing, with the projector's LayerNorm
+    (projector_use_layernorm), without its biases, or with an attention-pooling head: not
+    laid out, never guessed."""
+    names = ("hidden_size", "intermediate_size", "num_hidden_layers", "patch_size",
+             "num_patches")
+    found = [_opt_int(v, n, minimum=1) for n in names]
+    factor = _opt_int(top, "downsample_factor", minimum=1)
+    width = _opt_int(top, "projector_hidden_size", minimum=1)
+    values = [x for x in found if x is not None]
+    if (len(values) < len(found) or factor is None or width is None
+            or top.raw.get("projector_use_layernorm") is not False
+            or top.raw.get("projector_bias") is not True
+            or v.raw.get("vision_use_head") is not False):
+        return None
+    hidden, inter, layers, patch, table = values
+    return VisionTower("siglip2", hidden, inter, layers, patch, patch,
+                       _opt_int(v, "num_channels", minimum=1) or 3,
+                       projector_input_dim=factor * factor * hidden,
+                       projector_output_dim=width, position_table_size=table)
 
 
 def _pixtral(top: Fields, v: Fields) -> VisionTower | None:

@@ -129,15 +129,14 @@ def test_an_audio_tower_kvplan_cannot_lay_out_is_not_counted():
 
 
 def test_a_tower_kvplan_does_not_lay_out_is_named_in_the_estimate():
-    # LFM2.5-VL's SigLIP2 NaFlex tower is not laid out: the estimate says so by its config
-    # key and model_type, while the text decoder is still counted
-    raw = _config("families/LiquidAI--LFM2.5-VL-1.6B")
+    # Kimi-K2.5's MoonViT (vision_config without a model_type) is not laid out: the estimate
+    # says so by its config key, while the text model is still counted
+    raw = _config("families/moonshotai--Kimi-K2.5")
     spec = spec_from_config(raw, "config.json", name="m")
     assert spec.vision is None
     plan = weight_plan(spec)
     assert plan is not None
-    assert ("not counted: vision_config (siglip2_vision_model), a tower kvplan does not lay "
-            "out" in plan.why)
+    assert "not counted: vision_config, a tower kvplan does not lay out" in plan.why
     # a known layout says it too (Voxtral once its audio tower is unreadable)
     raw = _config("families/mistralai--Voxtral-Mini-3B-2507")
     raw["audio_config"]["num_mel_bins"] = None
@@ -240,3 +239,25 @@ def test_a_llava_with_a_pixtral_encoder_is_not_laid_out_as_clip():
     raw["vision_config"]["model_type"] = "pixtral"
     spec = spec_from_config(raw, "config.json", name="m")
     assert spec.vision is None and spec.uncounted_towers == ("vision_config (pixtral)",)
+
+
+# LFM2.5-VL-1.6B's SigLIP2 NaFlex tower (vLLM lfm2_vl.py, siglip2.py; hidden 1152,
+# intermediate 4304, 27 layers, patch 16, 256 positions, downsample_factor 2,
+# projector_hidden_size 2048, text 2048, projector biases, no projector LayerNorm):
+#   patch_embedding 1152 x 768 + bias, position_embedding 256 x 1152       1,180,800
+#   per layer: two LayerNorms (w + b), q / k / v / out 1152 x 1152 + b, fc1 4304 x 1152
+#              + b, fc2 1152 x 4304 + b                                  15,239,504
+#   post_layernorm (w + b)                                                     2,304
+#   linear_1 2048 x 4608 + b, linear_2 2048 x 2048 + b                    13,635,584
+SIGLIP2_LAYER = 4 * 1152 + 4 * (1152 * 1152 + 1152) + 4304 * 1152 + 4304 + 1152 * 4304 + 1152
+LFM2_5_VL_VISION = (1152 * 768 + 1152 + 256 * 1152 + 27 * SIGLIP2_LAYER + 2 * 1152
+                    + 2048 * 4608 + 2048 + 2048 * 2048 + 2048)
+
+
+def test_lfm2_vl_siglip2_tower_by_hand():
+    raw = _config("families/LiquidAI--LFM2.5-VL-1.6B")
+    assert raw["text_config"]["hidden_size"] == 2048
+    assert LFM2_5_VL_VISION == 426_285_296
+    assert _tower_params(raw) == LFM2_5_VL_VISION
+    raw["projector_use_layernorm"] = True  # a projector LayerNorm: not laid out
+    assert spec_from_config(raw, "config.json", name="m").vision is None
