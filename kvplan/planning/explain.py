@@ -183,6 +183,7 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
                             "give --model with a library name or a config.json") from None
     except UnavailableError:
         spec = _reupload(name, warnings)
+    quant = _weights_format(facts, model, quant, spec, warnings)
     s = dict(facts.settings)
     if tp is not None:
         s["tp"] = tp
@@ -221,6 +222,36 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
         parallel=s.get("parallel", 1), weights_dtype=quant or "auto",
         max_num_batched_tokens=s.get("max_num_batched_tokens"), dp=int(s.get("dp", 1)),
         **extra)
+
+
+def _weights_format(facts: LogFacts, model: str | None, quant: str | None, spec: Any,
+                    warnings: list[str]) -> str | None:
+    """The weights' format: the quantization the log prints (vLLM's config dump, SGLang's
+    server_args or weight loader), which is what the engine ran, over a weight-format suffix
+    of --model; else the suffix of the model the log names (read as a launch line's is,
+    kvplan.planning.launch). Said where it sets the weights. A model whose own config states
+    its format (gpt-oss's mxfp4 experts beside bf16 attention) keeps it: its config says
+    which tensors the format covers, the log's one word does not."""
+    from kvplan.planning.launch import name_quant, quantization_weights
+
+    if spec.quantization.method != "none":
+        return quant
+    logged = facts.settings.get("quantization")
+    mapped = quantization_weights(str(logged), warnings) if logged is not None else None
+    if mapped is not None:
+        if quant is not None and quant != mapped:
+            warnings.append(f"the log prints quantization={logged}: {mapped} weights, not the "
+                            f"{quant} of --model's suffix")
+        elif quant is None:
+            warnings.append(f"the log prints quantization={logged}: the weights are sized as "
+                            f"{mapped}")
+        return mapped
+    if quant is None and model is not None and facts.model:
+        quant = name_quant(str(facts.model))
+        if quant is not None:
+            warnings.append(f"the log's model {facts.model!r} is read with {quant} weights (its "
+                            "name's suffix)")
+    return quant
 
 
 def _reupload(name: str, warnings: list[str]) -> Any:

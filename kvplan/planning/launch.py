@@ -83,10 +83,23 @@ def _directory_name(path: str) -> str:
 _GGUF_TYPE = lazy(r"[-._](?:UD-)?(?:I?Q\d[\w]*|[BF]F?16|F32)$", re.IGNORECASE)
 
 
-def _name_quant(model: str) -> str | None:
+def name_quant(model: str) -> str | None:
     """The weight format a checkpoint's name ends in (Qwen3-Coder-30B-A3B-Instruct-FP8 -> fp8)."""
     lowered = model.rstrip("/").lower()
     return next((quant for suffix, quant in _NAME_QUANT if lowered.endswith(suffix)), None)
+
+
+def quantization_weights(quant: str, warnings: list[str]) -> str | None:
+    """An engine's quantization (--quantization, --quantize, or as its log prints it) as
+    kvplan's weights dtype; None where it names no format of its own (compressed-tensors,
+    modelopt: the checkpoint's config says; None) or one kvplan does not read (said)."""
+    if quant in ("None", "none", ""):
+        return None
+    mapped = _QUANTIZATION.get(quant.lower())
+    if mapped is None:
+        warnings.append(f"quantization {quant!r} is not one kvplan reads: the checkpoint's "
+                        "own format is assumed")
+    return None if mapped in (None, "auto") else mapped
 
 
 def _resolvable(model: str, warnings: list[str]) -> tuple[str, str | None]:
@@ -247,7 +260,7 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
     warnings: list[str] = []
     named = s.pop("model", None) or s.pop("hf_repo", None)
     if model is not None:
-        quant_from_name = _name_quant(str(named)) if named else None
+        quant_from_name = name_quant(str(named)) if named else None
     elif not named:
         from kvplan.engines.registry import launch_table as table_of
 
@@ -281,11 +294,8 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
     overrides.update({k: s.pop(k) for k in sorted(s) if k in known})
     quant = s.pop("quantization", None) or quant_from_name
     if quant is not None:
-        mapped = _QUANTIZATION.get(str(quant).lower())
-        if mapped is None:
-            warnings.append(f"quantization {quant!r} is not one kvplan reads: the checkpoint's "
-                            "own format is assumed")
-        elif mapped != "auto":
+        mapped = quantization_weights(str(quant), warnings)
+        if mapped is not None:
             overrides["weights_dtype"] = mapped
     speculative = s.pop("speculative_config", None)
     if speculative is not None:

@@ -78,6 +78,14 @@ LOG_FORMAT = EngineLog(
                 "settings"),
         LogLine("kv_dtype", "kv_cache_dtype=", r"\bkv_cache_dtype='(\w+)'", "str", "settings"),
         LogLine("kv_dtype", "--kv-cache-dtype", r"--kv-cache-dtype[= ](\w+)", "str", "settings"),
+        # the weights' quantization: server_args (None where there is none), the echoed
+        # command, and the weight loader's "Load weight end. ... quant=awq, bits=4"
+        LogLine("quantization", "quantization=", r"\bquantization='?([\w-]+)", "str",
+                "settings"),
+        LogLine("quantization", "--quantization", r"--quantization[= ]([\w-]+)", "str",
+                "settings"),
+        LogLine("quantization", "Load weight end", r"Load weight end\..*?\bquant=([\w-]+)",
+                "str", "settings"),
         LogLine("max_num_seqs", "max_running_requests=", r"\bmax_running_requests=(\d+)",
                 "int", "settings"),
         # the free memory SGLang sizes its pool by (engine.SglangEngine.log_readings): each

@@ -126,6 +126,13 @@ LOG_FORMAT = EngineLog(
         LogLine("kv_dtype", "'kv_cache_dtype':", r"'kv_cache_dtype': '(\w+)'", "str",
                 "settings"),
         LogLine("kv_dtype", "cache", r"--kv[-_]cache[-_]dtype[= ](\w+)", "str", "settings"),
+        # the weights' quantization (engine config dump, non-default args, the echoed
+        # command): "None" where there is none (kvplan.planning.launch.quantization_weights)
+        LogLine("quantization", "quantization=", r"\bquantization=([\w-]+)", "str", "settings"),
+        LogLine("quantization", "'quantization':", r"'quantization': '([\w-]+)'", "str",
+                "settings"),
+        LogLine("quantization", "--quantization", r"--quantization[= ]([\w-]+)", "str",
+                "settings"),
         # the block vLLM settled on for an attention + Mamba hybrid, over any --block-size
         # asked (platforms/interface.py Platform._align_hybrid_block_size, 0.27 to 0.33);
         # before the echoed flag's line (the setting rows' lines come after these)
