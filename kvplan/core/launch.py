@@ -107,3 +107,7 @@ class EngineLog:
     # own engine under the llama.cpp log format): (a regular expression, the rule); where a
     # KV line differs, explain names the rule of each such line the log has
     unmodelled: tuple[tuple[str, str], ...] = ()
+    # the engine whose log lines this engine's log carries (Ollama's: its llama.cpp runner's):
+    # a log whose markers are most that engine's, with one of this engine's markers, is this
+    # engine's (kvplan.sources.startlog.detect_engine)
+    within: str = ""

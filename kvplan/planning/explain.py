@@ -135,13 +135,19 @@ def _echoed_settings(fmt: EngineLog) -> EngineLog:
                                      converter, "settings"))
     # the environment variables the engine's launch table reads (EngineLaunch.env: vLLM's
     # VLLM_PP_LAYER_PARTITION), as an echoed launch line sets them (`NAME=value vllm serve`,
-    # `-e NAME=value`, `export NAME=value`); launch.py's one reading makes them settings
+    # `-e NAME=value`, `export NAME=value`) or a Go map prints them (Ollama's routes.go
+    # `server config env="map[OLLAMA_NUM_PARALLEL:1 OLLAMA_KV_CACHE_TYPE: ...]"`, empty when
+    # unset); launch.py's one reading makes them settings
     from kvplan.engines import registry
 
     table = registry.launch_table(fmt.engine)
-    for env_name, (field, _kind) in (table.env if table is not None else {}).items():
+    for env_name, (field, kind) in (table.env if table is not None else {}).items():
+        converter = _ECHO_CONVERTERS.get(kind, "str")
         lines.append(LogLine(field, f"{env_name}=",
-                             rf"(?<![\w-]){re.escape(env_name)}=['\"]?([^\s'\"]+)", "str",
+                             rf"(?<![\w-]){re.escape(env_name)}=['\"]?([^\s'\"]+)", converter,
+                             "settings"))
+        lines.append(LogLine(field, f"{env_name}:",
+                             rf"(?<![\w-]){re.escape(env_name)}:([^\s\]\"]+)", converter,
                              "settings"))
     return replace(fmt, figures=(*fmt.figures, *lines))
 
@@ -589,6 +595,8 @@ def _settings_from_lines(facts: LogFacts, warnings: list[str]) -> None:
     """Settings a log states other than as a setting: a slot's context times the slots, the
     cells of llama.cpp's KV line (its context, padded)."""
     s = facts.settings
+    if facts.engine == "ollama":
+        _ollama_context(facts, warnings)
     if "max_model_len" not in s and "max_concurrency_tokens" in facts.kv:
         s["max_model_len"] = facts.kv["max_concurrency_tokens"]  # vLLM prints max_model_len
     if "max_model_len" not in s and "ctx_per_seq" in s:
@@ -603,6 +611,35 @@ def _settings_from_lines(facts: LogFacts, warnings: list[str]) -> None:
                         f"{int(facts.kv['cells']) // streams:,} cells")
     if "max_model_len" not in s and "cells" in facts.kv:
         s["max_model_len"] = int(facts.kv["cells"])
+
+
+def _ollama_context(facts: LogFacts, warnings: list[str]) -> None:
+    """Ollama's settings as its log states them: num_ctx (the deployment's max_model_len, one
+    request's context) is the runner's context over its slots (the runner's n_ctx, KvSize or
+    --ctx-size, else its KV line's cells: num_ctx x parallel, kvplan.engines.llamacpp.ollama
+    .engine.runner_deployment), over OLLAMA_CONTEXT_LENGTH (the default a request or
+    Modelfile may change); OLLAMA_NUM_PARALLEL 0 is unset (Ollama then chooses at load)."""
+    s = facts.settings
+    if str(s.get("parallel")) == "0":
+        del s["parallel"]
+    streams = int(facts.kv.get("streams", 1))
+    total = s.pop("runner_ctx", None)
+    slot = s.pop("num_ctx", None)  # the runner's n_ctx_per_seq
+    if total is None and "cells" in facts.kv:
+        total = int(facts.kv["cells"]) * streams
+    if total is None:
+        return
+    if "parallel" not in s and slot:
+        s["parallel"] = max(int(total) // int(slot), 1)
+        warnings.append(f"Ollama ran {s['parallel']} slot(s): the runner's context of "
+                        f"{int(total):,} cells over its {int(slot):,} per sequence")
+    parallel = int(s.get("parallel", 1))
+    num_ctx = int(total) // parallel
+    if s.get("max_model_len") not in (None, num_ctx):
+        warnings.append(f"the runner's context is {int(total):,} cells for {parallel} slot(s): "
+                        f"num_ctx {num_ctx:,} is applied, not OLLAMA_CONTEXT_LENGTH "
+                        f"{s['max_model_len']} (a request or Modelfile set its own)")
+    s["max_model_len"] = num_ctx
 
 
 def _predicted(eng: Any, dep: Any, facts: LogFacts, warnings: list[str]) -> list[Row]:

@@ -517,9 +517,12 @@ def test_ollamas_own_engine_memory_report():
     text = (CORPUS / "llamacpp" / "llamacpp-ollama-0.16.1-engine-qwen3-coder-30b-cpu-c4096.log"
             ).read_text()
     facts = startlog.read_log(text, reading_formats())
-    assert (facts.engine, facts.model) == ("llamacpp", "Qwen3-Coder-30B-A3B-Instruct")
-    assert facts.settings["max_model_len"] == 4096 and facts.kv["kv_mib"] == 384.0
+    # an Ollama log, planned as Ollama: KvSize is the runner's context, num_ctx x Parallel
+    assert (facts.engine, facts.model) == ("ollama", "Qwen3-Coder-30B-A3B-Instruct")
+    assert facts.settings["runner_ctx"] == 4096 and facts.kv["kv_mib"] == 384.0
     result = explain(text, model="qwen3-30b-a3b")
+    assert (result.engine, result.version) == ("ollama", "0.16.1")
+    assert result.settings["max_model_len"] == 4096 and result.settings["parallel"] == 1
     assert result.ok and next(r for r in result.rows if r.quantity == "kv_mib").kvplan == 384.0
 
 

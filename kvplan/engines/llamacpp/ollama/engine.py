@@ -109,7 +109,7 @@ class OllamaEngine(LlamacppEngine):
 
     name = "ollama"
     display_name = "Ollama"
-    start_log = LOG_FORMAT  # none: its logs are read as llama.cpp's
+    start_log = LOG_FORMAT  # its runner's llama.cpp lines and its own (text.py)
     launch_table = launch_flags
     latest_version = LATEST
     kv_dtypes = ("auto", *CACHE_TYPES)

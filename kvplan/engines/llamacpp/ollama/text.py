@@ -1,7 +1,8 @@
-"""Ollama's text: `ollama serve` and the environment it reads, as data (read by
-kvplan.sources.launch without the engine's code). Its start-up logs are the runner's
-llama.cpp lines and Ollama's own, which kvplan reads as llama.cpp's (kvplan.engines.llamacpp
-.text), so Ollama declares no log format of its own.
+"""Ollama's text: `ollama serve` and the environment it reads, and its start-up log, as
+data (read by kvplan.sources.launch and kvplan.sources.startlog without the engine's code).
+Its log is mostly its runner's llama.cpp lines (kvplan.engines.llamacpp.text, read as they
+are) with Ollama's own: its release and its server config line, whose OLLAMA_* values are
+read through `launch_flags().env` as `ollama serve`'s environment is.
 """
 
 from __future__ import annotations
@@ -12,7 +13,46 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from kvplan.core.launch import EngineLaunch, EngineLog
 
-LOG_FORMAT: EngineLog | None = None
+
+
+def _log_format() -> EngineLog:
+    """Ollama's log: llama.cpp's line formats (the runner's), its context as the runner's
+    (`runner_ctx`, num_ctx x parallel: kvplan.planning.explain takes num_ctx from it) and
+    undated (llama.cpp's build numbers are not Ollama's releases), after Ollama's own lines:
+    its release (routes.go "Listening on ... (version 0.5.7)", "version=0.12.3") and the
+    runner's command (server.go "starting llama server" cmd="... --ctx-size 8192 ...
+    --parallel 4"). The server config line (routes.go `server config env="map[...
+    OLLAMA_NUM_PARALLEL:1 ...]"`) is read by explain through `launch_flags().env`."""
+    from dataclasses import replace
+
+    from kvplan.core.launch import EngineLog, LogLine
+    from kvplan.engines.llamacpp.text import LOG_FORMAT as LLAMACPP
+
+    own = (
+        LogLine("version", "(version ", r"\(version (\d[\w.+-]*)\)", "str", "version"),
+        LogLine("version", "version=", r"\bversion=(\d[\w.+-]*)", "str", "version"),
+        LogLine("runner_ctx", "--ctx-size", r"--ctx-size (\d+)", "int", "settings"),
+        LogLine("parallel", "--parallel", r"--parallel (\d+)", "int", "settings"),
+        # the runner's llama.cpp context, as num_ctx (one slot's) and the whole cache
+        # (llama_kv_cache_init's kv_size, the 2024-2025 builds Ollama carried)
+        LogLine("num_ctx", "n_ctx_per_seq", r"\bn_ctx_per_seq\s+=\s+(\d+)", "int",
+                "settings"),
+        LogLine("num_ctx", "n_ctx_per_seq (", r"\bn_ctx_per_seq \((\d+)\) <", "int",
+                "settings"),
+        LogLine("runner_ctx", "kv_size =", r"\bkv_size = (\d+)", "int", "settings"),
+    )
+    runner = tuple(replace(line, releases=("", ""), figure="runner_ctx")
+                   if line.figure == "max_model_len" else replace(line, releases=("", ""))
+                   for line in LLAMACPP.figures)
+    return EngineLog(
+        "ollama", "Ollama",
+        markers=(r'msg="server config"|INFO server config env=|Listening on \S+ \(version |'
+                 r'msg="starting llama server"|msg="llama runner started|'
+                 r"starting ollama engine|ollama runner"),
+        figures=(*own, *runner), unmodelled=LLAMACPP.unmodelled, within="llamacpp")
+
+
+LOG_FORMAT: EngineLog = _log_format()
 
 
 @functools.cache
