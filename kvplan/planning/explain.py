@@ -595,8 +595,9 @@ def _settings_from_lines(facts: LogFacts, warnings: list[str]) -> None:
     """Settings a log states other than as a setting: a slot's context times the slots, the
     cells of llama.cpp's KV line (its context, padded)."""
     s = facts.settings
-    if facts.engine == "ollama":
-        _ollama_context(facts, warnings)
+    fmt = next((f for f in log_formats() if f.engine == facts.engine), None)
+    if fmt is not None and any(line.figure == "runner_ctx" for line in fmt.figures):
+        _runner_context(facts, warnings)
     if "max_model_len" not in s and "max_concurrency_tokens" in facts.kv:
         s["max_model_len"] = facts.kv["max_concurrency_tokens"]  # vLLM prints max_model_len
     if "max_model_len" not in s and "ctx_per_seq" in s:
@@ -613,12 +614,14 @@ def _settings_from_lines(facts: LogFacts, warnings: list[str]) -> None:
         s["max_model_len"] = int(facts.kv["cells"])
 
 
-def _ollama_context(facts: LogFacts, warnings: list[str]) -> None:
-    """Ollama's settings as its log states them: num_ctx (the deployment's max_model_len, one
-    request's context) is the runner's context over its slots (the runner's n_ctx, KvSize or
-    --ctx-size, else its KV line's cells: num_ctx x parallel, kvplan.engines.llamacpp.ollama
-    .engine.runner_deployment), over OLLAMA_CONTEXT_LENGTH (the default a request or
-    Modelfile may change); OLLAMA_NUM_PARALLEL 0 is unset (Ollama then chooses at load)."""
+def _runner_context(facts: LogFacts, warnings: list[str]) -> None:
+    """The settings of a server that starts a runner per model (an engine whose log format
+    declares the runner's context, `runner_ctx`: Ollama's) as its log states them: one
+    request's context (the deployment's max_model_len; Ollama's num_ctx) is the runner's
+    context over its slots (the runner's n_ctx, KvSize or --ctx-size, else its KV line's
+    cells: num_ctx x parallel, kvplan.engines.llamacpp.ollama.engine.runner_deployment), over
+    the server's default (OLLAMA_CONTEXT_LENGTH, which a request or Modelfile may change);
+    parallel 0 is unset (OLLAMA_NUM_PARALLEL: the server chooses at load)."""
     s = facts.settings
     if str(s.get("parallel")) == "0":
         del s["parallel"]
