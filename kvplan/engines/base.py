@@ -112,6 +112,9 @@ class Deployment:
     no_kv_offload: bool = False  # llama.cpp -nkvo: the KV cache in host memory
     # vLLM --cpu-offload-gb, in bytes: decoder-layer weights per GPU kept in CPU memory
     cpu_offload_bytes: int = 0
+    # vLLM --limit-mm-per-prompt, items per prompt by modality as the key=value list
+    # kvplan.engines.settings.parse_mm_limits holds (image=0,video=0); None: vLLM's 999 each
+    mm_limits: str | None = None
     # llama.cpp -ctv when it differs from -ctk (kv_dtype); None: V in kv_dtype
     kv_dtype_v: str | None = None
     # llama.cpp --kv-unified: one cache for every sequence; None: llama.cpp's default (a

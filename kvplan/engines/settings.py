@@ -12,7 +12,7 @@ as bytes), tokens and str. COMMON_SETTINGS every engine shares; ENGINE_SETTINGS 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import field
 from typing import Any
 
@@ -48,6 +48,9 @@ class Setting:
     # the engines whose budget from the GPU and settings it decides (kvplan explain names it
     # when a log does not print it, rather than take the default silently)
     budget: tuple[str, ...] = ()
+    # a str setting whose value has a syntax of its own: value, where -> the value as the
+    # Deployment keeps it (errors name `where`, the flag as given)
+    parse: Callable[[Any, str], str] | None = None
 
     @property
     def plan_key(self) -> str:
@@ -89,6 +92,8 @@ class Setting:
         if self.kind == "str":
             if isinstance(value, bool):
                 value = "on" if value else "off"  # YAML 1.1 reads a bare on/off as true/false
+            if self.parse is not None:
+                return self.parse(value, where)
             value = str(value)
             if self.choices and value not in self.choices:
                 raise BadInputError(f"{where}must be one of {', '.join(self.choices)}, got "
@@ -132,6 +137,70 @@ def _bounded(value: float, row: Setting, where: str) -> None:
             assert high is not None  # the test above holds only with a bound
             span = f"at most {_shown(high)}"
         raise BadInputError(f"{where}must be {span}, got {_shown(value)}")
+
+
+# vLLM's modalities whose encoder --limit-mm-per-prompt gates (multimodal/registry.py, the
+# processors' get_supported_mm_limits, 0.10-0.33)
+MM_MODALITIES = ("image", "video", "audio")
+
+
+def parse_mm_limits(value: Any, where: str = "--limit-mm-per-prompt ") -> str:
+    """vLLM --limit-mm-per-prompt, items per prompt by modality, as vLLM takes it: a JSON
+    object (`{"image": 0, "video": 0}`; from 0.12 a modality may also be an object with its
+    `count`, config/multimodal.py MultiModalConfig.limit_per_prompt), the older key=value list
+    (`image=0,video=0`), or a mapping (a plan file's). Held as the key=value list sorted by
+    modality, so two spellings of one setting are one value; a modality left out is vLLM's
+    default, 999 (MultiModalConfig.get_limit_per_prompt)."""
+    import json
+
+    def said(text: str) -> str:  # the flag as the user gave it, then what is wrong
+        return f"{where.strip()}: {text}" if where.strip() else text
+
+    pairs: dict[str, Any]
+    if isinstance(value, Mapping):
+        pairs = dict(value)
+    else:
+        text = str(value).strip()
+        if text.startswith("{"):
+            try:  # a log echoes the Python dict: {'image': 0}
+                loaded = json.loads(text if '"' in text else text.replace("'", '"'))
+            except ValueError:
+                raise BadInputError(said(f"not a JSON object: {text!r}"),
+                                    'give it as {"image": 0, "video": 0} or image=0,video=0'
+                                    ) from None
+            if not isinstance(loaded, dict):
+                raise BadInputError(said(f"must be a JSON object, got {text!r}"))
+            pairs = loaded
+        else:
+            pairs = {}
+            for item in filter(None, (x.strip() for x in text.split(","))):
+                name, eq, number = item.partition("=")
+                if not eq:
+                    raise BadInputError(said(f"takes modality=count pairs, got {item!r}"),
+                                        "give it as image=0,video=0 or {\"image\": 0}")
+                pairs[name.strip()] = number.strip()
+    if not pairs:
+        raise BadInputError(said("names no modality"), "give image=0,video=0")
+    out: dict[str, int] = {}
+    for name, given in pairs.items():
+        if name not in MM_MODALITIES:
+            raise BadInputError(said(f"no modality {name!r}; vLLM's with a tower: "
+                                     f"{', '.join(MM_MODALITIES)}"))
+        count: Any = given.get("count") if isinstance(given, Mapping) else given  # 0.12 on
+        if isinstance(count, str) and count.isdigit() and len(count) <= 18:
+            count = int(count)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise BadInputError(said(f"{name} must be a whole number of items, at least 0, "
+                                     f"got {count!r}"))
+        out[name] = min(count, MAX_BATCH)  # any count past that gates nothing more
+    return ",".join(f"{k}={out[k]}" for k in sorted(out))
+
+
+def mm_limits(text: str | None) -> dict[str, int]:
+    """A held --limit-mm-per-prompt (`parse_mm_limits`) as modality -> items per prompt."""
+    if not text:
+        return {}
+    return {k: int(v) for k, _, v in (x.partition("=") for x in text.split(","))}
 
 
 # --- the rows --------------------------------------------------------------------------------
@@ -247,6 +316,12 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
             "build resets to float32; vllm/config/cache.py CacheConfig.mamba_ssm_cache_dtype).",
             {"vllm": ("--mamba-ssm-cache-dtype",)}, default="auto",
             choices=("auto", "float32", "bfloat16", "float16"), only=("vllm",)),
+    Setting("limit_mm_per_prompt", "mm_limits", ("--limit-mm-per-prompt",), "str", "items",
+            "vLLM: items per prompt by modality, as JSON {\"image\": 0, \"video\": 0} or "
+            "image=0,video=0 (a modality left out: 999). With every modality of a tower at 0 "
+            "the releases that do so build no tower and profile no encoder (docs/engine-kv-"
+            "sizing.md §7.9).", {"vllm": ("--limit-mm-per-prompt",)}, only=("vllm",),
+            budget=("vllm",), parse=parse_mm_limits),
     Setting("n_ubatch", "n_ubatch", ("--ubatch-size", "-ub"), "int", "tokens",
             "llama.cpp's micro-batch (512): its compute buffers grow with it.",
             {"llamacpp": ("--ubatch-size", "-ub")}, low=1, high=MAX_TOKENS),
@@ -297,5 +372,6 @@ def check_bounds(dep: Any) -> None:
         _bounded(shown, s, f"{s.name} ({s.flag}) ")
 
 
-__all__ = ["BY_FIELD", "BY_NAME", "COMMON_SETTINGS", "ENGINE_SETTINGS", "KINDS", "SETTINGS",
-           "Setting", "check_bounds", "launch_flags"]
+__all__ = ["BY_FIELD", "BY_NAME", "COMMON_SETTINGS", "ENGINE_SETTINGS", "KINDS",
+           "MM_MODALITIES", "SETTINGS", "Setting", "check_bounds", "launch_flags", "mm_limits",
+           "parse_mm_limits"]

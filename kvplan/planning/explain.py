@@ -99,6 +99,11 @@ _ECHO_CONVERTERS = {"int": "int", "float": "num", "gib": "num", "tokens": "token
                     "bool": "str"}
 
 
+# a JSON object or Python dict as a log echoes one (vLLM --limit-mm-per-prompt), one level of
+# nesting ({"image": {"count": 0}})
+_OBJECT = r"\{(?:[^{}]|\{[^{}]*\})*\}"
+
+
 def _echoed_settings(fmt: EngineLog) -> EngineLog:
     """`fmt` with a line format for every setting row's engine flag (kvplan.engines.settings),
     after the engine's own lines: the flag in an echoed launch line (`vllm serve ... --block-size
@@ -124,13 +129,16 @@ def _echoed_settings(fmt: EngineLog) -> EngineLog:
             key = max(bare.split("-"), key=len) if dashes == "--" else flag
             if row.kind == "bool":
                 pattern = rf"(?<![\w-])({dashes}{words})(?![\w-])"
+            elif row.parse is not None:  # a value with a syntax of its own: a JSON object too
+                pattern = rf"(?<![\w-]){dashes}{words}(?:=| +)['\"]?({_OBJECT}|[^\s\\'\"]+)"
             else:
                 value = r"([\d.]+[kKmMgG]?)" if converter == "tokens" else r"([^\s\\'\"]+)"
                 pattern = rf"(?<![\w-]){dashes}{words}(?:=| +){value}"
             lines.append(LogLine(row.field_name, key, pattern, converter, "settings"))
             if fmt.echoes_non_defaults and flag.startswith("--"):
                 name = flag[2:].replace("-", "_")
-                value = r"(True|False)" if row.kind == "bool" else r"'?([^,'}\s]+)'?"
+                value = r"(True|False)" if row.kind == "bool" else \
+                    rf"({_OBJECT})" if row.parse is not None else r"'?([^,'}\s]+)'?"
                 lines.append(LogLine(row.field_name, f"'{name}':", rf"'{name}': {value}",
                                      converter, "settings"))
     # the environment variables the engine's launch table reads (EngineLaunch.env: vLLM's

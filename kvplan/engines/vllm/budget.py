@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.sizing import pp_stages
-from kvplan.core.spec import ModelSpec
+from kvplan.core.spec import ModelSpec, VisionTower
 from kvplan.engines.shared.activations import profile_shapes
 from kvplan.engines.shared.budget import SCHEMA, Budget, check_positive
 from kvplan.engines.shared.device import compute_capability
@@ -51,7 +51,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                 ep: int = 1, dp: int = 1, num_draft_layers: int = 0,
                 num_speculative_tokens: int = 0, pp_layers: Sequence[int] | None = None,
                 stage_gpu_memory_bytes: Sequence[int] | None = None, cpu_offload_bytes: int = 0,
-                v1: bool | None = None, check: bool = True) -> Budget:
+                v1: bool | None = None, mm_limits: str | None = None,
+                check: bool = True) -> Budget:
     """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
     `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11: one float,
     `int` at the end; 0.33: `ceil(total x util) - ...`), minus the CUDA-graph estimate from
@@ -60,10 +61,12 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     worker requests its own GPU x utilization and the engine takes the fewest blocks over the
     workers (v1/core/kv_cache_utils.get_kv_cache_configs). `check=False` returns a budget at or
     below zero instead of raising (vLLM logs such a value before it refuses to start). `v1`:
-    VLLM_USE_V1 where set (0.7's opt-in V1: config.V1_OPT_IN). Every
+    VLLM_USE_V1 where set (0.7's opt-in V1: config.V1_OPT_IN). `mm_limits`: --limit-mm-per-prompt
+    as kvplan.engines.settings.parse_mm_limits holds it (`text_only_towers`). Every
     parameter, with the vLLM source it follows: docs/engine-kv-sizing.md §7.9."""
 
     ver = version or LATEST
+    spec, profiled_vision, mm_notes = text_only_towers(spec, mm_limits, ver)
     util = gpu_memory_utilization if gpu_memory_utilization is not None else \
         default_gpu_memory_utilization(ver)
     if not 0 < util <= 1:
@@ -103,7 +106,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
         acts = [vp.activation_peak(shapes, batch, ver, tp=tp, ep=ep, dp=max(1, ep // tp),
                                    last_stage=i == pp - 1,
                                    flashinfer_sampler=flashinfer_sampler, fp8_moe=fp8_moe,
-                                   vision=spec.vision, v1=v1).peak_bytes
+                                   vision=profiled_vision, v1=v1).peak_bytes
                 for i in range(pp)]
     data_parallel = max(dp, ep // tp)
     non_torch = vp.non_torch_bytes(ver, tp, pp, data_parallel, bool(spec.num_experts), v1) \
@@ -160,7 +163,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     if graphs:
         notes.append(f"CUDA graphs: {'given' if cudagraph_bytes is not None else 'estimated'},"
                      " subtracted from vLLM 0.20 (--enforce-eager: none)")
-    encoder = vp.encoder_profile(spec.vision, shapes.hidden_size, batch, ver, tp, v1) \
+    notes.extend(mm_notes)
+    encoder = vp.encoder_profile(profiled_vision, shapes.hidden_size, batch, ver, tp, v1) \
         if activation_bytes is None else None
     if encoder is not None:
         notes.append(f"VLM encoder profile: {encoder.num_items:,} dummy images of "
@@ -173,6 +177,50 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                   requested_int, tuple(per_stage), tuple(acts), non_torch, graphs,
                   available, tuple(notes), max_num_seqs=batch.max_num_seqs,
                   max_num_batched_tokens=batch.max_num_batched_tokens)
+
+
+def text_only_towers(spec: ModelSpec, mm_limits: str | None, version: tuple[int, ...]
+                     ) -> tuple[ModelSpec, VisionTower | None, list[str]]:
+    """The spec as vLLM `version` builds it under --limit-mm-per-prompt (`mm_limits`, the held
+    key=value list), the vision tower its profile run encodes, and what the budget says of
+    them: a tower whose model class skips it at 0 (kvplan.engines.vllm.memory.TOWER_SKIPS) is
+    left out of the spec, so its weights leave the budget; with every modality at 0 (0.10.1
+    on) no encoder is profiled; a tower whose class kvplan has not read is kept and named."""
+    from dataclasses import replace
+
+    from kvplan.engines.settings import mm_limits as held_limits
+
+    limits = held_limits(mm_limits)
+    if not limits or (spec.vision is None and spec.audio_encoder is None):
+        return spec, spec.vision, []
+    shown, release = f"--limit-mm-per-prompt {mm_limits}", ".".join(map(str, version))
+    notes: list[str] = []
+    vision, audio = spec.vision, spec.audio_encoder
+    towers = []
+    if vision is not None:
+        towers.append(("vision", vision.kind, vp.TOWER_SKIPS.get(vision.kind), vp.IMAGE))
+    # Whisper's encoder is the model's own, not a tower
+    if audio is not None and not spec.layout.encoder_decoder:
+        towers.append(("audio", audio.kind, vp.AUDIO_SKIPS.get(audio.kind), ("audio",)))
+    for place, kind, rule, modalities in towers:
+        skipped = vp.tower_skipped(rule, limits, version, modalities)
+        if skipped:
+            assert rule is not None  # only a rule says True
+            vision, audio = (None, audio) if place == "vision" else (vision, None)
+            notes.append(f"{shown}: vLLM {release} builds no {kind} {place} tower "
+                         f"({rule.source}, from {'.'.join(map(str, rule.since))}); its "
+                         "weights are not counted")
+        elif skipped is None:
+            notes.append(f"{shown}: kvplan has not read whether vLLM {release} builds the "
+                         f"{kind} {place} tower with its modalities at 0; its weights are "
+                         "counted, and the KV cache may be larger by as much")
+    profiled = spec.vision
+    if version[:3] >= vp.TEXT_ONLY_FROM and vp.text_only(spec, limits):
+        profiled = None
+        if spec.vision is not None and vp.mm_tokens_per_item(spec.vision):
+            notes.append(f"{shown}: every modality at 0, vLLM {release} runs text-only and "
+                         "profiles no encoder (multimodal/registry.py supports_multimodal_inputs)")
+    return replace(spec, vision=vision, audio_encoder=audio), profiled, notes
 
 
 def offloaded_weights(spec: ModelSpec, weights: str | WeightFormat, weights_bytes: int | None,

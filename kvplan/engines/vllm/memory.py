@@ -242,6 +242,93 @@ def encoder_profile(vision: VisionTower | None, text_hidden_size: int, batch: Ba
     return EncoderProfile(per_item, items, pass_bytes, cache)
 
 
+# --- --limit-mm-per-prompt at 0: text-only mode ---------------------------------------------
+#
+# With every modality the model's processor supports at 0, vLLM runs text-only: from 0.10.1
+# multimodal/registry.py `supports_multimodal_inputs` (0.33: config/model.py
+# `_supports_multimodal_inputs`) is False and gpu_model_runner.py `profile_run` profiles no
+# encoder (no dummy images, no encoder cache); 0.9.2 and 0.10.0 have no such check. Whether
+# the tower is built at all is each model class's: 0.10.1-0.14 a class reads
+# `multimodal_config.get_limit_per_prompt` in its __init__ and leaves the tower None; from 0.15
+# model_executor/models/interfaces.py `_mark_tower_model(vllm_config, modalities)` builds it
+# with no weights (StageMissingLayer) when every one of its modalities is 0. A modality left
+# out counts 999 (config/multimodal.py `get_limit_per_prompt`).
+TEXT_ONLY_FROM = (0, 10, 1)
+
+
+@record
+class TowerSkip:
+    """When a vision kind's vLLM class skips its tower: the modalities it reads, the first
+    release read where it does, and the last release before that read where it does not
+    (between the two kvplan does not know)."""
+
+    modalities: tuple[str, ...]
+    since: tuple[int, int, int]
+    not_before: tuple[int, int, int]
+    source: str
+
+
+IMAGE, IMAGE_VIDEO = ("image",), ("image", "video")
+# each read in the wheels of 0.9.2, 0.10.0-0.10.2, 0.11.0, 0.12.0, 0.14.0-0.18.0, 0.24.0, 0.33.0
+TOWER_SKIPS: dict[str, TowerSkip] = {
+    "clip": TowerSkip(IMAGE, (0, 10, 1), (0, 10, 0), "llava.py LlavaForConditionalGeneration"),
+    "pixtral": TowerSkip(IMAGE, (0, 10, 1), (0, 10, 0),
+                         "mistral3.py Mistral3ForConditionalGeneration"),
+    "llama4": TowerSkip(IMAGE, (0, 10, 1), (0, 10, 0), "mllama4.py Llama4ForConditionalGeneration"),
+    "qwen2_vl": TowerSkip(IMAGE_VIDEO, (0, 10, 1), (0, 10, 0),
+                          "qwen2_vl.py Qwen2VLForConditionalGeneration"),
+    "qwen2_5_vl": TowerSkip(IMAGE_VIDEO, (0, 10, 1), (0, 10, 0),
+                            "qwen2_5_vl.py Qwen2_5_VLForConditionalGeneration"),
+    # qwen3_vl.py first ships in 0.11.0, already with the check
+    "qwen3_vl": TowerSkip(IMAGE_VIDEO, (0, 11, 0), (0, 10, 0),
+                          "qwen3_vl.py Qwen3VLForConditionalGeneration"),
+    "siglip": TowerSkip(IMAGE, (0, 15, 0), (0, 14, 0),
+                        "gemma3_mm.py Gemma3ForConditionalGeneration"),
+    "siglip2": TowerSkip(IMAGE, (0, 15, 0), (0, 14, 0),
+                         "lfm2_vl.py Lfm2VLForConditionalGeneration"),
+    "gemma4": TowerSkip(IMAGE_VIDEO, (0, 24, 0), (0, 10, 0),
+                        "gemma4_mm.py Gemma4ForConditionalGeneration"),
+    "exaone4_5": TowerSkip(IMAGE_VIDEO, (0, 33, 0), (0, 10, 0),
+                           "exaone4_5.py Exaone4_5_ForConditionalGeneration"),
+}
+# Voxtral's Whisper encoder (voxtral.py, _mark_tower_model(vllm_config, "audio")): read in 0.33
+AUDIO_SKIPS: dict[str, TowerSkip] = {
+    "voxtral": TowerSkip(("audio",), (0, 33, 0), (0, 10, 0),
+                         "voxtral.py VoxtralForConditionalGeneration"),
+}
+
+
+def tower_skipped(rule: TowerSkip | None, limits: dict[str, int], version: tuple[int, ...],
+                  modalities: tuple[str, ...] = IMAGE) -> bool | None:
+    """Whether vLLM `version` builds no tower of this rule under `limits` (modality -> items
+    per prompt, --limit-mm-per-prompt): False when a modality it reads is above 0 or the
+    release predates the check, None where kvplan has not read the class (a kind with no rule,
+    or a release between `not_before` and `since`); `modalities`: those of a kind with no
+    rule."""
+    modalities = rule.modalities if rule is not None else modalities
+    if any(limits.get(m, 999) for m in modalities):
+        return False
+    if version[:3] < TEXT_ONLY_FROM:
+        return False  # no class read the limits before 0.10.1
+    if rule is None:
+        return None
+    if version[:3] >= rule.since:
+        return True
+    return False if version[:3] <= rule.not_before else None
+
+
+def text_only(spec: ModelSpec, limits: dict[str, int]) -> bool:
+    """Every modality the model takes at 0 (`supports_multimodal_inputs` False): the towers'
+    modalities kvplan knows, image when it knows none."""
+    mods: set[str] = set()
+    if spec.vision is not None:
+        rule = TOWER_SKIPS.get(spec.vision.kind)
+        mods.update(rule.modalities if rule is not None else IMAGE)
+    if spec.audio_encoder is not None and not spec.layout.encoder_decoder:
+        mods.add("audio")
+    return bool(mods) and not any(limits.get(m, 999) for m in mods)
+
+
 def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ...], *,
                     tp: int = 1, ep: int = 1, dp: int = 1,
                     last_stage: bool = True, flashinfer_sampler: bool = False,
