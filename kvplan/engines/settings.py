@@ -197,10 +197,12 @@ def parse_mm_limits(value: Any, where: str = "--limit-mm-per-prompt ") -> str:
 
 
 def mm_limits(text: str | None) -> dict[str, int]:
-    """A held --limit-mm-per-prompt (`parse_mm_limits`) as modality -> items per prompt."""
+    """--limit-mm-per-prompt in any form `parse_mm_limits` takes (the held one too) as
+    modality -> items per prompt."""
     if not text:
         return {}
-    return {k: int(v) for k, _, v in (x.partition("=") for x in text.split(","))}
+    return {k: int(v) for k, _, v in (x.partition("=") for x in
+                                      parse_mm_limits(text).split(","))}
 
 
 # --- the rows --------------------------------------------------------------------------------

@@ -27,6 +27,9 @@ SAMPLES = {
     "cpu_offload_gb": (1.5, 3 * GIB // 2), "n_ubatch": (256, 256), "flash_attn": ("off", "off"),
     "n_gpu_layers": ("20", "20"), "no_kv_offload": (True, True),
     "mamba_ssm_cache_dtype": ("float32", "float32"), "kv_dtype": ("fp8", "fp8"),
+    # held as the key=value list sorted by modality (the JSON form: tests/engines/vllm/
+    # test_mm_limits.py, quoted as a shell needs it)
+    "limit_mm_per_prompt": ("video=0,image=2", "image=2,video=0"),
 }
 # settings no launch line carries: figures an engine logged (kvplan explain reads them from
 # the log), what vLLM's image (not a flag) decides, and the drafter's layers (its config's)
@@ -86,6 +89,8 @@ def test_reachable_from_a_plan_file(row, tmp_path):
 
     value, field_value = SAMPLES[row.name]
     text = value if not isinstance(value, bool) else str(value).lower()
+    if isinstance(value, str) and "," in value:  # a YAML flow mapping splits at commas
+        text = f'"{value}"'
     plan = tmp_path / "plan.yaml"
     engine = ENGINE_OF.get(row.name, "vllm")
     top = {"max_model_len": "8k", **NEEDS.get(row.name, {})}

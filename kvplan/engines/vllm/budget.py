@@ -193,7 +193,8 @@ def text_only_towers(spec: ModelSpec, mm_limits: str | None, version: tuple[int,
     limits = held_limits(mm_limits)
     if not limits or (spec.vision is None and spec.audio_encoder is None):
         return spec, spec.vision, []
-    shown, release = f"--limit-mm-per-prompt {mm_limits}", ".".join(map(str, version))
+    held = ",".join(f"{k}={v}" for k, v in sorted(limits.items()))
+    shown, release = f"--limit-mm-per-prompt {held}", ".".join(map(str, version))
     notes: list[str] = []
     vision, audio = spec.vision, spec.audio_encoder
     towers = []
