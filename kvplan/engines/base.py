@@ -115,6 +115,8 @@ class Deployment:
     # vLLM --limit-mm-per-prompt, items per prompt by modality as the key=value list
     # kvplan.engines.settings.parse_mm_limits holds (image=0,video=0); None: vLLM's 999 each
     mm_limits: str | None = None
+    # vLLM --language-model-only (0.17 on): every modality's limit at 0
+    language_model_only: bool = False
     # llama.cpp -ctv when it differs from -ctk (kv_dtype); None: V in kv_dtype
     kv_dtype_v: str | None = None
     # llama.cpp --kv-unified: one cache for every sequence; None: llama.cpp's default (a

@@ -323,7 +323,11 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
             "image=0,video=0 (a modality left out: 999). With every modality of a tower at 0 "
             "the releases that do so build no tower and profile no encoder (docs/engine-kv-"
             "sizing.md §7.9).", {"vllm": ("--limit-mm-per-prompt",)}, only=("vllm",),
-            budget=("vllm",), parse=parse_mm_limits),
+            parse=parse_mm_limits),
+    Setting("language_model_only", "language_model_only", ("--language-model-only",), "bool",
+            "", "vLLM 0.17+: every modality's limit at 0, as --limit-mm-per-prompt with each "
+            "at 0 (config/multimodal.py MultiModalConfig.language_model_only).",
+            {"vllm": ("--language-model-only",)}, default=False, only=("vllm",)),
     Setting("n_ubatch", "n_ubatch", ("--ubatch-size", "-ub"), "int", "tokens",
             "llama.cpp's micro-batch (512): its compute buffers grow with it.",
             {"llamacpp": ("--ubatch-size", "-ub")}, low=1, high=MAX_TOKENS),

@@ -57,7 +57,7 @@ from kvplan.engines.vllm.formats import (
     resolved_kv_cache_dtype,
     with_ssm_state_dtype,
 )
-from kvplan.engines.vllm.memory import BatchSettings, batch_settings
+from kvplan.engines.vllm.memory import LANGUAGE_MODEL_ONLY_FROM, BatchSettings, batch_settings
 from kvplan.engines.vllm.pages import FullPage, PageSpec
 from kvplan.engines.vllm.startup import VllmProfile, layout, profile
 
@@ -92,6 +92,7 @@ def config_for(dep: Deployment) -> VllmConfig:
 
     ver = parse_version(dep.engine_version) or LATEST
     check_block_size(dep.block_size, ver)
+    check_language_model_only(dep, ver)
     if dep.num_speculative_tokens < 0:
         raise BadInputError(f"--num-speculative-tokens must be at least 0, got "
                             f"{dep.num_speculative_tokens}")
@@ -104,6 +105,23 @@ def config_for(dep: Deployment) -> VllmConfig:
         num_speculative_tokens=dep.num_speculative_tokens, dcp=dep.dcp,
         gpu_name=f"{dep.gpu_name or ''} {dep.gpu_arch}".strip() or None,
         compute_capability=_arch_capability(dep.gpu_arch))
+
+
+def mm_limits(dep: Deployment) -> str | None:
+    """--limit-mm-per-prompt as the release reads it: --language-model-only (0.17 on,
+    config/multimodal.py MultiModalConfig.get_limit_per_prompt) puts every modality at 0."""
+    if not dep.language_model_only:
+        return dep.mm_limits
+    from kvplan.engines.settings import MM_MODALITIES
+
+    return ",".join(f"{m}=0" for m in sorted(MM_MODALITIES))
+
+
+def check_language_model_only(dep: Deployment, ver: tuple[int, ...]) -> None:
+    if dep.language_model_only and ver[:3] < LANGUAGE_MODEL_ONLY_FROM:
+        raise BadInputError(f"--language-model-only: vLLM {'.'.join(map(str, ver))} has no "
+                            "such flag (it came in 0.17.0)",
+                            "give --limit-mm-per-prompt with each modality at 0 instead")
 
 
 def cache_dtype(dep: Deployment) -> str:
@@ -221,7 +239,7 @@ class VllmEngine(BaseEngine):
                 num_speculative_tokens=dep.num_speculative_tokens,
                 pp_layers=dep.pp_layers, stage_gpu_memory_bytes=dep.stage_gpu_memory_bytes,
                 cpu_offload_bytes=dep.cpu_offload_bytes, v1=dep.vllm_v1,
-                mm_limits=dep.mm_limits)
+                mm_limits=mm_limits(dep))
         prof = profile(dep.spec, config, budget.available_kv_cache_bytes)
         constraints = []
         for i, stage in enumerate(prof.stages):

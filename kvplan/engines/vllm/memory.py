@@ -254,6 +254,8 @@ def encoder_profile(vision: VisionTower | None, text_hidden_size: int, batch: Ba
 # with no weights (StageMissingLayer) when every one of its modalities is 0. A modality left
 # out counts 999 (config/multimodal.py `get_limit_per_prompt`).
 TEXT_ONLY_FROM = (0, 10, 1)
+# --language-model-only: every modality's limit 0 (config/multimodal.py, the 0.17.0 wheel on)
+LANGUAGE_MODEL_ONLY_FROM = (0, 17, 0)
 
 
 @record

@@ -240,3 +240,19 @@ def test_explain_reads_the_limits_a_log_echoes():
              "INFO 01-01 00:00:05 [gpu_worker.py:276] Available KV cache memory: 51.37 GiB\n")
     result = explain(shell, model=str(QWEN25_VL), gpu="h100", engine_version="0.12.0")
     assert result.settings["mm_limits"] == '{"image":0,"video":0}'
+
+
+def test_language_model_only_is_every_limit_at_0_from_0_17():
+    """config/multimodal.py MultiModalConfig.get_limit_per_prompt returns 0 for every
+    modality under --language-model-only (the 0.17.0 wheel on; 0.16.0's has no such flag)."""
+    flag = budget(QWEN25_VL, "0.17.0", "--language-model-only")
+    limits = budget(QWEN25_VL, "0.17.0", "--limit-mm-per-prompt", "image=0,video=0")
+    full = budget(QWEN25_VL, "0.17.0")
+    assert flag["weights_bytes"] == limits["weights_bytes"]
+    assert QWEN_TOWER_BYTES <= full["weights_bytes"][0] - flag["weights_bytes"][0] \
+        < QWEN_TOWER_BYTES * 1.01
+    res = runner.invoke(app, ["plan", str(QWEN25_VL), "--engine", "vllm", "--engine-version",
+                              "0.16.0", "--gpu", "h100", "--kv-memory", "10GiB",
+                              "--language-model-only"])
+    assert res.exit_code == 2 and "--language-model-only: vLLM 0.16.0 has no such flag" \
+        in res.stderr, res.output
