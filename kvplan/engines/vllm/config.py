@@ -52,6 +52,10 @@ class Rules:
     triton_top_k_top_p: bool  # apply_top_k_top_p_triton masks in place (no sort)
     native_sampler_warmup: bool  # _dummy_sampler_run also warms forward_native
     moe_unchunked: bool  # fused_experts_impl sizes its caches for every row at once
+    # V1's GPUModelRunner.__init__ buffers (inputs_embeds) are in the torch peak it subtracts:
+    # the absolute `allocated_bytes.all.peak` of 0.7.1's opt-in V1 and 0.8; from 0.9 the
+    # increase over the allocation before profile_run, which already holds them
+    runner_buffers_in_peak: bool
     # 0.7's V1 profile_run computes the logits of every dummy token and warms up no sampler
     profile_logits_all_tokens: bool
     # 0.7's V1 _override_v1_engine_args: the larger batch default by the device's name
@@ -112,6 +116,7 @@ RULES[(0, 6, 0)] = Rules(
     gpu_memory_utilization=0.9, block_size_256=False, non_torch_growth_only=False,
     snapshot_after_nccl=False, flashinfer_sampler_default=False, triton_top_k_top_p=False,
     native_sampler_warmup=False, moe_unchunked=False, profile_logits_all_tokens=False,
+    runner_buffers_in_peak=False,
     batch_tier_by_device_name=False, triton_kernels_installed=False,
     kv_dtype_from_checkpoint=False,
     cudagraph_estimate=False,
@@ -128,9 +133,11 @@ _release((0, 6, 5), non_torch_growth_only=True)
 _release((0, 7, 0), v0_chunked_prefill_tokens=2048)  # SchedulerConfig.__post_init__
 # V1 by default; 0.8's gpu_worker counts non-torch memory absolutely after the profile; its
 # sampler takes FlashInfer whenever flashinfer is importable ("is not False")
-_release((0, 8, 0), v1=True, non_torch_growth_only=False, flashinfer_sampler_default=True)
+_release((0, 8, 0), v1=True, non_torch_growth_only=False, flashinfer_sampler_default=True,
+         runner_buffers_in_peak=True)
 _release((0, 8, 3), max_num_seqs_by_gpu=True)  # vllm#15617: every GPU got 1,024 up to 0.8.2
-_release((0, 9, 0), non_torch_growth_only=True)  # memory_profiling against init_snapshot
+# memory_profiling against init_snapshot: the torch peak's increase during profile_run only
+_release((0, 9, 0), non_torch_growth_only=True, runner_buffers_in_peak=False)
 _release((0, 11, 0), snapshot_after_nccl=True)  # "take memory snapshot after NCCL"
 # config/cache.py BlockSize; requirements/cuda.txt triton_kernels==3.5.0 (vllm#27370)
 _release((0, 11, 1), block_size_256=True, triton_kernels_installed=True)
@@ -225,7 +232,7 @@ V1_OPT_IN: dict[tuple[int, ...], dict[str, Any]] = {
     # max_num_batched_tokens 8,192 (OpenAI server) / 16,384 (LLM class) when "h100" or
     # "h200" is in the device's name, else 2,048 / 8,192; max_num_seqs 1,024.
     (0, 7, 1): dict(v1=True, non_torch_growth_only=False, profile_logits_all_tokens=True,
-                    batch_tier_by_device_name=True),
+                    batch_tier_by_device_name=True, runner_buffers_in_peak=True),
 }
 """release (whose default is V0) -> the switches VLLM_USE_V1=1 changes in it (`rules_for`)."""
 

@@ -158,11 +158,29 @@ class ActivationPeak:
     sampler_bytes: int  # 0 on stages other than the last
     encoder_bytes: int = 0  # a VLM's vision encoder over the profile's dummy images
     encoder_cache_bytes: int = 0  # their embeddings, kept through the forward and sampler
+    runner_buffers_bytes: int = 0  # the model runner's persistent buffers, where counted
 
     @property
     def peak_bytes(self) -> int:
-        return max(self.encoder_bytes,
-                   max(self.forward_bytes, self.sampler_bytes) + self.encoder_cache_bytes)
+        return self.runner_buffers_bytes + max(
+            self.encoder_bytes, max(self.forward_bytes, self.sampler_bytes)
+            + self.encoder_cache_bytes)
+
+
+def runner_buffers_bytes(shapes: Shapes, batch: BatchSettings, version: tuple[int, ...],
+                         v1: bool | None = None) -> int:
+    """The V1 model runner's persistent buffers that the version's torch peak holds: the
+    `inputs_embeds` buffer GPUModelRunner.__init__ allocates for every model,
+    `torch.zeros((max_num_tokens, hidden_size), dtype=model dtype)` with `max_num_tokens =
+    max_num_batched_tokens` (v1/worker/gpu_model_runner.py, 0.7.1 and 0.8.5). Only 0.7.1's
+    opt-in V1 and 0.8 count it: their `determine_available_memory` subtracts the absolute
+    `allocated_bytes.all.peak` (v1/worker/gpu_worker.py). From 0.9 `memory_profiling` takes
+    the peak's increase over what was allocated before `profile_run`, so the buffers (and the
+    runner's other ones: input ids, positions, block tables, of at most a few MiB at the
+    defaults) are in none of the terms (config.RULES: runner_buffers_in_peak)."""
+    if not rules_for(version, v1).runner_buffers_in_peak:
+        return 0
+    return batch.max_num_batched_tokens * shapes.hidden_size * ACTIVATION_BYTES
 
 
 @record
@@ -341,14 +359,16 @@ def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ..
                         rules.moe_unchunked, fp8_moe)
     enc = encoder_profile(vision, shapes.hidden_size, batch, version, tp, v1)
     enc_pass, enc_cache = (enc.pass_bytes, enc.cache_bytes) if enc else (0, 0)
+    buffers = runner_buffers_bytes(shapes, batch, version, v1)
     if not last_stage:
-        return ActivationPeak(fwd, 0, enc_pass, enc_cache)
+        return ActivationPeak(fwd, 0, enc_pass, enc_cache, buffers)
     if rules.profile_logits_all_tokens:
         return ActivationPeak(fwd, all_token_logits_bytes(
-            shapes, batch.max_num_batched_tokens, tp), enc_pass, enc_cache)
+            shapes, batch.max_num_batched_tokens, tp), enc_pass, enc_cache, buffers)
     rows = min(batch.max_num_seqs, batch.max_num_batched_tokens)
     return ActivationPeak(fwd, sampler_bytes(shapes, rows, batch.max_num_batched_tokens,
-                                             version, flashinfer_sampler), enc_pass, enc_cache)
+                                             version, flashinfer_sampler), enc_pass, enc_cache,
+                          buffers)
 
 
 # --- 3. non-torch memory ------------------------------------------------------------------

@@ -744,3 +744,32 @@ def test_no_kv_memory_error_keeps_its_figures_as_ints_and_states_them():
     assert err.message == ("no memory is left for the KV cache: SGLang keeps 12% of "
                            "79.500 GiB free and the weights take 131.417 GiB per GPU")
     assert "--mem-fraction-static" in str(err)
+
+
+def test_runner_inputs_embeds_buffer_counted_only_by_the_absolute_peak():
+    """V1's GPUModelRunner.__init__ allocates `inputs_embeds`, max_num_batched_tokens x hidden
+    x the model dtype, for every model (v1/worker/gpu_model_runner.py, 0.7.1 to 0.33). 0.7.1's
+    opt-in V1 and 0.8 subtract the absolute torch peak (`allocated_bytes.all.peak`), which
+    holds it; from 0.9 `memory_profiling` subtracts only the peak's increase during
+    profile_run (utils memory_profiling: after_profile.torch_peak - before_profile.torch_peak),
+    which does not."""
+    from kvplan.engines.vllm import memory as vp
+
+    shapes = act.profile_shapes(LLAMA8B, LLAMA8B_DIMS)
+    batch = vp.batch_settings((0, 8, 5), 85028896768, "H100 SXM", 131072)
+    assert batch.max_num_batched_tokens == 8192
+    embeds = 8192 * 4096 * 2  # 64 MiB
+    assert embeds == 64 * 2**20
+    assert vp.runner_buffers_bytes(shapes, batch, (0, 8, 5)) == embeds
+    assert vp.runner_buffers_bytes(shapes, batch, (0, 7, 1), v1=True) == embeds
+    for later in ((0, 9, 2), (0, 10, 1), (0, 14, 0), (0, 33, 0)):
+        assert vp.runner_buffers_bytes(shapes, batch, later) == 0
+    # resident through the whole profile: on top of the forward/sampler peak, every stage
+    last = vp.activation_peak(shapes, batch, (0, 8, 5))
+    first = vp.activation_peak(shapes, batch, (0, 8, 5), last_stage=False)
+    assert last.peak_bytes == embeds + max(last.forward_bytes, last.sampler_bytes)
+    assert first.peak_bytes == embeds + first.forward_bytes
+    # and the budget loses exactly those bytes against the same profile without them
+    h100 = dict(gpu_name="H100 SXM", max_model_len=131072)
+    b085 = vllm.vllm_budget(LLAMA8B, 85028896768, version=(0, 8, 5), dims=LLAMA8B_DIMS, **h100)
+    assert b085.activation_bytes[0] == embeds + max(last.forward_bytes, last.sampler_bytes)
