@@ -106,7 +106,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
         acts = [vp.activation_peak(shapes, batch, ver, tp=tp, ep=ep, dp=max(1, ep // tp),
                                    last_stage=i == pp - 1,
                                    flashinfer_sampler=flashinfer_sampler, fp8_moe=fp8_moe,
-                                   vision=profiled_vision, v1=v1).peak_bytes
+                                   vision=profiled_vision, v1=v1,
+                                   v2_runner=vp.uses_v2_runner(spec, ver, v1)).peak_bytes
                 for i in range(pp)]
     data_parallel = max(dp, ep // tp)
     non_torch = vp.non_torch_bytes(ver, tp, pp, data_parallel, bool(spec.num_experts), v1) \

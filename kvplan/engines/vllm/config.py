@@ -56,6 +56,12 @@ class Rules:
     # the absolute `allocated_bytes.all.peak` of 0.7.1's opt-in V1 and 0.8; from 0.9 the
     # increase over the allocation before profile_run, which already holds them
     runner_buffers_in_peak: bool
+    # 0.27 memory_profiling: `total_consumed`, the free memory's drop since init_snapshot, in
+    # place of weights + torch peak increase, so buffers allocated after it count again
+    runner_buffers_consumed: bool
+    # config/vllm.py use_v2_model_runner: Model Runner V2 (v1/worker/gpu/) for MoE and hybrid
+    # models too; 0.27-0.28 pick it for the others and DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES
+    v2_runner_for_all: bool
     # 0.7's V1 profile_run computes the logits of every dummy token and warms up no sampler
     profile_logits_all_tokens: bool
     # 0.7's V1 _override_v1_engine_args: the larger batch default by the device's name
@@ -116,7 +122,7 @@ RULES[(0, 6, 0)] = Rules(
     gpu_memory_utilization=0.9, block_size_256=False, non_torch_growth_only=False,
     snapshot_after_nccl=False, flashinfer_sampler_default=False, triton_top_k_top_p=False,
     native_sampler_warmup=False, moe_unchunked=False, profile_logits_all_tokens=False,
-    runner_buffers_in_peak=False,
+    runner_buffers_in_peak=False, runner_buffers_consumed=False, v2_runner_for_all=False,
     batch_tier_by_device_name=False, triton_kernels_installed=False,
     kv_dtype_from_checkpoint=False,
     cudagraph_estimate=False,
@@ -187,8 +193,10 @@ _release((0, 26, 0), native_sampler_warmup=True,  # _dummy_sampler_run's forward
 # (math.ceil); fused_moe.py without VLLM_FUSED_MOE_CHUNK_SIZE. Mamba layers: 0.27's
 # engine/arg_utils.py keeps prefix caching off for hybrid models ("keep it opt-in for now"),
 # so models/config.py MambaModelConfig leaves mamba_cache_mode "none": one page a request
-# (kv_cache_interface.py MambaSpec.max_memory_usage_bytes).
+# (kv_cache_interface.py MambaSpec.max_memory_usage_bytes). utils/mem_utils.py
+# memory_profiling: non_kv_cache_memory = total_consumed + transient_peak_headroom.
 _release((0, 27, 0), align_hybrid_block_size=True, mla_backend_priorities=True,
+         runner_buffers_consumed=True,
          ceil_requested_memory=True, moe_unchunked=True, mamba_cache_mode="none")
 # 0.28: prefix caching on for hybrids too (_set_default_chunked_prefill_and_prefix_caching_args),
 # so align mode: two pages per Mamba layer; kv_cache_utils.py prints tokens and concurrency
@@ -196,8 +204,10 @@ _release((0, 27, 0), align_hybrid_block_size=True, mla_backend_priorities=True,
 _release((0, 28, 0), mamba_cache_mode="align", one_line_kv_log=True, big_gpu_tier=True)
 # 0.29: check_enough_kv_cache_memory keeps the null block aside ("available_memory -
 # _pool_bytes_per_block"; seen on the 0.32 CPU build: a refusal estimating 3,552 tokens where
-# the byte check gives 3,568); config/vllm.py _set_cudagraph_sizes adds the uniform decode sizes
-_release((0, 29, 0), null_block_in_fit_check=True, decode_capture_sizes=True)
+# the byte check gives 3,568); config/vllm.py _set_cudagraph_sizes adds the uniform decode sizes;
+# use_v2_model_runner without the architecture test (V2 unless a feature it lacks is on)
+_release((0, 29, 0), null_block_in_fit_check=True, decode_capture_sizes=True,
+         v2_runner_for_all=True)
 # 0.31: models/kimi_k3/nvidia/kda.py declares FlashKDA prefill-checkpoint pages
 # (kda_prefill_checkpoint_alignment)
 _release((0, 31, 0), kda_prefill_checkpoints=True)

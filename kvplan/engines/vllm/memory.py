@@ -15,6 +15,7 @@ model's config; their values and sources are stated below.
 
 from __future__ import annotations
 
+from kvplan.core.layers import ATTENTION_KINDS, MLA, RecurrentState
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec, VisionTower
 from kvplan.engines.shared.activations import (
@@ -167,20 +168,66 @@ class ActivationPeak:
             + self.encoder_cache_bytes)
 
 
+# The MoE model types whose architecture is in 0.27's DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES
+# (config/vllm.py: DeepseekV2ForCausalLM, Qwen2MoeForCausalLM, GraniteMoeForCausalLM; 0.28
+# adds DeepseekV4ForCausalLM). Its Inkling, Kimi-K3 and LongCat-Flash-Ngram entries have no
+# model type kvplan reads, so those run V1's runner here.
+V2_RUNNER_MOE_TYPES = {(0, 27, 0): frozenset({"deepseek_v2", "qwen2_moe", "granitemoe"}),
+                       (0, 28, 0): frozenset({"deepseek_v2", "qwen2_moe", "granitemoe",
+                                              "deepseek_v4"})}
+
+
+def uses_v2_runner(spec: ModelSpec, version: tuple[int, ...], v1: bool | None = None) -> bool:
+    """Whether vLLM `version` runs `spec` on Model Runner V2 (config/vllm.py
+    use_v2_model_runner, with VLLM_USE_V2_MODEL_RUNNER unset): from 0.29 every model unless a
+    feature V2 lacks is on (not modelled); in 0.27-0.28 the models that are neither MoE nor
+    hybrid nor attention-free, and the listed MoE architectures. Read only where the runner's
+    buffers count (rules.runner_buffers_consumed)."""
+    rules = rules_for(version, v1)
+    if not rules.runner_buffers_consumed:
+        return False
+    if rules.v2_runner_for_all:
+        return True
+    listed = V2_RUNNER_MOE_TYPES[max(r for r in V2_RUNNER_MOE_TYPES if r <= tuple(version))]
+    if spec.family in listed:
+        return True
+    stateless = not any(isinstance(layer, RecurrentState) for layer in spec.layers)
+    attends = any(isinstance(layer, (*ATTENTION_KINDS, MLA)) for layer in spec.layers)
+    return not spec.is_moe and stateless and attends
+
+
 def runner_buffers_bytes(shapes: Shapes, batch: BatchSettings, version: tuple[int, ...],
-                         v1: bool | None = None) -> int:
-    """The V1 model runner's persistent buffers that the version's torch peak holds: the
-    `inputs_embeds` buffer GPUModelRunner.__init__ allocates for every model,
-    `torch.zeros((max_num_tokens, hidden_size), dtype=model dtype)` with `max_num_tokens =
-    max_num_batched_tokens` (v1/worker/gpu_model_runner.py, 0.7.1 and 0.8.5). Only 0.7.1's
-    opt-in V1 and 0.8 count it: their `determine_available_memory` subtracts the absolute
-    `allocated_bytes.all.peak` (v1/worker/gpu_worker.py). From 0.9 `memory_profiling` takes
-    the peak's increase over what was allocated before `profile_run`, so the buffers (and the
-    runner's other ones: input ids, positions, block tables, of at most a few MiB at the
-    defaults) are in none of the terms (config.RULES: runner_buffers_in_peak)."""
-    if not rules_for(version, v1).runner_buffers_in_peak:
+                         v1: bool | None = None, *, v2_runner: bool = False,
+                         last_stage: bool = True) -> int:
+    """The model runner's persistent buffers that the version's budget subtracts.
+
+    V1's GPUModelRunner.__init__ allocates `inputs_embeds` for every model,
+    `(max_num_tokens, hidden_size)` in the model dtype with `max_num_tokens =
+    max_num_batched_tokens` (v1/worker/gpu_model_runner.py, 0.7.1 to 0.33); its input ids,
+    positions and block tables come to a few MiB at the defaults. 0.7.1's opt-in V1 and 0.8
+    subtract the absolute `allocated_bytes.all.peak` (v1/worker/gpu_worker.py
+    determine_available_memory), which holds it. 0.9-0.26 subtract the peak's increase over
+    what was allocated before profile_run (utils memory_profiling), which does not. From 0.27
+    `total_consumed`, the drop in free memory since the worker's snapshot (taken before the
+    runner is built), holds every buffer again.
+
+    Model Runner V2 (v1/worker/gpu/, `uses_v2_runner`) keeps the token ids in host memory
+    (states.py, `uva_instead_of_gpu`) and builds its block tables in initialize_kv_cache,
+    after the profile; on the last pipeline stage its sampler, built in load_model after the
+    weights are measured, holds the penalties' statistics for every request slot
+    (sample/penalties.py PenaltiesState): `output_bin_counts` (max_num_seqs, vocab) and
+    `prompt_bin_mask` (max_num_seqs, cdiv(vocab, 32)), both int32."""
+    rules = rules_for(version, v1)
+    embeds = batch.max_num_batched_tokens * shapes.hidden_size * ACTIVATION_BYTES
+    if rules.runner_buffers_in_peak:
+        return embeds
+    if not rules.runner_buffers_consumed:
         return 0
-    return batch.max_num_batched_tokens * shapes.hidden_size * ACTIVATION_BYTES
+    if not v2_runner:
+        return embeds
+    if not last_stage:
+        return 0
+    return batch.max_num_seqs * (shapes.vocab_size + -(-shapes.vocab_size // 32)) * 4
 
 
 @record
@@ -353,13 +400,14 @@ def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ..
                     tp: int = 1, ep: int = 1, dp: int = 1,
                     last_stage: bool = True, flashinfer_sampler: bool = False,
                     fp8_moe: bool = False, vision: VisionTower | None = None,
-                    v1: bool | None = None) -> ActivationPeak:
+                    v1: bool | None = None, v2_runner: bool = False) -> ActivationPeak:
     rules = rules_for(version, v1)
     fwd = forward_bytes(shapes, batch.max_num_batched_tokens, tp, ep, dp,
                         rules.moe_unchunked, fp8_moe)
     enc = encoder_profile(vision, shapes.hidden_size, batch, version, tp, v1)
     enc_pass, enc_cache = (enc.pass_bytes, enc.cache_bytes) if enc else (0, 0)
-    buffers = runner_buffers_bytes(shapes, batch, version, v1)
+    buffers = runner_buffers_bytes(shapes, batch, version, v1, v2_runner=v2_runner,
+                                   last_stage=last_stage)
     if not last_stage:
         return ActivationPeak(fwd, 0, enc_pass, enc_cache, buffers)
     if rules.profile_logits_all_tokens:

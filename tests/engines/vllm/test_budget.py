@@ -762,7 +762,7 @@ def test_runner_inputs_embeds_buffer_counted_only_by_the_absolute_peak():
     assert embeds == 64 * 2**20
     assert vp.runner_buffers_bytes(shapes, batch, (0, 8, 5)) == embeds
     assert vp.runner_buffers_bytes(shapes, batch, (0, 7, 1), v1=True) == embeds
-    for later in ((0, 9, 2), (0, 10, 1), (0, 14, 0), (0, 33, 0)):
+    for later in ((0, 9, 2), (0, 10, 1), (0, 14, 0), (0, 26, 0)):
         assert vp.runner_buffers_bytes(shapes, batch, later) == 0
     # resident through the whole profile: on top of the forward/sampler peak, every stage
     last = vp.activation_peak(shapes, batch, (0, 8, 5))
@@ -773,3 +773,42 @@ def test_runner_inputs_embeds_buffer_counted_only_by_the_absolute_peak():
     h100 = dict(gpu_name="H100 SXM", max_model_len=131072)
     b085 = vllm.vllm_budget(LLAMA8B, 85028896768, version=(0, 8, 5), dims=LLAMA8B_DIMS, **h100)
     assert b085.activation_bytes[0] == embeds + max(last.forward_bytes, last.sampler_bytes)
+
+
+def test_runner_buffers_counted_again_by_total_consumed_from_0_27():
+    """0.27's memory_profiling subtracts total_consumed, the drop in free memory since the
+    worker's snapshot (utils/mem_utils.py), so buffers built after it count again. Model
+    Runner V2 (config/vllm.py use_v2_model_runner: 0.27-0.28 dense models and the listed MoE
+    architectures, 0.29+ all) keeps on the GPU, last stage only, the sampler's penalty
+    statistics (v1/worker/gpu/sample/penalties.py): output_bin_counts (max_num_seqs, vocab)
+    and prompt_bin_mask (max_num_seqs, cdiv(vocab, 32)), int32; V1's runner its
+    inputs_embeds (max_num_batched_tokens, hidden) in bf16."""
+    from kvplan.engines.vllm import memory as vp
+
+    shapes = act.profile_shapes(LLAMA8B, LLAMA8B_DIMS)
+    batch = vp.batch_settings((0, 33, 0), 85028896768, "H100 SXM", 131072)
+    assert (batch.max_num_batched_tokens, batch.max_num_seqs) == (8192, 1024)
+    penalties = 1024 * 128256 * 4 + 1024 * 4008 * 4  # 4,008 = cdiv(128,256, 32)
+    assert penalties == 541_753_344
+    for release in ((0, 27, 0), (0, 33, 0)):
+        assert vp.uses_v2_runner(LLAMA8B, release)
+        assert vp.runner_buffers_bytes(shapes, batch, release, v2_runner=True) == penalties
+        assert vp.runner_buffers_bytes(shapes, batch, release, v2_runner=True,
+                                       last_stage=False) == 0
+        assert vp.runner_buffers_bytes(shapes, batch, release) == 8192 * 4096 * 2
+    assert not vp.uses_v2_runner(LLAMA8B, (0, 26, 0))  # not counted there: not read
+    # an MoE model: V1's runner in 0.27-0.28 unless its architecture is listed; V2 from 0.29
+    moe = replace(LLAMA8B, num_experts=128, num_experts_per_token=8, family="qwen3_moe")
+    assert not vp.uses_v2_runner(moe, (0, 27, 0)) and not vp.uses_v2_runner(moe, (0, 28, 0))
+    assert vp.uses_v2_runner(moe, (0, 29, 0))
+    assert vp.uses_v2_runner(replace(moe, family="qwen2_moe"), (0, 27, 0))
+    assert not vp.uses_v2_runner(replace(moe, family="deepseek_v4"), (0, 27, 0))
+    assert vp.uses_v2_runner(replace(moe, family="deepseek_v4"), (0, 28, 0))
+    # the budget: the peak on top of the forward/sampler, on the last of two stages only
+    peak = vp.activation_peak(shapes, batch, (0, 33, 0))
+    two = vllm.vllm_budget(LLAMA8B, 85028896768, version=(0, 33, 0), dims=LLAMA8B_DIMS,
+                           gpu_name="H100 SXM", max_model_len=131072, pp=2)
+    first = vp.activation_peak(shapes, batch, (0, 33, 0), last_stage=False, v2_runner=True)
+    assert first.runner_buffers_bytes == 0
+    assert two.activation_bytes == (first.forward_bytes,
+                                    penalties + max(peak.forward_bytes, peak.sampler_bytes))
