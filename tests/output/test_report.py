@@ -82,7 +82,10 @@ def test_capacity_rows_follow_the_budget():
     sampler = 1024 * 128256 * 14 + 8192 * 4096 * 2
     assert sampler > 8192 * (3 * 14336 + 3 * 4096) * 2
     graphs = 2 * 512 * (3 * 14336 + 3 * 4096) * 2 + (50 + 50) * 32 * 156 * 1024
-    budget = (math.ceil(85_028_896_768 * 0.92) - weights - sampler - 64 * 2**20
+    # and Model Runner V2's sampler state, in total_consumed: 1,024 request slots x (128,256
+    # output counts + cdiv(128,256, 32) prompt mask words) x 4 B (sample/penalties.py)
+    penalties = 1024 * (128256 + 4008) * 4
+    budget = (math.ceil(85_028_896_768 * 0.92) - weights - sampler - penalties - 64 * 2**20
               - graphs)
     assert bf16.kv_budget_bytes == fp8.kv_budget_bytes == budget
     for row, per_block in ((bf16, 16 * LLAMA_TOKEN_BF16), (fp8, 8 * LLAMA_TOKEN_BF16)):

@@ -188,7 +188,8 @@ def uses_v2_runner(spec: ModelSpec, version: tuple[int, ...], v1: bool | None = 
         return False
     if rules.v2_runner_for_all:
         return True
-    listed = V2_RUNNER_MOE_TYPES[max(r for r in V2_RUNNER_MOE_TYPES if r <= tuple(version))]
+    padded = tuple(version) + (0,) * (3 - len(version))  # (0, 27) is 0.27.0
+    listed = V2_RUNNER_MOE_TYPES[max(r for r in V2_RUNNER_MOE_TYPES if r <= padded)]
     if spec.family in listed:
         return True
     stateless = not any(isinstance(layer, RecurrentState) for layer in spec.layers)
@@ -199,24 +200,15 @@ def uses_v2_runner(spec: ModelSpec, version: tuple[int, ...], v1: bool | None = 
 def runner_buffers_bytes(shapes: Shapes, batch: BatchSettings, version: tuple[int, ...],
                          v1: bool | None = None, *, v2_runner: bool = False,
                          last_stage: bool = True) -> int:
-    """The model runner's persistent buffers that the version's budget subtracts.
-
-    V1's GPUModelRunner.__init__ allocates `inputs_embeds` for every model,
-    `(max_num_tokens, hidden_size)` in the model dtype with `max_num_tokens =
-    max_num_batched_tokens` (v1/worker/gpu_model_runner.py, 0.7.1 to 0.33); its input ids,
-    positions and block tables come to a few MiB at the defaults. 0.7.1's opt-in V1 and 0.8
-    subtract the absolute `allocated_bytes.all.peak` (v1/worker/gpu_worker.py
-    determine_available_memory), which holds it. 0.9-0.26 subtract the peak's increase over
-    what was allocated before profile_run (utils memory_profiling), which does not. From 0.27
-    `total_consumed`, the drop in free memory since the worker's snapshot (taken before the
-    runner is built), holds every buffer again.
-
-    Model Runner V2 (v1/worker/gpu/, `uses_v2_runner`) keeps the token ids in host memory
-    (states.py, `uva_instead_of_gpu`) and builds its block tables in initialize_kv_cache,
-    after the profile; on the last pipeline stage its sampler, built in load_model after the
-    weights are measured, holds the penalties' statistics for every request slot
-    (sample/penalties.py PenaltiesState): `output_bin_counts` (max_num_seqs, vocab) and
-    `prompt_bin_mask` (max_num_seqs, cdiv(vocab, 32)), both int32."""
+    """The model runner's persistent buffers that the version's budget subtracts: V1's
+    GPUModelRunner.__init__ `inputs_embeds`, (max_num_batched_tokens, hidden) in the model
+    dtype (v1/worker/gpu_model_runner.py, 0.7.1-0.33); Model Runner V2's sampler, on the last
+    stage, PenaltiesState's `output_bin_counts` (max_num_seqs, vocab) and `prompt_bin_mask`
+    (max_num_seqs, cdiv(vocab, 32)), int32 (v1/worker/gpu/sample/penalties.py, 0.27-0.33).
+    Counted by 0.7.1's opt-in V1 and 0.8 (the absolute `allocated_bytes.all.peak`,
+    gpu_worker.py::determine_available_memory) and from 0.27 (`total_consumed`, the free
+    memory's drop since init_snapshot, utils/mem_utils.py::memory_profiling); not by 0.9-0.26
+    (the peak's increase during profile_run only). docs/engine-kv-sizing.md §7.8 item 5."""
     rules = rules_for(version, v1)
     embeds = batch.max_num_batched_tokens * shapes.hidden_size * ACTIVATION_BYTES
     if rules.runner_buffers_in_peak:
