@@ -736,22 +736,23 @@ def _vision_tower(top: Fields) -> VisionTower | None:
         return None
     if "vt_hidden_size" in raw:
         return _moonvit(top, Fields(raw, top.source, "vision_config"))
-    if raw.get("model_type") == "gemma4_vision":
+    # a model type that is not a string names no tower (a hostile or broken file)
+    inner = raw.get("model_type") if isinstance(raw.get("model_type"), str) else None
+    if inner == "gemma4_vision":
         return _gemma4_vision(Fields(raw, top.source, "vision_config"))
-    if raw.get("model_type") in _QWEN3_VIT:
+    if inner in _QWEN3_VIT:
         return _qwen3_vit(Fields(raw, top.source, "vision_config"))
-    if raw.get("model_type") == "exaone4_5_vision":
+    if inner == "exaone4_5_vision":
         return _exaone4_5_vit(Fields(raw, top.source, "vision_config"))
     outer = top.raw.get("model_type")
     if outer == "qwen2_vl" and raw.get("model_type") in (None, "qwen2_vl"):
         return _qwen2_vit(Fields(raw, top.source, "vision_config"))
     if outer == "qwen2_5_vl" and raw.get("model_type") in (None, "qwen2_5_vl"):
         return _qwen2_5_vit(Fields(raw, top.source, "vision_config"))
-    if outer == "lfm2_vl" and raw.get("model_type") == "siglip2_vision_model":
+    if outer == "lfm2_vl" and inner == "siglip2_vision_model":
         return _lfm2_vl_siglip2(top, Fields(raw, top.source, "vision_config"))
-    if outer == "mistral3" and raw.get("model_type") == "pixtral":
+    if outer == "mistral3" and inner == "pixtral":
         return _pixtral(top, Fields(raw, top.source, "vision_config"))
-    inner = raw.get("model_type")
     # the outer model type names the tower only where vision_config leaves its own out (a
     # llava with a Pixtral encoder is not CLIP)
     kind = (_VISION_KINDS.get(inner) if isinstance(inner, str) and inner

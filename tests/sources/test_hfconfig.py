@@ -747,3 +747,14 @@ def test_cohere2_sliding_layers_see_one_token_more_than_the_config_says():
     raw = {**BASE, "model_type": "exaone4", "sliding_window": 4096,
            "layer_types": ["sliding_attention"] * 3 + ["full_attention"]}
     assert one(from_dict(raw), SlidingWindow).window == 4096  # exaone4.py: config's own
+
+
+def test_a_vision_config_whose_model_type_is_not_a_string_names_no_tower():
+    # found by tests/contracts/test_fuzz_hostile.py: a list in vision_config.model_type
+    # reached a set lookup (TypeError, a traceback) instead of naming no tower
+    path = FIXTURES / "google--gemma-4-26B-A4B.json"
+    raw = json.loads(path.read_text())
+    raw["vision_config"]["model_type"] = ["qwen3_vl"]
+    spec = spec_from_config(raw, "c.json", name="m")
+    assert spec.vision is None
+    assert any("vision_config" in t for t in spec.uncounted_towers)
