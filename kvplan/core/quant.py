@@ -29,6 +29,55 @@ LAYOUTS = ("none", "fp8", "fp8-ct", "int8-ct", "int-packed", "nvfp4-ct", "mxfp4-
            "mxfp4", "nvfp4", "fp8-modelopt", "mxfp8", "bnb-4bit", "bnb-8bit", "fp4-e8m0")
 
 
+KV_REQUEST_CONFIGS = ("modelopt", "fp8", "compressed-tensors")
+
+
+@record
+class KVScheme:
+    """A `kv_cache_scheme` mapping's fields as the config writes them (None: absent)."""
+
+    type: str | None = None  # "float" / "int"
+    num_bits: int | None = None
+    dynamic: bool | None = None
+    strategy: str | None = None  # "tensor", "channel", "attn_head", ...
+    symmetric: bool | None = None
+
+
+@record
+class KVCacheRequest:
+    """A checkpoint's request for a quantized KV cache, engine-neutral: what the config says
+    and which kind of config said it, no engine's reading of it (each engine decides in its
+    own module whether and from which release `--kv-cache-dtype auto` follows it).
+
+    `config`: the config kind that carried it, one of KV_REQUEST_CONFIGS ("modelopt":
+    quant_method modelopt* or hf_quant_config.json's block; "fp8": quant_method "fp8";
+    "compressed-tensors"). `quant_method`: the config's quant_method as written ("" when the
+    block names none). `algo`: `kv_cache_quant_algo` as written (a string, e.g. "FP8",
+    "NVFP4"). `scheme`: the `kv_cache_scheme` mapping's fields; `scheme_name`: a
+    `kv_cache_scheme` given as a bare string. `nested`: read from a ModelOpt
+    {"quantization": {...}} block (hf_quant_config.json's shape) rather than a flat
+    config.json quantization_config."""
+
+    config: str
+    quant_method: str = ""
+    algo: str | None = None
+    scheme: KVScheme | None = None
+    scheme_name: str | None = None
+    nested: bool = False
+
+    @property
+    def format(self) -> str | None:
+        """The stored element format asked for, by the config's own words: "FP8" (a float
+        8-bit scheme, or algo "FP8"), "NVFP4" (a float 4-bit scheme, or algo "NVFP4"), another
+        algo string upper-cased as written, or None when nothing says (an int scheme)."""
+        if self.scheme is not None and self.scheme.type == "float":
+            return {8: "FP8", 4: "NVFP4"}.get(self.scheme.num_bits or 0)
+        if self.scheme is not None:
+            return None
+        name = self.algo if self.algo is not None else self.scheme_name
+        return name.strip().upper() if name is not None else None
+
+
 @record
 class Quantization:
     """A checkpoint's weight format: the layout of its quantized linear layers and which
@@ -43,9 +92,9 @@ class Quantization:
     compressed-tensors config_groups `targets`): pairs of (module name as
     `canonical_module` writes it, a `re:` pattern or `Linear`; that module's format); a
     module the map does not name is stored in the model dtype (`module_format`).
-    `kv_cache_dtype`: "fp8" where the checkpoint asks for an fp8 KV cache (ModelOpt
-    `kv_cache_quant_algo` / `kv_cache_scheme`), which vLLM's `--kv-cache-dtype auto`
-    follows.
+    `kv_cache`: the checkpoint's request for a quantized KV cache as its config states it
+    (KVCacheRequest), or None; each engine decides from it by its own release rules whether
+    `--kv-cache-dtype auto` follows it.
     """
 
     method: str  # the config's quant_method (or "none")
@@ -66,7 +115,7 @@ class Quantization:
     # YAML carries the config's own quantization_config
     config_json: str | None = None
     per_module: tuple[tuple[str, Quantization], ...] | None = None
-    kv_cache_dtype: str | None = None
+    kv_cache: KVCacheRequest | None = None
 
     @property
     def quantized(self) -> bool:

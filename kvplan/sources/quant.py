@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from kvplan.core.errors import BadInputError
-from kvplan.core.quant import NONE, Quantization, canonical_module
+from kvplan.core.quant import NONE, KVCacheRequest, KVScheme, Quantization, canonical_module
 from kvplan.sources.fields import Fields
 
 _TEXT_KEYS = ("text_config", "llm_config", "language_config")
@@ -120,6 +120,7 @@ def _fp8(f: Fields, method: str) -> Quantization:
     skip = _names(f, "modules_to_not_convert", "ignored_layers")
     block = f.raw.get("weight_block_size")
     static = f.raw.get("activation_scheme") == "static"
+    kv, kv_warnings = kv_request(f, "fp8", method)
     if block is not None:
         if (not isinstance(block, list) or len(block) != 2
                 or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0
@@ -131,21 +132,26 @@ def _fp8(f: Fields, method: str) -> Quantization:
         return Quantization(method, "fp8", 8, block=(block[0], block[1]), skip=skip,
                             static_input_scale=static, scale_dtype="F8_E8M0" if e8m0 else None,
                             description=f"FP8 e4m3, one {'e8m0' if e8m0 else 'fp32'} scale per "
-                                        f"{block[0]}x{block[1]} block")
+                                        f"{block[0]}x{block[1]} block",
+                            kv_cache=kv, warnings=kv_warnings)
     return Quantization(method, "fp8", 8, per_tensor=True, skip=skip, static_input_scale=static,
-                        description="FP8 e4m3, one fp32 scale per tensor")
+                        description="FP8 e4m3, one fp32 scale per tensor", kv_cache=kv,
+                        warnings=kv_warnings)
 
 
 def _compressed_tensors(f: Fields) -> Quantization:
     fmt = f.raw.get("format") or ""
     groups = f.sub("config_groups") if f.has("config_groups") else None
     skip = _names(f, "ignore")
+    kv, kv_warnings = kv_request(f, "compressed-tensors", "compressed-tensors")
     if groups is None or not groups.raw:
-        return Quantization("compressed-tensors", "none", skip=skip,
-                            description="compressed-tensors without quantization groups")
-    if len(groups.raw) == 1:
-        return replace(_ct_group(f, groups, next(iter(groups.raw)), fmt), skip=skip)
-    return _ct_groups(f, groups, fmt, skip)
+        q = Quantization("compressed-tensors", "none", skip=skip,
+                         description="compressed-tensors without quantization groups")
+    elif len(groups.raw) == 1:
+        q = replace(_ct_group(f, groups, next(iter(groups.raw)), fmt), skip=skip)
+    else:
+        q = _ct_groups(f, groups, fmt, skip)
+    return replace(q, kv_cache=kv, warnings=q.warnings + kv_warnings)
 
 
 def _ct_groups(f: Fields, groups: Fields, fmt: str, skip: tuple[str, ...]) -> Quantization:
@@ -309,23 +315,68 @@ def _modelopt_algo(algo: str, group: int | None) -> Quantization | None:
     return None
 
 
-def _modelopt_kv(f: Fields) -> tuple[str | None, tuple[str, ...]]:
-    """The KV cache dtype the checkpoint asks for, as vLLM's vllm/utils/torch_utils.py
-    get_kv_cache_quant_algo_string reads it for a modelopt config: `kv_cache_scheme`
-    {dynamic: false, num_bits: 8, type: float} or `kv_cache_quant_algo` "FP8" -> "fp8"
-    (MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP maps only fp8); another value -> vLLM keeps "auto"
-    and warns, and so does kvplan."""
-    kv = f.raw.get("kv_cache_scheme") or f.raw.get("kv_cache_quant_algo")
-    if kv is None:
+KV_FORMATS = ("FP8", "NVFP4")  # the KV formats some engine kvplan models takes from a config
+
+
+def kv_request(f: Fields, config: str, quant_method: str = "", outer: Fields | None = None,
+               nested: bool = False) -> tuple[KVCacheRequest | None, tuple[str, ...]]:
+    """The KV cache request a quantization config states (`kv_cache_quant_algo`,
+    `kv_cache_scheme`), read as written, with no engine's reading of it: `f` the block that
+    holds the scheme, `outer` an enclosing block also looked in (a ModelOpt config.json that
+    nests hf_quant_config.json's block). Returns (the request or None, warnings): a format no
+    engine kvplan models takes from a checkpoint (KV_FORMATS) is named in a warning."""
+    blocks = [f] + ([outer] if outer is not None else [])
+    algo: str | None = None
+    scheme: KVScheme | None = None
+    scheme_name: str | None = None
+    algo_at = scheme_at = ""
+    for b in blocks:
+        raw = b.raw.get("kv_cache_quant_algo")
+        if raw is not None and algo is None:
+            if not isinstance(raw, str):
+                raise b.error("kv_cache_quant_algo", f"must be a format name such as \"FP8\", "
+                              f"got {raw!r}")
+            algo, algo_at = raw, b.where("kv_cache_quant_algo")
+        raw = b.raw.get("kv_cache_scheme")
+        if raw is not None and scheme is None and scheme_name is None:
+            scheme_at = b.where("kv_cache_scheme")
+            if isinstance(raw, str):
+                scheme_name = raw
+            elif isinstance(raw, dict):
+                scheme = _kv_scheme(b.sub("kv_cache_scheme"))
+            else:
+                raise b.error("kv_cache_scheme", "must be a mapping (type, num_bits, "
+                              f"dynamic, strategy, symmetric) or a format name, got {raw!r}")
+    if algo is None and scheme is None and scheme_name is None:
         return None, ()
-    if isinstance(kv, dict):
-        if kv.get("dynamic") is False and kv.get("num_bits") == 8 and kv.get("type") == "float":
-            return "fp8", ()
-    elif isinstance(kv, str) and kv.lower() == "fp8":
-        return "fp8", ()
-    return None, (f"{f.source}: {f.where('kv_cache_quant_algo')} {kv!r} is not a KV cache "
-                  "format vLLM takes from a checkpoint (only FP8); --kv-cache-dtype auto "
-                  "stays the model dtype",)
+    req = KVCacheRequest(config, quant_method, algo, scheme, scheme_name, nested)
+    warnings: tuple[str, ...] = ()
+    if req.format not in KV_FORMATS:
+        where = scheme_at if (scheme is not None or algo is None) else algo_at
+        said = (f"{scheme!r}" if scheme is not None
+                else repr(algo if algo is not None else scheme_name))
+        warnings = (f"{f.source}: {where} {said} is not a KV cache format any engine kvplan "
+                    "models takes from a checkpoint (" + ", ".join(KV_FORMATS) + "); "
+                    "--kv-cache-dtype auto is taken as the model dtype",)
+    return req, warnings
+
+
+def _kv_scheme(f: Fields) -> KVScheme:
+    bits = f.raw.get("num_bits")
+    if bits is not None and (isinstance(bits, bool) or not isinstance(bits, int)):
+        raise f.error("num_bits", f"must be a whole number, got {bits!r}")
+    out: dict[str, Any] = {}
+    for key in ("type", "strategy"):
+        v = f.raw.get(key)
+        if v is not None and not isinstance(v, str):
+            raise f.error(key, f"must be a string, got {v!r}")
+        out[key] = v
+    for key in ("dynamic", "symmetric"):
+        v = f.raw.get(key)
+        if v is not None and not isinstance(v, bool):
+            raise f.error(key, f"must be true or false, got {v!r}")
+        out[key] = v
+    return KVScheme(out["type"], bits, out["dynamic"], out["strategy"], out["symmetric"])
 
 
 def _modelopt(f: Fields) -> Quantization:
@@ -338,9 +389,10 @@ def _modelopt(f: Fields) -> Quantization:
     if not algo and isinstance(f.raw.get("quantized_layers"), dict):
         algo = "MIXED_PRECISION"  # quant_method "modelopt_mixed" names the scheme itself
     skip = _names(f, "exclude_modules", "ignore")
-    kv, kv_warnings = _modelopt_kv(f)
-    if kv is None and not kv_warnings and f is not outer:
-        kv, kv_warnings = _modelopt_kv(outer)
+    method = outer.raw.get("quant_method")
+    kv, kv_warnings = kv_request(f, "modelopt", method if isinstance(method, str) else "",
+                                 outer if f is not outer else None,
+                                 nested=f is not outer or f.path == "quantization")
     group = f.int("group_size", None)
     if algo == "MIXED_PRECISION":
         q = _modelopt_mixed(f, group)
@@ -351,7 +403,7 @@ def _modelopt(f: Fields) -> Quantization:
                                      "vLLM loads (modelopt.py QUANT_ALGOS: "
                                      + ", ".join(MODELOPT_ALGOS) + "); weights counted in "
                                      "the model dtype",))
-    return replace(q, skip=skip, kv_cache_dtype=kv, warnings=q.warnings + kv_warnings)
+    return replace(q, skip=skip, kv_cache=kv, warnings=q.warnings + kv_warnings)
 
 
 def _modelopt_mixed(f: Fields, group: int | None) -> Quantization:

@@ -112,7 +112,11 @@ def test_hf_quant_config_json_block_reads_the_same():
     a = quantization_from_config(nested, "hf_quant_config.json")
     b = read_quantization(flat, "config.json")
     assert a.per_module == b.per_module and a.skip == b.skip == ("mtp*",)
-    assert a.kv_cache_dtype == b.kv_cache_dtype == "fp8"
+    assert a.kv_cache is not None and b.kv_cache is not None
+    assert a.kv_cache.format == b.kv_cache.format == "FP8"
+    assert (a.kv_cache.config, a.kv_cache.algo, a.kv_cache.nested) == ("modelopt", "FP8", True)
+    assert b.kv_cache.scheme is not None and b.kv_cache.scheme.dynamic is False
+    assert not b.kv_cache.nested
 
 
 def test_fp8_kv_request_makes_vllm_auto_fp8_from_0_14():
@@ -137,7 +141,10 @@ def test_kv_algo_vllm_does_not_take_is_named():
 
     spec = spec_from_config(_config(kv_cache_quant_algo="NVFP4"), "c.json", "m")
     assert resolved_kv_cache_dtype(spec, "auto", True) == "auto"
-    assert any("'NVFP4'" in w and "only FP8" in w for w in spec.quantization.warnings)
+    # NVFP4 is a KV format an engine takes (TensorRT-LLM): the reader records it, no warning
+    assert spec.quantization.kv_cache is not None
+    assert spec.quantization.kv_cache.format == "NVFP4"
+    assert not spec.quantization.warnings
 
 
 def test_one_nvfp4_group_size_for_the_whole_config():
@@ -193,7 +200,8 @@ def test_the_spellings_real_configs_use():
                                 "quantization": {"quant_algo": "NVFP4", "group_size": 16,
                                                  "exclude_modules": ["lm_head"]}}, "c")
     assert (nested.layout, nested.group_size, nested.skip) == ("nvfp4", 16, ("lm_head",))
-    assert nested.kv_cache_dtype == "fp8" and not nested.warnings
+    assert nested.kv_cache is not None and nested.kv_cache.algo == "FP8"
+    assert nested.kv_cache.nested and not nested.warnings
     # quant_method modelopt_mixed with the map and no quant_algo
     mixed = read_quantization({"quant_method": "modelopt_mixed", "quantized_layers": {
         "language_model.model.layers.1.self_attn.q_proj": {"quant_algo": "FP8_PB_WO"}}}, "c")

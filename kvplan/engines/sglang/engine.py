@@ -171,10 +171,10 @@ class SglangEngine(BaseEngine):
 
 
 def cache_dtype(dep: Deployment) -> str:
-    """The deployment's --kv-cache-dtype as its release resolves it (a ModelOpt checkpoint's
-    FP8 KV request from 0.5.3 on: memory.Rules.kv_dtype_from_checkpoint)."""
-    rule = rules_for(parse_version(dep.engine_version)).kv_dtype_from_checkpoint
-    return kv_cache_dtype_from_checkpoint(dep.spec, dep.kv_dtype, rule)
+    """The deployment's --kv-cache-dtype as its release resolves it (a checkpoint's FP8 KV
+    request, from the config kinds memory.Rules.kv_dtype_from_checkpoint names)."""
+    configs = rules_for(parse_version(dep.engine_version)).kv_dtype_from_checkpoint
+    return kv_cache_dtype_from_checkpoint(dep.spec, dep.kv_dtype, configs)
 
 
 ENGINE = SglangEngine()

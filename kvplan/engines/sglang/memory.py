@@ -43,30 +43,38 @@ class Rules:
     mem_fraction_by_memory: bool
     # prefill CUDA graphs captured, with memory reserved for them (reserve_for_graph_mb)
     prefill_cuda_graphs: bool
-    # which ModelOpt checkpoints turn --kv-cache-dtype auto into fp8_e4m3 when they ask for an
-    # FP8 KV cache (kv_cache_dtype_from_checkpoint): "none", "nvfp4" (the NVFP4 config only)
-    # or "modelopt" (every ModelOpt config)
-    kv_dtype_from_checkpoint: str
+    # the config kinds whose FP8 KV cache request turns --kv-cache-dtype auto into fp8_e4m3
+    # (pools.kv_cache_dtype_from_checkpoint): "modelopt-nvfp4" (ModelOpt's NVFP4 config
+    # only), "modelopt" (every ModelOpt config), "fp8" (Fp8Config), "compressed-tensors"
+    kv_dtype_from_checkpoint: tuple[str, ...]
 
 
 RULES: dict[tuple[int, ...], Rules] = {
     (0, 4, 0): Rules(mem_fraction_by_memory=False, prefill_cuda_graphs=False,  # classic
-                     kv_dtype_from_checkpoint="none"),
+                     kv_dtype_from_checkpoint=()),
     (0, 5, 0): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
-                     kv_dtype_from_checkpoint="none"),
+                     kv_dtype_from_checkpoint=()),
     # model_executor/model_runner.py: with --kv-cache-dtype auto the KV cache is
     # torch.float8_e4m3fn when the model's quant_config has kv_cache_quant_algo "FP8" (first
     # in the 0.5.3 wheel, not in 0.5.2's); in 0.5.3 only ModelOptFp4Config
     # (layers/quantization/modelopt_quant.py) stores that attribute, ModelOptFp8Config keeps
     # kv_cache_quant_method, so a ModelOpt FP8 checkpoint still gets the model dtype
     (0, 5, 3): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
-                     kv_dtype_from_checkpoint="nvfp4"),
+                     kv_dtype_from_checkpoint=("modelopt-nvfp4",)),
     # 0.5.4: every ModelOpt config inherits ModelOptQuantConfig.kv_cache_quant_algo
     (0, 5, 4): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
-                     kv_dtype_from_checkpoint="modelopt"),
+                     kv_dtype_from_checkpoint=("modelopt",)),
+    # 0.5.18: layers/quantization/fp8.py Fp8Config.from_config keeps the config's
+    # kv_cache_quant_algo (not in 0.5.17's wheel)
+    (0, 5, 18): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
+                      kv_dtype_from_checkpoint=("modelopt", "fp8")),
+    # 0.5.19: compressed_tensors.py CompressedTensorsConfig.kv_cache_quant_algo is "FP8" for a
+    # kv_cache_scheme CompressedTensorsKVCacheMethod.is_supported_scheme takes (not in 0.5.18)
+    (0, 5, 19): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
+                      kv_dtype_from_checkpoint=("modelopt", "fp8", "compressed-tensors")),
     # 0.5.23 keeps the rule in mem_cache/kv_cache_dtype.py configure_kv_cache_dtype
     (0, 5, 23): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=True,
-                      kv_dtype_from_checkpoint="modelopt"),
+                      kv_dtype_from_checkpoint=("modelopt", "fp8", "compressed-tensors")),
 }
 """release -> its rules; a deployment that names no version has the newest, max(RULES)."""
 

@@ -52,22 +52,52 @@ def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
     return named_kv_format(spec, kv_cache_dtype, _FORMATS, "SGLang", KV_DTYPES)
 
 
-def kv_cache_dtype_from_checkpoint(spec: ModelSpec, kv_cache_dtype: str, rule: str) -> str:
+def kv_cache_dtype_from_checkpoint(spec: ModelSpec, kv_cache_dtype: str,
+                                   configs: tuple[str, ...]) -> str:
     """`--kv-cache-dtype` as SGLang resolves it before it sizes the pool: "auto" becomes
-    fp8_e4m3 when the model's quant_config has kv_cache_quant_algo "FP8"
-    (mem_cache/kv_cache_dtype.py configure_kv_cache_dtype in 0.5.23, model_runner.py
-    before), which a ModelOpt checkpoint's config carries when it asks for an FP8 KV cache
-    (`kv_cache_quant_algo` "FP8", or a float 8-bit `kv_cache_scheme`:
-    spec.quantization.kv_cache_dtype). `rule` is the release's
-    (memory.Rules.kv_dtype_from_checkpoint): "none" (up to 0.5.2), "nvfp4" (0.5.3: only the
-    NVFP4 config, ModelOptFp4Config, stores the attribute), "modelopt" (0.5.4 on, every
-    ModelOpt config). Any other dtype is returned as given."""
-    q = spec.quantization
-    if (kv_cache_dtype.strip().lower() == "auto" and q.kv_cache_dtype == "fp8"
-            and q.method == "modelopt"
-            and (rule == "modelopt" or (rule == "nvfp4" and q.layout == "nvfp4"))):
+    fp8_e4m3 when the model's quant_config has kv_cache_quant_algo "FP8" (upper-cased;
+    mem_cache/kv_cache_dtype.py configure_kv_cache_dtype in 0.5.23, model_runner.py
+    before). `configs` is the release's (memory.Rules.kv_dtype_from_checkpoint): the config
+    kinds that carry the attribute; checkpoint_kv_algo says what each stores. Any other
+    dtype is returned as given."""
+    if kv_cache_dtype.strip().lower() == "auto" and checkpoint_kv_algo(spec, configs) == "FP8":
         return "fp8_e4m3"
     return kv_cache_dtype
+
+
+def checkpoint_kv_algo(spec: ModelSpec, configs: tuple[str, ...]) -> str | None:
+    """The kv_cache_quant_algo (upper-cased) SGLang's quant config holds for the checkpoint's
+    KV request (spec.quantization.kv_cache), in a release whose quant configs in `configs`
+    store it (0.5.23 layers/quantization/):
+    - ModelOpt (modelopt_quant.py from_config): a flat config.json block reads a
+      `kv_cache_scheme` mapping first, float 8-bit -> "FP8" whatever `dynamic` says (a
+      mapping of other bits is never FP8), else `kv_cache_quant_algo`; an
+      hf_quant_config.json {"quantization": ...} block only its kv_cache_quant_algo.
+      "modelopt-nvfp4": only the NVFP4 config (ModelOptFp4Config, 0.5.3) stores it.
+    - Fp8Config (fp8.py from_config, 0.5.18 on): `kv_cache_quant_algo` as written.
+    - compressed-tensors (compressed_tensors.py kv_cache_quant_algo, 0.5.19 on): "FP8" for
+      a `kv_cache_scheme` of type float, 8 bits, strategy "tensor", symmetric (default
+      true) and not dynamic (default false) (CompressedTensorsKVCacheMethod
+      .is_supported_scheme); None otherwise.
+    None where the config does not carry one."""
+    req = spec.quantization.kv_cache
+    if req is None:
+        return None
+    s = req.scheme
+    if req.config == "modelopt":
+        nvfp4 = spec.quantization.layout == "nvfp4"
+        if "modelopt" not in configs and not ("modelopt-nvfp4" in configs and nvfp4):
+            return None
+        if not req.nested and s is not None:
+            return "FP8" if s.type == "float" and s.num_bits == 8 else None
+        return req.algo.upper() if req.algo is not None else None
+    if req.config == "fp8" and "fp8" in configs:
+        return req.algo.upper() if req.algo is not None else None
+    if req.config == "compressed-tensors" and "compressed-tensors" in configs and s is not None:
+        ok = (s.type == "float" and s.num_bits == 8 and s.strategy == "tensor"
+              and s.symmetric is not False and not s.dynamic)
+        return "FP8" if ok else None
+    return None
 
 
 # tokens per page unless --page-size (arg_groups/overrides.py::_page_size_default)

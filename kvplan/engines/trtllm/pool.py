@@ -47,13 +47,16 @@ def kv_cache_dtype_from_checkpoint(spec: ModelSpec, kv_cache_dtype: str) -> str:
     KV quantization (_torch/pyexecutor/model_loader.py validate_and_set_kv_cache_quant,
     model_engine.py in earlier releases: "Using checkpoint KV quantization"), read from
     hf_quant_config.json's `kv_cache_quant_algo` into QuantConfig (_torch/model_config.py
-    ModelConfig.load_modelopt_quant_config), and a QuantConfig whose quant mode has an FP8 KV
-    cache gets an FP8 pool. So "auto" is "fp8" for a ModelOpt checkpoint that asks for an FP8
-    KV cache (spec.quantization.kv_cache_dtype), in every release kvplan models; any other
-    dtype is returned as given. Not modelled: an NVFP4 KV request, which TensorRT-LLM keeps
-    too (the checkpoint reader warns and leaves it unset)."""
-    if kv_cache_dtype.strip().lower() == "auto" and spec.quantization.kv_cache_dtype == "fp8":
-        return "fp8"
+    ModelConfig.load_modelopt_quant_config): FP8 gets an FP8 pool, NVFP4 an NVFP4 pool
+    (e2m1 values and one fp8 scale per 16: kv_format's "nvfp4"). So "auto" is "fp8" or
+    "nvfp4" for a ModelOpt checkpoint that asks for that KV format
+    (spec.quantization.kv_cache; a kv_cache_scheme mapping by its float bits), in every
+    release kvplan models; a request from another config kind (Fp8Config,
+    compressed-tensors) is not read here, and any other dtype is returned as given."""
+    req = spec.quantization.kv_cache
+    if (kv_cache_dtype.strip().lower() == "auto" and req is not None
+            and req.config == "modelopt" and req.format in ("FP8", "NVFP4")):
+        return "fp8" if req.format == "FP8" else "nvfp4"
     return kv_cache_dtype
 
 

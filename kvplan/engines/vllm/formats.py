@@ -71,13 +71,35 @@ def has_compressed_attention(spec: ModelSpec) -> bool:
 
 def resolved_kv_cache_dtype(spec: ModelSpec, kv_cache_dtype: str, from_checkpoint: bool) -> str:
     """`--kv-cache-dtype` as vLLM resolves it when it builds its cache config: from 0.14
-    (Rules.kv_dtype_from_checkpoint) "auto" becomes fp8_e4m3 for a ModelOpt checkpoint that
-    asks for an FP8 KV cache (spec.quantization.kv_cache_dtype; utils/torch_utils.py
-    resolve_kv_cache_dtype_string), else it stays as given (lower-cased)."""
+    (Rules.kv_dtype_from_checkpoint) "auto" becomes fp8_e4m3 when the checkpoint asks for an
+    FP8 KV cache (checkpoint_kv_dtype), else it stays as given (lower-cased)."""
     name = flag_dtype(kv_cache_dtype).strip().lower()
-    if from_checkpoint and name == "auto" and spec.quantization.kv_cache_dtype == "fp8":
-        return "fp8_e4m3"
+    if from_checkpoint and name == "auto":
+        return checkpoint_kv_dtype(spec) or name
     return name
+
+
+def checkpoint_kv_dtype(spec: ModelSpec) -> str | None:
+    """The KV cache dtype vLLM takes from the checkpoint's request
+    (spec.quantization.kv_cache), as 0.14's utils/torch_utils.py
+    get_kv_cache_quant_algo_string reads it: only a config whose quant_method starts with
+    "modelopt" (or hf_quant_config.json's block); its kv_cache_scheme wins over
+    kv_cache_quant_algo; a scheme mapping counts only as {dynamic: false, num_bits: 8,
+    type: float}; a name maps through MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP, which holds only
+    "fp8". Anything else: None (vLLM warns and keeps "auto"). A compressed-tensors
+    kv_cache_scheme does not set the dtype (compressed_tensors.py
+    CompressedTensorsKVCacheMethod only loads its scales when --kv-cache-dtype is fp8), nor
+    does an Fp8Config's kv_cache_quant_algo. Not modelled: 0.33's map also takes "nvfp4"
+    and a float 4-bit scheme (first release not read)."""
+    req = spec.quantization.kv_cache
+    if req is None or req.config != "modelopt":
+        return None
+    if req.scheme is not None:
+        s = req.scheme
+        fp8 = s.dynamic is False and s.num_bits == 8 and s.type == "float"
+        return "fp8_e4m3" if fp8 else None
+    name = req.scheme_name if req.scheme_name is not None else req.algo
+    return "fp8_e4m3" if name is not None and name.strip().lower() == "fp8" else None
 
 
 def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:

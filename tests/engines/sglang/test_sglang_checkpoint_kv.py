@@ -57,7 +57,10 @@ def test_named_dtype_and_other_checkpoints_keep_their_dtype():
 
 
 def test_rows_resolve_the_checkpoint_request_by_release():
-    assert rules_for((0, 5, 2)).kv_dtype_from_checkpoint == "none"
-    assert rules_for((0, 5, 3)).kv_dtype_from_checkpoint == "nvfp4"
-    assert rules_for((0, 5, 4)).kv_dtype_from_checkpoint == "modelopt"
-    assert rules_for((0, 5, 22)).kv_dtype_from_checkpoint == "modelopt"
+    assert rules_for((0, 5, 2)).kv_dtype_from_checkpoint == ()
+    assert rules_for((0, 5, 3)).kv_dtype_from_checkpoint == ("modelopt-nvfp4",)
+    assert rules_for((0, 5, 4)).kv_dtype_from_checkpoint == ("modelopt",)
+    assert rules_for((0, 5, 17)).kv_dtype_from_checkpoint == ("modelopt",)
+    assert rules_for((0, 5, 18)).kv_dtype_from_checkpoint == ("modelopt", "fp8")
+    assert rules_for((0, 5, 22)).kv_dtype_from_checkpoint == ("modelopt", "fp8",
+                                                              "compressed-tensors")
