@@ -77,6 +77,15 @@ class KVCacheRequest:
         name = self.algo if self.algo is not None else self.scheme_name
         return name.strip().upper() if name is not None else None
 
+    def describe(self) -> str:
+        """What the checkpoint asks for, in words: "an FP8 KV cache (compressed-tensors
+        kv_cache_scheme)"."""
+        fields = " and ".join(n for n, v in (("kv_cache_scheme", self.scheme or self.scheme_name),
+                                             ("kv_cache_quant_algo", self.algo)) if v)
+        fmt = self.format
+        what = f"an {fmt}" if fmt in ("FP8", "NVFP4") else f"a {fmt or 'quantized'}"
+        return f"{what} KV cache ({self.config} {fields})"
+
 
 @record
 class Quantization:

@@ -173,3 +173,24 @@ def test_trtllm_keeps_an_nvfp4_request_as_an_nvfp4_pool(version):
 @pytest.mark.parametrize("qc", [FP8_CONFIG, _laguna_qc()], ids=["fp8", "compressed-tensors"])
 def test_trtllm_reads_only_modelopt_requests(qc):
     assert _cap(_llama(qc), "trtllm", None).engine_profile.bytes_per_token == BF16
+
+
+def test_each_engine_says_when_auto_does_not_take_the_request():
+    from kvplan.engines.vllm.engine import checkpoint_kv_notes
+
+    laguna = _llama(_laguna_qc())
+    (sg,) = [n for n in _cap(laguna, "sglang", "0.5.18").notes if "asks for" in n]
+    assert "an FP8 KV cache (compressed-tensors kv_cache_scheme)" in sg and "SGLang" in sg
+    assert not [n for n in _cap(laguna, "sglang", "0.5.19").notes if "asks for" in n]
+    (trt,) = [n for n in _cap(laguna, "trtllm", None).notes if "asks for" in n]
+    assert "TensorRT-LLM" in trt
+    dep = Deployment(laguna, engine="vllm", engine_version="0.14.0", kv_dtype="auto")
+    (vl,) = checkpoint_kv_notes(dep)
+    assert "vLLM" in vl and "ModelOpt FP8" in vl
+    static = _llama(_modelopt_flat(dynamic=False))
+    assert checkpoint_kv_notes(Deployment(static, engine="vllm", engine_version="0.14.0",
+                                          kv_dtype="auto")) == ()
+    assert "from 0.14" in checkpoint_kv_notes(Deployment(
+        static, engine="vllm", engine_version="0.13.0", kv_dtype="auto"))[0]
+    # a named dtype: no note
+    assert not [n for n in _cap(laguna, "sglang", "0.5.18", "bf16").notes if "asks for" in n]

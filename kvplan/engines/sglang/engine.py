@@ -142,7 +142,7 @@ class SglangEngine(BaseEngine):
                         dep.dp if dp_attention else 1),
                     max_requests_setting="max_running_requests", replicas=dep.dp)
         return Capacity(dep, self, None, prof, pool, prof.kv_cache_dtype, weights,
-                        prof.cell_size_bytes, budget_notes)
+                        prof.cell_size_bytes, budget_notes + checkpoint_kv_notes(dep))
 
     def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
         return (dep.max_num_seqs, "max_running_requests") if dep.max_num_seqs else None
@@ -175,6 +175,19 @@ def cache_dtype(dep: Deployment) -> str:
     request, from the config kinds memory.Rules.kv_dtype_from_checkpoint names)."""
     configs = rules_for(parse_version(dep.engine_version)).kv_dtype_from_checkpoint
     return kv_cache_dtype_from_checkpoint(dep.spec, dep.kv_dtype, configs)
+
+
+def checkpoint_kv_notes(dep: Deployment) -> tuple[str, ...]:
+    """A note when the checkpoint asks for a KV cache format and this release's
+    --kv-cache-dtype auto does not take it (pools.checkpoint_kv_algo says which it takes)."""
+    req = dep.spec.quantization.kv_cache
+    if req is None or dep.kv_dtype.strip().lower() != "auto" or cache_dtype(dep) != "auto":
+        return ()
+    configs = rules_for(parse_version(dep.engine_version)).kv_dtype_from_checkpoint
+    return (f"the checkpoint asks for {req.describe()}; SGLang's --kv-cache-dtype auto does "
+            "not take it (it takes FP8 only, from the configs this release reads: "
+            + (", ".join(configs) or "none") + "): give --kv-cache-dtype to choose the KV "
+            "format",)
 
 
 ENGINE = SglangEngine()

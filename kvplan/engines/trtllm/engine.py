@@ -74,6 +74,12 @@ class TrtllmEngine(BaseEngine):
                       "trtllm-build also holds its execution context, runtime and decoder "
                       "buffers (not modelled; GBs at a large max_batch_size): give --kv-memory "
                       "from its log",)
+        req = dep.spec.quantization.kv_cache
+        if req is not None and dep.kv_dtype.strip().lower() == "auto" == kv_dtype.lower():
+            notes += (f"the checkpoint asks for {req.describe()}; TensorRT-LLM's KV dtype auto "
+                      "does not take it (it keeps a ModelOpt FP8 or NVFP4 request only, "
+                      "pool.kv_cache_dtype_from_checkpoint): give --kv-cache-dtype to choose "
+                      "the KV format",)
         return Capacity(dep, self, budget, prof, pool, prof.kv_cache_dtype,
                         weights_per_gpu(dep, TRTLLM_VOCAB), prof.bytes_per_token, notes)
 

@@ -53,6 +53,7 @@ from kvplan.engines.vllm.formats import (
     INDEX_HEAD_DIM,
     KV_DTYPES,
     SMALLER_KV_DTYPES,
+    flag_dtype,
     kv_format,
     resolved_kv_cache_dtype,
     with_ssm_state_dtype,
@@ -131,6 +132,24 @@ def cache_dtype(dep: Deployment) -> str:
 
     rules = rules_for(parse_version(dep.engine_version) or LATEST, dep.vllm_v1)
     return resolved_kv_cache_dtype(dep.spec, dep.kv_dtype, rules.kv_dtype_from_checkpoint)
+
+
+def checkpoint_kv_notes(dep: Deployment) -> tuple[str, ...]:
+    """A note when the checkpoint asks for a KV cache format and this release's
+    --kv-cache-dtype auto does not take it (checkpoint_kv_dtype says which it takes)."""
+    from kvplan.engines import parse_version
+
+    req = dep.spec.quantization.kv_cache
+    if req is None or flag_dtype(dep.kv_dtype).strip().lower() != "auto" \
+            or cache_dtype(dep) != "auto":
+        return ()
+    rules = rules_for(parse_version(dep.engine_version) or LATEST, dep.vllm_v1)
+    why = ("it reads a checkpoint's KV request from 0.14 on" if not
+           rules.kv_dtype_from_checkpoint else "it takes only a ModelOpt FP8 request, a "
+           "kv_cache_scheme only with dynamic false (utils/torch_utils.py "
+           "get_kv_cache_quant_algo_string)")
+    return (f"the checkpoint asks for {req.describe()}; vLLM's --kv-cache-dtype auto does "
+            f"not take it ({why}): give --kv-cache-dtype to choose the KV format",)
 
 
 def _arch_capability(gpu_arch: str) -> str | None:
@@ -255,7 +274,7 @@ class VllmEngine(BaseEngine):
                     reserved_units=1, max_requests_setting="max_num_seqs", replicas=dep.dp)
         return Capacity(dep, self, budget, prof, pool, prof.kv_cache_dtype,
                         max(budget.weights_bytes) or weights_per_gpu(dep), prof.per_token_bytes,
-                        budget.notes)
+                        budget.notes + checkpoint_kv_notes(dep))
 
     def numbers(self, cap: Capacity) -> dict[str, Any]:
         p: VllmProfile = cap.engine_profile
