@@ -54,9 +54,10 @@ class KVCacheRequest:
     "compressed-tensors"). `quant_method`: the config's quant_method as written ("" when the
     block names none). `algo`: `kv_cache_quant_algo` as written (a string, e.g. "FP8",
     "NVFP4"). `scheme`: the `kv_cache_scheme` mapping's fields; `scheme_name`: a
-    `kv_cache_scheme` given as a bare string. `nested`: read from a ModelOpt
+    `kv_cache_scheme` given as a bare string. `nested`: the config is a ModelOpt
     {"quantization": {...}} block (hf_quant_config.json's shape) rather than a flat
-    config.json quantization_config."""
+    config.json quantization_config; `beside_nested`: the request was found beside that
+    block (in the config.json mapping that holds it), not in it."""
 
     config: str
     quant_method: str = ""
@@ -64,6 +65,7 @@ class KVCacheRequest:
     scheme: KVScheme | None = None
     scheme_name: str | None = None
     nested: bool = False
+    beside_nested: bool = False
 
     @property
     def format(self) -> str | None:

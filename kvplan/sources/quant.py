@@ -349,7 +349,9 @@ def kv_request(f: Fields, config: str, quant_method: str = "", outer: Fields | N
                               f"dynamic, strategy, symmetric) or a format name, got {raw!r}")
     if algo is None and scheme is None and scheme_name is None:
         return None, ()
-    req = KVCacheRequest(config, quant_method, algo, scheme, scheme_name, nested)
+    beside = outer is not None and not any(
+        f.raw.get(k) is not None for k in ("kv_cache_quant_algo", "kv_cache_scheme"))
+    req = KVCacheRequest(config, quant_method, algo, scheme, scheme_name, nested, beside)
     warnings: tuple[str, ...] = ()
     if req.format not in KV_FORMATS:
         where = scheme_at if (scheme is not None or algo is None) else algo_at

@@ -194,3 +194,20 @@ def test_each_engine_says_when_auto_does_not_take_the_request():
         static, engine="vllm", engine_version="0.13.0", kv_dtype="auto"))[0]
     # a named dtype: no note
     assert not [n for n in _cap(laguna, "sglang", "0.5.18", "bf16").notes if "asks for" in n]
+
+
+def test_a_request_beside_a_nested_modelopt_block():
+    # vLLM reads kv_cache_quant_algo beside the nested block too (get_kv_cache_quant_algo_string
+    # falls back to the outer mapping); SGLang's ModelOpt from_config reads only the nested
+    # block's; TensorRT-LLM keeps the request
+    qc = {"quant_method": "modelopt", "kv_cache_quant_algo": "FP8",
+          "quantization": {"quant_algo": "FP8", "exclude_modules": ["lm_head"]}}
+    spec = _llama(qc)
+    req = spec.quantization.kv_cache
+    assert req is not None and req.nested and req.beside_nested
+    assert _vllm_token_bytes(spec, "0.14.0") == FP8
+    assert _sglang_cell(spec, "0.5.23") == BF16
+    assert _cap(spec, "trtllm", None).engine_profile.bytes_per_token == FP8
+    inside = _llama({"quant_method": "modelopt", "quantization": {
+        "quant_algo": "FP8", "exclude_modules": ["lm_head"], "kv_cache_quant_algo": "FP8"}})
+    assert _sglang_cell(inside, "0.5.23") == FP8

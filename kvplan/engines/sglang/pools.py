@@ -72,7 +72,8 @@ def checkpoint_kv_algo(spec: ModelSpec, configs: tuple[str, ...]) -> str | None:
     - ModelOpt (modelopt_quant.py from_config): a flat config.json block reads a
       `kv_cache_scheme` mapping first, float 8-bit -> "FP8" whatever `dynamic` says (a
       mapping of other bits is never FP8), else `kv_cache_quant_algo`; an
-      hf_quant_config.json {"quantization": ...} block only its kv_cache_quant_algo.
+      {"quantization": ...} block (hf_quant_config.json's shape) only that block's
+      kv_cache_quant_algo, not one beside it.
       "modelopt-nvfp4": only the NVFP4 config (ModelOptFp4Config, 0.5.3) stores it.
     - Fp8Config (fp8.py from_config, 0.5.18 on): `kv_cache_quant_algo` as written.
     - compressed-tensors (compressed_tensors.py kv_cache_quant_algo, 0.5.19 on): "FP8" for
@@ -90,6 +91,8 @@ def checkpoint_kv_algo(spec: ModelSpec, configs: tuple[str, ...]) -> str | None:
             return None
         if not req.nested and s is not None:
             return "FP8" if s.type == "float" and s.num_bits == 8 else None
+        if req.beside_nested:
+            return None
         return req.algo.upper() if req.algo is not None else None
     if req.config == "fp8" and "fp8" in configs:
         return req.algo.upper() if req.algo is not None else None
