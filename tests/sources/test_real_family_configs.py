@@ -442,6 +442,8 @@ MIMO_7B = FAMILIES / "XiaomiMiMo--MiMo-7B-Base.json"
 GLM_4_5V = FAMILIES / "zai-org--GLM-4.5V.json"
 DEEPSEEK_OCR = FAMILIES / "deepseek-ai--DeepSeek-OCR.json"
 WHISPER_SMALL = FAMILIES / "openai--whisper-small.json"
+LLAMA_3_2_90B_VISION = FAMILIES / "meta-llama--Llama-3.2-90B-Vision-Instruct.json"
+STEP_3_7_FLASH = FAMILIES / "stepfun-ai--Step-3.7-Flash.json"
 
 
 def test_glm_4_7_flash_is_mla_by_hand():
@@ -658,3 +660,43 @@ def test_whisper_small_parameters_by_hand():
     total = sum(t.num_params for t in inventory(load_config_file(WHISPER_SMALL)).tensors)
     assert total == encoder + decoder
     assert abs(total - 244_000_000) <= 0.01 * 244_000_000
+
+
+def test_llama_3_2_90b_vision_self_and_cross_attention_by_hand():
+    # vLLM mllama.py (MllamaForConditionalGeneration): the 100 decoder layers of text_config
+    # are self-attention except the 20 listed in cross_attention_layers (3, 8, ..., 98),
+    # which attend to the image; both kinds keep 8 KV heads of hidden_size /
+    # num_attention_heads = 8192 / 64 = 128. A cross layer's cache is written once per
+    # request for one image's vision tokens: max_num_tiles 4 tiles of (image_size 560 /
+    # patch_size 14)^2 = 1,600 patches + 1 class token = 4 x 1,601 = 6,404
+    spec = load_config_file(LLAMA_3_2_90B_VISION)
+    assert spec.kind_counts() == {"full": 80, "cross": 20}
+    assert spec.max_context_tokens == 131_072 and spec.dtype == "bf16"
+    cross = [i for i, layer in enumerate(spec.layers) if layer.kind == "cross"]
+    assert cross == list(range(3, 100, 5))
+    row = _row(8, 128)
+    assert per_token_bytes(spec.layers, BF16) == 80 * row == 327_680
+    assert request_bytes(spec.layers, 8192, BF16) == 8192 * 80 * row + 20 * 6404 * row
+
+
+def test_llama_3_2_90b_vision_parameters_near_the_model_card():
+    # the model card's table gives "90B (88.8)" billion parameters for Llama 3.2-Vision
+    # 90B (a rounded figure); the estimate from the config's shapes (text decoder with its
+    # cross-attention layers, vision tower and projector) lands within 0.5% of it
+    total = _params(LLAMA_3_2_90B_VISION, places=("embed", "layer", "final", "head", "vision"))
+    assert abs(total - 88_800_000_000) <= 0.005 * 88_800_000_000
+
+
+def test_step_3_7_flash_sliding_and_full_layers_by_hand():
+    # the config's layer_types: a full-attention layer then three "sliding_attention"
+    # layers (window sliding_window 512), 45 layers in all (12 full, 33 sliding), each with
+    # num_key_value_heads 8 of head_dim 128; the three MTP layers (num_nextn_predict_layers)
+    # are drafts loaded only for speculative decoding, not caches of the target
+    spec = load_config_file(STEP_3_7_FLASH)
+    assert spec.layers == ((FullAttention(8, 128),) + (SlidingWindow(8, 128, window=512),) * 3) \
+        * 11 + (FullAttention(8, 128),)
+    assert spec.max_context_tokens == 65_536
+    row = _row(8, 128)
+    assert per_token_bytes(spec.layers, BF16) == 45 * row == 184_320
+    # at 8,192 tokens each sliding layer holds only its 512-token window
+    assert request_bytes(spec.layers, 8192, BF16) == 12 * 8192 * row + 33 * 512 * row
