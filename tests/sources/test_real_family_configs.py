@@ -444,6 +444,7 @@ DEEPSEEK_OCR = FAMILIES / "deepseek-ai--DeepSeek-OCR.json"
 WHISPER_SMALL = FAMILIES / "openai--whisper-small.json"
 LLAMA_3_2_90B_VISION = FAMILIES / "meta-llama--Llama-3.2-90B-Vision-Instruct.json"
 STEP_3_7_FLASH = FAMILIES / "stepfun-ai--Step-3.7-Flash.json"
+JAMBA_1_5_MINI = FAMILIES / "ai21labs--AI21-Jamba-1.5-Mini.json"
 
 
 def test_glm_4_7_flash_is_mla_by_hand():
@@ -700,3 +701,27 @@ def test_step_3_7_flash_sliding_and_full_layers_by_hand():
     assert per_token_bytes(spec.layers, BF16) == 45 * row == 184_320
     # at 8,192 tokens each sliding layer holds only its 512-token window
     assert request_bytes(spec.layers, 8192, BF16) == 12 * 8192 * row + 33 * 512 * row
+
+
+def test_jamba_1_5_mini_attention_and_mamba_state_by_hand():
+    # vLLM jamba.py: layer i is attention where i % attn_layer_period (8) ==
+    # attn_layer_offset (4), so layers 4, 12, 20, 28 (8 KV heads of 4096 / 32 = 128); the
+    # other 28 are Mamba-1 mixers whose per-request state (mamba_utils.py
+    # MambaStateShapeCalculator.mamba1_state_shape) is a conv state of (mamba_d_conv - 1)
+    # x d_inner and an SSM state of d_inner x mamba_d_state, d_inner = mamba_expand x
+    # hidden_size = 8,192; both in the bf16 model dtype by default
+    spec = load_config_file(JAMBA_1_5_MINI)
+    assert spec.kind_counts() == {"state": 28, "full": 4}
+    attention = [i for i, layer in enumerate(spec.layers) if layer.kind == "full"]
+    assert attention == [4, 12, 20, 28]
+    assert spec.max_context_tokens == 262_144
+    state = (3 * 8192 + 8192 * 16) * 2
+    assert per_token_bytes(spec.layers, BF16) == 4 * _row(8, 128) == 16_384
+    assert request_bytes(spec.layers, 8192, BF16) == 8192 * 4 * _row(8, 128) + 28 * state
+
+
+def test_jamba_1_5_mini_parameters_near_the_model_card():
+    # AI21's model card: 52B total parameters (12B active); the estimate from the config's
+    # shapes (16 experts of 14,336 on the 16 odd layers, dense MLPs elsewhere) is within 1%
+    total = _params(JAMBA_1_5_MINI)
+    assert abs(total - 52_000_000_000) <= 0.01 * 52_000_000_000
