@@ -41,16 +41,24 @@ def _normalise(name: str) -> str:
 
 def library_files() -> dict[str, Path]:
     """Stem -> path of every `*.yaml` in the library directories, each directory's in name
-    order, the first directory's file winning a stem (one directory listing each, no glob)."""
+    order, the first directory's file winning a stem (one directory listing each, no glob).
+
+    The paths come from Path.iterdir, which builds each child from its parent's parts: `d /
+    name` parses every name again (58 files, and `explain` and `--from-command` list them
+    twice)."""
     files: dict[str, Path] = {}
     for d in library_dirs():
+        found: dict[str, Path] = {}
         try:
-            names = sorted(e.name for e in os.scandir(d) if e.name.endswith(".yaml"))
+            for path in d.iterdir():
+                name = path.name
+                if name.endswith(".yaml"):
+                    found[name] = path
         except OSError:
             continue
-        for name in names:
+        for name in sorted(found):
             if name[:-5] not in files:
-                files[name[:-5]] = d / name
+                files[name[:-5]] = found[name]
     return files
 
 
