@@ -392,7 +392,9 @@ def test_num_params_is_shown() -> None:
 # --- the alias index's line reads -----------------------------------------------------------
 
 _PIECES = st.sampled_from(["name:", "aliases:", " [a", ", b", "]", "\n", " ", "x", "\t", "\r",
-                           "\r\n", "[", "name: a\n", "aliases: [c, d]\n"])
+                           "\r\n", "[", "name: a\n", "aliases: [c, d]\n",
+                           # white space that is not a line end, nor [ \t]
+                           "\x0c", "\x85", "\u3000", "\x1c"])
 
 
 @settings(max_examples=3000, deadline=None)
@@ -403,9 +405,13 @@ def test_index_line_reads_find_what_the_patterns_find_anywhere(text):
     # an aliases list wrapped over lines)
     from kvplan.sources import library
 
-    for pattern, key in ((library._NAME_LINE, "name:"), (library._ALIASES_LINE, "aliases:")):
+    for pattern, match, key in (
+            (r"^name:[ \t]*(\S+)[ \t]*$", library._name_line, "name:"),
+            # a flow list, on one line or wrapped over several
+            (r"^aliases:[ \t]*\[([^\]]*)\][ \t]*$", library._aliases_line, "aliases:")):
         declared = re.search("^" + key, text, re.M) is not None
-        assert library._line_matches(pattern, key, text) == (pattern.findall(text), declared)
+        assert library._line_matches(match, key, text) == (re.findall(pattern, text, re.M),
+                                                            declared)
 
 
 def test_index_reads_a_file_with_windows_line_ends_as_a_text_mode_read_does(tmp_path):
