@@ -9,12 +9,14 @@ from __future__ import annotations
 import re
 
 from kvplan.core.errors import BadInputError
+from kvplan.core.patterns import lazy
 from kvplan.core.record import record
 
 DEFAULT_REVISION = "main"  # the client's default branch (huggingface_hub.constants)
 # A branch, tag or commit name: no path separator, no `..`, not hidden, at most 128
-# characters; or a pull request's ref (`refs/pr/12`), which the Hub names that way.
-_REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}|refs/pr/[0-9]{1,9}")
+# characters; or a pull request's ref (`refs/pr/12`), which the Hub names that way. Compiled
+# on first use: most MODEL arguments name no revision.
+_REVISION = lazy(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}|refs/pr/[0-9]{1,9}")
 # Hub repo ids: `name` or `org/name`, letters, digits, `-`, `_`, `.`; no `--` or `..`.
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(?:/[A-Za-z0-9][\w.-]*)?")
 
