@@ -66,15 +66,18 @@ def command_words(text: str) -> list[str]:
     if not stripped:
         raise BadInputError("--from-command is empty", "give the line that starts the engine, "
                             "e.g. \"vllm serve meta-llama/Llama-3.1-8B-Instruct --tp 2\"")
-    if stripped[0] in "[{" or re.search(r"^\s*(command|args)\s*:", stripped, re.M):
+    # each pattern only where the words it needs are in the text (a plain launch line, the
+    # usual case, then compiles none of the three)
+    if stripped[0] in "[{" or (("command" in stripped or "args" in stripped)
+                               and re.search(r"^\s*(command|args)\s*:", stripped, re.M)):
         listed = _container_words(stripped)
         if listed is not None:
             return listed
-    if _DOCKERFILE.search(stripped):
+    if ("CMD" in stripped or "ENTRYPOINT" in stripped) and _DOCKERFILE.search(stripped):
         return _dockerfile_words(stripped)
     # a line continuation as pasted: a backslash, maybe blanks an editor left after it, the
     # line's end (in a shell the blanks would end the command; no one means that in a post)
-    joined = _CONTINUATION.sub(" ", stripped)
+    joined = _CONTINUATION.sub(" ", stripped) if "\n" in stripped else stripped
     words: list[str] = []
     for line in _shell_lines(joined):
         try:
