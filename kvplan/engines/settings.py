@@ -144,6 +144,11 @@ def _bounded(value: float, row: Setting, where: str) -> None:
 MM_MODALITIES = ("image", "video", "audio")
 
 
+# the items a prompt may hold of a modality --limit-mm-per-prompt leaves out
+# (config/multimodal.py MultiModalConfig.get_limit_per_prompt)
+MM_DEFAULT_LIMIT = 999
+
+
 def parse_mm_limits(value: Any, where: str = "--limit-mm-per-prompt ") -> str:
     """vLLM --limit-mm-per-prompt, items per prompt by modality, as vLLM takes it: a JSON
     object (`{"image": 0, "video": 0}`; from 0.12 a modality may also be an object with its

@@ -15,11 +15,17 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
+def release(version: tuple[int, ...]) -> tuple[int, ...]:
+    """`version` as a three-part release to compare with a table's ("0.17" is 0.17.0); a
+    longer version keeps its first three parts."""
+    return tuple(version[:3]) + (0,) * (3 - len(version[:3]))
+
+
 def row_for(rows: Mapping[tuple[int, ...], T], version: tuple[int, ...]) -> T:
     """The row of the newest release at or before `version` (see the module docstring)."""
-    padded = tuple(version) + (0,) * (3 - len(version))
+    padded = release(version)
     found = rows[min(rows)]
-    for release in sorted(rows):
-        if release <= padded:
-            found = rows[release]
+    for row in sorted(rows):
+        if row <= padded:
+            found = rows[row]
     return found

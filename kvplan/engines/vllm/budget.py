@@ -23,6 +23,7 @@ from kvplan.engines.shared.activations import profile_shapes
 from kvplan.engines.shared.budget import SCHEMA, Budget, check_positive
 from kvplan.engines.shared.device import compute_capability
 from kvplan.engines.shared.loading import loaded_weights
+from kvplan.engines.shared.releases import release
 from kvplan.engines.shared.weights import (
     ModelDims,
     WeightFormat,
@@ -190,12 +191,13 @@ def text_only_towers(spec: ModelSpec, mm_limits: str | None, version: tuple[int,
     from dataclasses import replace
 
     from kvplan.engines.settings import mm_limits as held_limits
+    from kvplan.engines.settings import parse_mm_limits
 
     limits = held_limits(mm_limits)
     if not limits or (spec.vision is None and spec.audio_encoder is None):
         return spec, spec.vision, []
-    held = ",".join(f"{k}={v}" for k, v in sorted(limits.items()))
-    shown, release = f"--limit-mm-per-prompt {held}", ".".join(map(str, version))
+    shown = f"--limit-mm-per-prompt {parse_mm_limits(mm_limits)}"  # sorted key=value pairs
+    named = ".".join(map(str, version))
     notes: list[str] = []
     vision, audio = spec.vision, spec.audio_encoder
     towers = []
@@ -209,18 +211,18 @@ def text_only_towers(spec: ModelSpec, mm_limits: str | None, version: tuple[int,
         if skipped:
             assert rule is not None  # only a rule says True
             vision, audio = (None, audio) if place == "vision" else (vision, None)
-            notes.append(f"{shown}: vLLM {release} builds no {kind} {place} tower "
+            notes.append(f"{shown}: vLLM {named} builds no {kind} {place} tower "
                          f"({rule.source}, from {'.'.join(map(str, rule.since))}); its "
                          "weights are not counted")
         elif skipped is None:
-            notes.append(f"{shown}: kvplan has not read whether vLLM {release} builds the "
+            notes.append(f"{shown}: kvplan has not read whether vLLM {named} builds the "
                          f"{kind} {place} tower with its modalities at 0; its weights are "
                          "counted, and the KV cache may be larger by as much")
     profiled = spec.vision
-    if version[:3] >= vp.TEXT_ONLY_FROM and vp.text_only(spec, limits):
+    if release(version) >= vp.TEXT_ONLY_FROM and vp.text_only(spec, limits):
         profiled = None
         if spec.vision is not None and vp.mm_tokens_per_item(spec.vision):
-            notes.append(f"{shown}: every modality at 0, vLLM {release} runs text-only and "
+            notes.append(f"{shown}: every modality at 0, vLLM {named} runs text-only and "
                          "profiles no encoder (multimodal/registry.py supports_multimodal_inputs)")
     return replace(spec, vision=vision, audio_encoder=audio), profiled, notes
 

@@ -37,6 +37,7 @@ from kvplan.engines.base import (
 from kvplan.engines.cache import CacheGroup, CacheLayer, CacheLayout, spec_state
 from kvplan.engines.shared.budget import measured_budget
 from kvplan.engines.shared.device import compute_capability
+from kvplan.engines.shared.releases import release
 from kvplan.engines.vllm.backends import default_block_size
 from kvplan.engines.vllm.budget import vllm_budget
 from kvplan.engines.vllm.config import (
@@ -119,7 +120,7 @@ def mm_limits(dep: Deployment) -> str | None:
 
 
 def check_language_model_only(dep: Deployment, ver: tuple[int, ...]) -> None:
-    if dep.language_model_only and ver[:3] < LANGUAGE_MODEL_ONLY_FROM:
+    if dep.language_model_only and release(ver) < LANGUAGE_MODEL_ONLY_FROM:
         raise BadInputError(f"--language-model-only: vLLM {'.'.join(map(str, ver))} has no "
                             "such flag (it came in 0.17.0)",
                             "give --limit-mm-per-prompt with each modality at 0 instead")

@@ -18,6 +18,7 @@ from __future__ import annotations
 from kvplan.core.layers import ATTENTION_KINDS, MLA, RecurrentState
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec, VisionTower
+from kvplan.engines.settings import MM_DEFAULT_LIMIT
 from kvplan.engines.shared.activations import (
     ACTIVATION_BYTES,
     Shapes,
@@ -30,6 +31,7 @@ from kvplan.engines.shared.device import (
     KERNELS_BYTES,
     NCCL_COMMUNICATOR_BYTES,
 )
+from kvplan.engines.shared.releases import release
 from kvplan.engines.vllm.config import (
     default_max_num_batched_tokens,
     default_max_num_seqs,
@@ -365,15 +367,15 @@ def tower_skipped(rule: TowerSkip | None, limits: dict[str, int], version: tuple
     or a release between `not_before` and `since`); `modalities`: those of a kind with no
     rule."""
     modalities = rule.modalities if rule is not None else modalities
-    if any(limits.get(m, 999) for m in modalities):
+    if any(limits.get(m, MM_DEFAULT_LIMIT) for m in modalities):
         return False
-    if version[:3] < TEXT_ONLY_FROM:
+    if release(version) < TEXT_ONLY_FROM:
         return False  # no class read the limits before 0.10.1
     if rule is None:
         return None
-    if version[:3] >= rule.since:
+    if release(version) >= rule.since:
         return True
-    return False if version[:3] <= rule.not_before else None
+    return False if release(version) <= rule.not_before else None
 
 
 def text_only(spec: ModelSpec, limits: dict[str, int]) -> bool:
@@ -385,7 +387,7 @@ def text_only(spec: ModelSpec, limits: dict[str, int]) -> bool:
         mods.update(rule.modalities if rule is not None else IMAGE)
     if spec.audio_encoder is not None and not spec.layout.encoder_decoder:
         mods.add("audio")
-    return bool(mods) and not any(limits.get(m, 999) for m in mods)
+    return bool(mods) and not any(limits.get(m, MM_DEFAULT_LIMIT) for m in mods)
 
 
 def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ...], *,

@@ -242,6 +242,17 @@ def test_explain_reads_the_limits_a_log_echoes():
     assert result.settings["mm_limits"] == '{"image":0,"video":0}'
 
 
+def test_a_short_release_is_its_dot_0():
+    """"0.17" is 0.17.0 and "0.15" is 0.15.0, as every release table reads them
+    (kvplan.engines.shared.releases): the flag exists, the tower rule applies."""
+    from kvplan.engines.vllm.memory import TOWER_SKIPS, tower_skipped
+
+    assert tower_skipped(TOWER_SKIPS["siglip"], {"image": 0}, (0, 15)) is True
+    short = budget(QWEN25_VL, "0.17", "--language-model-only")
+    assert short["weights_bytes"] == budget(QWEN25_VL, "0.17.0", "--language-model-only")[
+        "weights_bytes"]
+
+
 def test_language_model_only_is_every_limit_at_0_from_0_17():
     """config/multimodal.py MultiModalConfig.get_limit_per_prompt returns 0 for every
     modality under --language-model-only (the 0.17.0 wheel on; 0.16.0's has no such flag)."""
