@@ -27,7 +27,7 @@ def test_an_ollama_log_is_planned_as_ollama():
     assert result.settings["max_model_len"] == 2048
     rows = {r.quantity: r for r in result.rows if r.basis == "given the logged budget"}
     # by hand: 64 layers x (K and V) x 8 KV heads x 128 x 2 bytes (f16) x 8,192 cells
-    assert 64 * 2 * 8 * 128 * 2 * 8192 == 2048 * MIB
+    assert rows["kv_mib"].kvplan == 64 * 2 * 8 * 128 * 2 * 8192 / MIB
     assert rows["kv_mib"].logged == 2048.0 and rows["kv_mib"].status == "ok"
     assert result.ok
 
@@ -65,5 +65,7 @@ def test_the_server_configs_context_is_num_ctx_where_the_runner_prints_none():
     result = explain(text, model=str(QWQ))
     assert result.settings["max_model_len"] == 4096 and result.settings["parallel"] == 2
     kv = next(r for r in result.rows if r.quantity == "kv_mib")
+    # by hand: 64 layers x (K and V) x 8 KV heads x 128 x 2 bytes x (4,096 x 2) cells
+    assert kv.kvplan == 64 * 2 * 8 * 128 * 2 * (4096 * 2) / MIB
     assert kv.status == "ok"
 

@@ -92,6 +92,13 @@ SCALARS = [
 ]
 
 
+@pytest.mark.parametrize("value", ["yes", "1_000", "1.5e+3", "~", "H100-80GB", "-1",
+                                   "[a, b]", "'9.0'", "{a: 1}"])
+def test_the_subset_reads_the_common_scalars_itself(value):
+    # agrees() holds the subset to PyYAML only where it answers: these it must answer
+    assert agrees(f"k: {value}\n")[0], value
+
+
 @pytest.mark.parametrize("value", SCALARS)
 def test_tricky_scalars_in_each_context(value):
     for text in (f"k: {value}\n", f"- {value}\n", f"k: [{value}]\n", f"k: {{x: {value}}}\n",

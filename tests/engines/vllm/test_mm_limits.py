@@ -51,9 +51,15 @@ GEMMA3_TOWER_PARAMS = (27 * SIGLIP_LAYER + (1152 * 3 * 14 * 14 + 1152) + 4096 * 
 GEMMA3_TOWER_BYTES = 2 * GEMMA3_TOWER_PARAMS
 
 
-def test_the_hand_counts():
-    assert QWEN_TOWER_PARAMS == 676_550_144  # Qwen2.5-VL-7B's ~0.68B vision parameters
-    assert GEMMA3_TOWER_PARAMS == 419_816_304
+def test_kvplan_counts_each_tower_as_the_hand_count():
+    """The vision tensors of kvplan's inventory (place "vision") are the hand counts above:
+    Qwen2.5-VL-7B's ~0.68B and Gemma 3 4B's ~0.42B vision parameters."""
+    from kvplan.core.weights import inventory
+
+    for path, hand in ((QWEN25_VL, QWEN_TOWER_PARAMS), (GEMMA3, GEMMA3_TOWER_PARAMS)):
+        tensors = inventory(load_config_file(path)).tensors
+        assert sum(t.num_params * t.count for t in tensors if t.place == "vision") == hand
+    assert (QWEN_TOWER_PARAMS, GEMMA3_TOWER_PARAMS) == (676_550_144, 419_816_304)
 
 
 # --- the flag's forms and bounds -----------------------------------------------------------
