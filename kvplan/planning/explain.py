@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from kvplan.core.errors import BadInputError, UnavailableError
+from kvplan.core.errors import BadInputError
 from kvplan.core.launch import EngineLog
 from kvplan.core.record import record
 from kvplan.sources.startlog import LogFacts, read_log
@@ -195,8 +195,6 @@ def _deployment(facts: LogFacts, model: str | None, gpu: str | None, kv_dtype: s
     except BadInputError as exc:
         raise BadInputError(f"the log's model {name!r}: {exc.message}",
                             "give --model with a library name or a config.json") from None
-    except UnavailableError:
-        spec = _reupload(name, warnings)
     quant = _weights_format(facts, model, quant, spec, warnings)
     s = dict(facts.settings)
     if tp is not None:
@@ -266,21 +264,6 @@ def _weights_format(facts: LogFacts, model: str | None, quant: str | None, spec:
             warnings.append(f"the log's model {facts.model!r} is read with {quant} weights (its "
                             "name's suffix)")
     return quant
-
-
-def _reupload(name: str, warnings: list[str]) -> Any:
-    """A Hub model the Hub cannot be asked about, read as the one library model that lists a
-    repo of the same name under another owner (a re-upload: unsloth/Llama-3.2-3B-Instruct);
-    said. With none or several, the Hub's own error."""
-    from kvplan.sources.library import find_same_name, resolve
-
-    found = find_same_name(name) if "/" in name else []
-    if len(found) != 1:
-        return resolve(name)  # raises the unreachable Hub's error again
-    warnings.append(f"the Hub cannot be reached to read {name!r}: read as {found[0].name} (a "
-                    "library model listing a repo of the same name under another owner); "
-                    "--model says otherwise")
-    return found[0]
 
 
 # the settings _deployment passes by name itself

@@ -116,6 +116,10 @@ def _resolvable(model: str, warnings: list[str]) -> tuple[str, str | None]:
         if weights is not None:
             warnings.append(f"{model!r} is read as {found!r} with {weights} weights (its "
                             "name's suffix); kvplan holds no spec of that checkpoint")
+        elif found != name and "/" in name:
+            warnings.append(f"the Hub cannot be reached to read {name!r}: read as {found} (a "
+                            "library model listing a repo of the same name under another "
+                            "owner); MODEL or --model says otherwise")
         elif found != name:
             warnings.append(f"{model!r} is read as the library's {found!r}")
         return found, weights
@@ -123,15 +127,20 @@ def _resolvable(model: str, warnings: list[str]) -> tuple[str, str | None]:
 
 
 def _library_name(name: str) -> str | None:
-    """`name` where kvplan resolves it, else the one library model listing a repo of that name."""
-    from kvplan.core.errors import KvplanError
+    """`name` where kvplan resolves it, else the one library model listing a repo of that
+    name: for a bare name (a checkpoint directory) under any owner; for a Hub repo the Hub
+    cannot be asked about, under another owner (a re-upload: unsloth/Llama-3.2-3B-Instruct).
+    None with none or several."""
+    from kvplan.core.errors import KvplanError, UnavailableError
     from kvplan.sources.library import find_same_name, resolve
 
     try:
         resolve(name)
         return name
-    except KvplanError:
-        found = find_same_name(name) if "/" not in name else []
+    except KvplanError as exc:
+        if "/" in name and not isinstance(exc, UnavailableError):
+            return None  # the Hub answered: its error stands
+        found = find_same_name(name)
         return found[0].name if len(found) == 1 else None
 
 

@@ -455,3 +455,21 @@ def test_a_vllm_command_loads_no_other_engines_tables():
                     "kvplan.engines.trtllm.text", "kvplan.engines.llamacpp.text",
                     "kvplan.engines.tgi.text"))
     assert result.ran and result.loaded == ["kvplan.engines.vllm.text"], result.stderr
+
+
+def test_a_reupload_the_hub_cannot_be_asked_about_is_read_as_explain_reads_it(monkeypatch):
+    # the line names unsloth/Llama-3.2-3B-Instruct, a re-upload of the library's
+    # meta-llama/Llama-3.2-3B-Instruct: with the Hub out of reach, --from-command reads it as
+    # that model (said), as explain does (tests/planning/test_explain.py); a name no library
+    # model shares stays unresolved, and planning it gives the Hub's error
+    from kvplan.core.errors import UnavailableError
+    from kvplan.sources import hub
+
+    def unreachable(*args, **kwargs):
+        raise UnavailableError("cannot reach the Hugging Face Hub (test)")
+
+    monkeypatch.setattr(hub, "load_hub_spec", unreachable)
+    lp = from_command("vllm serve unsloth/Llama-3.2-3B-Instruct --max-model-len 4096")
+    assert lp.model == "llama-3.2-3b"
+    assert any("same name under another owner" in w for w in lp.warnings)
+    assert from_command("vllm serve someone/Not-A-Model-7B").model == "someone/Not-A-Model-7B"
