@@ -263,8 +263,9 @@ def _unwrap(words: list[str], engines: Sequence[EngineLaunch]
     i = 0
     # sudo (and its options: -u USER, -E, ...) and the wrappers that run the next word
     while i < len(words) and words[i] in _WRAPPERS:
+        sudo = words[i] == "sudo"
         i += 1
-        while words[i - 1] == "sudo" and i < len(words) and words[i].startswith("-"):
+        while sudo and i < len(words) and words[i].startswith("-"):
             i += 2 if words[i] in ("-u", "-g", "-C", "-h", "-p") else 1
     while i < len(words) and _ENV_WORD.match(words[i]):
         key, _, value = words[i].partition("=")

@@ -473,3 +473,13 @@ def test_a_reupload_the_hub_cannot_be_asked_about_is_read_as_explain_reads_it(mo
     assert lp.model == "llama-3.2-3b"
     assert any("same name under another owner" in w for w in lp.warnings)
     assert from_command("vllm serve someone/Not-A-Model-7B").model == "someone/Not-A-Model-7B"
+
+
+def test_every_sudo_option_is_skipped_before_the_program():
+    # sudo -E -u root: both options (and -u's user) belong to sudo, not to the command
+    from kvplan.planning.launch import engine_launches
+    from kvplan.sources.launch import _unwrap
+
+    words, image, env = _unwrap(["sudo", "-E", "-u", "root", "vllm", "serve", "m"],
+                                engine_launches())
+    assert words == ["vllm", "serve", "m"] and image is None and env == {}
