@@ -17,7 +17,7 @@ from typing import Any
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
-from kvplan.engines.shared.releases import row_for
+from kvplan.engines.shared.releases import release, row_for
 
 SCHEMA = "kvplan.engine.vllm/1"
 
@@ -261,15 +261,13 @@ def rules_for(version: tuple[int, ...], v1: bool | None = None) -> Rules:
         raise BadInputError(
             f"VLLM_USE_V1=0: kvplan models vLLM's V0 engine up to 0.7, not vLLM {shown}'s",
             "leave VLLM_USE_V1 unset (V1, the default from 0.8), or give --engine-version 0.7.x")
-    padded = tuple(version) + (0,) * (3 - len(version))
-    opt_in = [release for release in V1_OPT_IN if release <= padded]
-    if not opt_in:
+    if release(version) < min(V1_OPT_IN):
         first = ".".join(map(str, min(V1_OPT_IN)))
         raise BadInputError(
             f"VLLM_USE_V1=1: kvplan models the opt-in V1 engine from vLLM {first}, not "
             f"vLLM {shown}'s", f"give --engine-version {first} or newer, or leave "
             "VLLM_USE_V1 unset (V0, this release's default)")
-    return replace(row, **V1_OPT_IN[max(opt_in)])
+    return replace(row, **row_for(V1_OPT_IN, version))
 
 
 def use_v1_setting(value: str) -> bool:

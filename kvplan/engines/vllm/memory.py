@@ -31,7 +31,7 @@ from kvplan.engines.shared.device import (
     KERNELS_BYTES,
     NCCL_COMMUNICATOR_BYTES,
 )
-from kvplan.engines.shared.releases import release
+from kvplan.engines.shared.releases import release, row_for
 from kvplan.engines.vllm.config import (
     default_max_num_batched_tokens,
     default_max_num_seqs,
@@ -106,7 +106,7 @@ def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
     if not is_v1(version, v1):
         chunked = max_model_len > V0_LONG_CONTEXT if enable_chunked_prefill is None \
             else enable_chunked_prefill
-        chunk = rules_for(version).v0_chunked_prefill_tokens
+        chunk = rules_for(version, v1).v0_chunked_prefill_tokens
         tokens = max_num_batched_tokens or (
             chunk if chunked else max(max_model_len, V0_MIN_TOKENS))
         seqs = max_num_seqs or V0_MAX_NUM_SEQS
@@ -174,9 +174,9 @@ class ActivationPeak:
 # (config/vllm.py: DeepseekV2ForCausalLM, Qwen2MoeForCausalLM, GraniteMoeForCausalLM; 0.28
 # adds DeepseekV4ForCausalLM). Its Inkling, Kimi-K3 and LongCat-Flash-Ngram entries have no
 # model type kvplan reads, so those run V1's runner here.
-V2_RUNNER_MOE_TYPES = {(0, 27, 0): frozenset({"deepseek_v2", "qwen2_moe", "granitemoe"}),
-                       (0, 28, 0): frozenset({"deepseek_v2", "qwen2_moe", "granitemoe",
-                                              "deepseek_v4"})}
+V2_RUNNER_MOE_TYPES: dict[tuple[int, ...], frozenset[str]] = {
+    (0, 27, 0): frozenset({"deepseek_v2", "qwen2_moe", "granitemoe"}),
+    (0, 28, 0): frozenset({"deepseek_v2", "qwen2_moe", "granitemoe", "deepseek_v4"})}
 
 
 def uses_v2_runner(spec: ModelSpec, version: tuple[int, ...], v1: bool | None = None) -> bool:
@@ -190,8 +190,7 @@ def uses_v2_runner(spec: ModelSpec, version: tuple[int, ...], v1: bool | None = 
         return False
     if rules.v2_runner_for_all:
         return True
-    padded = tuple(version) + (0,) * (3 - len(version))  # (0, 27) is 0.27.0
-    listed = V2_RUNNER_MOE_TYPES[max(r for r in V2_RUNNER_MOE_TYPES if r <= padded)]
+    listed = row_for(V2_RUNNER_MOE_TYPES, version)  # 0.27 on here: a row is at or before
     if spec.family in listed:
         return True
     stateless = not any(isinstance(layer, RecurrentState) for layer in spec.layers)
