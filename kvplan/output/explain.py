@@ -46,8 +46,7 @@ def explain_view(e: Explanation, units: str = "iec") -> View:
     bad = sum(r.status == "DIFF" for r in e.rows)
     notes = [f"{'OK' if not bad else f'{bad} DIFF'}: KV lines recomputed from the logged "
              f"budget must agree within {TOLERANCE_TEXT} (exit 1 otherwise); 'from settings' "
-             "rows predict the budget and its terms from the GPU and settings alone (SGLang: "
-             "from the free memory its log printed before and after the weight load).",
+             "rows predict the budget and its terms from the GPU and settings alone.",
              "Settings read from the log: " + (", ".join(f"{k}={v}" for k, v in
                                                          sorted(e.settings.items())) or "none")]
     notes += [f"{r.quantity}: {r.line}" + (f" ({r.note})" if r.note else "")

@@ -87,6 +87,13 @@ def log_formats() -> tuple[EngineLog, ...]:
     return tuple(f for f in found if f is not None)
 
 
+def _format_of(engine: str | None) -> EngineLog | None:
+    """The start-up log format of the engine a log was read as (None: none is registered)."""
+    from kvplan.engines import registry
+
+    return registry.log_format(engine) if engine in registry.names() else None
+
+
 def reading_formats() -> tuple[EngineLog, ...]:
     """The formats explain reads a log with: each engine's own (`log_formats`) and, after them,
     the settings it echoes, read through the setting rows (`_echoed_settings`)."""
@@ -401,7 +408,7 @@ def _unprinted(text: str, facts: LogFacts, dep: Any, release_known: bool) -> tup
     GPU's total, when the log prints none and the GPU is known to report more than one."""
     from kvplan.engines.settings import SETTINGS
 
-    fmt = next((f for f in log_formats() if f.engine == facts.engine), None)
+    fmt = _format_of(facts.engine)
     echoed = fmt is not None and bool(fmt.echoes_non_defaults) and \
         fmt.echoes_non_defaults in text
     s = facts.settings
@@ -530,7 +537,7 @@ def _unmodelled(text: str, facts: LogFacts, rows: list[Row]) -> list[str]:
 
     if not any(r.status == "DIFF" for r in rows):
         return []
-    fmt = next((f for f in log_formats() if f.engine == facts.engine), None)
+    fmt = _format_of(facts.engine)
     return [f"{rule} (a KV line differs)" for pattern, rule in
             (fmt.unmodelled if fmt is not None else ()) if re.search(pattern, text)]
 
@@ -540,7 +547,7 @@ def _modelled_as(text: str, facts: LogFacts, warnings: list[str]) -> bool:
     `modelled_as` shows it (vLLM's V0 engine under 0.8-0.10): applied and said."""
     import re
 
-    fmt = next((f for f in log_formats() if f.engine == facts.engine), None)
+    fmt = _format_of(facts.engine)
     for pattern, release, why in fmt.modelled_as if fmt is not None else ():
         if re.search(pattern, text):
             printed = f" (the log prints {facts.version})" if facts.version else ""
@@ -586,7 +593,7 @@ def _settings_from_lines(facts: LogFacts, warnings: list[str]) -> None:
     """Settings a log states other than as a setting: a slot's context times the slots, the
     cells of llama.cpp's KV line (its context, padded)."""
     s = facts.settings
-    fmt = next((f for f in log_formats() if f.engine == facts.engine), None)
+    fmt = _format_of(facts.engine)
     if fmt is not None and any(line.figure == "runner_ctx" for line in fmt.figures):
         _runner_context(facts, warnings)
     if "max_model_len" not in s and "max_concurrency_tokens" in facts.kv:
@@ -675,7 +682,7 @@ def _from_readings(eng: Any, dep: Any, facts: LogFacts, warnings: list[str]) -> 
     names = tuple(getattr(eng, "log_readings", ()))
     if not names or not any(f in facts.kv for f in TOKEN_FIGURES):
         return []
-    fmt = next((f for f in log_formats() if f.engine == facts.engine), None)
+    fmt = _format_of(facts.engine)
     keys = {line.figure: line.key for line in (fmt.figures if fmt is not None else ())}
     missing = [n for n in names if n not in facts.terms]
     if missing:
