@@ -103,20 +103,27 @@ def _read_packaged() -> Any:
     user hands kvplan, not the one shipped with it (2.5 ms of every `--gpu`;
     tests/sources/test_gpus.py checks that both read the same values). Without libyaml, the
     guarded reader."""
-    from kvplan.sources.plainyaml import parse
-
     with open(_PACKAGED, encoding="utf-8") as f:
         text = f.read()
+    found, value = _load_packaged(text)
+    return value if found else read_yaml(_PACKAGED, "the GPU catalog")
+
+
+def _load_packaged(text: str) -> tuple[bool, Any]:
+    """(read, value) of packaged catalog text: the plain-subset reader, else libyaml's safe
+    loader; (False, None) without libyaml (the caller then takes the guarded reader)."""
+    from kvplan.sources.plainyaml import parse
+
     done, value = parse(text)  # the subset kvplan's files use, without PyYAML
     if done:
-        return value
+        return True, value
     try:
         from yaml import CSafeLoader
     except ImportError:
-        return read_yaml(_PACKAGED, "the GPU catalog")
+        return False, None
     import yaml
 
-    return yaml.load(text, Loader=CSafeLoader)  # noqa: S506 - a safe loader
+    return True, yaml.load(text, Loader=CSafeLoader)  # noqa: S506 - a safe loader
 
 
 def catalog_from_dict(raw: Any, source: str) -> list[GPU]:
@@ -260,18 +267,8 @@ def _find_packaged(wanted: str) -> GPU | None:
         names = [_plain_scalar(n) for n in (
             start.group(1), *(lists[0].split(",") if len(lists) == 1 else []))]
         if wanted in (normalize(n) for n in names if n is not None):
-            from kvplan.sources.plainyaml import parse
-
-            done, item = parse(entry)  # the subset kvplan's files use, without PyYAML
-            if not done:
-                import yaml
-
-                try:
-                    loader = yaml.CSafeLoader
-                except AttributeError:
-                    return None
-                item = yaml.load(entry, Loader=loader)  # noqa: S506 - a safe loader
-            if not isinstance(item, list) or len(item) != 1:
+            done, item = _load_packaged(entry)
+            if not done or not isinstance(item, list) or len(item) != 1:
                 return None
             return _read_gpu(Fields(item[0], _PACKAGED, f"gpus[{i}]"))
     return None

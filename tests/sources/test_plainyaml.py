@@ -161,3 +161,11 @@ _WORD = st.sampled_from(["a", "b1", "yes", "1", "0.5", "1_0", "~", "x y", "'q'",
 def test_random_documents_are_read_as_pyyaml_reads_them_or_left_to_it(lines):
     agrees("".join(f"{'  ' * depth}{lead}{word}{comment}\n"
                    for depth, lead, word, comment in lines))
+
+
+def test_its_bounds_are_the_guarded_readers():
+    # plainyaml cannot import kvplan.sources.reader (the reader imports it): its copies of
+    # the bounds must stay the reader's, or a text past them would be read by one only
+    from kvplan.sources import reader
+
+    assert (plainyaml._MAX_DEPTH, plainyaml._MAX_NODES) == (reader.MAX_DEPTH, reader.MAX_NODES)
