@@ -177,6 +177,7 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
         sglang_default_mem_fraction(gpu_memory_bytes, tp, pp, version, dp, dp_attention,
                                     mla=spec.is_mla)
     after = before - per_gpu
+    left = after - before * (1 - fraction)  # rest_gb's rule, in bytes
     if before <= 0 or (mem_fraction_static is None and fraction <= 0):
         # a GPU smaller than SGLang's own reserves: its default mem_fraction_static leaves
         # nothing (it would refuse to start, not take a negative fraction)
@@ -184,9 +185,9 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
             f"no memory is left for the KV cache: SGLang's reserves (mem_fraction_static "
             f"{fraction:.2f} by default) leave nothing of a {human_bytes(gpu_memory_bytes)} "
             "GPU", "use a larger GPU", engine="SGLang",
-            left_bytes=min(0, int(after - before * (1 - fraction))), weights_bytes=per_gpu,
+            left_bytes=min(0, int(left)), weights_bytes=per_gpu,
             memory_bytes=max(0, before))
-    if after - before * (1 - fraction) <= 0:
+    if left <= 0:
         # SGLang keeps 1 - mem_fraction_static of the free memory back; the weights take
         # the rest
         raise NoKVMemoryError(
@@ -194,7 +195,7 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
             f"{human_bytes(before)} free and the weights take {human_bytes(per_gpu)} per GPU",
             "use more GPUs (--tp/--pp), a smaller weight format, or a larger "
             "--mem-fraction-static", engine="SGLang",
-            left_bytes=int(after - before * (1 - fraction)), weights_bytes=per_gpu,
+            left_bytes=int(left), weights_bytes=per_gpu,
             memory_bytes=before)
     return SglangMemory(before, after, fraction, per_gpu)
 
