@@ -174,10 +174,11 @@ def profile(spec: ModelSpec, config: VllmConfig,
         mamba_padding = Fraction(mamba[0].page_bytes - real, real)
     # 0.33 keeps one block aside (the null block) when checking fit; 0.11 compares bytes.
     reserve = 1 if config.rules.null_block_in_fit_check else 0
-    fits = all(s.blocks_per_request <= num_blocks - reserve for s in stages)
-    estimated = _max_len_that_fits(stages, config, num_blocks - reserve)
     if len(stages) > 1 and config.rules.whole_model_fit_check:
         fits, estimated = _whole_model_check(spec, config, budgets, reserve)
+    else:
+        fits = all(s.blocks_per_request <= num_blocks - reserve for s in stages)
+        estimated = _max_len_that_fits(stages, config, num_blocks - reserve)
     return VllmProfile(
         schema=SCHEMA, version=".".join(map(str, config.version)), model=spec.name,
         kv_cache_dtype=kv_format(spec, config.kv_cache_dtype).name,
