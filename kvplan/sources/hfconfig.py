@@ -728,6 +728,13 @@ _VISION_KINDS = {"clip_vision_model": "clip", "siglip_vision_model": "siglip",
 _VISION_BY_OUTER = {"llava": "clip", "gemma3": "siglip", "llama4": "llama4", "mllama": "mllama"}
 
 
+def _sizes(f: Fields, *names: str) -> list[int] | None:
+    """Each named size of `f` (at least 1), or None when any is missing: a tower is laid out
+    only from a config that gives all its shapes, never guessed."""
+    values = [_opt_int(f, n, minimum=1) for n in names]
+    return None if None in values else [x for x in values if x is not None]
+
+
 def _vision_tower(top: Fields) -> VisionTower | None:
     """A multimodal config's vision encoder + projector shapes (ModelSpec.vision); None for a
     text model, an unknown tower, or a vision_config lacking a size (never guessed)."""
@@ -761,26 +768,22 @@ def _vision_tower(top: Fields) -> VisionTower | None:
         return None
     v = Fields(raw, top.source, "vision_config")
 
-    def sizes(*names: str) -> list[int] | None:
-        values = [_opt_int(v, n, minimum=1) for n in names]
-        return None if None in values else [x for x in values if x is not None]
-
-    common = sizes("hidden_size", "intermediate_size", "num_hidden_layers", "patch_size",
-                   "image_size")
+    common = _sizes(v, "hidden_size", "intermediate_size", "num_hidden_layers", "patch_size",
+                    "image_size")
     if common is None:
         return None
     hidden, inter, layers, patch, image = common
     channels = _opt_int(v, "num_channels", minimum=1) or 3
     if kind == "mllama":
         ratios = raw.get("supported_aspect_ratios")
-        extra = sizes("num_global_layers", "max_num_tiles", "vision_output_dim")
+        extra = _sizes(v, "num_global_layers", "max_num_tiles", "vision_output_dim")
         if not isinstance(ratios, list) or not ratios or extra is None:
             return None
         return VisionTower(kind, hidden, inter, layers, patch, image, channels,
                            num_global_layers=extra[0], max_num_tiles=extra[1],
                            num_aspect_ratios=len(ratios), output_dim=extra[2])
     if kind == "llama4":
-        extra = sizes("vision_output_dim", "projector_input_dim", "projector_output_dim")
+        extra = _sizes(v, "vision_output_dim", "projector_input_dim", "projector_output_dim")
         if extra is None or raw.get("multi_modal_projector_bias") is True:
             return None  # a projector bias: not in the released checkpoints, not modelled
         return VisionTower(kind, hidden, inter, layers, patch, image, channels,
@@ -821,11 +824,9 @@ def _audio_tower(top: Fields) -> AudioEncoder | None:
     if not isinstance(raw, dict) or raw.get("model_type") != "voxtral_encoder":
         return None
     a = Fields(raw, top.source, "audio_config")
-    found = [_opt_int(a, n, minimum=1) for n in (
-        "hidden_size", "intermediate_size", "num_hidden_layers", "num_mel_bins",
-        "max_source_positions", "num_attention_heads")]
-    values = [x for x in found if x is not None]
-    if len(values) < len(found):
+    values = _sizes(a, "hidden_size", "intermediate_size", "num_hidden_layers", "num_mel_bins",
+                    "max_source_positions", "num_attention_heads")
+    if values is None:
         return None
     hidden, inter, layers, mels, positions, heads = values
     kv = _opt_int(a, "num_key_value_heads", minimum=1) or heads
@@ -848,12 +849,11 @@ def _qwen3_vit(v: Fields) -> VisionTower | None:
     two-linear MLP intermediate_size wide (all biased), the patch merger (LayerNorm, then
     spatial_merge_size^2 x hidden -> itself -> out_hidden_size, biased) and one more merger
     per deepstack_visual_indexes entry with its LayerNorm after the merge."""
-    found = [_opt_int(v, n, minimum=1) for n in (
-        "hidden_size", "intermediate_size", "depth", "patch_size", "temporal_patch_size",
-        "spatial_merge_size", "out_hidden_size", "num_position_embeddings")]
-    values = [x for x in found if x is not None]
+    values = _sizes(v, "hidden_size", "intermediate_size", "depth", "patch_size",
+                    "temporal_patch_size", "spatial_merge_size", "out_hidden_size",
+                    "num_position_embeddings")
     deepstack = v.raw.get("deepstack_visual_indexes", [])
-    if len(values) < len(found) or not isinstance(deepstack, list):
+    if values is None or not isinstance(deepstack, list):
         return None
     dim, inter, depth, patch, frames, merge, out, table = values
     channels = _opt_int(v, "in_channels", "in_chans", minimum=1) or 3
@@ -875,11 +875,10 @@ def _gemma4_vision(v: Fields) -> VisionTower | None:
     if (v.raw.get("use_clipped_linears") is not False or v.raw.get("attention_bias")
             or not isinstance(standardize, bool)):
         return None  # clamp buffers, biases, or std vectors the config does not settle
-    found = [_opt_int(v, n, minimum=1) for n in (
-        "hidden_size", "intermediate_size", "num_hidden_layers", "patch_size",
-        "num_attention_heads", "num_key_value_heads", "head_dim", "position_embedding_size")]
-    values = [x for x in found if x is not None]
-    if len(values) < len(found):
+    values = _sizes(v, "hidden_size", "intermediate_size", "num_hidden_layers", "patch_size",
+                    "num_attention_heads", "num_key_value_heads", "head_dim",
+                    "position_embedding_size")
+    if values is None:
         return None
     hidden, inter, layers, patch, heads, kv_heads, head_dim, table = values
     return VisionTower("gemma4", hidden, inter, layers, patch, patch, num_heads=heads,
@@ -893,11 +892,9 @@ def _qwen2_vit(v: Fields) -> VisionTower | None:
     frames without bias, `depth` blocks of embed_dim with LayerNorms, a fused qkv and an
     mlp_ratio x wide MLP (all with biases), and the patch merger (a LayerNorm, then two
     linears from spatial_merge_size^2 x embed_dim to the text's hidden_size)."""
-    found = [_opt_int(v, n, minimum=1) for n in ("embed_dim", "mlp_ratio", "depth",
-                                                  "patch_size", "temporal_patch_size",
-                                                  "spatial_merge_size", "hidden_size")]
-    values = [x for x in found if x is not None]
-    if len(values) < len(found):
+    values = _sizes(v, "embed_dim", "mlp_ratio", "depth", "patch_size", "temporal_patch_size",
+                    "spatial_merge_size", "hidden_size")
+    if values is None:
         return None
     dim, ratio, depth, patch, frames, merge, out = values
     return VisionTower("qwen2_vl", dim, ratio * dim, depth, patch, patch,
@@ -920,11 +917,9 @@ def _qwen2_5_vit(v: Fields) -> VisionTower | None:
     vLLM qwen2_5_vl.py): Qwen2-VL's Conv3d patches and patch merger, its blocks with RMSNorms
     and a gated MLP intermediate_size wide (biased), the merger's norm an RMSNorm, out to
     out_hidden_size."""
-    found = [_opt_int(v, n, minimum=1) for n in ("hidden_size", "intermediate_size", "depth",
-                                                  "patch_size", "temporal_patch_size",
-                                                  "spatial_merge_size", "out_hidden_size")]
-    values = [x for x in found if x is not None]
-    if len(values) < len(found):
+    values = _sizes(v, "hidden_size", "intermediate_size", "depth", "patch_size",
+                    "temporal_patch_size", "spatial_merge_size", "out_hidden_size")
+    if values is None:
         return None
     dim, inter, depth, patch, frames, merge, out = values
     channels = _opt_int(v, "in_chans", "in_channels", minimum=1) or 3
@@ -944,11 +939,10 @@ def _lfm2_vl_siglip2(top: Fields, v: Fields) -> VisionTower | None:
     laid out, never guessed."""
     names = ("hidden_size", "intermediate_size", "num_hidden_layers", "patch_size",
              "num_patches")
-    found = [_opt_int(v, n, minimum=1) for n in names]
+    values = _sizes(v, *names)
     factor = _opt_int(top, "downsample_factor", minimum=1)
     width = _opt_int(top, "projector_hidden_size", minimum=1)
-    values = [x for x in found if x is not None]
-    if (len(values) < len(found) or factor is None or width is None
+    if (values is None or factor is None or width is None
             or top.raw.get("projector_use_layernorm") is not False
             or top.raw.get("projector_bias") is not True
             or v.raw.get("vision_use_head") is not False):
@@ -970,10 +964,9 @@ def _pixtral(top: Fields, v: Fields) -> VisionTower | None:
     (multimodal_projector_bias) or several feature layers: not laid out, never guessed."""
     names = ("hidden_size", "intermediate_size", "num_hidden_layers", "patch_size",
              "image_size")
-    found = [_opt_int(v, n, minimum=1) for n in names]
+    values = _sizes(v, *names)
     merge = _opt_int(top, "spatial_merge_size", minimum=1)
-    values = [x for x in found if x is not None]
-    if (len(values) < len(found) or merge is None
+    if (values is None or merge is None
             or top.raw.get("multimodal_projector_bias") is not False
             or not isinstance(top.raw.get("vision_feature_layer", -1), int)):
         return None
