@@ -263,17 +263,16 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
     (`vllm serve ./Qwen/Qwen3-8B`) whose config is elsewhere here; a checkpoint name's
     weight-format suffix (-FP8, -AWQ) still sets the weights."""
     from kvplan.engines.base import Deployment
+    from kvplan.engines.registry import launch_table
 
     launch = parse_launch(text, engine_launches())
+    table = launch_table(launch.engine)
     s = dict(launch.settings)
     warnings: list[str] = []
     named = s.pop("model", None) or s.pop("hf_repo", None)
     if model is not None:
         quant_from_name = name_quant(str(named)) if named else None
     elif not named:
-        from kvplan.engines.registry import launch_table as table_of
-
-        table = table_of(launch.engine)
         if table is not None and table.positional is None and \
                 all(setting != "model" for setting, _ in table.flags.values()):
             # a server that loads models per request (ollama serve): no line names one
@@ -285,13 +284,11 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
                             ", or give MODEL beside --from-command")
     else:
         model, quant_from_name = model_name(str(named), warnings)
-    from kvplan.engines.registry import launch_table
     from kvplan.engines.settings import BY_NAME
 
     known = {f.name for f in fields(Deployment)}
     overrides: dict[str, Any] = {}
     # the settings the command's environment gave (Ollama's OLLAMA_*), named so in errors
-    table = launch_table(launch.engine)
     from_env = {setting: var for var, (setting, _) in (table.env if table else {}).items()
                 if var in launch.env}
     # declared settings (kvplan.engines.settings), read and bounded by their rows
