@@ -195,6 +195,7 @@ class TensorLayout:
     qkv_bias: bool = False  # q/k/v biases whatever attention_bias says (ChatGLM)
     o_proj_bias: bool = True  # attention_bias covers o_proj too (Qwen2: q/k/v only)
     attention_output_gate: bool = False  # q_proj also gives a gate: twice as wide (Qwen3-Next)
+    attention_gate_proj: bool = False  # a separate self_attn.gate_proj, heads x head_dim (AFMoE)
     qk_norm: str | None = None
     attention_sinks: bool = False  # one learned sink per head (gpt-oss)
     cross_attention_gates: bool = False  # cross-attention q/k norms and tanh gates (Mllama)
@@ -202,6 +203,8 @@ class TensorLayout:
     mlp_bias: bool = False  # the MLP's linears carry biases (GPT-2)
     mlp_names: tuple[str, str] = ("up_proj", "down_proj")  # (up, down) of an ungated MLP
     router: str = "gate"  # the router's module under mlp (gpt-oss: router)
+    # the router's per-expert fp32 score bias under mlp, where the spec has one (routing_bias)
+    routing_bias: str = "gate.e_score_correction_bias"
     expert_bias: bool = False  # the experts' linears and the router carry biases (gpt-oss)
     shared_expert_gate: bool = False  # a sigmoid gate on the shared expert (Qwen2-MoE)
     mixer_module: str = "mixer"  # the recurrent mixer's module name in a layer

@@ -614,6 +614,9 @@ class _Builder:
         elif norms == "sandwich":
             names = ("input_layernorm", "post_attention_layernorm",
                      "pre_feedforward_layernorm", "post_feedforward_layernorm")
+        elif norms == "dual":
+            names = ("input_layernorm", "post_attention_layernorm",
+                     "pre_mlp_layernorm", "post_mlp_layernorm")
         elif norms == "parallel":
             names = ("input_layernorm",)  # one norm before the parallel attention + MLP
         else:
@@ -1098,6 +1101,11 @@ class _Builder:
                 self.linear(f"{p}.self_attn.{name}", kv * width, hidden, i, place, "column",
                             bias, "attn")
         self.linear(f"{p}.self_attn.o_proj", hidden, heads * vd, i, place, "row", o_bias, "attn")
+        if lay.attention_gate_proj:
+            # AFMoE (transformers modeling_afmoe.py AfmoeAttention): the output is multiplied
+            # by sigmoid(gate_proj(x)), a bias-free projection as wide as the heads
+            self.linear(f"{p}.self_attn.gate_proj", heads * hd, hidden, i, place, "column",
+                        False, "attn")
         if lay.cross_attention_gates and isinstance(layer, CrossAttention):
             # MllamaTextCrossAttention: q/k RMSNorms over a head, and the layer's two tanh
             # gates (cross_attn_attn_gate, cross_attn_mlp_gate)
@@ -1188,7 +1196,7 @@ class _Builder:
                        i, place, "I32" if self.padded_vocab else "I64")
         elif s.routing_bias:
             # noaux_tc routing: a per-expert score correction bias, kept in fp32
-            self.plain(f"{p}.mlp.gate.e_score_correction_bias", (experts,), i, place, "F32")
+            self.plain(f"{p}.mlp.{lay.routing_bias}", (experts,), i, place, "F32")
         load = self.expert_load or ExpertLoad()
         latent = s.moe_latent_size
         if latent:

@@ -106,6 +106,11 @@ LAYOUTS: dict[str, TensorLayout] = {
     # GLM-4.5 / 4.6 and GLM-4.5V's text model (vLLM glm4_moe.py Glm4MoeAttention): q/k/v
     # biases per attention_bias, o_proj none
     **dict.fromkeys(("glm4_moe", "glm4v_moe_text"), TensorLayout(o_proj_bias=False)),
+    # AFMoE (Arcee Trinity; transformers modeling_afmoe.py, which vLLM afmoe.py loads): q/k
+    # norms over a head, a sigmoid output gate (self_attn.gate_proj), pre and post norms
+    # around attention and MLP, the router under mlp.router.gate and its fp32 expert_bias
+    "afmoe": TensorLayout(known=True, norms="dual", qk_norm="head", attention_gate_proj=True,
+                          router="router.gate", routing_bias="expert_bias"),
     # Kimi-K3: Kimi Delta Attention + MLA with output gates, attention residuals, latent MoE
     "kimi_linear": TensorLayout(known=True, mixer_module="self_attn"),
     # DeepSeek-V4: compressed attention, hyper-connections, hash routing, FP4 experts

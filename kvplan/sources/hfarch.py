@@ -51,7 +51,8 @@ _MAMBA2_KEYS = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_group
 # attention reader: each model file builds one `Attention` per layer from num_key_value_heads
 # (or its alias) and head_dim (else hidden_size / num_attention_heads), with
 # per_layer_sliding_window=config.sliding_window on the layers layer_types calls sliding
-# (afmoe.py, exaone4.py, exaone_moe.py, flint.py, beam/nvidia/attention.py, muse_glimmer.py,
+# (afmoe.py, whose config builds layer_types from global_attn_every_n_layers when it has
+# none; exaone4.py, exaone_moe.py, flint.py, beam/nvidia/attention.py, muse_glimmer.py,
 # k2_horizon.py, hy_v3.py, hyperclovax.py, param2moe.py, step1.py; rnj1.py's chunked_attention
 # layers too, whose window is sliding_window; vllm/models/muse_spark, whose per-cycle windows
 # (global_attn_cfg) apply to its draft only ...). The multimodal

@@ -220,7 +220,15 @@ _IMPLICIT_SLIDING_PATTERN = {
     "exaone4": 4,
     "exaone4_5_text": 4,  # EXAONE-4.5's text model: an Exaone4Config
     "olmo3": 4,
+    # AFMoE (Trinity): AfmoeConfig builds layer_types from global_attn_every_n_layers
+    # (_PATTERN_FIELDS), sliding unless (i + 1) % n == 0 (vLLM transformers_utils/configs/
+    # afmoe.py, transformers configuration_afmoe.py); vLLM afmoe.py gives the sliding layers
+    # sliding_window
+    "afmoe": 4,
 }
+
+# Where a model type keeps its implicit pattern's period under its own name.
+_PATTERN_FIELDS = {"afmoe": "global_attn_every_n_layers"}
 
 # Model types whose sliding layers attend to sliding_window + 1 tokens ([pos - W, pos], the
 # training convention), so the engine's window is one more than the config's: vLLM 0.33.0
@@ -628,11 +636,13 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         # LongcatRouter (vLLM longcat_flash.py), Glm4MoE (glm4_moe.py, GLM-4.5 / 4.6 and
         # GLM-4.5V's text model) and KimiMoE (kimi_linear.py: Kimi-Linear's config has no
         # topk_method, yet its checkpoint stores a gate.e_score_correction_bias per MoE
-        # layer) always keep e_score_correction_bias
+        # layer) always keep e_score_correction_bias; AFMoE's sparse block its expert_bias
+        # (transformers modeling_afmoe.py AfmoeSparseMoeBlock)
         out["routing_bias"] = (cfg.raw.get("topk_method") == "noaux_tc"
                                or cfg.raw.get("use_routing_bias") is True
                                or reader.layers_are_dual_mla
-                               or mt in ("glm4_moe", "glm4v_moe_text", "kimi_linear"))
+                               or mt in ("glm4_moe", "glm4v_moe_text", "kimi_linear",
+                                         "afmoe"))
     out["intermediate_size"] = inter
     if reader.mla:
         out["q_lora_rank"] = _opt_int(cfg, "q_lora_rank", minimum=1)
@@ -1658,6 +1668,9 @@ class _Reader:
         one: layer index -> kind."""
         cfg = self.cfg
         name = cfg.first("sliding_window_pattern", "_sliding_window_pattern")
+        own = _PATTERN_FIELDS.get(self.model_type)
+        if name is None and own is not None and cfg.has(own):
+            name = own
         if name is not None and isinstance(cfg.raw[name], str):
             # EXAONE 4: a string such as "LLLG" (L = local/sliding, G = global), repeated.
             text = cfg.raw[name]

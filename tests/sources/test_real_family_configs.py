@@ -725,3 +725,101 @@ def test_jamba_1_5_mini_parameters_near_the_model_card():
     # shapes (16 experts of 14,336 on the 16 odd layers, dense MLPs elsewhere) is within 1%
     total = _params(JAMBA_1_5_MINI)
     assert abs(total - 52_000_000_000) <= 0.01 * 52_000_000_000
+
+
+# --- Trinity (afmoe), ERNIE 4.5 (SOURCES.md) ---------------------------------------------------
+
+TRINITY_NANO = FAMILIES / "arcee-ai--Trinity-Nano-Preview.json"
+ERNIE_4_5_0_3B = FAMILIES / "baidu--ERNIE-4.5-0.3B-Base-PT.json"
+
+
+def test_trinity_nano_without_layer_types_takes_the_implicit_schedule():
+    # this copy has no layer_types: AfmoeConfig (vLLM transformers_utils/configs/afmoe.py,
+    # transformers configuration_afmoe.py) then builds them from global_attn_every_n_layers
+    # (4): layer i is "sliding_attention" unless (i + 1) % 4 == 0. vLLM afmoe.py gives a
+    # sliding layer sliding_window (2,048) and a full layer none; every layer has
+    # num_key_value_heads 2 of head_dim 128. Read as before, all 56 layers were sliding
+    spec = load_config_file(TRINITY_NANO)
+    assert spec.layers == ((SlidingWindow(2, 128, window=2048),) * 3
+                           + (FullAttention(2, 128),)) * 14
+    assert spec.max_context_tokens == 131_072
+    row = _row(2, 128)
+    assert per_token_bytes(spec.layers, BF16) == 56 * row == 57_344
+    # a 32,768-token request: 14 full layers hold it all, 42 sliding ones 2,048 tokens
+    assert request_bytes(spec.layers, 32_768, BF16) == (14 * 32_768 + 42 * 2048) * row
+    assert request_bytes(spec.layers, 32_768, BF16) == 557_842_432
+    pages = layer_page_specs(spec, spec.layers, VllmConfig(max_model_len=32_768))
+    assert {(p.kind, p.block_size, p.page_bytes) for p in pages if p is not None} == {
+        ("sliding", 16, 16 * row), ("full", 16, 16 * row)}
+
+
+def test_trinity_nano_explicit_period_moves_the_full_layers():
+    # the same config with global_attn_every_n_layers 2: every second layer is full
+    raw = json.loads(TRINITY_NANO.read_text())
+    raw["global_attn_every_n_layers"] = 2
+    from kvplan.sources.hfconfig import spec_from_config
+
+    spec = spec_from_config(raw, "trinity", name="trinity")
+    assert spec.layers == ((SlidingWindow(2, 128, window=2048), FullAttention(2, 128)) * 28)
+
+
+def test_trinity_nano_parameters_by_hand():
+    # transformers modeling_afmoe.py (the model vLLM afmoe.py loads): an untied 200,192 x
+    # 1,024 embedding and LM head; per layer q / o 1024 x 1024, k / v 256 x 1024, a sigmoid
+    # output gate gate_proj 1024 x 1024, q_norm / k_norm over a 128-wide head, four norms
+    # (input, post_attention, pre_mlp, post_mlp); layers 0-1 (num_dense_layers 2) a 3,072-wide
+    # MLP, the other 54 a 128-expert router (router.gate), 128 experts and one shared expert
+    # of 3 x 1024 x 256, and a per-expert expert_bias; the final norm. 6.12 billion: the
+    # technical report's "6B total parameters" for Trinity Nano (public notes on the
+    # Trinity-Nano-Preview checkpoint quote the same 6,120,003,328 from its safetensors index)
+    from kvplan.core.weights import inventory
+
+    h, vocab = 1024, 200_192
+    attention = 2 * h * h + 2 * 256 * h + h * h + 2 * 128
+    moe = 128 * h + 128 + 128 * 3 * h * 256 + 3 * h * 256
+    hand = 2 * vocab * h + 56 * (attention + 4 * h) + 2 * 3 * h * 3072 + 54 * moe + h
+    assert hand == 6_120_003_328
+    inv = inventory(load_config_file(TRINITY_NANO))
+    assert sum(t.num_params for t in inv.tensors) == hand
+    # bf16 tensors, expert_bias in fp32: 54 x 128 x 2 bytes more than 2 bytes a parameter
+    assert inv.total_bytes == 2 * hand + 54 * 128 * 2 == 12_240_020_480
+    names = {t.name for t in inv.tensors}
+    assert {"model.layers.3.self_attn.gate_proj.weight", "model.layers.3.pre_mlp_layernorm.weight",
+            "model.layers.2.mlp.router.gate.weight", "model.layers.2.mlp.expert_bias"} <= names
+
+
+def test_ernie_4_5_0_3b_bytes_by_hand():
+    # vLLM ernie45.py: Ernie4_5ForCausalLM is LlamaForCausalLM; llama.py LlamaAttention takes
+    # the config's head_dim (128, not hidden_size / num_attention_heads = 64) for
+    # num_key_value_heads 2 on each of the 18 layers
+    spec = load_config_file(ERNIE_4_5_0_3B)
+    assert spec.layers == (FullAttention(2, 128),) * 18
+    assert spec.dtype == "bf16" and spec.max_context_tokens == 131_072
+    row = _row(2, 128)
+    assert per_token_bytes(spec.layers, BF16) == 18 * row == 18_432
+    assert request_bytes(spec.layers, 131_072, BF16) == 131_072 * 18_432 == 9 * 2**28
+    pages = layer_page_specs(spec, spec.layers, VllmConfig(max_model_len=32_768))
+    assert {(p.kind, p.block_size, p.page_bytes) for p in pages} == {("full", 16, 16 * row)}
+
+
+def test_ernie_4_5_0_3b_parameters_match_the_model_card():
+    # llama.py: a tied 103,424 x 1,024 embedding; per layer q 2048 x 1024, k / v 256 x 1024,
+    # o 1024 x 2048, a 3,072-wide gated MLP, two norms; the final norm. The model card's
+    # table: "Params 0.36B"
+    h = 1024
+    layer = 2048 * h + 2 * 256 * h + h * 2048 + 3 * h * 3072 + 2 * h
+    hand = 103_424 * h + 18 * layer + h
+    assert hand == 360_748_032
+    assert round(hand / 1e9, 2) == 0.36
+    assert _params(ERNIE_4_5_0_3B) == hand
+
+
+@pytest.mark.parametrize("fixture", [TRINITY_NANO, ERNIE_4_5_0_3B])
+def test_trinity_and_ernie_size_and_plan(fixture):
+    runner = CliRunner()
+    sized = runner.invoke(app, ["size", str(fixture), "-t", "8192", "-f", "json"])
+    assert sized.exit_code == 0, sized.output
+    planned = runner.invoke(app, ["plan", str(fixture), "--gpu", "h100",
+                                  "--max-model-len", "8192", "-f", "json"])
+    assert planned.exit_code == 0, planned.output
+    assert _weights_bytes(planned.output) > 0
