@@ -823,3 +823,61 @@ def test_trinity_and_ernie_size_and_plan(fixture):
                                   "--max-model-len", "8192", "-f", "json"])
     assert planned.exit_code == 0, planned.output
     assert _weights_bytes(planned.output) > 0
+
+
+# --- Ling (bailing_moe; SOURCES.md: the model owner's repository) ------------------------------
+
+LING_LITE = FAMILIES / "inclusionAI--Ling-lite.json"
+LING_PLUS = FAMILIES / "inclusionAI--Ling-plus.json"
+
+
+@pytest.mark.parametrize(("fixture", "layers", "kv_heads", "head_dim"), [
+    (LING_LITE, 28, 4, 128), (LING_PLUS, 88, 8, 96)])
+def test_ling_bytes_by_hand(fixture, layers, kv_heads, head_dim):
+    # vLLM bailing_moe.py BailingAttention: one Attention a layer of num_key_value_heads
+    # heads of head_dim, here hidden_size / num_attention_heads (2048 / 16 = 128 for
+    # Ling-lite, 5376 / 56 = 96 for Ling-plus: no head_dim key); no sliding window
+    spec = load_config_file(fixture)
+    assert spec.layers == (FullAttention(kv_heads, head_dim),) * layers
+    assert spec.max_context_tokens == 16_384
+    row = _row(kv_heads, head_dim)
+    assert per_token_bytes(spec.layers, BF16) == layers * row
+    assert request_bytes(spec.layers, 16_384, BF16) == 16_384 * layers * row
+    pages = layer_page_specs(spec, spec.layers, VllmConfig(max_model_len=16_384))
+    assert {(p.kind, p.block_size, p.page_bytes) for p in pages} == {("full", 16, 16 * row)}
+
+
+def test_ling_lite_bytes_per_token():
+    assert per_token_bytes(load_config_file(LING_LITE).layers, BF16) == 28 * 2 * 4 * 128 * 2 \
+        == 57_344
+
+
+@pytest.mark.parametrize(("fixture", "h", "heads", "kv_heads", "layers", "experts_width",
+                          "shared", "published"), [
+    (LING_LITE, 2048, 16, 4, 28, 1408, 2, 16.8e9),
+    (LING_PLUS, 5376, 56, 8, 88, 3072, 1, 290e9)])
+def test_ling_parameters_match_the_published_totals(fixture, h, heads, kv_heads, layers,
+                                                    experts_width, shared, published):
+    # vLLM bailing_moe.py: an untied 126,464-row embedding and LM head; per layer the fused
+    # query_key_value (heads + 2 x kv_heads) x head_dim, dense (o) back to hidden, two norms;
+    # first_k_dense_replace 0, so every layer is MoE: a 64-expert router (gate), 64 experts
+    # of moe_intermediate_size and the shared experts as one MLP num_shared_experts x that
+    # wide; the final norm. The Ling README: Ling-lite 16.8B, Ling-plus 290B total
+    # parameters; the hand counts are 16.80B and 290.6B, within 0.25% of both
+    hd = h // heads
+    attention = (heads + 2 * kv_heads) * hd * h + h * heads * hd
+    moe = 64 * h + 64 * 3 * h * experts_width + 3 * h * shared * experts_width
+    hand = 2 * 126_464 * h + layers * (attention + 2 * h + moe) + h
+    assert abs(hand - published) <= 0.0025 * published
+    assert _params(fixture) == hand
+
+
+@pytest.mark.parametrize("fixture", [LING_LITE, LING_PLUS])
+def test_ling_size_and_plan(fixture):
+    runner = CliRunner()
+    sized = runner.invoke(app, ["size", str(fixture), "-t", "8192", "-f", "json"])
+    assert sized.exit_code == 0, sized.output
+    planned = runner.invoke(app, ["plan", str(fixture), "--gpu", "h200", "--tp", "8",
+                                  "--max-model-len", "8192", "-f", "json"])
+    assert planned.exit_code == 0, planned.output
+    assert _weights_bytes(planned.output) > 0
