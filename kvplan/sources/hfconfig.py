@@ -503,7 +503,11 @@ _TIED_DEFAULT = {"gpt2": True, "gemma": True, "gemma2": True, "gemma3_text": Tru
                  "llama": False, "mistral": False, "mixtral": False, "qwen2": False,
                  "qwen3": False, "qwen3_moe": False, "qwen2_moe": False, "phi3": False,
                  "llama4_text": False, "deepseek_v2": False, "deepseek_v3": False,
-                 "gpt_oss": False, "olmo2": False, "olmo3": False, "chatglm": False}
+                 "gpt_oss": False, "olmo2": False, "olmo3": False, "chatglm": False,
+                 # MiniCPM3-4B's own configuration_minicpm.py (MiniCPM3Config) defaults it
+                 # to True and its config.json leaves it out; vLLM minicpm.py ties the LM
+                 # head to embed_tokens when it is set
+                 "minicpm3": True}
 # Families whose config's intermediate_size is the width of one routed expert and whose
 # every layer is MoE (MixtralConfig, GptOssConfig, MiniMaxM2Config, Llama4TextConfig; Llama 4's
 # dense layers use intermediate_size_mlp).
@@ -648,6 +652,11 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         out["q_lora_rank"] = _opt_int(cfg, "q_lora_rank", minimum=1)
         out["qk_nope_head_dim"] = _opt_int(cfg, "qk_nope_head_dim", minimum=0)
         out["mla_v_head_dim"] = _opt_int(cfg, "v_head_dim", minimum=1)
+        if out["mla_v_head_dim"] is None and mt == "minicpm3":
+            # MiniCPM3Config (the checkpoint's configuration_minicpm.py): v_head_dim None
+            # means qk_nope_head_dim; vLLM minicpm3.py passes config.v_head_dim to kv_b_proj
+            # and o_proj
+            out["mla_v_head_dim"] = out["qk_nope_head_dim"]
         if cfg.has("index_topk"):
             out["index_n_heads"] = _opt_int(cfg, "index_n_heads", minimum=1)
     bias = cfg.raw.get("attention_bias", cfg.raw.get("bias"))

@@ -881,3 +881,45 @@ def test_ling_size_and_plan(fixture):
                                   "--max-model-len", "8192", "-f", "json"])
     assert planned.exit_code == 0, planned.output
     assert _weights_bytes(planned.output) > 0
+
+
+# --- MiniCPM3 (minicpm3; SOURCES.md) --------------------------------------------------------
+
+MINICPM3_4B = FAMILIES / "openbmb--MiniCPM3-4B.json"
+
+
+def test_minicpm3_4b_is_mla_by_hand():
+    # vLLM minicpm3.py MiniCPM3MLAAttention: MultiHeadLatentAttention, one latent of
+    # kv_lora_rank (256) + qk_rope_head_dim (32) a token on each of the 62 layers (no x2, not
+    # split by TP); vLLM's MLAAttentionSpec page is block 16 x 288 x 2 bytes
+    spec = load_config_file(MINICPM3_4B)
+    assert spec.layers == (MLA(256, 32),) * 62
+    assert per_token_bytes(spec.layers, BF16) == 62 * 288 * 2 == 35_712
+    assert request_bytes(spec.layers, 32_768, BF16) == 32_768 * 35_712
+    pages = layer_page_specs(spec, spec.layers, VllmConfig(max_model_len=32_768))
+    assert {(p.kind, p.block_size, p.page_bytes) for p in pages} == {("mla", 16, 16 * 288 * 2)}
+
+
+def test_minicpm3_4b_parameters_by_hand():
+    # the config has no v_head_dim and no tie_word_embeddings: MiniCPM3Config (the
+    # checkpoint's configuration_minicpm.py) takes v_head_dim = qk_nope_head_dim (64) and
+    # tie_word_embeddings True, which vLLM minicpm.py follows (lm_head = embed_tokens).
+    # Per layer q_a 2560 -> 768 (+ norm), q_b 768 -> 40 x 96, kv_a 2560 -> 256 + 32 (+ norm of
+    # 256), kv_b 256 -> 40 x (64 + 64), o 40 x 64 -> 2560, a 6,400-wide gated MLP, two norms;
+    # a tied 73,448 x 2,560 embedding and the final norm. OpenBMB's MiniCPM 3.0 page: "a
+    # language model with 4 billion parameters". Read before, plan refused the config ("no
+    # parameter count": the MLA value width was missing)
+    h = 2560
+    attention = (h * 768 + 768 + 768 * 40 * 96 + h * 288 + 256 + 256 * 40 * 128
+                 + 40 * 64 * h)
+    layer = attention + 3 * h * 6400 + 2 * h
+    hand = 73_448 * h + 62 * layer + h
+    assert hand == 4_073_875_968 and round(hand / 1e9) == 4
+    spec = load_config_file(MINICPM3_4B)
+    assert spec.tie_word_embeddings is True and spec.mla_v_head_dim == 64
+    assert _params(MINICPM3_4B) == hand
+    runner = CliRunner()
+    planned = runner.invoke(app, ["plan", str(MINICPM3_4B), "--gpu", "h100",
+                                  "--max-model-len", "8192", "-f", "json"])
+    assert planned.exit_code == 0, planned.output
+    assert _weights_bytes(planned.output) > 0
