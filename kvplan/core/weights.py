@@ -1042,22 +1042,30 @@ class _Builder:
             local(f"{pre}.out_proj", hidden, inner)
             return
         if m.kind == "kda":
-            # Kimi Delta Attention (as the Kimi-K3 checkpoint stores it): q / k / v
-            # projections, each with a depthwise short convolution; the forget gate's
-            # low-rank f_a (replicated) / f_b; beta (b_proj, one per head); A_log and o_norm
-            # over a head's dimension, dt_bias per channel; a full-rank output gate g_proj
-            # (else g_a / g_b); o_proj. Convolutions, A_log, dt_bias and o_norm are fp32.
-            hd = m.d_state
+            # Kimi Delta Attention: q / k / v projections, each with a depthwise short
+            # convolution; the forget gate's low-rank f_a (replicated) / f_b; beta (b_proj,
+            # one per head); A_log; dt_bias per channel (fp32); o_norm over a head's
+            # dimension; a full-rank output gate g_proj (else g_a / g_b); o_proj. Two
+            # checkpoint layouts, told apart by that gate: vLLM's KimiDeltaAttention
+            # (model_executor/layers/kda.py, Kimi-Linear) has only the low-rank gate and one
+            # fp32 A_log per head, (1, 1, heads, 1); its checkpoint keeps the convolutions and
+            # o_norm in the model dtype, which vLLM holds in fp32 (params_dtype) once loaded.
+            # Kimi-K3's KimiK3DeltaAttention (models/kimi_k3/nvidia/kda.py) requires the
+            # full-rank gate; its checkpoint stores A_log over a head's dimension and the
+            # convolutions and o_norm in fp32.
+            hd, k3 = m.d_state, m.full_rank_gate
+            conv_dtype = "F32" if k3 or self.padded_vocab else md
             for n in ("q", "k", "v"):
                 local(f"{pre}.{n}_proj", inner, hidden)
             for n in ("q", "k", "v"):
-                self.plain(f"{pre}.{n}_conv1d.weight", (inner, 1, m.d_conv), i, place, "F32")
+                self.plain(f"{pre}.{n}_conv1d.weight", (inner, 1, m.d_conv), i, place,
+                           conv_dtype)
             self.linear(f"{pre}.f_a_proj", hd, hidden, i, place, "replicated", kind="mixer")
             local(f"{pre}.f_b_proj", inner, hd)
             local(f"{pre}.b_proj", heads, hidden)
-            self.plain(f"{pre}.A_log", (hd,), i, place, "F32")
+            self.plain(f"{pre}.A_log", (hd,) if k3 else (1, 1, heads, 1), i, place, "F32")
             self.plain(f"{pre}.dt_bias", (inner,), i, place, "F32")
-            self.plain(f"{pre}.o_norm.weight", (hd,), i, place, "F32")
+            self.plain(f"{pre}.o_norm.weight", (hd,), i, place, "F32" if k3 else md)
             if m.full_rank_gate:
                 local(f"{pre}.g_proj", inner, hidden)
             else:

@@ -498,7 +498,8 @@ def test_kimi_linear_parameters_against_the_safetensors_total():
     # the report's listing totals 49,122,681,728 parameters. By hand from that listing: an
     # untied 163,840 x 2,304 embedding and head; per KDA layer q / k / v 4,096 x 2,304 and
     # their 4,096 x 4 convolutions, f_a / g_a 128 x 2,304, f_b / g_b 4,096 x 128, b_proj
-    # 32 x 2,304, A_log one per head (32), dt_bias 4,096, o_norm 128, o_proj; per MLA layer
+    # 32 x 2,304, A_log one per head ([1, 1, 32, 1]), dt_bias 4,096, o_norm 128, o_proj; per
+    # MLA layer
     # q 32 x 192, kv_a 576 (+ norm of 512), kv_b 32 x 256, o_proj; layer 0 a 9,216-wide MLP,
     # the others 256 experts of 1,024, a router with its correction bias, a shared expert
     h, vocab = 2304, 163_840
@@ -508,10 +509,29 @@ def test_kimi_linear_parameters_against_the_safetensors_total():
     moe = 256 * 3 * 1024 * h + 256 * h + 256 + 3 * 1024 * h
     hand = (2 * vocab * h + 20 * kda + 7 * mla + 27 * 2 * h + 3 * h * 9216 + 26 * moe + h)
     assert hand == 49_122_681_728
-    # kvplan.core.weights lays KDA out as Kimi-K3's checkpoint stores it (A_log over a
-    # head's 128 dimensions, not one per head): 20 x (128 - 32) = 1,920 more; the tolerance
-    # is that and nothing else
-    assert abs(_params(KIMI_LINEAR) - hand) <= 20 * (128 - 32)
+    # exact: vLLM's KimiDeltaAttention (model_executor/layers/kda.py) holds A_log as
+    # (1, 1, num_heads, 1), as the listing stores it, not over a head's 128 dimensions as
+    # Kimi-K3's checkpoint does
+    assert _params(KIMI_LINEAR) == hand
+
+
+def test_kimi_linear_checkpoint_dtypes_from_the_listing():
+    # the listing's dtypes: A_log ([1, 1, 32, 1]) and dt_bias (4,096) fp32 in each of the 20
+    # KDA layers, everything else bf16 (the q / k / v convolutions [4096, 1, 4] and o_norm
+    # included): 98,245,528,576 bytes, the listing's "91.50 GB" (GiB) of tensors. One known
+    # difference: kvplan keeps the 26 routers' e_score_correction_bias (256) in fp32, as the
+    # DeepSeek-V3 and Kimi-K3 checkpoints store it and vLLM's KimiMoE holds it, where this
+    # checkpoint stores it in bf16: 26 x 256 x 2 bytes more, nothing else
+    from kvplan.core.weights import inventory
+
+    f32, bias = 20 * (32 + 4096), 26 * 256
+    inv = inventory(load_config_file(KIMI_LINEAR))
+    by_dtype = inv.bytes_by_dtype()
+    assert by_dtype == {"BF16": (49_122_681_728 - f32 - bias) * 2, "F32": (f32 + bias) * 4}
+    assert sum(by_dtype.values()) == 98_245_528_576 + bias * 2
+    # layer 0 (KDA, a dense MLP): A_log and dt_bias its only fp32 tensors
+    assert sorted(t.name.rsplit(".", 1)[-1] for t in inv.tensors
+                  if t.layer == 0 and t.dtype == "F32") == ["A_log", "dt_bias"]
 
 
 def test_qwen3_next_state_and_parameters_by_hand():
