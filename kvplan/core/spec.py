@@ -107,7 +107,8 @@ class VisionTower:
     checkpoint stores them (kvplan.core.weights lists the tensors; the projector's text side
     is the spec's hidden_size).
 
-    kind: "clip" (LLaVA), "moonvit" (Kimi-K3), "siglip" (Gemma 3), "llama4" (Llama 4),
+    kind: "clip" (LLaVA), "moonvit" (Kimi-K3), "kimi_k25" (Kimi-K2.5's MoonViT), "siglip"
+    (Gemma 3), "llama4" (Llama 4),
     "mllama" (Llama 3.2 Vision), "qwen2_vl" (Qwen2-VL), "qwen2_5_vl" (Qwen2.5-VL),
     "qwen3_vl" (Qwen3-VL, Qwen3.5), "exaone4_5" (EXAONE 4.5), "pixtral" (Mistral 3),
     "siglip2" (LFM2-VL), "radio" (Nemotron Parse) or "gemma4" (Gemma 4); the

@@ -518,7 +518,7 @@ class _Builder:
                     self.plain(f"{p}.gate_attn", (1,), None, "vision", md)
                     self.plain(f"{p}.gate_ffn", (1,), None, "vision", md)
 
-        if v.kind == "moonvit":
+        if v.kind in ("moonvit", "kimi_k25"):
             self.moonvit(v, text, lin)
             return
         if v.kind == "radio":
@@ -750,31 +750,48 @@ class _Builder:
             self.linear(f"{p}.mlp.linear_mlp", hidden, hidden, i, place, "row", kind="mlp")
 
     def moonvit(self, v: VisionTower, text: int, lin: Callable[..., None]) -> None:
-        """Kimi-K3's MoonViT as its checkpoint stores it (vision_tower.*, mm_projector.*): the
-        patch convolution without bias, a learned position grid, per block a fused wqkv
-        (3 x attention_size), wo, two RMSNorms and a two-layer MLP, all without biases; a final
-        norm; the patch merger's two linears (merged patches -> projector_input_dim -> text)
-        and its post-norm."""
+        """MoonViT as its checkpoint stores it (vision_tower.*, mm_projector.*; vLLM
+        kimi_k25_vit.py MoonViT3dPretrainedModel): the patch convolution, a learned position
+        grid, per block a fused wqkv (3 x attention_size), wo, norms norm0 / norm1 and a
+        two-layer MLP fc0 / fc1, a final norm; then the patch merger. Kimi-K3 ("moonvit"):
+        RMSNorms, no biases, the merger's proj.0 (merged patches -> projector_input_dim) and
+        proj.2 (-> text) then its post_norm (RMSNorm of the text width). Kimi-K2.5
+        ("kimi_k25"): LayerNorms and every linear biased, the merger's pre_norm (a LayerNorm
+        of the tower's width) then proj.0 and proj.2, biased, kept whole on every rank
+        (KimiK25MultiModalProjector's ReplicatedLinear)."""
         h, md, grid = v.hidden_size, self.md, v.image_size // v.patch_size
-        attn = v.attention_size or h
+        attn, k25 = v.attention_size or h, v.kind == "kimi_k25"
 
         def whole(name: str, shape: tuple[int, ...]) -> None:
             self.plain(name, shape, None, "vision", md)
 
+        def norm(name: str, width: int) -> None:
+            whole(f"{name}.weight", (width,))
+            if k25:  # LayerNorm
+                whole(f"{name}.bias", (width,))
+
         whole("vision_tower.patch_embed.proj.weight",
               (h, v.num_channels, v.patch_size, v.patch_size))
+        if k25:
+            whole("vision_tower.patch_embed.proj.bias", (h,))
         whole("vision_tower.patch_embed.pos_emb.weight", (grid, grid, h))
         for k in range(v.num_layers):
             b = f"vision_tower.encoder.blocks.{k}"
-            lin(f"{b}.wqkv", 3 * attn, h, "column", False)
-            lin(f"{b}.wo", h, attn, "row", False)
-            lin(f"{b}.mlp.fc0", v.intermediate_size, h, "column", False)
-            lin(f"{b}.mlp.fc1", h, v.intermediate_size, "row", False)
-            whole(f"{b}.norm0.weight", (h,))
-            whole(f"{b}.norm1.weight", (h,))
-        whole("vision_tower.encoder.final_layernorm.weight", (h,))
-        lin("mm_projector.proj.0", v.projector_input_dim, v.projector_input_dim, "column", False)
-        lin("mm_projector.proj.2", text, v.projector_input_dim, "row", False)
+            lin(f"{b}.wqkv", 3 * attn, h, "column", k25)
+            lin(f"{b}.wo", h, attn, "row", k25)
+            lin(f"{b}.mlp.fc0", v.intermediate_size, h, "column", k25)
+            lin(f"{b}.mlp.fc1", h, v.intermediate_size, "row", k25)
+            norm(f"{b}.norm0", h)
+            norm(f"{b}.norm1", h)
+        norm("vision_tower.encoder.final_layernorm", h)
+        m = v.projector_input_dim
+        if k25:
+            norm("mm_projector.pre_norm", h)
+            lin("mm_projector.proj.0", m, m, "replicated", True)
+            lin("mm_projector.proj.2", text, m, "replicated", True)
+            return
+        lin("mm_projector.proj.0", m, m, "column", False)
+        lin("mm_projector.proj.2", text, m, "row", False)
         whole("mm_projector.post_norm.weight", (text,))
 
     def gemma4_vision(self, v: VisionTower, text: int, lin: Callable[..., None]) -> None:

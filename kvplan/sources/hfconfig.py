@@ -1156,22 +1156,47 @@ _NEMOTRON_H_BLOCKS = {"M": Block("ssm", None), "*": Block("attention", None),
 
 
 def _moonvit(top: Fields, v: Fields) -> VisionTower | None:
-    """Kimi-K3's MoonViT (vt_* fields): fused wqkv of qkv_hidden_size per q/k/v, a learned
-    init_pos_emb_height x _width position grid (read as image_size = patch x grid width), a
-    merge_kernel_size patch merger into the text width (patchmergerv2)."""
+    """Kimi's MoonViT (vt_* fields) as vLLM builds it (kimi_k25_vit.py
+    MoonViT3dPretrainedModel and KimiK25MultiModalProjector, whose getattr defaults apply to
+    the keys a config leaves out: attn_bias, linear_bias and patch_embed_proj_bias True,
+    norm_type "layernorm", mm_projector_type "patchmerger"): a learned init_pos_emb_height x
+    _width position grid (read as image_size = patch x grid width; the temporal table is a
+    fixed sin-cos buffer, not stored), fused wqkv of qkv_hidden_size per q/k/v, a
+    merge_kernel_size patch merger. Two layouts, each all of a piece: Kimi-K3's "moonvit"
+    (RMSNorms, no biases, patchmergerv2: two linears then an RMSNorm in the text width) and
+    Kimi-K2.5's "kimi_k25" (LayerNorms, every linear biased, patchmerger: a LayerNorm over
+    the tower's width, then two biased linears into mm_hidden_size, which KimiK25Config sets
+    to the text width when it equals the tower's). Any other mix, pooling or position type:
+    None (named as a tower kvplan does not lay out)."""
     names = ("vt_hidden_size", "vt_intermediate_size", "vt_num_hidden_layers", "patch_size",
-             "init_pos_emb_height", "init_pos_emb_width", "qkv_hidden_size", "mm_hidden_size")
+             "init_pos_emb_height", "init_pos_emb_width")
     values = [_opt_int(v, n, minimum=1) for n in names]
     merge = v.raw.get("merge_kernel_size")
     if None in values or not (isinstance(merge, list) and len(merge) == 2 and all(
             isinstance(m, int) and not isinstance(m, bool) and 0 < m <= 64 for m in merge)):
         return None
-    if v.raw.get("linear_bias") or v.raw.get("attn_bias") or v.raw.get(
-            "patch_embed_proj_bias") or values[4] != values[5]:
-        return None  # biases or a non-square grid: not in the released checkpoint, not modelled
-    hidden, inter, layers, patch, grid, _, qkv, mm = (x for x in values if x is not None)
-    return VisionTower("moonvit", hidden, inter, layers, patch, patch * grid,
-                       projector_input_dim=merge[0] * merge[1] * mm, attention_size=qkv)
+    hidden, inter, layers, patch, height, width = (x for x in values if x is not None)
+    raw = v.raw
+    if height != width or raw.get("pos_emb_type", "divided_fixed") != "divided_fixed" or \
+            raw.get("merge_type", "sd2_tpool") != "sd2_tpool" or \
+            raw.get("mlp_type", "mlp2") != "mlp2":
+        return None  # a non-square grid or another embedding / merge / MLP: not modelled
+    qkv = _opt_int(v, "qkv_hidden_size", minimum=1) if "qkv_hidden_size" in raw else hidden
+    biases = {raw.get(k, True) for k in ("attn_bias", "linear_bias", "patch_embed_proj_bias")}
+    norm, projector = raw.get("norm_type", "layernorm"), raw.get("mm_projector_type",
+                                                                 "patchmerger")
+    merged = merge[0] * merge[1] * hidden
+    if qkv is None:
+        return None
+    if biases == {False} and norm == "rmsnorm" and projector == "patchmergerv2":
+        return VisionTower("moonvit", hidden, inter, layers, patch, patch * height,
+                           projector_input_dim=merged, attention_size=qkv)
+    if biases == {True} and norm == "layernorm" and projector == "patchmerger" and \
+            qkv == hidden and raw.get("mm_hidden_size", hidden) == hidden:
+        return VisionTower("kimi_k25", hidden, inter, layers, patch, patch * height,
+                           projector_input_dim=merged)
+    return None
+
 
 def _blocks(cfg: Fields, mt: str, hidden: int | None) -> tuple[Block, ...] | None:
     """ModelSpec.blocks for the families whose layers differ beyond their cache kind; None

@@ -129,9 +129,11 @@ def test_an_audio_tower_kvplan_cannot_lay_out_is_not_counted():
 
 
 def test_a_tower_kvplan_does_not_lay_out_is_named_in_the_estimate():
-    # Kimi-K2.5's MoonViT (vision_config without a model_type) is not laid out: the estimate
-    # says so by its config key, while the text model is still counted
+    # a MoonViT mixing Kimi-K2.5's biases with Kimi-K3's RMSNorms (vision_config without a
+    # model_type) is neither layout: the estimate says so by its config key, while the text
+    # model is still counted
     raw = _config("families/moonshotai--Kimi-K2.5")
+    raw["vision_config"]["norm_type"] = "rmsnorm"
     spec = spec_from_config(raw, "config.json", name="m")
     assert spec.vision is None
     plan = weight_plan(spec)
@@ -261,3 +263,68 @@ def test_lfm2_vl_siglip2_tower_by_hand():
     assert _tower_params(raw) == LFM2_5_VL_VISION
     raw["projector_use_layernorm"] = True  # a projector LayerNorm: not laid out
     assert spec_from_config(raw, "config.json", name="m").vision is None
+
+
+# Kimi-K2.5's MoonViT (vision_config vt_*: 27 blocks, hidden 1152, intermediate 4304, patch 14,
+# a 64 x 64 position grid, merge 2 x 2; no attn_bias / linear_bias / patch_embed_proj_bias /
+# norm_type / mm_projector_type keys, so vLLM kimi_k25_vit.py MoonViT3dPretrainedModel's
+# defaults apply: biases everywhere, LayerNorms, the "patchmerger" projector; mm_hidden_size
+# 1152 equals the tower's width, so KimiK25Config makes it the text width 7168):
+#   patch_embed.proj 1152 x 3 x 14 x 14 + bias 1152                        678,528
+#   patch_embed.pos_emb 64 x 64 x 1152 (the time table is a buffer)       4,718,592
+#   per block: wqkv 3456 x 1152 + 3456, wo 1152 x 1152 + 1152          5,313,024
+#              fc0 4304 x 1152 + 4304, fc1 1152 x 4304 + 1152          9,921,872
+#              LayerNorms norm0 / norm1, weight and bias                  4,608
+#   final_layernorm                                                       2,304
+#   mm_projector.pre_norm LayerNorm of 1152                               2,304
+#   mm_projector.proj.0 4608 x 4608 + 4608 (4 merged patches x 1152)   21,238,272
+#   mm_projector.proj.2 7168 x 4608 + 7168                             33,037,312
+K25_BLOCK = 5_313_024 + 9_921_872 + 4_608
+K25_ENCODER = 678_528 + 4_718_592 + 27 * K25_BLOCK + 2_304
+K25_TOWER = K25_ENCODER + 2_304 + 21_238_272 + 33_037_312
+
+
+def test_kimi_k25_moonvit_by_hand():
+    assert K25_BLOCK == (3456 * 1152 + 3456 + 1152 * 1152 + 1152 + 4304 * 1152 + 4304
+                         + 1152 * 4304 + 1152 + 4 * 1152)
+    # the model card's "MoonViT, 400M" vision encoder: 416,866,032 without the projector
+    assert K25_ENCODER == 416_866_032
+    raw = _config("families/moonshotai--Kimi-K2.5")
+    assert _tower_params(raw) == K25_TOWER == 471_143_920
+    spec = spec_from_config(raw, "config.json", name="m")
+    assert spec.uncounted_towers == ()
+    plan = weight_plan(spec)
+    assert plan is not None and "not counted:" not in plan.why
+    # the tower stays in bf16 beside the int4 experts, on the first pipeline stage
+    inv = inventory(spec, spec.quantization)
+    vision = [t for t in inv.tensors if t.place == "vision"]
+    assert {t.dtype for t in vision} == {"BF16"}
+    assert sum(t.num_bytes for t in vision) == 2 * K25_TOWER
+
+
+def test_kimi_k25_projector_is_whole_on_every_rank():
+    # KimiK25MultiModalProjector: ReplicatedLinear proj.0 / proj.2; the blocks' wqkv / fc0
+    # column-parallel and wo / fc1 row-parallel (QKVParallelLinear, MLP2): at TP 2 each rank
+    # holds half of every block's linear weights and biases of wqkv / fc0, and all of wo / fc1's
+    # biases
+    spec = spec_from_config(_config("families/moonshotai--Kimi-K2.5"), "config.json", name="m")
+
+    def vision(tp: int) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in inventory(spec, tp=tp).tensors:
+            if t.place == "vision":
+                key = "proj" if t.name.startswith("mm_projector.proj") else "other"
+                out[key] = out.get(key, 0) + t.num_elements
+        return out
+
+    one, two = vision(1), vision(2)
+    assert one["proj"] == two["proj"] == 21_238_272 + 33_037_312
+    split = 27 * (3456 * 1152 + 3456 + 1152 * 1152 + 4304 * 1152 + 4304 + 1152 * 4304)
+    assert one["other"] - two["other"] == split // 2
+
+
+def test_kimi_k25_moonvit_survives_a_yaml_round_trip():
+    spec = spec_from_config(_config("families/moonshotai--Kimi-K2.5"), "config.json", name="m")
+    back = spec_from_dict(yaml.safe_load(dump_yaml(spec)), "m.yaml")
+    assert back.vision == spec.vision and back.vision is not None
+    assert back.vision.kind == "kimi_k25"
