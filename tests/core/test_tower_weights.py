@@ -302,6 +302,18 @@ def test_kimi_k25_moonvit_by_hand():
     assert sum(t.num_bytes for t in vision) == 2 * K25_TOWER
 
 
+def test_kimi_k25_matches_its_checkpoint_listing():
+    # gogongxt/python@d2644104bc43890ee0cd101aac98cf27a9d81e14 scripts/models/kimi_k2.5.md, a
+    # report printed from a local copy of the checkpoint's 64 safetensors: 170,738,182,128
+    # values in all (int4 experts packed eight to an int32, their bf16 group scales and
+    # weight_shape pairs counted as stored), the vision tower and projector tensors listed as
+    # in the hand sum above
+    spec = spec_from_config(_config("families/moonshotai--Kimi-K2.5"), "config.json", name="m")
+    inv = inventory(spec, spec.quantization)
+    assert sum(inv.elements_by_dtype().values()) == 170_738_182_128
+    assert sum(t.num_elements for t in inv.tensors if t.place == "vision") == K25_TOWER
+
+
 def test_kimi_k25_projector_is_whole_on_every_rank():
     # KimiK25MultiModalProjector: ReplicatedLinear proj.0 / proj.2; the blocks' wqkv / fc0
     # column-parallel and wo / fc1 row-parallel (QKVParallelLinear, MLP2): at TP 2 each rank
