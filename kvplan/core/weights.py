@@ -170,6 +170,53 @@ def matches(name: str, patterns: Iterable[str]) -> bool:
     return False
 
 
+@record
+class ViTBlock:
+    """How a vision tower's checkpoint names one encoder block and which of its tensors carry
+    biases: the norm before the attention and the one before the MLP (`layer_norm`: LayerNorms
+    with a weight and a bias, else RMSNorms with a weight), the attention's input projections
+    (q / k / v, or one fused qkv) and its output projection, the MLP's up-side linears (fc1,
+    or gate and up) and its down projection; `norms_first`: the norms are created before the
+    linears (else after them), the order the engine creates, and so loads, the block's
+    parameters. `_Builder.vit_block` lays a block out from it."""
+
+    norms: tuple[str, str]
+    layer_norm: bool
+    attention: tuple[str, ...]
+    attention_bias: bool
+    mlp: tuple[str, ...]
+    mlp_bias: bool
+    norms_first: bool = True
+
+
+# The encoder blocks of the towers kvplan lays out, each from the model file named
+# (vLLM unless said): CLIP / SigLIP / Llama 4 (clip.py, siglip.py, mllama4.py; Mllama's
+# without attention biases: mllama.py), LFM2-VL's SigLIP2 (siglip2.py), RADIO (radio.py,
+# intern_vit.py InternVisionEncoderLayer), Qwen2-VL / Qwen2.5-VL (qwen2_vl.py, qwen2_5_vl.py),
+# Qwen3-VL (qwen3_vl.py), Pixtral (pixtral.py), MoonViT (kimi_k25_vit.py; Kimi-K3's without
+# biases and with RMSNorms)
+CLIP_BLOCK = ViTBlock(("input_layernorm", "post_attention_layernorm"), True,
+                      ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                       "self_attn.o_proj"), True, ("mlp.fc1", "mlp.fc2"), True,
+                      norms_first=False)
+SIGLIP2_BLOCK = ViTBlock(("layer_norm1", "layer_norm2"), True,
+                         ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                          "self_attn.out_proj"), True, ("mlp.fc1", "mlp.fc2"), True)
+# RADIO's and Qwen2-VL's: LayerNorms, a fused qkv and proj, fc1 / fc2, all biased
+RADIO_BLOCK = ViTBlock(("norm1", "norm2"), True, ("attn.qkv", "attn.proj"), True,
+                       ("mlp.fc1", "mlp.fc2"), True)
+QWEN2_5_VL_BLOCK = ViTBlock(("norm1", "norm2"), False, ("attn.qkv", "attn.proj"), True,
+                            ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"), True)
+QWEN3_VL_BLOCK = replace(RADIO_BLOCK, mlp=("mlp.linear_fc1", "mlp.linear_fc2"))
+PIXTRAL_BLOCK = ViTBlock(("attention_norm", "ffn_norm"), False,
+                         ("attention.q_proj", "attention.k_proj", "attention.v_proj",
+                          "attention.o_proj"), False,
+                         ("feed_forward.gate_proj", "feed_forward.up_proj",
+                          "feed_forward.down_proj"), False)
+MOONVIT_BLOCK = ViTBlock(("norm0", "norm1"), True, ("wqkv", "wo"), True,
+                         ("mlp.fc0", "mlp.fc1"), True, norms_first=False)
+
+
 class _Builder:
     def __init__(self, spec: ModelSpec, q: Quantization, tp: int, ep: int,
                  padded_vocab: bool, expert_load: ExpertLoad | None,
@@ -440,6 +487,38 @@ class _Builder:
             self.plain("lm_head.weight", (rows, d), None, "head")
         self.vision_tower()
 
+    def vit_block(self, p: str, b: ViTBlock, h: int, inter: int, lin: Callable[..., None],
+                  attention: int = 0, qkv: int = 0) -> None:
+        """One encoder block of a vision tower under prefix `p` (ViTBlock says how it is
+        named): the two norms over `h`; the attention's input projections (separate ones
+        `attention` wide each, default h, or a fused one `qkv` wide, default three of them)
+        column-parallel and its output projection row-parallel; the MLP's up-side linears
+        (`inter` wide) column-parallel and its down projection row-parallel. `lin` is the
+        tower's linear (kept whole where TP does not divide a width)."""
+        attention = attention or h
+
+        def norms() -> None:
+            for n in b.norms:
+                self.plain(f"{p}.{n}.weight", (h,), None, "vision", self.md)
+                if b.layer_norm:
+                    self.plain(f"{p}.{n}.bias", (h,), None, "vision", self.md)
+
+        if b.norms_first:
+            norms()
+        *inputs, out = b.attention
+        if len(inputs) == 1:
+            lin(f"{p}.{inputs[0]}", qkv or 3 * attention, h, "column", b.attention_bias)
+        else:
+            for name in inputs:
+                lin(f"{p}.{name}", attention, h, "column", b.attention_bias)
+        lin(f"{p}.{out}", h, attention, "row", b.attention_bias)
+        *ups, down = b.mlp
+        for name in ups:
+            lin(f"{p}.{name}", inter, h, "column", b.mlp_bias)
+        lin(f"{p}.{down}", h, inter, "row", b.mlp_bias)
+        if not b.norms_first:
+            norms()
+
     def radio(self, v: VisionTower, text: int, lin: Callable[..., None]) -> None:
         """Nemotron Parse's encoder as vLLM builds it (radio.py RadioModel, the neck of
         nemotron_parse.py RadioWithNeck): the patch embedder (3 x patch^2 -> hidden, no
@@ -460,13 +539,7 @@ class _Builder:
         whole(f"{pre}.patch_generator.cls_token.token", (v.num_cls_tokens, h))
         for k in range(v.num_layers):
             p = f"{pre}.encoder.layers.{k}"
-            for norm in ("norm1", "norm2"):
-                whole(f"{p}.{norm}.weight", (h,))
-                whole(f"{p}.{norm}.bias", (h,))
-            lin(f"{p}.attn.qkv", 3 * h, h, "column", True)
-            lin(f"{p}.attn.proj", h, h, "row", True)
-            lin(f"{p}.mlp.fc1", inter, h, "column", True)
-            lin(f"{p}.mlp.fc2", h, inter, "row", True)
+            self.vit_block(p, RADIO_BLOCK, h, inter, lin)
             whole(f"{p}.ls1", (h,))
             whole(f"{p}.ls2", (h,))
         whole("encoder.conv1.weight", (text, h, 1))
@@ -504,16 +577,10 @@ class _Builder:
                         quantizable=False)
 
         def encoder(prefix: str, n: int, qkv_bias: bool, gated: bool) -> None:
+            block = replace(CLIP_BLOCK, attention_bias=qkv_bias)
             for k in range(n):
                 p = f"{pre}.{prefix}.{k}"
-                for proj in ("q_proj", "k_proj", "v_proj"):
-                    lin(f"{p}.self_attn.{proj}", h, h, "column", qkv_bias)
-                lin(f"{p}.self_attn.o_proj", h, h, "row", qkv_bias)
-                lin(f"{p}.mlp.fc1", inter, h, "column", True)
-                lin(f"{p}.mlp.fc2", h, inter, "row", True)
-                for norm in ("input_layernorm", "post_attention_layernorm"):  # LayerNorms
-                    self.plain(f"{p}.{norm}.weight", (h,), None, "vision", md)
-                    self.plain(f"{p}.{norm}.bias", (h,), None, "vision", md)
+                self.vit_block(p, block, h, inter, lin)
                 if gated:
                     self.plain(f"{p}.gate_attn", (1,), None, "vision", md)
                     self.plain(f"{p}.gate_ffn", (1,), None, "vision", md)
@@ -775,14 +842,11 @@ class _Builder:
         if k25:
             whole("vision_tower.patch_embed.proj.bias", (h,))
         whole("vision_tower.patch_embed.pos_emb.weight", (grid, grid, h))
+        block = MOONVIT_BLOCK if k25 else replace(MOONVIT_BLOCK, layer_norm=False,
+                                                   attention_bias=False, mlp_bias=False)
         for k in range(v.num_layers):
-            b = f"vision_tower.encoder.blocks.{k}"
-            lin(f"{b}.wqkv", 3 * attn, h, "column", k25)
-            lin(f"{b}.wo", h, attn, "row", k25)
-            lin(f"{b}.mlp.fc0", v.intermediate_size, h, "column", k25)
-            lin(f"{b}.mlp.fc1", h, v.intermediate_size, "row", k25)
-            norm(f"{b}.norm0", h)
-            norm(f"{b}.norm1", h)
+            self.vit_block(f"vision_tower.encoder.blocks.{k}", block, h, v.intermediate_size,
+                           lin, attention=attn)
         norm("vision_tower.encoder.final_layernorm", h)
         m = v.projector_input_dim
         if k25:
@@ -854,15 +918,7 @@ class _Builder:
             "replicated", True)
         whole(f"{pre}.embeddings.position_embedding.weight", (v.position_table_size, h))
         for k in range(v.num_layers):
-            p = f"{pre}.encoder.layers.{k}"
-            for norm in ("layer_norm1", "layer_norm2"):
-                whole(f"{p}.{norm}.weight", (h,))
-                whole(f"{p}.{norm}.bias", (h,))
-            for name in ("q_proj", "k_proj", "v_proj"):
-                lin(f"{p}.self_attn.{name}", h, h, "column", True)
-            lin(f"{p}.self_attn.out_proj", h, h, "row", True)
-            lin(f"{p}.mlp.fc1", inter, h, "column", True)
-            lin(f"{p}.mlp.fc2", h, inter, "row", True)
+            self.vit_block(f"{pre}.encoder.layers.{k}", SIGLIP2_BLOCK, h, inter, lin)
         whole(f"{pre}.post_layernorm.weight", (h,))
         whole(f"{pre}.post_layernorm.bias", (h,))
         lin(f"{proj}.linear_1", v.projector_output_dim, v.projector_input_dim, "replicated",
@@ -884,15 +940,7 @@ class _Builder:
         whole(f"{pre}.patch_conv.weight", (h, v.num_channels, v.patch_size, v.patch_size))
         whole(f"{pre}.ln_pre.weight", (h,))
         for k in range(v.num_layers):
-            p = f"{pre}.transformer.layers.{k}"
-            whole(f"{p}.attention_norm.weight", (h,))
-            whole(f"{p}.ffn_norm.weight", (h,))
-            for name in ("q_proj", "k_proj", "v_proj"):
-                lin(f"{p}.attention.{name}", h, h, "column", False)
-            lin(f"{p}.attention.o_proj", h, h, "row", False)
-            for name in ("gate_proj", "up_proj"):
-                lin(f"{p}.feed_forward.{name}", inter, h, "column", False)
-            lin(f"{p}.feed_forward.down_proj", h, inter, "row", False)
+            self.vit_block(f"{pre}.transformer.layers.{k}", PIXTRAL_BLOCK, h, inter, lin)
         whole(f"{proj}.norm.weight", (h,))
         lin(f"{proj}.patch_merger.merging_layer", h, v.projector_input_dim, "replicated",
             False)
@@ -917,14 +965,7 @@ class _Builder:
         whole("patch_embed.proj.bias", (h,))
         whole("pos_embed.weight", (v.position_table_size, h))
         for k in range(v.num_layers):
-            b = f"{pre}.blocks.{k}"
-            for n in ("norm1", "norm2"):
-                whole(f"blocks.{k}.{n}.weight", (h,))
-                whole(f"blocks.{k}.{n}.bias", (h,))
-            lin(f"{b}.attn.qkv", 3 * h, h, "column", True)
-            lin(f"{b}.attn.proj", h, h, "row", True)
-            lin(f"{b}.mlp.linear_fc1", v.intermediate_size, h, "column", True)
-            lin(f"{b}.mlp.linear_fc2", h, v.intermediate_size, "row", True)
+            self.vit_block(f"{pre}.blocks.{k}", QWEN3_VL_BLOCK, h, v.intermediate_size, lin)
         mergers = [("merger", h)] + [(f"deepstack_merger_list.{k}", m)
                                      for k in range(v.num_deepstack)]
         for name, norm in mergers:
@@ -950,21 +991,9 @@ class _Builder:
 
         whole("visual.patch_embed.proj.weight",
               (h, v.num_channels, v.temporal_patch_size, v.patch_size, v.patch_size))
+        block = QWEN2_5_VL_BLOCK if rms else RADIO_BLOCK
         for k in range(v.num_layers):
-            b = f"visual.blocks.{k}"
-            for n in ("norm1", "norm2"):
-                whole(f"{b}.{n}.weight", (h,))
-                if not rms:
-                    whole(f"{b}.{n}.bias", (h,))
-            lin(f"{b}.attn.qkv", qkv, h, "column", True)
-            lin(f"{b}.attn.proj", h, h, "row", True)
-            if rms:
-                lin(f"{b}.mlp.gate_proj", v.intermediate_size, h, "column", True)
-                lin(f"{b}.mlp.up_proj", v.intermediate_size, h, "column", True)
-                lin(f"{b}.mlp.down_proj", h, v.intermediate_size, "row", True)
-            else:
-                lin(f"{b}.mlp.fc1", v.intermediate_size, h, "column", True)
-                lin(f"{b}.mlp.fc2", h, v.intermediate_size, "row", True)
+            self.vit_block(f"visual.blocks.{k}", block, h, v.intermediate_size, lin, qkv=qkv)
         whole("visual.merger.ln_q.weight", (h,))
         if not rms:
             whole("visual.merger.ln_q.bias", (h,))
