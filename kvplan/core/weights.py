@@ -820,12 +820,12 @@ class _Builder:
         """MoonViT as its checkpoint stores it (vision_tower.*, mm_projector.*; vLLM
         kimi_k25_vit.py MoonViT3dPretrainedModel): the patch convolution, a learned position
         grid, per block a fused wqkv (3 x attention_size), wo, norms norm0 / norm1 and a
-        two-layer MLP fc0 / fc1, a final norm; then the patch merger. Kimi-K3 ("moonvit"):
-        RMSNorms, no biases, the merger's proj.0 (merged patches -> projector_input_dim) and
-        proj.2 (-> text) then its post_norm (RMSNorm of the text width). Kimi-K2.5
-        ("kimi_k25"): LayerNorms and every linear biased, the merger's pre_norm (a LayerNorm
-        of the tower's width) then proj.0 and proj.2, biased, kept whole on every rank
-        (KimiK25MultiModalProjector's ReplicatedLinear)."""
+        two-layer MLP fc0 / fc1, a final norm; then the patch merger (KimiK25MultiModalProjector,
+        which Kimi-K3's model builds too), its proj.0 (merged patches -> projector_input_dim)
+        and proj.2 (-> text) ReplicatedLinears, whole on every rank. Kimi-K3 ("moonvit"):
+        RMSNorms, no biases, the merger's post_norm (RMSNorm of the text width) after the
+        linears. Kimi-K2.5 ("kimi_k25"): LayerNorms and every linear biased, the merger's
+        pre_norm (a LayerNorm of the tower's width) before them."""
         h, md, grid = v.hidden_size, self.md, v.image_size // v.patch_size
         attn, k25 = v.attention_size or h, v.kind == "kimi_k25"
 
@@ -851,12 +851,10 @@ class _Builder:
         m = v.projector_input_dim
         if k25:
             norm("mm_projector.pre_norm", h)
-            lin("mm_projector.proj.0", m, m, "replicated", True)
-            lin("mm_projector.proj.2", text, m, "replicated", True)
-            return
-        lin("mm_projector.proj.0", m, m, "column", False)
-        lin("mm_projector.proj.2", text, m, "row", False)
-        whole("mm_projector.post_norm.weight", (text,))
+        lin("mm_projector.proj.0", m, m, "replicated", k25)
+        lin("mm_projector.proj.2", text, m, "replicated", k25)
+        if not k25:
+            whole("mm_projector.post_norm.weight", (text,))
 
     def gemma4_vision(self, v: VisionTower, text: int, lin: Callable[..., None]) -> None:
         """Gemma 4's vision encoder as its checkpoint stores it (model.vision_tower.*,

@@ -337,6 +337,16 @@ def test_kimi_k3_moonvit_by_hand():
     assert sum(t.num_params for t in inv.tensors if t.place == "vision") == expected
 
 
+def test_kimi_k3_patch_merger_is_whole_on_every_rank():
+    # Kimi-K3's model builds vLLM kimi_k25_vit.py KimiK25MultiModalProjector, whose
+    # patchmergerv2 linears are ReplicatedLinear: proj.0 4096 x 4096 and proj.2 7168 x 4096
+    # on every rank at TP 8, not an eighth of each
+    tensors = inventory(LIB["kimi-k3"], tp=8, padded_vocab=True).tensors
+    merger = {t.name: t.shape for t in tensors if t.name.startswith("mm_projector.proj")}
+    assert merger == {"mm_projector.proj.0.weight": (4096, 4096),
+                      "mm_projector.proj.2.weight": (7168, 4096)}
+
+
 # --- DeepSeek-V4-Flash: compressed attention, hyper-connections, hash routing, FP4 experts ---
 
 def test_deepseek_v4_flash_matches_its_safetensors_headers():
