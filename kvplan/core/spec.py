@@ -102,6 +102,22 @@ class SSMShapes:
 
 
 @record
+class PerLayerInputs:
+    """Gemma 3n's per-layer inputs and the modules around its layers, as vLLM gemma3n.py
+    builds them (Gemma3nTextModel, Gemma3nDecoderLayer) from Gemma3nTextConfig: a second
+    embedding of `vocab` rows (vocab_size_per_layer_input) giving every layer a `width`-wide
+    input (hidden_size_per_layer_input), a projection of the hidden state to the same, the
+    AltUp streams (altup_num_inputs: the projections into and out of them, per layer its
+    router and coefficients) and per layer a LAuReL block of `laurel_rank`
+    (kvplan.core.weights lists the tensors)."""
+
+    width: int
+    vocab: int
+    altup_inputs: int
+    laurel_rank: int
+
+
+@record
 class VisionTower:
     """A multimodal checkpoint's vision encoder and the projector into the text model, as its
     checkpoint stores them (kvplan.core.weights lists the tensors; the projector's text side
@@ -308,6 +324,10 @@ class ModelSpec:
     # (qwen3_vl)"): a tower kvplan does not lay out is said, never guessed
     uncounted_towers: tuple[str, ...] = ()
     shared_blocks: SharedBlocks | None = None  # Zamba2's shared attention blocks
+    # (layer, the layer whose K and V it reuses): Gemma 3n's / Gemma 4's KV-shared layers
+    # cache nothing (NoCache) but keep q / k / v / o projections of their target's shapes
+    kv_shared: tuple[tuple[int, int], ...] = ()
+    per_layer_inputs: PerLayerInputs | None = None  # Gemma 3n: per-layer inputs, AltUp, LAuReL
     mla_output_gate: bool | None = None  # MLA with a sigmoid output gate g_proj (Kimi-K3)
     # attention residuals (Kimi-K3 attn_res_block_size): per layer a norm and a 1 x hidden
     # projection before attention and before the MLP, and one pair at the output

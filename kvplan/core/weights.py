@@ -26,6 +26,7 @@ from kvplan.core.layers import (
     MLA,
     CompressedAttention,
     CrossAttention,
+    NoCache,
     RecurrentState,
 )
 from kvplan.core.quant import (
@@ -38,7 +39,7 @@ from kvplan.core.quant import (
 )
 from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
-from kvplan.core.spec import Block, ModelSpec, VisionTower
+from kvplan.core.spec import Block, ModelSpec, PerLayerInputs, VisionTower
 
 VOCAB_PADDING = 64  # vLLM DEFAULT_VOCAB_PADDING_SIZE
 
@@ -48,6 +49,8 @@ _REQUIRED = {
     "audio_encoder": "the spec does not give the audio encoder's shapes",
     "blocks": "the spec does not say what each layer holds (blocks)",
     "vision": "the spec does not give the RADIO encoder's shapes (encoder.args)",
+    "per_layer_inputs": "the spec does not give Gemma 3n's per-layer input, AltUp and "
+                        "LAuReL shapes",
 }
 
 
@@ -292,10 +295,16 @@ class _Builder:
         self.plain("model.embed_tokens.weight", (embed_rows, hidden), None, "embed")
         if self.lay.learned_positions and s.max_context_tokens:
             self.plain("wpe.weight", (s.max_context_tokens, hidden), None, "embed")
+        if s.per_layer_inputs is not None:
+            self.per_layer_inputs(s.per_layer_inputs, hidden)
         for i in range(s.num_layers):
             self.layer(i, f"model.layers.{i}", "layer")
         for k in range(s.num_nextn_predict_layers or 0):
             self.mtp(s.num_layers + k, rows_per_rank)
+        if s.per_layer_inputs is not None:
+            for k in range(s.per_layer_inputs.altup_inputs - 1):
+                self.linear(f"model.altup_unembed_projections.{k}", hidden, hidden, None,
+                            "final", kind="other")
         self.norm("model.norm", hidden, None, "final")
         if s.hyper_connections:  # the head's hyper-connection mix (hc_head_*), fp32
             hc = s.hyper_connections
@@ -318,6 +327,43 @@ class _Builder:
             self.vision_tower()
         if s.audio_encoder is not None:
             self.audio_tower()
+
+    def per_layer_inputs(self, pl: PerLayerInputs, hidden: int) -> None:
+        """Gemma 3n's model-level tensors beside the embedding (vLLM gemma3n.py
+        Gemma3nTextModel): embed_tokens_per_layer (a vocabulary-parallel table of `vocab`
+        rows, num_layers x width wide), per_layer_model_projection (hidden -> num_layers x
+        width, column-parallel) and its RMSNorm over one width, and altup_inputs - 1
+        altup_projections (hidden -> hidden, column-parallel); the as many
+        altup_unembed_projections are laid out with the final norm."""
+        wide = self.spec.num_layers * pl.width
+        self.plain("model.embed_tokens_per_layer.weight", (self.vocab_rows(pl.vocab), wide),
+                   None, "embed")
+        self.linear("model.per_layer_model_projection", wide, hidden, None, "embed")
+        self.plain("model.per_layer_projection_norm.weight", (pl.width,), None, "embed")
+        for k in range(pl.altup_inputs - 1):
+            self.linear(f"model.altup_projections.{k}", hidden, hidden, None, "embed")
+
+    def per_layer_extras(self, i: int, p: str, place: str, pl: PerLayerInputs) -> None:
+        """A Gemma 3n decoder layer's tensors beyond attention, MLP and the sandwich norms
+        (vLLM gemma3n.py Gemma3nDecoderLayer): AltUp's correction_coefs (n x n),
+        prediction_coefs (n^2 x n), modality_router (n x hidden), router_norm and
+        correct_output_scale (hidden), all whole on every rank; LAuReL's linear_left (rank x
+        hidden, column-parallel), linear_right (hidden x rank, row-parallel) and
+        post_laurel_norm; per_layer_input_gate (width x hidden) and per_layer_projection
+        (hidden x width), replicated; post_per_layer_input_norm."""
+        hidden, n = _need(self.spec, "hidden_size"), pl.altup_inputs
+        for name, out_f, in_f in (("correction_coefs", n, n), ("prediction_coefs", n * n, n),
+                                  ("modality_router", n, hidden)):
+            self.linear(f"{p}.altup.{name}", out_f, in_f, i, place, "replicated",
+                        kind="router", quantizable=False)
+        self.plain(f"{p}.altup.router_norm.weight", (hidden,), i, place)
+        self.plain(f"{p}.altup.correct_output_scale", (hidden,), i, place)
+        self.linear(f"{p}.laurel.linear_left", pl.laurel_rank, hidden, i, place, "column")
+        self.linear(f"{p}.laurel.linear_right", hidden, pl.laurel_rank, i, place, "row")
+        self.plain(f"{p}.laurel.post_laurel_norm.weight", (hidden,), i, place)
+        self.linear(f"{p}.per_layer_input_gate", pl.width, hidden, i, place, "replicated")
+        self.linear(f"{p}.per_layer_projection", hidden, pl.width, i, place, "replicated")
+        self.plain(f"{p}.post_per_layer_input_norm.weight", (hidden,), i, place)
 
     def zamba2(self) -> None:
         """Zamba2 (vLLM zamba2.py): the embedding (the LM head always tied to it); per
@@ -695,6 +741,8 @@ class _Builder:
         else:
             self.attention(i, p, place)
         self.mlp(i, p, place)
+        if s.per_layer_inputs is not None:
+            self.per_layer_extras(i, p, place, s.per_layer_inputs)
 
     def v4_layer(self, i: int, p: str, place: str) -> None:
         """A DeepSeek-V4 layer as its checkpoint stores it: attn_norm / ffn_norm, the
@@ -1124,6 +1172,10 @@ class _Builder:
         s, lay = self.spec, self.lay
         hidden = _need(s, "hidden_size")
         layer = s.layers[i] if i < s.num_layers else s.layers[-1]
+        if isinstance(layer, NoCache) and s.kv_shared:
+            # a KV-shared layer (Gemma 3n, Gemma 4): its own projections, of the shapes of
+            # the layer whose K and V it reuses (ModelSpec.kv_shared)
+            layer = s.layers[dict(s.kv_shared).get(i, i)]
         heads = _need(s, "num_attention_heads")
         kv = getattr(layer, "num_kv_heads", heads)
         hd = getattr(layer, "head_dim", hidden // heads)

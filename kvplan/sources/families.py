@@ -60,6 +60,11 @@ LAYOUTS: dict[str, TensorLayout] = {
     "gemma2": TensorLayout(known=True, norms="sandwich"),
     **dict.fromkeys(("gemma3", "gemma3_text"),
                     TensorLayout(known=True, norms="sandwich", qk_norm="head")),
+    # Gemma 3n (vLLM gemma3n.py): Gemma 3's sandwich norms and q / k norms over a head (v_norm
+    # has no weight), and its per-layer inputs, AltUp and LAuReL (ModelSpec.per_layer_inputs)
+    **dict.fromkeys(("gemma3n", "gemma3n_text"),
+                    TensorLayout(known=True, norms="sandwich", qk_norm="head",
+                                 requires=("per_layer_inputs",))),
     **dict.fromkeys(("domyn_edge", "domynedge"), _DOMYN),
     **dict.fromkeys(("olmo2", "olmo3"), TensorLayout(known=True, norms="post", qk_norm="heads")),
     "minimax_m2": TensorLayout(known=True, qk_norm="heads"),

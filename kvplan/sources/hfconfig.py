@@ -36,6 +36,7 @@ from kvplan.core.spec import (
     AudioEncoder,
     Block,
     ModelSpec,
+    PerLayerInputs,
     Rope,
     SharedBlocks,
     Source,
@@ -497,7 +498,8 @@ def _check_architecture(top: Fields, cfg: Fields, assume: bool) -> list[str]:
 # lfm2_moe.py tie the LM head to embed_tokens whatever the config says (LFM2.5-VL's
 # text_config leaves the key out).
 _TIED_DEFAULT = {"gpt2": True, "gemma": True, "gemma2": True, "gemma3_text": True,
-                 "gemma3": True, "gemma4_text": True, "diffusion_gemma_text": True,
+                 "gemma3": True, "gemma3n_text": True, "gemma4_text": True,
+                 "diffusion_gemma_text": True,
                  "cohere": True, "cohere2": True, "lfm2": True, "lfm2_moe": True,
                  "falcon": True, "RefinedWebModel": True, "RefinedWeb": True,
                  "llama": False, "mistral": False, "mixtral": False, "qwen2": False,
@@ -700,6 +702,11 @@ def shapes(reader: _Reader) -> dict[str, Any]:
             Block("ssm" if isinstance(x, RecurrentState) else None if isinstance(x, NoCache)
                   else "attention", "moe" if f else "mlp")
             for x, f in zip(layers, flags, strict=True))
+    out["kv_shared"] = reader.kv_sharing()
+    if mt == "gemma3n_text":
+        per_layer = _sizes(cfg, "hidden_size_per_layer_input", "vocab_size_per_layer_input",
+                           "altup_num_inputs", "laurel_rank")
+        out["per_layer_inputs"] = PerLayerInputs(*per_layer) if per_layer else None
     out["vision"] = _vision_tower(top)
     out["audio_encoder"] = _audio_tower(top)
     out["uncounted_towers"] = _uncounted_towers(top, out["vision"], out["audio_encoder"])
@@ -1573,6 +1580,42 @@ class _Reader:
     def schedule(self) -> tuple[list[str], str]:
         """One kind per layer and the field that decided it. Kinds: full, sliding, chunked,
         cross, indexed, none, recurrent, conv."""
+        kinds, field = self._own_schedule()
+        n = self.num_layers()
+        # Gemma 3n / Gemma 4: the last num_kv_shared_layers reuse an earlier layer's K and V
+        # and allocate no cache of their own (vLLM kv_sharing_target_layer_name).
+        shared = self._kv_shared_layers()
+        if shared:
+            kinds[n - shared:] = ["none"] * shared
+        return kinds, field
+
+    def _kv_shared_layers(self) -> int:
+        shared = self._int("num_kv_shared_layers", 0, minimum=0)
+        if shared and shared > (n := self.num_layers()):
+            raise self.cfg.error("num_kv_shared_layers", f"is {shared} but the model has only "
+                                 f"{n} layers")
+        return shared
+
+    def kv_sharing(self) -> tuple[tuple[int, int], ...]:
+        """(layer, the layer whose K and V it reuses) for each of the last
+        num_kv_shared_layers (Gemma 3n, Gemma 4): vLLM gemma3n.py Gemma3nAttention's
+        kv_sharing_target_layer_name, the last layer before the shared ones of the same kind
+        (full: first shared - 1, sliding: first shared - 2 in Gemma 3n's pattern). Such a
+        layer caches nothing (schedule: "none") but keeps its own q / k / v / o projections,
+        of its target's shapes (kvplan.core.weights)."""
+        shared = self._kv_shared_layers()
+        if not shared or self.generic:
+            return ()
+        kinds, _ = self._own_schedule()
+        first, out = self.num_layers() - shared, []
+        for i in range(first, first + shared):
+            same = [j for j in range(first) if kinds[j] == kinds[i]]
+            if same:
+                out.append((i, same[-1]))
+        return tuple(out)
+
+    def _own_schedule(self) -> tuple[list[str], str]:
+        """The schedule before the KV-shared layers are marked (each layer's own kind)."""
         kinds, field = self._schedule()
         n = self.num_layers()
         mtp = self._int("num_nextn_predict_layers", 0, minimum=0)
@@ -1586,14 +1629,6 @@ class _Reader:
         # Gemma 4 forces its last layer to global attention (Gemma4TextConfig.__post_init__).
         if self.model_type in _GEMMA4_TEXT and kinds and kinds[-1] == "sliding":
             kinds[-1] = "full"
-        # Gemma 3n / Gemma 4: the last num_kv_shared_layers reuse an earlier layer's K and V
-        # and allocate no cache of their own (vLLM kv_sharing_target_layer_name).
-        shared = self._int("num_kv_shared_layers", 0, minimum=0)
-        if shared > n:
-            raise self.cfg.error("num_kv_shared_layers", f"is {shared} but the model has only "
-                                 f"{n} layers")
-        if shared:
-            kinds[n - shared:] = ["none"] * shared
         return kinds, field
 
     def _schedule(self) -> tuple[list[str], str]:

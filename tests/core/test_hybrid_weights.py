@@ -397,3 +397,82 @@ def test_a_nas_block_with_an_unusable_ffn_mult_leaves_the_blocks_unknown(mult):
     raw["block_configs"][5]["ffn"]["ffn_mult"] = mult
     spec = spec_from_config(raw, "nas", "nas")
     assert spec.blocks is None and "blocks" in (supported(spec) or "")
+
+
+# --- Gemma 3n: per-layer inputs, AltUp, LAuReL, KV-shared layers --------------------------
+
+# Gemma 3n E2B's text shapes (the E2B model config of Google's ai-edge-torch Gemma 3n
+# converter and the gemma library's Gemma3n_E2B; no config.json copy was found): hidden 2048,
+# 30 layers (4 sliding of 512 then 1 full), 8 heads and 2 KV heads of 256, MLPs of 8192, a
+# 262,400-row vocabulary, 256-wide per-layer inputs over 262,144 rows, AltUp of 4 streams,
+# LAuReL of rank 64, the last 10 layers sharing K/V
+GEMMA3N_E2B = {
+    "architectures": ["Gemma3nForConditionalGeneration"], "model_type": "gemma3n",
+    "text_config": {
+        "model_type": "gemma3n_text", "hidden_size": 2048, "num_hidden_layers": 30,
+        "intermediate_size": [8192] * 30, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "head_dim": 256, "vocab_size": 262_400, "vocab_size_per_layer_input": 262_144,
+        "hidden_size_per_layer_input": 256, "num_kv_shared_layers": 10,
+        "sliding_window": 512, "max_position_embeddings": 32768, "laurel_rank": 64,
+        "altup_num_inputs": 4,
+        "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 6},
+    "audio_config": {"model_type": "gemma3n_audio"},
+    "vision_config": {"model_type": "gemma3n_vision"}}
+
+
+def test_gemma3n_text_model_by_hand_from_vllm_gemma3n():
+    """vLLM gemma3n.py: Gemma3nTextModel's embed_tokens (tied to the LM head),
+    embed_tokens_per_layer, per_layer_model_projection and its norm, 3 altup_projections and
+    3 altup_unembed_projections; per Gemma3nDecoderLayer q / k / v / o with q_norm and k_norm
+    (v_norm has no weight), four sandwich norms, the gated MLP, AltUp (correction_coefs 4 x 4,
+    prediction_coefs 16 x 4, modality_router 4 x 2048, router_norm, correct_output_scale),
+    LAuReL (linear_left / linear_right of rank 64, post_laurel_norm), per_layer_input_gate /
+    per_layer_projection (2048 <-> 256) and post_per_layer_input_norm; the final norm."""
+    from kvplan.core.weights import weight_plan
+    from kvplan.sources.hfconfig import spec_from_config
+
+    h, n_layers, width = 2048, 30, 256
+    model = (262_400 * h                                   # embed_tokens (tied)
+             + 262_144 * n_layers * width                  # embed_tokens_per_layer
+             + n_layers * width * h + width                # per_layer_model_projection, norm
+             + 2 * 3 * h * h + h)                          # altup in / out projections, norm
+    layer = (4 * h                                         # sandwich norms
+             + 2 * h * h + 2 * 512 * h + 2 * 256           # q, o; k, v (2 x 256); q/k norms
+             + 3 * h * 8192                                # gate / up / down
+             + 16 + 64 + 4 * h + 2 * h                     # AltUp
+             + 2 * 64 * h + h                              # LAuReL
+             + 2 * width * h + h)                          # per-layer gate / projection, norm
+    assert layer == 62_153_296
+    spec = spec_from_config(GEMMA3N_E2B, "config.json", name="e2b")
+    assert sum(t.num_params for t in inventory(spec).tensors) == model + 30 * layer \
+        == 4_456_156_768
+    # the towers are named as not counted; the text model is no generic estimate
+    plan = weight_plan(spec)
+    assert plan is not None and "generic decoder" not in plan.why
+    assert "audio_config (gemma3n_audio)" in plan.why
+
+
+def test_kv_shared_layers_keep_their_targets_projections():
+    # vLLM gemma3n.py Gemma3nAttention: the shared layers (20-29) reuse layer 18's K/V when
+    # sliding and layer 19's when full (the last of their kind before sharing); each keeps
+    # q / k / v / o projections of that layer's shapes: k 2 x 256 rows, not 8 x 256
+    from kvplan.sources.hfconfig import spec_from_config
+
+    spec = spec_from_config(GEMMA3N_E2B, "config.json", name="e2b")
+    assert dict(spec.kv_shared) == {i: 19 if i % 5 == 4 else 18 for i in range(20, 30)}
+    k = {t.layer: t.shape for t in inventory(spec).tensors if t.name.endswith("k_proj.weight")}
+    assert set(k.values()) == {(512, 2048)} and len(k) == 30
+    # Gemma 4's KV-shared layers alike (gemma4.py): 35 layers, the last 20 shared, one KV head
+    # of 256 on sliding layers and of global_head_dim 512 on full ones; q 8 heads of either
+    pattern = ["sliding_attention"] * 4 + ["full_attention"]
+    raw = {"architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4_text",
+           "hidden_size": 1536, "num_hidden_layers": 35, "intermediate_size": 6144,
+           "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256,
+           "global_head_dim": 512, "vocab_size": 262_144, "num_kv_shared_layers": 20,
+           "sliding_window": 512, "layer_types": pattern * 7,
+           "max_position_embeddings": 131_072, "tie_word_embeddings": True}
+    spec = spec_from_config(raw, "config.json", name="g4")
+    shapes = {(t.layer, t.name.rsplit(".", 2)[-2]): t.shape[0] for t in inventory(spec).tensors
+              if t.name.endswith(("q_proj.weight", "k_proj.weight"))}
+    assert (shapes[15, "q_proj"], shapes[15, "k_proj"]) == (8 * 256, 256)   # sliding
+    assert (shapes[19, "q_proj"], shapes[19, "k_proj"]) == (8 * 512, 512)   # full
