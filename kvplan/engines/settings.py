@@ -213,22 +213,27 @@ def mm_limits(text: str | None) -> dict[str, int]:
 # --- the rows --------------------------------------------------------------------------------
 # Engine flags: vLLM vllm/engine/arg_utils.py EngineArgs.add_cli_args (0.33); SGLang
 # srt/server_args.py ServerArgs.add_cli_args (0.5); llama.cpp common/arg.cpp (b6xxx);
-# TensorRT-LLM tensorrt_llm/commands/serve.py (1.1); TGI launcher/src/main.rs (3.3).
+# TensorRT-LLM tensorrt_llm/commands/serve.py (1.1); TGI launcher/src/main.rs (3.3). SGLang
+# declares each parallel size under two names ("--tensor-parallel-size", "--tp-size"; pipeline
+# and data alike, server_args.py) and argparse takes --tp and --dp as prefixes of them.
 
 COMMON_SETTINGS: tuple[Setting, ...] = (
     Setting("tp", "tp", ("--tp", "--tensor-parallel-size"), "int", "GPUs",
             "Tensor-parallel GPUs (KV heads split; default: --count).",
-            {"vllm": ("--tensor-parallel-size", "-tp"), "sglang": ("--tp-size", "--tp"),
+            {"vllm": ("--tensor-parallel-size", "-tp"),
+             "sglang": ("--tp-size", "--tensor-parallel-size", "--tp"),
              "trtllm": ("--tp_size",), "tgi": ("--num-shard",)},
             low=1, high=MAX_GPUS, section=""),
     Setting("pp", "pp", ("--pp", "--pipeline-parallel-size"), "int", "stages",
             "Pipeline stages (layers split).",
-            {"vllm": ("--pipeline-parallel-size", "-pp"), "sglang": ("--pp-size",),
+            {"vllm": ("--pipeline-parallel-size", "-pp"),
+             "sglang": ("--pp-size", "--pipeline-parallel-size"),
              "trtllm": ("--pp_size",)}, low=1, high=MAX_GPUS, default=1, section=""),
     Setting("dp", "dp", ("--dp",), "int", "ranks",
             "Data-parallel ranks, each with its own requests and KV cache (vLLM "
             "--data-parallel-size: TP x PP GPUs each; SGLang --dp).",
-            {"vllm": ("--data-parallel-size", "-dp"), "sglang": ("--dp-size", "--dp")},
+            {"vllm": ("--data-parallel-size", "-dp"),
+             "sglang": ("--dp-size", "--data-parallel-size", "--dp")},
             low=1, high=MAX_GPUS, default=1, section=""),
     Setting("dcp", "dcp", ("--dcp",), "int", "ranks",
             "vLLM decode context parallel: the TP ranks split each request's tokens (MLA "

@@ -92,6 +92,19 @@ def test_sglang_trtllm_and_llamacpp_tables():
         "kv_dtype": "q8_0", "kv_dtype_v": "q8_0", "flash_attn": "on", "n_gpu_layers": "99"}
 
 
+def test_sglang_parallel_sizes_under_their_long_names():
+    # server_args.py declares "--tensor-parallel-size", "--tp-size" (pipeline and data alike);
+    # didier-durand/llms-in-clouds docs/sglang.md starts QwQ-32B on four L4s with the long name
+    sg = parse_launch("python3.12 -m sglang.launch_server --model Qwen/QwQ-32B --model-path "
+                      "/home/model/Qwen/QwQ-32B --tensor-parallel-size 4 --enable-p2p-check",
+                      engine_launches())
+    assert sg.settings == {"model": "/home/model/Qwen/QwQ-32B", "tp": 4}
+    assert sg.unknown_flags == () and sg.ignored_flags == ("--enable-p2p-check",)
+    sg = parse_launch("python -m sglang.launch_server --model-path Qwen/Qwen3-8B "
+                      "--pipeline-parallel-size 2 --data-parallel-size 2", engine_launches())
+    assert sg.settings == {"model": "Qwen/Qwen3-8B", "pp": 2, "dp": 2}
+
+
 @pytest.mark.parametrize("text,match", [
     ("", "empty"),
     ("python train.py --lr 3", "no engine's launch program"),

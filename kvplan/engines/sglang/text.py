@@ -38,8 +38,10 @@ def launch_flags() -> EngineLaunch:
                "--tokenizer-mode", "--chat-template", "--tool-call-parser", "--reasoning-parser",
                "--log-level", "--random-seed", "--download-dir", "--load-format",
                "--attention-backend", "--sampling-backend", "--grammar-backend")
+    # --enable-p2p-check only tests peer access between the GPUs at start-up
     ignored_flags = ("--trust-remote-code", "--enable-metrics", "--log-requests",
-                     "--skip-tokenizer-init", "--disable-radix-cache", "--enable-torch-compile")
+                     "--skip-tokenizer-init", "--disable-radix-cache", "--enable-torch-compile",
+                     "--enable-p2p-check")
     flags = {**setting, **{f: ("", "ignore") for f in ignored},
              **{f: ("", "ignore-flag") for f in ignored_flags}}
     return EngineLaunch("sglang", (("-m", "sglang.launch_server"), ("sglang", "serve")),
