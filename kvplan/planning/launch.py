@@ -268,7 +268,7 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
     launch = parse_launch(text, engine_launches())
     table = launch_table(launch.engine)
     s = dict(launch.settings)
-    warnings: list[str] = []
+    warnings: list[str] = list(launch.defaults)
     named = s.pop("model", None) or s.pop("hf_repo", None)
     if model is not None:
         quant_from_name = name_quant(str(named)) if named else None

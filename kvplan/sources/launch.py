@@ -36,6 +36,9 @@ class Launch:
     unknown_flags: tuple[str, ...] = ()  # not in the engine's table: might affect memory
     ignored_flags: tuple[str, ...] = ()  # known not to affect memory
     env: dict[str, str] = field(default_factory=dict)  # VAR=value prefixes and docker -e
+    # ${VAR:-default} words read as their default: VAR is not set in the text (the serving
+    # machine's environment may set it)
+    defaults: tuple[str, ...] = ()
 
 
 # docker/podman run options that take a value (the image is the first word after them)
@@ -370,19 +373,51 @@ def _shell_c(words: list[str]) -> list[list[str]]:
     return [words]
 
 
-def _command_of(words: list[str], engines: Sequence[EngineLaunch]
+# a shell parameter: $NAME, ${NAME}, ${NAME:-default} or ${NAME-default} (positional and
+# special parameters, $1 or $@, are no NAME and stay as written)
+_PARAMETER = lazy(r"\$(?:\{([A-Za-z_]\w*)(?:(:?-)([^}]*))?\}|([A-Za-z_]\w*))")
+
+
+def expand_variables(word: str, assigned: dict[str, str], defaults: list[str]) -> str:
+    """A word with the shell variables the text itself set (`MODEL=...` or `export MODEL=...`
+    on a line above the command) put in, as the shell would: `$MODEL`, `${MODEL}`, and
+    `${VAR:-default}` (`${VAR-default}`), which is its default where the text does not set VAR
+    (noted in `defaults`, as the serving machine's environment may). A variable the text
+    does not set stays as written: kvplan does not guess it."""
+    if "$" not in word:
+        return word
+
+    def put(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(4)
+        if name in assigned and (m.group(2) != ":-" or assigned[name]):
+            return assigned[name]
+        if m.group(2):  # ${VAR:-default}: the shell's value when VAR is unset
+            value = expand_variables(m.group(3), assigned, defaults)
+            defaults.append(f"{name} is not set in the command: read as its default "
+                            f"{value!r} (${{{name}{m.group(2)}...}})")
+            return value
+        return m.group(0)
+
+    return _PARAMETER.sub(put, word)
+
+
+def _command_of(words: list[str], engines: Sequence[EngineLaunch], defaults: list[str]
                 ) -> tuple[list[str], str | None, dict[str, str]]:
     """The command of a shell line that starts an engine (`source venv/bin/activate && vllm
     serve ...`, `vllm serve ... | tee log`), unwrapped: the first that names a program by its
     exact name, else the first that names one with a build suffix or runs an engine's image,
-    else the first command."""
+    else the first command. The shell variables the text sets before it are put into it
+    (`expand_variables`; the defaults it takes go to `defaults`)."""
     commands: list[tuple[list[str], str | None, dict[str, str]]] = []
     exported: dict[str, str] = {}  # `export VAR=value` (or a bare VAR=value) lines before it
     for seg in _segments(words):
         assigns = seg[1:] if seg[0] == "export" else seg
         if all(_ENV_WORD.match(w) for w in assigns):
-            exported.update(w.partition("=")[::2] for w in assigns)
+            for w in assigns:
+                key, _, value = w.partition("=")
+                exported[key] = expand_variables(value, exported, defaults)
             continue
+        seg = [expand_variables(w, exported, defaults) for w in seg]
         for inner in _shell_c(seg):
             unwrapped, image, env = _unwrap(inner, engines)
             commands.append((unwrapped, image, {**exported, **env}))
@@ -400,7 +435,8 @@ def _command_of(words: list[str], engines: Sequence[EngineLaunch]
 def parse_launch(text: str, engines: Sequence[EngineLaunch]) -> Launch:
     """Read a launch command with the engines' flag tables. Raises BadInputError when no
     engine's program is found, or a flag's value cannot be read (naming the flag)."""
-    words, image, env = _command_of(command_words(text), engines)
+    defaults: list[str] = []
+    words, image, env = _command_of(command_words(text), engines, defaults)
     found = _find_program(words, engines)
     if found is not None:
         eng, start, program = found
@@ -439,7 +475,7 @@ def parse_launch(text: str, engines: Sequence[EngineLaunch]) -> Launch:
     # tag, 25.01-vllm-python-py3, numbers that image)
     own = image is not None and _image_engine(image, [eng]) is not None
     return Launch(eng.engine, program, settings, image, _image_version(image) if own else None,
-                  unknown, ignored, env)
+                  unknown, ignored, env, tuple(dict.fromkeys(defaults)))
 
 
 def _env_flags(eng: EngineLaunch) -> dict[str, str]:

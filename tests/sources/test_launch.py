@@ -247,6 +247,39 @@ def test_export_lines_before_the_command_are_its_environment():
     assert any("kvcached" in w for w in lp.warnings)
 
 
+def test_a_scripts_own_variables_are_put_into_its_command():
+    # sridhar1804/local-ai start_vllm.sh: the program and the model are variables the script
+    # sets on lines above the command
+    script = ("#!/bin/bash\nVLLM=/home/ubuntu/ai/bin/vllm\n"
+              "MODEL=microsoft/Phi-3-mini-4k-instruct\nLOG=/home/ubuntu/ai/code/logs/vllm.log\n"
+              'echo "$(date): Starting vLLM $MODEL on port 8000" >> "$LOG"\n\n'
+              '"$VLLM" serve "$MODEL" \\\n  --dtype float16 \\\n  --max-model-len 4096 \\\n'
+              '  --gpu-memory-utilization 0.85 \\\n  --port 8000 \\\n'
+              '  >> "$LOG" 2>&1 &\nPID=$!\n')
+    lp = from_command(script)
+    assert lp.launch.engine == "vllm" and lp.model == "microsoft/Phi-3-mini-4k-instruct"
+    assert lp.overrides == {"max_model_len": 4096, "memory_fraction": 0.85}
+
+
+def test_a_variables_default_is_taken_and_said_where_the_text_does_not_set_it():
+    # kolyangg/mlops-assignment scripts/start_vllm.sh: ${VAR:-default}, which the shell reads
+    # as its default when VAR is unset (the serving machine's environment may set it)
+    script = ('MODEL="${VLLM_MODEL:-Qwen/Qwen3-8B}"\n'
+              'MAX_MODEL_LEN="${VLLM_MAX_MODEL_LEN:-6144}"\n'
+              'exec uv run python -m vllm.entrypoints.openai.api_server --model "$MODEL" '
+              '--max-model-len "$MAX_MODEL_LEN" --enable-prefix-caching\n')
+    lp = from_command(script)
+    assert lp.model == "Qwen/Qwen3-8B" and lp.overrides["max_model_len"] == 6144
+    assert sum("VLLM_MAX_MODEL_LEN is not set in the command: read as its default '6144'" in w
+               for w in lp.warnings) == 1
+    lp = from_command("VLLM_MAX_MODEL_LEN=8192\n" + script)
+    assert lp.overrides["max_model_len"] == 8192
+    assert not any("VLLM_MAX_MODEL_LEN" in w for w in lp.warnings)
+    # one the text never sets, with no default, is still not guessed
+    with pytest.raises(BadInputError, match=r"shell variable \$CKPT"):
+        from_command("MODEL=unused\nvllm serve $CKPT --max-model-len 4096")
+
+
 def test_a_line_of_flags_continues_the_command_above_it():
     lp = from_command("vllm serve meta-llama/Llama-3.1-8B-Instruct\n  --max-model-len 4096\n"
                       "  --max-num-seqs 4")
