@@ -34,8 +34,9 @@ class LaunchPlan:
     warnings: tuple[str, ...]
 
 
-# checkpoint-name suffixes that say how the weights are stored (Qwen3-235B-A22B-FP8)
-_NAME_QUANT = (("-fp8-dynamic", "fp8"), ("-fp8", "fp8"), ("-awq", "awq"),
+# checkpoint-name suffixes that say how the weights are stored (Qwen3-235B-A22B-FP8,
+# gemma-4-26B-A4B-it-qat-AWQ-INT4: AWQ's 4-bit weights named with their width)
+_NAME_QUANT = (("-fp8-dynamic", "fp8"), ("-fp8", "fp8"), ("-awq-int4", "awq"), ("-awq", "awq"),
                ("-gptq-int4", "gptq"), ("-gptq-int8", "gptq"), ("-gptq", "gptq"),
                ("-mxfp4", "mxfp4"), ("-nvfp4", "nvfp4"), ("-fp4", "nvfp4"))
 

@@ -340,6 +340,14 @@ def test_a_shell_variable_for_the_model_is_refused_by_name():
     assert lp.model == "llama-3.1-8b"
 
 
+def test_an_awq_checkpoint_named_with_its_width_has_awq_weights():
+    # sostrowsk/dgx-spark-local-llm: cyankiwi/gemma-4-26B-A4B-it-qat-AWQ-INT4, its weights
+    # 16.63 GiB as vLLM loaded them (Marlin WNA16), where bf16 would be some 48 GiB
+    lp = from_command("vllm serve cyankiwi/gemma-4-26B-A4B-it-qat-AWQ-INT4 --max-num-seqs 32",
+                      "tests/fixtures/hf-configs/google--gemma-4-26B-A4B.json")
+    assert lp.overrides["weights_dtype"] == "awq"
+
+
 def test_a_gguf_file_not_here_is_read_by_its_name_less_the_weight_type():
     lp = from_command("llama-server -m /models/Qwen3-8B-Q4_K_M.gguf -c 8192")
     assert lp.model == "Qwen3-8B"
