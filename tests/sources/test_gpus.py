@@ -47,7 +47,8 @@ def test_catalog_loads_with_the_gpus_the_planner_needs(catalog):
                    "A100 SXM 80GB", "A100 PCIe 80GB", "A100 SXM 40GB", "A100 PCIe 40GB",
                    "L40S", "L40", "L4", "A10G", "A10", "T4", "V100 16GB", "V100 32GB",
                    "RTX 3090", "RTX 4090", "RTX 5090", "RTX 6000 Ada", "RTX PRO 6000 Blackwell",
-                   "MI300X", "MI325X", "MI355X", "H20", "RTX A6000", "RTX 5080", "A40"):
+                   "MI300X", "MI325X", "MI355X", "H20", "RTX A6000", "RTX 5080", "A40",
+                   "RTX A5000"):
         assert wanted in names
     assert all(isinstance(g, GPU) for g in catalog)
 
@@ -90,6 +91,7 @@ def test_names_and_aliases_are_unique_after_normalizing(catalog):
     ("rtx-pro-6000", "RTX PRO 6000 Blackwell"), ("AMD Instinct MI300X", "MI300X"),
     ("mi355x", "MI355X"), ("gb200", "GB200"), ("b200", "B200"), ("NVIDIA H20", "H20"),
     ("a6000", "RTX A6000"), ("NVIDIA GeForce RTX 5080", "RTX 5080"), ("NVIDIA A40", "A40"),
+    ("NVIDIA RTX A5000", "RTX A5000"),
 ])
 def test_find_gpu_by_alias(text, name):
     assert find_gpu(text).name == name
@@ -160,6 +162,7 @@ def test_exact_byte_counts(text, expected_bytes):
     ("rtx a6000", 48_676),  # torch: name='NVIDIA RTX A6000' ... total_memory=48676MB
     ("rtx 5080", 16_302),  # torch: name='NVIDIA GeForce RTX 5080' ... total_memory=16302MB
     ("a40", 45_416),  # torch: name='NVIDIA A40' ... total_memory=45416MB (ECC on)
+    ("a5000", 24_138),  # torch: name='NVIDIA RTX A5000' ... total_memory=24138MB
 ])
 def test_torch_mib_figures(text, mib):
     assert find_gpu(text).memory_bytes == mib * MIB
