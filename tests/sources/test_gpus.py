@@ -91,7 +91,7 @@ def test_names_and_aliases_are_unique_after_normalizing(catalog):
     ("rtx-pro-6000", "RTX PRO 6000 Blackwell"), ("AMD Instinct MI300X", "MI300X"),
     ("mi355x", "MI355X"), ("gb200", "GB200"), ("b200", "B200"), ("NVIDIA H20", "H20"),
     ("a6000", "RTX A6000"), ("NVIDIA GeForce RTX 5080", "RTX 5080"), ("NVIDIA A40", "A40"),
-    ("NVIDIA RTX A5000", "RTX A5000"),
+    ("NVIDIA RTX A5000", "RTX A5000"), ("NVIDIA GB10", "GB10"), ("dgx spark", "GB10"),
 ])
 def test_find_gpu_by_alias(text, name):
     assert find_gpu(text).name == name
@@ -181,6 +181,7 @@ def test_torch_mib_figures(text, mib):
     ("mi300x", 191.98),  # HIP OOMs on MI300X
     ("mi325x", 255.98),  # HIP OOMs on a 256 GB AMD part (derived: 256 GiB - 16 MiB)
     ("mi355x", 287.98),  # HIP OOMs on 288 GB CDNA4 (derived: 288 GiB - 16 MiB)
+    ("gb10", 121.63),  # vLLM on a DGX Spark: "Free memory on device cuda:0 (110.73/121.63 GiB)"
 ])
 def test_reported_gib_as_printed_in_logs(text, gib):
     assert round(find_gpu(text).memory_bytes / GIB, 2) == pytest.approx(gib, abs=0.011)

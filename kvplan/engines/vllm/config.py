@@ -322,10 +322,20 @@ def default_max_num_seqs(gpu_memory_bytes: int | None, gpu_name: str | None = No
     return 1024 if _big_gpu(gpu_memory_bytes, gpu_name) else 256
 
 
+# GPUs whose NVML reports no memory total: the GB10 of a DGX Spark, whose memory is the
+# system's (its nvidia-smi query prints 0 MB). arg_utils.py reads the tier's memory from
+# current_platform.get_device_total_memory(), NVML's nvmlDeviceGetMemoryInfo(handle).total on
+# CUDA (platforms/cuda.py), and takes device_memory = 0 where that raises: the smaller tier,
+# as a vLLM 0.13 log on a GB10 shows (max_num_batched_tokens=2048 on a 121.63 GiB device).
+NVML_WITHOUT_MEMORY = ("gb10",)
+
+
 def _big_gpu(gpu_memory_bytes: int | None, gpu_name: str | None) -> bool:
-    """The larger default tier of arg_utils.py: >= 70 GiB and not an A100."""
+    """The larger default tier of arg_utils.py: >= 70 GiB (as NVML reports it) and not an
+    A100."""
+    name = (gpu_name or "").lower()
     return gpu_memory_bytes is not None and gpu_memory_bytes >= 70 * 2**30 and \
-        "a100" not in (gpu_name or "").lower()
+        "a100" not in name and name not in NVML_WITHOUT_MEMORY
 
 
 def default_gpu_memory_utilization(version: tuple[int, ...] = LATEST) -> float:

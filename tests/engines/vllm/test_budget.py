@@ -341,6 +341,22 @@ def test_v1_up_to_0_8_2_samples_1024_sequences_on_every_gpu():
     assert vllm.default_max_num_seqs(rtx4090, "RTX 4090", (0, 7, 3)) == 256
 
 
+def test_a_gpu_whose_nvml_reports_no_memory_takes_the_smaller_default_batch():
+    # TW-10519/VLLM-ROUTER logs/vllm.log: vLLM 0.13 on an NVIDIA GB10 (121.63 GiB reported to
+    # torch, 0 MB to nvidia-smi) logs "Chunked prefill is enabled with
+    # max_num_batched_tokens=2048" - arg_utils.py's smaller tier (2048 tokens, 256 sequences)
+    from kvplan.sources.gpus import find_gpu
+
+    gb10 = find_gpu("gb10")
+    assert gb10.memory_bytes >= 70 * 2**30
+    assert vllm.default_max_num_batched_tokens(gb10.memory_bytes, gb10.name,
+                                               version=(0, 13, 0)) == 2048
+    assert vllm.default_max_num_seqs(gb10.memory_bytes, gb10.name, (0, 13, 0)) == 256
+    # a GPU of that size whose NVML reports it keeps the larger tier
+    assert vllm.default_max_num_batched_tokens(gb10.memory_bytes, "H100 NVL",
+                                               version=(0, 13, 0)) == 8192
+
+
 def test_v0_tp_counts_the_logits_gather_communicator():
     from kvplan.engines.vllm import memory as vp
 
