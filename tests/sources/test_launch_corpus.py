@@ -49,6 +49,14 @@ KNOWN_MISSES = {
     "tgi-ms-build-mi300-llama-3-8b": "the posted log is a two-shard run on a shared VM",
     "vllm-recipes12-qwen3-coder-480b-fp8-dp8-ep": "~3 GiB a GPU under expert parallelism",
     "vllm-recipes12-qwen3-coder-480b-fp8-dp8-ep-gmu095": "~3 GiB a GPU under expert parallelism",
+    "vllm-p12-qwen3-235b-a22b-fp8-tp8-ep-kvfp8-h100": "2.2 GiB a GPU on eight H100s not "
+                                                      "identified (the TP-8 run without EP "
+                                                      "too)",
+    "vllm-vllmrouter-gpt-oss-20b-abliterated-gb10-gmu025": "1.9 GiB on the GB10's unified "
+                                                           "memory not identified",
+    "vllm-dgxspark-gemma-4-26b-a4b-awq-int4-gb10": "the checkpoint's unquantized modules "
+                                                   "(1.9 GiB of weights) and the GB10's "
+                                                   "unified memory",
 }
 
 
@@ -61,7 +69,9 @@ def arguments(entry: dict[str, Any]) -> list[str]:
 @cache
 def _plan(entry_id: str) -> tuple[int, Any, str]:
     entry = next(e for e in ENTRIES if e["id"] == entry_id)
-    args = [str(ROOT / a) if a == entry.get("model") and "/" in a else a
+    # a fixture path (MODEL, or an @FILE line) from the repository root, wherever the tests run
+    args = [str(ROOT / a) if a == entry.get("model") and "/" in a else
+            "@" + str(ROOT / a[1:]) if a == entry["line"] and a.startswith("@") else a
             for a in arguments(entry)]
     result = runner.invoke(app, [*args, "--format", "json"])
     figure = None
