@@ -69,6 +69,10 @@ def command_words(text: str) -> list[str]:
     if not stripped:
         raise BadInputError("--from-command is empty", "give the line that starts the engine, "
                             "e.g. \"vllm serve meta-llama/Llama-3.1-8B-Instruct --tp 2\"")
+    if "\\" in stripped and _WINDOWS_PATH.search(stripped):
+        # a Windows line (.\llama.cpp\llama-server.exe -m models\x.gguf, C:\Users\...): its
+        # backslashes inside a word separate a path, which a POSIX shell would drop
+        stripped = _WINDOWS_SEPARATOR.sub("/", stripped)
     # each pattern only where the words it needs are in the text (a plain launch line, the
     # usual case, then compiles none of the three)
     if stripped[0] in "[{" or (("command" in stripped or "args" in stripped)
@@ -96,6 +100,12 @@ def command_words(text: str) -> list[str]:
         if found:
             words.extend([*found, ";"])
     return _shell_command(words[:-1])
+
+
+# a Windows path in a command: a drive (C:\), a relative start (.\ or ..\), or a program
+# with its .exe; and a backslash inside such a word (between two characters of a name)
+_WINDOWS_PATH = lazy(r"(?:^|[\s\"'=])(?:[A-Za-z]:\\|\.{1,2}\\|[\w.\\-]+\\[\w.-]+\.exe\b)")
+_WINDOWS_SEPARATOR = lazy(r"(?<=[\w.:-])\\(?=[\w.-])")
 
 
 # a Dockerfile: an instruction line that starts its command (ENTRYPOINT/CMD in exec form, a

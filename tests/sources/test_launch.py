@@ -455,6 +455,24 @@ def test_windows_line_continuations(mark):
     assert lp.warnings == ()
 
 
+def test_a_windows_path_keeps_its_separators():
+    # DzKriMo/Aigis README: llama-server.exe from PowerShell, its paths with backslashes, which
+    # a POSIX shell reading of the words would drop (.llama.cppllama-server.exe)
+    cpp = parse_launch(".\\llama.cpp\\llama-server.exe \\\n  -m models\\qwen2.5-3b-instruct-"
+                       "q4_k_m.gguf \\\n  --port 8080 --n-gpu-layers 35 --ctx-size 2048",
+                       engine_launches())
+    assert cpp.engine == "llamacpp" and cpp.settings == {
+        "model": "models/qwen2.5-3b-instruct-q4_k_m.gguf", "n_gpu_layers": "35",
+        "max_model_len": 2048}
+    lp = from_command("C:\\Users\\me\\llama\\llama-server.exe -m C:\\models\\"
+                      "Qwen3-8B-Q4_K_M.gguf -c 8192 ^\n  -np 2")
+    assert lp.model == "Qwen3-8B" and lp.overrides["max_model_len"] == 8192
+    # a POSIX line's escaped quotes are still the shell's
+    sp = parse_launch('vllm serve m --speculative-config "{\\"model\\": \\"d\\", '
+                      '\\"num_speculative_tokens\\": 3}"', engine_launches())
+    assert sp.settings["speculative_config"] == {"model": "d", "num_speculative_tokens": 3}
+
+
 @pytest.mark.parametrize("line, model", [
     # vllm-project/vllm#6689: a Hugging Face cache directory names its repo
     ("python -m vllm.entrypoints.openai.api_server --model /NS/llm-1/nobackup/shared/"
