@@ -94,7 +94,7 @@ def test_sglang_trtllm_and_llamacpp_tables():
 
 def test_sglang_parallel_sizes_under_their_long_names():
     # server_args.py declares "--tensor-parallel-size", "--tp-size" (pipeline and data alike);
-    # didier-durand/llms-in-clouds docs/sglang.md starts QwQ-32B on four L4s with the long name
+    # didier-durand/llms-in-clouds/docs/sglang.md starts QwQ-32B on four L4s with the long name
     sg = parse_launch("python3.12 -m sglang.launch_server --model Qwen/QwQ-32B --model-path "
                       "/home/model/Qwen/QwQ-32B --tensor-parallel-size 4 --enable-p2p-check",
                       engine_launches())
