@@ -47,8 +47,10 @@ KNOWN_MISSES = {
     "vllm-qwen-i16-qwen15-7b-gptq-3090": "0.3.0 counts torch's reserved segments and the "
                                          "exllama GPTQ buffer; neither is modelled",
     "tgi-ms-build-mi300-llama-3-8b": "the posted log is a two-shard run on a shared VM",
-    "vllm-recipes12-qwen3-coder-480b-fp8-dp8-ep": "~3 GiB a GPU under expert parallelism",
-    "vllm-recipes12-qwen3-coder-480b-fp8-dp8-ep-gmu095": "~3 GiB a GPU under expert parallelism",
+    "vllm-recipes12-qwen3-coder-480b-fp8-dp8-ep": "~3 GiB a GPU over eight GPUs under expert "
+                                                  "parallelism not identified",
+    "vllm-recipes12-qwen3-coder-480b-fp8-dp8-ep-gmu095": "~3 GiB a GPU over eight GPUs under "
+                                                         "expert parallelism not identified",
     "vllm-p12-qwen3-235b-a22b-fp8-tp8-ep-kvfp8-h100": "2.2 GiB a GPU on eight H100s not "
                                                       "identified (the TP-8 run without EP "
                                                       "too)",
