@@ -1037,6 +1037,24 @@ def _ssm_from_state(reader: _Reader) -> SSMShapes | None:
                      conv_bias=False)
 
 
+# transformers FalconH1Config (configuration_falcon_h1.py) fills in mamba_d_ssm = 1024 when a
+# config leaves the key out; only an explicit null means mamba_expand x hidden_size. vLLM
+# falcon_h1.py (FalconH1SSMDecoderLayer, get_mamba_state_shape_from_config) reads the value
+# transformers filled in.
+_FALCON_H1_D_SSM_DEFAULT = 1024
+
+
+def _falcon_h1_d_ssm(cfg: Fields) -> int | None:
+    """Falcon-H1's Mamba2 inner size (None when the config's value is unusable)."""
+    if "mamba_d_ssm" not in cfg.raw:
+        return _FALCON_H1_D_SSM_DEFAULT
+    if cfg.raw["mamba_d_ssm"] is None:
+        expand, hidden = (_opt_int(cfg, "mamba_expand", minimum=1),
+                          _opt_int(cfg, "hidden_size", minimum=1))
+        return expand * hidden if expand and hidden else None
+    return _opt_int(cfg, "mamba_d_ssm", minimum=1)
+
+
 def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:
     """The recurrent mixer's weight shapes of a hybrid (ModelSpec.ssm); None when the family
     has none or the config lacks a size (never guessed)."""
@@ -1100,14 +1118,14 @@ def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:
         return SSMShapes("mamba2", heads * head_dim, state, conv, heads, groups,  # type: ignore
                          conv_bias=flag("use_conv_bias", True), proj_bias=flag("use_bias", False))
     if mt == "falcon_h1" and hidden:
-        # FalconH1's MambaMixer2 (vLLM falcon_h1.py): mamba_d_ssm channels (else
-        # mamba_expand x hidden) in mamba_n_heads heads, mamba_n_groups B/C groups
+        # FalconH1's MambaMixer2 (vLLM falcon_h1.py): _falcon_h1_d_ssm channels in
+        # mamba_n_heads heads, mamba_n_groups B/C groups
         heads, state = need("mamba_n_heads"), need("mamba_d_state")
         conv, groups = need("mamba_d_conv"), need("mamba_n_groups")
-        inner = need("mamba_d_ssm") or (need("mamba_expand") or 0) * hidden
-        if not inner or None in (heads, state, conv, groups):
+        d_ssm = _falcon_h1_d_ssm(cfg)
+        if not d_ssm or None in (heads, state, conv, groups):
             return None
-        return SSMShapes("mamba2", inner, state, conv, heads, groups,  # type: ignore[arg-type]
+        return SSMShapes("mamba2", d_ssm, state, conv, heads, groups,  # type: ignore[arg-type]
                          conv_bias=flag("mamba_conv_bias", True),
                          proj_bias=flag("mamba_proj_bias", False))
     if mt in ("lfm2", "lfm2_moe") and hidden:
@@ -2342,10 +2360,23 @@ class _Reader:
                 "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups",
                 "conv_kernel", inner=None)
         if cfg.has("mamba_n_heads"):
-            return self._mamba2_state(         # Bamba, Granite 4.0-H, Falcon-H1
+            # Bamba, Granite 4.0-H: inner = mamba_expand x hidden_size (vLLM bamba.py,
+            # granitemoehybrid.py); Falcon-H1: mamba_d_ssm (_falcon_h1_d_ssm). Their
+            # transformers configs refuse heads x head size != inner (validate_architecture).
+            archs = self.top.raw.get("architectures")
+            falcon = mt == "falcon_h1" or (isinstance(archs, list)
+                                           and "FalconH1ForCausalLM" in archs)
+            d_ssm = _falcon_h1_d_ssm(cfg) if falcon else None
+            if falcon and d_ssm is None:
+                raise cfg.error("mamba_d_ssm", f"is {cfg.raw.get('mamba_d_ssm')!r}; expected "
+                                "a whole number (or null with mamba_expand and hidden_size)")
+            return self._mamba2_state(
                 "mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups",
-                "mamba_d_conv", inner=("mamba_expand", "hidden_size"),
-                inner_field="mamba_d_ssm")
+                "mamba_d_conv", inner=None if falcon else ("mamba_expand", "hidden_size"),
+                inner_size=d_ssm, inner_name=(
+                    "mamba_expand x hidden_size" if not falcon
+                    else "mamba_d_ssm" if "mamba_d_ssm" in cfg.raw
+                    else "mamba_d_ssm, absent: FalconH1Config's default"))
         if mt == "mamba2":
             return self._mamba2_state(         # Mamba2 / Codestral-Mamba
                 "num_heads", "head_dim", "state_size", "n_groups", "conv_kernel",
@@ -2380,21 +2411,19 @@ class _Reader:
         ))
 
     def _mamba2_state(self, heads: str, head_dim: str, state: str, groups: str, conv: str,
-                      inner: tuple[str, str] | None, inner_field: str | None = None
-                      ) -> RecurrentState:
+                      inner: tuple[str, str] | None, inner_size: int | None = None,
+                      inner_name: str | None = None) -> RecurrentState:
         # Mamba2 (vLLM mamba2_state_shape): conv (k - 1, inner + 2 * n_groups * state) in the
         # model dtype; ssm (heads, head_dim, state) in the SSM state dtype. inner is
         # heads * head_dim for Nemotron-H (vLLM nemotron_h.py), expand * hidden_size for
-        # Mamba2 and Bamba/Granite (their own files).
+        # Mamba2 and Bamba/Granite (their own files), inner_size when given (Falcon-H1).
+        # With inner_name, heads x head_dim must equal the inner size, as the family's
+        # transformers config requires.
         cfg = self.cfg
         num_heads, d_state = self._int(heads), self._int(state)
         n_groups = self._int(groups)
         d_inner = (self._int(inner[0]) * self._int(inner[1]) if inner is not None
-                   else None)
-        if inner_field is not None and cfg.has(inner_field):
-            # Falcon-H1: mamba_d_ssm, when set, is the inner size (vLLM falcon_h1.py
-            # get_mamba_state_shape_from_config; expand * hidden_size otherwise)
-            d_inner = self._int(inner_field)
+                   else inner_size)
         raw_dim = cfg.raw.get(head_dim)
         if raw_dim == "auto" and d_inner is not None:
             # Bamba / Granite: mamba_d_head "auto" = the inner size split over the heads.
@@ -2406,6 +2435,11 @@ class _Reader:
             d_head = self._int(head_dim)
         if d_inner is None:
             d_inner = num_heads * d_head
+        elif inner_name is not None and num_heads * d_head != d_inner:
+            raise cfg.error(head_dim, f"is {d_head}: {num_heads} heads x {d_head} = "
+                            f"{num_heads * d_head}, but the Mamba2 inner size ({inner_name}) is "
+                            f"{d_inner}; the model's transformers config refuses this",
+                            "set the inner size the checkpoint was trained with")
         k = self._int(conv, minimum=2)
         return RecurrentState("mamba2", (
             StateTensor("conv", (k - 1, d_inner + 2 * n_groups * d_state),

@@ -264,6 +264,40 @@ def test_falcon_h1_inner_size_is_mamba_d_ssm_not_expand_times_hidden():
     assert conv.shape == (3, 768 + 2 * 128)  # expand x hidden would be 2048
 
 
+def test_falcon_h1_without_mamba_d_ssm_takes_the_transformers_default():
+    # transformers FalconH1Config fills in mamba_d_ssm = 1024 when the key is absent, and
+    # vLLM falcon_h1.py (get_mamba_state_shape_from_config) reads that value; only an
+    # explicit null means mamba_expand x hidden_size (2 x 1024 = 2048 here)
+    raw = {k: v for k, v in FALCON_H1.items() if k != "mamba_d_ssm"}
+    spec = from_dict({**raw, "mamba_n_heads": 16})
+    conv, ssm = spec.layers[1].tensors
+    assert conv.shape == (3, 1024 + 2 * 128) and ssm.shape == (16, 64, 128)
+    spec = from_dict({**raw, "mamba_d_ssm": None, "mamba_n_heads": 32})
+    assert spec.layers[1].tensors[0].shape == (3, 2048 + 2 * 128)
+
+
+def test_mamba2_heads_that_do_not_fill_the_inner_size_are_refused():
+    # FalconH1Config / BambaConfig / GraniteMoeHybridConfig validate_architecture: heads x
+    # head size must equal the inner size. A Falcon-H1 config without mamba_d_ssm whose
+    # 24 heads of 64 make 1,536 channels cannot load (the default inner size is 1,024).
+    raw = {k: v for k, v in FALCON_H1.items() if k != "mamba_d_ssm"}
+    with pytest.raises(SpecError) as err:
+        from_dict(raw)
+    assert "mamba_d_head" in str(err.value) and "mamba_d_ssm" in str(err.value)
+    assert "1536" in str(err.value) and "1024" in str(err.value)
+    granite = {"architectures": ["GraniteMoeHybridForCausalLM"],
+               "model_type": "granitemoehybrid", "num_hidden_layers": 4, "hidden_size": 1536,
+               "num_attention_heads": 12, "num_key_value_heads": 4,
+               "layer_types": ["mamba", "attention", "mamba", "mamba"],
+               "mamba_n_heads": 48, "mamba_d_head": 64, "mamba_d_state": 128,
+               "mamba_n_groups": 1, "mamba_d_conv": 4, "mamba_expand": 2}
+    # 48 x 64 = 3,072 = 2 x 1,536: read
+    assert from_dict(granite).layers[0].tensors[1].shape == (48, 64, 128)
+    with pytest.raises(SpecError) as err:
+        from_dict({**granite, "mamba_d_head": 32})
+    assert "mamba_d_head" in str(err.value) and "3072" in str(err.value)
+
+
 # --- Whisper: self-attention + cross-attention to the encoder's frames --------------------
 
 # The published whisper-large-v3 decoder shape (d_model 1280, 32 decoder layers of 20
