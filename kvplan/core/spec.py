@@ -99,6 +99,7 @@ class SSMShapes:
     inner_norms: bool = False  # Jamba: RMSNorms on dt, B and C inside the mixer
     full_rank_gate: bool = False  # KDA: a full-rank output gate g_proj (else g_a / g_b)
     bounded_gate: bool = False  # KDA: the forget gate has a lower bound (gate_lower_bound)
+    gated_norm: bool = True  # mamba2: the gated RMSNorm's weight (Falcon-H1: mamba_rms_norm)
 
 
 @record

@@ -1116,7 +1116,8 @@ class _Builder:
                 self.plain(f"{pre}.conv1d.bias", (conv_dim,), i, place, md)
             for n in ("dt_bias", "A_log", "D"):
                 self.plain(f"{pre}.{n}", (heads,), i, place, md)
-            self.plain(f"{pre}.norm.weight", (inner,), i, place, md)  # gated RMSNorm
+            if m.gated_norm:  # the gated RMSNorm (vLLM Mixer2RMSNormGated: no weight without it)
+                self.plain(f"{pre}.norm.weight", (inner,), i, place, md)
             local(f"{pre}.out_proj", hidden, inner, m.proj_bias)
             return
         if m.kind == "gated_deltanet":

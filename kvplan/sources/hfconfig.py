@@ -1127,7 +1127,10 @@ def _ssm_shapes(cfg: Fields, mt: str, hidden: int | None) -> SSMShapes | None:
             return None
         return SSMShapes("mamba2", d_ssm, state, conv, heads, groups,  # type: ignore[arg-type]
                          conv_bias=flag("mamba_conv_bias", True),
-                         proj_bias=flag("mamba_proj_bias", False))
+                         proj_bias=flag("mamba_proj_bias", False),
+                         # FalconH1Config: mamba_rms_norm defaults to false, and vLLM's
+                         # MambaMixer2(use_rms_norm=...) then registers no norm weight
+                         gated_norm=flag("mamba_rms_norm", False))
     if mt in ("lfm2", "lfm2_moe") and hidden:
         # Lfm2ShortConv (vLLM lfm2.py ShortConv): in_proj hidden -> 3 x conv_dim, a depthwise
         # conv_L_cache-wide convolution, out_proj; conv_bias on all three

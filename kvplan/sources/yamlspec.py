@@ -61,7 +61,9 @@ _SHAPE_ZERO_OK = {"num_shared_experts", "shared_expert_intermediate_size",
 # `shapes.ssm`: the recurrent mixer of a hybrid's state layers (ModelSpec.ssm)
 SSM_KINDS = ("mamba1", "mamba2", "gated_deltanet", "kda")
 _SSM_INTS = ("d_inner", "d_state", "d_conv", "num_heads", "n_groups", "dt_rank")
-_SSM_BOOLS = ("conv_bias", "proj_bias", "inner_norms", "full_rank_gate", "bounded_gate")
+_SSM_BOOLS = ("conv_bias", "proj_bias", "inner_norms", "full_rank_gate", "bounded_gate",
+              "gated_norm")
+_SSM_BOOLS_ON = ("conv_bias", "gated_norm")  # true when a spec leaves them out
 # `shapes.blocks`: one token per layer (ModelSpec.blocks), a mixer letter and/or a
 # feed-forward letter, then `:width` for a per-layer MLP width and `xN` to repeat the token.
 BLOCK_MIXERS = {"*": "attention", "M": "ssm", "P": "parallel_ssm", "L": "linear"}
@@ -190,7 +192,7 @@ def _read_ssm(f: Fields) -> SSMShapes:
     optional = ("num_heads", "n_groups", "dt_rank")
     ints = {k: f.int(k, 0, minimum=0, maximum=MAX_DIM) if k in optional
             else f.int(k, maximum=MAX_DIM) for k in _SSM_INTS}
-    bools = {k: f.bool(k, k == "conv_bias") for k in _SSM_BOOLS}
+    bools = {k: f.bool(k, k in _SSM_BOOLS_ON) for k in _SSM_BOOLS}
     return SSMShapes(kind, **ints, **bools)
 
 
