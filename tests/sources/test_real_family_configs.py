@@ -943,3 +943,89 @@ def test_minicpm3_4b_parameters_by_hand():
                                   "--max-model-len", "8192", "-f", "json"])
     assert planned.exit_code == 0, planned.output
     assert _weights_bytes(planned.output) > 0
+
+
+# --- Falcon-H1 and Zamba2 (SOURCES.md): hybrids whose only copies found are Python dicts ------
+
+FALCON_H1_0_5B = FAMILIES / "tiiuae--Falcon-H1-0.5B.json"
+ZAMBA2_7B = FAMILIES / "Zyphra--Zamba2-7B.json"
+
+
+def _falcon_h1_0_5b(**changes):
+    from kvplan.sources.hfconfig import spec_from_config
+
+    raw = json.loads(FALCON_H1_0_5B.read_text())
+    return spec_from_config({**raw, **changes}, str(FALCON_H1_0_5B), name="falcon-h1-0.5b")
+
+
+def test_falcon_h1_0_5b_as_found_is_refused_by_name():
+    # the copy leaves mamba_d_ssm out: transformers' FalconH1Config then fills in 1,024, and
+    # its validate_architecture refuses 24 heads x mamba_d_head 64 = 1,536 != 1,024, so no
+    # engine loads this dict as it stands; kvplan says which fields disagree
+    from kvplan.core.errors import SpecError
+
+    with pytest.raises(SpecError) as err:
+        load_config_file(FALCON_H1_0_5B)
+    message = str(err.value)
+    assert "mamba_d_head" in message and "mamba_d_ssm, absent" in message
+    result = CliRunner().invoke(app, ["size", str(FALCON_H1_0_5B), "-t", "1024"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_falcon_h1_0_5b_bytes_by_hand():
+    # with the inner size Megatron-Bridge's own export writes back for this dict (its
+    # megatron_to_hf_config: mamba_d_ssm = mamba_num_heads x mamba_head_dim = 24 x 64):
+    # vLLM falcon_h1.py FalconH1ParallelHybrid gives every one of the 36 decoder layers an
+    # Attention (2 KV heads of head_dim 64) and a MambaMixer2 with its own state;
+    # mamba_utils.py mamba2_state_shape: conv (d_conv - 1, d_ssm + 2 x n_groups x d_state) =
+    # (3, 1536 + 256), ssm (heads, head_dim, d_state) = (24, 64, 128), both bf16
+    spec = _falcon_h1_0_5b(mamba_d_ssm=24 * 64)
+    assert spec.kind_counts() == {"full": 36, "state": 36}
+    assert spec.layers[0] == FullAttention(2, 64)
+    state = 3 * (1536 + 2 * 128) * 2 + 24 * 64 * 128 * 2
+    assert state == 403_968 and spec.layers[1].state_bytes() == state
+    assert per_token_bytes(spec.layers, BF16) == 36 * _row(2, 64) == 18_432
+    assert request_bytes(spec.layers, 8192, BF16) == 36 * (8192 * _row(2, 64) + state)
+    assert spec.max_context_tokens == 16_384
+    # vLLM pages (docs/engine-kv-sizing.md 1.7): the attention block grows in steps of 16
+    # until one page of 512-byte token rows holds a state (800 tokens); the state page is
+    # padded to it
+    pages = layer_page_specs(spec, spec.layers, VllmConfig(max_model_len=16_384))
+    block = 16 * -(-state // (16 * _row(2, 64)))
+    assert block == 800
+    assert {(p.kind, p.page_bytes) for p in pages if p is not None} == {
+        ("full", block * _row(2, 64)), ("mamba", block * _row(2, 64))}
+
+
+def test_falcon_h1_0_5b_weights_by_hand():
+    # vLLM falcon_h1.py, bf16: an untied 32,784 x 1,024 embedding and LM head, the final
+    # RMSNorm; per layer input_layernorm and pre_ff_layernorm, qkv (8 + 2 + 2) x 64 x 1,024
+    # and o 512 x 1,024 without biases, MambaMixer2 (mamba_mixer2.py): in_proj 1,024 ->
+    # 2 x 1,536 + 2 x 128 + 24, conv1d 1,792 x 4 with its bias (mamba_conv_bias), A / D /
+    # dt_bias per head, out_proj 1,536 -> 1,024, and no gated-norm weight (mamba_rms_norm
+    # false: Mixer2RMSNormGated registers none); the MLP's gate_up 2 x 2,048 x 1,024 and down
+    h, vocab = 1024, 32_784
+    layer = (2 * h + 12 * 64 * h + 512 * h + h * (2 * 1536 + 2 * 128 + 24) + 1792 * 4 + 1792
+             + 3 * 24 + 1536 * h + 3 * 2048 * h)
+    hand = 2 * vocab * h + h + 36 * layer
+    assert hand == 521_411_104
+    from kvplan.core.weights import inventory
+
+    assert sum(t.num_params for t in inventory(_falcon_h1_0_5b(mamba_d_ssm=1536)).tensors) \
+        == hand
+    # with mamba_rms_norm the mixer's gated RMSNorm adds one 1,536-wide weight per layer
+    assert sum(t.num_params for t in inventory(
+        _falcon_h1_0_5b(mamba_d_ssm=1536, mamba_rms_norm=True)).tensors) == hand + 36 * 1536
+
+
+def test_zamba2_7b_pre_transformers_format_is_refused_by_name():
+    # Zyphra's first Zamba2-7B config (transformers_version 4.43.0.dev0) spells the Mamba2
+    # sizes its own way (state_size, mamba_headdim, mamba_ngroups) and names no n_mamba_heads:
+    # transformers' Zamba2Config would take n_mamba_heads 8 and recompute mamba_headdim =
+    # 2 x 3,584 / 8 = 896 (configuration_zamba2.py __post_init__), shapes the checkpoint does
+    # not have. kvplan refuses the unknown cache key by name rather than guess
+    spec_keys = json.loads(ZAMBA2_7B.read_text())
+    assert spec_keys["num_hidden_layers"] == 81 and "n_mamba_heads" not in spec_keys
+    result = CliRunner().invoke(app, ["size", str(ZAMBA2_7B), "-t", "1024"])
+    assert result.exit_code == 2
+    assert "state_size" in result.output and "Traceback" not in result.output
