@@ -152,6 +152,10 @@ _ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
               "mamba_d_conv": 4, "mamba_expand": 2},
     # FalconConfig: multi_query defaults to True (Falcon-7B's single KV head).
     "falcon": {"multi_query": True, "max_position_embeddings": 2048},
+    # FalconH1Config: mamba_d_ssm is 1,024 when absent (only an explicit null means
+    # mamba_expand x hidden_size), and vLLM falcon_h1.py reads it as transformers filled it in;
+    # the mixer's other sizes every real config states, so they stay required
+    "falcon_h1": {"mamba_d_ssm": 1024},
 }
 
 # Gemma 4's text model, and DiffusionGemma's (vLLM diffusion_gemma.py runs a Gemma4Model
@@ -1037,18 +1041,11 @@ def _ssm_from_state(reader: _Reader) -> SSMShapes | None:
                      conv_bias=False)
 
 
-# transformers FalconH1Config (configuration_falcon_h1.py) fills in mamba_d_ssm = 1024 when a
-# config leaves the key out; only an explicit null means mamba_expand x hidden_size. vLLM
-# falcon_h1.py (FalconH1SSMDecoderLayer, get_mamba_state_shape_from_config) reads the value
-# transformers filled in.
-_FALCON_H1_D_SSM_DEFAULT = 1024
-
-
 def _falcon_h1_d_ssm(cfg: Fields) -> int | None:
-    """Falcon-H1's Mamba2 inner size (None when the config's value is unusable)."""
-    if "mamba_d_ssm" not in cfg.raw:
-        return _FALCON_H1_D_SSM_DEFAULT
-    if cfg.raw["mamba_d_ssm"] is None:
+    """Falcon-H1's Mamba2 inner size: mamba_d_ssm (its class default when absent,
+    _ARCH_DEFAULTS), mamba_expand x hidden_size when null (vLLM falcon_h1.py
+    FalconH1SSMDecoderLayer, get_mamba_state_shape_from_config); None when unusable."""
+    if cfg.raw.get("mamba_d_ssm") is None:
         expand, hidden = (_opt_int(cfg, "mamba_expand", minimum=1),
                           _opt_int(cfg, "hidden_size", minimum=1))
         return expand * hidden if expand and hidden else None
@@ -2376,10 +2373,8 @@ class _Reader:
             return self._mamba2_state(
                 "mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups",
                 "mamba_d_conv", inner=None if falcon else ("mamba_expand", "hidden_size"),
-                inner_size=d_ssm, inner_name=(
-                    "mamba_expand x hidden_size" if not falcon
-                    else "mamba_d_ssm" if "mamba_d_ssm" in cfg.raw
-                    else "mamba_d_ssm, absent: FalconH1Config's default"))
+                inner_size=d_ssm, inner_name="mamba_d_ssm, 1024 when absent (FalconH1Config)"
+                if falcon else "mamba_expand x hidden_size")
         if mt == "mamba2":
             return self._mamba2_state(         # Mamba2 / Codestral-Mamba
                 "num_heads", "head_dim", "state_size", "n_groups", "conv_kernel",

@@ -967,7 +967,7 @@ def test_falcon_h1_0_5b_as_found_is_refused_by_name():
     with pytest.raises(SpecError) as err:
         load_config_file(FALCON_H1_0_5B)
     message = str(err.value)
-    assert "mamba_d_head" in message and "mamba_d_ssm, absent" in message
+    assert "mamba_d_head" in message and "mamba_d_ssm, 1024 when absent" in message
     result = CliRunner().invoke(app, ["size", str(FALCON_H1_0_5B), "-t", "1024"])
     assert result.exit_code == 2 and "Traceback" not in result.output
 
