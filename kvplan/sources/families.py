@@ -48,11 +48,19 @@ LAYOUTS: dict[str, TensorLayout] = {
     "qwen2_5_vl": _QWEN2,
     "qwen2_vl_text": _QWEN2_TEXT,
     "qwen2_5_vl_text": _QWEN2_TEXT,
+    # Qwen2.5-Omni's thinker runs a Qwen2ForCausalLM (vLLM qwen2_5_omni_thinker.py), named by
+    # the text config's model_type or, when it has none, the wrapper's
+    **dict.fromkeys(("qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_text"),
+                    _QWEN2_TEXT),
     "qwen3": TensorLayout(known=True, qk_norm="head"),
     "qwen3_moe": TensorLayout(known=True, qk_norm="head"),
     # Qwen3-VL's language models are Qwen3 / Qwen3-MoE layers (vLLM qwen3_vl.py
     # Qwen3LLMModel, qwen3_vl_moe.py Qwen3MoeLLMModel), under the wrapper's own names
     **dict.fromkeys(("qwen3_vl_text", "qwen3_vl_moe_text"), TensorLayout(qk_norm="head")),
+    # so are the omni and ASR thinkers' (vLLM qwen3_omni_moe_thinker.py Qwen3MoeLLMForCausalLM,
+    # qwen3_asr.py Qwen3ForCausalLM): q_norm / k_norm over each head
+    **dict.fromkeys(("qwen3_omni_moe", "qwen3_omni_moe_thinker", "qwen3_omni_moe_text",
+                     "qwen3_asr", "qwen3_asr_text"), TensorLayout(qk_norm="head")),
     "qwen2_moe": TensorLayout(known=True, shared_expert_gate=True),
     "qwen3_next": replace(_QWEN3_NEXT, known=True, mtp="qwen3_next"),
     **dict.fromkeys(("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"),

@@ -528,7 +528,9 @@ _FOUR_X_HIDDEN = {"gpt2", "falcon", "RefinedWebModel", "RefinedWeb"}
 
 # Families whose q/k/v projections carry biases (o_proj none) without a config field:
 # Qwen2Attention, and the Qwen2-VL / Qwen2.5-VL text models built on it
-_QKV_BIAS = {"qwen2", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text"}
+_QKV_BIAS = {"qwen2", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text",
+             # Qwen2.5-Omni's thinker: a Qwen2ForCausalLM (vLLM qwen2_5_omni_thinker.py)
+             "qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_text"}
 
 
 def _lfm2_ff_width(cfg: Fields, inter: int) -> int:

@@ -298,6 +298,74 @@ def test_mamba2_heads_that_do_not_fill_the_inner_size_are_refused():
     assert "mamba_d_head" in str(err.value) and "3072" in str(err.value)
 
 
+# --- Qwen omni thinkers: the text model under thinker_config.text_config -----------------
+
+# Qwen2.5-Omni-7B's and Qwen3-Omni-30B-A3B's thinker text shapes (the published models: 28
+# layers of 28 heads / 4 KV heads, hidden 3,584; 48 layers of 32 heads / 4 KV heads of 128,
+# 128 experts of 768, top 8); no stored config.json of either was found to copy.
+QWEN2_5_OMNI = {
+    "architectures": ["Qwen2_5OmniModel"], "model_type": "qwen2_5_omni",
+    "thinker_config": {"model_type": "qwen2_5_omni_thinker", "text_config": {
+        "model_type": "qwen2_5_omni_text", "hidden_size": 3584, "intermediate_size": 18944,
+        "num_attention_heads": 28, "num_key_value_heads": 4, "num_hidden_layers": 28,
+        "vocab_size": 152064, "max_position_embeddings": 32768, "torch_dtype": "bfloat16",
+        "tie_word_embeddings": False}}}
+QWEN3_OMNI = {
+    "architectures": ["Qwen3OmniMoeForConditionalGeneration"], "model_type": "qwen3_omni_moe",
+    "thinker_config": {"model_type": "qwen3_omni_moe_thinker", "dtype": "bfloat16",
+                       "text_config": {
+        "model_type": "qwen3_omni_moe_text", "hidden_size": 2048, "head_dim": 128,
+        "num_attention_heads": 32, "num_key_value_heads": 4, "num_hidden_layers": 48,
+        "intermediate_size": 768, "moe_intermediate_size": 768, "num_experts": 128,
+        "num_experts_per_tok": 8, "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "shared_expert_intermediate_size": 0, "use_qk_norm": True, "vocab_size": 152064,
+        "max_position_embeddings": 65536, "tie_word_embeddings": False}}}
+
+
+def _text_params(spec) -> int:
+    from kvplan.core.weights import inventory
+
+    return sum(t.num_params for t in inventory(spec).tensors
+               if t.place in ("embed", "layer", "final", "head"))
+
+
+def _tensor_names(spec) -> set[str]:
+    from kvplan.core.weights import inventory
+
+    return {t.name for t in inventory(spec).tensors}
+
+
+@pytest.mark.parametrize("nested_type", [True, False])
+def test_qwen2_5_omni_thinker_is_qwen2_with_qkv_biases(nested_type):
+    # vLLM qwen2_5_omni_thinker.py builds the language model as a Qwen2ForCausalLM: q / k / v
+    # with biases, o_proj without (no config field says so); the same when the text config
+    # names no model_type of its own
+    raw = json.loads(json.dumps(QWEN2_5_OMNI))
+    if not nested_type:
+        del raw["thinker_config"]["text_config"]["model_type"]
+    spec = from_dict(raw)
+    assert per_token_bytes(spec.layers, BF16) == 28 * 2 * 4 * 128 * 2
+    h, kv, inter, vocab = 3584, 512, 18944, 152064
+    layer = 2 * h * h + 2 * kv * h + h + 2 * kv + 3 * h * inter + 2 * h
+    assert _text_params(spec) == 2 * vocab * h + h + 28 * layer
+    names = _tensor_names(spec)
+    assert any(n.endswith("layers.0.self_attn.k_proj.bias") for n in names)
+    assert not any(n.endswith("o_proj.bias") for n in names)
+
+
+def test_qwen3_omni_thinker_is_qwen3_moe_with_qk_norms():
+    # vLLM qwen3_omni_moe_thinker.py Qwen3MoeLLMForCausalLM -> qwen3_moe.py Qwen3MoeAttention:
+    # q_norm and k_norm (RMSNorm over head_dim 128) in every layer; 128 experts of 768 and a
+    # router, no shared expert; untied embedding and LM head
+    spec = from_dict(QWEN3_OMNI)
+    assert per_token_bytes(spec.layers, BF16) == 48 * 2 * 4 * 128 * 2 == 98_304
+    h, vocab = 2048, 152064
+    attention = 2 * h * 32 * 128 + 2 * h * 4 * 128 + 2 * 128
+    moe = 128 * 3 * 768 * h + 128 * h
+    assert _text_params(spec) == 2 * vocab * h + h + 48 * (attention + moe + 2 * h) \
+        == 30_532_646_912
+
+
 # --- Whisper: self-attention + cross-attention to the encoder's frames --------------------
 
 # The published whisper-large-v3 decoder shape (d_model 1280, 32 decoder layers of 20
