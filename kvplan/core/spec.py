@@ -220,6 +220,7 @@ class TensorLayout:
     gated_mlp: bool = True  # MLPs and experts have a gate_proj (else up -> act -> down)
     mlp_bias: bool = False  # the MLP's linears carry biases (GPT-2)
     mlp_names: tuple[str, str] = ("up_proj", "down_proj")  # (up, down) of an ungated MLP
+    mlp_act_params: tuple[str, ...] = ()  # one-element learned parameters of the MLP's act_fn
     router: str = "gate"  # the router's module under mlp (gpt-oss: router)
     # the router's per-expert fp32 score bias under mlp, where the spec has one (routing_bias)
     routing_bias: str = "gate.e_score_correction_bias"

@@ -1278,6 +1278,8 @@ class _Builder:
             up, down = lay.mlp_names
             self.linear(f"{p}.mlp.{up}", inter, hidden, i, place, "column", lay.mlp_bias, "mlp")
             self.linear(f"{p}.mlp.{down}", hidden, inter, i, place, "row", lay.mlp_bias, "mlp")
+            for name in lay.mlp_act_params:
+                self.plain(f"{p}.mlp.act_fn.{name}", (1,), i, place)
             return
         self.linear(f"{p}.mlp.gate_proj", inter, hidden, i, place, "column", kind="mlp")
         self.linear(f"{p}.mlp.up_proj", inter, hidden, i, place, "column", kind="mlp")

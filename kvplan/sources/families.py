@@ -76,6 +76,12 @@ LAYOUTS: dict[str, TensorLayout] = {
     **dict.fromkeys(("domyn_edge", "domynedge"), _DOMYN),
     **dict.fromkeys(("olmo2", "olmo3"), TensorLayout(known=True, norms="post", qk_norm="heads")),
     "minimax_m2": TensorLayout(known=True, qk_norm="heads"),
+    # vLLM apertus.py: ApertusMLP is up_proj -> XIELU -> down_proj, no gate; the activation
+    # keeps two learned one-element parameters (activation.py XIELU alpha_p / alpha_n);
+    # ApertusAttention builds q_norm / k_norm over each head unconditionally. The layer norms
+    # are attention_layernorm / feedforward_layernorm: the pre-norm pair, renamed
+    "apertus": TensorLayout(gated_mlp=False, qk_norm="head", mlp_act_params=("alpha_p",
+                                                                              "alpha_n")),
     "cohere": TensorLayout(known=True, norms="parallel"),
     "chatglm": TensorLayout(known=True, qkv_bias=True, o_proj_bias=False),
     # Falcon: LayerNorms with biases, dense_h_to_4h / dense_4h_to_h without a gate or biases;

@@ -366,6 +366,40 @@ def test_qwen3_omni_thinker_is_qwen3_moe_with_qk_norms():
         == 30_532_646_912
 
 
+# --- Apertus: an ungated xIELU MLP and per-head q/k norms --------------------------------
+
+# Apertus-8B's published shape (swiss-ai's model card and tech report: 32 layers, hidden
+# 4,096, 32 heads / 8 KV heads, MLP 21,504, vocabulary 131,072, untied); no stored
+# config.json of it was found to copy.
+APERTUS_8B = {
+    "architectures": ["ApertusForCausalLM"], "model_type": "apertus", "dtype": "bfloat16",
+    "hidden_size": 4096, "intermediate_size": 21504, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 65536,
+    "hidden_act": "xielu", "qk_norm": True, "post_norm": False, "attention_bias": False,
+    "mlp_bias": False, "tie_word_embeddings": False, "vocab_size": 131072,
+}
+
+
+def test_apertus_8b_weights_by_hand_and_measured():
+    # vLLM apertus.py: ApertusMLP up_proj 21,504 x 4,096 -> XIELU (two one-element
+    # parameters, activation.py) -> down_proj, no gate_proj; ApertusAttention q / k / v / o
+    # without biases and q_norm / k_norm over head_dim 128; two RMSNorms a layer, the final
+    # norm, an untied embedding and LM head
+    spec = from_dict(APERTUS_8B)
+    assert per_token_bytes(spec.layers, BF16) == 32 * 2 * 8 * 128 * 2 == 131_072
+    h, vocab = 4096, 131072
+    layer = 2 * h * h + 2 * 1024 * h + 2 * 128 + 2 * 21504 * h + 2 + 2 * h
+    hand = 2 * vocab * h + h + 32 * layer
+    # thedatadudech/apertus-transparency-guide's complete_real_analysis_report.md (its docs
+    # folder, commit b65eda7c845197aa9c98eb3f6b2159e3ccb0dbaa) prints
+    # swiss-ai/Apertus-8B-Instruct-2509 loaded on an A40: "Parameters: 8,053,338,176"
+    assert hand == 8_053_338_176
+    assert _text_params(spec) == hand
+    names = _tensor_names(spec)
+    assert not any(".gate_proj." in n for n in names)
+    assert any(n.endswith("layers.0.mlp.act_fn.alpha_p") for n in names)
+
+
 # --- Whisper: self-attention + cross-attention to the encoder's frames --------------------
 
 # The published whisper-large-v3 decoder shape (d_model 1280, 32 decoder layers of 20
