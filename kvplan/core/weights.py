@@ -1196,8 +1196,17 @@ class _Builder:
         # Qwen3-Next's gated attention: q_proj also gives the output gate (attn_output_gate,
         # always on in Qwen3NextAttention), twice the query width
         gate = 2 if lay.attention_output_gate else 1
-        self.linear(f"{p}.self_attn.q_proj", gate * heads * hd, hidden, i, place, "column", bias,
-                    "attn")
+        if s.q_lora_rank:
+            # Step3's MFA (vLLM step3_text.py): q_proj to the low rank (replicated, fused with
+            # k / v in qkv_proj), inter_norm, wq from the rank to every head
+            self.linear(f"{p}.self_attn.q_proj", s.q_lora_rank, hidden, i, place, "replicated",
+                        bias, "attn")
+            self.plain(f"{p}.self_attn.inter_norm.weight", (s.q_lora_rank,), i, place)
+            self.linear(f"{p}.self_attn.wq", heads * hd, s.q_lora_rank, i, place, "column",
+                        bias, "attn")
+        else:
+            self.linear(f"{p}.self_attn.q_proj", gate * heads * hd, hidden, i, place, "column",
+                        bias, "attn")
         for name, width in (("k_proj", hd), ("v_proj", vd)):
             if kv_rank is not None:
                 self.linear(f"{p}.self_attn.{name}", kv_total * width, hidden, i, place,

@@ -615,12 +615,14 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         inter = None  # the mixer's own width: a Mamba block has no MLP
     elif mt in ("lfm2", "lfm2_moe") and inter:
         inter = _lfm2_ff_width(cfg, inter)
-    experts = _opt_int(cfg, "n_routed_experts", "num_local_experts", "num_experts", minimum=1)
+    # Step3 (vLLM step3_text.py FusedMoEBlock): moe_num_experts, moe_top_k, share_expert_dim
+    experts = _opt_int(cfg, "n_routed_experts", "num_local_experts", "num_experts",
+                       "moe_num_experts", minimum=1)
     out["num_experts"] = experts
     if experts:
         out["num_experts_per_token"] = _opt_int(
             cfg, "num_experts_per_tok", "experts_per_token", "num_experts_per_token",
-            "top_k_experts", "moe_topk", minimum=1)
+            "top_k_experts", "moe_topk", "moe_top_k", minimum=1)
         if mt in _EXPERT_WIDTH_IS_INTERMEDIATE:
             out["moe_intermediate_size"] = _opt_int(cfg, "moe_intermediate_size", minimum=1) \
                 or inter
@@ -634,7 +636,7 @@ def shapes(reader: _Reader) -> dict[str, Any]:
                           minimum=0)
         shared_width = _opt_int(cfg, "shared_expert_intermediate_size",
                                 "moe_shared_expert_intermediate_size",
-                                "shared_intermediate_size", minimum=0)
+                                "shared_intermediate_size", "share_expert_dim", minimum=0)
         if mt == "llama4_text":  # Llama4TextMoe: one shared expert as wide as a routed one
             shared, shared_width = 1, out["moe_intermediate_size"]
         if shared_width is not None and shared is None:
@@ -680,6 +682,10 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         mtp = 1
     out["num_nextn_predict_layers"] = mtp
     out["rope"] = _rope(cfg, mt)
+    if mt == "step3_text" and cfg.has("share_q_dim"):
+        # Step3's MFA (vLLM step3_text.py Step3TextAttention): the query through a
+        # share_q_dim-wide low rank (in the fused qkv_proj), inter_norm, then wq to the heads
+        out["q_lora_rank"] = _opt_int(cfg, "share_q_dim", minimum=1)
     if mt == "deepseek_v4":
         # DeepSeek-V4: low-rank queries, a grouped low-rank output, hyper-connections, hash
         # routing on the first layers, the experts' own format (expert_dtype)
@@ -1300,11 +1306,20 @@ def _blocks(cfg: Fields, mt: str, hidden: int | None) -> tuple[Block, ...] | Non
 
 def _moe_flags(cfg: Fields) -> list[bool] | None:
     """Which layers are MoE when the config lists it per layer: mlp_layer_types ("dense" /
-    "sparse": Cohere2-MoE, K-EXAONE, Step-3.5; vLLM cohere2_moe.py / exaone_moe.py) or
-    is_moe_layer (booleans); None otherwise or when the list is malformed."""
+    "sparse": Cohere2-MoE, K-EXAONE, Step-3.5; vLLM cohere2_moe.py / exaone_moe.py),
+    moe_layers_enum (the MoE layers' indices, comma-separated: Step3, Step-3.5; vLLM
+    step3_text.py / step3p5.py) or is_moe_layer (booleans); None otherwise or when the list
+    is malformed."""
     kinds = cfg.raw.get("mlp_layer_types")
     if isinstance(kinds, list) and kinds and all(k in ("dense", "sparse") for k in kinds):
         return [k == "sparse" for k in kinds]
+    enum, n = cfg.raw.get("moe_layers_enum"), _opt_int(cfg, "num_hidden_layers", minimum=1)
+    if isinstance(enum, str) and n:
+        parts = [x.strip() for x in enum.split(",") if x.strip()]
+        if parts and all(x.isdigit() and int(x) < n for x in parts):
+            moe = {int(x) for x in parts}
+            return [i in moe for i in range(n)]
+        return None
     flags = cfg.raw.get("is_moe_layer")
     if isinstance(flags, list) and flags and all(isinstance(f, bool) for f in flags):
         return list(flags)

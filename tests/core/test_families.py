@@ -400,6 +400,49 @@ def test_apertus_8b_weights_by_hand_and_measured():
     assert any(n.endswith("layers.0.mlp.act_fn.alpha_p") for n in names)
 
 
+# --- Step3: MFA attention (one KV head, a low-rank query) and experts by index -----------
+
+# Step3's language model as its model card gives it (stepfun-ai/Step3 README.md, commit
+# 094d0d3f114e455fd7322f5a3c577ed7becbf064: 61 layers of which 5 dense, hidden 7,168, MFA
+# with a 2,048 low-rank query, 64 query heads of 256, 48 experts top 3 + 1 shared); the
+# widths the card leaves out are the config's (dense MLP 18,432, experts and shared expert
+# 5,120, vocabulary 128,815). No stored config.json of Step3 was found to copy.
+STEP3 = {
+    "architectures": ["Step3VLForConditionalGeneration"], "model_type": "step3_vl",
+    "text_config": {
+        "architectures": ["Step3TextForCausalLM"], "model_type": "step3_text",
+        "hidden_size": 7168, "intermediate_size": 18432, "num_attention_heads": 64,
+        "num_attention_groups": 1, "num_hidden_layers": 61, "max_seq_len": 65536,
+        "vocab_size": 128815, "moe_intermediate_size": 5120, "moe_num_experts": 48,
+        "moe_top_k": 3, "head_dim": 256, "share_expert_dim": 5120, "share_q_dim": 2048,
+        "moe_layers_enum": ",".join(str(i) for i in range(4, 60)),
+        "torch_dtype": "bfloat16"}}
+
+
+def test_step3_mfa_cache_by_hand():
+    # vLLM step3_text.py Step3TextAttention: num_kv_heads must be 1 (num_attention_groups),
+    # head_dim 256: one K and one V row a layer
+    spec = from_dict(STEP3)
+    assert spec.kind_counts() == {"full": 61}
+    assert per_token_bytes(spec.layers, BF16) == 61 * 2 * 256 * 2 == 62_464
+
+
+def test_step3_weights_match_the_model_card():
+    # vLLM step3_text.py: qkv_proj 7,168 -> 2,048 + 2 x 256 (the low-rank query, k and v),
+    # inter_norm (2,048), wq 2,048 -> 64 x 256, o_proj back; layer i is MoE when
+    # moe_layers_enum lists it (4..59: 56 layers; 0-3 and 60 keep a dense 18,432 MLP): a
+    # router, 48 experts of 5,120 and share_expert (5,120); an untied LM head
+    spec = from_dict(STEP3)
+    h, vocab = 7168, 128815
+    attention = h * (2048 + 2 * 256) + 2048 + 2048 * 64 * 256 + 64 * 256 * h
+    dense = 3 * h * 18432
+    moe = 48 * h + 48 * 3 * 5120 * h + 3 * 5120 * h
+    hand = 2 * vocab * h + h + 61 * (attention + 2 * h) + 5 * dense + 56 * moe
+    assert _text_params(spec) == hand == 316_294_538_240  # the card: 316B (LLM)
+    assert sum(spec.is_moe_layer(i) if spec.blocks is None else spec.blocks[i].ffn == "moe"
+               for i in range(61)) == 56
+
+
 # --- Whisper: self-attention + cross-attention to the encoder's frames --------------------
 
 # The published whisper-large-v3 decoder shape (d_model 1280, 32 decoder layers of 20
