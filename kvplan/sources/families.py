@@ -75,6 +75,10 @@ LAYOUTS: dict[str, TensorLayout] = {
                                  requires=("per_layer_inputs",))),
     **dict.fromkeys(("domyn_edge", "domynedge"), _DOMYN),
     **dict.fromkeys(("olmo2", "olmo3"), TensorLayout(known=True, norms="post", qk_norm="heads")),
+    # vLLM olmo_hybrid.py OlmoHybridAttention: q_norm over all heads (hidden_size) and k_norm
+    # over the KV heads, as OLMo 2 / 3; its gated delta-net (olmo_gdn_linear_attn.py) holds
+    # the same tensors as Qwen3-Next's, two norms a layer either way
+    "olmo_hybrid": TensorLayout(qk_norm="heads"),
     "minimax_m2": TensorLayout(known=True, qk_norm="heads"),
     # vLLM apertus.py: ApertusMLP is up_proj -> XIELU -> down_proj, no gate; the activation
     # keeps two learned one-element parameters (activation.py XIELU alpha_p / alpha_n);

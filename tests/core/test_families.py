@@ -443,6 +443,27 @@ def test_step3_weights_match_the_model_card():
                for i in range(61)) == 56
 
 
+# --- OLMo-Hybrid: gated delta-nets and OLMo's whole-width q/k norms ----------------------
+
+def test_olmo_hybrid_attention_layers_keep_q_and_k_norms():
+    # vLLM olmo_hybrid.py OlmoHybridAttention: q_norm = RMSNorm(hidden_size), k_norm =
+    # RMSNorm(num_kv_heads x head_dim) on every full-attention layer; none on the gated
+    # delta-net layers (olmo_gdn_linear_attn.py)
+    spec = from_dict({
+        "architectures": ["OlmoHybridForCausalLM"], "model_type": "olmo_hybrid",
+        "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 4,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 100352,
+        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+        "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+        "max_position_embeddings": 65536, "tie_word_embeddings": False})
+    from kvplan.core.weights import inventory
+
+    norms = {(t.layer, t.name.rsplit(".", 2)[-2], t.shape) for t in inventory(spec).tensors
+             if t.name.endswith(("q_norm.weight", "k_norm.weight"))}
+    assert norms == {(3, "q_norm", (4096,)), (3, "k_norm", (8 * 128,))}
+
+
 # --- Whisper: self-attention + cross-attention to the encoder's frames --------------------
 
 # The published whisper-large-v3 decoder shape (d_model 1280, 32 decoder layers of 20
