@@ -2234,6 +2234,22 @@ class _Reader:
                                     self._int("swa_num_key_value_heads"), heads)
             head_dim = self._int("swa_head_dim", head_dim)
             v_head_dim = self._int("swa_v_head_dim", v_head_dim)
+        # Step-3.5: attention_other_setting gives the layers of one type their own heads,
+        # KV groups and head size (vLLM step3p5.py Step3p5DecoderLayer: where layer_types[i]
+        # is its attention_type, num_attention_groups KV heads of head_dim)
+        other = cfg.raw.get("attention_other_setting")
+        if other is not None:
+            where = "attention_other_setting"
+            if not isinstance(other, dict) or other.get("attention_type") not in (
+                    "sliding_attention", "full_attention"):
+                raise cfg.error(where, f"is {other!r}; expected a mapping whose "
+                                "attention_type is sliding_attention or full_attention")
+            if other["attention_type"] == f"{kind}_attention":
+                sub = cfg.sub(where)
+                heads = _num(sub, "num_attention_heads")
+                kv = self._check_kv(sub, "num_attention_groups",
+                                    _num(sub, "num_attention_groups"), heads)
+                head_dim = _num(sub, "head_dim")
         # Gemma 4: full-attention layers use global_head_dim (512), and with attention_k_eq_v
         # num_global_key_value_heads (2) (Gemma4TextConfig.per_layer_config). attention_k_eq_v
         # shares the K and V *projection* only: K is then RMS-normed and rotated, V only

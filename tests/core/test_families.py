@@ -464,6 +464,30 @@ def test_olmo_hybrid_attention_layers_keep_q_and_k_norms():
     assert norms == {(3, "q_norm", (4096,)), (3, "k_norm", (8 * 128,))}
 
 
+# --- Step-3.5: one layer type's own attention shape (attention_other_setting) ------------
+
+def test_step3p5_attention_other_setting_sizes_its_layer_type():
+    # vLLM step3p5.py Step3p5DecoderLayer: a layer whose layer_types entry is the setting's
+    # attention_type takes its num_attention_groups KV heads of head_dim; the others the
+    # config's num_attention_groups. Shapes chosen to tell the two apart.
+    types = ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(8)]
+    raw = {"architectures": ["Step3p5ForCausalLM"], "model_type": "step3p5",
+           "hidden_size": 4096, "num_hidden_layers": 8, "num_attention_heads": 64,
+           "num_attention_groups": 8, "head_dim": 128, "att_impl_type": "GQA",
+           "attention_other_setting": {"attention_type": "sliding_attention",
+                                       "num_attention_heads": 96, "num_attention_groups": 4,
+                                       "head_dim": 64},
+           "layer_types": types, "sliding_window": 512, "vocab_size": 1000,
+           "max_position_embeddings": 65536}
+    spec = from_dict(raw)
+    assert spec.layers[0] == FullAttention(8, 128)
+    assert spec.layers[1] == SlidingWindow(4, 64, window=512)
+    assert per_token_bytes(spec.layers, BF16) == 2 * 2 * 8 * 128 * 2 + 6 * 2 * 4 * 64 * 2
+    with pytest.raises(SpecError) as err:
+        from_dict({**raw, "attention_other_setting": {"attention_type": "chunked"}})
+    assert "attention_other_setting" in str(err.value)
+
+
 # --- Whisper: self-attention + cross-attention to the encoder's frames --------------------
 
 # The published whisper-large-v3 decoder shape (d_model 1280, 32 decoder layers of 20
