@@ -528,6 +528,7 @@ _FOUR_X_HIDDEN = {"gpt2", "falcon", "RefinedWebModel", "RefinedWeb"}
 
 # Families whose q/k/v projections carry biases (o_proj none) without a config field:
 # Qwen2Attention, and the Qwen2-VL / Qwen2.5-VL text models built on it
+_STEP_MOE = {"step3_text", "step3p5", "step3p7"}
 _QKV_BIAS = {"qwen2", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text",
              # Qwen2.5-Omni's thinker: a Qwen2ForCausalLM (vLLM qwen2_5_omni_thinker.py)
              "qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_text"}
@@ -615,14 +616,17 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         inter = None  # the mixer's own width: a Mamba block has no MLP
     elif mt in ("lfm2", "lfm2_moe") and inter:
         inter = _lfm2_ff_width(cfg, inter)
-    # Step3 (vLLM step3_text.py FusedMoEBlock): moe_num_experts, moe_top_k, share_expert_dim
+    # Step3 / Step-3.5 (vLLM step3_text.py, step3p5.py): moe_num_experts, moe_top_k and
+    # share_expert_dim; other families' moe_num_experts (ERNIE 4.5) come with keys of their
+    # own, so these names are read for the Step models only
+    step = mt in _STEP_MOE
     experts = _opt_int(cfg, "n_routed_experts", "num_local_experts", "num_experts",
-                       "moe_num_experts", minimum=1)
+                       *(("moe_num_experts",) if step else ()), minimum=1)
     out["num_experts"] = experts
     if experts:
         out["num_experts_per_token"] = _opt_int(
             cfg, "num_experts_per_tok", "experts_per_token", "num_experts_per_token",
-            "top_k_experts", "moe_topk", "moe_top_k", minimum=1)
+            "top_k_experts", "moe_topk", *(("moe_top_k",) if step else ()), minimum=1)
         if mt in _EXPERT_WIDTH_IS_INTERMEDIATE:
             out["moe_intermediate_size"] = _opt_int(cfg, "moe_intermediate_size", minimum=1) \
                 or inter
@@ -636,7 +640,8 @@ def shapes(reader: _Reader) -> dict[str, Any]:
                           minimum=0)
         shared_width = _opt_int(cfg, "shared_expert_intermediate_size",
                                 "moe_shared_expert_intermediate_size",
-                                "shared_intermediate_size", "share_expert_dim", minimum=0)
+                                "shared_intermediate_size",
+                                *(("share_expert_dim",) if step else ()), minimum=0)
         if mt == "llama4_text":  # Llama4TextMoe: one shared expert as wide as a routed one
             shared, shared_width = 1, out["moe_intermediate_size"]
         if shared_width is not None and shared is None:
