@@ -28,8 +28,24 @@ MAX_LINE_CHARS = 64 * 1024  # a longer line is read up to here (config dumps are
 WINDOW_CHARS = 512  # a pattern is matched within this many characters after its key
 BACK_CHARS = 96  # ... and this many before it (patterns may start before the key)
 KEY_TRIES = 4  # occurrences of a key tried in one line
-# a worker's rank in a line's prefix: "rank=3", "(VllmWorker rank=1 ...)", "[... TP0]"
-_RANK = re.compile(r"\brank[= ](\d+)|\b(?:TP|PP)(\d+)\b")
+# a worker's rank in a line's prefix: "rank=3", "(VllmWorker rank=1 ...)", "[... TP0]",
+# "[... DP1 TP1 EP1]" (SGLang), "(Worker_TP3_EP3 pid=...)", "(Worker_PP1_TP0 pid=...)" (vLLM
+# V1's multiproc_executor.py worker process names, whose parts '_' joins)
+_RANK = re.compile(r"\brank[= ](\d+)|(?<![A-Za-z0-9])(DP|PP|TP)(\d+)(?![0-9])")
+
+
+def _rank(text: str, end: int) -> tuple[int, int, int] | None:
+    """The rank a line's prefix (up to `end`) names, as (data-parallel, pipeline, tensor)
+    ranks, so that the lowest is the first stage's first worker; None when it names none."""
+    parts = {"DP": 0, "PP": 0, "TP": 0}
+    found = False
+    for m in _RANK.finditer(text, 0, end):
+        found = True
+        if m.group(1) is not None:
+            parts["TP"] = int(m.group(1))
+        else:
+            parts[m.group(2)] = int(m.group(3))
+    return (parts["DP"], parts["PP"], parts["TP"]) if found else None
 
 
 @dataclass
@@ -180,7 +196,7 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
         compiled = re.compile(fmt.pattern)
         total: float = 0
         found = 0
-        ranks: dict[int, Any] = {}
+        ranks: dict[tuple[int, int, int], Any] = {}
         for line, m in _matches(lines, fmt, compiled):
             raw = m.group(1).strip()
             try:
@@ -194,9 +210,9 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
                 facts.scopes[fmt.figure] = fmt.scope
             found += 1
             if fmt.scope == "worker":
-                rank = _RANK.search(line, 0, m.start())
-                if rank:
-                    ranks.setdefault(int(rank.group(1) or rank.group(2)), value)
+                rank = _rank(line, m.start())
+                if rank is not None:
+                    ranks.setdefault(rank, value)
             if fmt.combine == "min":
                 if found == 1 or value < _value(facts, fmt.figure, fmt.place):
                     _put(facts, fmt.figure, fmt.place, value)
@@ -228,8 +244,10 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
             # is the one kvplan applies, and the spread is noted
             low = min(ranks)
             _put(facts, fmt.figure, fmt.place, ranks[low])
+            where = " ".join(f"{k}{v}" for k, v in zip(("DP", "PP", "TP"), low, strict=True)
+                             if v or k == "TP")
             facts.notes.append(f"workers logged different {fmt.figure} ({len(set(ranks.values()))}"
-                               f" values); rank {low}'s is applied to every stage")
+                               f" values); the lowest rank's ({where}) is applied to every stage")
     _misprinted(lines, unmatched, facts)
     if "peak_torch_bytes" in facts.terms and facts.weights_bytes is not None:
         facts.terms["activation_bytes"] = facts.terms["peak_torch_bytes"] - facts.weights_bytes
