@@ -353,11 +353,17 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
                         UNREADABLE))
     elif budget is None and eng.needs_memory:
         warnings.append("the log prints no KV budget: only what follows from the settings")
-    elif budget is not None and budget <= 0:
+    elif budget is not None and budget + half <= 0:
+        # even the top of its printed span is not positive (-8.59 GiB, or 0 printed exactly)
         warnings.append("the logged KV budget is not positive: the engine refused to start, "
                         "so there is no KV line to recompute")
         rows.append(_refused(facts, budget))
     else:
+        if budget is not None and budget <= 0:
+            # printed as zero at its precision ("K size: 0.00 GB"): below the last digit, not
+            # a refusal; the KV lines are recomputed over the span the digit allows
+            warnings.append("the logged KV budget prints as zero: it is below its printed "
+                            "precision, and the KV lines are recomputed over that span")
         rows += _recomputed(eng, dep, facts, budget, half)
         if tp is None and "tp" not in facts.settings and any(r.status == "DIFF" for r in rows):
             rows, dep = _per_worker(eng, dep, facts, budget, half, rows, warnings)

@@ -50,3 +50,28 @@ def test_the_tp8_log_recomputes_from_rank_0s_budget():
     row = next(r for r in result.rows if r.quantity == "kv_cache_tokens"
                and r.basis == "given the logged budget")
     assert row.logged == 238_208 and row.status == "ok", row
+
+
+# SGLang's bench_one_batch on gpt-oss-20b with --kv-cache-dtype fp8_e5m2 --max-total-tokens
+# 4096 (a public PR write-up of 2025-09-28; the run also overrode num_hidden_layers to 1): a
+# pool that prints "0.00 GB" is below the line's last digit, and the server ran on
+SGLANG_ZERO = """\
+[2025-09-28 17:07:10 TP0] Load weight begin. avail mem=94.63 GB
+[2025-09-28 17:07:10 TP0] Load weight end. type=GptOssForCausalLM, dtype=torch.bfloat16, avail mem=91.91 GB, mem usage=2.72 GB.
+[2025-09-28 17:07:10 TP0] Using KV cache dtype: torch.float8_e5m2
+[2025-09-28 17:07:10 TP0] KV Cache is allocated. #tokens: 4096, K size: 0.00 GB, V size: 0.00 GB
+[2025-09-28 17:07:10 TP0] Memory pool end. avail mem=89.83 GB
+max_total_num_tokens=4096
+"""
+
+
+def test_a_budget_printed_as_zero_is_below_its_precision_not_a_refusal():
+    result = explain(SGLANG_ZERO, model="gpt-oss-20b")
+    assert not any("refused to start" in r.note for r in result.rows)
+    assert any("below its printed precision" in n for n in result.notes)
+    # gpt-oss-20b as kvplan knows it (24 layers, 8 KV heads of 64, fp8: one byte) holds 4,096
+    # tokens in 24 x 8 x 64 x 4096 = 50,331,648 bytes of K (0.05 GB), more than the 0.005 GB
+    # "0.00 GB" allows: the token line differs (the run's one-layer override is not printed)
+    assert 24 * 8 * 64 * 4096 > 0.005e9
+    row = next(r for r in result.rows if r.quantity == "max_total_num_tokens")
+    assert row.logged == 4096 and row.status == "DIFF", row
