@@ -598,10 +598,23 @@ def _date(facts: LogFacts, warnings: list[str]) -> str | None:
 def _settings_from_lines(facts: LogFacts, warnings: list[str]) -> None:
     """Settings a log states other than as a setting: a slot's context times the slots, the
     cells of llama.cpp's KV line (its context, padded)."""
+    from kvplan.engines import registry
+
     s = facts.settings
-    fmt = _format_of(facts.engine)
-    if fmt is not None and any(line.figure == "runner_ctx" for line in fmt.figures):
-        _runner_context(facts, warnings)
+    # an echoed environment variable at a value the engine reads as its absence (the launch
+    # table's `unset_values`: Ollama's OLLAMA_NUM_PARALLEL:0) leaves the setting to its default
+    table = registry.launch_table(str(facts.engine)) if facts.engine in registry.names() \
+        else None
+    unset = table.unset_values if table is not None else {}
+    for env_name, (field_name, _) in (table.env if table is not None else {}).items():
+        if str(s.get(field_name)) in unset.get(env_name, ()):
+            del s[field_name]
+    # the engine's own rule for settings its log states other than as settings (Ollama's
+    # runner context: kvplan.engines.llamacpp.ollama.engine.runner_settings)
+    hook = getattr(registry.get(str(facts.engine)), "log_settings", None) \
+        if facts.engine in registry.names() else None
+    if hook is not None:
+        hook(s, facts.kv, warnings)
     if "max_model_len" not in s and "max_concurrency_tokens" in facts.kv:
         s["max_model_len"] = facts.kv["max_concurrency_tokens"]  # vLLM prints max_model_len
     if "max_model_len" not in s and "ctx_per_seq" in s:
@@ -616,37 +629,6 @@ def _settings_from_lines(facts: LogFacts, warnings: list[str]) -> None:
                         f"{int(facts.kv['cells']) // streams:,} cells")
     if "max_model_len" not in s and "cells" in facts.kv:
         s["max_model_len"] = int(facts.kv["cells"])
-
-
-def _runner_context(facts: LogFacts, warnings: list[str]) -> None:
-    """The settings of a server that starts a runner per model (an engine whose log format
-    declares the runner's context, `runner_ctx`: Ollama's) as its log states them: one
-    request's context (the deployment's max_model_len; Ollama's num_ctx) is the runner's
-    context over its slots (the runner's n_ctx, KvSize or --ctx-size, else its KV line's
-    cells: num_ctx x parallel, kvplan.engines.llamacpp.ollama.engine.runner_deployment), over
-    the server's default (OLLAMA_CONTEXT_LENGTH, which a request or Modelfile may change);
-    parallel 0 is unset (OLLAMA_NUM_PARALLEL: the server chooses at load)."""
-    s = facts.settings
-    if str(s.get("parallel")) == "0":
-        del s["parallel"]
-    streams = int(facts.kv.get("streams", 1))
-    total = s.pop("runner_ctx", None)
-    slot = s.pop("num_ctx", None)  # the runner's n_ctx_per_seq
-    if total is None and "cells" in facts.kv:
-        total = int(facts.kv["cells"]) * streams
-    if total is None:
-        return
-    if "parallel" not in s and slot:
-        s["parallel"] = max(int(total) // int(slot), 1)
-        warnings.append(f"Ollama ran {s['parallel']} slot(s): the runner's context of "
-                        f"{int(total):,} cells over its {int(slot):,} per sequence")
-    parallel = int(s.get("parallel", 1))
-    num_ctx = int(total) // parallel
-    if s.get("max_model_len") not in (None, num_ctx):
-        warnings.append(f"the runner's context is {int(total):,} cells for {parallel} slot(s): "
-                        f"num_ctx {num_ctx:,} is applied, not OLLAMA_CONTEXT_LENGTH "
-                        f"{s['max_model_len']} (a request or Modelfile set its own)")
-    s["max_model_len"] = num_ctx
 
 
 def _predicted(eng: Any, dep: Any, facts: LogFacts, warnings: list[str]) -> list[Row]:

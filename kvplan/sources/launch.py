@@ -470,7 +470,8 @@ def parse_launch(text: str, engines: Sequence[EngineLaunch]) -> Launch:
                             "kvplan reads: " + ", ".join(names))
     settings, unknown, ignored = read_flags(words[start:], eng)
     for var, (setting, kind) in eng.env.items():
-        if var in env and setting not in settings:
+        if var in env and setting not in settings and \
+                env[var].strip() not in eng.unset_values.get(var, ()):
             settings[setting] = _value(env[var], kind, var)
     # the flags the engine reads from its environment, where the command does not give them
     for var, flag in _env_flags(eng).items():

@@ -138,7 +138,6 @@ def test_the_docker_image_tag_is_the_release():
 
 @pytest.mark.parametrize("line,message", [
     ("ollama serve", "names no model: it loads one per request"),
-    ("OLLAMA_NUM_PARALLEL=0 ollama serve", "OLLAMA_NUM_PARALLEL in the command must be"),
     ("OLLAMA_KV_CACHE_TYPE=q5_0 ollama serve", "Ollama has no KV cache type 'q5_0'"),
     ("OLLAMA_FLASH_ATTENTION=maybe ollama serve", "OLLAMA_FLASH_ATTENTION"),
 ])
@@ -147,3 +146,15 @@ def test_bad_settings_are_named(line, message):
     result = runner.invoke(app, ["plan", *model, "--from-command", line])
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("version,cells", [("0.6.2", 2048), ("0.12.3", 4096)])
+def test_num_parallel_0_is_the_variable_unset(version, cells):
+    # Ollama's scheduler reads OLLAMA_NUM_PARALLEL=0 as it reads the variable's absence
+    # (server/sched.go: before 0.10.0 both pick the slots that fit, from 0.10.0 both give 1),
+    # so the line plans as it does without the variable: one slot of the release's default
+    # num_ctx (2,048 in 0.6.2, 4,096 in 0.12.3: config.RULES), not a refusal of 0
+    _, out = plan("llama-3.1-8b", "--from-command",
+                  f"docker run -d --gpus=all -e OLLAMA_NUM_PARALLEL=0 ollama/ollama:{version}")
+    assert out["deployment"]["engine_version"] == version
+    assert out["engine"]["kv_size"] == cells

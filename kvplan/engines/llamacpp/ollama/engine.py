@@ -103,6 +103,35 @@ def runner_deployment(dep: Deployment) -> tuple[Deployment, tuple[str, ...]]:
     return run, tuple(notes)
 
 
+def runner_settings(settings: dict[str, Any], kv: dict[str, Any], notes: list[str]) -> None:
+    """The settings of a log Ollama's runner wrote, as its lines state them (kvplan's explain
+    calls it as the engine's `log_settings`): one request's context (the deployment's
+    max_model_len; Ollama's num_ctx) is the runner's context over its slots (the runner's
+    n_ctx, KvSize or --ctx-size: `runner_ctx`; else its KV line's cells times its streams),
+    num_ctx x parallel (`runner_deployment`), over the server's default (OLLAMA_CONTEXT_LENGTH,
+    which a request or Modelfile may change). Where the log prints no parallel (or prints the
+    variable unset), the slots are the runner's context over its per-sequence one
+    (`num_ctx`, the runner's n_ctx_per_seq)."""
+    streams = int(kv.get("streams", 1))
+    total = settings.pop("runner_ctx", None)
+    slot = settings.pop("num_ctx", None)  # the runner's n_ctx_per_seq
+    if total is None and "cells" in kv:
+        total = int(kv["cells"]) * streams
+    if total is None:
+        return
+    if "parallel" not in settings and slot:
+        settings["parallel"] = max(int(total) // int(slot), 1)
+        notes.append(f"Ollama ran {settings['parallel']} slot(s): the runner's context of "
+                     f"{int(total):,} cells over its {int(slot):,} per sequence")
+    parallel = int(settings.get("parallel", 1))
+    num_ctx = int(total) // parallel
+    if settings.get("max_model_len") not in (None, num_ctx):
+        notes.append(f"the runner's context is {int(total):,} cells for {parallel} slot(s): "
+                     f"num_ctx {num_ctx:,} is applied, not OLLAMA_CONTEXT_LENGTH "
+                     f"{settings['max_model_len']} (a request or Modelfile set its own)")
+    settings["max_model_len"] = num_ctx
+
+
 class OllamaEngine(LlamacppEngine):
     """`ollama serve`: Ollama's settings -> a llama.cpp context, planned by llama.cpp's
     engine; the capacity keeps the Ollama deployment (its num_ctx per request)."""
@@ -111,6 +140,7 @@ class OllamaEngine(LlamacppEngine):
     display_name = "Ollama"
     start_log = LOG_FORMAT  # its runner's llama.cpp lines and its own (text.py)
     launch_table = launch_flags
+    log_settings = staticmethod(runner_settings)
     latest_version = LATEST
     kv_dtypes = ("auto", *CACHE_TYPES)
     smaller_kv_dtypes = QUANTIZED

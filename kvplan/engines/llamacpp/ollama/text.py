@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def _log_format() -> EngineLog:
     """Ollama's log: llama.cpp's line formats (the runner's), its context as the runner's
-    (`runner_ctx`, num_ctx x parallel: kvplan.planning.explain takes num_ctx from it) and
+    (`runner_ctx`, num_ctx x parallel: engine.runner_settings takes num_ctx from it) and
     undated (llama.cpp's build numbers are not Ollama's releases), after Ollama's own lines:
     its release (routes.go "Listening on ... (version 0.5.7)", "version=0.12.3") and the
     runner's command (server.go "starting llama server" cmd="... --ctx-size 8192 ...
@@ -70,7 +70,13 @@ def launch_flags() -> EngineLaunch:
         "OLLAMA_KV_CACHE_TYPE": ("kv_dtype", "str"),  # f16, q8_0, q4_0
         "OLLAMA_FLASH_ATTENTION": ("flash_attn", "str"),  # 1/0 (strconv.ParseBool)
     }
+    # OLLAMA_NUM_PARALLEL=0 is the variable's absence in every release read: before 0.10.0
+    # both are "auto" (server/sched.go pickBestFullFitByLibrary: `if *numParallel <= 0` tries
+    # defaultParallel, then 1); from 0.10.0 envconfig's default is 1 (NumParallel =
+    # Uint("OLLAMA_NUM_PARALLEL", 1)) and 0 is raised to it (sched.go load: `if numParallel < 1
+    # { numParallel = 1 }`, `max(int(envconfig.NumParallel()), 1)` from 0.12.0)
+    unset = {"OLLAMA_NUM_PARALLEL": ("0",)}
     return EngineLaunch("ollama", (("ollama", "serve"), ("ollama", "start")),
                         images=("ollama/ollama",), flags={"-h": ("", "ignore-flag"),
                                                           "--help": ("", "ignore-flag")},
-                        env=env)
+                        env=env, unset_values=unset)
