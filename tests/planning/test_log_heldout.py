@@ -4,31 +4,21 @@ figure derived from the log or a hand calculation written here."""
 
 from __future__ import annotations
 
+from paths import FIXTURES
+
 from kvplan.planning.explain import explain, reading_formats
 from kvplan.sources.startlog import read_log
+
+LOGS = FIXTURES / "logs"
 
 GIB = 2**30
 
 # vLLM 0.10.2, Qwen3-235B-A22B-Instruct-2507-FP8 on 8 x L40S with --tensor-parallel-size 8
 # --enable-expert-parallel (a public notes page, 'Hosting Qwen3-235B-A22B-Instruct-2507-FP8 on
-# 8xL40S', 2025-09-24): each worker process logs its own budget, in the order they finish,
-# and the engine core then one token count per worker, in rank order
-TP8 = """\
-(APIServer pid=1624) INFO 09-24 20:45:41 [api_server.py:1896] vLLM API server version 0.10.2
-(APIServer pid=1624) INFO 09-24 20:45:41 [utils.py:328] non-default args: {'model_tag': 'Qwen/Qwen3-235B-A22B-Instruct-2507-FP8', 'model': 'Qwen/Qwen3-235B-A22B-Instruct-2507-FP8', 'max_model_len': 32768, 'tensor_parallel_size': 8, 'enable_expert_parallel': True, 'swap_space': 0.0}
-(Worker_TP6_EP6 pid=2084) INFO 09-24 20:53:40 [gpu_worker.py:298] Available KV cache memory: 10.64 GiB
-(Worker_TP2_EP2 pid=2080) INFO 09-24 20:53:40 [gpu_worker.py:298] Available KV cache memory: 10.64 GiB
-(Worker_TP7_EP7 pid=2085) INFO 09-24 20:53:40 [gpu_worker.py:298] Available KV cache memory: 10.65 GiB
-(Worker_TP0_EP0 pid=2078) INFO 09-24 20:53:40 [gpu_worker.py:298] Available KV cache memory: 10.68 GiB
-(Worker_TP4_EP4 pid=2082) INFO 09-24 20:53:40 [gpu_worker.py:298] Available KV cache memory: 10.68 GiB
-(Worker_TP5_EP5 pid=2083) INFO 09-24 20:53:40 [gpu_worker.py:298] Available KV cache memory: 10.64 GiB
-(Worker_TP1_EP1 pid=2079) INFO 09-24 20:53:41 [gpu_worker.py:298] Available KV cache memory: 10.64 GiB
-(Worker_TP3_EP3 pid=2081) INFO 09-24 20:53:41 [gpu_worker.py:298] Available KV cache memory: 10.65 GiB
-(EngineCore_DP0 pid=1944) INFO 09-24 20:53:41 [kv_cache_utils.py:864] GPU KV cache size: 238,208 tokens
-(EngineCore_DP0 pid=1944) INFO 09-24 20:53:41 [kv_cache_utils.py:868] Maximum concurrency for 32,768 tokens per request: 7.27x
-(EngineCore_DP0 pid=1944) INFO 09-24 20:53:41 [kv_cache_utils.py:864] GPU KV cache size: 237,392 tokens
-(EngineCore_DP0 pid=1944) INFO 09-24 20:53:41 [kv_cache_utils.py:868] Maximum concurrency for 32,768 tokens per request: 7.24x
-"""
+# 8xL40S', 2025-09-24; tests/fixtures/logs/index.yaml): each worker process logs its own
+# budget, in the order they finish, and the engine core then one token count per worker, in
+# rank order
+TP8 = (LOGS / "vllm" / "vllm-qwen3-235b-fp8-8xl40s-tp8-ep-0.10.2.log").read_text(encoding="utf-8")
 
 
 def test_a_v1_worker_process_name_gives_its_rank():
@@ -55,14 +45,8 @@ def test_the_tp8_log_recomputes_from_rank_0s_budget():
 # SGLang's bench_one_batch on gpt-oss-20b with --kv-cache-dtype fp8_e5m2 --max-total-tokens
 # 4096 (a public PR write-up of 2025-09-28; the run also overrode num_hidden_layers to 1): a
 # pool that prints "0.00 GB" is below the line's last digit, and the server ran on
-SGLANG_ZERO = """\
-[2025-09-28 17:07:10 TP0] Load weight begin. avail mem=94.63 GB
-[2025-09-28 17:07:10 TP0] Load weight end. type=GptOssForCausalLM, dtype=torch.bfloat16, avail mem=91.91 GB, mem usage=2.72 GB.
-[2025-09-28 17:07:10 TP0] Using KV cache dtype: torch.float8_e5m2
-[2025-09-28 17:07:10 TP0] KV Cache is allocated. #tokens: 4096, K size: 0.00 GB, V size: 0.00 GB
-[2025-09-28 17:07:10 TP0] Memory pool end. avail mem=89.83 GB
-max_total_num_tokens=4096
-"""
+SGLANG_ZERO = (FIXTURES / "engines" / "sglang-bench-one-batch-gpt-oss-20b-zero-pool.log"
+               ).read_text(encoding="utf-8")
 
 
 def test_a_budget_printed_as_zero_is_below_its_precision_not_a_refusal():
@@ -75,3 +59,15 @@ def test_a_budget_printed_as_zero_is_below_its_precision_not_a_refusal():
     assert 24 * 8 * 64 * 4096 > 0.005e9
     row = next(r for r in result.rows if r.quantity == "max_total_num_tokens")
     assert row.logged == 4096 and row.status == "DIFF", row
+
+
+# vLLM 0.22.1rc1 on its CPU backend on a Mac (public notes, 'vllm serve
+# Qwen/Qwen2.5-1.5B-Instruct --gpu-memory-utilization 0.3'): the API server's banner is the
+# only line of the excerpt that names the release
+BANNER = (LOGS / "vllm" / "vllm-cpu-macos-qwen25-1.5b-0.22.1rc1-gmu03.log").read_text(
+    encoding="utf-8")
+
+
+def test_the_api_servers_banner_names_the_release():
+    facts = read_log(BANNER, reading_formats())
+    assert facts.version == "0.22.1rc1.dev495+g2ecf7d0eb"

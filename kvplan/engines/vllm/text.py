@@ -113,6 +113,10 @@ LOG_FORMAT = EngineLog(
         LogLine("version", "vLLM API server version", r"vLLM API server version ([\w.+\-]+)",
                 "str", "version"),
         LogLine("version", "LLM engine (v", r"LLM engine \(v([\w.+\-]+)\)", "str", "version"),
+        # the API server's start-up banner (entrypoints utils.py / api_utils.py, 0.17 on):
+        # block letters, then "version 0.22.1rc1.dev495+g2ecf7d0eb" on the second line
+        LogLine("version", "\u2588  version ", r"\u2588\s+version ([\w.+\-]+)", "str",
+                "version"),
         LogLine("model", "model=", r"\bmodel='([^']+)'", "str", "model"),
         LogLine("model", "'model':", r"'model': '([^']+)'", "str", "model"),
         LogLine("model", "vllm serve ", r"\bvllm serve +([^\s\\-][^\s\\]*)", "str", "model"),
