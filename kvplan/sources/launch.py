@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.core.errors import BadInputError
@@ -388,46 +388,61 @@ def _shell_c(words: list[str]) -> list[list[str]]:
 _PARAMETER = lazy(r"\$(?:\{([A-Za-z_]\w*)(?:(:?-)([^}]*))?\}|([A-Za-z_]\w*))")
 
 
-def expand_variables(word: str, assigned: dict[str, str], defaults: list[str]) -> str:
-    """A word with the shell variables the text itself set (`MODEL=...` or `export MODEL=...`
-    on a line above the command) put in, as the shell would: `$MODEL`, `${MODEL}`, and
-    `${VAR:-default}` (`${VAR-default}`), which is its default where the text does not set VAR
-    (noted in `defaults`, as the serving machine's environment may). A variable the text
-    does not set stays as written: kvplan does not guess it."""
-    if "$" not in word:
-        return word
+@dataclass
+class _Variables:
+    """The shell variables a launch text sets before its command (`MODEL=...` or `export
+    MODEL=...` on a line above it), put into later words as the shell would: `$MODEL`,
+    `${MODEL}`, and `${VAR:-default}` (`${VAR-default}`), which is its default where the text
+    does not set VAR (noted in `defaults`, as the serving machine's environment may). A
+    variable the text does not set stays as written: kvplan does not guess it. What the
+    substitutions add over the whole text is bounded as the text itself is (`A=$A$A` line
+    after line, or many `$A` words, would otherwise double it without end)."""
 
-    def put(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(4)
-        if name in assigned and (m.group(2) != ":-" or assigned[name]):
-            return assigned[name]
-        if m.group(2):  # ${VAR:-default}: the shell's value when VAR is unset
-            value = expand_variables(m.group(3), assigned, defaults)
-            defaults.append(f"{name} is not set in the command: read as its default "
-                            f"{value!r} (${{{name}{m.group(2)}...}})")
+    assigned: dict[str, str] = field(default_factory=dict)
+    defaults: list[str] = field(default_factory=list)
+    grown: int = 0
+
+    def expand(self, word: str) -> str:
+        if "$" not in word:
+            return word
+
+        def put(m: re.Match[str]) -> str:
+            name = m.group(1) or m.group(4)
+            if name in self.assigned and (m.group(2) != ":-" or self.assigned[name]):
+                value = self.assigned[name]
+            elif m.group(2):  # ${VAR:-default}: the shell's value when VAR is unset
+                value = self.expand(m.group(3))
+                self.defaults.append(f"{name} is not set in the command: read as its default "
+                                     f"{value!r} (${{{name}{m.group(2)}...}})")
+            else:
+                return m.group(0)
+            self.grown += len(value)
+            if self.grown > MAX_COMMAND_CHARS:
+                raise BadInputError(f"the shell variables of the launch command expand to more "
+                                    f"than {MAX_COMMAND_CHARS:,} characters (at {name})",
+                                    "give the command with its values written out")
             return value
-        return m.group(0)
 
-    return _PARAMETER.sub(put, word)
+        return _PARAMETER.sub(put, word)
 
 
-def _command_of(words: list[str], engines: Sequence[EngineLaunch], defaults: list[str]
+def _command_of(words: list[str], engines: Sequence[EngineLaunch], shell: _Variables
                 ) -> tuple[list[str], str | None, dict[str, str]]:
     """The command of a shell line that starts an engine (`source venv/bin/activate && vllm
     serve ...`, `vllm serve ... | tee log`), unwrapped: the first that names a program by its
     exact name, else the first that names one with a build suffix or runs an engine's image,
     else the first command. The shell variables the text sets before it are put into it
-    (`expand_variables`; the defaults it takes go to `defaults`)."""
+    (`_Variables`; the defaults it takes are noted there)."""
     commands: list[tuple[list[str], str | None, dict[str, str]]] = []
-    exported: dict[str, str] = {}  # `export VAR=value` (or a bare VAR=value) lines before it
+    exported = shell.assigned  # `export VAR=value` (or a bare VAR=value) lines before it
     for seg in _segments(words):
         assigns = seg[1:] if seg[0] == "export" else seg
         if all(_ENV_WORD.match(w) for w in assigns):
             for w in assigns:
                 key, _, value = w.partition("=")
-                exported[key] = expand_variables(value, exported, defaults)
+                exported[key] = shell.expand(value)
             continue
-        seg = [expand_variables(w, exported, defaults) for w in seg]
+        seg = [shell.expand(w) for w in seg]
         for inner in _shell_c(seg):
             unwrapped, image, env = _unwrap(inner, engines)
             commands.append((unwrapped, image, {**exported, **env}))
@@ -445,8 +460,8 @@ def _command_of(words: list[str], engines: Sequence[EngineLaunch], defaults: lis
 def parse_launch(text: str, engines: Sequence[EngineLaunch]) -> Launch:
     """Read a launch command with the engines' flag tables. Raises BadInputError when no
     engine's program is found, or a flag's value cannot be read (naming the flag)."""
-    defaults: list[str] = []
-    words, image, env = _command_of(command_words(text), engines, defaults)
+    shell = _Variables()
+    words, image, env = _command_of(command_words(text), engines, shell)
     found = _find_program(words, engines)
     if found is not None:
         eng, start, program = found
@@ -486,7 +501,7 @@ def parse_launch(text: str, engines: Sequence[EngineLaunch]) -> Launch:
     # tag, 25.01-vllm-python-py3, numbers that image)
     own = image is not None and _image_engine(image, [eng]) is not None
     return Launch(eng.engine, program, settings, image, _image_version(image) if own else None,
-                  unknown, ignored, env, tuple(dict.fromkeys(defaults)))
+                  unknown, ignored, env, tuple(dict.fromkeys(shell.defaults)))
 
 
 def _env_flags(eng: EngineLaunch) -> dict[str, str]:

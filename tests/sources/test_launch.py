@@ -333,6 +333,18 @@ def test_a_line_of_arguments_only_is_refused_naming_its_first_flag():
         from_command("-c 240000 -ngl 1000 -nkvo --host 0.0.0.0 --port 8000 -sm row")
 
 
+def test_a_variable_that_doubles_line_after_line_is_refused_in_bounded_memory():
+    # `A=$A$A` on 32 lines would make a 64 GiB word from a 16-character value (a shell would
+    # try); one word of many `$A` multiplies a long value as well. Both stop at the command's
+    # own bound, with the error naming what to change
+    doubling = "export A=" + "x" * 16 + "\n" + "export A=$A$A\n" * 32 + \
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct --served-model-name $A"
+    many = "export A=" + "x" * 30_000 + "\nvllm serve m --served-model-name " + "$A" * 10_000
+    for text in (doubling, many):
+        with pytest.raises(BadInputError, match="expand to more than 65,536 characters"):
+            parse_launch(text, engine_launches())
+
+
 def test_a_shell_variable_for_the_model_is_refused_by_name():
     with pytest.raises(BadInputError, match=r"shell variable \$CKPT"):
         from_command("vllm serve $CKPT --tensor-parallel-size 8")
