@@ -331,6 +331,10 @@ class ModelSpec:
     kv_shared: tuple[tuple[int, int], ...] = ()
     per_layer_inputs: PerLayerInputs | None = None  # Gemma 3n: per-layer inputs, AltUp, LAuReL
     mla_output_gate: bool | None = None  # MLA with a sigmoid output gate g_proj (Kimi-K3)
+    # bidirectional attention over an image's or a video's tokens (Gemma 4 text_config
+    # use_bidirectional_attention "vision"): engines that take such a model's largest item
+    # in one batch read it (vLLM: kvplan.engines.vllm.memory.mm_item_tokens_floor)
+    vision_prefix_lm: bool | None = None
     # attention residuals (Kimi-K3 attn_res_block_size): per layer a norm and a 1 x hidden
     # projection before attention and before the MLP, and one pair at the output
     attention_residuals: bool | None = None

@@ -727,6 +727,8 @@ def shapes(reader: _Reader) -> dict[str, Any]:
     out["vision"] = _vision_tower(top)
     out["audio_encoder"] = _audio_tower(top)
     out["uncounted_towers"] = _uncounted_towers(top, out["vision"], out["audio_encoder"])
+    if mt == "gemma4_text" and cfg.raw.get("use_bidirectional_attention") == "vision":
+        out["vision_prefix_lm"] = True  # Gemma 4: bidirectional over image / video tokens
     if reader.mla and cfg.raw.get("mla_use_output_gate") is True:
         out["mla_output_gate"] = True  # Kimi-K3: g_proj beside o_proj
     if _opt_int(cfg, "attn_res_block_size", minimum=1):

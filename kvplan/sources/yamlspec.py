@@ -54,7 +54,7 @@ SHAPE_INTS = ("hidden_size", "vocab_size", "intermediate_size", "num_experts",
               "num_nextn_predict_layers", "moe_latent_size", "hyper_connections", "o_groups",
               "o_lora_rank", "num_hash_layers")
 SHAPE_BOOLS = ("tie_word_embeddings", "attention_bias", "routing_bias", "mla_output_gate",
-               "attention_residuals", "moe_latent_norm")
+               "attention_residuals", "moe_latent_norm", "vision_prefix_lm")
 # fields that may be 0 (no shared experts, no dense layers, no MTP layer)
 _SHAPE_ZERO_OK = {"num_shared_experts", "shared_expert_intermediate_size",
                   "first_dense_layers", "num_nextn_predict_layers", "qk_nope_head_dim"}

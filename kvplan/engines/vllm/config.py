@@ -76,6 +76,10 @@ class Rules:
     cudagraph_estimate: bool  # the CUDA-graph estimate is subtracted (profile_cudagraph_memory)
     decode_capture_sizes: bool  # _set_cudagraph_sizes appends the uniform decode sizes
     ceil_requested_memory: bool  # request_memory: ceil(total x utilization), not a float
+    # engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args (vllm#43051): a
+    # default max_num_batched_tokens below a multimodal prefix-LM model's largest item is
+    # raised to it (kvplan.engines.vllm.memory.mm_item_tokens_floor)
+    mm_prefix_lm_batch_floor: bool
     # the cache layout and what start-up logs (v1/core/kv_cache_utils.py, kv_cache_interface.py)
     token_line_from_concurrency: bool  # "GPU KV cache size" = int(concurrency x max_model_len)
     one_line_kv_log: bool  # tokens and concurrency printed on one line
@@ -126,7 +130,8 @@ RULES[(0, 6, 0)] = Rules(
     batch_tier_by_device_name=False, triton_kernels_installed=False,
     kv_dtype_from_checkpoint=False,
     cudagraph_estimate=False,
-    decode_capture_sizes=False, ceil_requested_memory=False, token_line_from_concurrency=False,
+    decode_capture_sizes=False, ceil_requested_memory=False, mm_prefix_lm_batch_floor=False,
+    token_line_from_concurrency=False,
     one_line_kv_log=False, null_block_in_fit_check=False, whole_model_fit_check=True,
     largest_bucket_grouping=False, unify_page_sizes="none", pad_mamba_pages=False,
     windows_from_layer_types=False,
@@ -173,6 +178,9 @@ _release((0, 18, 0), largest_bucket_grouping=True, triton_top_k_top_p=True)
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1" in the 0.20.0 wheel ("0" in 0.18.0)
 _release((0, 20, 0), gpu_memory_utilization=0.92, cudagraph_estimate=True)
 _release((0, 21, 0), token_line_from_concurrency=True)  # kv_cache_utils.py
+# engine/arg_utils.py _get_min_mm_batched_tokens (vllm#43051): in the wheels of 0.22.0-0.25.1,
+# 0.28.0 and 0.33.0, not in 0.21.0's
+_release((0, 22, 0), mm_prefix_lm_batch_floor=True)
 # unify_kv_cache_spec_page_size pads an attention page that does not divide the largest
 # (page_size_padded) when its backend reads pages by the block stride
 # (AttentionSpec.indexes_kv_by_block_stride: the stride order with the layer dimension does

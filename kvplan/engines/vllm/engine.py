@@ -59,7 +59,12 @@ from kvplan.engines.vllm.formats import (
     resolved_kv_cache_dtype,
     with_ssm_state_dtype,
 )
-from kvplan.engines.vllm.memory import LANGUAGE_MODEL_ONLY_FROM, BatchSettings, batch_settings
+from kvplan.engines.vllm.memory import (
+    LANGUAGE_MODEL_ONLY_FROM,
+    BatchSettings,
+    batch_settings,
+    mm_item_tokens_floor,
+)
 from kvplan.engines.vllm.pages import FullPage, PageSpec
 from kvplan.engines.vllm.startup import VllmProfile, layout, profile
 
@@ -75,7 +80,8 @@ def batch_for(dep: Deployment) -> BatchSettings:
     ver = parse_version(dep.engine_version) or LATEST
     return batch_settings(ver, dep.gpu_memory_bytes, dep.gpu_name, dep.context_limit(),
                           max_num_batched_tokens=dep.max_num_batched_tokens,
-                          max_num_seqs=dep.max_num_seqs, v1=dep.vllm_v1)
+                          max_num_seqs=dep.max_num_seqs, v1=dep.vllm_v1,
+                          mm_item_tokens=mm_item_tokens_floor(dep.spec, ver, dep.vllm_v1))
 
 
 def expert_parallel_size(dep: Deployment) -> int:

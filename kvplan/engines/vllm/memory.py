@@ -96,13 +96,39 @@ def is_v1(version: tuple[int, ...], v1: bool | None = None) -> bool:
     return rules_for(version, v1).v1
 
 
+# gemma4_mm.py Gemma4ProcessingInfo.get_mm_max_tokens_per_item (the wheels of 0.22.0-0.25.1,
+# 0.28.0, 0.33.0): a video item is _VIDEO_MAX_FRAMES = 32 frames of _VIDEO_MAX_SOFT_TOKENS = 70
+# soft tokens, a begin and an end token and about 6 timestamp tokens each; an image is the
+# vision config's default_output_length (280), 1,120 soft tokens at most. A video limit
+# object with `num_frames` lowers it; kvplan's --limit-mm-per-prompt keeps only the counts.
+PREFIX_LM_VIDEO_ITEM_TOKENS = 32 * (70 + 2 + 6)
+
+
+def mm_item_tokens_floor(spec: ModelSpec, version: tuple[int, ...], v1: bool | None = None
+                         ) -> int:
+    """The floor vLLM puts under a default max_num_batched_tokens so that one multimodal item
+    fits a batch (0 where none): engine/arg_utils.py
+    _set_default_max_num_seqs_and_batched_tokens_args raises the default to
+    `_get_min_mm_batched_tokens`, the largest item's tokens, for a multimodal model that is a
+    prefix LM (config/model.py is_multimodal_model and is_mm_prefix_lm: Gemma 4's
+    use_bidirectional_attention "vision", transformers_utils/model_arch_config_convertor.py
+    Gemma4ModelArchConfigConvertor), from 0.22 (Rules.mm_prefix_lm_batch_floor). The model is
+    multimodal with a vision tower in its config, counted or not."""
+    if not rules_for(version, v1).mm_prefix_lm_batch_floor or not spec.vision_prefix_lm:
+        return 0
+    multimodal = spec.vision is not None or any(
+        tower.startswith("vision_config") for tower in spec.uncounted_towers)
+    return PREFIX_LM_VIDEO_ITEM_TOKENS if multimodal else 0
+
+
 def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
                    gpu_name: str | None, max_model_len: int, *, usage: str = "server",
                    max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
-                   enable_chunked_prefill: bool | None = None, v1: bool | None = None
-                   ) -> BatchSettings:
+                   enable_chunked_prefill: bool | None = None, v1: bool | None = None,
+                   mm_item_tokens: int = 0) -> BatchSettings:
     """The profile batch vLLM `version` runs with these settings (None = engine default;
-    `v1`: VLLM_USE_V1 where set)."""
+    `v1`: VLLM_USE_V1 where set; `mm_item_tokens`: the floor under a default
+    max_num_batched_tokens, `mm_item_tokens_floor`)."""
     if not is_v1(version, v1):
         chunked = max_model_len > V0_LONG_CONTEXT if enable_chunked_prefill is None \
             else enable_chunked_prefill
@@ -119,6 +145,8 @@ def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
     else:
         tokens = default_max_num_batched_tokens(gpu_memory_bytes, gpu_name, usage,
                                                 version=version, v1=v1)
+    if not max_num_batched_tokens:
+        tokens = max(tokens, mm_item_tokens)
     seqs = max_num_seqs or min(default_max_num_seqs(gpu_memory_bytes, gpu_name, version, v1),
                                tokens)
     return BatchSettings(tokens, seqs, chunked, "V1")
