@@ -45,8 +45,6 @@ from kvplan.engines.vllm.config import (
     VllmConfig,
     check_block_size,
     default_gpu_memory_utilization,
-    default_max_num_batched_tokens,
-    default_max_num_seqs,
     rules_for,
     use_v1_setting,
 )
@@ -353,13 +351,14 @@ class VllmEngine(BaseEngine):
         from kvplan.engines import parse_version
 
         ver = parse_version(version) or LATEST
+        # the batch as a deployment with no flags gets it (batch_for's rule: the release, the
+        # GPU, the model's longest context and its multimodal floor)
+        batch = batch_settings(ver, gpu_memory_bytes, gpu_name, spec.context_tokens(None),
+                               mm_item_tokens=mm_item_tokens_floor(spec, ver))
         return {"block_size": default_block_size(spec, gpu_name),
                 "gpu_memory_utilization": default_gpu_memory_utilization(ver),
-                "max_num_batched_tokens": default_max_num_batched_tokens(
-                    gpu_memory_bytes, gpu_name, version=ver),
-                "max_num_seqs": min(default_max_num_seqs(gpu_memory_bytes, gpu_name, ver),
-                                    default_max_num_batched_tokens(
-                                        gpu_memory_bytes, gpu_name, version=ver))}
+                "max_num_batched_tokens": batch.max_num_batched_tokens,
+                "max_num_seqs": batch.max_num_seqs}
 
     def cache_layout(self, spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *,
                      tp: int = 1, block_size: int | None = None, max_len: int | None = None,

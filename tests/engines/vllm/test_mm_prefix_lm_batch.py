@@ -126,3 +126,14 @@ def test_a_second_0251_log_on_a_gb10():
     assert f"{p.max_concurrency:.2f}" == "14.78"
     old = profile(spec, replace(config, max_num_batched_tokens=2048), 137442 * 655360)
     assert f"{old.max_concurrency:.2f}" == "15.01"
+
+
+def test_the_engines_defaults_carry_the_floor():
+    # VllmEngine.defaults (what kvplan reports as the engine's defaults for a model and GPU)
+    # takes its batch from the same rule as a deployment without flags: the L40S's 2,048
+    # raised to the video item at 0.25.1, and left at 2,048 at 0.21.0
+    from kvplan.engines.vllm.engine import ENGINE
+
+    spec = _spec()
+    assert ENGINE.defaults(spec, "l40s", L40S, "0.25.1")["max_num_batched_tokens"] == VIDEO_ITEM
+    assert ENGINE.defaults(spec, "l40s", L40S, "0.21.0")["max_num_batched_tokens"] == 2048
