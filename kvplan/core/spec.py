@@ -169,7 +169,12 @@ class AudioEncoder:
     (Voxtral's Whisper encoder beside a decoder, hidden_size wide, and its projector from
     projector_input_dim, four frames' outputs stacked, to the text width): two convolutions
     over num_mel_bins, learned positions for max_positions frames, num_layers pre-LayerNorm
-    blocks with biased q / v / out (k without) and an ffn_dim-wide MLP."""
+    blocks with biased q / v / out (k without) and an ffn_dim-wide MLP. kind "gemma4"
+    (Gemma 4's USM-style conformer, hidden_size wide): two subsampling convolutions of
+    conv_channels, num_layers conformer blocks (two feed-forward halves ffn_dim wide, an
+    attention of num_heads with relative positions, a light convolution of conv_kernel
+    taps), an output projection to projector_input_dim and the projection from it to the
+    text width; clipped_linears: each of the blocks' linears stores four clipping bounds."""
 
     kind: str
     num_layers: int
@@ -177,7 +182,13 @@ class AudioEncoder:
     num_mel_bins: int
     max_positions: int
     hidden_size: int = 0  # the encoder's width; 0: the spec's (Whisper)
-    projector_input_dim: int = 0  # voxtral: multi_modal_projector.linear_1's input
+    # voxtral: multi_modal_projector.linear_1's input; gemma4: output_proj_dims (the
+    # tower's output, embed_audio's input)
+    projector_input_dim: int = 0
+    num_heads: int = 0  # gemma4: attention heads (per_dim_scale is one head wide)
+    conv_channels: tuple[int, ...] = ()  # gemma4: subsampling_conv_channels
+    conv_kernel: int = 0  # gemma4: conv_kernel_size (the light convolution's taps)
+    clipped_linears: bool = False  # gemma4: use_clipped_linears
 
 
 @record

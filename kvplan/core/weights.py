@@ -39,7 +39,7 @@ from kvplan.core.quant import (
 )
 from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
-from kvplan.core.spec import Block, ModelSpec, PerLayerInputs, VisionTower
+from kvplan.core.spec import AudioEncoder, Block, ModelSpec, PerLayerInputs, VisionTower
 
 VOCAB_PADDING = 64  # vLLM DEFAULT_VOCAB_PADDING_SIZE
 
@@ -482,14 +482,80 @@ class _Builder:
         multi_modal_projector linear_1 (projector_input_dim -> text) and linear_2 (text ->
         text), no biases, kept whole on every rank. vLLM's encoder also makes a zero bias
         for each k_proj (_create_fake_bias_for_k_proj), which no checkpoint stores: not
-        counted."""
+        counted. "gemma4": Gemma 4's conformer (gemma4_audio)."""
         enc = self.spec.audio_encoder
-        assert enc is not None and enc.kind == "voxtral"
+        assert enc is not None
         text = _need(self.spec, "hidden_size")
+        if enc.kind == "gemma4":
+            self.gemma4_audio(enc, text)
+            return
+        assert enc.kind == "voxtral"
         self.whisper_encoder("audio_tower", enc.hidden_size)
         for name, in_f in (("linear_1", enc.projector_input_dim), ("linear_2", text)):
             self.linear(f"multi_modal_projector.{name}", text, in_f, None, "vision",
                         "replicated", False, "vision", quantizable=False)
+
+    def gemma4_audio(self, enc: AudioEncoder, text: int) -> None:
+        """Gemma 4's audio tower as its checkpoint stores it (model.audio_tower.*,
+        model.embed_audio.*; transformers modeling_gemma4.py Gemma4AudioModel, which vLLM
+        gemma4_mm.py Gemma4ForConditionalGeneration builds with AutoModel.from_config, kept
+        whole on every rank, and its Gemma4MultimodalEmbedder), place "vision": the
+        subsampling (Gemma4AudioSubSampleConvProjection) of two 3 x 3 Conv2d without bias
+        (1 -> c0 -> c1 channels), each with a LayerNorm without bias, and input_proj_linear
+        ((c0 // 4) x c1 -> hidden); per Gemma4AudioLayer two feed-forward halves
+        (ffw_layer_1 / ffw_layer_2, hidden <-> 4 x hidden, their pre / post RMSNorms), the
+        attention (q / k / v / post, hidden x hidden; relative_k_proj, hidden x hidden;
+        per_dim_scale, one head wide), the light convolution (linear_start hidden ->
+        2 x hidden, a depthwise Conv1d of conv_kernel taps, linear_end, two RMSNorms) and
+        norm_pre_attn / norm_post_attn / norm_out; output_proj (hidden -> output_proj_dims,
+        with a bias); embed_audio.embedding_projection (output_proj_dims -> text, no bias;
+        its RMSNorm has no weight). Gemma4ClippableLinear stores `.linear.weight` and, with
+        use_clipped_linears, four scalar bounds (input_min / input_max / output_min /
+        output_max): buffers, not parameters (num_params 0)."""
+        h, md = enc.hidden_size, self.md
+        c0, c1 = enc.conv_channels
+        pre = "model.audio_tower"
+
+        def whole(name: str, shape: tuple[int, ...]) -> None:
+            self.plain(name, shape, None, "vision", md)
+
+        def linear(name: str, out_f: int, in_f: int, bias: bool = False) -> None:
+            self.linear(name, out_f, in_f, None, "vision", "replicated", bias, "vision",
+                        quantizable=False)
+
+        def clippable(name: str, out_f: int, in_f: int) -> None:
+            linear(f"{name}.linear", out_f, in_f)
+            if enc.clipped_linears:
+                for bound in ("input_min", "input_max", "output_min", "output_max"):
+                    self.out.append(WeightTensor(f"{name}.{bound}", (), md, None, "vision",
+                                                 num_params=0))
+
+        sub = f"{pre}.subsample_conv_projection"
+        whole(f"{sub}.layer0.conv.weight", (c0, 1, 3, 3))
+        whole(f"{sub}.layer0.norm.weight", (c0,))
+        whole(f"{sub}.layer1.conv.weight", (c1, c0, 3, 3))
+        whole(f"{sub}.layer1.norm.weight", (c1,))
+        linear(f"{sub}.input_proj_linear", h, (c0 // 4) * c1)
+        for k in range(enc.num_layers):
+            p = f"{pre}.layers.{k}"
+            for ff in ("feed_forward1", "feed_forward2"):
+                clippable(f"{p}.{ff}.ffw_layer_1", enc.ffn_dim, h)
+                clippable(f"{p}.{ff}.ffw_layer_2", h, enc.ffn_dim)
+                whole(f"{p}.{ff}.pre_layer_norm.weight", (h,))
+                whole(f"{p}.{ff}.post_layer_norm.weight", (h,))
+            for proj in ("q_proj", "k_proj", "v_proj", "post"):
+                clippable(f"{p}.self_attn.{proj}", h, h)
+            linear(f"{p}.self_attn.relative_k_proj", h, h)
+            whole(f"{p}.self_attn.per_dim_scale", (h // enc.num_heads,))
+            clippable(f"{p}.lconv1d.linear_start", 2 * h, h)
+            clippable(f"{p}.lconv1d.linear_end", h, h)
+            whole(f"{p}.lconv1d.depthwise_conv1d.weight", (h, 1, enc.conv_kernel))
+            whole(f"{p}.lconv1d.pre_layer_norm.weight", (h,))
+            whole(f"{p}.lconv1d.conv_norm.weight", (h,))
+            for norm in ("norm_pre_attn", "norm_post_attn", "norm_out"):
+                whole(f"{p}.{norm}.weight", (h,))
+        linear(f"{pre}.output_proj", enc.projector_input_dim, h, bias=True)
+        linear("model.embed_audio.embedding_projection", text, enc.projector_input_dim)
 
     def mbart(self) -> None:
         """Nemotron Parse's mBART decoder as vLLM builds it (nemotron_parse.py
@@ -1523,7 +1589,7 @@ def generic_note(spec: ModelSpec) -> str:
     note = (f"the {spec.family or 'unknown'} family's layers as a generic decoder's (q/k/v/o "
             "or MLA projections, a gated MLP or the routed and shared experts, two norms; "
             "biases only where the config sets attention_bias); its own extra tensors and "
-            "any tower other than the vision towers kvplan knows are not counted")
+            "any tower other than those kvplan lays out are not counted")
     if spec.tie_word_embeddings is None:
         note += "; tie_word_embeddings is not stated, so the LM head is counted as its own"
     return note

@@ -866,6 +866,8 @@ def _audio_tower(top: Fields) -> AudioEncoder | None:
     stacked: modeling_voxtral.py VoxtralMultiModalProjector). None for a text model, another
     tower, or an audio_config lacking a size or with grouped heads (never guessed)."""
     raw = top.raw.get("audio_config")
+    if isinstance(raw, dict) and raw.get("model_type") == "gemma4_audio":
+        return _gemma4_audio(Fields(raw, top.source, "audio_config"))
     if not isinstance(raw, dict) or raw.get("model_type") != "voxtral_encoder":
         return None
     a = Fields(raw, top.source, "audio_config")
@@ -880,6 +882,30 @@ def _audio_tower(top: Fields) -> AudioEncoder | None:
         return None  # Whisper's attention is hidden_size wide, one K/V head per head
     return AudioEncoder("voxtral", layers, inter, mels, positions, hidden_size=hidden,
                         projector_input_dim=inter)
+
+
+def _gemma4_audio(a: Fields) -> AudioEncoder | None:
+    """Gemma 4's audio tower (audio_config.model_type gemma4_audio; transformers
+    configuration_gemma4.py Gemma4AudioConfig, modeling_gemma4.py Gemma4AudioModel, which
+    vLLM gemma4_mm.py Gemma4ForConditionalGeneration builds with AutoModel.from_config):
+    hidden_size wide, feed-forward halves 4 x hidden_size wide (Gemma4AudioFeedForward),
+    num_attention_heads dividing hidden_size, two subsampling_conv_channels, a light
+    convolution of conv_kernel_size taps, output_proj_dims out; use_clipped_linears defaults
+    to True as Gemma4AudioConfig sets it. None when a size is missing (never guessed)."""
+    values = _sizes(a, "hidden_size", "num_hidden_layers", "num_attention_heads",
+                    "output_proj_dims", "conv_kernel_size")
+    channels = a.raw.get("subsampling_conv_channels")
+    if (values is None or not isinstance(channels, list) or len(channels) != 2
+            or not all(isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= MAX_SHAPE
+                       for c in channels)):
+        return None
+    hidden, layers, heads, output, kernel = values
+    if hidden % heads:
+        return None  # Gemma4AudioAttention: head_dim = hidden_size // num_attention_heads
+    return AudioEncoder("gemma4", layers, 4 * hidden, 0, 0, hidden_size=hidden,
+                        projector_input_dim=output, num_heads=heads,
+                        conv_channels=tuple(channels), conv_kernel=kernel,
+                        clipped_linears=a.raw.get("use_clipped_linears", True) is not False)
 
 
 # vision_config model types of Qwen3-VL's encoder (vLLM qwen3_vl.py Qwen3_VisionTransformer,

@@ -128,6 +128,95 @@ def test_an_audio_tower_kvplan_cannot_lay_out_is_not_counted():
         assert spec_from_config(raw, "config.json", name="m").audio_encoder is None
 
 
+# Gemma 4 E2B / E4B's audio tower: audio_config gemma4_audio as those checkpoints release it
+# (transformers configuration_gemma4.py Gemma4AudioConfig, whose defaults these are, docstring
+# checkpoint google/gemma-4-e2b-it): hidden 1024, 12 layers, 8 heads of 128, subsampling
+# channels 128 / 32, light convolution of 5 taps, output_proj_dims 1536, clipped linears.
+# Laid out from transformers modeling_gemma4.py Gemma4AudioModel, which vLLM gemma4_mm.py
+# Gemma4ForConditionalGeneration builds with AutoModel.from_config, and gemma4_mm.py
+# Gemma4MultimodalEmbedder (embed_audio):
+#   layer0.conv 128 x 1 x 3 x 3, layer0.norm 128 (LayerNorm, no bias)          1,280
+#   layer1.conv 32 x 128 x 3 x 3, layer1.norm 32                              36,896
+#   input_proj_linear 1024 x ((128 // 4) x 32 = 1024), no bias             1,048,576
+#   per layer: feed_forward1 / 2: ffw_layer_1 4096 x 1024, ffw_layer_2 1024 x 4096,
+#                two RMSNorms of 1024                          2 x 8,390,656
+#              self_attn q / k / v / post 1024 x 1024, relative_k_proj
+#                1024 x 1024, per_dim_scale 128                            5,243,008
+#              lconv1d linear_start 2048 x 1024, linear_end 1024 x 1024,
+#                depthwise_conv1d 1024 x 1 x 5, two RMSNorms              3,152,896
+#              norm_pre_attn, norm_post_attn, norm_out                        3,072
+#   output_proj 1536 x 1024 + bias 1536                                    1,574,400
+#   embed_audio.embedding_projection text x 1536, no bias (its norm has no weight)
+# The tower alone: 304,824,608 parameters, the "304.8M USM-style Conformer" of the encoder
+# extracted from Gemma 4 (huggingface.co/rnagabh/gemma4-audio-encoder). Each of a layer's ten
+# clippable linears also stores four scalar bounds (buffers: 480 values, no parameters)
+GEMMA4_AUDIO_CONFIG = {
+    "model_type": "gemma4_audio", "hidden_size": 1024, "num_hidden_layers": 12,
+    "num_attention_heads": 8, "subsampling_conv_channels": [128, 32], "conv_kernel_size": 5,
+    "residual_weight": 0.5, "attention_chunk_size": 12, "attention_context_left": 13,
+    "attention_context_right": 0, "attention_logit_cap": 50.0,
+    "attention_invalid_logits_value": -1.0e9, "use_clipped_linears": True,
+    "rms_norm_eps": 1e-6, "gradient_clipping": 1e10, "output_proj_dims": 1536}
+GEMMA4_AUDIO_LAYER = (2 * (2 * 4096 * 1024 + 2 * 1024) + 5 * 1024 * 1024 + 128
+                      + 2048 * 1024 + 1024 * 1024 + 1024 * 5 + 2 * 1024 + 3 * 1024)
+GEMMA4_AUDIO_TOWER = (128 * 9 + 128 + 32 * 128 * 9 + 32 + 1024 * 1024 + 12 * GEMMA4_AUDIO_LAYER
+                      + 1536 * 1024 + 1536)
+
+
+def _gemma4_with_audio(audio: dict | None = None) -> dict:
+    # the text and vision of Gemma-4-26B-A4B's config with E2B's audio_config beside them
+    raw = _config("google--gemma-4-26B-A4B")
+    raw["audio_config"] = dict(GEMMA4_AUDIO_CONFIG, **(audio or {}))
+    return raw
+
+
+def _audio_params(raw: dict) -> tuple[int, int]:
+    spec = spec_from_config(raw, "config.json", name="m")
+    audio = [t for t in inventory(spec).tensors
+             if t.name.startswith(("model.audio_tower.", "model.embed_audio."))]
+    return sum(t.num_params for t in audio), sum(t.num_elements for t in audio)
+
+
+def test_gemma4_audio_tower_by_hand():
+    assert GEMMA4_AUDIO_LAYER == 25_180_288
+    assert GEMMA4_AUDIO_TOWER == 304_824_608
+    raw = _gemma4_with_audio()
+    text = raw["text_config"]["hidden_size"]
+    assert text == 2816
+    params, values = _audio_params(raw)
+    assert params == GEMMA4_AUDIO_TOWER + text * 1536
+    assert values == params + 12 * 10 * 4  # the clipping bounds
+    # the tower is placed with the vision tower (first pipeline stage), bf16, and counted
+    spec = spec_from_config(raw, "config.json", name="m")
+    inv = inventory(spec)
+    assert inv.bytes_where("vision") == 2 * (GEMMA4_26B_VISION + values)
+    assert spec.uncounted_towers == ()
+    plan = weight_plan(spec)
+    assert plan is not None and "gemma4_audio" not in plan.why
+    names = {t.name for t in inv.tensors}
+    assert {"model.audio_tower.layers.11.lconv1d.depthwise_conv1d.weight",
+            "model.audio_tower.layers.0.feed_forward2.ffw_layer_1.output_max",
+            "model.audio_tower.output_proj.bias",
+            "model.embed_audio.embedding_projection.weight"} <= names
+
+
+def test_gemma4_audio_tower_without_clipped_linears_and_by_tp():
+    # use_clipped_linears false: Gemma4ClippableLinear registers no bounds
+    params, values = _audio_params(_gemma4_with_audio({"use_clipped_linears": False}))
+    assert params == values == GEMMA4_AUDIO_TOWER + 2816 * 1536
+    # kept whole on every rank (AutoModel.from_config; embed_audio a ReplicatedLinear)
+    spec = spec_from_config(_gemma4_with_audio(), "config.json", name="m")
+    assert inventory(spec, tp=2).bytes_where("vision") == inventory(spec).bytes_where("vision")
+
+
+def test_gemma4_audio_tower_it_cannot_lay_out_is_named():
+    for change in ({"output_proj_dims": None}, {"num_attention_heads": 7},
+                   {"subsampling_conv_channels": [128]}):
+        spec = spec_from_config(_gemma4_with_audio(change), "config.json", name="m")
+        assert spec.audio_encoder is None
+        assert spec.uncounted_towers == ("audio_config (gemma4_audio)",)
+
+
 def test_a_tower_kvplan_does_not_lay_out_is_named_in_the_estimate():
     # a MoonViT mixing Kimi-K2.5's biases with Kimi-K3's RMSNorms (vision_config without a
     # model_type) is neither layout: the estimate says so by its config key, while the text
