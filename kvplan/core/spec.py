@@ -174,7 +174,11 @@ class AudioEncoder:
     conv_channels, num_layers conformer blocks (two feed-forward halves ffn_dim wide, an
     attention of num_heads with relative positions, a light convolution of conv_kernel
     taps), an output projection to projector_input_dim and the projection from it to the
-    text width; clipped_linears: each of the blocks' linears stores four clipping bounds."""
+    text width; clipped_linears: each of the blocks' linears stores four clipping bounds.
+    kind "gemma3n" (Gemma 3n's conformer of the same family): the subsampling over
+    num_mel_bins, the same blocks without clipping bounds or output projection, and the
+    embedder's vocab_size hard-token rows, its two norms and the projection to the text
+    width."""
 
     kind: str
     num_layers: int
@@ -189,6 +193,7 @@ class AudioEncoder:
     conv_channels: tuple[int, ...] = ()  # gemma4: subsampling_conv_channels
     conv_kernel: int = 0  # gemma4: conv_kernel_size (the light convolution's taps)
     clipped_linears: bool = False  # gemma4: use_clipped_linears
+    vocab_size: int = 0  # gemma3n: embed_audio.embedding's rows (audio_config.vocab_size)
 
 
 @record

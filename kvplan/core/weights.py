@@ -482,12 +482,16 @@ class _Builder:
         multi_modal_projector linear_1 (projector_input_dim -> text) and linear_2 (text ->
         text), no biases, kept whole on every rank. vLLM's encoder also makes a zero bias
         for each k_proj (_create_fake_bias_for_k_proj), which no checkpoint stores: not
-        counted. "gemma4": Gemma 4's conformer (gemma4_audio)."""
+        counted. "gemma4": Gemma 4's conformer (gemma4_audio); "gemma3n": Gemma 3n's
+        (gemma3n_audio)."""
         enc = self.spec.audio_encoder
         assert enc is not None
         text = _need(self.spec, "hidden_size")
         if enc.kind == "gemma4":
             self.gemma4_audio(enc, text)
+            return
+        if enc.kind == "gemma3n":
+            self.gemma3n_audio(enc, text)
             return
         assert enc.kind == "voxtral"
         self.whisper_encoder("audio_tower", enc.hidden_size)
@@ -556,6 +560,72 @@ class _Builder:
                 whole(f"{p}.{norm}.weight", (h,))
         linear(f"{pre}.output_proj", enc.projector_input_dim, h, bias=True)
         linear("model.embed_audio.embedding_projection", text, enc.projector_input_dim)
+
+    def gemma3n_audio(self, enc: AudioEncoder, text: int) -> None:
+        """Gemma 3n's audio tower as its checkpoint stores it (model.audio_tower.*,
+        model.embed_audio.*; transformers modeling_gemma3n.py Gemma3nAudioEncoder, which vLLM
+        gemma3n_mm.py Gemma3nForConditionalGeneration builds with AutoModel.from_config,
+        whole on every rank), place "vision": the subsampling
+        (Gemma3nAudioSubSampleConvProjection) of two 3 x 3, stride-2 Conv2d without bias
+        (1 -> c0 -> c1 channels, the mel bins padded by one each side: f -> (f - 1) // 2 + 1
+        twice), each with a Gemma3nAudioCumulativeGroupNorm weight, and input_proj_linear
+        (f x c1 -> hidden); per Gemma3nAudioConformerBlock the feed-forward halves
+        ffw_layer_start / ffw_layer_end (hidden <-> 4 x hidden, pre / post RMSNorms), the
+        attention (pre_attn_norm; attn.q / k / v_proj, attn.relative_position_embedding
+        .pos_proj, hidden x hidden; attn.per_dim_scale, one head wide; post, post_norm), the
+        light convolution (pre_layer_norm, linear_start hidden -> 2 x hidden, a depthwise
+        Conv1d of conv_kernel taps, conv_norm, linear_end) and the block's norm; no output
+        projection. vLLM gemma3n_mm.py Gemma3nMultimodalEmbedder (embed_audio):
+        embedding, a VocabParallelEmbedding of vocab_size rows (split over TP), the
+        hard / soft embedding RMSNorms, embedding_projection (hidden -> text, no bias,
+        RowParallelLinear); its post-projection norm has no weight."""
+        h, md = enc.hidden_size, self.md
+        c0, c1 = enc.conv_channels
+        pre = "model.audio_tower"
+        freq = enc.num_mel_bins
+        for _ in range(2):
+            freq = (freq + 2 - 3) // 2 + 1
+
+        def whole(name: str, shape: tuple[int, ...]) -> None:
+            self.plain(name, shape, None, "vision", md)
+
+        def linear(name: str, out_f: int, in_f: int) -> None:
+            self.linear(name, out_f, in_f, None, "vision", "replicated", False, "vision",
+                        quantizable=False)
+
+        sub = f"{pre}.subsample_conv_projection"
+        whole(f"{sub}.conv_0.conv.weight", (c0, 1, 3, 3))
+        whole(f"{sub}.conv_0.norm.weight", (c0,))
+        whole(f"{sub}.conv_1.conv.weight", (c1, c0, 3, 3))
+        whole(f"{sub}.conv_1.norm.weight", (c1,))
+        linear(f"{sub}.input_proj_linear", h, freq * c1)
+        for k in range(enc.num_layers):
+            p = f"{pre}.conformer.{k}"
+            for ff in ("ffw_layer_start", "ffw_layer_end"):
+                whole(f"{p}.{ff}.pre_layer_norm.weight", (h,))
+                linear(f"{p}.{ff}.ffw_layer_1", enc.ffn_dim, h)
+                linear(f"{p}.{ff}.ffw_layer_2", h, enc.ffn_dim)
+                whole(f"{p}.{ff}.post_layer_norm.weight", (h,))
+            a = f"{p}.attention"
+            whole(f"{a}.pre_attn_norm.weight", (h,))
+            whole(f"{a}.attn.per_dim_scale", (h // enc.num_heads,))
+            linear(f"{a}.attn.relative_position_embedding.pos_proj", h, h)
+            for proj in ("q_proj", "k_proj", "v_proj"):
+                linear(f"{a}.attn.{proj}", h, h)
+            linear(f"{a}.post", h, h)
+            whole(f"{a}.post_norm.weight", (h,))
+            whole(f"{p}.lconv1d.pre_layer_norm.weight", (h,))
+            linear(f"{p}.lconv1d.linear_start", 2 * h, h)
+            whole(f"{p}.lconv1d.depthwise_conv1d.weight", (h, 1, enc.conv_kernel))
+            whole(f"{p}.lconv1d.conv_norm.weight", (h,))
+            linear(f"{p}.lconv1d.linear_end", h, h)
+            whole(f"{p}.norm.weight", (h,))
+        emb = "model.embed_audio"
+        whole(f"{emb}.embedding.weight", (self.vocab_rows(enc.vocab_size), h))
+        whole(f"{emb}.hard_embedding_norm.weight", (h,))
+        whole(f"{emb}.soft_embedding_norm.weight", (h,))
+        self.linear(f"{emb}.embedding_projection", text, h, None, "vision", "row", False,
+                    "vision", quantizable=False)
 
     def mbart(self) -> None:
         """Nemotron Parse's mBART decoder as vLLM builds it (nemotron_parse.py

@@ -868,6 +868,8 @@ def _audio_tower(top: Fields) -> AudioEncoder | None:
     raw = top.raw.get("audio_config")
     if isinstance(raw, dict) and raw.get("model_type") == "gemma4_audio":
         return _gemma4_audio(Fields(raw, top.source, "audio_config"))
+    if isinstance(raw, dict) and raw.get("model_type") == "gemma3n_audio":
+        return _gemma3n_audio(Fields(raw, top.source, "audio_config"))
     if not isinstance(raw, dict) or raw.get("model_type") != "voxtral_encoder":
         return None
     a = Fields(raw, top.source, "audio_config")
@@ -894,18 +896,50 @@ def _gemma4_audio(a: Fields) -> AudioEncoder | None:
     to True as Gemma4AudioConfig sets it. None when a size is missing (never guessed)."""
     values = _sizes(a, "hidden_size", "num_hidden_layers", "num_attention_heads",
                     "output_proj_dims", "conv_kernel_size")
-    channels = a.raw.get("subsampling_conv_channels")
-    if (values is None or not isinstance(channels, list) or len(channels) != 2
-            or not all(isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= MAX_SHAPE
-                       for c in channels)):
+    channels = _two_channels(a.raw.get("subsampling_conv_channels"))
+    if values is None or channels is None:
         return None
     hidden, layers, heads, output, kernel = values
     if hidden % heads:
         return None  # Gemma4AudioAttention: head_dim = hidden_size // num_attention_heads
     return AudioEncoder("gemma4", layers, 4 * hidden, 0, 0, hidden_size=hidden,
                         projector_input_dim=output, num_heads=heads,
-                        conv_channels=tuple(channels), conv_kernel=kernel,
+                        conv_channels=channels, conv_kernel=kernel,
                         clipped_linears=a.raw.get("use_clipped_linears", True) is not False)
+
+
+def _two_channels(raw: object) -> tuple[int, ...] | None:
+    """A conformer's two subsampling channel counts, or None."""
+    if (isinstance(raw, list) and len(raw) == 2
+            and all(isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= MAX_SHAPE
+                    for c in raw)):
+        return tuple(raw)
+    return None
+
+
+def _gemma3n_audio(a: Fields) -> AudioEncoder | None:
+    """Gemma 3n's audio tower (audio_config.model_type gemma3n_audio; transformers
+    configuration_gemma3n.py Gemma3nAudioConfig, modeling_gemma3n.py Gemma3nAudioEncoder,
+    which vLLM gemma3n_mm.py Gemma3nForConditionalGeneration builds with
+    AutoModel.from_config): hidden_size wide, conf_num_hidden_layers blocks of
+    conf_num_attention_heads, feed-forward halves 4 x hidden_size wide, two
+    sscp_conv_channel_size convolutions over input_feat_size mel bins, a light convolution
+    of conf_conv_kernel_size taps, vocab_size hard-token rows in embed_audio. Only the
+    released subsampling (3 x 3 kernels, stride 2 both ways) is laid out; None otherwise or
+    when a size is missing (never guessed)."""
+    values = _sizes(a, "hidden_size", "conf_num_hidden_layers", "conf_num_attention_heads",
+                    "input_feat_size", "conf_conv_kernel_size", "vocab_size")
+    channels = _two_channels(a.raw.get("sscp_conv_channel_size"))
+    if (values is None or channels is None
+            or a.raw.get("sscp_conv_kernel_size") != [[3, 3], [3, 3]]
+            or a.raw.get("sscp_conv_stride_size") != [[2, 2], [2, 2]]):
+        return None
+    hidden, layers, heads, mels, kernel, vocab = values
+    if hidden % heads:
+        return None  # Gemma3nAudioAttention: head_dim = hidden_size // heads
+    return AudioEncoder("gemma3n", layers, 4 * hidden, mels, 0, hidden_size=hidden,
+                        num_heads=heads, conv_channels=channels, conv_kernel=kernel,
+                        vocab_size=vocab)
 
 
 # vision_config model types of Qwen3-VL's encoder (vLLM qwen3_vl.py Qwen3_VisionTransformer,

@@ -452,6 +452,74 @@ def test_gemma3n_text_model_by_hand_from_vllm_gemma3n():
     assert "audio_config (gemma3n_audio)" in plan.why
 
 
+# Gemma 3n's audio_config (gemma3n_audio) as released, the defaults of transformers
+# configuration_gemma3n.py Gemma3nAudioConfig: hidden 1536, 12 conformer blocks of 8 heads
+# (192 each), 128 mel bins, subsampling channels 128 / 32 with 3 x 3 kernels of stride 2, a
+# light convolution of 5 taps, 128 hard-token rows
+GEMMA3N_AUDIO_CONFIG = {
+    "model_type": "gemma3n_audio", "input_feat_size": 128, "hidden_size": 1536,
+    "conf_num_attention_heads": 8, "conf_num_hidden_layers": 12, "conf_attention_chunk_size": 12,
+    "conf_attention_context_left": 13, "conf_attention_context_right": 0,
+    "conf_attention_logit_cap": 50.0, "conf_conv_kernel_size": 5, "conf_reduction_factor": 4,
+    "conf_residual_weight": 0.5, "sscp_conv_channel_size": [128, 32],
+    "sscp_conv_kernel_size": [[3, 3], [3, 3]], "sscp_conv_stride_size": [[2, 2], [2, 2]],
+    "sscp_conv_group_norm_eps": 1e-3, "rms_norm_eps": 1e-6, "gradient_clipping": 1e10,
+    "vocab_size": 128, "vocab_offset": 262_272}
+
+
+def _gemma3n_with_audio(**change: object) -> dict:
+    raw = json.loads(json.dumps(GEMMA3N_E2B))
+    raw["audio_config"] = dict(GEMMA3N_AUDIO_CONFIG, **change)
+    return raw
+
+
+def test_gemma3n_audio_tower_by_hand():
+    """transformers modeling_gemma3n.py Gemma3nAudioEncoder (vLLM gemma3n_mm.py builds it with
+    AutoModel.from_config) and vLLM gemma3n_mm.py Gemma3nMultimodalEmbedder (embed_audio)."""
+    from kvplan.core.weights import weight_plan
+    from kvplan.sources.hfconfig import spec_from_config
+
+    h = 1536
+    freq = (128 + 2 - 3) // 2 + 1  # 64 after conv_0 (padded 1 + 1, kernel 3, stride 2)
+    freq = (freq + 2 - 3) // 2 + 1  # 32 after conv_1
+    subsample = (128 * 9 + 128            # conv_0 128 x 1 x 3 x 3, its cumulative group norm
+                 + 32 * 128 * 9 + 32      # conv_1 32 x 128 x 3 x 3, its norm
+                 + h * freq * 32)         # input_proj_linear (32 x 32 -> 1536), no bias
+    block = (2 * (2 * 4 * h * h + 2 * h)  # ffw_layer_start / _end: 1536 <-> 6144, two norms
+             + 5 * h * h + 192 + 2 * h    # q / k / v, pos_proj, post; per_dim_scale; 2 norms
+             + 3 * h * h + h * 5 + 2 * h  # lconv1d linear_start (x 2), linear_end; conv; norms
+             + h)                         # the block's norm
+    embedder = 128 * h + 2 * h + 2048 * h  # embedding, hard / soft norms, projection to 2048
+    assert block == 56_644_800
+    assert subsample + 12 * block == 681_348_640
+    spec = spec_from_config(_gemma3n_with_audio(), "config.json", name="e2b")
+    audio = [t for t in inventory(spec).tensors if t.place == "vision"]
+    assert sum(t.num_params for t in audio) == subsample + 12 * block + embedder
+    # with the text model (4,456,156,768 by hand above) and MobileNet-v5's 294,284,096
+    # (KerasHub's mobilenetv5_300m_enc preset), plus embed_vision (128 x 2048 rows, two norms,
+    # 2048 x 2048), Gemma 3n E2B comes to 5,439,595,456: the 5.44B published for the model
+    total = (4_456_156_768 + subsample + 12 * block + embedder + 294_284_096
+             + 128 * 2048 + 2 * 2048 + 2048 * 2048)
+    assert round(total / 1e7) == 544
+    assert spec.uncounted_towers == ("vision_config (gemma3n_vision)",)
+    plan = weight_plan(spec)
+    assert plan is not None and "gemma3n_audio" not in plan.why
+    # embed_audio's table is vocabulary-parallel and its projection row-parallel in vLLM
+    two = [t for t in inventory(spec, tp=2).tensors if t.place == "vision"]
+    assert sum(t.num_params for t in two) == sum(t.num_params for t in audio) \
+        - 64 * h - 2048 * h // 2
+
+
+def test_gemma3n_audio_tower_it_cannot_lay_out_is_named():
+    from kvplan.sources.hfconfig import spec_from_config
+
+    for change in ({"vocab_size": None}, {"conf_num_attention_heads": 7},
+                   {"sscp_conv_stride_size": [[2, 2], [1, 1]]}):
+        spec = spec_from_config(_gemma3n_with_audio(**change), "config.json", name="e2b")
+        assert spec.audio_encoder is None
+        assert "audio_config (gemma3n_audio)" in spec.uncounted_towers
+
+
 def test_kv_shared_layers_keep_their_targets_projections():
     # vLLM gemma3n.py Gemma3nAttention: the shared layers (20-29) reuse layer 18's K/V when
     # sliding and layer 19's when full (the last of their kind before sharing); each keeps
