@@ -501,21 +501,15 @@ class _Builder:
 
     def gemma4_audio(self, enc: AudioEncoder, text: int) -> None:
         """Gemma 4's audio tower as its checkpoint stores it (model.audio_tower.*,
-        model.embed_audio.*; transformers modeling_gemma4.py Gemma4AudioModel, which vLLM
-        gemma4_mm.py Gemma4ForConditionalGeneration builds with AutoModel.from_config, kept
-        whole on every rank, and its Gemma4MultimodalEmbedder), place "vision": the
-        subsampling (Gemma4AudioSubSampleConvProjection) of two 3 x 3 Conv2d without bias
-        (1 -> c0 -> c1 channels), each with a LayerNorm without bias, and input_proj_linear
-        ((c0 // 4) x c1 -> hidden); per Gemma4AudioLayer two feed-forward halves
-        (ffw_layer_1 / ffw_layer_2, hidden <-> 4 x hidden, their pre / post RMSNorms), the
-        attention (q / k / v / post, hidden x hidden; relative_k_proj, hidden x hidden;
-        per_dim_scale, one head wide), the light convolution (linear_start hidden ->
-        2 x hidden, a depthwise Conv1d of conv_kernel taps, linear_end, two RMSNorms) and
-        norm_pre_attn / norm_post_attn / norm_out; output_proj (hidden -> output_proj_dims,
-        with a bias); embed_audio.embedding_projection (output_proj_dims -> text, no bias;
-        its RMSNorm has no weight). Gemma4ClippableLinear stores `.linear.weight` and, with
-        use_clipped_linears, four scalar bounds (input_min / input_max / output_min /
-        output_max): buffers, not parameters (num_params 0)."""
+        model.embed_audio.*), place "vision": transformers modeling_gemma4.py
+        Gemma4AudioModel, which vLLM gemma4_mm.py Gemma4ForConditionalGeneration builds with
+        AutoModel.from_config and keeps whole on every rank; the subsampling convolutions
+        (no biases; LayerNorms without bias) and input_proj_linear ((c0 // 4) x c1 ->
+        hidden), per Gemma4AudioLayer two feed-forward halves, the attention with
+        relative_k_proj and per_dim_scale (one head wide), the light convolution and three
+        norms; output_proj (biased) and embed_audio.embedding_projection (no bias; its norm
+        has no weight). Gemma4ClippableLinear stores `.linear.weight` and, with
+        use_clipped_linears, four scalar bounds: buffers, counted with no parameters."""
         h, md = enc.hidden_size, self.md
         c0, c1 = enc.conv_channels
         pre = "model.audio_tower"
@@ -563,22 +557,17 @@ class _Builder:
 
     def gemma3n_audio(self, enc: AudioEncoder, text: int) -> None:
         """Gemma 3n's audio tower as its checkpoint stores it (model.audio_tower.*,
-        model.embed_audio.*; transformers modeling_gemma3n.py Gemma3nAudioEncoder, which vLLM
-        gemma3n_mm.py Gemma3nForConditionalGeneration builds with AutoModel.from_config,
-        whole on every rank), place "vision": the subsampling
-        (Gemma3nAudioSubSampleConvProjection) of two 3 x 3, stride-2 Conv2d without bias
-        (1 -> c0 -> c1 channels, the mel bins padded by one each side: f -> (f - 1) // 2 + 1
-        twice), each with a Gemma3nAudioCumulativeGroupNorm weight, and input_proj_linear
-        (f x c1 -> hidden); per Gemma3nAudioConformerBlock the feed-forward halves
-        ffw_layer_start / ffw_layer_end (hidden <-> 4 x hidden, pre / post RMSNorms), the
-        attention (pre_attn_norm; attn.q / k / v_proj, attn.relative_position_embedding
-        .pos_proj, hidden x hidden; attn.per_dim_scale, one head wide; post, post_norm), the
-        light convolution (pre_layer_norm, linear_start hidden -> 2 x hidden, a depthwise
-        Conv1d of conv_kernel taps, conv_norm, linear_end) and the block's norm; no output
-        projection. vLLM gemma3n_mm.py Gemma3nMultimodalEmbedder (embed_audio):
-        embedding, a VocabParallelEmbedding of vocab_size rows (split over TP), the
-        hard / soft embedding RMSNorms, embedding_projection (hidden -> text, no bias,
-        RowParallelLinear); its post-projection norm has no weight."""
+        model.embed_audio.*), place "vision": transformers modeling_gemma3n.py
+        Gemma3nAudioEncoder, which vLLM gemma3n_mm.py Gemma3nForConditionalGeneration builds
+        with AutoModel.from_config, whole on every rank; the subsampling's two 3 x 3,
+        stride-2 Conv2d (no bias; the mel bins padded by one each side, so f -> (f - 1) // 2
+        + 1 twice) with cumulative group norms and input_proj_linear (f x c1 -> hidden); per
+        Gemma3nAudioConformerBlock the feed-forward halves, the attention (q / k / v,
+        relative_position_embedding.pos_proj, per_dim_scale, post, two norms), the light
+        convolution and the block's norm; no output projection. vLLM gemma3n_mm.py
+        Gemma3nMultimodalEmbedder: embedding (a VocabParallelEmbedding of vocab_size rows),
+        the hard / soft embedding norms, embedding_projection (row-parallel, no bias); its
+        post-projection norm has no weight."""
         h, md = enc.hidden_size, self.md
         c0, c1 = enc.conv_channels
         pre = "model.audio_tower"
