@@ -134,6 +134,10 @@ LAYOUTS: dict[str, TensorLayout] = {
     # around attention and MLP, the router under mlp.router.gate and its fp32 expert_bias
     "afmoe": TensorLayout(known=True, norms="dual", qk_norm="head", attention_gate_proj=True,
                           router="router.gate", routing_bias="expert_bias"),
+    # ERNIE 4.5's MoE model: the router's score correction bias is the checkpoint's
+    # mlp.moe_statics.e_score_correction_bias (vLLM ernie45_moe.py load_weights maps it
+    # onto gate.e_score_correction_bias)
+    "ernie4_5_moe": TensorLayout(routing_bias="moe_statics.e_score_correction_bias"),
     # Kimi-K3: Kimi Delta Attention + MLA with output gates, attention residuals, latent MoE
     "kimi_linear": TensorLayout(known=True, mixer_module="self_attn"),
     # DeepSeek-V4: compressed attention, hyper-connections, hash routing, FP4 experts

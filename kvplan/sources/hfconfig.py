@@ -156,6 +156,11 @@ _ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
     # mamba_expand x hidden_size), and vLLM falcon_h1.py reads it as transformers filled it in;
     # the mixer's other sizes every real config states, so they stay required
     "falcon_h1": {"mamba_d_ssm": 1024},
+    # Ernie4_5_MoeConfig: its expert layout's defaults (vLLM ernie45_moe.py reads the
+    # attributes the class sets); moe_layer_end_index -1 is the last layer. The expert
+    # count and width stay required (_moe_layout, shapes)
+    "ernie4_5_moe": {"moe_layer_start_index": 1, "moe_layer_end_index": -1,
+                     "moe_layer_interval": 1, "moe_num_shared_experts": 2, "moe_k": 6},
 }
 
 # Gemma 4's text model, and DiffusionGemma's (vLLM diffusion_gemma.py runs a Gemma4Model
@@ -513,7 +518,10 @@ _TIED_DEFAULT = {"gpt2": True, "gemma": True, "gemma2": True, "gemma3_text": Tru
                  # MiniCPM3-4B's own configuration_minicpm.py (MiniCPM3Config) defaults it
                  # to True and its config.json leaves it out; vLLM minicpm.py ties the LM
                  # head to embed_tokens when it is set
-                 "minicpm3": True}
+                 "minicpm3": True,
+                 # Ernie4_5_MoeConfig defaults it to True; vLLM ernie45_moe.py ties the LM
+                 # head to embed_tokens when it is set
+                 "ernie4_5_moe": True}
 # Families whose config's intermediate_size is the width of one routed expert and whose
 # every layer is MoE (MixtralConfig, GptOssConfig, MiniMaxM2Config, Llama4TextConfig; Llama 4's
 # dense layers use intermediate_size_mlp).
@@ -529,6 +537,9 @@ _FOUR_X_HIDDEN = {"gpt2", "falcon", "RefinedWebModel", "RefinedWeb"}
 # Families whose q/k/v projections carry biases (o_proj none) without a config field:
 # Qwen2Attention, and the Qwen2-VL / Qwen2.5-VL text models built on it
 _STEP_MOE = {"step3_text", "step3p5", "step3p7"}
+# ERNIE 4.5's MoE model (vLLM ernie45_moe.py): moe_num_experts, moe_k, moe_num_shared_experts
+# and its own layer keys (_moe_layout)
+_ERNIE_MOE = {"ernie4_5_moe"}
 _QKV_BIAS = {"qwen2", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text",
              # Qwen2.5-Omni's thinker: a Qwen2ForCausalLM (vLLM qwen2_5_omni_thinker.py)
              "qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_text"}
@@ -617,16 +628,19 @@ def shapes(reader: _Reader) -> dict[str, Any]:
     elif mt in ("lfm2", "lfm2_moe") and inter:
         inter = _lfm2_ff_width(cfg, inter)
     # Step3 / Step-3.5 (vLLM step3_text.py, step3p5.py): moe_num_experts, moe_top_k and
-    # share_expert_dim; other families' moe_num_experts (ERNIE 4.5) come with keys of their
-    # own, so these names are read for the Step models only
-    step = mt in _STEP_MOE
+    # share_expert_dim; ERNIE 4.5 (vLLM ernie45_moe.py Ernie4_5_MoeMoE): moe_num_experts,
+    # moe_k and moe_num_shared_experts. Each family's own names are read for it only
+    step, ernie = mt in _STEP_MOE, mt in _ERNIE_MOE
     experts = _opt_int(cfg, "n_routed_experts", "num_local_experts", "num_experts",
-                       *(("moe_num_experts",) if step else ()), minimum=1)
+                       *(("moe_num_experts",) if step or ernie else ()), minimum=1)
+    if ernie and cfg.raw.get("use_moe") is False:
+        experts = None  # Ernie4_5_MoeDecoderLayer: use_moe false builds no MoE layer
     out["num_experts"] = experts
     if experts:
         out["num_experts_per_token"] = _opt_int(
             cfg, "num_experts_per_tok", "experts_per_token", "num_experts_per_token",
-            "top_k_experts", "moe_topk", *(("moe_top_k",) if step else ()), minimum=1)
+            "top_k_experts", "moe_topk",
+            *(("moe_top_k",) if step else ("moe_k",) if ernie else ()), minimum=1)
         if mt in _EXPERT_WIDTH_IS_INTERMEDIATE:
             out["moe_intermediate_size"] = _opt_int(cfg, "moe_intermediate_size", minimum=1) \
                 or inter
@@ -637,7 +651,7 @@ def shapes(reader: _Reader) -> dict[str, Any]:
             out["moe_intermediate_size"] = _opt_int(cfg, "moe_intermediate_size",
                                                     "expert_ffn_hidden_size", minimum=1)
         shared = _opt_int(cfg, "n_shared_experts", "num_shared_experts", "num_shared_expert",
-                          minimum=0)
+                          *(("moe_num_shared_experts",) if ernie else ()), minimum=0)
         shared_width = _opt_int(cfg, "shared_expert_intermediate_size",
                                 "moe_shared_expert_intermediate_size",
                                 "shared_intermediate_size",
@@ -647,7 +661,8 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         if shared_width is not None and shared is None:
             shared = 1 if shared_width else 0
         if shared and shared_width is None and out["moe_intermediate_size"]:
-            # DeepseekV3MoE: the shared experts are one MLP n_shared_experts x wider
+            # DeepseekV3MoE: the shared experts are one MLP n_shared_experts x wider (ERNIE
+            # 4.5's Ernie4_5_MoeMoE alike: moe_intermediate_size x moe_num_shared_experts)
             shared_width = shared * out["moe_intermediate_size"]
         out["num_shared_experts"] = shared
         out["shared_expert_intermediate_size"] = shared_width
@@ -657,11 +672,13 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         # topk_method, yet its checkpoint stores a gate.e_score_correction_bias per MoE
         # layer) always keep e_score_correction_bias; AFMoE's sparse block its expert_bias
         # (transformers modeling_afmoe.py AfmoeSparseMoeBlock)
+        # ERNIE 4.5's Ernie4_5_MoeMoE gate.e_score_correction_bias, one per MoE layer
+        # whatever the config says (the checkpoint's moe_statics)
         out["routing_bias"] = (cfg.raw.get("topk_method") == "noaux_tc"
                                or cfg.raw.get("use_routing_bias") is True
                                or reader.layers_are_dual_mla
                                or mt in ("glm4_moe", "glm4v_moe_text", "kimi_linear",
-                                         "afmoe"))
+                                         "afmoe", *_ERNIE_MOE))
     out["intermediate_size"] = inter
     if reader.mla:
         out["q_lora_rank"] = _opt_int(cfg, "q_lora_rank", minimum=1)
@@ -1376,7 +1393,9 @@ def _moe_flags(cfg: Fields) -> list[bool] | None:
     "sparse": Cohere2-MoE, K-EXAONE, Step-3.5; vLLM cohere2_moe.py / exaone_moe.py),
     moe_layers_enum (the MoE layers' indices, comma-separated: Step3, Step-3.5; vLLM
     step3_text.py / step3p5.py) or is_moe_layer (booleans); None otherwise or when the list
-    is malformed."""
+    is malformed; ERNIE 4.5's from its layer keys (_ernie_moe_flags)."""
+    if cfg.raw.get("model_type") in tuple(_ERNIE_MOE):  # a hostile model_type may be a list
+        return _ernie_moe_flags(cfg)
     kinds = cfg.raw.get("mlp_layer_types")
     if isinstance(kinds, list) and kinds and all(k in ("dense", "sparse") for k in kinds):
         return [k == "sparse" for k in kinds]
@@ -1399,6 +1418,15 @@ def _moe_layout(cfg: Fields, reader: _Reader) -> tuple[int | None, int | None]:
     if reader.model_type == "nemotron_h":
         return None, None  # which layers are MoE, hybrid_override_pattern says ('E')
     flags = _moe_flags(cfg)
+    if reader.model_type in _ERNIE_MOE:
+        # its rule (moe_layer_start_index, moe_layer_interval) is ModelSpec's when the MoE
+        # layers run to the last one the interval reaches; other ends are listed per layer
+        start = _opt_int(cfg, "moe_layer_start_index")
+        interval = _opt_int(cfg, "moe_layer_interval", minimum=1) or 1
+        if flags and any(flags) and start is not None and flags == [
+                i >= start and (i + 1) % interval == 0 for i in range(len(flags))]:
+            return start, interval
+        return None, None
     if flags is not None:
         # one flag per layer: a dense prefix then MoE fits the rule; other mixes are listed
         # per layer (_blocks)
@@ -1424,6 +1452,22 @@ def _moe_layout(cfg: Fields, reader: _Reader) -> tuple[int | None, int | None]:
             return 0, period
         return None, None
     return first or 0, step or 1
+
+
+def _ernie_moe_flags(cfg: Fields) -> list[bool] | None:
+    """ERNIE 4.5's MoE layers (vLLM ernie45_moe.py Ernie4_5_MoeDecoderLayer): layer i is MoE
+    when (i + 1) % moe_layer_interval == 0 and moe_layer_start_index <= i <=
+    moe_layer_end_index (-1: the last layer, as Ernie4_5_MoeConfig sets it); None when a key
+    is not a whole number."""
+    n = _opt_int(cfg, "num_hidden_layers", minimum=1)
+    start = _opt_int(cfg, "moe_layer_start_index")
+    step = _opt_int(cfg, "moe_layer_interval", minimum=1)
+    end = cfg.raw.get("moe_layer_end_index")
+    if n is None or start is None or step is None or isinstance(end, bool) \
+            or not isinstance(end, int) or end < -1:
+        return None
+    end = n - 1 if end == -1 else end
+    return [start <= i <= end and (i + 1) % step == 0 for i in range(n)]
 
 
 def _text_config(top: Fields) -> Fields:
