@@ -1611,6 +1611,8 @@ def estimable(spec: ModelSpec) -> str | None:
     for name in ("hidden_size", "vocab_size"):
         if getattr(spec, name) is None:
             return f"the spec has no {name}"
+    if spec.num_experts_per_token and not spec.num_experts:
+        return "the spec gives experts per token but not how many experts there are"
     if spec.num_experts and spec.moe_layer_step is None and spec.blocks is None:
         return "the spec does not say which layers are MoE"
     if spec.num_experts and spec.moe_intermediate_size is None:

@@ -540,6 +540,12 @@ _STEP_MOE = {"step3_text", "step3p5", "step3p7"}
 # ERNIE 4.5's MoE model (vLLM ernie45_moe.py): moe_num_experts, moe_k, moe_num_shared_experts
 # and its own layer keys (_moe_layout)
 _ERNIE_MOE = {"ernie4_5_moe"}
+# Every key kvplan reads as a routed-expert count, and as the experts a token uses, in some
+# family (shapes reads each family's own): a config holding one whose experts were not read
+# is not weighed as a dense model (shapes, _unread_experts)
+_EXPERT_COUNT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts")
+_EXPERTS_PER_TOKEN_KEYS = ("num_experts_per_tok", "experts_per_token", "num_experts_per_token",
+                           "top_k_experts", "moe_topk", "moe_top_k", "moe_k")
 _QKV_BIAS = {"qwen2", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text",
              # Qwen2.5-Omni's thinker: a Qwen2ForCausalLM (vLLM qwen2_5_omni_thinker.py)
              "qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_text"}
@@ -631,15 +637,14 @@ def shapes(reader: _Reader) -> dict[str, Any]:
     # share_expert_dim; ERNIE 4.5 (vLLM ernie45_moe.py Ernie4_5_MoeMoE): moe_num_experts,
     # moe_k and moe_num_shared_experts. Each family's own names are read for it only
     step, ernie = mt in _STEP_MOE, mt in _ERNIE_MOE
-    experts = _opt_int(cfg, "n_routed_experts", "num_local_experts", "num_experts",
+    experts = _opt_int(cfg, *_EXPERT_COUNT_KEYS[:3],
                        *(("moe_num_experts",) if step or ernie else ()), minimum=1)
     if ernie and cfg.raw.get("use_moe") is False:
         experts = None  # Ernie4_5_MoeDecoderLayer: use_moe false builds no MoE layer
     out["num_experts"] = experts
     if experts:
         out["num_experts_per_token"] = _opt_int(
-            cfg, "num_experts_per_tok", "experts_per_token", "num_experts_per_token",
-            "top_k_experts", "moe_topk",
+            cfg, *_EXPERTS_PER_TOKEN_KEYS[:5],
             *(("moe_top_k",) if step else ("moe_k",) if ernie else ()), minimum=1)
         if mt in _EXPERT_WIDTH_IS_INTERMEDIATE:
             out["moe_intermediate_size"] = _opt_int(cfg, "moe_intermediate_size", minimum=1) \
@@ -679,6 +684,8 @@ def shapes(reader: _Reader) -> dict[str, Any]:
                                or reader.layers_are_dual_mla
                                or mt in ("glm4_moe", "glm4v_moe_text", "kimi_linear",
                                          "afmoe", *_ERNIE_MOE))
+    else:
+        out.update(_unread_experts(cfg))
     out["intermediate_size"] = inter
     if reader.mla:
         out["q_lora_rank"] = _opt_int(cfg, "q_lora_rank", minimum=1)
@@ -755,6 +762,27 @@ def shapes(reader: _Reader) -> dict[str, Any]:
         out["moe_latent_size"] = latent
         out["moe_latent_norm"] = cfg.raw.get("latent_moe_use_norm") is True
     return out
+
+
+def _unread_experts(cfg: Fields) -> dict[str, Any]:
+    """The expert shapes of a config whose family's expert keys this reader does not take
+    (an expert count or experts per token under any name in _EXPERT_COUNT_KEYS /
+    _EXPERTS_PER_TOKEN_KEYS, yet none read for its model_type): the count and top-k as
+    stated, and no MoE layer layout or width, so that kvplan.core.weights.estimable refuses
+    the weights by name instead of weighing the model as a dense one. Empty when no such key
+    says the model has experts (absent, null, 0, or an explicit use_moe false)."""
+    if cfg.raw.get("use_moe") is False:
+        return {}
+
+    def says_experts(name: str) -> bool:
+        value = cfg.raw.get(name)
+        values = value if isinstance(value, list) else [value]
+        return any(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
+
+    if not any(says_experts(k) for k in (*_EXPERT_COUNT_KEYS, *_EXPERTS_PER_TOKEN_KEYS)):
+        return {}
+    return {"num_experts": _opt_int(cfg, *_EXPERT_COUNT_KEYS, minimum=1),
+            "num_experts_per_token": _opt_int(cfg, *_EXPERTS_PER_TOKEN_KEYS, minimum=1)}
 
 
 def _zamba2_shapes(cfg: Fields, out: dict[str, Any]) -> None:

@@ -1,12 +1,21 @@
 """Experts in every config kvplan reads: ERNIE 4.5's MoE keys read exactly (vLLM
-model_executor/models/ernie45_moe.py)."""
+model_executor/models/ernie45_moe.py), and a config whose keys say it has experts that kvplan
+does not read for its family refused by name, never weighed as a dense model."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
+from paths import FIXTURES
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.core.errors import SpecError
 from kvplan.core.layers import FullAttention
-from kvplan.core.weights import inventory
+from kvplan.core.weights import estimable, inventory
 from kvplan.planning.compute import param_split
-from kvplan.sources.hfconfig import spec_from_config
+from kvplan.sources.hfconfig import load_config_file, spec_from_config
 
 # ERNIE-4.5-21B-A3B's shapes as its model card and config.json publish them (no complete
 # config.json copy was found to commit; these are the keys vLLM ernie45_moe.py reads):
@@ -117,3 +126,102 @@ def test_ernie_moe_use_moe_false_is_dense():
     h = 2560
     assert total == 103_424 * h + 28 * (2 * h * h + 2 * 512 * h + 2 * h
                                         + 3 * h * 12288) + h
+
+
+# --- the safety net: expert keys kvplan does not read for the family --------------------------
+
+DENSE_BASE = {k: v for k, v in ERNIE_21B.items() if not k.startswith("moe_")} | {
+    "model_type": "llama", "architectures": ["SomeMoeForCausalLM"]}
+
+
+@pytest.mark.parametrize("keys", [
+    {"moe_num_experts": 64, "moe_intermediate_size": 1536},  # ERNIE's names on another family
+    {"num_experts_per_tok": 8},  # experts per token, no count read
+    {"moe_k": 6},
+    # per-modality lists (ERNIE-4.5-VL's keys) under generic names
+    {"num_experts": [64, 64], "moe_intermediate_size": [1536, 512]},
+])
+def test_unread_expert_keys_refuse_the_weights(keys):
+    spec = spec_from_config({**DENSE_BASE, **keys}, "x", name="x")
+    assert estimable(spec) is not None
+    with pytest.raises(Exception, match="MoE|expert"):
+        inventory(spec)
+
+
+def test_ernie_vl_per_modality_experts_are_not_weighed_dense():
+    # ERNIE-4.5-VL (model_type ernie4_5_moe_vl, read for its KV cache) keeps its expert keys
+    # as lists, one per modality (vLLM ernie45_vl_moe.py Ernie4_5_VLMoeMoE: text and vision
+    # experts, each with its own gate, from moe_num_experts and moe_layer_start_index [text,
+    # vision]); the model card's 64 text and 64 vision experts, 6 per token (the widths here
+    # are illustrative). kvplan does not lay out these two expert sets: the weights are
+    # refused, where before the config was weighed as a dense model
+    raw = {**DENSE_BASE, "model_type": "ernie4_5_moe_vl",
+           "architectures": ["Ernie4_5_VLMoeForConditionalGeneration"],
+           "moe_num_experts": [64, 64], "moe_k": 6, "moe_intermediate_size": [1536, 512],
+           "moe_num_shared_experts": 2, "moe_layer_start_index": [1, 1]}
+    spec = spec_from_config(raw, "x", name="x")
+    assert (spec.num_experts, spec.num_experts_per_token) == (64, 6)
+    assert estimable(spec) == "the spec does not say which layers are MoE"
+
+
+def test_plan_refuses_unread_experts_by_name(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**DENSE_BASE, "moe_num_experts": 64,
+                                "moe_intermediate_size": 1536}))
+    planned = CliRunner().invoke(app, ["plan", str(path), "--gpu", "h100",
+                                       "--max-model-len", "8192"])
+    assert planned.exit_code == 2, planned.output
+    assert "weights cannot be counted" in planned.output
+    assert "MoE" in planned.output
+    # the KV cache is still sized
+    assert CliRunner().invoke(app, ["size", str(path), "-t", "8192"]).exit_code == 0
+
+
+def test_no_expert_keys_stay_dense():
+    # zero or null expert counts are a dense model's (Qwen-style configs keep num_experts 0)
+    for keys in ({}, {"num_experts": 0}, {"moe_num_experts": None, "moe_k": 0}):
+        spec = spec_from_config({**DENSE_BASE, **keys}, "x", name="x")
+        assert not spec.num_experts and estimable(spec) is None
+
+
+# Key names that say a model has routed experts, listed here on their own (not kvplan's list):
+# those of the engines' model files (n_routed_experts, num_local_experts, num_experts,
+# moe_num_experts, num_experts_per_tok, moe_k, moe_topk, moe_top_k, top_k_experts,
+# experts_per_token, num_experts_per_token) and other spellings seen in the wild.
+EXPERT_KEYS = {"n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts",
+               "n_experts", "num_routed_experts", "moe_num_routed_experts",
+               "num_experts_per_tok", "experts_per_token", "num_experts_per_token",
+               "top_k_experts", "moe_topk", "moe_top_k", "moe_k", "n_activated_experts"}
+_TOWERS = ("vision", "audio", "visual", "encoder")
+
+
+def _says_experts(raw, found=None) -> list[str]:
+    found = [] if found is None else found
+    for key, value in raw.items():
+        if isinstance(value, dict) and not any(t in key for t in _TOWERS):
+            _says_experts(value, found)
+        values = value if isinstance(value, list) else [value]
+        if key in EXPERT_KEYS and any(isinstance(v, int) and not isinstance(v, bool) and v > 0
+                                      for v in values):
+            found.append(key)
+    return found
+
+
+CONFIGS = sorted([*(FIXTURES / "hf-configs").glob("*.json"),
+                  *(FIXTURES / "hf-configs" / "families").glob("*.json")])
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_no_config_with_experts_is_weighed_dense(path):
+    keys = _says_experts(json.loads(path.read_text()))
+    if not keys:
+        return
+    try:
+        spec = load_config_file(path)
+    except SpecError:
+        return  # refused as a whole (MiniMax-M3): nothing is weighed
+    if estimable(spec) is not None:
+        return  # the weights are refused by name
+    moe_layers = (sum(b.ffn is not None and "moe" in b.ffn for b in spec.blocks)
+                  if spec.blocks is not None else spec.num_moe_layers)
+    assert spec.num_experts and moe_layers, f"{path.name}: {keys} weighed as a dense model"
