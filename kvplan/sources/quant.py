@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from kvplan.core.errors import BadInputError
+from kvplan.core.errors import BadInputError, SpecError
 from kvplan.core.quant import NONE, KVCacheRequest, KVScheme, Quantization, canonical_module
 from kvplan.sources.fields import Fields
 
@@ -66,11 +66,71 @@ def read_quantization(qc: Any, source: str, where: str = "quantization_config"
     import json
 
     q = _read(qc, source, where)
+    for pattern in q.skip + tuple(k for k, _ in q.per_module or ()):
+        problem = pattern_problem(pattern[3:]) if pattern.startswith("re:") else None
+        if problem:
+            raise SpecError(source, where, f"the module pattern {pattern[:80]!r} {problem}",
+                            "write it in Python's regular-expression syntax, without a "
+                            "repeated group that itself repeats or branches and with at most "
+                            f"{_MAX_UNBOUNDED_REPEATS} unbounded repeats")
     try:
         text = json.dumps(qc, sort_keys=True)
     except (TypeError, ValueError):
         text = None
     return replace(q, config_json=text) if q is not NONE or text else q
+
+
+# A `re:` pattern is tried on every module name (a few dozen characters) of every layer, by
+# Python's backtracking matcher: a repeated group that itself repeats or branches
+# ("(.*.*)*x", "(\\w+\\.?)+x") takes exponential time on a name it does not match, and each
+# unbounded repeat in sequence multiplies the work by the name's length. Real patterns
+# (".*lm_head", "model.layers.*.self_attn.*", ".*mlp.gate$") have neither.
+_MAX_PATTERN_CHARS = 256
+_MAX_UNBOUNDED_REPEATS = 3
+_SHORT_REPEAT = 8  # a repeat of at most this many steps costs no more than a few letters
+_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why a module-name regular expression cannot be matched in bounded time (or at all),
+    else None."""
+    import importlib
+    import re
+
+    if len(pattern) > _MAX_PATTERN_CHARS:
+        return f"is longer than {_MAX_PATTERN_CHARS} characters"
+    try:
+        tree = importlib.import_module("re._parser").parse(pattern)
+    except (re.error, RecursionError, OverflowError) as exc:
+        return f"is not a regular expression ({exc})"
+    unbounded = 0
+    stack: list[tuple[Any, bool]] = [(tree, False)]  # (items, inside a repeat of more than 1)
+    while stack:
+        items, repeated = stack.pop()
+        for op, av in items:
+            name = str(op)
+            if name in _REPEATS:
+                low, high, body = av
+                many = high > 1
+                if many and repeated:
+                    return "repeats a group that itself repeats (exponential matching time)"
+                unbounded += high > _SHORT_REPEAT
+                stack.append((body, repeated or many))
+            elif name == "BRANCH":
+                if repeated:
+                    return "repeats a group that branches (exponential matching time)"
+                stack.extend((b, repeated) for b in av[1])
+            elif name == "SUBPATTERN":
+                stack.append((av[-1], repeated))
+            elif name in ("ASSERT", "ASSERT_NOT", "ATOMIC_GROUP"):
+                stack.append((av[-1] if name != "ATOMIC_GROUP" else av, repeated))
+            elif name == "GROUPREF_EXISTS":
+                stack.extend((b, repeated) for b in av[1:] if b is not None)
+    if unbounded > _MAX_UNBOUNDED_REPEATS:
+        return (f"has {unbounded} unbounded repeats ('*', '+', '{{0,99}}'; at most "
+                f"{_MAX_UNBOUNDED_REPEATS}: each multiplies the matching time by a name's "
+                "length)")
+    return None
 
 
 def _read(qc: Any, source: str, where: str) -> Quantization:
@@ -232,8 +292,20 @@ def _ct_group(f: Fields, groups: Fields, name: str, fmt: str) -> Quantization:
                                   f"{fmt!r} is not known; weights counted in the model dtype",))
 
 
+# the packed widths vLLM's GPTQ kernels load (gptq.py GPTQConfig.__init__ refuses any
+# other); 32 // bits values share one int32, so a width past 32 would pack none
+PACKED_BITS = (2, 3, 4, 8)
+
+
+def _packed_bits(f: Fields, where: str, bits: Any) -> int:
+    if isinstance(bits, bool) or bits not in PACKED_BITS:
+        raise f.error(where, f"must be one of {', '.join(map(str, PACKED_BITS))} bits, got "
+                      f"{bits!r}", "give the width the checkpoint was packed with")
+    return int(bits)
+
+
 def _awq_gptq(f: Fields, method: str) -> Quantization:
-    bits = f.int("bits", None) or f.int("w_bit", 4)
+    bits = _packed_bits(f, "bits", f.int("bits", None) or f.int("w_bit", 4))
     group = f.raw.get("group_size", f.raw.get("q_group_size", 128))
     if isinstance(group, bool) or not isinstance(group, int):
         raise f.error("group_size", f"must be a whole number, got {group!r}")
@@ -274,6 +346,7 @@ def _gptq_dynamic(f: Fields, bits: int, group: int, skip: tuple[str, ...]) -> Qu
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (b, g)):
             raise f.error(f"dynamic.{pattern}", "bits and group_size must be whole numbers, "
                           f"got {override!r}")
+        b = _packed_bits(f, f"dynamic.{pattern}.bits", b)
         entries.append(("re:" + pattern.removeprefix("+:"), _gptq(b, g, skip=())))
     entries.append(("Linear", base))
     return replace(base, layout="none", skip=skip, per_module=tuple(entries),
