@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
+from kvplan.core.units import whole_digits
 
 
 def cdiv(a: int, b: int) -> int:
@@ -202,16 +203,17 @@ def _parse_grouped(raw: str, original: str, model_dtype: str) -> KVFormat:
     kivi = False
     residual_tokens = 0
     for opt in options:
-        if opt.startswith("g") and opt[1:].isdigit() and int(opt[1:]) > 0:
-            group = int(opt[1:])
+        number = whole_digits(opt[1:], f"option {opt[0]!r} of KV dtype") if opt else None
+        if opt.startswith("g") and number:
+            group = number
         elif opt.startswith("s=") and opt[2:] in _SCALE_FORMATS:
             scale_bytes = _SCALE_FORMATS[opt[2:]]
         elif opt == "sym":
             symmetric = True
         elif opt == "kivi":
             kivi = True
-        elif opt.startswith("r") and opt[1:].isdigit():
-            residual_tokens = int(opt[1:])
+        elif opt.startswith("r") and number is not None:
+            residual_tokens = number
         else:
             raise BadInputError(
                 f"cannot read option {opt!r} of KV dtype {original!r}",

@@ -67,6 +67,15 @@ def check_digits(number: str, what: str, text: object = None) -> None:
                             f"kvplan reads ({MAX_DIGITS})", "check the number")
 
 
+def whole_digits(text: str, what: str) -> int | None:
+    """A run of ASCII digits as an int, its length checked first (check_digits); None for
+    anything else. str.isdigit() alone also takes '²' and other digits int() refuses."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    check_digits(text, what)
+    return int(text)
+
+
 def parse_decimal(text: str, what: str) -> Fraction:
     """'0.8', '80%', '1.5e9', '3/4' -> an exact Fraction, its digits and exponent bounded
     (MAX_DIGITS, MAX_EXPONENT) before it is built; BadInputError naming `what` otherwise."""

@@ -15,7 +15,7 @@ from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError
 from kvplan.core.sizing import Sizer, check_parallelism
 from kvplan.core.spec import ModelSpec
-from kvplan.core.units import parse_tokens
+from kvplan.core.units import parse_tokens, whole_digits
 
 SCHEMA = "kvplan.sweep/1"
 COLUMNS = ("model", "kv_dtype", "tp", "tokens", "batch", "per_token_bytes", "request_bytes",
@@ -55,9 +55,10 @@ def parse_token_range(text: str) -> list[int]:
 def parse_int_values(text: str, flag: str) -> list[int]:
     out = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
-        if not part.isdigit() or int(part) <= 0:
+        value = whole_digits(part, flag)
+        if not value:
             raise BadInputError(f"{flag} values must be positive whole numbers, got {part!r}")
-        out.append(int(part))
+        out.append(value)
     if not out:
         raise BadInputError(f"{flag} is empty")
     return list(dict.fromkeys(out))
