@@ -176,17 +176,24 @@ def _read(qc: Any, source: str, where: str) -> Quantization:
                   "--weights-memory",))
 
 
+def _block(f: Fields, key: str, block: list[Any]) -> tuple[int, int]:
+    """A [rows, columns] scale block: two positive whole numbers (each divides a weight's
+    sides into scale rows and columns)."""
+    if not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block):
+        raise f.error(key, f"must be two positive whole numbers, got {block!r}")
+    return block[0], block[1]
+
+
 def _fp8(f: Fields, method: str) -> Quantization:
     skip = _names(f, "modules_to_not_convert", "ignored_layers")
     block = f.raw.get("weight_block_size")
     static = f.raw.get("activation_scheme") == "static"
     kv, kv_warnings = kv_request(f, "fp8", method)
     if block is not None:
-        if (not isinstance(block, list) or len(block) != 2
-                or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0
-                           for b in block)):
+        if not isinstance(block, list) or len(block) != 2:
             raise f.error("weight_block_size", f"must be two positive whole numbers, got "
                           f"{block!r}")
+        block = _block(f, "weight_block_size", block)
         # scale_fmt "ue8m0" (DeepSeek-V4): the block scales are stored as e8m0 exponents
         e8m0 = f.raw.get("scale_fmt") == "ue8m0"
         return Quantization(method, "fp8", 8, block=(block[0], block[1]), skip=skip,
@@ -259,7 +266,8 @@ def _ct_group(f: Fields, groups: Fields, name: str, fmt: str) -> Quantization:
     block = w.raw.get("block_structure")
     acts = g.raw.get("input_activations")
     static = isinstance(acts, dict) and acts.get("dynamic") is False
-    block_t = (block[0], block[1]) if isinstance(block, list) and len(block) == 2 else None
+    block_t = _block(w, "block_structure", block) \
+        if isinstance(block, list) and len(block) == 2 else None
     base = Quantization("compressed-tensors", symmetric=symmetric, static_input_scale=static)
     fmt = g.raw.get("format") or fmt  # a group's own format wins over the top-level one
     # MXFP4 (Kimi-K3): e2m1 values, one e8m0 exponent (stored uint8) per 32, no global scale;

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -407,25 +408,39 @@ def _runs(layers: list[Layer]) -> list[dict[str, Any]]:
 
 
 def layers_to_groups(layers: tuple[Layer, ...]) -> list[dict[str, Any]]:
-    """The shortest faithful grouping: a repeated period (with a tail), else plain runs."""
+    """The shortest faithful grouping: a repeated period (with a tail), else plain runs.
+    Linear in the layers: trying each period in turn was quadratic (100,000 layers, minutes)."""
     n = len(layers)
     best = _runs(list(layers))
-    for period in range(2, n // 2 + 1):
+    if len(best) <= 3:  # a repeat group and a pattern of two runs are never shorter
+        return best
+    for period in _periods(layers):
+        if period > n // 2:
+            break
+        # the smallest period of a sequence that is not one run has two runs or more
         repeats = n // period
-        head = layers[:period]
-        if layers[:period * repeats] != head * repeats:
-            continue
+        pattern = _runs(list(layers[:period]))
         tail = list(layers[period * repeats:])
-        if tail != list(head[:len(tail)]) and tail:
-            continue
-        pattern = _runs(list(head))
-        if len(pattern) < 2:
-            continue
         candidate = [{"repeat": repeats, "layers": pattern}] + (_runs(tail) if tail else [])
         if len(candidate) + len(pattern) < len(best):
             best = candidate
         break
     return best
+
+
+def _periods(items: tuple[Any, ...]) -> Iterator[int]:
+    """Every p >= 1 with items[i] == items[i - p] for each i >= p (the head repeated, then a
+    prefix of it), smallest first: the borders of the sequence by its prefix function."""
+    border = [0] * len(items)
+    for i in range(1, len(items)):
+        k = border[i - 1]
+        while k and items[i] != items[k]:
+            k = border[k - 1]
+        border[i] = k + 1 if items[i] == items[k] else 0
+    k = border[-1] if items else 0
+    while k:
+        yield len(items) - k
+        k = border[k - 1]
 
 
 def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:

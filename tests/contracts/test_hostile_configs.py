@@ -80,3 +80,39 @@ def test_real_module_patterns_still_read(tmp_path, ignore):
     path = _with_quantization(tmp_path, _ct(ignore))
     res = invoke("size", path)
     assert res.exit_code == 0, res.output
+
+
+def test_import_groups_100000_layers_in_linear_time():
+    """`import` writes a spec's layers as repeat groups. Finding the period tried every period
+    in turn, comparing the whole layer list each time: a config of 100,000 layers (the most a
+    config may state) took minutes. Each sequence here is 100,000 layers."""
+    from kvplan.core.layers import FullAttention, SlidingWindow
+    from kvplan.sources.yamlspec import layers_to_groups
+
+    full = FullAttention(num_kv_heads=8, head_dim=128)
+    other = FullAttention(num_kv_heads=4, head_dim=128)
+    window = SlidingWindow(num_kv_heads=8, head_dim=128, window=4096)
+    with alarm(30):
+        assert layers_to_groups((full,) * 100_000) == [
+            {"kind": "full", "count": 100_000, "num_kv_heads": 8, "head_dim": 128}]
+        # almost periodic: every even period matched up to the last layers
+        groups = layers_to_groups((full, window) * 49_999 + (other, other))
+        assert len(groups) == 99_999
+        # five sliding layers and one full, 16,666 times (99,996 layers), then four sliding
+        groups = layers_to_groups((window,) * 5 + ((full,) + (window,) * 5) * 16_665
+                                  + (full,) + (window,) * 4)
+        assert groups[0]["repeat"] == 16_666 and [g["kind"] for g in groups[0]["layers"]] \
+            == ["sliding", "full"] and groups[0]["layers"][0]["count"] == 5
+        assert groups[1:] == [{"kind": "sliding", "count": 4, "num_kv_heads": 8,
+                               "head_dim": 128, "window": 4096}]
+
+
+@pytest.mark.parametrize("block", [["128", "128"], [128, 0], [128, None], [True, 128]])
+def test_a_compressed_tensors_block_that_is_not_two_sizes_is_one_message(tmp_path, block):
+    # scale rows and columns are the weight's sides divided by these: '128' divided an int
+    qc = {"quant_method": "compressed-tensors", "format": "float-quantized",
+          "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+              "num_bits": 8, "type": "float", "strategy": "block",
+              "block_structure": block}}}}
+    path = _with_quantization(tmp_path, qc)
+    one_message(invoke("plan", path, "--gpu", "h100"), "block_structure")
