@@ -144,7 +144,13 @@ def output_target(path: Path | str) -> Path | None:
         try:
             real_mode = os.stat(real).st_mode
         except FileNotFoundError:
-            real_mode = stat.S_IFREG  # a link to a file not yet written: write that file
+            # a link to a file not yet written: write that file, in a folder that exists
+            # (the folders a link names are not created, as they are for a plain path)
+            if not real.parent.is_dir():
+                raise BadInputError(f"cannot write {path}: it is a link to {real}, whose "
+                                    "folder does not exist",
+                                    "give a file name, or -o - for standard output") from None
+            real_mode = stat.S_IFREG
         except OSError as exc:
             raise BadInputError(f"cannot write {path}: {exc.strerror or exc}") from None
         if stat.S_ISREG(real_mode):
@@ -169,7 +175,7 @@ def _through_proc(link: Path) -> str | None:
         except OSError:  # not a link (or gone): the chain ends here
             return None
         current = os.path.normpath(os.path.join(os.path.dirname(current), nxt))
-    return current  # a loop of links: refused like the rest
+    return None  # a loop of links: os.stat names it (too many levels of links)
 
 
 def _file_kind(mode: int) -> str:
