@@ -213,22 +213,26 @@ def mm_limits(text: str | None) -> dict[str, int]:
 # --- the rows --------------------------------------------------------------------------------
 # Engine flags: vLLM vllm/engine/arg_utils.py EngineArgs.add_cli_args (0.33); SGLang
 # srt/server_args.py ServerArgs.add_cli_args (0.5); llama.cpp common/arg.cpp (b6xxx);
-# TensorRT-LLM tensorrt_llm/commands/serve.py (1.1); TGI launcher/src/main.rs (3.3). SGLang
-# declares each parallel size under two names ("--tensor-parallel-size", "--tp-size"; pipeline
-# and data alike, server_args.py) and argparse takes --tp and --dp as prefixes of them.
+# TensorRT-LLM tensorrt_llm/commands/serve.py (1.1; later releases declare each option under a
+# second name: --tensor_parallel_size/--tp_size, --pipeline_parallel_size/--pp_size,
+# --free_gpu_memory_fraction/--kv_cache_free_gpu_memory_fraction); TGI launcher/src/main.rs
+# (3.3). SGLang declares each parallel size under two names ("--tensor-parallel-size",
+# "--tp-size"; pipeline and data alike, server_args.py) and argparse takes --tp and --dp as
+# prefixes of them.
 
 COMMON_SETTINGS: tuple[Setting, ...] = (
     Setting("tp", "tp", ("--tp", "--tensor-parallel-size"), "int", "GPUs",
             "Tensor-parallel GPUs (KV heads split; default: --count).",
             {"vllm": ("--tensor-parallel-size", "-tp"),
              "sglang": ("--tp-size", "--tensor-parallel-size", "--tp"),
-             "trtllm": ("--tp_size",), "tgi": ("--num-shard",)},
+             "trtllm": ("--tp_size", "--tensor_parallel_size"), "tgi": ("--num-shard",)},
             low=1, high=MAX_GPUS, section=""),
     Setting("pp", "pp", ("--pp", "--pipeline-parallel-size"), "int", "stages",
             "Pipeline stages (layers split).",
             {"vllm": ("--pipeline-parallel-size", "-pp"),
              "sglang": ("--pp-size", "--pipeline-parallel-size"),
-             "trtllm": ("--pp_size",)}, low=1, high=MAX_GPUS, default=1, section=""),
+             "trtllm": ("--pp_size", "--pipeline_parallel_size")}, low=1, high=MAX_GPUS,
+            default=1, section=""),
     Setting("dp", "dp", ("--dp",), "int", "ranks",
             "Data-parallel ranks, each with its own requests and KV cache (vLLM "
             "--data-parallel-size: TP x PP GPUs each; SGLang --dp).",
@@ -268,7 +272,7 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
             "vLLM gpu_memory_utilization (0.9; 0.92 from 0.20), SGLang mem_fraction_static, "
             "TRT-LLM free_gpu_memory_fraction (0.9).",
             {"vllm": ("--gpu-memory-utilization",), "sglang": ("--mem-fraction-static",),
-             "trtllm": ("--kv_cache_free_gpu_memory_fraction",),
+             "trtllm": ("--kv_cache_free_gpu_memory_fraction", "--free_gpu_memory_fraction"),
              "tgi": ("--cuda-memory-fraction",)}, low=0.01, high=1.0,
             budget=("vllm", "sglang", "trtllm", "tgi")),
     Setting("block_size", "block_size", ("--block-size",), "int", "tokens",

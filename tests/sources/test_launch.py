@@ -92,6 +92,24 @@ def test_sglang_trtllm_and_llamacpp_tables():
         "kv_dtype": "q8_0", "kv_dtype_v": "q8_0", "flash_attn": "on", "n_gpu_layers": "99"}
 
 
+def test_trtllm_serve_second_names_and_request_only_flags():
+    # trtllm-serve (tensorrt_llm/commands/serve.py, 1.2) declares options under two names,
+    # `@click.option("--free_gpu_memory_fraction", "--kv_cache_free_gpu_memory_fraction")`,
+    # --tensor_parallel_size/--tp_size, --config/--extra_llm_api_options; a public serving
+    # note launches with the first spelling and --tool_parser (a response parser)
+    trt = parse_launch("trtllm-serve serve /path/to/Qwen3-1.7B --host 127.0.0.1 --port 8000 "
+                       "--tool_parser qwen3 --max_batch_size 1 --max_seq_len 2048 "
+                       "--free_gpu_memory_fraction 0.5 --tensor_parallel_size 2 "
+                       "--pipeline_parallel_size 1 --moe_expert_parallel_size 1 "
+                       "--config llm_opts.yaml --grpc", engine_launches())
+    assert trt.unknown_flags == ()
+    assert trt.settings == {
+        "model": "/path/to/Qwen3-1.7B", "max_num_seqs": 1, "max_model_len": 2048,
+        "gpu_memory_utilization": 0.5, "tp": 2, "pp": 1, "ep": 1,
+        "extra_options": "llm_opts.yaml"}
+    assert {"--tool_parser", "--grpc"} <= set(trt.ignored_flags)
+
+
 def test_sglang_parallel_sizes_under_their_long_names():
     # server_args.py declares "--tensor-parallel-size", "--tp-size" (pipeline and data alike);
     # didier-durand/llms-in-clouds/docs/sglang.md starts QwQ-32B on four L4s with the long name

@@ -14,7 +14,9 @@ if TYPE_CHECKING:
 
 
 # --- the launch command (`trtllm-serve`), read by kvplan.sources.launch ------------------------
-# Flags from tensorrt_llm/commands/serve.py (click options, underscore spelling).
+# Flags from tensorrt_llm/commands/serve.py (click options, underscore spelling); later
+# releases give options a second name (`--moe_expert_parallel_size`/`--ep_size`,
+# `--config`/`--extra_llm_api_options`), read as the same setting.
 @functools.cache
 def launch_flags() -> EngineLaunch:
     from kvplan.core.launch import EngineLaunch
@@ -22,14 +24,21 @@ def launch_flags() -> EngineLaunch:
     # the declared settings' flags (--tp_size, --max_seq_len, --max_batch_size, ...) come from their
     # rows (kvplan.engines.settings), joined to this table by kvplan.planning.launch
     setting = {
-        "--ep_size": ("ep", "int"),
+        "--ep_size": ("ep", "int"), "--moe_expert_parallel_size": ("ep", "int"),
         "--backend": ("backend", "str"), "--tokenizer": ("", "ignore"),
         "--extra_llm_api_options": ("extra_options", "str"),
+        "--config": ("extra_options", "str"),
     }
+    # what the server does with requests and responses (parsers, templates, tracing, the
+    # tokenizer's class, the HF revision of the same weights): no memory of the GPU's
     ignored = ("--host", "--port", "--log_level", "--num_postprocess_workers",
-               "--server_role", "--metadata_server_config_file", "--reasoning_parser")
+               "--server_role", "--metadata_server_config_file", "--reasoning_parser",
+               "--tool_parser", "--chat_template", "--custom_tokenizer", "--revision",
+               "--otlp_traces_endpoint", "--media_io_kwargs", "--disagg_cluster_uri",
+               "--custom_module_dirs")
+    ignored_flags = ("--trust_remote_code", "--grpc", "--fail_fast_on_attention_window_too_large")
     flags = {**setting, **{f: ("", "ignore") for f in ignored},
-             "--trust_remote_code": ("", "ignore-flag")}
+             **{f: ("", "ignore-flag") for f in ignored_flags}}
     return EngineLaunch("trtllm", (("trtllm-serve", "serve"), ("trtllm-serve",)),
                         images=("nvidia/tensorrt-llm/release", "tensorrt_llm/release"),
                         flags=flags, positional="model")
