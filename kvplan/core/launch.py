@@ -44,8 +44,9 @@ class EngineLaunch:
     # every long flag is also read from its variable, the flag's name in upper snake case
     # (clap's `#[clap(long, env)]`: --max-total-tokens <- MAX_TOTAL_TOKENS)
     flags_from_env: bool = False
-    # values of an `env` variable that the engine reads as the variable's absence (Ollama's
-    # OLLAMA_NUM_PARALLEL=0): the setting is left to the engine's default, not bounded
+    # values of an `env` variable or a flag that the engine reads as its absence (Ollama's
+    # OLLAMA_NUM_PARALLEL=0, llama.cpp's --ctx-size 0): the setting is left to the engine's
+    # default, not bounded
     unset_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 

@@ -576,6 +576,9 @@ def read_flags(args: Sequence[str], eng: EngineLaunch
         if kind == "ignore":
             ignored.append(flag)
             continue
+        if value.strip() in eng.unset_values.get(key, ()):
+            settings.pop(setting, None)  # the engine's own choice, as if the flag were absent
+            continue
         settings[setting] = _value(value, kind, flag)
     return settings, tuple(unknown), tuple(ignored)
 

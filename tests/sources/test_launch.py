@@ -110,6 +110,25 @@ def test_trtllm_serve_second_names_and_request_only_flags():
     assert {"--tool_parser", "--grpc"} <= set(trt.ignored_flags)
 
 
+def test_llama_server_ctx_size_zero_is_the_models_trained_context():
+    # llama.cpp#11681 runs `llama-server --ctx-size 0 --parallel 6`: common/arg.cpp's help for
+    # -c says "0 = loaded from model", n_ctx_train (131,072 for Llama 3.2 1B, its config's
+    # max_position_embeddings), split over the 6 slots: n_ctx_seq = GGML_PAD(131072 / 6, 256)
+    # = 21,845 padded to 22,016 cells a slot, 132,096 in all
+    line = ("./llama-server --model models/llama-3.2-1b-q8_0.gguf --alias full --host 0.0.0.0 "
+            "--port 55055 --ctx-size 0 --threads 94 --threads-http 12 --parallel 6 "
+            "--mirostat 2 --mirostat-ent 5.7 --mirostat-lr 0.14")
+    cpp = parse_launch(line, engine_launches())
+    assert cpp.settings == {"model": "models/llama-3.2-1b-q8_0.gguf", "parallel": 6}
+    assert cpp.unknown_flags == ()
+    result = runner.invoke(app, ["plan", "llama-3.2-1b", "--from-command", line,
+                                 "--gpu-memory", "24GiB", "-f", "json"])
+    # exit 1: a slot holds less than the model's full context, as the post complains
+    assert result.exit_code == 1, result.output
+    engine = json.loads(result.stdout)["engine"]
+    assert engine["cells_per_seq"] == 22016 and engine["cells"] == 6 * 22016
+
+
 def test_sglang_parallel_sizes_under_their_long_names():
     # server_args.py declares "--tensor-parallel-size", "--tp-size" (pipeline and data alike);
     # didier-durand/llms-in-clouds/docs/sglang.md starts QwQ-32B on four L4s with the long name

@@ -37,7 +37,8 @@ def launch_flags() -> EngineLaunch:
     ignored = ("--host", "--port", "-t", "--threads", "-tb", "--threads-batch", "-a", "--alias",
                "--api-key", "-n", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
                "--seed", "-s", "--chat-template", "--log-file", "--timeout", "--slot-save-path",
-               "--rope-scaling", "--rope-freq-base", "--rope-freq-scale")
+               "--rope-scaling", "--rope-freq-base", "--rope-freq-scale", "--threads-http",
+               "--mirostat", "--mirostat-ent", "--mirostat-lr")
     ignored_flags = ("--jinja", "--mlock", "--no-mmap", "--metrics", "-cb", "--cont-batching",
                      "--no-webui", "--verbose", "-v", "--embedding", "--embeddings")
     flags = {**setting, **{f: ("", "ignore") for f in ignored},
@@ -49,9 +50,14 @@ def launch_flags() -> EngineLaunch:
                  "LLAMA_ARG_CACHE_TYPE_K": "--cache-type-k",
                  "LLAMA_ARG_CACHE_TYPE_V": "--cache-type-v",
                  "LLAMA_ARG_FLASH_ATTN": "--flash-attn"}
+    # -c 0: "0 = loaded from model" (common/arg.cpp, --ctx-size's help), the model's trained
+    # context, which is also what kvplan plans for llama.cpp without -c (ModelSpec
+    # .context_tokens)
+    unset = {"--ctx-size": ("0",), "-c": ("0",)}
     return EngineLaunch("llamacpp", (("llama-server",), ("llama-cli",)),
                         images=("ggml-org/llama.cpp", "ggerganov/llama.cpp"), flags=flags,
-                        underscores_match_dashes=False, env_flags=env_flags)
+                        underscores_match_dashes=False, env_flags=env_flags,
+                        unset_values=unset)
 
 
 # --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
