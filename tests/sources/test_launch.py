@@ -129,6 +129,22 @@ def test_llama_server_ctx_size_zero_is_the_models_trained_context():
     assert engine["cells_per_seq"] == 22016 and engine["cells"] == 6 * 22016
 
 
+def test_sglang_logging_flags_are_ignored_and_batch_shapers_stay_unknown():
+    # sglang#6888's line: the request log's level and the cache report change no memory; a
+    # torch.compile batch cap and mixed prefill/decode batches may (the graphs and the
+    # activation peak), so they are still named as unknown
+    sg = parse_launch(
+        "python -m sglang.launch_server --host 0.0.0.0 --port 30000 --dtype auto "
+        "--mem-fraction-static 0.95 --tp-size 2 --max-running-requests 48 --trust-remote-code "
+        "--enable-cache-report --log-level info --chunked-prefill-size 4096 --quantization fp8 "
+        "--enable-torch-compile --cuda-graph-max-bs 64 --torch-compile-max-bs 32 --model-path "
+        "Qwen2.5-7B-Instruct --attention-backend flashinfer --enable-mixed-chunk --log-requests "
+        "--log-requests-level 2 --page-size 16", engine_launches())
+    assert sg.unknown_flags == ("--torch-compile-max-bs", "--enable-mixed-chunk")
+    assert {"--enable-cache-report", "--log-requests-level"} <= set(sg.ignored_flags)
+    assert sg.settings["block_size"] == 16 and sg.settings["gpu_memory_utilization"] == 0.95
+
+
 def test_sglang_parallel_sizes_under_their_long_names():
     # server_args.py declares "--tensor-parallel-size", "--tp-size" (pipeline and data alike);
     # didier-durand/llms-in-clouds/docs/sglang.md starts QwQ-32B on four L4s with the long name

@@ -37,11 +37,13 @@ def launch_flags() -> EngineLaunch:
     ignored = ("--host", "--port", "--served-model-name", "--api-key", "--tokenizer-path",
                "--tokenizer-mode", "--chat-template", "--tool-call-parser", "--reasoning-parser",
                "--log-level", "--random-seed", "--download-dir", "--load-format",
-               "--attention-backend", "--sampling-backend", "--grammar-backend")
-    # --enable-p2p-check only tests peer access between the GPUs at start-up
+               "--attention-backend", "--sampling-backend", "--grammar-backend",
+               "--log-requests-level", "--log-level-http", "--decode-log-interval")
+    # --enable-p2p-check only tests peer access between the GPUs at start-up;
+    # --enable-cache-report adds the cached prompt tokens to a response's usage
     ignored_flags = ("--trust-remote-code", "--enable-metrics", "--log-requests",
                      "--skip-tokenizer-init", "--disable-radix-cache", "--enable-torch-compile",
-                     "--enable-p2p-check")
+                     "--enable-p2p-check", "--enable-cache-report")
     flags = {**setting, **{f: ("", "ignore") for f in ignored},
              **{f: ("", "ignore-flag") for f in ignored_flags}}
     return EngineLaunch("sglang", (("-m", "sglang.launch_server"), ("sglang", "serve")),
