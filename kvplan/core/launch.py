@@ -44,6 +44,12 @@ class EngineLaunch:
     # every long flag is also read from its variable, the flag's name in upper snake case
     # (clap's `#[clap(long, env)]`: --max-total-tokens <- MAX_TOTAL_TOKENS)
     flags_from_env: bool = False
+    # a setting whose value (a flag's) names a YAML file of more options (TensorRT-LLM's
+    # --extra_llm_api_options): setting -> {the file's dotted key: (setting, kind)}, kind
+    # "ignore" for a key that changes no memory. Read where the launch text writes the file
+    # itself (a shell here-document, `cat > FILE <<EOF`); the file's keys win over the flags,
+    # as the engine applies the file after them
+    option_files: Mapping[str, Mapping[str, tuple[str, str]]] = field(default_factory=dict)
     # values of an `env` variable or a flag that the engine reads as its absence (Ollama's
     # OLLAMA_NUM_PARALLEL=0, llama.cpp's --ctx-size 0): the setting is left to the engine's
     # default, not bounded

@@ -347,4 +347,7 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
         else:  # a word where no flag takes it: a stray value, or a flag glued to another
             warnings.append(f"{flag!r}: an argument no flag of {launch.engine} takes; kvplan "
                             "ignores it (check the line near it)")
+    for option in launch.unknown_options:
+        warnings.append(f"{option}: not an option kvplan knows for {launch.engine}; it might "
+                        "change memory")
     return LaunchPlan(launch, model, launch.engine, overrides, tuple(warnings))

@@ -6,7 +6,9 @@ This module only reads text: it finds the engine's program, unwraps Docker and e
 prefixes, and reads flags through a table the engine supplies (`LAUNCH` in each
 kvplan.engines module: flag -> the deployment setting it sets and how to read its value).
 Flags the table marks as not affecting memory are ignored; flags it does not know are
-reported, since they might.
+reported, since they might. An options file the text itself writes with a here-document
+(`cat > extra.yml <<EOF`, then TensorRT-LLM's `--extra_llm_api_options extra.yml`) is read
+through the engine's table of its keys.
 
 Never runs anything: the text is split with shlex (POSIX shell words), nothing is evaluated.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +41,9 @@ class Launch:
     # ${VAR:-default} words read as their default: VAR is not set in the text (the serving
     # machine's environment may set it)
     defaults: tuple[str, ...] = ()
+    # keys of an options file the text writes (EngineLaunch.option_files) that the engine's
+    # table does not know, as "KEY in FILE": they might affect memory
+    unknown_options: tuple[str, ...] = ()
 
 
 # docker/podman run options that take a value (the image is the first word after them)
@@ -82,6 +87,8 @@ def command_words(text: str) -> list[str]:
             return listed
     if ("CMD" in stripped or "ENTRYPOINT" in stripped) and _DOCKERFILE.search(stripped):
         return _dockerfile_words(stripped)
+    if "<<" in stripped:
+        stripped = _here_documents(stripped)[0]  # a file's text is no command
     # a line continuation as pasted: a backslash, maybe blanks an editor left after it, the
     # line's end (in a shell the blanks would end the command; no one means that in a post)
     joined = _CONTINUATION.sub(" ", stripped) if "\n" in stripped else stripped
@@ -151,6 +158,41 @@ def _dockerfile_words(text: str) -> list[str]:
 
 # a line continuation: bash's backslash, cmd's caret, PowerShell's backtick
 _CONTINUATION = lazy(r"[\\^`][ \t]*\r?\n")
+
+# a here-document that writes a file: `cat > FILE <<EOF`, `cat <<'EOF' > FILE`, `tee FILE
+# <<-EOF`; the body is the lines up to the one that is the delimiter alone
+_HERE_DOC = lazy(r"<<-?[ \t]*(['\"]?)([A-Za-z_]\w*)\1")
+_HERE_TARGET = lazy(r"(?:^|[\s;&|])(?:cat\b[^<>\n]*?>>?|tee(?:[ \t]+-a)?)[ \t]*([^\s<>;&|'\"]+)"
+                    r"|>>?[ \t]*([^\s<>;&|'\"]+)")
+
+
+def _here_documents(text: str) -> tuple[str, dict[str, str]]:
+    """The text without its here-documents' bodies, and the files they write: the target as
+    written (`$VAR` unexpanded) -> the body. A here-document whose command writes no file
+    (`python - <<EOF`) is dropped from the text too: it is the program's input, not words."""
+    out: list[str] = []
+    files: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        found = _HERE_DOC.search(line) if "<<" in line else None
+        if found is None:
+            out.append(line)
+            continue
+        # the command stays without its `<<EOF` (read again, as a `bash -c` string is, it
+        # takes no body a second time)
+        out.append(line[:found.start()] + line[found.end():])
+        tag, body = found.group(2), []
+        while i < len(lines) and lines[i].strip() != tag:
+            body.append(lines[i])
+            i += 1
+        i += 1  # the delimiter's line
+        target = _HERE_TARGET.search(line)
+        if target is not None:
+            files[target.group(1) or target.group(2)] = "\n".join(body)
+    return "\n".join(out), files
 
 
 def _shell_lines(text: str) -> list[str]:
@@ -483,7 +525,21 @@ def parse_launch(text: str, engines: Sequence[EngineLaunch]) -> Launch:
                 "docker image whose entrypoint runs it; kvplan reads: " + ", ".join(names))
         raise BadInputError("no engine's launch program in the command",
                             "kvplan reads: " + ", ".join(names))
-    settings, unknown, ignored = read_flags(words[start:], eng)
+    settings, unknown, ignored_flags = read_flags(words[start:], eng)
+    ignored = list(ignored_flags)
+    unknown_options: list[str] = []
+    if eng.option_files and "<<" in text:
+        written = {_file_key(shell.expand(k)): v for k, v in _here_documents(text)[1].items()}
+        for setting, keys in eng.option_files.items():
+            path = settings.get(setting)
+            body = written.get(_file_key(path)) if isinstance(path, str) else None
+            if body is None:
+                continue  # a file the text does not write: its setting is named, not read
+            from_file, ignored_keys, unknown_keys = _read_option_file(body, str(path), keys)
+            settings.pop(setting)
+            settings.update(from_file)
+            ignored.extend(ignored_keys)
+            unknown_options.extend(unknown_keys)
     for var, (setting, kind) in eng.env.items():
         if var in env and setting not in settings and \
                 env[var].strip() not in eng.unset_values.get(var, ()):
@@ -501,7 +557,44 @@ def parse_launch(text: str, engines: Sequence[EngineLaunch]) -> Launch:
     # tag, 25.01-vllm-python-py3, numbers that image)
     own = image is not None and _image_engine(image, [eng]) is not None
     return Launch(eng.engine, program, settings, image, _image_version(image) if own else None,
-                  unknown, ignored, env, tuple(dict.fromkeys(shell.defaults)))
+                  unknown, tuple(ignored), env, tuple(dict.fromkeys(shell.defaults)),
+                  tuple(unknown_options))
+
+
+def _file_key(path: str) -> str:
+    return path.strip().removeprefix("./")
+
+
+def _read_option_file(body: str, path: str, keys: Mapping[str, tuple[str, str]]
+                      ) -> tuple[dict[str, Any], list[str], list[str]]:
+    """An options file's settings by its table (EngineLaunch.option_files), the keys that
+    change no memory ("KEY in FILE"), and the keys the table does not know."""
+    from kvplan.sources.reader import parse_yaml
+
+    data = parse_yaml(body, path) if body.strip() else {}
+    if not isinstance(data, dict):
+        raise BadInputError(f"{path}, written by the launch text, is not a YAML mapping of "
+                            "options", "write it as key: value lines")
+    settings: dict[str, Any] = {}
+    ignored: list[str] = []
+    unknown: list[str] = []
+
+    def visit(node: dict[Any, Any], prefix: str, depth: int) -> None:
+        for name, value in node.items():
+            key = f"{prefix}{name}"
+            if isinstance(value, dict) and key not in keys and depth < 8:
+                visit(value, key + ".", depth + 1)
+                continue
+            entry = keys.get(key)
+            if entry is None:
+                unknown.append(f"{key} in {path}")
+            elif entry[1] == "ignore":
+                ignored.append(f"{key} in {path}")
+            elif value is not None:
+                settings[entry[0]] = _value(str(value), entry[1], f"{key} in {path}")
+
+    visit(data, "", 0)
+    return settings, ignored, unknown
 
 
 def _env_flags(eng: EngineLaunch) -> dict[str, str]:

@@ -129,6 +129,73 @@ def test_llama_server_ctx_size_zero_is_the_models_trained_context():
     assert engine["cells_per_seq"] == 22016 and engine["cells"] == 6 * 22016
 
 
+# the DGX Spark TensorRT-LLM playbook's server, as jharthorn/dgx-spark-harness (throughput.sh)
+# runs it: the LLM API options file is written by a here-document inside the container's
+# `bash -c` string, then named by --extra_llm_api_options
+SPARK_TRTLLM = """export MODEL_HANDLE="openai/gpt-oss-120b"
+docker run --name trtllm_llm_server --rm -it --gpus all --ipc host --network host \\
+  -e HF_TOKEN=$HF_TOKEN \\
+  -e MODEL_HANDLE="$MODEL_HANDLE" \\
+  -v $HOME/.cache/huggingface/:/root/.cache/huggingface/ \\
+  nvcr.io/nvidia/tensorrt-llm/release:spark-single-gpu-dev \\
+  bash -c '
+    export TIKTOKEN_ENCODINGS_BASE="/tmp/harmony-reqs" && \\
+    mkdir -p $TIKTOKEN_ENCODINGS_BASE && \\
+    hf download $MODEL_HANDLE && \\
+    cat > /tmp/extra-llm-api-config.yml <<EOF
+print_iter_log: false
+kv_cache_config:
+  dtype: "auto"
+  free_gpu_memory_fraction: 0.9
+cuda_graph_config:
+  enable_padding: true
+disable_overlap_scheduler: true
+EOF
+    trtllm-serve "$MODEL_HANDLE" \\
+      --max_batch_size 64 \\
+      --trust_remote_code \\
+      --port 8355 \\
+      --extra_llm_api_options /tmp/extra-llm-api-config.yml
+'
+"""
+
+
+def test_trtllm_options_file_written_by_the_launch_text_is_read():
+    trt = parse_launch(SPARK_TRTLLM, engine_launches())
+    # the file's keys (TorchLlmArgs, KvCacheConfig) as the flags would set them
+    assert trt.settings == {"model": "openai/gpt-oss-120b", "max_num_seqs": 64,
+                            "kv_dtype": "auto", "gpu_memory_utilization": 0.9}
+    assert "print_iter_log in /tmp/extra-llm-api-config.yml" in trt.ignored_flags
+    # CUDA-graph padding and the overlap scheduler may change memory: named, not dropped
+    assert trt.unknown_options == (
+        "cuda_graph_config.enable_padding in /tmp/extra-llm-api-config.yml",
+        "disable_overlap_scheduler in /tmp/extra-llm-api-config.yml")
+    assert trt.unknown_flags == ()
+
+
+def test_an_options_file_wins_over_the_flags_and_one_not_written_stays_named():
+    # serve.py lays the file over the flags (update_llm_args_with_extra_dict); the target
+    # may be a variable the script sets, the here-document `cat << EOF > FILE` (as
+    # TensorRT-LLM's performance guide writes it)
+    script = ("model_path=/path/to/llama3.1_70B\n"
+              "extra_llm_api_file=/tmp/extra-llm-api-config.yml\n"
+              "cat << EOF > ${extra_llm_api_file}\n"
+              "kv_cache_config:\n  free_gpu_memory_fraction: 0.5\nmax_seq_len: 2048\n"
+              "EOF\n"
+              "trtllm-serve serve ${model_path} --max_seq_len 8192 "
+              "--kv_cache_free_gpu_memory_fraction 0.9 "
+              "--extra_llm_api_options ${extra_llm_api_file}\n")
+    trt = parse_launch(script, engine_launches())
+    assert trt.settings["gpu_memory_utilization"] == 0.5
+    assert trt.settings["max_model_len"] == 2048 and "extra_options" not in trt.settings
+    elsewhere = parse_launch("trtllm-serve m --extra_llm_api_options cfg.yml",
+                             engine_launches())
+    assert elsewhere.settings["extra_options"] == "cfg.yml"
+    with pytest.raises(BadInputError, match="max_batch_size in f.yml"):
+        parse_launch("cat > f.yml <<'EOF'\nmax_batch_size: many\nEOF\n"
+                     "trtllm-serve m --config f.yml", engine_launches())
+
+
 def test_sglang_logging_flags_are_ignored_and_batch_shapers_stay_unknown():
     # sglang#6888's line: the request log's level and the cache report change no memory; a
     # torch.compile batch cap and mixed prefill/decode batches may (the graphs and the

@@ -39,9 +39,26 @@ def launch_flags() -> EngineLaunch:
     ignored_flags = ("--trust_remote_code", "--grpc", "--fail_fast_on_attention_window_too_large")
     flags = {**setting, **{f: ("", "ignore") for f in ignored},
              **{f: ("", "ignore-flag") for f in ignored_flags}}
+    # the LLM API options a YAML file gives (--extra_llm_api_options / --config; serve.py
+    # loads it with yaml.safe_load and update_llm_args_with_extra_dict lays it over the flags;
+    # the keys are llmapi/llm_args.py's TorchLlmArgs and KvCacheConfig fields, kv_cache_dtype
+    # the PyTorch backend's key of 0.19-0.21). Logging and block reuse change no memory; any
+    # other key (cuda_graph_config, enable_attention_dp, kv_cache_config.max_tokens, ...) is
+    # named as one that might
+    options = {
+        "max_batch_size": ("max_num_seqs", "int"),
+        "max_num_tokens": ("max_num_batched_tokens", "int"),
+        "max_seq_len": ("max_model_len", "tokens"),
+        "tensor_parallel_size": ("tp", "int"), "pipeline_parallel_size": ("pp", "int"),
+        "moe_expert_parallel_size": ("ep", "int"), "backend": ("backend", "str"),
+        "kv_cache_config.free_gpu_memory_fraction": ("gpu_memory_utilization", "float"),
+        "kv_cache_config.dtype": ("kv_dtype", "str"), "kv_cache_dtype": ("kv_dtype", "str"),
+        "print_iter_log": ("", "ignore"), "kv_cache_config.enable_block_reuse": ("", "ignore"),
+    }
     return EngineLaunch("trtllm", (("trtllm-serve", "serve"), ("trtllm-serve",)),
                         images=("nvidia/tensorrt-llm/release", "tensorrt_llm/release"),
-                        flags=flags, positional="model")
+                        flags=flags, positional="model",
+                        option_files={"extra_options": options})
 
 
 # --- its start-up log (read by kvplan.sources.startlog; units as the engine prints them) ---
