@@ -283,6 +283,12 @@ NO_TRAITS = EngineTraits()
 MAX_ROPE_FACTOR = 1024
 MAX_ROPE_ORIGINAL_POSITIONS = 2**24
 
+# The most layers a model may describe, in every reader (config.json, YAML, GGUF): real
+# models have at most a few hundred, and 10,000 keeps the layer lists, the weight inventory
+# and the plan of an absurd file within about a second and 100 MiB (100,000 layers took
+# 10-60 s and up to 1.2 GB)
+MAX_LAYERS = 10_000
+
 
 @record
 class ModelSpec:

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
-from kvplan.core.spec import ModelSpec, Source
+from kvplan.core.spec import MAX_LAYERS, ModelSpec, Source
 
 # GGUF general.architecture -> (config.json model_type, architectures[0])
 ARCHITECTURES: dict[str, tuple[str, str]] = {
@@ -39,7 +39,7 @@ ARCHITECTURES: dict[str, tuple[str, str]] = {
 
 MAGIC = b"GGUF"
 MAX_KEPT_STRING = 64 * 1024    # a kept string value (a name, an architecture)
-MAX_KEPT_ARRAY = 100_000       # a kept per-layer array (as many as kvplan's layer limit)
+MAX_KEPT_ARRAY = MAX_LAYERS    # a kept per-layer array (as many as kvplan's layer limit)
 MAX_NESTING = 4                # arrays of arrays (llama.cpp writes none deeper than 2)
 MAX_DIMS = 4                   # GGML_MAX_DIMS
 MAX_KEY = 1024                 # a key's name
@@ -296,7 +296,6 @@ def config_from_header(h: dict[str, Any], source: str) -> dict[str, Any]:
     """The config.json fields this header describes (only the ones kvplan reads). Counts
     are checked here, where the key can be named: whole numbers, per-layer arrays as long as
     the block count, nothing empty."""
-    from kvplan.sources.hfconfig import MAX_LAYERS
 
     arch = h.get("general.architecture")
     if not isinstance(arch, str):

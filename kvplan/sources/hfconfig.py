@@ -31,6 +31,7 @@ from kvplan.core.layers import (
     StateTensor,
 )
 from kvplan.core.spec import (
+    MAX_LAYERS,
     MAX_ROPE_FACTOR,
     MAX_ROPE_ORIGINAL_POSITIONS,
     AudioEncoder,
@@ -50,8 +51,7 @@ from kvplan.sources.quant import deepseek_v4_formats, quantization_from_config
 from kvplan.sources.reader import finite_number, parse_json, read_bytes
 
 # No real model comes near these; they stop absurd numbers from building huge layer lists
-# (or integers too long to print in an error message).
-MAX_LAYERS = 100_000
+# (or integers too long to print in an error message). MAX_LAYERS: kvplan.core.spec.
 MAX_NUMBER = 2**53
 # A width, head count, rank, layer period or expert count: real ones are below 2**18, and a
 # config with hidden_size 1e9 is a mistake, not a model.

@@ -25,6 +25,7 @@ from kvplan.core.layers import (
 from kvplan.core.patterns import lazy
 from kvplan.core.quant import NONE
 from kvplan.core.spec import (
+    MAX_LAYERS,
     MAX_ROPE_FACTOR,
     MAX_ROPE_ORIGINAL_POSITIONS,
     Block,
@@ -84,7 +85,6 @@ _KIND_FIELDS = {
     "compressed": {"kind", "count", "head_dim", "rope_dim", "window", "compress_ratio",
                    "index_head_dim"},
 }
-MAX_LAYERS = 100_000
 MAX_DIM = 2**20  # a head size, head count, rank or state dimension (real ones: < 2**15)
 MODEL_DTYPES = ("bf16", "fp16", "fp32")
 

@@ -84,8 +84,8 @@ def test_real_module_patterns_still_read(tmp_path, ignore):
 
 def test_import_groups_100000_layers_in_linear_time():
     """`import` writes a spec's layers as repeat groups. Finding the period tried every period
-    in turn, comparing the whole layer list each time: a config of 100,000 layers (the most a
-    config may state) took minutes. Each sequence here is 100,000 layers."""
+    in turn, comparing the whole layer list each time: a config of 100,000 layers (then the most
+    a config could state) took minutes. Each sequence here is 100,000 layers."""
     from kvplan.core.layers import FullAttention, SlidingWindow
     from kvplan.sources.yamlspec import layers_to_groups
 

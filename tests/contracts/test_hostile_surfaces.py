@@ -478,7 +478,7 @@ def test_a_well_formed_nemotron_h_header_reads(tmp_path):
      "must be a whole number"),
     ({"nemotron_h.attention.head_count_kv": None}, "head_count_kv is missing"),
     ({"nemotron_h.ssm.inner_size": None}, "without its ssm.* keys"),
-    ({"nemotron_h.block_count": 10**9}, "more than the 100,000 layers"),
+    ({"nemotron_h.block_count": 10**9}, "more than the 10,000 layers"),
 ])
 def test_malformed_nemotron_h_headers(tmp_path, override, needle):
     one_message(invoke("size", str(_nemotron(tmp_path / "n.gguf", **override))), needle)
