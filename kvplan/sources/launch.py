@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from kvplan.core.errors import BadInputError
@@ -430,7 +430,6 @@ def _shell_c(words: list[str]) -> list[list[str]]:
 _PARAMETER = lazy(r"\$(?:\{([A-Za-z_]\w*)(?:(:?-)([^}]*))?\}|([A-Za-z_]\w*))")
 
 
-@dataclass
 class _Variables:
     """The shell variables a launch text sets before its command (`MODEL=...` or `export
     MODEL=...` on a line above it), put into later words as the shell would: `$MODEL`,
@@ -440,9 +439,10 @@ class _Variables:
     substitutions add over the whole text is bounded as the text itself is (`A=$A$A` line
     after line, or many `$A` words, would otherwise double it without end)."""
 
-    assigned: dict[str, str] = field(default_factory=dict)
-    defaults: list[str] = field(default_factory=list)
-    grown: int = 0
+    def __init__(self) -> None:  # a plain class: a dataclass costs start-up for no gain here
+        self.assigned: dict[str, str] = {}
+        self.defaults: list[str] = []
+        self.grown = 0
 
     def expand(self, word: str) -> str:
         if "$" not in word:
