@@ -534,18 +534,22 @@ _EXPERT_WIDTH_IS_INTERMEDIATE = {"mixtral", "gpt_oss", "minimax_m2", "minimax", 
 _FOUR_X_HIDDEN = {"gpt2", "falcon", "RefinedWebModel", "RefinedWeb"}
 
 
-# Families whose q/k/v projections carry biases (o_proj none) without a config field:
-# Qwen2Attention, and the Qwen2-VL / Qwen2.5-VL text models built on it
+# Step3 / Step-3.5's MoE (vLLM step3_text.py, step3p5.py): moe_num_experts, moe_top_k,
+# share_expert_dim
 _STEP_MOE = {"step3_text", "step3p5", "step3p7"}
 # ERNIE 4.5's MoE model (vLLM ernie45_moe.py): moe_num_experts, moe_k, moe_num_shared_experts
 # and its own layer keys (_moe_layout)
 _ERNIE_MOE = {"ernie4_5_moe"}
-# Every key kvplan reads as a routed-expert count, and as the experts a token uses, in some
-# family (shapes reads each family's own): a config holding one whose experts were not read
-# is not weighed as a dense model (shapes, _unread_experts)
-_EXPERT_COUNT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts")
-_EXPERTS_PER_TOKEN_KEYS = ("num_experts_per_tok", "experts_per_token", "num_experts_per_token",
-                           "top_k_experts", "moe_topk", "moe_top_k", "moe_k")
+# The keys read as a routed-expert count, and as the experts a token uses, for every family;
+# then the ones read only for the families above. A config holding any of them whose experts
+# were not read is not weighed as a dense model (shapes, _unread_experts)
+_COMMON_EXPERT_COUNT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
+_COMMON_EXPERTS_PER_TOKEN_KEYS = ("num_experts_per_tok", "experts_per_token",
+                                  "num_experts_per_token", "top_k_experts", "moe_topk")
+_EXPERT_COUNT_KEYS = (*_COMMON_EXPERT_COUNT_KEYS, "moe_num_experts")
+_EXPERTS_PER_TOKEN_KEYS = (*_COMMON_EXPERTS_PER_TOKEN_KEYS, "moe_top_k", "moe_k")
+# Families whose q/k/v projections carry biases (o_proj none) without a config field:
+# Qwen2Attention, and the Qwen2-VL / Qwen2.5-VL text models built on it
 _QKV_BIAS = {"qwen2", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text",
              # Qwen2.5-Omni's thinker: a Qwen2ForCausalLM (vLLM qwen2_5_omni_thinker.py)
              "qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_text"}
@@ -637,14 +641,14 @@ def shapes(reader: _Reader) -> dict[str, Any]:
     # share_expert_dim; ERNIE 4.5 (vLLM ernie45_moe.py Ernie4_5_MoeMoE): moe_num_experts,
     # moe_k and moe_num_shared_experts. Each family's own names are read for it only
     step, ernie = mt in _STEP_MOE, mt in _ERNIE_MOE
-    experts = _opt_int(cfg, *_EXPERT_COUNT_KEYS[:3],
+    experts = _opt_int(cfg, *_COMMON_EXPERT_COUNT_KEYS,
                        *(("moe_num_experts",) if step or ernie else ()), minimum=1)
     if ernie and cfg.raw.get("use_moe") is False:
         experts = None  # Ernie4_5_MoeDecoderLayer: use_moe false builds no MoE layer
     out["num_experts"] = experts
     if experts:
         out["num_experts_per_token"] = _opt_int(
-            cfg, *_EXPERTS_PER_TOKEN_KEYS[:5],
+            cfg, *_COMMON_EXPERTS_PER_TOKEN_KEYS,
             *(("moe_top_k",) if step else ("moe_k",) if ernie else ()), minimum=1)
         if mt in _EXPERT_WIDTH_IS_INTERMEDIATE:
             out["moe_intermediate_size"] = _opt_int(cfg, "moe_intermediate_size", minimum=1) \
