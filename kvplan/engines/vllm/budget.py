@@ -97,7 +97,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                               max_num_batched_tokens=max_num_batched_tokens,
                               max_num_seqs=max_num_seqs,
                               enable_chunked_prefill=enable_chunked_prefill, v1=v1,
-                              mm_item_tokens=vp.mm_item_tokens_floor(spec, ver, v1))
+                              spec=spec)
     shapes = profile_shapes(spec, dims)
     if activation_bytes is not None:
         acts = [activation_bytes] * pp

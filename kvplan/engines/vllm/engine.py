@@ -61,7 +61,6 @@ from kvplan.engines.vllm.memory import (
     LANGUAGE_MODEL_ONLY_FROM,
     BatchSettings,
     batch_settings,
-    mm_item_tokens_floor,
 )
 from kvplan.engines.vllm.pages import FullPage, PageSpec
 from kvplan.engines.vllm.startup import VllmProfile, layout, profile
@@ -79,7 +78,7 @@ def batch_for(dep: Deployment) -> BatchSettings:
     return batch_settings(ver, dep.gpu_memory_bytes, dep.gpu_name, dep.context_limit(),
                           max_num_batched_tokens=dep.max_num_batched_tokens,
                           max_num_seqs=dep.max_num_seqs, v1=dep.vllm_v1,
-                          mm_item_tokens=mm_item_tokens_floor(dep.spec, ver, dep.vllm_v1))
+                          spec=dep.spec)
 
 
 def expert_parallel_size(dep: Deployment) -> int:
@@ -354,7 +353,7 @@ class VllmEngine(BaseEngine):
         # the batch as a deployment with no flags gets it (batch_for's rule: the release, the
         # GPU, the model's longest context and its multimodal floor)
         batch = batch_settings(ver, gpu_memory_bytes, gpu_name, spec.context_tokens(None),
-                               mm_item_tokens=mm_item_tokens_floor(spec, ver))
+                               spec=spec)
         return {"block_size": default_block_size(spec, gpu_name),
                 "gpu_memory_utilization": default_gpu_memory_utilization(ver),
                 "max_num_batched_tokens": batch.max_num_batched_tokens,

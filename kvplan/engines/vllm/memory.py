@@ -125,9 +125,9 @@ def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
                    gpu_name: str | None, max_model_len: int, *, usage: str = "server",
                    max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
                    enable_chunked_prefill: bool | None = None, v1: bool | None = None,
-                   mm_item_tokens: int = 0) -> BatchSettings:
+                   spec: ModelSpec | None = None) -> BatchSettings:
     """The profile batch vLLM `version` runs with these settings (None = engine default;
-    `v1`: VLLM_USE_V1 where set; `mm_item_tokens`: the floor under a default
+    `v1`: VLLM_USE_V1 where set; `spec`: the model, whose multimodal item may raise a default
     max_num_batched_tokens, `mm_item_tokens_floor`)."""
     if not is_v1(version, v1):
         chunked = max_model_len > V0_LONG_CONTEXT if enable_chunked_prefill is None \
@@ -146,7 +146,7 @@ def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
         tokens = default_max_num_batched_tokens(gpu_memory_bytes, gpu_name, usage,
                                                 version=version, v1=v1)
     if not max_num_batched_tokens:
-        tokens = max(tokens, mm_item_tokens)
+        tokens = max(tokens, mm_item_tokens_floor(spec, version, v1) if spec else 0)
     seqs = max_num_seqs or min(default_max_num_seqs(gpu_memory_bytes, gpu_name, version, v1),
                                tokens)
     return BatchSettings(tokens, seqs, chunked, "V1")

@@ -64,14 +64,14 @@ def test_only_a_multimodal_prefix_lm_gets_it():
 
 
 def test_the_default_batch_is_raised_a_given_one_kept():
-    floor = mm_item_tokens_floor(_spec(), (0, 25, 1))
-    small = batch_settings((0, 25, 1), L40S, "L40S", 32768, mm_item_tokens=floor)
+    spec = _spec()
+    small = batch_settings((0, 25, 1), L40S, "L40S", 32768, spec=spec)
     assert small.max_num_batched_tokens == 2496  # 2,048 raised
     assert small.max_num_seqs == 256
     given = batch_settings((0, 25, 1), L40S, "L40S", 32768, max_num_batched_tokens=2048,
-                           mm_item_tokens=floor)
+                           spec=spec)
     assert given.max_num_batched_tokens == 2048  # the flag wins (only the default is raised)
-    big = batch_settings((0, 25, 1), H100, "H100", 32768, mm_item_tokens=floor)
+    big = batch_settings((0, 25, 1), H100, "H100", 32768, spec=spec)
     assert big.max_num_batched_tokens == 8192  # already above the item
 
 
