@@ -265,6 +265,16 @@ class _Builder:
         if bias:
             self.plain(f"{name}.bias", (o,), layer, place, count=count)
 
+    def tower_tensor(self, name: str, shape: tuple[int, ...]) -> None:
+        """A vision or audio tower's tensor, whole on every rank, in the model's dtype."""
+        self.plain(name, shape, None, "vision")
+
+    def tower_linear(self, name: str, out_f: int, in_f: int, bias: bool = False) -> None:
+        """A tower's linear kept whole on every rank and in the model's dtype (the towers
+        vLLM builds with plain or replicated linears, outside the quantized layers)."""
+        self.linear(name, out_f, in_f, None, "vision", "replicated", bias, "vision",
+                    quantizable=False)
+
     def vocab_rows(self, vocab: int) -> int:
         """Rows of a vocabulary-parallel table (embedding, LM head) on one rank: the
         checkpoint's `vocab` (split over TP, rounded up, when not padded), or as vLLM builds
@@ -514,12 +524,9 @@ class _Builder:
         c0, c1 = enc.conv_channels
         pre = "model.audio_tower"
 
-        def whole(name: str, shape: tuple[int, ...]) -> None:
-            self.plain(name, shape, None, "vision", md)
+        whole = self.tower_tensor
 
-        def linear(name: str, out_f: int, in_f: int, bias: bool = False) -> None:
-            self.linear(name, out_f, in_f, None, "vision", "replicated", bias, "vision",
-                        quantizable=False)
+        linear = self.tower_linear
 
         def clippable(name: str, out_f: int, in_f: int) -> None:
             linear(f"{name}.linear", out_f, in_f)
@@ -568,19 +575,16 @@ class _Builder:
         Gemma3nMultimodalEmbedder: embedding (a VocabParallelEmbedding of vocab_size rows),
         the hard / soft embedding norms, embedding_projection (row-parallel, no bias); its
         post-projection norm has no weight."""
-        h, md = enc.hidden_size, self.md
+        h = enc.hidden_size
         c0, c1 = enc.conv_channels
         pre = "model.audio_tower"
         freq = enc.num_mel_bins
         for _ in range(2):
             freq = (freq + 2 - 3) // 2 + 1
 
-        def whole(name: str, shape: tuple[int, ...]) -> None:
-            self.plain(name, shape, None, "vision", md)
+        whole = self.tower_tensor
 
-        def linear(name: str, out_f: int, in_f: int) -> None:
-            self.linear(name, out_f, in_f, None, "vision", "replicated", False, "vision",
-                        quantizable=False)
+        linear = self.tower_linear
 
         sub = f"{pre}.subsample_conv_projection"
         whole(f"{sub}.conv_0.conv.weight", (c0, 1, 3, 3))
@@ -699,11 +703,10 @@ class _Builder:
         layer scales ls1 / ls2; the neck: conv1 (a 1 x 1 Conv1d hidden -> text, biased),
         conv2 (a 1 x 4 Conv2d text -> text, no bias), sum_proj (projector_input_dim ->
         text, biased) and three LayerNorms of the text width."""
-        h, inter, md = v.hidden_size, v.intermediate_size, self.md
+        h, inter = v.hidden_size, v.intermediate_size
         pre = "encoder.model_encoder.model"
 
-        def whole(name: str, shape: tuple[int, ...]) -> None:
-            self.plain(name, shape, None, "vision", md)
+        whole = self.tower_tensor
 
         whole(f"{pre}.patch_generator.embedder.weight", (h, 3 * v.patch_size ** 2))
         whole(f"{pre}.patch_generator.pos_embed", (1, (v.image_size // v.patch_size) ** 2, h))
@@ -999,11 +1002,10 @@ class _Builder:
         RMSNorms, no biases, the merger's post_norm (RMSNorm of the text width) after the
         linears. Kimi-K2.5 ("kimi_k25"): LayerNorms and every linear biased, the merger's
         pre_norm (a LayerNorm of the tower's width) before them."""
-        h, md, grid = v.hidden_size, self.md, v.image_size // v.patch_size
+        h, grid = v.hidden_size, v.image_size // v.patch_size
         attn, k25 = v.attention_size or h, v.kind == "kimi_k25"
 
-        def whole(name: str, shape: tuple[int, ...]) -> None:
-            self.plain(name, shape, None, "vision", md)
+        whole = self.tower_tensor
 
         def norm(name: str, width: int) -> None:
             whole(f"{name}.weight", (width,))
@@ -1039,16 +1041,13 @@ class _Builder:
         RMSNorms over one head (v_norm has no weight), four RMSNorms and the gated MLP;
         std_bias / std_scale when `standardize`; Gemma4MultimodalEmbedder's
         embedding_projection (hidden -> text, no bias; its RMSNorm has no weight)."""
-        h, inter, md = v.hidden_size, v.intermediate_size, self.md
+        h, inter = v.hidden_size, v.intermediate_size
         q, kv = v.num_heads * v.head_dim, v.num_kv_heads * v.head_dim
         pre = "model.vision_tower"
 
-        def whole(name: str, shape: tuple[int, ...]) -> None:
-            self.plain(name, shape, None, "vision", md)
+        whole = self.tower_tensor
 
-        def linear(name: str, out_f: int, in_f: int) -> None:
-            self.linear(name, out_f, in_f, None, "vision", "replicated", False, "vision",
-                        quantizable=False)
+        linear = self.tower_linear
 
         linear(f"{pre}.patch_embedder.input_proj", h, v.num_channels * v.patch_size ** 2)
         whole(f"{pre}.patch_embedder.position_embedding_table", (2, v.position_table_size, h))
@@ -1079,11 +1078,10 @@ class _Builder:
         post LayerNorm; the projector's linear_1 (projector_input_dim ->
         projector_output_dim) and linear_2 (-> text), biased, whole on every rank
         (ReplicatedLinear)."""
-        h, inter, md = v.hidden_size, v.intermediate_size, self.md
+        h, inter = v.hidden_size, v.intermediate_size
         pre, proj = "model.vision_tower.vision_model", "model.multi_modal_projector"
 
-        def whole(name: str, shape: tuple[int, ...]) -> None:
-            self.plain(name, shape, None, "vision", md)
+        whole = self.tower_tensor
 
         lin(f"{pre}.embeddings.patch_embedding", h, v.num_channels * v.patch_size ** 2,
             "replicated", True)
@@ -1102,11 +1100,10 @@ class _Builder:
         patch_conv (no bias), ln_pre; per layer attention_norm, q / k / v / o, ffn_norm and
         gate / up / down, no biases; the projector's RMSNorm, patch_merger.merging_layer
         (projector_input_dim -> hidden) and linear_1 / linear_2 into the text width."""
-        h, inter, md = v.hidden_size, v.intermediate_size, self.md
+        h, inter = v.hidden_size, v.intermediate_size
         pre, proj = "model.vision_tower", "model.multi_modal_projector"
 
-        def whole(name: str, shape: tuple[int, ...]) -> None:
-            self.plain(name, shape, None, "vision", md)
+        whole = self.tower_tensor
 
         whole(f"{pre}.patch_conv.weight", (h, v.num_channels, v.patch_size, v.patch_size))
         whole(f"{pre}.ln_pre.weight", (h,))
@@ -1153,12 +1150,11 @@ class _Builder:
         ln_q and its two linears (with biases). Qwen2-VL: LayerNorms (weight and bias) and
         fc1 / fc2; Qwen2.5-VL: RMSNorms and a gated gate / up / down MLP; EXAONE 4.5
         (vLLM exaone4_5.py): Qwen2.5-VL's with num_kv_heads K/V heads in the qkv."""
-        h, md = v.hidden_size, self.md
+        h = v.hidden_size
         rms = v.kind in ("qwen2_5_vl", "exaone4_5")
         qkv = (v.num_heads + 2 * v.num_kv_heads) * v.head_dim if v.num_kv_heads else 3 * h
 
-        def whole(name: str, shape: tuple[int, ...]) -> None:
-            self.plain(name, shape, None, "vision", md)
+        whole = self.tower_tensor
 
         whole("visual.patch_embed.proj.weight",
               (h, v.num_channels, v.temporal_patch_size, v.patch_size, v.patch_size))
