@@ -603,16 +603,15 @@ def _settings_from_lines(facts: LogFacts, warnings: list[str]) -> None:
     s = facts.settings
     # an echoed environment variable at a value the engine reads as its absence (the launch
     # table's `unset_values`: Ollama's OLLAMA_NUM_PARALLEL:0) leaves the setting to its default
-    table = registry.launch_table(str(facts.engine)) if facts.engine in registry.names() \
-        else None
-    unset = table.unset_values if table is not None else {}
-    for env_name, (field_name, _) in (table.env if table is not None else {}).items():
-        if str(s.get(field_name)) in unset.get(env_name, ()):
-            del s[field_name]
+    known = facts.engine in registry.names()
+    table = registry.launch_table(str(facts.engine)) if known else None
+    if table is not None:
+        for env_name, (field_name, _) in table.env.items():
+            if str(s.get(field_name)) in table.unset_values.get(env_name, ()):
+                del s[field_name]
     # the engine's own rule for settings its log states other than as settings (Ollama's
     # runner context: kvplan.engines.llamacpp.ollama.engine.runner_settings)
-    hook = getattr(registry.get(str(facts.engine)), "log_settings", None) \
-        if facts.engine in registry.names() else None
+    hook = getattr(registry.get(str(facts.engine)), "log_settings", None) if known else None
     if hook is not None:
         hook(s, facts.kv, warnings)
     if "max_model_len" not in s and "max_concurrency_tokens" in facts.kv:
