@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -17,10 +16,10 @@ from kvplan.cli.options import FormatOpt, UnitsOpt, _emit, handle_errors
 
 @handle_errors
 def check(
-    plan_file: Annotated[Path, typer.Argument(
+    plan_file: Annotated[str, typer.Argument(
         metavar="PLAN", help="A plan file (schema kvplan.capacity/1; see "
         "docs/capacity-schema.md).", show_default=False)],
-    junit: Annotated[Path | None, typer.Option(
+    junit: Annotated[str | None, typer.Option(
         "--junit", help="Also write a JUnit XML report here (one test case per requirement).",
         show_default=False)] = None,
     fmt: FormatOpt = "table",
@@ -59,7 +58,7 @@ def check(
         raise typer.Exit(1)
 
 
-def _write_ci(junit: Path | None, xml: Callable[[], str], summary: Callable[[], str]
+def _write_ci(junit: str | None, xml: Callable[[], str], summary: Callable[[], str]
               ) -> None:
     """The JUnit file and the step summary, each made only when it is asked for (10,000
     requirements are a second of text each)."""

@@ -6,7 +6,6 @@
 # ~50 options). Names imported only for type checking are quoted instead.
 
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -169,7 +168,7 @@ def _lengths_file(path: str) -> list[str | int]:
 @handle_errors
 def import_model(
     model: ModelArg,
-    output: Annotated[Path | None, typer.Option(
+    output: Annotated[str | None, typer.Option(
         "--output", "-o", help="Write the YAML here (replaced whole, never half-written) "
         "instead of stdout (- is stdout).", show_default=False)] = None,
 ) -> None:

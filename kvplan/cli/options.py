@@ -127,6 +127,9 @@ def output_target(path: Path | str) -> Path | None:
 
     if str(path) == "-":
         return None
+    if "\x00" in str(path):  # no file system takes one; os calls raise ValueError
+        raise BadInputError(f"cannot write {str(path)!r}: a file name cannot hold a NUL byte",
+                            "give a file name, or -o - for standard output")
     target = Path(path)
     try:
         mode = os.lstat(target).st_mode
@@ -187,7 +190,7 @@ def _file_kind(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "a special file")
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def _write_atomic(path: Path | str, text: str) -> None:
     """Write to a temporary file beside `path`, then rename it over `path`: a reader (or a
     failure half-way) never sees half a file. `-` writes standard output; special files are
     refused (output_target)."""

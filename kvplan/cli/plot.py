@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -31,7 +30,7 @@ WeightsMemoryOpt = Annotated[str | None, typer.Option(
 @handle_errors
 def plot(
     models: ModelsArg,
-    output: Annotated[Path, typer.Option(
+    output: Annotated[str, typer.Option(
         "--output", "-o", help="The image: chart.png or chart.svg (- writes SVG to standard "
         "output).", show_default=False)],
     y: Annotated[str, typer.Option(

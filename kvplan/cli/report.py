@@ -24,7 +24,7 @@ from kvplan.cli.plot import GpusOpt, WeightsMemoryOpt
 @handle_errors
 def report(
     model: ModelArg,
-    output: Annotated[Path, typer.Option(
+    output: Annotated[str, typer.Option(
         "--output", "-o", help="The Markdown file to write (sizing.md; - for standard output, "
         "with a chart only where --chart names one).", show_default=False)],
     gpu: GpusOpt = None,
@@ -42,7 +42,7 @@ def report(
     max_model_len: MaxModelLenOpt = None,
     weights_dtype: WeightsDtypeOpt = "auto",
     weights_memory: WeightsMemoryOpt = None,
-    chart: Annotated[Path | None, typer.Option(
+    chart: Annotated[str | None, typer.Option(
         "--chart", help="The chart (.svg or .png); default: beside the report, same name, "
         ".svg.", show_default=False)] = None,
     no_chart: Annotated[bool, typer.Option("--no-chart", help="Write no chart.")] = False,
@@ -80,7 +80,8 @@ def report(
     figures = core.sizing_report(spec, deps, dtypes, parse_token_range(contexts),
                                  parse_token_range(tokens) if tokens else (),
                                  parse_int_values(batch, "--batch"))
-    image = None if no_chart else (chart or (target.with_suffix(".svg") if target else None))
+    image = None if no_chart else (Path(chart) if chart is not None else
+                                   target.with_suffix(".svg") if target else None)
     if image is not None:
         from kvplan.output.chart import draw
 

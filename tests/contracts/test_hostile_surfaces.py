@@ -314,6 +314,21 @@ def test_o_onto_a_directory_is_refused(tmp_path):
     one_message(_import(str(tmp_path)), "is a directory, not a regular file")
 
 
+@pytest.mark.parametrize("args", [
+    ("import", SPEC, "-o", "a\x00b.yaml"),
+    ("report", "llama-3.1-8b", "-o", "a\x00b.md"),
+    ("report", "llama-3.1-8b", "-o", "r.md", "--chart", "c\x00.svg"),
+    ("plot", "llama-3.1-8b", "-o", "x\x00.svg"),
+    ("check", "plan.yaml", "--junit", "j\x00.xml"),
+])
+def test_a_nul_byte_in_an_output_name_is_one_message(tmp_path, monkeypatch, args):
+    # no file system takes a NUL in a name; Python's os calls raise ValueError on one, which
+    # the option parser let through as a traceback before the option was read as text
+    monkeypatch.chdir(tmp_path)
+    one_message(invoke(*args), "cannot hold a NUL byte")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_dev_stdout_is_refused_before_anything_is_written():
     from kvplan.cli.options import output_target
     from kvplan.core.errors import BadInputError
