@@ -80,6 +80,10 @@ LAYOUTS: dict[str, TensorLayout] = {
     # the same tensors as Qwen3-Next's, two norms a layer either way
     "olmo_hybrid": TensorLayout(qk_norm="heads"),
     "minimax_m2": TensorLayout(known=True, qk_norm="heads"),
+    # OLMoE (vLLM olmoe.py OlmoeAttention, transformers modeling_olmoe.py): q_norm over the
+    # query heads and k_norm over the KV heads, as OLMo 2; every layer routed experts under
+    # mlp.experts and the router mlp.gate, no shared expert
+    "olmoe": TensorLayout(known=True, qk_norm="heads"),
     # vLLM apertus.py: ApertusMLP is up_proj -> XIELU -> down_proj, no gate; the activation
     # keeps two learned one-element parameters (activation.py XIELU alpha_p / alpha_n);
     # ApertusAttention builds q_norm / k_norm over each head unconditionally. The layer norms

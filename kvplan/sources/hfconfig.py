@@ -528,7 +528,11 @@ _TIED_DEFAULT = {"gpt2": True, "gemma": True, "gemma2": True, "gemma3_text": Tru
 _EXPERT_WIDTH_IS_INTERMEDIATE = {"mixtral", "gpt_oss", "minimax_m2", "minimax", "llama4_text",
                                  # GraniteMoe*: intermediate_size is one expert's width, the
                                  # shared MLP shared_intermediate_size (GraniteMoeSharedMLP)
-                                 "granitemoe", "granitemoeshared", "granitemoehybrid"}
+                                 "granitemoe", "granitemoeshared", "granitemoehybrid",
+                                 # OlmoeConfig, FlexOlmoConfig, PhimoeConfig: vLLM olmoe.py
+                                 # OlmoeMoE, flex_olmo.py and phimoe.py PhiMoE build FusedMoE
+                                 # with intermediate_size=config.intermediate_size
+                                 "olmoe", "flex_olmo", "phimoe"}
 # Families whose MLP width defaults to 4 x hidden when the config leaves it out or null
 # (GPT2Config n_inner, FalconConfig ffn_hidden_size).
 _FOUR_X_HIDDEN = {"gpt2", "falcon", "RefinedWebModel", "RefinedWeb"}

@@ -1029,3 +1029,76 @@ def test_zamba2_7b_pre_transformers_format_is_refused_by_name():
     result = CliRunner().invoke(app, ["size", str(ZAMBA2_7B), "-t", "1024"])
     assert result.exit_code == 2
     assert "state_size" in result.output and "Traceback" not in result.output
+
+
+# --- OLMoE and Hunyuan dense (SOURCES.md: test fixtures of a Go inference engine, each naming
+# the Hub file it copies) ------------------------------------------------------------------------
+
+OLMOE_1B_7B = FAMILIES / "allenai--OLMoE-1B-7B-0924.json"
+HUNYUAN_7B = FAMILIES / "tencent--Hunyuan-7B-Instruct.json"
+
+
+def test_olmoe_1b_7b_bytes_by_hand():
+    # vLLM olmoe.py OlmoeAttention: Attention(num_heads 16, head_dim = hidden_size /
+    # num_attention_heads = 2048 / 16 = 128, num_kv_heads 16) on each of the 16 layers; no
+    # sliding window, no recurrent state
+    spec = load_config_file(OLMOE_1B_7B)
+    assert spec.layers == (FullAttention(16, 128),) * 16
+    assert spec.dtype == "bf16" and spec.max_context_tokens == 4096
+    row = _row(16, 128)  # 2 x 16 x 128 x 2 = 8,192 bytes a layer and token
+    assert per_token_bytes(spec.layers, BF16) == 16 * row == 131_072
+    # a request at the full 4,096 tokens: 4,096 x 131,072 = 512 MiB
+    assert request_bytes(spec.layers, 4096, BF16) == 4096 * 131_072 == 512 * 2**20
+    # vLLM's FullAttentionSpec page (block 16): 16 x 2 x 16 x 128 x 2 bytes, one kind
+    pages = layer_page_specs(spec, spec.layers, VllmConfig(max_model_len=4096))
+    assert {(p.kind, p.block_size, p.page_bytes) for p in pages} == {("full", 16, 16 * row)}
+
+
+def test_olmoe_1b_7b_parameters_match_the_safetensors_total():
+    # vLLM olmoe.py: an untied 50,304 x 2,048 embedding and LM head; per layer q/k/v/o
+    # 2048 x 2048 without biases, q_norm and k_norm over the 16 heads of 128 (2,048 each),
+    # two RMSNorms, the router mlp.gate (64 x 2048) and OlmoeMoE's FusedMoE of 64 experts as
+    # wide as intermediate_size (1,024), gated; the final norm. The checkpoint's
+    # model.safetensors.index.json (the same fixture folder, SOURCES.md) states
+    # metadata.total_size 13,838,323,712 bytes: bf16, 6,919,161,856 parameters
+    h, experts, width = 2048, 64, 1024
+    layer = 4 * h * h + 2 * h + 2 * h + experts * h + experts * 3 * h * width
+    hand = 2 * 50_304 * h + 16 * layer + h
+    assert hand == 13_838_323_712 // 2 == 6_919_161_856
+    assert _params(OLMOE_1B_7B) == hand
+
+
+def test_olmoe_experts_are_as_wide_as_intermediate_size():
+    # OlmoeConfig has no moe_intermediate_size: intermediate_size is one expert's width and
+    # every layer is MoE (vLLM olmoe.py OlmoeMoE). Before kvplan read it so, `plan` refused
+    # the real config ("the spec does not give the experts' width")
+    spec = load_config_file(OLMOE_1B_7B)
+    assert (spec.num_experts, spec.num_experts_per_token) == (64, 8)
+    assert spec.moe_intermediate_size == 1024
+    assert not spec.num_shared_experts
+
+
+def test_hunyuan_7b_dense_bytes_by_hand():
+    # the test's excerpt of tencent/Hunyuan-7B-Instruct's config (13 keys, no
+    # max_position_embeddings): model_type hunyuan_v1_dense. vLLM hunyuan_v1.py
+    # HunYuanAttention: head_dim from the config (128), 8 KV heads, use_cla false so every one
+    # of the 32 layers keeps its own K and V (cla_share_factor unused)
+    spec = load_config_file(HUNYUAN_7B)
+    assert spec.layers == (FullAttention(8, 128),) * 32
+    assert spec.max_context_tokens is None  # the excerpt does not say; kvplan warns
+    row = _row(8, 128)
+    assert per_token_bytes(spec.layers, BF16) == 32 * row == 131_072
+    assert request_bytes(spec.layers, 32_768, BF16) == 32_768 * 131_072 == 4 * 2**30
+    pages = layer_page_specs(spec, spec.layers, VllmConfig(max_model_len=32_768))
+    assert {(p.kind, p.block_size, p.page_bytes) for p in pages} == {("full", 16, 16 * row)}
+
+
+@pytest.mark.parametrize("fixture", [OLMOE_1B_7B, HUNYUAN_7B])
+def test_olmoe_and_hunyuan_dense_size_and_plan(fixture):
+    runner = CliRunner()
+    sized = runner.invoke(app, ["size", str(fixture), "-t", "4096", "-f", "json"])
+    assert sized.exit_code == 0, sized.output
+    planned = runner.invoke(app, ["plan", str(fixture), "--gpu", "h100",
+                                  "--max-model-len", "4096", "-f", "json"])
+    assert planned.exit_code == 0, planned.output
+    assert _weights_bytes(planned.output) > 0
