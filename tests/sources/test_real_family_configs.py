@@ -1093,6 +1093,20 @@ def test_hunyuan_7b_dense_bytes_by_hand():
     assert {(p.kind, p.block_size, p.page_bytes) for p in pages} == {("full", 16, 16 * row)}
 
 
+def test_hunyuan_7b_dense_weights_by_hand():
+    # vLLM hunyuan_v1.py (HunYuanDenseV1ForCausalLM): a tied 128,167 x 4,096 embedding; per
+    # layer two RMSNorms, q / o 4096 x 4096, k / v 1024 x 4096 (8 KV heads of 128), no biases,
+    # query_layernorm / key_layernorm over a 128-wide head (use_qk_norm), a gated MLP 14,336
+    # wide; the final norm. No published total was found to check against
+    h, inter = 4096, 14_336
+    layer = 2 * h + 2 * h * h + 2 * 1024 * h + 2 * 128 + 3 * h * inter
+    hand = 128_167 * h + 32 * layer + h
+    assert hand == 7_504_568_320
+    # the generic decoder layout leaves out only the q / k norms, as for Hunyuan-A13B above
+    # (kvplan.core.weights generic_note: a family's own extra tensors are not counted)
+    assert _params(HUNYUAN_7B) == hand - 32 * 2 * 128
+
+
 @pytest.mark.parametrize("fixture", [OLMOE_1B_7B, HUNYUAN_7B])
 def test_olmoe_and_hunyuan_dense_size_and_plan(fixture):
     runner = CliRunner()
