@@ -529,10 +529,11 @@ _EXPERT_WIDTH_IS_INTERMEDIATE = {"mixtral", "gpt_oss", "minimax_m2", "minimax", 
                                  # GraniteMoe*: intermediate_size is one expert's width, the
                                  # shared MLP shared_intermediate_size (GraniteMoeSharedMLP)
                                  "granitemoe", "granitemoeshared", "granitemoehybrid",
-                                 # OlmoeConfig, FlexOlmoConfig, PhimoeConfig: vLLM olmoe.py
-                                 # OlmoeMoE, flex_olmo.py and phimoe.py PhiMoE build FusedMoE
-                                 # with intermediate_size=config.intermediate_size
-                                 "olmoe", "flex_olmo", "phimoe"}
+                                 # OLMoE, PhiMoE and MiniCPM's MoE models: vLLM olmoe.py
+                                 # OlmoeMoE, phimoe.py PhiMoE and minicpm.py MiniCPMMoE take
+                                 # intermediate_size=config.intermediate_size (MiniCPM: when
+                                 # num_experts is set, else MiniCPMMLP of that width)
+                                 "olmoe", "phimoe", "minicpm"}
 # Families whose MLP width defaults to 4 x hidden when the config leaves it out or null
 # (GPT2Config n_inner, FalconConfig ffn_hidden_size).
 _FOUR_X_HIDDEN = {"gpt2", "falcon", "RefinedWebModel", "RefinedWeb"}

@@ -1116,3 +1116,106 @@ def test_olmoe_and_hunyuan_dense_size_and_plan(fixture):
                                   "--max-model-len", "4096", "-f", "json"])
     assert planned.exit_code == 0, planned.output
     assert _weights_bytes(planned.output) > 0
+
+
+# --- Baichuan 2, InternLM 2.5, MiniCPM and MiniCPM-MoE (SOURCES.md: MLC LLM's model presets,
+# converted to JSON) ------------------------------------------------------------------------------
+
+BAICHUAN2_7B = FAMILIES / "baichuan-inc--Baichuan2-7B.json"
+INTERNLM2_5_7B = FAMILIES / "internlm--internlm2_5-7b.json"
+MINICPM_2B = FAMILIES / "openbmb--MiniCPM-2B-sft-bf16.json"
+MINICPM_MOE_8X2B = FAMILIES / "openbmb--MiniCPM-MoE-8x2B.json"
+
+
+def test_baichuan2_7b_bytes_and_weights_by_hand():
+    # vLLM baichuan.py (served until vLLM 0.22; 0.23 moved BaichuanForCausalLM to the
+    # removed-models list): BaiChuanAttention is multi-head, W_pack a QKVParallelLinear of 32
+    # heads of head_dim = hidden_size / num_attention_heads = 4096 / 32 = 128 for Q, K and V
+    spec = load_config_file(BAICHUAN2_7B)
+    assert spec.layers == (FullAttention(32, 128),) * 32
+    assert spec.dtype == "bf16" and spec.max_context_tokens == 4096
+    row = _row(32, 128)
+    assert per_token_bytes(spec.layers, BF16) == 32 * row == 524_288
+    assert request_bytes(spec.layers, 4096, BF16) == 4096 * 524_288 == 2 * 2**30
+    pages = layer_page_specs(spec, spec.layers, VllmConfig(max_model_len=4096))
+    assert {(p.kind, p.block_size, p.page_bytes) for p in pages} == {("full", 16, 16 * row)}
+    # an untied 125,696 x 4,096 embedding and LM head (NormHead: the same shape); per layer
+    # W_pack 3 x 4096 x 4096, o_proj 4096 x 4096, a gated MLP 11,008 wide, two RMSNorms; the
+    # final norm
+    h = 4096
+    hand = 2 * 125_696 * h + 32 * (4 * h * h + 3 * h * 11_008 + 2 * h) + h
+    assert hand == 7_505_973_248
+    assert _params(BAICHUAN2_7B) == hand
+
+
+def test_internlm2_5_7b_bytes_and_weights_by_hand():
+    # vLLM internlm2.py InternLM2Attention: head_dim = hidden_size / num_attention_heads =
+    # 4096 / 32 = 128, num_kv_heads = num_key_value_heads (8); the dynamic rope_scaling
+    # (factor 2) changes no cache shape
+    spec = load_config_file(INTERNLM2_5_7B)
+    assert spec.layers == (FullAttention(8, 128),) * 32
+    assert spec.max_context_tokens == 32_768
+    row = _row(8, 128)
+    assert per_token_bytes(spec.layers, BF16) == 32 * row == 131_072
+    assert request_bytes(spec.layers, 32_768, BF16) == 32_768 * 131_072 == 4 * 2**30
+    pages = layer_page_specs(spec, spec.layers, VllmConfig(max_model_len=32_768))
+    assert {(p.kind, p.block_size, p.page_bytes) for p in pages} == {("full", 16, 16 * row)}
+    # tok_embeddings and output untied (92,544 x 4,096); per layer wqkv (32 + 2 x 8) x 128 rows
+    # of 4,096, wo 4096 x 4096, feed_forward w1 / w3 / w2 14,336 wide, attention_norm and
+    # ffn_norm; the final norm
+    h = 4096
+    hand = 2 * 92_544 * h + 32 * ((32 + 2 * 8) * 128 * h + h * h + 3 * h * 14_336 + 2 * h) + h
+    assert hand == 7_737_708_544
+    assert _params(INTERNLM2_5_7B) == hand
+
+
+def test_minicpm_2b_bytes_and_weights_by_hand():
+    # vLLM minicpm.py MiniCPMAttention: head_dim = hidden_size / num_attention_heads =
+    # 2304 / 36 = 64, num_kv_heads = num_key_value_heads (36), 40 layers
+    spec = load_config_file(MINICPM_2B)
+    assert spec.layers == (FullAttention(36, 64),) * 40
+    row = _row(36, 64)  # 9,216 bytes
+    assert per_token_bytes(spec.layers, BF16) == 40 * row == 368_640
+    assert request_bytes(spec.layers, 4096, BF16) == 4096 * 368_640 == 1_509_949_440
+    pages = layer_page_specs(spec, spec.layers, VllmConfig(max_model_len=4096))
+    assert {(p.kind, p.block_size, p.page_bytes) for p in pages} == {("full", 16, 16 * row)}
+    # a tied 122,753 x 2,304 embedding (tie_word_embeddings true); per layer q/k/v/o
+    # 2304 x 2304, MiniCPMMLP 5,760 wide (num_experts absent), two norms; the final norm.
+    # Without the embedding 2,442,057,984: the MiniCPM paper's "2.4B" non-embedding model
+    h = 2304
+    body = 40 * (4 * h * h + 3 * h * 5760 + 2 * h) + h
+    assert body == 2_442_057_984
+    assert round(body / 1e9, 1) == 2.4
+    assert _params(MINICPM_2B) == 122_753 * h + body
+
+
+def test_minicpm_moe_8x2b_experts_as_wide_as_intermediate_size():
+    # vLLM minicpm.py MiniCPMDecoderLayer: num_experts set, so MiniCPMMoE(num_experts 8,
+    # top_k 2, intermediate_size=config.intermediate_size): every layer's eight experts are
+    # 5,760 wide, the router (gate) 8 x 2304. Before kvplan read it so, `plan` refused the
+    # config ("the spec does not give the experts' width")
+    spec = load_config_file(MINICPM_MOE_8X2B)
+    assert (spec.num_experts, spec.num_experts_per_token) == (8, 2)
+    assert spec.moe_intermediate_size == 5760
+    # the attention is MiniCPM-2B's: 368,640 bytes a token
+    assert spec.layers == (FullAttention(36, 64),) * 40
+    assert per_token_bytes(spec.layers, BF16) == 368_640
+    h = 2304
+    body = 40 * (4 * h * h + 8 * h + 8 * 3 * h * 5760 + 2 * h) + h
+    # 13,590,468,864 without the tied embedding: the model card's 13.6B non-embedding
+    # parameters (as datalearner.com quotes it, with a 27.7 GB bf16 checkpoint: 2 x
+    # 13,873,291,776 bytes)
+    assert body == 13_590_468_864
+    assert round(body / 1e9, 1) == 13.6
+    assert _params(MINICPM_MOE_8X2B) == 122_753 * h + body == 13_873_291_776
+
+
+@pytest.mark.parametrize("fixture", [BAICHUAN2_7B, INTERNLM2_5_7B, MINICPM_2B, MINICPM_MOE_8X2B])
+def test_mlc_preset_configs_size_and_plan(fixture):
+    runner = CliRunner()
+    sized = runner.invoke(app, ["size", str(fixture), "-t", "4096", "-f", "json"])
+    assert sized.exit_code == 0, sized.output
+    planned = runner.invoke(app, ["plan", str(fixture), "--gpu", "h100",
+                                  "--max-model-len", "4096", "-f", "json"])
+    assert planned.exit_code == 0, planned.output
+    assert _weights_bytes(planned.output) > 0
