@@ -225,3 +225,19 @@ def test_no_config_with_experts_is_weighed_dense(path):
     moe_layers = (sum(b.ffn is not None and "moe" in b.ffn for b in spec.blocks)
                   if spec.blocks is not None else spec.num_moe_layers)
     assert spec.num_experts and moe_layers, f"{path.name}: {keys} weighed as a dense model"
+
+
+@pytest.mark.parametrize("model_type", ["olmoe", "phimoe", "minicpm"])
+def test_experts_as_wide_as_intermediate_size(model_type):
+    # configs without moe_intermediate_size whose engine builds the routed experts
+    # intermediate_size wide on every layer: vLLM olmoe.py OlmoeMoE, phimoe.py PhiMoE and
+    # minicpm.py MiniCPMMoE (when num_experts is set) pass intermediate_size=
+    # config.intermediate_size. Before kvplan read them so, their weights were refused
+    raw = {**DENSE_BASE, "model_type": model_type, "intermediate_size": 640,
+           "num_experts" if model_type != "phimoe" else "num_local_experts": 4,
+           "num_experts_per_tok": 2}
+    spec = spec_from_config(raw, model_type, name=model_type)
+    assert (spec.num_experts, spec.num_experts_per_token) == (4, 2)
+    assert spec.moe_intermediate_size == 640
+    assert spec.num_moe_layers == 28  # every one of DENSE_BASE's 28 layers
+    assert estimable(spec) is None
