@@ -54,6 +54,11 @@ class EngineLaunch:
     # OLLAMA_NUM_PARALLEL=0, llama.cpp's --ctx-size 0): the setting is left to the engine's
     # default, not bounded
     unset_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # flags that one of `programs` takes beside `flags` (Ollama's runner, which `ollama serve`
+    # starts with llama.cpp's context flags that `ollama serve` itself does not take):
+    # program -> its own flags, read only after that program's words
+    program_flags: Mapping[tuple[str, ...], Mapping[str, tuple[str, str]]] = \
+        field(default_factory=dict)
 
 
 #: how the text a log pattern captures becomes a value: as is, an int ("1,234"), a number,

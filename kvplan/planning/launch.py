@@ -285,8 +285,14 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
                             ", or give MODEL beside --from-command")
     else:
         model, quant_from_name = model_name(str(named), warnings)
+    from kvplan.engines.registry import get as get_engine
     from kvplan.engines.settings import BY_NAME
 
+    # the engine's own reading of what its program's line states (Ollama's runner: the
+    # context over its slots, and the runner's flag defaults)
+    reading = getattr(get_engine(launch.engine), "launch_settings", None)
+    if callable(reading):
+        reading(launch.program, s, warnings)
     known = {f.name for f in fields(Deployment)}
     overrides: dict[str, Any] = {}
     # the settings the command's environment gave (Ollama's OLLAMA_*), named so in errors
@@ -334,8 +340,6 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
         overrides["engine_version"] = launch.image_version
     # what the engine reads from its image and environment (vLLM: the sampler flashinfer
     # gives its image); an engine without the hook reads nothing
-    from kvplan.engines.registry import get as get_engine
-
     hook = getattr(get_engine(launch.engine), "launch_overrides", None)
     if callable(hook):
         overrides.update({k: v for k, v in hook(launch.image, launch.image_version,

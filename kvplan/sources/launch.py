@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import field
+from dataclasses import field, replace
 from typing import Any
 
 from kvplan.core.errors import BadInputError
@@ -391,9 +391,10 @@ def _names_program(word: str, name: str) -> bool:
 
 
 def _find_program(words: list[str], engines: Sequence[EngineLaunch]
-                  ) -> tuple[EngineLaunch, int, str] | None:
-    """The engine whose program appears in the words, where its arguments start, and the
-    words that named it. An exact name anywhere wins over a build-suffixed one."""
+                  ) -> tuple[EngineLaunch, int, str, tuple[str, ...]] | None:
+    """The engine whose program appears in the words, where its arguments start, the words
+    that named it and the program as its table spells it. An exact name anywhere wins over a
+    build-suffixed one."""
     for exact in (True, False):
         for start in range(len(words)):
             for eng in engines:
@@ -406,7 +407,7 @@ def _find_program(words: list[str], engines: Sequence[EngineLaunch]
                     if first == program[0] if exact else _names_program(window[0], program[0]):
                         named = " ".join(program) if first == program[0] else \
                             f"{first} (read as {program[0]})"
-                        return eng, start + n, named
+                        return eng, start + n, named, program
     return None
 
 
@@ -506,7 +507,11 @@ def parse_launch(text: str, engines: Sequence[EngineLaunch]) -> Launch:
     words, image, env = _command_of(command_words(text), engines, shell)
     found = _find_program(words, engines)
     if found is not None:
-        eng, start, program = found
+        eng, start, program, spelled = found
+        if spelled in eng.program_flags:
+            # the program's own flags join the engine's (Ollama's runner: llama.cpp's context
+            # flags, which `ollama serve` does not take)
+            eng = replace(eng, flags={**eng.flags, **eng.program_flags[spelled]})
     elif image is not None and (eng_ := _image_engine(image, engines)) is not None:
         eng, start, program = eng_, 0, f"{image} (entrypoint)"
         # an image whose entrypoint is the program's first word (vllm/vllm-openai runs `vllm`)

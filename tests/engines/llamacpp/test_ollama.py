@@ -158,3 +158,85 @@ def test_num_parallel_0_is_the_variable_unset(version, cells):
                   f"docker run -d --gpus=all -e OLLAMA_NUM_PARALLEL=0 ollama/ollama:{version}")
     assert out["deployment"]["engine_version"] == version
     assert out["engine"]["kv_size"] == cells
+
+
+# --- the runner's own line: Ollama 0.4-0.11.4 log the command they start it with ("starting
+# llama server" cmd="... runner --model BLOB --ctx-size N ... --parallel P"), where N is num_ctx
+# x P (llm/server.go NewLlamaServer) and the runner's llama.cpp context holds N cells
+
+# https://github.com/ollama/ollama/issues/10740 (Ollama 0.6.8, three GPUs); the same log then
+# prints "llama_context: n_seq_max = 1", "n_ctx = 32768", "flash_attn = 1" and
+# "n_ctx_per_seq (32768) < n_ctx_train (40960)": Qwen3-32B (64 layers, 8 KV heads of 128)
+I10740 = ("/usr/local/bin/ollama runner --model /usr/share/ollama/.ollama/models/blobs/sha256-"
+          "c4c7c3cb6da260df1fe1d3cfd090a32dc7cc348f1278158be18e301f390d6f6e --ctx-size 32768 "
+          "--batch-size 512 --n-gpu-layers 65 --verbose --threads 32 --flash-attn --parallel 1 "
+          "--tensor-split 22,22,21 --port 43719")
+# https://github.com/ollama/ollama/issues/11964 (gpt-oss:20b under Ollama's own engine on two
+# RTX 5060s): the reporter asked num_ctx 3182 and found the runner at --ctx-size 40960 with
+# five slots, 8,192 a slot
+I11964 = ("/home/localai/bin/ollama runner --ollama-engine --model /home/localai/.ollama/models/"
+          "blobs/sha256-b112e727c6f18875636c56a779790a590d705aec9e1c0eb5a97d51fc2a778583 "
+          "--ctx-size 40960 --batch-size 512 --n-gpu-layers 17 --threads 20 --parallel 5 "
+          "--tensor-split 9,8 --port 34017")
+# https://github.com/ollama/ollama/issues/8963 (Ollama 0.5.x's runner build, run as
+# `ollama_llama_server runner`)
+I8963 = ("/home/semtp/notebooks/ollama/lib/ollama/runners/cpu_avx2/ollama_llama_server runner "
+         "--model /data/7859b431efb84f7d88b3e2e1acab4765/ollama_models/blobs/sha256-9801e7fce27d"
+         "bf3d0bfb468b7b21f1d132131a546dfc43e50518631b8b1800a9 --ctx-size 8192 --batch-size 512 "
+         "--n-gpu-layers 31 --verbose --threads 36 --no-mmap --parallel 1 --port 46403")
+
+
+def test_the_runner_line_is_the_runners_context():
+    # one slot of 32,768 cells with flash attention, as the log's llama_context lines say; the
+    # cache by hand: 64 layers x 2 (K, V) x 8 heads x 128 x 2 B x 32,768 cells = 8 GiB (the
+    # GPUs do not change it: one 80 GiB device here)
+    result = runner.invoke(app, ["plan", "qwen3-32b", "--from-command", I10740,
+                                 "--gpu-memory", "80GiB", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["deployment"]["engine"] == "ollama"
+    assert (out["engine"]["kv_size"], out["engine"]["parallel"]) == (32768, 1)
+    assert out["deployment"]["max_model_len"] == 32768  # num_ctx: one slot holds it all
+    assert out["engine"]["total_bytes"] == 64 * 2 * 8 * 128 * 2 * 32768 == 8 * 2**30
+    assert out["engine"]["gpu_layers"] == 64  # --n-gpu-layers 65: every layer and the output
+
+
+def test_the_runner_context_is_split_over_its_slots():
+    # --ctx-size 40960 over --parallel 5: num_ctx 8,192 (40,960 / 5) for each request; the
+    # runner ran Ollama's own engine, which kvplan says it does not model
+    result = runner.invoke(app, ["plan", "gpt-oss-20b", "--from-command", I11964,
+                                 "--gpu-memory", "16GiB", "-f", "json"])
+    assert result.exit_code in (0, 1), result.output
+    out = json.loads(result.stdout)
+    assert out["deployment"]["max_model_len"] == 40960 // 5 == 8192
+    assert (out["engine"]["kv_size"], out["engine"]["parallel"]) == (40960, 5)
+    assert "--ollama-engine" in result.stderr and "Ollama's own engine" in result.stderr
+
+
+def test_the_0_5_runner_build_is_read_as_ollamas_runner():
+    from kvplan.planning.launch import from_command
+
+    launched = from_command(I8963, "llama-3.1-8b")
+    assert launched.engine == "ollama"
+    # the runner's defaults where the line is silent: flash attention off (fs.Bool
+    # "flash-attn" false); its flags that change no memory are not reported as unknown
+    assert launched.overrides["max_model_len"] == 8192
+    assert launched.overrides["n_gpu_layers"] == "31"
+    assert launched.overrides["flash_attn"] == "off"
+    assert not any("not a flag kvplan knows" in w for w in launched.warnings)
+
+
+def test_the_runners_flags_are_not_ollama_serves():
+    # `ollama serve` takes no context flag (its environment sets it): the runner's table is
+    # read after the runner's words only
+    from kvplan.planning.launch import from_command
+
+    launched = from_command("ollama serve --ctx-size 8192", "llama-3.1-8b")
+    assert "max_model_len" not in launched.overrides
+    assert any("--ctx-size: not a flag kvplan knows for ollama" in w for w in launched.warnings)
+
+
+def test_a_runner_line_without_a_model_says_to_give_one():
+    result = runner.invoke(app, ["plan", "--from-command", I8963])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "give the model as MODEL beside --from-command" in result.output

@@ -132,6 +132,32 @@ def runner_settings(settings: dict[str, Any], kv: dict[str, Any], notes: list[st
     settings["max_model_len"] = num_ctx
 
 
+# the runner's own defaults (runner.go Execute, 0.5-0.11.4: fs.Int("ctx-size", 2048),
+# fs.Bool("flash-attn", false), fs.Int("n-gpu-layers", 0)) for a runner line without them
+RUNNER_DEFAULTS = {"runner_ctx": 2048, "flash_attn": False, "n_gpu_layers": "0"}
+
+
+def launch_settings(program: str, settings: dict[str, Any], notes: list[str]) -> None:
+    """The settings of an `ollama runner` line (its log's "starting llama server" command), as
+    `ollama serve`'s deployment states them (kvplan's planning.launch calls it as the engine's
+    `launch_settings`): --ctx-size is the runner's whole context, num_ctx x --parallel, which
+    `runner_settings` turns into num_ctx; an absent flag is at the runner's default; the cache
+    is one over the slots, as the llama.cpp those runners carried kept it (kv_unified; the
+    per-sequence cache came with 0.11.5, whose runner line no longer names the context).
+    `ollama serve`'s own line is read as it is."""
+    if program.split()[-1:] != ["runner"]:
+        return
+    for name, value in RUNNER_DEFAULTS.items():
+        settings.setdefault(name, value)
+    settings.setdefault("kv_unified", True)
+    if settings.pop("ollama_engine", False):
+        notes.append("--ollama-engine: the runner runs Ollama's own engine, whose sliding-window "
+                     "layers keep more than llama.cpp's window; kvplan plans llama.cpp's cache")
+    notes.append(f"{program}: the runner Ollama 0.4-0.11.4 start with the context on its line "
+                 "(llm/server.go); --ctx-size is num_ctx x --parallel cells")
+    runner_settings(settings, {}, notes)
+
+
 class OllamaEngine(LlamacppEngine):
     """`ollama serve`: Ollama's settings -> a llama.cpp context, planned by llama.cpp's
     engine; the capacity keeps the Ollama deployment (its num_ctx per request)."""
@@ -141,6 +167,7 @@ class OllamaEngine(LlamacppEngine):
     start_log = LOG_FORMAT  # its runner's llama.cpp lines and its own (text.py)
     launch_table = launch_flags
     log_settings = staticmethod(runner_settings)
+    launch_settings = staticmethod(launch_settings)
     latest_version = LATEST
     kv_dtypes = ("auto", *CACHE_TYPES)
     smaller_kv_dtypes = QUANTIZED

@@ -76,7 +76,36 @@ def launch_flags() -> EngineLaunch:
     # Uint("OLLAMA_NUM_PARALLEL", 1)) and 0 is raised to it (sched.go load: `if numParallel < 1
     # { numParallel = 1 }`, `max(int(envconfig.NumParallel()), 1)` from 0.12.0)
     unset = {"OLLAMA_NUM_PARALLEL": ("0",)}
-    return EngineLaunch("ollama", (("ollama", "serve"), ("ollama", "start")),
+    # the runner `ollama serve` starts for a model, as its log prints the command ("starting
+    # llama server" cmd="/usr/local/bin/ollama runner --model ... --ctx-size 8192 ...
+    # --parallel 4"; llm/server.go NewLlamaServer, 0.4 to 0.11.4: from 0.11.5 the line names
+    # only --model and --port and the context goes in the load request), `ollama_llama_server
+    # runner` in 0.5.4-0.5.x's runner builds. Its flags are Go's flag package's (runner.go
+    # Execute, llama/runner in 0.5, runner/llamarunner from 0.6): --ctx-size is the whole
+    # context, num_ctx x --parallel (server.go: `opts.NumCtx * numParallel`), the llama.cpp
+    # n_ctx over n_seq_max = --parallel sequences; engine.launch_settings turns it into num_ctx
+    runner = {
+        "--model": ("model", "str"),  # a blob of Ollama's store: MODEL beside the line names it
+        "--ctx-size": ("runner_ctx", "int"),  # default 2048
+        "--parallel": ("parallel", "int"),  # default 1
+        "--kv-cache-type": ("kv_dtype", "str"),  # default "" = f16
+        "--flash-attn": ("flash_attn", "flag"),  # default false
+        "--n-gpu-layers": ("n_gpu_layers", "str"),  # default 0 (server.go omits it for -1)
+        # Ollama's own engine for the model (runner/ollamarunner): kvplan plans llama.cpp's
+        # cache, so the setting is named in a warning (planning.launch)
+        "--ollama-engine": ("ollama_engine", "flag"),
+        # n_batch = --batch-size x --parallel; llama.cpp's compute buffers follow n_ubatch (512)
+        "--batch-size": ("", "ignore"), "--main-gpu": ("", "ignore"),
+        "--threads": ("", "ignore"), "--port": ("", "ignore"),
+        "--tensor-split": ("", "ignore"),  # the split over GPUs, not the cache's size
+        "--verbose": ("", "ignore-flag"), "--no-mmap": ("", "ignore-flag"),
+        "--mlock": ("", "ignore-flag"), "--multiuser-cache": ("", "ignore-flag"),
+    }
+    programs = (("ollama", "serve"), ("ollama", "start"), ("ollama", "runner"),
+                ("ollama_llama_server", "runner"))
+    return EngineLaunch("ollama", programs,
                         images=("ollama/ollama",), flags={"-h": ("", "ignore-flag"),
                                                           "--help": ("", "ignore-flag")},
-                        env=env, unset_values=unset)
+                        env=env, unset_values=unset,
+                        program_flags={("ollama", "runner"): runner,
+                                       ("ollama_llama_server", "runner"): runner})
