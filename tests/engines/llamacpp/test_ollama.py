@@ -240,3 +240,38 @@ def test_a_runner_line_without_a_model_says_to_give_one():
     result = runner.invoke(app, ["plan", "--from-command", I8963])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "give the model as MODEL beside --from-command" in result.output
+
+
+# an Ollama 0.9.0 session on a 4 GB CPU droplet (index.yaml: its source), whose log holds the
+# runner's command and the runner's own llama.cpp lines
+I_TINY = "ollama-0.9.0-tinyllama-cpu-runner-2x4096.log"
+TINYLLAMA = str(FIXTURES / "engines" / "models" / "tinyllama-1.1b.yaml")
+
+
+def test_the_runner_line_of_a_log_plans_the_cache_that_log_printed():
+    # the runner line "--ctx-size 8192 ... --parallel 2": "llama_context: n_seq_max = 2",
+    # "n_ctx = 8192", "n_ctx_per_seq = 4096" and "KV self size = 176.00 MiB" in the same log
+    # (22 layers x 2 x 4 heads x 64 x 2 B x 8,192 cells); its CPU compute buffer, 544.01 MiB
+    line = re.search(r'cmd="([^"]+)"', (LOGS / I_TINY).read_text()).group(1)
+    _, out = plan(TINYLLAMA, "--from-command", line, "--gpu-memory", "3.8GiB",
+                  "--engine-version", "0.9.0")
+    assert (out["engine"]["kv_size"], out["engine"]["parallel"]) == (8192, 2)
+    assert out["deployment"]["max_model_len"] == 4096 == int(re.search(
+        r"n_ctx_per_seq = (\d+)", (LOGS / I_TINY).read_text()).group(1))
+    assert out["engine"]["total_bytes"] == logged_mib(I_TINY, r"KV self size += +([\d.]+)") * MIB
+    assert out["engine"]["total_bytes"] == 22 * 2 * 4 * 64 * 2 * 8192
+    assert abs(out["engine"]["compute_mib"] - logged_mib(
+        I_TINY, r"CPU compute buffer size = +([\d.]+)")) < 0.01
+
+
+@pytest.mark.parametrize("version,num_ctx", [("0.9.0", 4096), ("0.9.3", 2048)])
+def test_num_ctx_over_the_trained_context_is_cut_from_0_9_3(version, num_ctx):
+    # the same server's settings (OLLAMA_CONTEXT_LENGTH 4096, two slots) on TinyLlama, trained
+    # on 2,048: 0.9.0 ran 4,096 a slot (the log's "n_ctx_per_seq (4096) > n_ctx_train
+    # (2048)"); 0.9.3's llm/server.go NewLlamaServer cuts num_ctx to n_ctx_train ("requested
+    # context size too large for model")
+    _, out = plan(TINYLLAMA, "--from-command",
+                  "OLLAMA_CONTEXT_LENGTH=4096 OLLAMA_NUM_PARALLEL=2 ollama serve",
+                  "--gpu-memory", "3.8GiB", "--engine-version", version)
+    assert out["engine"]["num_ctx"] == num_ctx
+    assert out["engine"]["kv_size"] == 2 * num_ctx

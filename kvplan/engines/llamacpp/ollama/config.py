@@ -28,12 +28,16 @@ class OllamaRules:
     # a quantized OLLAMA_KV_CACHE_TYPE is dropped to f16 unless OLLAMA_FLASH_ATTENTION=1
     quantized_kv_needs_flash_attention: bool
     llama_server: bool  # the runner is upstream llama-server (0.30.0, PR #16031)
+    # num_ctx above the model's trained context is cut to it (llm/server.go NewLlamaServer,
+    # "requested context size too large for model", from 0.9.3); before, it runs as asked
+    cuts_to_trained_context: bool = True
 
 
-_FIRST = OllamaRules("0.1.0", 2048, 0, 4, False, "off", True, False)
+_FIRST = OllamaRules("0.1.0", 2048, 0, 4, False, "off", True, False, False)
 RULES: dict[tuple[int, ...], OllamaRules] = {
     (0, 1, 0): _FIRST,
-    (0, 6, 7): OllamaRules("0.6.7", 4096, 0, 2, False, "off", True, False),
+    (0, 6, 7): OllamaRules("0.6.7", 4096, 0, 2, False, "off", True, False, False),
+    (0, 9, 3): OllamaRules("0.9.3", 4096, 0, 2, False, "off", True, False),
     (0, 10, 0): OllamaRules("0.10.0", 4096, 1, 0, False, "off", True, False),
     (0, 11, 5): OllamaRules("0.11.5", 4096, 1, 0, True, "off", True, False),
     (0, 13, 4): OllamaRules("0.13.4", 4096, 1, 0, True, "auto", True, False),

@@ -69,7 +69,7 @@ def runner_deployment(dep: Deployment) -> tuple[Deployment, tuple[str, ...]]:
     else:
         num_ctx = max(dep.max_model_len, MIN_NUM_CTX)
     trained = dep.spec.max_context_tokens
-    if trained and num_ctx > trained:
+    if trained and num_ctx > trained and rules.cuts_to_trained_context:
         notes.append(f"num_ctx {num_ctx:,} is cut to the model's trained context, {trained:,} "
                      "(Ollama: 'requested context size too large for model')")
         num_ctx = trained
@@ -154,7 +154,8 @@ def launch_settings(program: str, settings: dict[str, Any], notes: list[str]) ->
         notes.append("--ollama-engine: the runner runs Ollama's own engine, whose sliding-window "
                      "layers keep more than llama.cpp's window; kvplan plans llama.cpp's cache")
     notes.append(f"{program}: the runner Ollama 0.4-0.11.4 start with the context on its line "
-                 "(llm/server.go); --ctx-size is num_ctx x --parallel cells")
+                 "(llm/server.go); --ctx-size is num_ctx x --parallel cells (give "
+                 "--engine-version for the release's rules)")
     runner_settings(settings, {}, notes)
 
 
