@@ -122,6 +122,8 @@ class Deployment:
     # llama.cpp --kv-unified: one cache for every sequence; None: llama.cpp's default (a
     # cache per sequence with -np N, common/common.h kv_unified = false)
     kv_unified: bool | None = None
+    # TGI --max-batch-total-tokens: checked by its launcher, not the batch on flash models
+    max_batch_total_tokens: int | None = None
     hf_cache: str = "dynamic"
 
     @property

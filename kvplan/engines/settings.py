@@ -359,6 +359,12 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
             "llama.cpp: one KV cache of --ctx-size cells shared by the -np slots (default: a "
             "cache of ctx/np cells per slot); the compute buffer then spans every cell.",
             {"llamacpp": ("--kv-unified", "-kvu")}),
+    Setting("max_batch_total_tokens", "max_batch_total_tokens", ("--max-batch-total-tokens",),
+            "int", "tokens",
+            "TGI: ignored on flash-attention models, which size the batch from the warm-up (the "
+            "router warns it is deprecated); the launcher refuses a --max-total-tokens above "
+            "it (and, before 2.4, a --max-batch-prefill-tokens).",
+            {"tgi": ("--max-batch-total-tokens",)}, low=1, high=2**32 - 1, only=("tgi",)),
 )
 
 SETTINGS: tuple[Setting, ...] = COMMON_SETTINGS + ENGINE_SETTINGS

@@ -48,6 +48,9 @@ NEEDS = {"dcp": {"tp": 2}}
 # llama.cpp's one cache for every slot (-kvu), a switch only llama.cpp reads
 SAMPLES["kv_unified"] = (True, True)
 ENGINE_OF["kv_unified"] = "llamacpp"
+# TGI's --max-batch-total-tokens, which its launcher checks (the plans here use 8k contexts)
+SAMPLES["max_batch_total_tokens"] = (16000, 16000)
+ENGINE_OF["max_batch_total_tokens"] = "tgi"
 ROWS = [pytest.param(row, id=row.name) for row in SETTINGS]
 COMMON = {row.name for row in COMMON_SETTINGS}
 

@@ -24,6 +24,7 @@ from kvplan.engines.tgi.config import (
     BLOCK_SIZES,
     DEFAULT_PREFILL_TOKENS,
     MEMORY_FRACTION,
+    PREFILL_CHECK_BEFORE,
     SCHEMA,
     attention_backend,
     kv_format,
@@ -58,6 +59,35 @@ def bytes_per_block(spec: ModelSpec, fmt: KVFormat, tp: int, block_size: int) ->
         raise BadInputError(f"kvplan's TGI profile covers models whose every layer is "
                             f"K/V attention; {spec.name} has {', '.join(kinds)} layers")
     return sum(block_size * layer.token_bytes(fmt, tp) for layer in layers)
+
+
+def given_batch_total(dep: Deployment, version: tuple[int, ...] | None) -> str | None:
+    """--max-batch-total-tokens as TGI takes it on a flash-attention model (0.9.4 on): the
+    launcher checks it against --max-total-tokens (every release) and
+    --max-batch-prefill-tokens (before PREFILL_CHECK_BEFORE) and refuses to start where one is
+    larger (launcher/src/main.rs); then the router keeps the warm-up's figure and warns
+    "`--max-batch-total-tokens` is deprecated for Flash Attention models" (router/src/main.rs
+    to 2.0, router/src/server.rs 2.1-2.2, backends/v3/src/lib.rs `connect_backend` from 2.3).
+    The note that says so, or None when the flag is not given."""
+    total = dep.max_batch_total_tokens
+    if total is None:
+        return None
+    hint = "raise --max-batch-total-tokens or leave it out (TGI sizes the batch itself)"
+    if dep.max_model_len is not None and dep.max_model_len > total:
+        raise BadInputError(f"TGI refuses --max-total-tokens {dep.max_model_len:,} above "
+                            f"--max-batch-total-tokens {total:,} (launcher: \"`max_total_tokens`"
+                            " must be <= `max_batch_total_tokens`\")", hint)
+    prefill = dep.max_num_batched_tokens
+    if prefill is not None and prefill > total and version is not None and \
+            version < PREFILL_CHECK_BEFORE:
+        raise BadInputError(f"TGI {'.'.join(map(str, version))} refuses "
+                            f"--max-batch-prefill-tokens {prefill:,} above "
+                            f"--max-batch-total-tokens {total:,} (launcher, up to 2.3: "
+                            "\"`max_batch_prefill_tokens` must be <= `max_batch_total_tokens`\")",
+                            hint)
+    return (f"--max-batch-total-tokens {total:,}: ignored on flash-attention models, which "
+            "keep the warm-up's figure (TGI's router: \"`--max-batch-total-tokens` is "
+            "deprecated for Flash Attention models\")")
 
 
 def profile(spec: ModelSpec, dep: Deployment, compute_major: int | None) -> TgiProfile:

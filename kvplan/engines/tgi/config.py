@@ -20,6 +20,10 @@ TGI_RELEASES: tuple[tuple[tuple[int, ...], float, str], ...] = (
     ((2, 4), 0.90, "free"),
     ((3, 0), 0.95, "fraction"), ((3, 1), 0.93, "fraction"), ((3, 3), WIGGLE_ROOM, "fraction"))
 RESOLVED_ATTENTION = (2, 3)  # the launcher picks the attention backend from this release
+# the launcher refuses --max-batch-prefill-tokens above --max-batch-total-tokens up to 2.3
+# (launcher/src/main.rs main, 0.9.4-2.3.x); 2.4 dropped the check (the router checks the
+# warm-up's figure instead)
+PREFILL_CHECK_BEFORE = (2, 4)
 MEMORY_FRACTION = 1.0  # CUDA_MEMORY_FRACTION / --cuda-memory-fraction default
 DEFAULT_PREFILL_TOKENS = 4096  # launcher default max_batch_prefill_tokens
 BLOCK_SIZES = {"flashinfer": 1, "flashdecoding": 256, "paged": 16}

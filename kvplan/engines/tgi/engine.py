@@ -9,7 +9,7 @@ from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError
 from kvplan.core.spec import ModelSpec
 from kvplan.engines.base import BaseEngine, Capacity, Deployment, Pool, weights_per_gpu
-from kvplan.engines.tgi.blocks import TgiProfile, profile
+from kvplan.engines.tgi.blocks import TgiProfile, given_batch_total, profile
 from kvplan.engines.tgi.config import (
     DEFAULT_PREFILL_TOKENS,
     KV_DTYPES,
@@ -34,7 +34,10 @@ class TgiEngine(BaseEngine):
         if dep.pp != 1:
             raise BadInputError("TGI shards tensors only (--num-shard); it has no pipeline "
                                 "parallelism", "use --tp")
+        from kvplan.engines import parse_version
+
         capability = dep.compute_capability
+        given = given_batch_total(dep, parse_version(dep.engine_version))
         prof = profile(dep.spec, dep, capability[0] if capability else None)
         pool = Pool.of_blocks(self.name, prof.num_blocks, prof.block_size, dep.context_limit())
         fmt = kv_format(dep.spec, dep.kv_dtype)
@@ -42,7 +45,7 @@ class TgiEngine(BaseEngine):
                         prof.bytes_per_block // prof.block_size,
                         (f"attention {prof.attention}, BLOCK_SIZE {prof.block_size}",
                          f"cuda_memory_fraction {prof.memory_fraction} x TGI_WIGGLE_ROOM "
-                         f"{prof.wiggle_room}"))
+                         f"{prof.wiggle_room}", *([given] if given else [])))
 
     def numbers(self, cap: Capacity) -> dict[str, Any]:
         p: TgiProfile = cap.engine_profile

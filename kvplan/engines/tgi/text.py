@@ -18,7 +18,8 @@ def launch_flags() -> EngineLaunch:
     """`text-generation-launcher` flags (launcher/src/main.rs Args)."""
     from kvplan.core.launch import EngineLaunch
 
-    # the declared settings' flags (--num-shard, --max-total-tokens, --kv-cache-dtype, ...)
+    # the declared settings' flags (--num-shard, --max-total-tokens, --kv-cache-dtype,
+    # --max-batch-total-tokens, ...)
     # come from their rows (kvplan.engines.settings), joined to this table by
     # kvplan.planning.launch
     setting = {
@@ -27,7 +28,6 @@ def launch_flags() -> EngineLaunch:
         "--dtype": ("model_dtype", "str"),
         "--max-input-tokens": ("max_input_tokens", "tokens"),
         "--max-input-length": ("max_input_tokens", "tokens"),
-        "--max-batch-total-tokens": ("max_batch_total_tokens", "int"),
         "--cuda-graphs": ("cuda_graphs", "str"),
     }
     ignored = ("--port", "--hostname", "--max-concurrent-requests", "--max-best-of",

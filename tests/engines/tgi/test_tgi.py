@@ -145,3 +145,58 @@ def test_the_first_releases_take_the_free_memory_whole_and_older_ones_do_not_siz
     assert tgi.release_rule((2, 3, 1)) == (0.95, "free")
     with pytest.raises(BadInputError, match="before 0.9.4"):
         tgi.release_rule((0, 9, 3))
+
+
+# --max-batch-total-tokens on a flash-attention model: TGI's router keeps the warm-up's figure
+# and warns that the flag "is deprecated for Flash Attention models" (router/src/main.rs up to
+# 2.0, router/src/server.rs 2.1-2.2, backends/v3/src/lib.rs connect_backend from 2.3); its
+# launcher first checks the flag against --max-total-tokens (every release) and
+# --max-batch-prefill-tokens (0.9.4 to 2.3) and refuses to start where one is larger
+
+def _plan_json(*args: str) -> dict:
+    result = CliRunner().invoke(app, ["plan", *args, "-f", "json"])
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def test_the_warm_up_figure_wins_over_max_batch_total_tokens():
+    # huggingface/text-generation-inference#1831 (TGI 2.0.0, one A100 80GB, a Mistral-7B):
+    # Args { ... max_total_tokens: Some(8512), max_batch_prefill_tokens: Some(32768),
+    # max_batch_total_tokens: Some(4294967295) ... } and then the warm-up's 425,472 tokens, not
+    # the 4,294,967,295 given: the figure does not move with the flag
+    base = ("mistral-7b-v0.1", "--engine", "tgi", "--engine-version", "2.0.0", "--max-model-len",
+            "8512", "--max-num-batched-tokens", "32768", "--gpu", "a100-80gb")
+    given = _plan_json(*base, "--max-batch-total-tokens", "4294967295")
+    plain = _plan_json(*base)
+    assert given["engine"] == plain["engine"]
+    assert given["engine"]["max_batch_total_tokens"] != 4294967295
+    assert any("deprecated for Flash Attention models" in n for n in given["notes"])
+    # from a launch line (the variable the Kubernetes deployment set, as clap reads it)
+    launched = from_command("MAX_BATCH_TOTAL_TOKENS=4294967295 text-generation-launcher "
+                            "--model-id mistralai/Mistral-7B-v0.1 --max-total-tokens 8512")
+    assert launched.overrides["max_batch_total_tokens"] == 4294967295
+    assert not any("does not model it" in w for w in launched.warnings)
+
+
+@pytest.mark.parametrize("version,prefill,refused", [
+    ("2.0.0", "32768", True), ("2.3.0", "32768", True), ("2.4.0", "32768", False),
+    ("3.3.6", "32768", False), ("2.0.0", "4096", False)])
+def test_the_launchers_checks_of_max_batch_total_tokens(version, prefill, refused):
+    result = CliRunner().invoke(app, [
+        "plan", "mistral-7b-v0.1", "--engine", "tgi", "--engine-version", version,
+        "--max-num-batched-tokens", prefill, "--max-batch-total-tokens", "16000",
+        "--gpu", "a100-80gb"])
+    assert (result.exit_code == 2) == refused, result.output
+    if refused:
+        assert "`max_batch_prefill_tokens` must be <= `max_batch_total_tokens`" in result.output
+    # --max-total-tokens above it: refused by every release's launcher
+    over = CliRunner().invoke(app, [
+        "plan", "mistral-7b-v0.1", "--engine", "tgi", "--engine-version", version,
+        "--max-model-len", "16384", "--max-batch-total-tokens", "16000", "--gpu", "a100-80gb"])
+    assert over.exit_code == 2 and "`max_total_tokens` must be <= " in over.output
+
+
+def test_max_batch_total_tokens_is_tgis_only():
+    result = CliRunner().invoke(app, ["plan", "llama-3.1-8b", "--engine", "vllm",
+                                      "--max-batch-total-tokens", "16000", "--gpu", "h100"])
+    assert result.exit_code == 2 and "for tgi only" in result.output
