@@ -95,7 +95,7 @@ def plan(entry: dict[str, Any]) -> tuple[int, Any, str]:
 
 
 TOKEN_FIGURES = ("kv_cache_tokens", "estimated_max_model_len", "max_total_num_tokens",
-                 "max_batch_total_tokens")
+                 "max_batch_total_tokens", "kv_size")
 
 
 def shown(figure: str, value: float | None) -> str:
@@ -137,7 +137,8 @@ def test_corpus_entries_are_complete_and_sourced():
     assert len({e["id"] for e in ENTRIES}) == len(ENTRIES)
     for entry in ENTRIES:
         assert entry["url"].startswith("https://"), entry["id"]
-        assert entry["engine"] in ("vllm", "sglang", "llamacpp", "trtllm", "tgi"), entry["id"]
+        assert entry["engine"] in ("vllm", "sglang", "llamacpp", "trtllm", "tgi", "ollama"), \
+            entry["id"]
         assert isinstance(entry["logged"]["value"], int) and entry["logged"]["value"] > 0
         assert entry["why"].strip(), entry["id"]
 
