@@ -71,3 +71,32 @@ BANNER = (LOGS / "vllm" / "vllm-cpu-macos-qwen25-1.5b-0.22.1rc1-gmu03.log").read
 def test_the_api_servers_banner_names_the_release():
     facts = read_log(BANNER, reading_formats())
     assert facts.version == "0.22.1rc1.dev495+g2ecf7d0eb"
+
+
+# vLLM 0.6.4.post1 serving Llama-3.1-8B-Instruct over two GPUs (TP 2; a committed server log,
+# https://github.com/0324wy/MapCoder/blob/ff7f2529f16279ac55d6d42c8db4b787d59d78ba/vllm.log):
+# each worker prints its own "Memory profiling results" line, the second worker process first
+# ("(VllmWorkerProcess pid=...)", kv_cache_size=31.68GiB) and the driver after it (no prefix,
+# kv_cache_size=30.55GiB), then "# GPU blocks: 31284": V0's executor takes the least of the
+# workers' block counts (distributed_gpu_executor.py determine_num_available_blocks)
+V0_TP2 = (LOGS / "vllm" / "vllm-mapcoder-llama31-8b-tp2-0.6.4.post1.log").read_text(
+    encoding="utf-8")
+
+
+def test_v0_workers_budget_lines_give_the_least_as_the_engine_takes_it():
+    facts = read_log(V0_TP2, reading_formats())
+    assert facts.kv["available_kv_cache_bytes"] == round(30.55 * GIB)
+
+
+def test_the_v0_tp2_log_recomputes_from_the_least_budget():
+    # 32 layers, 8 KV heads of 128 over 2 ranks = 4 a rank, bf16: 32 x 2 x 4 x 128 x 2 =
+    # 65,536 bytes a token, 16-token blocks of 1 MiB: 30.55 GiB (+-0.005) holds
+    # 31,278-31,288 blocks (31,284 inside); 31.68 GiB holds 32,440 at least
+    block = 32 * 2 * 4 * 128 * 2 * 16
+    assert block == 2**20
+    assert (30.545 * GIB) // block <= 31_284 <= (30.555 * GIB) // block
+    assert (31.675 * GIB) // block > 31_284
+    result = explain(V0_TP2, model="llama-3.1-8b")
+    row = next(r for r in result.rows if r.quantity == "num_blocks"
+               and r.basis == "given the logged budget")
+    assert row.logged == 31_284 and row.status == "ok", row

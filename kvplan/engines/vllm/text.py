@@ -230,11 +230,17 @@ LOG_FORMAT = EngineLog(
         LogLine("available_kv_cache_bytes", "GiB for KV cache on node",
                 r"(?:Explicitly|Auto) set \((-?[\d.]+)/[\d.]+\) GiB for KV cache on node",
                 "gib", "kv", "GiB", scope="worker"),
+        # V0's per-worker budget lines: every worker prints its own (the driver unprefixed,
+        # the others as "(VllmWorkerProcess pid=...)", which names no rank), and the executor
+        # gives every worker the least of their block counts (distributed_gpu_executor.py /
+        # executor_base.py determine_num_available_blocks: min over the workers), so the
+        # least budget is the one the blocks line follows
         LogLine("available_kv_cache_bytes", "kv_cache_size=", r"kv_cache_size=(-?[\d.]+) ?GiB",
-                "gib", "kv", "GiB", releases=("0.6.3", "0.6.4"), scope="worker"),
+                "gib", "kv", "GiB", releases=("0.6.3", "0.6.4"), scope="worker",
+                combine="min"),
         LogLine("available_kv_cache_bytes", "reserved for KV Cache is",
                 r"reserved for KV Cache is (?:only )?(-?[\d.]+) ?GiB", "gib", "kv", "GiB",
-                releases=("0.6.5", "0.10.2"), scope="worker"),
+                releases=("0.6.5", "0.10.2"), scope="worker", combine="min"),
         # V0 gpu_executor.py's "# GPU blocks" until 0.6.6 and V1 kv_cache_utils.py's until
         # 0.7.2 (then tokens); V0 executor_base.py's "# cuda blocks" (the device name) from 0.7
         LogLine("num_blocks", "GPU blocks:", r"GPU blocks: (\d+)", "int", "kv", "blocks",
