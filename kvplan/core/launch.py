@@ -69,9 +69,11 @@ LOG_CONVERTERS = ("str", "int", "num", "gib", "tokens", "mib")
 #: where a figure goes in kvplan.sources.startlog.LogFacts
 LOG_PLACES = ("version", "model", "settings", "weights", "gpu", "terms", "kv")
 #: how several lines giving one figure combine: the first line, the sum of all of them
-#: (per-device buffers: llama.cpp prints one "KV buffer size" line per device), or the least
-#: of them (SGLang sizes its pool by the least free memory over its ranks)
-LOG_COMBINE = ("first", "sum", "min")
+#: (per-device buffers: llama.cpp prints one "KV buffer size" line per device), the least
+#: of them (SGLang sizes its pool by the least free memory over its ranks), or the last
+#: (TensorRT-LLM's PyTorch backend allocates a small pool to profile with, then the one it
+#: serves with, and prints the same lines for each)
+LOG_COMBINE = ("first", "sum", "min", "last")
 #: whose figure a line states: the whole engine's, one worker's (a TP/PP rank: vLLM's
 #: "Available KV cache memory" is its worker's), or one sequence's (llama.cpp's n_ctx_slot)
 LOG_SCOPES = ("engine", "worker", "sequence")

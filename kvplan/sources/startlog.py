@@ -219,6 +219,11 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
                     facts.precision[fmt.figure] = _precision(raw, fmt.converter)
                     facts.lines[fmt.figure] = line.strip()
                 continue
+            if fmt.combine == "last":
+                _put(facts, fmt.figure, fmt.place, value)
+                facts.precision[fmt.figure] = _precision(raw, fmt.converter)
+                facts.lines[fmt.figure] = line.strip()
+                continue
             if fmt.combine == "first":
                 if found == 1:
                     _put(facts, fmt.figure, fmt.place, value)

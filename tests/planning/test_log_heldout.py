@@ -100,3 +100,41 @@ def test_the_v0_tp2_log_recomputes_from_the_least_budget():
     row = next(r for r in result.rows if r.quantity == "num_blocks"
                and r.basis == "given the logged budget")
     assert row.logged == 31_284 and row.status == "ok", row
+
+
+# TensorRT-LLM 1.2.0rc4's trtllm-serve (PyTorch backend) with Meta-Llama-3-8B-Instruct on an
+# H200 (139.80 GiB), max_seq_len 1025 (a committed server log,
+# https://github.com/faradawn/bench3/blob/64ae4f53eaf341cac03be15bf7b0e59960310486/logs/trtllm-serve-egine.log):
+# the backend first builds a 34-block pool to profile with ("Allocated 0.13 GiB for max
+# tokens in paged KV cache (1088)"), then the 28,150-block pool it serves with
+# ("Allocated 109.96 GiB ... (900800)")
+TRT_TWO_POOLS = (LOGS / "trtllm" / "trtllm-bench3-llama3-8b-h200-maxtokens1088-1.2.0rc4.log"
+                 ).read_text(encoding="utf-8")
+
+
+def test_trtllm_the_pool_served_with_is_the_last_one_allocated():
+    facts = read_log(TRT_TWO_POOLS, reading_formats())
+    assert facts.kv["kv_cache_tokens"] == 900_800
+    assert facts.kv["num_blocks"] == 28_150
+    assert facts.kv["kv_cache_bytes"] == round(109.96 * GIB)
+
+
+def test_trtllm_the_final_pool_recomputes_from_its_budget():
+    # Llama-3-8B: 32 layers, 8 KV heads of 128, bf16: 32 x 2 x 8 x 128 x 2 = 131,072 bytes a
+    # token ("kv size is 131072" in the log), 32-token blocks: 28,150 x 32 = 900,800 tokens
+    # of 118,065,971,200 bytes = 109.957 GiB, "109.96 GiB"
+    assert 28_150 * 32 == 900_800
+    assert abs(900_800 * 131_072 / GIB - 109.96) < 0.005
+    result = explain(TRT_TWO_POOLS, model="llama-3-8b")
+    checked = [r for r in result.rows if r.basis == "given the logged budget"]
+    assert {r.quantity for r in checked} >= {"num_blocks", "kv_cache_tokens"}
+    assert all(r.status == "ok" for r in checked), checked
+
+
+def test_trtllm_banner_and_executor_settings_are_read():
+    facts = read_log(TRT_TWO_POOLS, reading_formats())
+    assert facts.version == "1.2.0rc4"
+    # "max_seq_len=1025, max_num_requests=32, max_num_tokens=1024, max_batch_size=32"
+    assert facts.settings["max_model_len"] == 1025
+    assert facts.settings["max_num_batched_tokens"] == 1024
+    assert facts.settings["max_num_seqs"] == 32

@@ -68,6 +68,10 @@ LOG_FORMAT = EngineLog(
     markers=(r"\[TensorRT-LLM\]|paged kv cache|paged KV cache|KV cache primary pool|"
              r"MemUsageChange|memory usage profiling"),
     figures=(
+        # the package's import banner (tensorrt_llm/__init__.py: "[TensorRT-LLM] TensorRT-LLM
+        # version: X", "TensorRT LLM version: X" in 1.x)
+        LogLine("version", "LLM version: ", r"TensorRT[- ]LLM version: ([\w.+\-]+)", "str",
+                "version"),
         LogLine("gpu_total_bytes", "max tokens in paged kv cache: total:",
                 r"max tokens in paged kv cache: total: ([\d.]+) GiB", "gib", "gpu", "GiB"),
         LogLine("free_bytes", "max tokens in paged kv cache: total:",
@@ -81,18 +85,24 @@ LOG_FORMAT = EngineLog(
         # tests/fixtures/logs/trtllm/trtllm-kimi-k25-nvfp4-b300-tp8-1.3.0rc7.log); the first
         # release that prints it was not read, so it does not date a log
         LogLine("num_blocks", "primary blocks=", r"tokens per block=\d+, primary blocks=(\d+)",
-                "int", "kv", "blocks"),
+                "int", "kv", "blocks", combine="last"),
         LogLine("tokens_per_block", "Number of tokens per block:",
                 r"Number of tokens per block: (\d+)", "int", "kv", "tokens"),
+        # the PyTorch backend (1.x, _torch/pyexecutor/_util.py KvCacheCreator) first builds a
+        # small pool to profile with ("tmp kv_mem" in its estimate line), then the pool it
+        # serves with, each printing the runtime's lines: the last of them is the pool
+        # (tests/fixtures/logs/trtllm/trtllm-bench3-llama3-8b-h200-maxtokens1088-1.2.0rc4.log)
         LogLine("kv_cache_bytes", "for max tokens in paged KV cache",
-                r"Allocated ([\d.]+) GiB for max tokens in paged KV cache", "gib", "kv", "GiB"),
+                r"Allocated ([\d.]+) GiB for max tokens in paged KV cache", "gib", "kv", "GiB",
+                combine="last"),
         # the C++ runtime of 0.5-0.8 printed the tokens only (kvCacheManager: "Using %d tokens
         # in paged KV cache"; TensorRT-LLM#224, #1400)
         LogLine("kv_cache_tokens", "tokens in paged KV cache.",
                 r"Using (\d+) tokens in paged KV cache\.", "int", "kv", "tokens",
                 releases=("0.5.0", "0.8.0")),
         LogLine("kv_cache_tokens", "for max tokens in paged KV cache (",
-                r"for max tokens in paged KV cache \((\d+)\)", "int", "kv", "tokens"),
+                r"for max tokens in paged KV cache \((\d+)\)", "int", "kv", "tokens",
+                combine="last"),
         # the PyTorch backend's profile (_util.py::KvCacheCreator.configure_kv_cache_capacity
         # and _cal_max_memory): the pool's bytes after the fraction, and the peak's terms
         LogLine("gpu_total_bytes", "device total memory", r"device total memory ([\d.]+) GiB",
@@ -110,5 +120,13 @@ LOG_FORMAT = EngineLog(
                 "settings"),
         LogLine("block_size", "Number of tokens per block:", r"Number of tokens per block: "
                 r"(\d+)", "int", "settings"),
+        # the PyTorch backend's executor settings (_torch/pyexecutor/py_executor_creator.py:
+        # "max_seq_len=S, max_num_requests=R, max_num_tokens=T, max_batch_size=B")
+        LogLine("max_model_len", "max_seq_len=", r"\bmax_seq_len=(\d+), max_num_requests=",
+                "int", "settings"),
+        LogLine("max_num_batched_tokens", "max_num_tokens=",
+                r"max_num_requests=\d+, max_num_tokens=(\d+)", "int", "settings"),
+        LogLine("max_num_seqs", "max_batch_size=",
+                r"max_num_tokens=\d+, max_batch_size=(\d+)", "int", "settings"),
     ),
 )
