@@ -115,6 +115,9 @@ class EngineLog:
     # literal text of a line that lists every setting not at its default (vLLM's "non-default
     # args: {...}"): where the log has it, a setting it does not list is at its default
     echoes_non_defaults: str = ""
+    # the names that echoed dict gives the launch line's positional argument, which are no
+    # flag (vLLM's argparse dest 'model_tag' for `vllm serve MODEL`)
+    echoed_positional: tuple[str, ...] = ()
     # lines that show the log's engine ran the way an earlier release models it (vLLM's V0
     # engine under a release whose default is V1): (a regular expression, the release whose
     # model applies, why); explain applies the first that matches unless --engine-version

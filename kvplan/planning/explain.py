@@ -377,6 +377,7 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
                                     _diff(float(logged), float(value)), "info",
                                     facts.lines.get(figure, "")))
     warnings += _unmodelled(text, facts, rows)
+    warnings += _unknown_echoed(text, facts)
     unread = _unreadable(eng, dep, facts, budget if budget is not None and budget > 0 else None)
     warnings += [f"{r.quantity}: {r.note} ({r.line[:80]})" for r in unread]
     rows += unread
@@ -405,6 +406,65 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
     settings = {k: v for k, v in facts.settings.items()}
     return Explanation(str(facts.engine), dep.spec.name, facts.version, settings, tuple(rows),
                        tuple(warnings), unprinted)
+
+
+def _echoed_keys(text: str, marker: str) -> list[str]:
+    """The top-level keys of the dict the engine echoes after `marker` (vLLM's "non-default
+    args: {'model': ..., 'enable_lora': True, 'lora_modules': [LoRAModulePath(name='a', ...)]}"):
+    nested objects and quoted strings are skipped, so a key inside a value is not one. The
+    first such line; bounded by the line's length."""
+    import re
+
+    at = text.find(marker)
+    if at < 0:
+        return []
+    end = text.find("\n", at)
+    body = text[at + len(marker) - 1:end if end >= 0 else len(text)]
+    keys: list[str] = []
+    depth, i, quote = 0, 0, ""
+    while i < len(body):
+        c = body[i]
+        if quote:
+            i += 2 if c == "\\" else 1
+            quote = "" if c == quote else quote
+            continue
+        if c in "'\"":
+            m = re.match(r"'(\w+)': ", body[i:]) if depth == 1 and c == "'" else None
+            if m and body[:i].rstrip().endswith(("{", ",")):
+                keys.append(m.group(1))
+                i += m.end()
+                continue
+            quote = c
+        elif c in "{[(":
+            depth += 1
+        elif c in "}])":
+            depth -= 1
+            if depth == 0:
+                break
+        i += 1
+    return keys
+
+
+def _unknown_echoed(text: str, facts: LogFacts) -> list[str]:
+    """The settings a log echoes as set (vLLM's non-default args) under a flag kvplan does not
+    know for the engine: named as a launch line's unknown flag is
+    (kvplan.planning.launch.unknown_flag), since the budget from settings leaves them out."""
+    from kvplan.planning.launch import engine_launches, unknown_flag
+
+    fmt = _format_of(facts.engine)
+    if fmt is None or not fmt.echoes_non_defaults:
+        return []
+    table = next((t for t in engine_launches() if t.engine == facts.engine), None)
+    if table is None:
+        return []
+    known = {f.replace("_", "-") for f in table.flags}
+    found = []
+    for key in _echoed_keys(text, fmt.echoes_non_defaults):
+        flag = "--" + key.replace("_", "-")
+        if key not in fmt.echoed_positional and flag not in known:
+            found.append(f"the log's non-default args set '{key}': " + unknown_flag(flag,
+                                                                                 table.engine))
+    return found
 
 
 def _unprinted(text: str, facts: LogFacts, dep: Any, release_known: bool) -> tuple[str, ...]:

@@ -193,6 +193,12 @@ def layer_partition(partition: str, pp: Any) -> tuple[int, ...]:
     return layers
 
 
+def unknown_flag(flag: str, engine: str) -> str:
+    """What kvplan says of a flag it does not know for `engine` (in a launch line, or echoed
+    by the engine's log)."""
+    return f"{flag}: not a flag kvplan knows for {engine}; it might change memory"
+
+
 def engine_launches() -> Sequence[EngineLaunch]:
     """Every registered engine's launch table (engines without one are skipped), in the
     registry's order, each loaded when a reader first gets to it (EngineLaunches)."""
@@ -346,8 +352,7 @@ def from_command(text: str, model: str | None = None) -> LaunchPlan:
                                                 launch.env).items() if k in known})
     for flag in launch.unknown_flags:
         if flag.startswith("-"):
-            warnings.append(f"{flag}: not a flag kvplan knows for {launch.engine}; it might "
-                            "change memory")
+            warnings.append(unknown_flag(flag, launch.engine))
         else:  # a word where no flag takes it: a stray value, or a flag glued to another
             warnings.append(f"{flag!r}: an argument no flag of {launch.engine} takes; kvplan "
                             "ignores it (check the line near it)")

@@ -101,6 +101,9 @@ LOG_FORMAT = EngineLog(
              r"Desired GPU memory utilization|vllm\.entrypoints|LLM engine \(v"),
     # api_server.py / cli/serve.py log_non_default_args (0.10 on)
     echoes_non_defaults="non-default args: {",
+    # cli/serve.py: `vllm serve MODEL` stores the positional as model_tag (and copies it into
+    # model)
+    echoed_positional=("model_tag", "model"),
     # 0.8-0.10 default to V1 (config.py RULES, row 0.8.0) but still run V0 on request
     # (VLLM_USE_V1=0, or an unsupported feature), and then say so in llm_engine.py's
     # "Initializing a V0 LLM engine (v0.8.2) with config: ...". V0's worker.py profile and
