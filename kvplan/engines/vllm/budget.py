@@ -34,7 +34,13 @@ from kvplan.engines.shared.weights import (
 )
 from kvplan.engines.vllm import memory as vp
 from kvplan.engines.vllm.backends import mxfp4_expert_load
-from kvplan.engines.vllm.config import LATEST, default_gpu_memory_utilization, rules_for
+from kvplan.engines.vllm.config import (
+    INTEGRATED_CAPABILITIES,
+    LATEST,
+    default_gpu_memory_utilization,
+    rules_for,
+    unified_memory_note,
+)
 
 
 def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, ...] | None = None,
@@ -176,6 +182,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                      "held through the forward and sampler)")
     if shapes.estimated and activation_bytes is None:
         notes.append("model dimensions estimated from the spec (hidden = heads x head_dim)")
+    if compute_capability(gpu_arch) in INTEGRATED_CAPABILITIES and non_torch_bytes is None:
+        notes.append(unified_memory_note(ver))
     return Budget(SCHEMA, "vllm", ".".join(map(str, ver)), "estimated", totals[worst], util,
                   requested_int, tuple(per_stage), tuple(acts), non_torch, graphs,
                   available, tuple(notes), max_num_seqs=batch.max_num_seqs,

@@ -76,6 +76,10 @@ class Rules:
     cudagraph_estimate: bool  # the CUDA-graph estimate is subtracted (profile_cudagraph_memory)
     decode_capture_sizes: bool  # _set_cudagraph_sizes appends the uniform decode sizes
     ceil_requested_memory: bool  # request_memory: ceil(total x utilization), not a float
+    # utils/mem_utils.py MemorySnapshot.measure: on a GPU that shares the system's memory
+    # (INTEGRATED_CAPABILITIES) the free memory is psutil's MemAvailable; before (0.11.0's
+    # utils/__init__.py) cudaMemGetInfo's, which there is the system's free memory too
+    free_memory_from_meminfo: bool
     # engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args (vllm#43051): a
     # default max_num_batched_tokens below a multimodal prefix-LM model's largest item is
     # raised to it (kvplan.engines.vllm.memory.mm_item_tokens_floor)
@@ -130,7 +134,8 @@ RULES[(0, 6, 0)] = Rules(
     batch_tier_by_device_name=False, triton_kernels_installed=False,
     kv_dtype_from_checkpoint=False,
     cudagraph_estimate=False,
-    decode_capture_sizes=False, ceil_requested_memory=False, mm_prefix_lm_batch_floor=False,
+    decode_capture_sizes=False, ceil_requested_memory=False, free_memory_from_meminfo=False,
+    mm_prefix_lm_batch_floor=False,
     token_line_from_concurrency=False,
     one_line_kv_log=False, null_block_in_fit_check=False, whole_model_fit_check=True,
     largest_bucket_grouping=False, unify_page_sizes="none", pad_mamba_pages=False,
@@ -150,8 +155,10 @@ _release((0, 8, 3), max_num_seqs_by_gpu=True)  # vllm#15617: every GPU got 1,024
 # memory_profiling against init_snapshot: the torch peak's increase during profile_run only
 _release((0, 9, 0), non_torch_growth_only=True, runner_buffers_in_peak=False)
 _release((0, 11, 0), snapshot_after_nccl=True)  # "take memory snapshot after NCCL"
-# config/cache.py BlockSize; requirements/cuda.txt triton_kernels==3.5.0 (vllm#27370)
-_release((0, 11, 1), block_size_256=True, triton_kernels_installed=True)
+# config/cache.py BlockSize; requirements/cuda.txt triton_kernels==3.5.0 (vllm#27370);
+# utils/mem_utils.py MemorySnapshot.measure reads psutil on Orin, Thor and Spark
+_release((0, 11, 1), block_size_256=True, triton_kernels_installed=True,
+         free_memory_from_meminfo=True)
 # The grouping switches (unify_page_sizes, pad_mamba_pages, largest_bucket_grouping,
 # whole_model_fit_check) were read in v1/core/kv_cache_utils.py of every wheel from 0.10.2
 # to 0.31.0, each placed at the first release that has it.
@@ -336,6 +343,27 @@ def default_max_num_seqs(gpu_memory_bytes: int | None, gpu_name: str | None = No
 # CUDA (platforms/cuda.py), and takes device_memory = 0 where that raises: the smaller tier,
 # as a vLLM 0.13 log on a GB10 shows (max_num_batched_tokens=2048 on a 121.63 GiB device).
 NVML_WITHOUT_MEMORY = ("gb10",)
+
+# GPUs whose memory is the system's: utils/mem_utils.py MemorySnapshot.measure lists them by
+# compute capability ("Orin, Thor, Spark", 0.11.1-0.15.0; 0.24.0 asks torch's
+# `is_integrated`, true on these devices). The worker's free memory is then the system's, and
+# `determine_available_memory` counts the growth of total - free - torch's reserved memory from
+# its start-up snapshot to the end of the profile run as non-torch memory: on these GPUs that
+# includes the host memory every process takes meanwhile (the engine's own Python heap, the
+# compiler, the loader), which no log line sizes and kvplan does not model.
+INTEGRATED_CAPABILITIES = ((8, 7), (11, 0), (12, 1))
+
+
+def unified_memory_note(version: tuple[int, ...]) -> str:
+    """What kvplan leaves out of a budget on a GPU that shares the system's memory."""
+    free = ("psutil's MemAvailable (utils/mem_utils.py MemorySnapshot.measure)"
+            if rules_for(version).free_memory_from_meminfo else
+            "cudaMemGetInfo's free memory, the system's on this GPU")
+    return (f"unified memory: vLLM {'.'.join(map(str, version))} reads the free memory as "
+            f"{free}, so the host memory the engine and other processes take between the "
+            "worker's start-up snapshot and the end of the profile run counts as non-torch "
+            "memory; kvplan does not model it (1.85-2.65 GiB more than kvplan counts in "
+            "four DGX Spark logs, docs/engine-accuracy.md section 9)")
 
 
 def _big_gpu(gpu_memory_bytes: int | None, gpu_name: str | None) -> bool:
