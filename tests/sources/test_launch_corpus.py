@@ -40,8 +40,10 @@ KNOWN_MISSES = {
     "sglang-i21348-qwen3-235b-fp8-4xh100": "1.3 GiB a GPU less free after the load: a "
                                            "1.89 GiB pre-load init (kvplan 0.5) would close "
                                            "it; the post prints neither avail-mem reading",
-    "vllm-i27508-gpt-oss-120b-h100-mnbt1024": "0.14-0.21 GiB outside the profile's torch "
-                                              "peak not identified",
+    "vllm-i27508-gpt-oss-120b-h100-mnbt1024": "0.08 GiB the card's total (79.11 GiB in the "
+                                              "thread's OOM); 0.14 GiB outside the torch "
+                                              "peak, likely non-torch growth (0.16 GiB in "
+                                              "an H100 V0 log, 64 MiB counted), not printed",
     "vllm-i34076-qwen3-coder-30b-fp8-pp-16-32": "1.08 GiB on the RTX 5070 Ti not identified",
     "vllm-pr12569-llama-3.1-70b-w8a8-v1": "0.72 GiB of 0.7.1's V1 profile not identified; "
                                           "GPU not named",
@@ -57,11 +59,14 @@ KNOWN_MISSES = {
     "vllm-p12-qwen3-235b-a22b-fp8-tp8-ep-kvfp8-h100": "2.2 GiB a GPU on eight H100s not "
                                                       "identified (the TP-8 run without EP "
                                                       "too)",
-    "vllm-vllmrouter-gpt-oss-20b-abliterated-gb10-gmu025": "1.9 GiB on the GB10's unified "
-                                                           "memory not identified",
-    "vllm-dgxspark-gemma-4-26b-a4b-awq-int4-gb10": "the checkpoint's unquantized modules "
-                                                   "(1.9 GiB of weights) and the GB10's "
-                                                   "unified memory",
+    "vllm-vllmrouter-gpt-oss-20b-abliterated-gb10-gmu025": "1.4-1.9 GiB of host memory that "
+                                                           "vLLM counts as non-torch on "
+                                                           "unified memory (MemAvailable); "
+                                                           "no line sizes it",
+    "vllm-dgxspark-gemma-4-26b-a4b-awq-int4-gb10": "the checkpoint's config (16.01 GiB on "
+                                                   "disk, 1.68 over kvplan's AWQ tensors) is "
+                                                   "not public here; 2.5 GiB of host memory "
+                                                   "counted as non-torch on unified memory",
 }
 
 

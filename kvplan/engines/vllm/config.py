@@ -358,12 +358,12 @@ def unified_memory_note(version: tuple[int, ...]) -> str:
     """What kvplan leaves out of a budget on a GPU that shares the system's memory."""
     free = ("psutil's MemAvailable (utils/mem_utils.py MemorySnapshot.measure)"
             if rules_for(version).free_memory_from_meminfo else
-            "cudaMemGetInfo's free memory, the system's on this GPU")
+            "cudaMemGetInfo's free memory, the system's without its page cache")
     return (f"unified memory: vLLM {'.'.join(map(str, version))} reads the free memory as "
             f"{free}, so the host memory the engine and other processes take between the "
             "worker's start-up snapshot and the end of the profile run counts as non-torch "
-            "memory; kvplan does not model it (1.85-2.65 GiB more than kvplan counts in "
-            "four DGX Spark logs, docs/engine-accuracy.md section 9)")
+            "memory; kvplan does not model it (two vLLM 0.25.1 logs on a DGX Spark leave "
+            "2.5 GiB over kvplan's budget, docs/engine-accuracy.md section 9)")
 
 
 def _big_gpu(gpu_memory_bytes: int | None, gpu_name: str | None) -> bool:
