@@ -34,6 +34,7 @@ from kvplan.core.quant import (
     MODEL_DTYPE_NAMES,
     NONE,
     Quantization,
+    checkpoint_spellings,
     linear_tensors,
     module_format,
 )
@@ -173,6 +174,22 @@ def matches(name: str, patterns: Iterable[str]) -> bool:
     return False
 
 
+def skipped(name: str, kind: str, patterns: Sequence[str]) -> bool:
+    """Whether a config's skip list names the linear kvplan calls `name`, under any of the
+    checkpoint's spellings of it (`checkpoint_spellings`: a multimodal model's
+    `model.language_model.layers.N`, Qwen's `shared_expert`): vLLM matches the list against
+    its own module names after mapping the checkpoint's onto them (the model's
+    `hf_to_vllm_mapper`, gemma4_mm.py `model.language_model.` -> `language_model.model.`),
+    and NVIDIA's ModelOpt exclude lists name `model.language_model.layers.N.self_attn*`. A
+    layer's routed experts by kvplan's name only: where a checkpoint keeps them differs by
+    family (Gemma 4's `layers.N.experts`, beside the dense `layers.N.mlp*` such a list
+    excludes; vLLM gemma4.py builds them as `layers.N.moe.experts`)."""
+    if not patterns:
+        return False
+    names = (name,) if kind == "expert" else checkpoint_spellings(name)
+    return any(matches(n, patterns) for n in names)
+
+
 @record
 class ViTBlock:
     """How a vision tower's checkpoint names one encoder block and which of its tensors carry
@@ -254,7 +271,7 @@ class _Builder:
         o = self.shard(out_f, split == "column")
         i = self.shard(in_f, split == "row")
         q = self.q
-        quantize = quantizable and q.quantized and not matches(name, q.skip) and (
+        quantize = quantizable and q.quantized and not skipped(name, kind, q.skip) and (
             q.only is None or kind in q.only)
         if q.per_module is not None:  # a per-layer map (ModelOpt MIXED_PRECISION)
             q = (module_format(q, name) if quantize else None) or NONE
