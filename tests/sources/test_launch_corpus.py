@@ -42,7 +42,7 @@ KNOWN_MISSES = {
                                            "it; the post prints neither avail-mem reading",
     "vllm-i27508-gpt-oss-120b-h100-mnbt1024": "0.08 GiB the card's total (79.11 GiB in the "
                                               "thread's OOM); 0.14 GiB outside the torch "
-                                              "peak, likely non-torch growth (0.16 GiB in "
+                                              "peak; a candidate: non-torch growth (0.16 GiB in "
                                               "an H100 V0 log, 64 MiB counted), not printed",
     "vllm-i34076-qwen3-coder-30b-fp8-pp-16-32": "1.08 GiB on the RTX 5070 Ti not identified",
     "vllm-pr12569-llama-3.1-70b-w8a8-v1": "0.72 GiB of 0.7.1's V1 profile not identified; "
