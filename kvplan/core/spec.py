@@ -266,12 +266,14 @@ class EngineTraits:
     sglang_hybrid_swa: SGLang's `is_hybrid_swa_model` lists the architecture: a separate
     sliding-window pool (model_config.py).
     tgi_fallback_attention: TGI's launcher (`resolve_attention`) forces paged /
-    flashdecoding attention for the model_type (falcon, deepseek_v2)."""
+    flashdecoding attention for the model_type (falcon, deepseek_v2).
+    vllm_pp_every_stage_ends: vLLM's class makes embedding and LM head on every PP stage."""
 
     sparse_mla: bool = False
     llamacpp_swa: bool = False
     sglang_hybrid_swa: bool = False
     tgi_fallback_attention: bool = False
+    vllm_pp_every_stage_ends: bool = False
 
 
 GENERIC_LAYOUT = TensorLayout()

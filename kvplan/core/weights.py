@@ -1738,12 +1738,14 @@ class Placement:
 def placement(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp: int = 1, ep: int = 1,
               include_mtp: bool = False, expert_load: ExpertLoad | None = None,
               vocab: VocabSplit | None = None,
-              partition: Sequence[int] | None = None) -> Placement:
+              partition: Sequence[int] | None = None,
+              every_stage_ends: bool = False) -> Placement:
     """Bytes per GPU of each pipeline stage as vLLM loads the checkpoint: vocabulary padded to
     64 and split over TP, embedding on the first stage, final norm and LM head on the last
     (a tied head: the last stage keeps its own copy when pp > 1), layers by get_pp_indices
     (`partition`: VLLM_PP_LAYER_PARTITION's layer counts); MTP layers (when loaded) on the
-    last stage."""
+    last stage. `every_stage_ends`: the model class builds the embedding, final norm and LM
+    head on every stage (kvplan.engines.vllm.memory.ends_on_every_stage)."""
     inv = inventory(spec, q, tp, ep, padded_vocab=True, include_mtp=include_mtp,
                     expert_load=expert_load, vocab=vocab)
     stages = pp_stages(spec.num_layers, pp, partition)
@@ -1754,9 +1756,13 @@ def placement(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp: int = 1,
         part = inv.bytes_where("layer", range(a, b))
         if k == 0:
             part += embed + vision  # the vision tower runs before the first layer
+        elif every_stage_ends:
+            part += embed
+        if every_stage_ends and k < pp - 1:
+            part += inv.bytes_where("final") + inv.bytes_where("head")
         if k == pp - 1:
             part += inv.bytes_where("final") + inv.bytes_where("head") + inv.bytes_where("mtp")
-            if pp > 1 and spec.tie_word_embeddings:
+            if pp > 1 and spec.tie_word_embeddings and not every_stage_ends:
                 part += embed  # the last stage's own copy of the tied matrix
         out.append(part)
     return Placement(tuple(out), inv)
@@ -1814,7 +1820,8 @@ class WeightPlan:
 def weight_plan(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1, ep: int = 1,
                 expert_load: ExpertLoad | None = None, include_mtp: bool = False,
                 vocab: VocabSplit | None = None,
-                partition: Sequence[int] | None = None) -> WeightPlan | None:
+                partition: Sequence[int] | None = None,
+                every_stage_ends: bool = False) -> WeightPlan | None:
     """Per-stage weight bytes from the tensor inventory, in the checkpoint's own format
     (`weights` "auto") or the one an engine quantizes into at load (`weights` a canonical
     name of LOAD_FORMATS, or bf16/fp16/fp32). A layout kvplan does not know, with
@@ -1828,7 +1835,7 @@ def weight_plan(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1
     target, q, why = load_format(spec, weights)
     plan = placement(target, q, tp, pp, ep, include_mtp=include_mtp,
                      expert_load=expert_load if q.layout == "mxfp4" else None, vocab=vocab,
-                     partition=partition)
+                     partition=partition, every_stage_ends=every_stage_ends)
     if generic:
         why += f"; {generic_note(spec)}"
     if spec.uncounted_towers:

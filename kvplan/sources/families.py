@@ -170,6 +170,14 @@ SPARSE_MLA = frozenset({"deepseek_v32"})
 # TGI launcher/src/main.rs::resolve_attention: `Some("falcon") | Some("deepseek_v2")` force
 # the fallback attention (the model_type as written, not normalised)
 TGI_FALLBACK_ATTENTION = frozenset({"falcon", "deepseek_v2"})
+# vLLM: the model classes whose __init__ builds embed_tokens, the final norm and lm_head on
+# every pipeline rank, with no get_pp_group().is_first_rank / is_last_rank guard (read in the
+# 0.15.1, 0.19.0 and 0.24.0 wheels: qwen2_moe.py, qwen3_moe.py, mixtral.py, gpt_oss.py;
+# qwen2_moe.py and mixtral.py in 0.7.1's too; llama.py, qwen2.py, qwen3.py and deepseek_v2.py
+# guard them in each), by model_type
+VLLM_PP_EVERY_STAGE_ENDS = frozenset({"qwen2_moe", "qwen3_moe", "mixtral", "gpt_oss"})
+# the library names some MoE models by their dense family: the MoE model_type they load as
+MOE_MODEL_TYPE = {"qwen2": "qwen2_moe", "qwen3": "qwen3_moe"}
 
 
 def layout_of(spec: ModelSpec) -> TensorLayout:
@@ -187,10 +195,12 @@ def traits_of(spec: ModelSpec) -> EngineTraits:
     """What engines decide by `spec.family` (see the tables above)."""
     raw = spec.family or ""
     name = raw.lower().replace("-", "_")
+    model_type = MOE_MODEL_TYPE.get(name, name) if spec.is_moe else name
     return EngineTraits(sparse_mla=raw.replace("-", "_") in SPARSE_MLA,
                         llamacpp_swa=name in LLAMACPP_SWA,
                         sglang_hybrid_swa=name in SGLANG_HYBRID_SWA,
-                        tgi_fallback_attention=raw in TGI_FALLBACK_ATTENTION)
+                        tgi_fallback_attention=raw in TGI_FALLBACK_ATTENTION,
+                        vllm_pp_every_stage_ends=model_type in VLLM_PP_EVERY_STAGE_ENDS)
 
 
 def with_family_facts(spec: ModelSpec) -> ModelSpec:

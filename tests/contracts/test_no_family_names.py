@@ -201,7 +201,8 @@ def test_engine_traits_without_a_family_give_the_engines_rules():
     # gpt_oss as a reader sees it: the same traits
     named = with_family_facts(ModelSpec("swa", pair * 18, num_attention_heads=64,
                                         family="gpt_oss"))
-    assert named.traits == EngineTraits(sglang_hybrid_swa=True, llamacpp_swa=True)
+    assert named.traits == EngineTraits(sglang_hybrid_swa=True, llamacpp_swa=True,
+                                        vllm_pp_every_stage_ends=True)
     # TGI: head dim 64 is one flashinfer serves, unless the launcher forces the fallback
     # (flashdecoding on compute capability 8 and up)
     assert tgi.attention_backend(spec, 9) == "flashinfer"

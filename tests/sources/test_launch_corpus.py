@@ -44,7 +44,8 @@ KNOWN_MISSES = {
                                               "thread's OOM); 0.14 GiB outside the torch "
                                               "peak; a candidate: non-torch growth (0.16 GiB in "
                                               "an H100 V0 log, 64 MiB counted), not printed",
-    "vllm-i34076-qwen3-coder-30b-fp8-pp-16-32": "1.08 GiB on the RTX 5070 Ti not identified",
+    "vllm-i34076-qwen3-coder-30b-fp8-pp-16-32": "0.50 GiB on the RTX 5070 Ti not identified "
+                                                "(its copy of the LM head counted)",
     "vllm-pr12569-llama-3.1-70b-w8a8-v1": "0.72 GiB of 0.7.1's V1 profile not identified; "
                                           "GPU not named",
     "vllm-qwen-i16-qwen15-7b-gptq-3090": "0.3.0 counts torch's reserved segments and the "

@@ -125,7 +125,8 @@ def _replay_rope(alloc: CachingAllocator, cache: RopeCache, model_bytes: int,
 
 def loaded_weights(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1,
                    ep: int = 1, expert_load: ExpertLoad | None = None,
-                   partition: Sequence[int] | None = None) -> tuple[int, ...]:
+                   partition: Sequence[int] | None = None,
+                   every_stage_ends: bool = False) -> tuple[int, ...]:
     """`loaded_weight_bytes` in the format `weights` names (kvplan.core.weights.load_format:
     the checkpoint's, one quantized at load, or a model dtype); MXFP4 experts laid out as
     `expert_load` says."""
@@ -134,14 +135,15 @@ def loaded_weights(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int 
     target, q, _ = load_format(spec, weights)
     return loaded_weight_bytes(target, q, tp, pp, ep,
                                expert_load=expert_load if q.layout == "mxfp4" else None,
-                               partition=partition)
+                               partition=partition, every_stage_ends=every_stage_ends)
 
 
 def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp: int = 1,
                         ep: int = 1, include_mtp: bool = False,
                         expert_load: ExpertLoad | None = None, reserved: bool = False,
                         rope_fp32: bool = False,
-                        partition: Sequence[int] | None = None) -> tuple[int, ...]:
+                        partition: Sequence[int] | None = None,
+                        every_stage_ends: bool = False) -> tuple[int, ...]:
     """What vLLM logs as the weights one GPU of each pipeline stage loaded ("Loading model
     weights took", "Model loading took", the worker's "model weights take"): the change of
     `torch.cuda.memory_allocated` across `load_model` (`DeviceMemoryProfiler`). That counts
@@ -154,12 +156,14 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
     counts 26 MiB. R1-Distill-Qwen-14B at TP 2 (vllm#13061): 13.7561 GiB of tensors, 13.9476
     logged, all of it this. `reserved`: the segments instead of the blocks, as an engine that
     measures the drop in free device memory after `empty_cache` sees them (SGLang);
-    `rope_fp32`: rotary caches kept in fp32 (SGLang on CUDA)."""
+    `rope_fp32`: rotary caches kept in fp32 (SGLang on CUDA); `every_stage_ends`: the model
+    class builds the embedding before its layers and the final norm and LM head after them on
+    every pipeline stage (kvplan.engines.vllm.memory.ends_on_every_stage)."""
     from kvplan.core.allocator import CachingAllocator
     from kvplan.core.weights import placement
 
     plan = placement(spec, q, tp, pp, ep, include_mtp=include_mtp, expert_load=expert_load,
-                     partition=partition)
+                     partition=partition, every_stage_ends=every_stage_ends)
     inv = plan.inventory
     stages = pp_stages(spec.num_layers, pp, partition)
     model_bytes = 4 if spec.dtype == "fp32" else 2
@@ -186,8 +190,9 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
             alloc.malloc(groups[key])
 
         first_use = {c.first_layer: c for c in rope_caches(spec, range(a, b))}
-        if k == 0:
-            for place in ("vision", "embed"):  # the vision tower is built before the LM
+        if k == 0 or every_stage_ends:
+            # the vision tower is built before the LM, on the first stage only
+            for place in ("vision", "embed") if k == 0 else ("embed",):
                 for key in by_place.get(place, []):
                     put(key)
         for i in range(a, b):
@@ -203,11 +208,11 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
             for key in mine:
                 if key not in attn:
                     put(key)
-        if last:
-            for place in ("final", "head", "mtp"):
+        if last or every_stage_ends:
+            for place in ("final", "head", "mtp") if last else ("final", "head"):
                 for key in by_place.get(place, []):
                     put(key)
-            if pp > 1 and spec.tie_word_embeddings:
+            if last and pp > 1 and spec.tie_word_embeddings and not every_stage_ends:
                 for key in by_place.get("embed", []):
                     put(key)
         out.append(alloc.live_segment_bytes if reserved else alloc.allocated_bytes)

@@ -175,20 +175,23 @@ def weight_split(spec: ModelSpec, fmt: WeightFormat, dims: ModelDims | None = No
 
 def stage_weight_bytes(spec: ModelSpec, split: WeightSplit, tp: int = 1, pp: int = 1,
                        shares: Sequence[int] | None = None,
-                       partition: Sequence[int] | None = None) -> tuple[int, ...]:
+                       partition: Sequence[int] | None = None,
+                       every_stage_ends: bool = False) -> tuple[int, ...]:
     """Weight bytes on one GPU of each pipeline stage (layers as get_pp_indices splits them,
     in proportion to `shares` when the layers differ; the input embedding on the first stage,
-    the LM head on the last; all divided by TP; `partition`: VLLM_PP_LAYER_PARTITION's
-    layer counts)."""
+    the LM head on the last, or both on every stage with `every_stage_ends`; all divided by
+    TP; `partition`: VLLM_PP_LAYER_PARTITION's layer counts)."""
     stages = pp_stages(spec.num_layers, pp, partition)
     weights = list(shares) if shares else [1] * spec.num_layers
     whole = max(1, sum(weights))
     out = []
     for i, (a, b) in enumerate(stages):
         part = split.layer_bytes * sum(weights[a:b]) // whole
-        if i == 0:
+        if every_stage_ends:
+            part += split.embedding_bytes + split.lm_head_bytes
+        elif i == 0:
             part += split.embedding_bytes
-        if i == pp - 1:
+        if i == pp - 1 and not every_stage_ends:
             tied_copy = pp > 1 and not split.lm_head_bytes  # tied: the last stage's own copy
             part += split.embedding_bytes if tied_copy else split.lm_head_bytes
         out.append(part // tp)
@@ -199,7 +202,8 @@ def stage_weights(spec: ModelSpec, weights: str | WeightFormat = "auto",
                   weights_bytes: int | None = None, tp: int = 1, pp: int = 1,
                   dims: ModelDims | None = None, ep: int = 1,
                   expert_load: ExpertLoad | None = None, vocab: VocabSplit | None = None,
-                  partition: Sequence[int] | None = None) -> tuple[tuple[int, ...], str]:
+                  partition: Sequence[int] | None = None,
+                  every_stage_ends: bool = False) -> tuple[tuple[int, ...], str]:
     """Weight bytes on one GPU of each pipeline stage, and the format assumed and why: the
     one place every engine's weights term comes from.
 
@@ -208,25 +212,29 @@ def stage_weights(spec: ModelSpec, weights: str | WeightFormat = "auto",
     (its quantization_config) or the one `weights` names (--weights-dtype: an engine
     quantizing at load), tensor by tensor as the engine places them; else, for families the
     inventory does not model, the published checkpoint total or `num_params` in the format,
-    spread over embeddings and layers."""
+    spread over embeddings and layers. `every_stage_ends`: the embedding and LM head on every
+    pipeline stage (stage_weight_bytes)."""
     from kvplan.core.weights import weight_plan
 
     fmt = as_weight_format(spec, weights)
     shares = layer_weight_shares(spec)
     if weights_bytes is None:
         plan = weight_plan(spec, load_name(spec, weights), tp, pp, ep, expert_load,
-                           vocab=vocab, partition=partition)
+                           vocab=vocab, partition=partition,
+                           every_stage_ends=every_stage_ends)
         if plan is not None:
             return plan.stage_bytes, f"{plan.format}, from {plan.why}, {_TENSOR_BY_TENSOR}"
         if weights == "auto" and spec.checkpoint is not None:
             split = weight_split(spec, fmt, dims, spec.checkpoint.total_bytes)
             return (stage_weight_bytes(spec, split, tp, pp, shares=shares,
-                                       partition=partition),
+                                       partition=partition,
+                                       every_stage_ends=every_stage_ends),
                     f"the published checkpoint's {spec.checkpoint.total_bytes:,} bytes "
                     f"({spec.checkpoint.source})")
     split = weight_split(spec, fmt, dims or dims_of(spec), weights_bytes)
     how = "measured" if weights_bytes else f"{fmt.description}, from num_params"
-    return stage_weight_bytes(spec, split, tp, pp, shares=shares, partition=partition), how
+    return stage_weight_bytes(spec, split, tp, pp, shares=shares, partition=partition,
+                              every_stage_ends=every_stage_ends), how
 
 
 def dims_of(spec: ModelSpec) -> ModelDims:

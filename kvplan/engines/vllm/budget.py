@@ -83,15 +83,23 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     else:
         expert_load = mxfp4_expert_load(gpu_arch, mxfp4_backend,
                                         rules_for(ver).triton_kernels_installed)
+        # a class that builds its embedding and LM head on every stage (not for a measured
+        # total, which already holds what the stages hold)
+        ends = pp > 1 and weights_bytes is None and vp.ends_on_every_stage(spec)
         stages, weights_how = stage_weights(spec, weights, weights_bytes, tp, pp, dims, ep=ep,
-                                            expert_load=expert_load, partition=pp_layers)
+                                            expert_load=expert_load, partition=pp_layers,
+                                            every_stage_ends=ends)
         per_stage = list(stages)
         if from_inventory(weights_how):
             # what vLLM subtracts: the weights as memory_allocated counts them (allocator
             # blocks, rotary caches), not the tensors' own bytes
             per_stage = list(loaded_weights(spec, load_name(spec, weights), tp, pp,
-                                                   ep, expert_load, partition=pp_layers))
+                                                   ep, expert_load, partition=pp_layers,
+                                                   every_stage_ends=ends))
             weights_how += ", with vLLM's rotary caches and the allocator's rounding"
+        if ends:
+            weights_how += ("; vLLM's model class for it builds the embedding, final norm and "
+                            "LM head on every pipeline stage")
     if not extra_weights_bytes and num_draft_layers:
         extra_weights_bytes = vp.eagle_draft_bytes(spec, num_draft_layers) or 0
     per_stage[-1] += extra_weights_bytes // tp  # draft model on the last stage

@@ -573,3 +573,14 @@ def eagle_draft_bytes(spec: ModelSpec, num_draft_layers: int) -> int | None:
     kv = attn.num_kv_heads * attn.head_dim
     layer = h * q + 2 * h * kv + q * h + 3 * h * inter + 2 * h
     return (num_draft_layers * layer + 2 * h * h) * ACTIVATION_BYTES
+
+
+# --- 5. pipeline stages' weights --------------------------------------------------------------
+
+def ends_on_every_stage(spec: ModelSpec) -> bool:
+    """Whether vLLM builds `spec`'s embedding, final norm and LM head on every pipeline stage,
+    not the embedding on the first and the head on the last alone: the model classes with no
+    `is_first_rank` / `is_last_rank` guard in their __init__ (`EngineTraits.
+    vllm_pp_every_stage_ends`, set by kvplan.sources.families), so each stage's worker
+    allocates, and counts in its weights, the three."""
+    return spec.traits.vllm_pp_every_stage_ends

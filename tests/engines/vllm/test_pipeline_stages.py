@@ -150,3 +150,63 @@ def test_explain_reads_the_partition_the_log_echoes():
     with pytest.raises(BadInputError, match="VLLM_PP_LAYER_PARTITION '16,16,16' names 3"):
         explain(text.replace("16,32", "16,16,16"), model="qwen3-30b-a3b",
                 engine_version="0.15.2")
+
+
+def test_qwen3_moe_builds_its_embedding_and_head_on_every_stage():
+    # qwen3_moe.py (the 0.15.1, 0.19.0 and 0.24.0 wheels): Qwen3MoeModel.__init__ makes
+    # embed_tokens and norm, Qwen3MoeForCausalLM.__init__ makes lm_head, with no
+    # is_first_rank / is_last_rank guard, so the first stage's worker also allocates the
+    # final norm and the 151,936 x 2,048 bf16 LM head (untied), and the last stage the input
+    # embedding of the same size. By hand, as torch's caching allocator counts them: the head's
+    # 622,329,856 B (593.5 MiB) take a fresh segment rounded up to a 2 MiB multiple, 594 MiB,
+    # whose 0.5 MiB rest is too small to split off (kLargeBuffer blocks split only above
+    # 1 MiB); the norm's 2,048 x 2 B is one 4 KiB block of the small pool.
+    from kvplan.engines.shared.loading import loaded_weights
+    from kvplan.engines.vllm.memory import ends_on_every_stage
+
+    spec = resolve("qwen3-30b-a3b")
+    assert spec.is_moe and ends_on_every_stage(spec)
+    head = 151_936 * 2_048 * 2
+    assert head == 622_329_856
+    counted_head = 594 * 2**20
+    norm = 2_048 * 2
+    guarded = loaded_weights(spec, "fp8", pp=2, partition=(16, 32))
+    every = loaded_weights(spec, "fp8", pp=2, partition=(16, 32), every_stage_ends=True)
+    assert every[0] - guarded[0] == counted_head + norm
+    assert every[1] - guarded[1] == counted_head  # the embedding, the same matrix size
+
+
+def test_the_budget_counts_the_extra_head_only_for_unguarded_classes():
+    # llama.py, qwen3.py (dense): embed_tokens on the first rank and lm_head on the last
+    # (PPMissingLayer elsewhere) in the same wheels; mixtral.py and gpt_oss.py build both on
+    # every rank like qwen3_moe.py. One stage: nothing to add.
+    from kvplan.engines.shared.loading import loaded_weights
+    from kvplan.engines.vllm.memory import ends_on_every_stage
+
+    assert not ends_on_every_stage(resolve("qwen3-8b"))
+    assert not ends_on_every_stage(resolve("llama-3.1-8b"))
+    assert ends_on_every_stage(resolve("mixtral-8x7b"))
+    assert ends_on_every_stage(resolve("gpt-oss-20b"))
+    # the trait, not the name: a spec without a family that carries it
+    from dataclasses import replace
+
+    from kvplan.core.spec import EngineTraits
+
+    nameless = replace(resolve("qwen3-30b-a3b"), family=None,
+                       traits=EngineTraits(vllm_pp_every_stage_ends=True))
+    assert ends_on_every_stage(nameless)
+    spec = resolve("qwen3-30b-a3b")
+    small, large = 16_300 * 2**20, 32_604 * 2**20
+    budget = vllm_budget(spec, small, version=(0, 15, 2), pp=2, pp_layers=(16, 32),
+                         stage_gpu_memory_bytes=(small, large), gpu_memory_utilization=0.9,
+                         weights="fp8")
+    guarded = vllm_budget(spec, small, version=(0, 15, 2), pp=2, pp_layers=(16, 32),
+                          stage_gpu_memory_bytes=(small, large), gpu_memory_utilization=0.9,
+                          weights="fp8", stage_weights_bytes=loaded_weights(spec, "fp8", pp=2,
+                                                             partition=(16, 32)))
+    # each stage holds the other's end too: the head (and norm) first, the embedding last
+    assert budget.weights_bytes[0] - guarded.weights_bytes[0] == 594 * 2**20 + 4096
+    assert budget.weights_bytes[1] - guarded.weights_bytes[1] == 594 * 2**20
+    assert budget.available_kv_cache_bytes[0] == guarded.available_kv_cache_bytes[0] - (
+        594 * 2**20 + 4096)
+    assert any("every pipeline stage" in note for note in budget.notes)
