@@ -25,9 +25,53 @@ KERNELS_BYTES = 64 * MIB
 NCCL_COMMUNICATOR_BYTES = 64 * MIB
 CUSTOM_ALLREDUCE_BYTES = 8 * MIB
 
+# One NCCL 2.26 communicator that connects everything at ncclCommInitRank, on GPUs joined by
+# NVSwitch with 18 NVLink4 links each (HGX H100 / H200 / H20). NCCL connects at init, not at
+# first use, when cuMem is off (init.cc: runtimeConn = cuMemSupport && NCCL_RUNTIME_CONNECT).
+# From NCCL 2.26.2's source, per rank inside the chain of ranks (every rank but the first and
+# the last, whose fewer tree links hold less; the engine keeps the fewest blocks over ranks):
+# - 24 channels ("24 coll channels" in NCCL's INFO log of a single 8x H100 node); on each a
+#   ring connection (send to the next rank, receive from the previous one) and a tree
+#   connection each way (generic.cc ncclTransportRingConnect / TreeConnect); with 3 ranks or
+#   more the tree's other neighbours add as much again (with 2 the tree reuses the ring's).
+#   A connection holds a send buffer of ncclSendMem (4 KiB) and a receive buffer of
+#   ncclRecvMem (4 KiB) + LL 512 KiB + LL128 4,800 KiB + Simple 4 MiB, each rounded up to
+#   CUDA_IPC_MIN, 2 MiB (p2p.cc p2pSendSetup / p2pRecvSetup): 2 + 10 MiB.
+# - NVLink SHARP buffers with 3 GPUs or more (nvls.cc ncclNvlsInit: gpuCount <= 2 has none):
+#   16 channels (NVLS_NCHANNELS_SM90) x 2 x 1 MiB (a 128 KiB chunk x 8 steps) per rank of
+#   the node (ncclNvlsBufferSetup), and the credits rounded up to 2 MiB (ncclNvlsSetup).
+# - the network proxy's shared send buffer, allocated at init even on one node (init.cc
+#   ncclProxyMsgSharedInit -> net.cc sharedNetBuffersInit): 32 p2p channels x 16 steps x
+#   the 512 KiB NVLink p2p chunk.
+# the Hopper boards with NVSwitch: kvplan/data/gpus.yaml's names, and the names the devices
+# report ("NVIDIA H100 80GB HBM3" is the SXM5 part; the PCIe and NVL parts have no NVSwitch)
+NVSWITCH_HOPPER = frozenset({"h100 sxm", "h100 80gb hbm3", "h200", "h20"})
+NCCL_HOPPER_CHANNELS = 24
+NCCL_CONNECTION_BYTES = (2 + 10) * MIB
+NCCL_NVLS_BYTES_PER_RANK = 16 * 2 * MIB
+NCCL_NVLS_CREDIT_BYTES = 2 * MIB
+NCCL_SHARED_NET_BYTES = 32 * 16 * 512 * 1024
+
 # CUDA memory outside torch that TRT-LLM, transformers and TGI see: the CUDA context and the
 # kernels a forward pass loads
 NON_TORCH_BYTES = CUDA_CONTEXT_BYTES + KERNELS_BYTES
+
+
+def on_nvswitch_hopper(gpu_name: str | None) -> bool:
+    """Whether a GPU named so (a catalog name or the device's own) sits on an HGX Hopper
+    board's NVSwitch."""
+    name = (gpu_name or "").strip().lower()
+    return name.removeprefix("nvidia ").strip() in NVSWITCH_HOPPER
+
+
+def nccl_init_bytes(ranks: int) -> int:
+    """What one NCCL 2.26 communicator of `ranks` GPUs on one NVSwitch Hopper node holds on a
+    rank inside its chain when it connects at init (the terms above)."""
+    if ranks < 2:
+        return 0
+    links = 2 if ranks > 2 else 1  # the ring's connection, and the tree's other one
+    nvls = NCCL_NVLS_BYTES_PER_RANK * ranks + NCCL_NVLS_CREDIT_BYTES if ranks > 2 else 0
+    return NCCL_HOPPER_CHANNELS * links * NCCL_CONNECTION_BYTES + nvls + NCCL_SHARED_NET_BYTES
 
 
 def compute_capability(gpu_arch: str) -> tuple[int, int] | None:

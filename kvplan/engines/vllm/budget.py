@@ -21,7 +21,7 @@ from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec, VisionTower
 from kvplan.engines.shared.activations import profile_shapes
 from kvplan.engines.shared.budget import SCHEMA, Budget, check_positive
-from kvplan.engines.shared.device import compute_capability
+from kvplan.engines.shared.device import compute_capability, on_nvswitch_hopper
 from kvplan.engines.shared.loading import loaded_weights
 from kvplan.engines.shared.releases import release
 from kvplan.engines.shared.weights import (
@@ -126,7 +126,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                                    v2_runner=vp.uses_v2_runner(spec, ver, v1)).peak_bytes
                 for i in range(pp)]
     data_parallel = max(dp, ep // tp)
-    non_torch = vp.non_torch_bytes(ver, tp, pp, data_parallel, bool(spec.num_experts), v1) \
+    non_torch = vp.non_torch_bytes(ver, tp, pp, data_parallel, bool(spec.num_experts), v1,
+                                   nvswitch_hopper=on_nvswitch_hopper(gpu_name)) \
         if non_torch_bytes is None else non_torch_bytes
     if not vp.subtracts_cudagraphs(ver, enforce_eager):
         graphs = 0  # even when given: this version or mode does not subtract them

@@ -48,6 +48,11 @@ class Rules:
     # the profile run (worker.py / gpu_worker.py determine_available_memory)
     non_torch_growth_only: bool  # non-torch memory counted from a snapshot, not absolutely
     snapshot_after_nccl: bool  # init_device takes that snapshot after NCCL is set up
+    # env_override.py sets NCCL_CUMEM_ENABLE=0 (unless /dev/nvidia-caps-imex-channels exists)
+    # and torch 2.7's NCCL 2.26 then connects every algorithm at ncclCommInitRank
+    # (kvplan.engines.shared.device.nccl_init_bytes); read in the 0.9.2, 0.10.0 and 0.10.1
+    # wheels (torch 2.7.0 / 2.7.1); 0.10.2 drops the override and pins torch 2.8
+    nccl_connects_at_init: bool
     flashinfer_sampler_default: bool  # V1 samples with FlashInfer whenever it is importable
     triton_top_k_top_p: bool  # apply_top_k_top_p_triton masks in place (no sort)
     native_sampler_warmup: bool  # _dummy_sampler_run also warms forward_native
@@ -128,7 +133,8 @@ def _release(release: tuple[int, int, int], **changed: Any) -> None:
 RULES[(0, 6, 0)] = Rules(
     v1=False, max_num_seqs_by_gpu=False, v0_chunked_prefill_tokens=512, big_gpu_tier=False,
     gpu_memory_utilization=0.9, block_size_256=False, non_torch_growth_only=False,
-    snapshot_after_nccl=False, flashinfer_sampler_default=False, triton_top_k_top_p=False,
+    snapshot_after_nccl=False, nccl_connects_at_init=False, flashinfer_sampler_default=False,
+    triton_top_k_top_p=False,
     native_sampler_warmup=False, moe_unchunked=False, profile_logits_all_tokens=False,
     runner_buffers_in_peak=False, runner_buffers_consumed=False, v2_runner_for_all=False,
     batch_tier_by_device_name=False, triton_kernels_installed=False,
@@ -154,6 +160,8 @@ _release((0, 8, 0), v1=True, non_torch_growth_only=False, flashinfer_sampler_def
 _release((0, 8, 3), max_num_seqs_by_gpu=True)  # vllm#15617: every GPU got 1,024 up to 0.8.2
 # memory_profiling against init_snapshot: the torch peak's increase during profile_run only
 _release((0, 9, 0), non_torch_growth_only=True, runner_buffers_in_peak=False)
+_release((0, 9, 2), nccl_connects_at_init=True)
+_release((0, 10, 2), nccl_connects_at_init=False)
 _release((0, 11, 0), snapshot_after_nccl=True)  # "take memory snapshot after NCCL"
 # config/cache.py BlockSize; requirements/cuda.txt triton_kernels==3.5.0 (vllm#27370);
 # utils/mem_utils.py MemorySnapshot.measure reads psutil on Orin, Thor and Spark

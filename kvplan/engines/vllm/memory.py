@@ -30,6 +30,7 @@ from kvplan.engines.shared.device import (
     CUSTOM_ALLREDUCE_BYTES,
     KERNELS_BYTES,
     NCCL_COMMUNICATOR_BYTES,
+    nccl_init_bytes,
 )
 from kvplan.engines.shared.releases import release, row_for
 from kvplan.engines.vllm.config import (
@@ -443,24 +444,40 @@ def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ..
 # --- 3. non-torch memory ------------------------------------------------------------------
 
 def non_torch_bytes(version: tuple[int, ...], tp: int = 1, pp: int = 1, dp: int = 1,
-                    moe: bool = False, v1: bool | None = None) -> int:
+                    moe: bool = False, v1: bool | None = None,
+                    nvswitch_hopper: bool = False) -> int:
     """CUDA memory outside torch's pool that the version counts against the KV budget. Before
     0.11 every process group of more than one rank that `initialize_model_parallel` builds
     holds a pynccl communicator, warmed up by an all-reduce at creation (so its buffers are
     allocated): TP (plus the custom all-reduce's IPC buffer), PP, and in V1 DP and -- for MoE
     models -- EP, which spans the DP x TP ranks (`distributed/parallel_state.py`). `v1`:
-    VLLM_USE_V1 where set (0.7's opt-in V1 counts absolutely)."""
+    VLLM_USE_V1 where set (0.7's opt-in V1 counts absolutely).
+
+    Where NCCL connects everything at init (`Rules.nccl_connects_at_init`) on NVSwitch Hopper
+    GPUs, a communicator holds `device.nccl_init_bytes`, and the profile run makes torch's own
+    on two groups: TP's, when `_dummy_sampler_run` gathers the logits (`DeviceCommunicatorBase.
+    all_gather`), and for MoE models DP's, when the naive all-to-all dispatch broadcasts
+    (`NaiveAll2AllManager.naive_multicast`); the logs: docs/engine-accuracy.md section 9."""
     rules = rules_for(version, v1)
     counted = KERNELS_BYTES
     if not rules.non_torch_growth_only:
         counted += CUDA_CONTEXT_BYTES  # absolute: mem_get_info used - torch allocated
+    at_init = rules.nccl_connects_at_init and nvswitch_hopper
+
+    def communicator(ranks: int) -> int:
+        return nccl_init_bytes(ranks) if at_init else NCCL_COMMUNICATOR_BYTES
+
     if not rules.snapshot_after_nccl:
         if tp > 1:
-            counted += NCCL_COMMUNICATOR_BYTES + CUSTOM_ALLREDUCE_BYTES
+            counted += communicator(tp) + CUSTOM_ALLREDUCE_BYTES
+            if at_init and rules.v1:
+                counted += communicator(tp)  # torch's, for the sampler's logits
         if pp > 1:
             counted += NCCL_COMMUNICATOR_BYTES
         if rules.v1 and dp > 1:
-            counted += NCCL_COMMUNICATOR_BYTES
+            counted += communicator(dp)
+            if at_init and moe:
+                counted += communicator(dp)  # torch's, for the naive dispatch's broadcasts
         if rules.v1 and moe and tp * dp > 1:
             counted += NCCL_COMMUNICATOR_BYTES
     if tp > 1 and (not rules.v1 or rules.profile_logits_all_tokens):

@@ -275,6 +275,46 @@ def test_non_torch_by_version():
         dev.NCCL_COMMUNICATOR_BYTES + dev.CUSTOM_ALLREDUCE_BYTES  # dense: no EP group
 
 
+def test_nccl_connects_at_init_on_nvswitch_hopper():
+    """0.9.2-0.10.1 set NCCL_CUMEM_ENABLE=0, so torch 2.7's NCCL 2.26 connects every algorithm
+    when a communicator is made (init.cc: runtimeConn needs cuMem), after the worker's memory
+    snapshot; on an HGX Hopper board that is, per rank inside the chain (NCCL 2.26.2's p2p.cc,
+    generic.cc, nvls.cc and net.cc): 24 channels x (ring + tree) x (2 + 10) MiB, NVLink SHARP
+    16 x 2 x 1 MiB per rank of the node + 2 MiB of credits, and the proxy's shared buffer of
+    32 x 16 x 512 KiB."""
+    from kvplan.engines.vllm import memory as vp
+
+    mib = 2**20
+    eight = 24 * 2 * 12 * mib + (16 * 2 * 8 + 2) * mib + 256 * mib
+    assert eight == 1090 * mib == dev.nccl_init_bytes(8)
+    assert dev.nccl_init_bytes(4) == (576 + 130 + 256) * mib
+    assert dev.nccl_init_bytes(2) == (288 + 256) * mib  # the tree reuses the ring; no NVLS
+    # The two eight-H100 TP logs of DaisukeTakai/eval_dataset (vLLM 0.10.0) print "Available
+    # KV cache memory" per rank: ranks 1-6 55.62 GiB, rank 0 55.71, rank 7 56.08 (Qwen3-32B;
+    # the Qwen3-235B run: 35.65, 35.74, 36.12). The chain's first rank holds no tree send
+    # buffer (2 MiB) and its last no tree receive buffer (10 MiB) on each of 24 channels, in
+    # each of two communicators -- the TP group's pynccl and torch's, which the sampler's
+    # logits all-gather makes during the profile run.
+    assert abs(2 * 24 * 2 * mib - (55.71 - 55.62) * 2**30) < 0.006 * 2**30
+    assert abs(2 * 24 * 10 * mib - (56.08 - 55.62) * 2**30) < 0.011 * 2**30
+    assert abs(2 * 24 * 10 * mib - (36.12 - 35.65) * 2**30) < 0.011 * 2**30
+    tp8 = dev.KERNELS_BYTES + 2 * eight + dev.CUSTOM_ALLREDUCE_BYTES
+    assert vp.non_torch_bytes((0, 10, 0), tp=8, nvswitch_hopper=True) == tp8
+    assert vp.non_torch_bytes((0, 9, 2), tp=8, nvswitch_hopper=True) == tp8
+    # DP 8 of an MoE model: the DP group's pynccl and torch's, which the naive all-to-all
+    # dispatch's broadcasts make; the EP group keeps its nominal communicator
+    assert vp.non_torch_bytes((0, 10, 1), dp=8, moe=True, nvswitch_hopper=True) == \
+        dev.KERNELS_BYTES + 2 * eight + dev.NCCL_COMMUNICATOR_BYTES
+    # not on other GPUs, nor from 0.10.2 (cuMem on: NCCL connects at first use)
+    for version, nvswitch in (((0, 10, 0), False), ((0, 10, 2), True), ((0, 9, 1), True)):
+        assert vp.non_torch_bytes(version, tp=8, nvswitch_hopper=nvswitch) == \
+            dev.KERNELS_BYTES + dev.NCCL_COMMUNICATOR_BYTES + dev.CUSTOM_ALLREDUCE_BYTES
+    assert dev.on_nvswitch_hopper("H100 SXM") and dev.on_nvswitch_hopper("NVIDIA H20")
+    assert dev.on_nvswitch_hopper("NVIDIA H100 80GB HBM3")
+    assert not dev.on_nvswitch_hopper("NVIDIA H100 PCIe")
+    assert not dev.on_nvswitch_hopper("H200 NVL") and not dev.on_nvswitch_hopper(None)
+
+
 def test_cudagraphs_from_0_20_unless_eager():
     from kvplan.engines.vllm import memory as vp
 
