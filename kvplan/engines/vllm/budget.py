@@ -41,6 +41,12 @@ from kvplan.engines.vllm.config import (
     rules_for,
     unified_memory_note,
 )
+from kvplan.engines.vllm.mm_profile import (
+    MmItemProfile,
+    deepstack_buffer_bytes,
+    qwen3_vl_profile,
+    qwen3_vl_profile_note,
+)
 
 
 def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, ...] | None = None,
@@ -78,6 +84,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
         default_gpu_memory_utilization(ver)
     if not 0 < util <= 1:
         raise BadInputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
+    summed = False  # the weights summed from the tensor inventory
     if stage_weights_bytes is not None:
         per_stage, weights_how = list(stage_weights_bytes), "given per stage"
     else:
@@ -90,7 +97,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                                             expert_load=expert_load, partition=pp_layers,
                                             every_stage_ends=ends)
         per_stage = list(stages)
-        if from_inventory(weights_how):
+        summed = from_inventory(weights_how)
+        if summed:
             # what vLLM subtracts: the weights as memory_allocated counts them (allocator
             # blocks, rotary caches), not the tensors' own bytes
             per_stage = list(loaded_weights(spec, load_name(spec, weights), tp, pp,
@@ -113,6 +121,11 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                               enable_chunked_prefill=enable_chunked_prefill, v1=v1,
                               spec=spec)
     shapes = profile_shapes(spec, dims)
+    mm, mm_buffers, mm_note = multimodal_profile(spec, profiled_vision, mm_limits, ver, batch,
+                                                 spec.context_tokens(max_model_len))
+    if summed and mm_buffers:
+        # allocated in the model's __init__, on every rank: inside the load vLLM measures
+        per_stage = [w + mm_buffers for w in per_stage]
     if activation_bytes is not None:
         acts = [activation_bytes] * pp
     else:
@@ -123,7 +136,9 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                                    last_stage=i == pp - 1,
                                    flashinfer_sampler=flashinfer_sampler, fp8_moe=fp8_moe,
                                    vision=profiled_vision, v1=v1,
-                                   v2_runner=vp.uses_v2_runner(spec, ver, v1)).peak_bytes
+                                   v2_runner=vp.uses_v2_runner(spec, ver, v1),
+                                   mm_held_bytes=mm.held_bytes if mm else 0
+                                   ).peak_bytes
                 for i in range(pp)]
     data_parallel = max(dp, ep // tp)
     non_torch = vp.non_torch_bytes(ver, tp, pp, data_parallel, bool(spec.num_experts), v1,
@@ -189,6 +204,17 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                      f"{encoder.tokens_per_item:,} embeddings (encoder pass "
                      f"{encoder.pass_bytes:,} B; their {encoder.cache_bytes:,} B of embeddings "
                      "held through the forward and sampler)")
+    if activation_bytes is None and mm is not None:
+        notes.append(f"VLM encoder profile: {mm.num_items:,} dummy {mm.modality} item(s) of "
+                     f"{mm.tokens_per_item:,} tokens ({mm.soft_tokens_per_item:,} embeddings); "
+                     f"held through the forward: the encoder cache {mm.cache_bytes:,} B, the "
+                     f"encoder output {mm.output_bytes:,} B, the pixel values "
+                     f"{mm.pixel_bytes:,} B (the encoder pass's own peak not modelled)")
+    if summed and mm_buffers:
+        notes.append(f"weights: with the model's deepstack input buffers ({mm_buffers:,} B, "
+                     "allocated at load)")
+    if mm_note and activation_bytes is None:
+        notes.append(mm_note)
     if shapes.estimated and activation_bytes is None:
         notes.append("model dimensions estimated from the spec (hidden = heads x head_dim)")
     if compute_capability(gpu_arch) in INTEGRATED_CAPABILITIES and non_torch_bytes is None:
@@ -197,6 +223,24 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                   requested_int, tuple(per_stage), tuple(acts), non_torch, graphs,
                   available, tuple(notes), max_num_seqs=batch.max_num_seqs,
                   max_num_batched_tokens=batch.max_num_batched_tokens)
+
+
+def multimodal_profile(spec: ModelSpec, profiled: VisionTower | None, mm_limits: str | None,
+                       version: tuple[int, ...], batch: vp.BatchSettings, max_model_len: int
+                       ) -> tuple[MmItemProfile | None, int, str | None]:
+    """A model-specific multimodal profile (kvplan.engines.vllm.mm_profile: Qwen3-VL): the
+    items V1's profile run encodes and what they hold, the buffers the model allocates at
+    load, and a note naming what is not modelled; (None, 0, None) for other towers."""
+    from kvplan.engines.settings import MM_DEFAULT_LIMIT
+    from kvplan.engines.settings import mm_limits as held_limits
+
+    if profiled is None or profiled.kind != "qwen3_vl" or not vp.is_v1(version):
+        return None, 0, None
+    video = held_limits(mm_limits).get("video", MM_DEFAULT_LIMIT)
+    mm = qwen3_vl_profile(profiled, max_model_len, batch.max_num_batched_tokens,
+                          batch.max_num_seqs, version, video, batch.chunked_prefill)
+    buffers = deepstack_buffer_bytes(spec, batch.max_num_batched_tokens, version)
+    return mm, buffers, None if mm is not None else qwen3_vl_profile_note(spec, version)
 
 
 def text_only_towers(spec: ModelSpec, mm_limits: str | None, version: tuple[int, ...]

@@ -422,12 +422,17 @@ def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ..
                     tp: int = 1, ep: int = 1, dp: int = 1,
                     last_stage: bool = True, flashinfer_sampler: bool = False,
                     fp8_moe: bool = False, vision: VisionTower | None = None,
-                    v1: bool | None = None, v2_runner: bool = False) -> ActivationPeak:
+                    v1: bool | None = None, v2_runner: bool = False,
+                    mm_held_bytes: int = 0) -> ActivationPeak:
+    """The profile run's torch peak; `mm_held_bytes`: what a model's multimodal profile
+    holds through the forward beside the generic encoder profile's cache
+    (kvplan.engines.vllm.mm_profile, Qwen3-VL)."""
     rules = rules_for(version, v1)
     fwd = forward_bytes(shapes, batch.max_num_batched_tokens, tp, ep, dp,
                         rules.moe_unchunked, fp8_moe)
     enc = encoder_profile(vision, shapes.hidden_size, batch, version, tp, v1)
     enc_pass, enc_cache = (enc.pass_bytes, enc.cache_bytes) if enc else (0, 0)
+    enc_cache += mm_held_bytes
     buffers = runner_buffers_bytes(shapes, batch, version, v1, v2_runner=v2_runner,
                                    last_stage=last_stage)
     if not last_stage:

@@ -1,0 +1,155 @@
+"""Qwen3-VL's part of vLLM V1's multimodal profile, per release: the dummy video the profile
+run encodes, the encoder cache it fills, and the buffers the model allocates at load.
+
+`gpu_model_runner.py::profile_run` (0.11.0-0.14.0) asks the processor for the modality
+with the most tokens per item (`MultiModalBudget`, v1/worker/utils.py;
+`multimodal/registry.py::get_max_tokens_per_item_by_modality`), builds
+`max(1, min(encoder budget // tokens per item, max_num_seqs x items per prompt))` dummy items
+of it (`_get_mm_dummy_batch`), runs them through the encoder (`embed_multimodal`), and
+keeps their outputs in `encoder_cache` through the dummy forward and the sampler warm-up.
+Up to 0.12 each output with fewer rows than the item's tokens is first widened with
+`new_zeros` (to the encoder budget in 0.11, to the item's tokens in 0.12), and three things
+stay alive while the forward runs: the widened cache, the encoder's own output (the loop variable
+`output` still holds the last item's view of it) and the dummy batch's pixel values on the
+device (`batched_dummy_mm_inputs`, in the model dtype: `multimodal/processing.py`
+`_postprocess_output` casts the processor's floating tensors). From 0.13.0 the outputs go
+into `encoder_cache` as they are, no longer widened.
+
+Qwen3-VL (`model_executor/models/qwen3_vl.py`, `Qwen3VLProcessingInfo`): video has the most
+tokens per item. `get_num_frames_with_most_features` takes `_MAX_FRAMES_PER_VIDEO` = 24,576
+frames once the model length holds every smaller count (see `qwen3_vl_video`), and the
+video processor's `smart_resize` scales frames of the largest image down until
+frames x height x width is at most the checkpoint's video `longest_edge`, 24,576 x 32 x 32
+pixels (the file's "official recommended max pixels"; Qwen3-VL checkpoints'
+video_preprocessor_config.json): 32 x 32-pixel frames, one merged token per pair of frames.
+0.11-0.12 count a video item as `int(12.5 x soft tokens)` (`get_max_video_tokens`: the
+timestamp text and the vision start, video and end tokens around each one); 0.13.0 and
+0.14.0 count the soft tokens alone. The encoder's output is `out_hidden_size x (1 +
+deepstack levels)` wide (`Qwen3_VisionTransformer.out_hidden_size`). Read in the wheels of
+0.11.0, 0.12.0, 0.13.0 and 0.14.0. Not modelled: the pass through the encoder itself (its
+own activation peak, for the dummy video's 49,152 patches of 1,152 a few hundred MB, below
+the forward it precedes), and the image item, whose size needs the image processor's
+longest_edge, which config.json does not give.
+"""
+
+from __future__ import annotations
+
+from kvplan.core.record import record
+from kvplan.core.spec import ModelSpec, VisionTower
+from kvplan.engines.shared.activations import ACTIVATION_BYTES
+from kvplan.engines.shared.releases import release
+
+# qwen3_vl.py _MAX_FRAMES_PER_VIDEO and its video processor's longest_edge (24,576 x 32 x 32)
+QWEN3_VL_MAX_FRAMES = 24576
+QWEN3_VL_RESIZE_FACTOR = 32  # patch_size x spatial_merge_size of the checkpoints read
+# get_max_video_tokens: soft tokens x 12.5 (as 25 / 2) up to 0.12.x; the soft tokens from 0.13
+QWEN3_VL_FORMATTED_NUM, QWEN3_VL_FORMATTED_DEN = 25, 2
+QWEN3_VL_SOFT_TOKENS_FROM = (0, 13, 0)
+# profile_run widens each output to the encoder budget (0.11) or to the item's tokens (0.12)
+QWEN3_VL_WIDEN_TO_ITEM_FROM = (0, 12, 0)
+QWEN3_VL_READ_FROM = (0, 11, 0)  # qwen3_vl.py first ships in 0.11.0
+QWEN3_VL_READ_UNTIL = (0, 14, 99)  # the last line read (0.14.0)
+# Below this model length the frame search of get_num_frames_with_most_features stops early:
+# a video of n frames has at most 4/3 x 12,288 soft tokens (n = 3, t rounded up to 4)
+QWEN3_VL_MIN_MODEL_LEN = 16384
+
+
+@record
+class MmItemProfile:
+    """One release's multimodal profile of a model: the modality profiled, its tokens per item
+    as the encoder budget counts them, the items encoded, and the bytes held through the dummy
+    forward (the widened cache, the encoder's own output, the pixel values)."""
+
+    modality: str
+    tokens_per_item: int
+    soft_tokens_per_item: int
+    num_items: int
+    cache_bytes: int
+    output_bytes: int
+    pixel_bytes: int
+
+    @property
+    def held_bytes(self) -> int:
+        return self.cache_bytes + self.output_bytes + self.pixel_bytes
+
+
+def qwen3_vl_read(version: tuple[int, ...]) -> bool:
+    """Whether `version` is a release whose Qwen3-VL profile kvplan has read (0.11-0.14)."""
+    return QWEN3_VL_READ_FROM <= release(version) <= QWEN3_VL_READ_UNTIL
+
+
+def qwen3_vl_video(vision: VisionTower, max_model_len: int) -> tuple[int, int] | None:
+    """(soft tokens, patches) of Qwen3-VL's dummy video: 24,576 frames of 32 x 32 pixels,
+    `frames / temporal_patch_size` merged tokens of `spatial_merge_size^2` patches each.
+    None where the model length stops the frame search early or the patch grid is not the
+    checkpoints' 16-pixel patch merged 2 x 2."""
+    merge = 2
+    if vision.patch_size * merge != QWEN3_VL_RESIZE_FACTOR or not vision.temporal_patch_size:
+        return None
+    if max_model_len < QWEN3_VL_MIN_MODEL_LEN:
+        return None
+    soft = QWEN3_VL_MAX_FRAMES // vision.temporal_patch_size
+    return soft, soft * merge * merge
+
+
+def qwen3_vl_profile(vision: VisionTower, max_model_len: int, max_num_batched_tokens: int,
+                     max_num_seqs: int, version: tuple[int, ...],
+                     video_limit: int = 999, chunked_prefill: bool = True
+                     ) -> MmItemProfile | None:
+    """Qwen3-VL's dummy video batch and what it leaves held through the forward (module
+    docstring), for a release read; None where kvplan has not read the release, the model
+    length stops the frame search early, or video is off (the image item's size needs the
+    image processor's longest_edge, which config.json does not give)."""
+    if vision.kind != "qwen3_vl" or not qwen3_vl_read(version) or video_limit <= 0:
+        return None
+    video = qwen3_vl_video(vision, max_model_len)
+    if video is None:
+        return None
+    soft, patches = video
+    formatted = release(version) < QWEN3_VL_SOFT_TOKENS_FROM
+    tokens = soft * QWEN3_VL_FORMATTED_NUM // QWEN3_VL_FORMATTED_DEN if formatted else soft
+    # compute_mm_encoder_budget: max(max_num_batched_tokens, tokens per item), both budgets
+    budget = max(max_num_batched_tokens, tokens)
+    # MultiModalBudget.get_max_items
+    per_prompt = max(1, min(video_limit, max_model_len // tokens))
+    seqs = max_num_seqs if chunked_prefill else \
+        min(max_num_seqs, max_num_batched_tokens // tokens)
+    items = max(1, min(budget // tokens, seqs * per_prompt))
+    width = vision.output_dim * (1 + vision.num_deepstack)
+    output = items * soft * width * ACTIVATION_BYTES
+    if not formatted:  # 0.13 on: the outputs are the cache
+        cache, output = output, 0
+    else:
+        rows = tokens if release(version) >= QWEN3_VL_WIDEN_TO_ITEM_FROM else budget
+        cache = items * max(rows, soft) * width * ACTIVATION_BYTES
+    pixel_row = vision.num_channels * vision.temporal_patch_size * vision.patch_size ** 2
+    pixels = items * patches * pixel_row * ACTIVATION_BYTES
+    return MmItemProfile("video", tokens, soft, items, cache, output, pixels)
+
+
+def qwen3_vl_profile_note(spec: ModelSpec, version: tuple[int, ...]) -> str | None:
+    """What the budget says where a Qwen3-VL tower's profile is not modelled."""
+    vision = spec.vision
+    if vision is None or vision.kind != "qwen3_vl":
+        return None
+    named = ".".join(map(str, version))
+    return (f"Qwen3-VL's multimodal profile under vLLM {named} is not modelled (read: "
+            "0.11-0.14 with video on and max_model_len >= 16,384): the encoder cache of the "
+            "dummy video, its encoder output and pixel values are missing from the activation "
+            "peak, as are the deepstack input buffers from the weights, and the KV cache may "
+            "be smaller by as much")
+
+
+def deepstack_buffer_bytes(spec: ModelSpec, max_num_batched_tokens: int,
+                           version: tuple[int, ...]) -> int:
+    """Qwen3-VL's deepstack input buffers, allocated in `__init__` and so counted in the
+    weights vLLM logs: one (max_num_batched_tokens, text hidden) tensor per deepstack level
+    in the model dtype (`Qwen3VLForConditionalGeneration.__init__`, 0.11.0-0.14.0); 0 for
+    other models and releases not read."""
+    vision = spec.vision
+    if vision is None or vision.kind != "qwen3_vl" or not vision.num_deepstack:
+        return 0
+    if not qwen3_vl_read(version):
+        return 0
+    hidden = spec.hidden_size or vision.output_dim  # the merger projects into the text width
+    return vision.num_deepstack * max_num_batched_tokens * hidden * ACTIVATION_BYTES
