@@ -122,7 +122,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                               spec=spec)
     shapes = profile_shapes(spec, dims)
     mm, mm_buffers, mm_note = multimodal_profile(spec, profiled_vision, mm_limits, ver, batch,
-                                                 spec.context_tokens(max_model_len))
+                                                 spec.context_tokens(max_model_len), v1)
     if summed and mm_buffers:
         # allocated in the model's __init__, on every rank: inside the load vLLM measures
         per_stage = [w + mm_buffers for w in per_stage]
@@ -226,7 +226,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
 
 
 def multimodal_profile(spec: ModelSpec, profiled: VisionTower | None, mm_limits: str | None,
-                       version: tuple[int, ...], batch: vp.BatchSettings, max_model_len: int
+                       version: tuple[int, ...], batch: vp.BatchSettings, max_model_len: int,
+                       v1: bool | None = None
                        ) -> tuple[MmItemProfile | None, int, str | None]:
     """A model-specific multimodal profile (kvplan.engines.vllm.mm_profile: Qwen3-VL): the
     items V1's profile run encodes and what they hold, the buffers the model allocates at
@@ -234,7 +235,7 @@ def multimodal_profile(spec: ModelSpec, profiled: VisionTower | None, mm_limits:
     from kvplan.engines.settings import MM_DEFAULT_LIMIT
     from kvplan.engines.settings import mm_limits as held_limits
 
-    if profiled is None or profiled.kind != "qwen3_vl" or not vp.is_v1(version):
+    if profiled is None or profiled.kind != "qwen3_vl" or not vp.is_v1(version, v1):
         return None, 0, None
     video = held_limits(mm_limits).get("video", MM_DEFAULT_LIMIT)
     mm = qwen3_vl_profile(profiled, max_model_len, batch.max_num_batched_tokens,

@@ -1,35 +1,15 @@
 """Qwen3-VL's part of vLLM V1's multimodal profile, per release: the dummy video the profile
-run encodes, the encoder cache it fills, and the buffers the model allocates at load.
+run encodes, what it leaves held through the dummy forward, and the buffers the model
+allocates at load.
 
-`gpu_model_runner.py::profile_run` (0.11.0-0.14.0) asks the processor for the modality
-with the most tokens per item (`MultiModalBudget`, v1/worker/utils.py;
-`multimodal/registry.py::get_max_tokens_per_item_by_modality`), builds
-`max(1, min(encoder budget // tokens per item, max_num_seqs x items per prompt))` dummy items
-of it (`_get_mm_dummy_batch`), runs them through the encoder (`embed_multimodal`), and
-keeps their outputs in `encoder_cache` through the dummy forward and the sampler warm-up.
-Up to 0.12 each output with fewer rows than the item's tokens is first widened with
-`new_zeros` (to the encoder budget in 0.11, to the item's tokens in 0.12), and three things
-stay alive while the forward runs: the widened cache, the encoder's own output (the loop variable
-`output` still holds the last item's view of it) and the dummy batch's pixel values on the
-device (`batched_dummy_mm_inputs`, in the model dtype: `multimodal/processing.py`
-`_postprocess_output` casts the processor's floating tensors). From 0.13.0 the outputs go
-into `encoder_cache` as they are, no longer widened.
-
-Qwen3-VL (`model_executor/models/qwen3_vl.py`, `Qwen3VLProcessingInfo`): video has the most
-tokens per item. `get_num_frames_with_most_features` takes `_MAX_FRAMES_PER_VIDEO` = 24,576
-frames once the model length holds every smaller count (see `qwen3_vl_video`), and the
-video processor's `smart_resize` scales frames of the largest image down until
-frames x height x width is at most the checkpoint's video `longest_edge`, 24,576 x 32 x 32
-pixels (the file's "official recommended max pixels"; Qwen3-VL checkpoints'
-video_preprocessor_config.json): 32 x 32-pixel frames, one merged token per pair of frames.
-0.11-0.12 count a video item as `int(12.5 x soft tokens)` (`get_max_video_tokens`: the
-timestamp text and the vision start, video and end tokens around each one); 0.13.0 and
-0.14.0 count the soft tokens alone. The encoder's output is `out_hidden_size x (1 +
-deepstack levels)` wide (`Qwen3_VisionTransformer.out_hidden_size`). Read in the wheels of
-0.11.0, 0.12.0, 0.13.0 and 0.14.0. Not modelled: the pass through the encoder itself (its
-own activation peak, for the dummy video's 49,152 patches of 1,152 a few hundred MB, below
-the forward it precedes), and the image item, whose size needs the image processor's
-longest_edge, which config.json does not give.
+`gpu_model_runner.py::profile_run` (0.11.0-0.14.0) encodes `max(1, min(encoder budget //
+tokens per item, max_num_seqs x items per prompt))` items of the modality with the most
+tokens per item and keeps their outputs in `encoder_cache` through the forward and the
+sampler warm-up; up to 0.12 each output is widened to the item's tokens, and the raw output
+and the pixel values stay alive too. Qwen3-VL's largest item is a video of 24,576 frames of
+32 x 32 pixels (`qwen3_vl.py` `_MAX_FRAMES_PER_VIDEO`, the checkpoints' video longest_edge):
+12,288 merged tokens, counted as 12.5 x that in 0.11-0.12. The source read, what is not
+modelled and the logs it was checked against: docs/engine-kv-sizing.md §7.12.
 """
 
 from __future__ import annotations
