@@ -46,6 +46,10 @@ class Rules:
     # MLA); FlashMLA (64 only) and CUTLASS MLA (128 only) refuse it.
     block_size_256: bool
     # the profile run (worker.py / gpu_worker.py determine_available_memory)
+    # memory outside torch's allocations counts at all: worker.py profile_num_available_blocks
+    # takes `total - free` (torch.cuda.mem_get_info) after profile_run from 0.2.5; 0.2.0-0.2.4
+    # subtract `torch.cuda.max_memory_allocated()` alone (the 0.2.3 and 0.2.4 wheels)
+    non_torch_counted: bool
     non_torch_growth_only: bool  # non-torch memory counted from a snapshot, not absolutely
     snapshot_after_nccl: bool  # init_device takes that snapshot after NCCL is set up
     # env_override.py sets NCCL_CUMEM_ENABLE=0 (unless /dev/nvidia-caps-imex-channels exists)
@@ -130,9 +134,12 @@ def _release(release: tuple[int, int, int], **changed: Any) -> None:
     RULES[release] = replace(RULES[max(RULES)], **changed)
 
 
-RULES[(0, 6, 0)] = Rules(
+# the first row: what 0.6.0's source showed, which kvplan also takes for the releases before
+# it but for what their wheels showed otherwise (the row of 0.2.0 below)
+RULES[(0, 2, 5)] = Rules(
     v1=False, max_num_seqs_by_gpu=False, v0_chunked_prefill_tokens=512, big_gpu_tier=False,
-    gpu_memory_utilization=0.9, block_size_256=False, non_torch_growth_only=False,
+    gpu_memory_utilization=0.9, block_size_256=False, non_torch_counted=True,
+    non_torch_growth_only=False,
     snapshot_after_nccl=False, nccl_connects_at_init=False, flashinfer_sampler_default=False,
     triton_top_k_top_p=False,
     native_sampler_warmup=False, moe_unchunked=False, profile_logits_all_tokens=False,
@@ -150,6 +157,10 @@ RULES[(0, 6, 0)] = Rules(
     mamba_cache_mode="legacy", align_hybrid_block_size=False, mla_backend_priorities=False,
     kda_prefill_checkpoints=False, mamba2_prefill_checkpoints=False,
     gdn_prefill_checkpoints=False, deepseek_v4=False)
+# worker.py profile_num_available_blocks: `peak_memory = torch.cuda.max_memory_allocated()`
+# in the 0.2.3 and 0.2.4 wheels (the CUDA context, NCCL and torch's cached segments are not
+# subtracted); `total_gpu_memory - free_gpu_memory` after profile_run from the 0.2.5 wheel
+RULES[(0, 2, 0)] = replace(RULES[(0, 2, 5)], non_torch_counted=False)
 # worker.py: memory_profiling against the worker's baseline_snapshot (PR #10511)
 _release((0, 6, 5), non_torch_growth_only=True)
 _release((0, 7, 0), v0_chunked_prefill_tokens=2048)  # SchedulerConfig.__post_init__

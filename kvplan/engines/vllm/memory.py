@@ -464,6 +464,8 @@ def non_torch_bytes(version: tuple[int, ...], tp: int = 1, pp: int = 1, dp: int 
     all_gather`), and for MoE models DP's, when the naive all-to-all dispatch broadcasts
     (`NaiveAll2AllManager.naive_multicast`); the logs: docs/engine-accuracy.md section 9."""
     rules = rules_for(version, v1)
+    if not rules.non_torch_counted:
+        return 0  # 0.2.0-0.2.4: torch.cuda.max_memory_allocated() alone
     counted = KERNELS_BYTES
     if not rules.non_torch_growth_only:
         counted += CUDA_CONTEXT_BYTES  # absolute: mem_get_info used - torch allocated

@@ -31,7 +31,8 @@ def test_a_release_between_rows_has_the_earlier_rows_rules():
     assert rules_for((0, 33)) == RULES[(0, 33, 0)]
     assert not rules_for((0, 8)).max_num_seqs_by_gpu and rules_for((0, 8, 5)).max_num_seqs_by_gpu
     # older than the first row read: the first row's rules
-    assert rules_for((0, 5, 4)) == RULES[min(RULES)]
+    assert rules_for((0, 1, 7)) == RULES[min(RULES)]
+    assert rules_for((0, 5, 4)) == RULES[(0, 2, 5)]
     assert not rules_for((0, 5, 4)).v1 and rules_for((0, 8, 0)).v1  # envs.py VLLM_USE_V1
 
 
@@ -39,3 +40,21 @@ def test_rows_hold_only_switches_named_for_what_they_do():
     # every field is a bool, a count or a named mode; no version tuples inside a row
     for f in fields(Rules):
         assert f.type in ("bool", "int", "float", "str"), f.name
+
+
+def test_02x_before_025_subtracts_the_torch_peak_alone():
+    """worker.py profile_num_available_blocks: the 0.2.3 and 0.2.4 wheels subtract
+    `torch.cuda.max_memory_allocated()` after profile_run from `total x utilization`, so
+    nothing outside torch's allocations counts; the 0.2.5 wheel (and 0.2.7, 0.3.0) subtracts
+    `total - free` from torch.cuda.mem_get_info(), the CUDA context and NCCL included."""
+    from kvplan.engines.vllm.memory import non_torch_bytes
+
+    mib = 2**20
+    assert not rules_for((0, 2, 4)).non_torch_counted
+    assert rules_for((0, 2, 5)).non_torch_counted and rules_for((0, 3, 0)).non_torch_counted
+    assert non_torch_bytes((0, 2, 4), tp=2) == 0
+    # what 0.2.5 counts at TP 2 and 0.2.4 does not: the CUDA context (296 MiB), the kernels
+    # (64), the TP group's pynccl communicator (64) and custom all-reduce buffer (8), and
+    # torch's communicator made by the driver's logits gather (64): the 496 MiB a GPU that
+    # vllm-i2136-codellama-13b-2x4090-v024 (tests/fixtures/launch/index.yaml) gains back
+    assert non_torch_bytes((0, 2, 5), tp=2) == (296 + 64 + 64 + 8 + 64) * mib
