@@ -38,9 +38,6 @@ with CORPUS.open() as handle:
 KNOWN_MISSES = {
     "vllm-i21348-qwen3-235b-fp8-4xh100": "0.46 GiB a GPU beside NCCL's, with the LMCache "
                                           "connector (not modelled)",
-    "sglang-i21348-qwen3-235b-fp8-4xh100": "1.3 GiB a GPU less free after the load: a "
-                                           "1.89 GiB pre-load init (kvplan 0.5) would close "
-                                           "it; the post prints neither avail-mem reading",
     "vllm-i27508-gpt-oss-120b-h100-mnbt1024": "0.08 GiB the card's total (79.11 GiB in the "
                                               "thread's OOM); 0.14 GiB outside the torch "
                                               "peak; a candidate: non-torch growth (0.16 GiB in "

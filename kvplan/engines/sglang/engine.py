@@ -76,7 +76,8 @@ class SglangEngine(BaseEngine):
                             version=parse_version(dep.engine_version),
                             mem_fraction_static=dep.memory_fraction,
                             weights=dep.weights_dtype, weights_bytes=dep.weights_bytes,
-                            dims=dep.dims, dp=dep.dp, dp_attention=self._dp_attention(dep))
+                            dims=dep.dims, dp=dep.dp, dp_attention=self._dp_attention(dep),
+                            gpu_name=dep.gpu_name)
         prof = profile(dep.spec, config, mem.free_before_load_bytes,
                        mem.free_after_load_bytes, mem.mem_fraction_static)
         return self._pooled(dep, prof, mem.weights_bytes,

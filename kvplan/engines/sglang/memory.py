@@ -16,12 +16,22 @@ from kvplan.core.errors import NoKVMemoryError
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 from kvplan.core.units import human_bytes
-from kvplan.engines.shared.device import GIB
+from kvplan.engines.shared.device import GIB, MIB, nccl_init_bytes, on_nvswitch_hopper
 from kvplan.engines.shared.loading import loaded_weight_bytes as replay
 from kvplan.engines.shared.releases import row_for
 from kvplan.engines.shared.weights import ModelDims, from_inventory, load_name, stage_weights
 
-SGLANG_INIT_BYTES = int(0.5 * GIB)  # CUDA context + NCCL before SGLang measures free memory
+# what a GPU holds before SGLang's reading of free memory before the load, beside the NCCL
+# buffers `sglang_init_bytes` adds where it models them: the CUDA context and the process's own
+# (the single-GPU H100 logs read 0.38 GiB under 0.4.1 and 0.71 GiB under 0.5.23)
+SGLANG_INIT_BYTES = int(0.5 * GIB)
+# The custom all-reduce each TP rank sets up in init_torch_distributed, before that reading,
+# at TP 2, 4, 6 or 8 (distributed/device_communicators/custom_all_reduce.py
+# CustomAllreduce.__init__, 0.4.7-0.4.10.post2): two cudaMalloc'd IPC buffers,
+# meta_size() + 8 MiB (rounded up to the driver's 2 MiB pages: 10 MiB) and 8 MiB, and an
+# 8 MiB torch tensor of rank_data
+SGLANG_CUSTOM_ALLREDUCE_BYTES = (10 + 8 + 8) * MIB
+CUSTOM_ALLREDUCE_WORLD_SIZES = (2, 4, 6, 8)  # CustomAllreduce._SUPPORTED_WORLD_SIZES
 
 
 def prefill_graph_sizes(max_tokens: int) -> int:
@@ -47,34 +57,60 @@ class Rules:
     # (pools.kv_cache_dtype_from_checkpoint): "modelopt-nvfp4" (ModelOpt's NVFP4 config
     # only), "modelopt" (every ModelOpt config), "fp8" (Fp8Config), "compressed-tensors"
     kv_dtype_from_checkpoint: tuple[str, ...]
+    # NCCL connects every algorithm when init_torch_distributed makes a group's pynccl
+    # communicator (PyNcclCommunicator: ncclCommInitRank and a warm-up all-reduce), before
+    # the reading taken as the free memory before the load (`min_per_gpu_memory`):
+    # entrypoints/engine.py _set_envs_and_config sets NCCL_CUMEM_ENABLE=0 and
+    # NCCL_NVLS_ENABLE=0 (enable_nccl_nvls off by default), and the release pins torch 2.7.1,
+    # whose NCCL 2.26.2 then connects at init (kvplan.engines.shared.device.nccl_init_bytes).
+    # Read in the 0.4.7, 0.4.8, 0.4.9.post2, 0.4.10 and 0.4.10.post2 wheels; 0.4.6.post5 pins
+    # torch 2.6.0 (NCCL 2.21) and 0.5.0 torch 2.8.0 (NCCL 2.27), whose buffers were not read
+    nccl_connects_at_init: bool
+    # distributed/parallel_state.py initialize_model_parallel also builds the MoE groups,
+    # _MOE_EP over ep ranks and _MOE_TP over tp // ep, each with a pynccl communicator, for
+    # every model (the 0.4.10 wheel; 0.4.9.post2 builds TP and PP only)
+    moe_groups: bool
 
 
 RULES: dict[tuple[int, ...], Rules] = {
     (0, 4, 0): Rules(mem_fraction_by_memory=False, prefill_cuda_graphs=False,  # classic
-                     kv_dtype_from_checkpoint=()),
+                     kv_dtype_from_checkpoint=(), nccl_connects_at_init=False,
+                     moe_groups=False),
+    (0, 4, 7): Rules(mem_fraction_by_memory=False, prefill_cuda_graphs=False,
+                     kv_dtype_from_checkpoint=(), nccl_connects_at_init=True,
+                     moe_groups=False),
+    (0, 4, 10): Rules(mem_fraction_by_memory=False, prefill_cuda_graphs=False,
+                      kv_dtype_from_checkpoint=(), nccl_connects_at_init=True,
+                      moe_groups=True),
     (0, 5, 0): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
-                     kv_dtype_from_checkpoint=()),
+                     kv_dtype_from_checkpoint=(), nccl_connects_at_init=False,
+                     moe_groups=True),
     # model_executor/model_runner.py: with --kv-cache-dtype auto the KV cache is
     # torch.float8_e4m3fn when the model's quant_config has kv_cache_quant_algo "FP8" (first
     # in the 0.5.3 wheel, not in 0.5.2's); in 0.5.3 only ModelOptFp4Config
     # (layers/quantization/modelopt_quant.py) stores that attribute, ModelOptFp8Config keeps
     # kv_cache_quant_method, so a ModelOpt FP8 checkpoint still gets the model dtype
     (0, 5, 3): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
-                     kv_dtype_from_checkpoint=("modelopt-nvfp4",)),
+                     kv_dtype_from_checkpoint=("modelopt-nvfp4",),
+                     nccl_connects_at_init=False, moe_groups=True),
     # 0.5.4: every ModelOpt config inherits ModelOptQuantConfig.kv_cache_quant_algo
     (0, 5, 4): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
-                     kv_dtype_from_checkpoint=("modelopt",)),
+                     kv_dtype_from_checkpoint=("modelopt",), nccl_connects_at_init=False,
+                     moe_groups=True),
     # 0.5.18: layers/quantization/fp8.py Fp8Config.from_config keeps the config's
     # kv_cache_quant_algo (not in 0.5.17's wheel)
     (0, 5, 18): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
-                      kv_dtype_from_checkpoint=("modelopt", "fp8")),
+                      kv_dtype_from_checkpoint=("modelopt", "fp8"),
+                      nccl_connects_at_init=False, moe_groups=True),
     # 0.5.19: compressed_tensors.py CompressedTensorsConfig.kv_cache_quant_algo is "FP8" for a
     # kv_cache_scheme CompressedTensorsKVCacheMethod.is_supported_scheme takes (not in 0.5.18)
     (0, 5, 19): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
-                      kv_dtype_from_checkpoint=("modelopt", "fp8", "compressed-tensors")),
+                      kv_dtype_from_checkpoint=("modelopt", "fp8", "compressed-tensors"),
+                      nccl_connects_at_init=False, moe_groups=True),
     # 0.5.23 keeps the rule in mem_cache/kv_cache_dtype.py configure_kv_cache_dtype
     (0, 5, 23): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=True,
-                      kv_dtype_from_checkpoint=("modelopt", "fp8", "compressed-tensors")),
+                      kv_dtype_from_checkpoint=("modelopt", "fp8", "compressed-tensors"),
+                      nccl_connects_at_init=False, moe_groups=True),
 }
 """release -> its rules; a deployment that names no version has the newest, max(RULES)."""
 
@@ -82,6 +118,26 @@ RULES: dict[tuple[int, ...], Rules] = {
 def rules_for(version: tuple[int, ...] | None) -> Rules:
     """The rules of `version` (None: the newest release read)."""
     return RULES[max(RULES)] if version is None else row_for(RULES, version)
+
+
+def sglang_init_bytes(version: tuple[int, ...] | None = None, tp: int = 1, pp: int = 1, ep: int = 1,
+               gpu_name: str | None = None) -> int:
+    """What a GPU holds when SGLang reads its free memory before the load
+    (`init_torch_distributed`'s `min_per_gpu_memory`, the least over the ranks):
+    SGLANG_INIT_BYTES, and where the release makes NCCL connect at init
+    (`Rules.nccl_connects_at_init`) on an HGX Hopper board (`device.on_nvswitch_hopper`), each
+    pynccl communicator's buffers without NVLink SHARP (`device.nccl_init_bytes`) -- TP's, PP's
+    and, with `Rules.moe_groups`, _MOE_EP's (ep ranks) and _MOE_TP's (tp // ep) -- and the
+    custom all-reduce's (SGLANG_CUSTOM_ALLREDUCE_BYTES). Elsewhere NCCL's buffers are not
+    modelled (docs/engine-accuracy.md section 9)."""
+    rules = rules_for(version)
+    if not (rules.nccl_connects_at_init and on_nvswitch_hopper(gpu_name)):
+        return SGLANG_INIT_BYTES
+    groups = [tp, pp] + ([ep, tp // ep] if rules.moe_groups else [])
+    held = SGLANG_INIT_BYTES + sum(nccl_init_bytes(ranks, nvls=False) for ranks in groups)
+    if tp in CUSTOM_ALLREDUCE_WORLD_SIZES:
+        held += SGLANG_CUSTOM_ALLREDUCE_BYTES
+    return held
 
 
 def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
@@ -159,10 +215,11 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
                   mem_fraction_static: float | None = None, weights: str = "auto",
                   weights_bytes: int | None = None, init_bytes: int | None = None,
                   dims: ModelDims | None = None, dp: int = 1,
-                  dp_attention: bool = False) -> SglangMemory:
+                  dp_attention: bool = False, gpu_name: str | None = None) -> SglangMemory:
     """Predicted free memory before and after loading the weights on the fullest GPU. With
     DP attention the attention weights are split over tp // dp ranks only (replicated across
-    the DP groups) while the MoE layers still span all tp ranks."""
+    the DP groups) while the MoE layers still span all tp ranks. What the GPU holds before
+    the load is `sglang_init_bytes` (by release and GPU) unless `init_bytes` is given."""
     attn_tp = tp // dp if dp_attention and dp > 1 else tp
     ep = tp if attn_tp != tp and spec.num_experts else 1
     stages, weights_how = stage_weights(spec, weights, weights_bytes, attn_tp, pp, dims, ep=ep)
@@ -172,7 +229,8 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
         # segments holding the weights and the fp32 rotary caches, not the tensors' bytes
         stages = loaded_weight_bytes(spec, attn_tp, pp, load_name(spec, weights), ep)
     per_gpu = max(stages)
-    before = gpu_memory_bytes - (SGLANG_INIT_BYTES if init_bytes is None else init_bytes)
+    held = sglang_init_bytes(version, tp, pp, ep, gpu_name) if init_bytes is None else init_bytes
+    before = gpu_memory_bytes - held
     fraction = mem_fraction_static if mem_fraction_static is not None else \
         sglang_default_mem_fraction(gpu_memory_bytes, tp, pp, version, dp, dp_attention,
                                     mla=spec.is_mla)

@@ -64,14 +64,18 @@ def on_nvswitch_hopper(gpu_name: str | None) -> bool:
     return name.removeprefix("nvidia ").strip() in NVSWITCH_HOPPER
 
 
-def nccl_init_bytes(ranks: int) -> int:
+def nccl_init_bytes(ranks: int, nvls: bool = True) -> int:
     """What one NCCL 2.26 communicator of `ranks` GPUs on one NVSwitch Hopper node holds on a
-    rank inside its chain when it connects at init (the terms above)."""
+    rank inside its chain when it connects at init (the terms above). `nvls=False` where the
+    engine sets NCCL_NVLS_ENABLE=0: ncclNvlsInit then returns before it sets nvlsSupport, and
+    no NVLink SHARP buffer is made (nvls.cc)."""
     if ranks < 2:
         return 0
     links = 2 if ranks > 2 else 1  # the ring's connection, and the tree's other one
-    nvls = NCCL_NVLS_BYTES_PER_RANK * ranks + NCCL_NVLS_CREDIT_BYTES if ranks > 2 else 0
-    return NCCL_HOPPER_CHANNELS * links * NCCL_CONNECTION_BYTES + nvls + NCCL_SHARED_NET_BYTES
+    nvls_bytes = NCCL_NVLS_BYTES_PER_RANK * ranks + NCCL_NVLS_CREDIT_BYTES \
+        if nvls and ranks > 2 else 0
+    return NCCL_HOPPER_CHANNELS * links * NCCL_CONNECTION_BYTES + nvls_bytes + \
+        NCCL_SHARED_NET_BYTES
 
 
 def compute_capability(gpu_arch: str) -> tuple[int, int] | None:

@@ -112,3 +112,59 @@ def test_sglang_memory_takes_the_weights_off_the_free_memory():
     mem = sglang.sglang_memory(LLAMA8B, 80 * GIB, mem_fraction_static=0.9, dims=LLAMA8B_DIMS)
     assert mem.free_before_load_bytes == 80 * GIB - sglang.SGLANG_INIT_BYTES
     assert mem.free_after_load_bytes == mem.free_before_load_bytes - 8030261248 * 2
+
+
+def test_sglang_047_to_0410_hold_nccl_connected_before_the_load_on_hgx_hopper():
+    """0.4.7-0.4.10.post2 (wheels read): entrypoints/engine.py _set_envs_and_config sets
+    NCCL_CUMEM_ENABLE=0 and NCCL_NVLS_ENABLE=0, the wheel pins torch 2.7.1 (NCCL 2.26.2,
+    which then connects ring and tree at ncclCommInitRank), and init_torch_distributed makes
+    the TP group's pynccl communicator and custom all-reduce before it reads
+    min_per_gpu_memory, the pool rule's free memory before the load. 0.4.10 adds the
+    _MOE_EP / _MOE_TP groups' communicators (parallel_state.py initialize_model_parallel)."""
+    rules = sglang_memory.rules_for
+    assert not rules((0, 4, 6)).nccl_connects_at_init  # torch 2.6.0 (NCCL 2.21): not read
+    assert rules((0, 4, 7)).nccl_connects_at_init and rules((0, 4, 9)).nccl_connects_at_init
+    assert not rules((0, 4, 9)).moe_groups and rules((0, 4, 10)).moe_groups
+    assert not rules((0, 5, 0)).nccl_connects_at_init  # torch 2.8.0 (NCCL 2.27): not read
+    held = sglang_memory.sglang_init_bytes
+    # NCCL 2.26.2 at four ranks on one NVSwitch node, NVLS off: on each of 24 channels a ring
+    # and a tree connection of 2 MiB (ncclSendMem) + 10 MiB (ncclRecvMem, LL 512 KiB, LL128
+    # 4,800 KiB, Simple 4 MiB, each in 2 MiB IPC pages), and the proxy's shared buffer of
+    # 32 x 16 x 512 KiB; SGLang's custom all-reduce: 8 MiB + meta_size() in 2 MiB pages (10),
+    # 8 MiB of IPC buffer, 8 MiB of rank_data; 512 MiB of CUDA context as on one GPU
+    communicator = (24 * 2 * (2 + 10) + 32 * 16 // 2) * MIB
+    assert held((0, 4, 9), tp=4, gpu_name="H100 SXM") == 512 * MIB + communicator + 26 * MIB
+    # 0.4.10 at ep 1: _MOE_TP spans the four TP ranks, a second communicator
+    assert held((0, 4, 10), tp=4, gpu_name="H100 SXM") == \
+        512 * MIB + 2 * communicator + 26 * MIB
+    # two ranks: the tree reuses the ring's connection
+    assert held((0, 4, 9), tp=2, gpu_name="NVIDIA H100 80GB HBM3") == \
+        512 * MIB + (24 * 12 + 256) * MIB + 26 * MIB
+    # elsewhere: one GPU, a PCIe board, another release
+    assert held((0, 4, 9), tp=1, gpu_name="H100 SXM") == sglang.SGLANG_INIT_BYTES
+    assert held((0, 4, 9), tp=4, gpu_name="L4") == sglang.SGLANG_INIT_BYTES
+    assert held((0, 4, 6), tp=4, gpu_name="H100 SXM") == sglang.SGLANG_INIT_BYTES
+
+
+def test_sglang_0492_tp4_pool_from_nccl_held_before_the_load():
+    """vllm-project/vllm#21348 (tests/fixtures/launch/index.yaml): Qwen3-235B-A22B-FP8 on four
+    H100s under 0.4.9.post2, --mem-fraction-static 0.93. The pool is free_after -
+    free_before x (1 - 0.93) with free_after = free_before - weights, i.e. free_before x 0.93
+    - weights: the 858 MiB NCCL and the custom all-reduce hold before the load cost the pool
+    858 x 0.93 MiB = 836,700,733 bytes, 17,384.9 tokens of 48,128 bytes (94 layers x 1 KV
+    head a rank x 256 x 2): the 396,340 tokens kvplan planned without them become 378,955
+    (each count rounded down) against the 367,404 logged (docs/engine-accuracy.md section 9)."""
+    from kvplan.sources.library import resolve
+
+    spec = resolve("qwen3-235b-a22b")
+    h100 = find_gpu("h100")
+    common = dict(tp=4, version=(0, 4, 9), mem_fraction_static=0.93, weights="fp8")
+    hopper = sglang.sglang_memory(spec, h100.memory_bytes, gpu_name=h100.name, **common)
+    other = sglang.sglang_memory(spec, h100.memory_bytes, gpu_name=None, **common)
+    assert other.free_before_load_bytes - hopper.free_before_load_bytes == 858 * MIB
+
+    def pool(m):
+        return m.free_after_load_bytes - m.free_before_load_bytes * (1 - 0.93)
+
+    assert 94 * 256 * 2 == 48128
+    assert abs((pool(other) - pool(hopper)) / 48128 - 17384.9) < 0.05
