@@ -11,6 +11,7 @@ from kvplan.core.dtypes import KVFormat
 from kvplan.core.errors import BadInputError
 from kvplan.core.layers import ATTENTION_KINDS
 from kvplan.core.spec import ModelSpec
+from kvplan.core.units import human_bytes
 from kvplan.engines import parse_version
 from kvplan.engines.base import (
     BaseEngine,
@@ -23,6 +24,7 @@ from kvplan.engines.base import (
 )
 from kvplan.engines.cache import CacheLayout
 from kvplan.engines.sglang.memory import (
+    SGLANG_INIT_BYTES,
     rules_for,
     sglang_default_mem_fraction,
     sglang_memory,
@@ -80,8 +82,12 @@ class SglangEngine(BaseEngine):
                             gpu_name=dep.gpu_name)
         prof = profile(dep.spec, config, mem.free_before_load_bytes,
                        mem.free_after_load_bytes, mem.mem_fraction_static)
-        return self._pooled(dep, prof, mem.weights_bytes,
-                            (f"mem_fraction_static {mem.mem_fraction_static}",))
+        notes: tuple[str, ...] = (f"mem_fraction_static {mem.mem_fraction_static}",)
+        nccl = mem.held_before_load_bytes - SGLANG_INIT_BYTES
+        if nccl > 0:
+            notes += (f"NCCL's buffers, connected at init (NCCL_CUMEM_ENABLE=0), and the custom "
+                      f"all-reduce's hold {human_bytes(nccl)} a GPU before the load",)
+        return self._pooled(dep, prof, mem.weights_bytes, notes)
 
     def capacity_from_readings(self, dep: Deployment, readings: Mapping[str, int]) -> Capacity:
         """The pool as SGLang sizes it from the free memory it measured before and after the

@@ -208,6 +208,7 @@ class SglangMemory:
     free_after_load_bytes: int  # "Load weight end. ... avail mem=..."
     mem_fraction_static: float
     weights_bytes: int
+    held_before_load_bytes: int = SGLANG_INIT_BYTES  # sglang_init_bytes: context, NCCL
 
 
 def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: int = 1,
@@ -255,7 +256,7 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
             "--mem-fraction-static", engine="SGLang",
             left_bytes=int(left), weights_bytes=per_gpu,
             memory_bytes=before)
-    return SglangMemory(before, after, fraction, per_gpu)
+    return SglangMemory(before, after, fraction, per_gpu, held)
 
 
 def loaded_weight_bytes(spec: ModelSpec, tp: int = 1, pp: int = 1, weights: str = "auto",

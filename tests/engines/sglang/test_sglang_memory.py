@@ -162,6 +162,7 @@ def test_sglang_0492_tp4_pool_from_nccl_held_before_the_load():
     hopper = sglang.sglang_memory(spec, h100.memory_bytes, gpu_name=h100.name, **common)
     other = sglang.sglang_memory(spec, h100.memory_bytes, gpu_name=None, **common)
     assert other.free_before_load_bytes - hopper.free_before_load_bytes == 858 * MIB
+    assert hopper.held_before_load_bytes == (512 + 858) * MIB
 
     def pool(m):
         return m.free_after_load_bytes - m.free_before_load_bytes * (1 - 0.93)
