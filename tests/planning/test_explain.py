@@ -580,3 +580,40 @@ def test_tgi_json_output_names_its_model():
     plain = startlog.read_log('INFO text_generation_launcher: Args { model_id: "gpt2", '
                               'num_shard: None }\n', reading_formats())
     assert plain.model == "gpt2"
+
+
+# llama-server b6115 on eight Ascend 910B4 (gpt-oss-20b, -c 0): the build line, the context and
+# both caches of the iSWA model, as published in a deployment guide (held-out logs, second
+# round: tests/fixtures/logs/llamacpp/llamacpp-cann-gpt-oss-20b-b6115-c0.log)
+B6115_LOG = """build: 6115 (50aa9389) with cc (GCC) 10.3.1 for aarch64-linux-gnu
+llama_context: n_seq_max     = 1
+llama_context: n_ctx         = 131072
+llama_context: n_ubatch      = 512
+llama_context: flash_attn    = 1
+llama_context: kv_unified    = false
+llama_kv_cache_unified_iswa: creating non-SWA KV cache, size = 131072 cells
+llama_kv_cache_unified: size = 3072.00 MiB (131072 cells,  12 layers,  1/1 seqs), \
+K (f16): 1536.00 MiB, V (f16): 1536.00 MiB
+llama_kv_cache_unified_iswa: creating     SWA KV cache, size = 768 cells
+llama_kv_cache_unified: size =   18.00 MiB (   768 cells,  12 layers,  1/1 seqs), \
+K (f16):    9.00 MiB, V (f16):    9.00 MiB
+"""
+
+
+def test_llamacpps_build_line_is_its_release():
+    # "build: 6115 (50aa9389)" is release b6115 (common/common.cpp prints LLAMA_BUILD_NUMBER
+    # and LLAMA_COMMIT first); 2023's "main: build = 916 (b5472ea)" is b916. Neither is dated
+    # by its line formats then, and no note says the log prints no release.
+    result = explain(B6115_LOG, model="gpt-oss-20b")
+    assert result.version == "6115"
+    assert not any("prints no release" in n for n in result.notes)
+    # gpt-oss-20b: 12 full layers of 8 KV heads x 64 at f16, 131,072 cells = 3,072 MiB;
+    # the sliding cache: pad(128 + 512, 256) = 768 cells
+    assert result.ok
+    old = "main: build = 916 (b5472ea)\n" + B6115_LOG.split("\n", 1)[1]
+    assert explain(old, model="gpt-oss-20b").version == "916"
+    # ik_llama.cpp counts its builds on its own: its MLA cache line leaves it undated by them
+    ik = ("build: 3641 (4a6eb6a1)\n"
+          "llama_new_context_with_model: KV self size  = 1166.62 MiB, c^KV (q8_0): 1166.62 MiB, "
+          "kv^T: not used\n")
+    assert explain(ik, model="deepseek-r1").version != "3641"

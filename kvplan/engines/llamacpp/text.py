@@ -87,6 +87,12 @@ LOG_FORMAT = EngineLog(
                  "(gpt-oss: 4,096 tokens and a batch, kvcache.NewSWAMemCache), which kvplan "
                  "does not model"),),
     figures=(
+        # the build the binary prints first (common/common.cpp: "build: 6115 (50aa9389) with
+        # cc ... for ..."; 2023's examples: "main: build = 916 (hash)"), the number of the
+        # b6115 release tag. ik_llama.cpp numbers its builds on its own count: a log with its
+        # MLA cache line ("c^KV") is not dated by it.
+        LogLine("version", "build", r"\bbuild(?:: | = )(\d+) \([0-9a-f]+\)", "str", "version",
+                unless="c^KV"),
         LogLine("model", "general.name", r"general\.name\s+str\s+=\s+(.+)", "str", "model"),
         LogLine("max_model_len", "n_ctx", r"\bn_ctx\s+=\s+(\d+)", "int", "settings"),
         LogLine("ctx_per_seq", "n_ctx_slot=", r"\bn_ctx_slot=(\d+)", "int", "settings",
