@@ -687,3 +687,27 @@ def test_every_sudo_option_is_skipped_before_the_program():
     words, image, env = _unwrap(["sudo", "-E", "-u", "root", "vllm", "serve", "m"],
                                 engine_launches())
     assert words == ["vllm", "serve", "m"] and image is None and env == {}
+
+
+def test_llama_servers_chat_parsing_flags_are_known_not_to_matter():
+    # a deployment guide's line for gpt-oss-20b on eight Ascend NPUs (held-out launch lines,
+    # second round, tests/fixtures/launch/index.yaml): --reasoning-format (common/arg.cpp,
+    # how the reply's reasoning is parsed) was named as a flag that might change memory
+    line = ("CANN_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 ./build/bin/llama-server -a gpt-oss-20b "
+            "-m /data/models/ggml-org/gpt-oss-20b-GGUF/gpt-oss-20b-mxfp4.gguf -c 0 -fa --jinja "
+            "--reasoning-format none --gpu-layers 60")
+    cpp = parse_launch(line, engine_launches())
+    assert cpp.unknown_flags == ()
+    # a llama-server script's other such flags: the grammar, the context shift, the log
+    other = ("build/bin/llama-server --jinja --reasoning-format auto -m gpt-oss-20b-F16.gguf "
+             "--no-context-shift --grammar-file cline.gbnf --log-verbose "
+             "--chat-template-file t.jinja --reasoning-budget 0")
+    assert parse_launch(other, engine_launches()).unknown_flags == ()
+    result = runner.invoke(app, ["plan", "gpt-oss-20b", "--from-command", line,
+                                 "--gpu-memory", "29812MiB", "--count", "8", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    assert "not a flag" not in result.stderr
+    # what b6115 logged: 'size = 3072.00 MiB (131072 cells, 12 layers ...)' and 'size = 18.00
+    # MiB (768 cells, 12 layers ...)': 12 full layers x 131,072 x 8 x 64 x 2 (K, V) x 2 B, and
+    # 12 sliding layers of pad(128 + 512, 256) = 768 cells
+    assert json.loads(result.stdout)["engine"]["total_bytes"] == (3072 + 18) * 2**20

@@ -38,9 +38,13 @@ def launch_flags() -> EngineLaunch:
                "--api-key", "-n", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
                "--seed", "-s", "--chat-template", "--log-file", "--timeout", "--slot-save-path",
                "--rope-scaling", "--rope-freq-base", "--rope-freq-scale", "--threads-http",
-               "--mirostat", "--mirostat-ent", "--mirostat-lr")
+               "--mirostat", "--mirostat-ent", "--mirostat-lr",
+               # how the chat is templated and parsed, not what is cached
+               "--reasoning-format", "--reasoning-budget", "--chat-template-file",
+               "--grammar-file")
     ignored_flags = ("--jinja", "--mlock", "--no-mmap", "--metrics", "-cb", "--cont-batching",
-                     "--no-webui", "--verbose", "-v", "--embedding", "--embeddings")
+                     "--no-webui", "--verbose", "-v", "--embedding", "--embeddings",
+                     "--no-context-shift", "--log-verbose")
     flags = {**setting, **{f: ("", "ignore") for f in ignored},
              **{f: ("", "ignore-flag") for f in ignored_flags}}
     # the arguments common/arg.cpp gives an environment variable (`.set_env(...)`), as the
