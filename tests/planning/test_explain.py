@@ -617,3 +617,29 @@ def test_llamacpps_build_line_is_its_release():
           "llama_new_context_with_model: KV self size  = 1166.62 MiB, c^KV (q8_0): 1166.62 MiB, "
           "kv^T: not used\n")
     assert explain(ik, model="deepseek-r1").version != "3641"
+
+
+# vLLM 0.9.2's CPU build, V0 engine, Qwen3-0.6B (a PyCon Korea 2025 example script's docstring;
+# tests/fixtures/logs/vllm/vllm-cpu-qwen3-0.6b-0.9.2-v0-pycon.log): the platform's budget
+# warning and the executor's block line, whose device is "cpu"
+V0_CPU_LOG = """\
+WARNING 07-15 21:27:10 [cpu.py:131] Environment variable VLLM_CPU_KVCACHE_SPACE (GiB) for CPU \
+backend is not set, using 4 by default.
+INFO 07-15 21:27:10 [llm_engine.py:230] Initializing a V0 LLM engine (v0.9.2) with config: \
+model='Qwen/Qwen3-0.6B', dtype=torch.float16, max_seq_len=2048, tensor_parallel_size=1, \
+kv_cache_dtype=auto,  device_config=cpu
+INFO 07-15 21:27:12 [executor_base.py:113] # cpu blocks: 2340, # CPU blocks: 0
+INFO 07-15 21:27:12 [executor_base.py:118] Maximum concurrency for 2048 tokens per request: \
+18.28x
+"""
+
+
+def test_v0s_cpu_blocks_and_its_default_cache_space():
+    model = str(paths.ROOT / "tests/fixtures/engines/models/qwen3-0.6b.yaml")
+    result = explain(V0_CPU_LOG, model=model)
+    rows = {r.quantity: r for r in result.rows if r.basis == "given the logged budget"}
+    # 4 GiB over 16-token blocks of 28 layers x 8 KV heads x 128 x 2 (K, V) x 2 B (fp16):
+    # 4 x 2^30 // (16 x 114,688) = 2,340 blocks; 2,340 x 16 / 2,048 = 18.28x
+    assert rows["num_blocks"].status == "ok" and rows["num_blocks"].logged == 2340
+    assert rows["max_concurrency"].status == "ok"
+    assert result.ok

@@ -248,8 +248,17 @@ LOG_FORMAT = EngineLog(
         # 0.7.2 (then tokens); V0 executor_base.py's "# cuda blocks" (the device name) from 0.7
         LogLine("num_blocks", "GPU blocks:", r"GPU blocks: (\d+)", "int", "kv", "blocks",
                 releases=("0.2.0", "0.7.2")),
-        LogLine("num_blocks", "blocks:", r"# (?:CUDA|cuda|ROCM|rocm|XPU|xpu) blocks: (\d+)",
+        # (on the CPU platform the device is "cpu": "# cpu blocks: 2340, # CPU blocks: 0", the
+        # second being the swap space's; the regex is case-sensitive)
+        LogLine("num_blocks", "blocks:",
+                r"# (?:CUDA|cuda|ROCM|rocm|XPU|xpu|cpu) blocks: (\d+)",
                 "int", "kv", "blocks", releases=("0.7.0", "0.10.2")),
+        # V0's CPU platform with VLLM_CPU_KVCACHE_SPACE unset (platforms/cpu.py
+        # check_and_update_config, 0.7-0.10): the cache is 4 GiB, which cpu_worker.py divides
+        # into blocks without profiling
+        LogLine("available_kv_cache_bytes", "VLLM_CPU_KVCACHE_SPACE (GiB)",
+                r"VLLM_CPU_KVCACHE_SPACE \(GiB\) for CPU backend is not set, using (\d+) by "
+                r"default", "gib", "kv", "GiB", releases=("0.7.0", "0.10.2"), scope="worker"),
         LogLine("kv_cache_tokens", "GPU KV cache size:", r"GPU KV cache size: ([\d,]+) tokens",
                 "int", "kv", "tokens", releases=("0.7.3", "")),
         # the same line on the CPU platform (kv_cache_utils.py names the device: vLLM-CPU, and
