@@ -38,6 +38,11 @@ KV_FIGURES = ("num_blocks", "kv_cache_tokens", "max_concurrency", "max_total_num
 NO_DRAFT_LAYERS = ("ngram", "suffix", "medusa", "mlp_speculator")
 # the figures that state the KV budget (_logged_budget reads them)
 BUDGET_FIGURES = ("available_kv_cache_bytes", "k_size_bytes", "v_size_bytes", "kv_cache_bytes")
+# the lines whose sum is the budget, first match taken: a hybrid model's state pool (SGLang's
+# "Mamba Cache is allocated" line) is sized from the same memory as its KV pool and before it,
+# so the budget the engine split is both pools
+BUDGET_SUMS = (("k_size_bytes", "v_size_bytes", "mamba_conv_bytes", "mamba_ssm_bytes"),
+               ("k_size_bytes", "v_size_bytes"), ("kv_cache_bytes",))
 UNREADABLE = "the log prints this line, but its figure is not a number kvplan can read"
 # the rows whose figures are bytes, besides the figures named *_bytes (shown as sizes)
 BYTE_QUANTITIES = ("weights", "activation peak", "non-torch memory", "CUDA graphs",
@@ -177,10 +182,9 @@ def _logged_budget(facts: LogFacts) -> int | None:
     kv = facts.kv
     if "available_kv_cache_bytes" in kv:
         return int(kv["available_kv_cache_bytes"])
-    if "k_size_bytes" in kv and "v_size_bytes" in kv:
-        return int(kv["k_size_bytes"]) + int(kv["v_size_bytes"])
-    if "kv_cache_bytes" in kv:
-        return int(kv["kv_cache_bytes"])
+    for names in BUDGET_SUMS:
+        if all(n in kv for n in names):
+            return sum(int(kv[n]) for n in names)
     return None
 
 
@@ -510,7 +514,9 @@ def _recomputed(eng: Any, dep: Any, facts: LogFacts, budget: int | None,
                 half: float) -> list[Row]:
     """Each KV line the log printed beside kvplan's from the logged budget; it agrees when the
     logged value lies between kvplan's at the budget's lowest and highest printed reading,
-    widened by the line's own rounding."""
+    widened by the line's own rounding. A hybrid model's state pool takes whole request
+    slots out of the budget (SGLang's MambaPool), so its token count steps down inside the
+    span where one more slot fits: the span's middle and quarter readings count too."""
     ours = eng.numbers(eng.capacity(_given(dep, budget)))
     figures = [f for f in KV_FIGURES if f in facts.kv and f in ours]
     if not figures:
@@ -518,7 +524,7 @@ def _recomputed(eng: Any, dep: Any, facts: LogFacts, budget: int | None,
     ends = [ours]
     if budget is not None and half:
         ends = [eng.numbers(eng.capacity(_given(dep, round(budget + d * half))))
-                for d in (-1, 1)]
+                for d in (-1, -0.5, 0.5, 1)] + [ours]
     rows = []
     for figure in figures:
         logged, value = facts.kv[figure], ours[figure]
@@ -589,8 +595,7 @@ def _fewest_over_workers(dep: Any, facts: LogFacts, rows: list[Row]) -> list[str
 
 def _budget_precision(facts: LogFacts) -> float:
     """Half a unit of the budget's last printed digit, in bytes (the K and V lines' summed)."""
-    for names in (("available_kv_cache_bytes",), ("k_size_bytes", "v_size_bytes"),
-                  ("kv_cache_bytes",)):
+    for names in (("available_kv_cache_bytes",), *BUDGET_SUMS):
         if all(n in facts.kv for n in names):
             return sum(facts.precision.get(n, 0.0) for n in names)
     return 0.0

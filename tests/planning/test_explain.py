@@ -643,3 +643,33 @@ def test_v0s_cpu_blocks_and_its_default_cache_space():
     assert rows["num_blocks"].status == "ok" and rows["num_blocks"].logged == 2340
     assert rows["max_concurrency"].status == "ok"
     assert result.ok
+
+
+# SGLang (a 2026-04 dev build, 0.0.0.dev11582) serving Qwen3.5-9B over two RTX 4090s at TP 2:
+# the hybrid model's state pool and its KV pool, both sized from one rest of memory (a
+# study's notes; tests/fixtures/logs/sglang/sglang-qwen35-9b-2x4090-tp2-dev11582.log)
+HYBRID_LOG = """\
+[2026-04-14 16:08:49 TP0] Using KV cache dtype: torch.bfloat16
+[2026-04-14 16:08:49 TP0] Mamba Cache is allocated. max_mamba_cache_size: 186, conv_state \
+size: 0.10GB, ssm_state size: 4.38GB
+[2026-04-14 16:08:49 TP1] Mamba Cache is allocated. max_mamba_cache_size: 186, conv_state \
+size: 0.10GB, ssm_state size: 4.38GB
+[2026-04-14 16:08:49 TP0] KV Cache is allocated. #tokens: 327310, K size: 2.50 GB, V size: \
+2.50 GB
+[2026-04-14 16:08:49 TP1] KV Cache is allocated. #tokens: 327310, K size: 2.50 GB, V size: \
+2.50 GB
+"""
+
+
+def test_a_hybrids_state_pool_is_part_of_the_budget_sglang_split():
+    # SGLang gives the state pool ratio / (1 + ratio) of the rest (mamba_full_memory_ratio
+    # 0.9) and the KV pool the remainder, so the K and V lines alone are not the budget it
+    # split: 2.50 + 2.50 + 0.10 + 4.38 GB are. At TP 2 each rank keeps 2 of 4 KV heads of 256
+    # on 8 full-attention layers: 8 x 2 x 256 x 2 B = 8,192 B of K a token, and 2.50 GB of K
+    # is 327,680 tokens at its last digit (327,310 logged: 2.497 GiB)
+    model = str(paths.ROOT / "tests/fixtures/engines/models/qwen3.5-9b.json")
+    result = explain(HYBRID_LOG, model=model, tp=2)
+    rows = {r.quantity: r for r in result.rows if r.basis == "given the logged budget"}
+    assert rows["max_total_num_tokens"].status == "ok", rows
+    assert rows["k_size_bytes"].status == "ok" and rows["v_size_bytes"].status == "ok"
+    assert abs(rows["max_total_num_tokens"].kvplan - 327310) < 2.50 * 2**30 * 0.01 / 8192

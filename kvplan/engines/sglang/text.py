@@ -117,5 +117,14 @@ LOG_FORMAT = EngineLog(
                 unless="kvcached"),
         LogLine("max_total_num_tokens", "max_total_num_tokens=",
                 r"\bmax_total_num_tokens=(\d+)", "int", "kv", "tokens", scope="worker"),
+        # a hybrid (Mamba / linear-attention) model's state pool, sized from the same rest
+        # memory as the KV pool and before it (model_runner_kv_cache_mixin.py: the state's
+        # share mamba_full_memory_ratio / (1 + ratio)); mem_cache/memory_pool.py MambaPool:
+        # "Mamba Cache is allocated. max_mamba_cache_size: 186, conv_state size: 0.10GB,
+        # ssm_state size: 4.38GB" (later builds: "conv_state 0.12GB, ssm_state 3.09GB, ...")
+        LogLine("mamba_conv_bytes", "Mamba Cache is allocated.",
+                r"\bconv_state(?: size:)? ([\d.]+) ?GB", "gib", "kv", "GB", scope="worker"),
+        LogLine("mamba_ssm_bytes", "Mamba Cache is allocated.",
+                r"\bssm_state(?: size:)? ([\d.]+) ?GB", "gib", "kv", "GB", scope="worker"),
     ),
 )
