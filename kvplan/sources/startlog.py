@@ -185,15 +185,17 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
     for fmt in known[facts.engine].figures:
         if fmt.combine == "first" and _have(facts, fmt.figure, fmt.place):
             continue
-        if fmt.unless and fmt.unless in text:
-            note = (f"{fmt.figure}: the '{fmt.key}' line is not read: the log shows "
-                    f"'{fmt.unless}', whose figure it then is")
-            if note not in facts.notes:
-                facts.notes.append(note)
-            continue
         if fmt.key not in text:  # no line can match: nothing to compile (most formats)
             continue
         compiled = re.compile(fmt.pattern)
+        if fmt.unless and fmt.unless in text:
+            # said only where such a line is there to be left unread
+            if next(_matches(lines, fmt, compiled), None) is not None:
+                note = (f"{fmt.figure}: the '{fmt.key}' line is not read: the log shows "
+                        f"'{fmt.unless}', whose figure it then is")
+                if note not in facts.notes:
+                    facts.notes.append(note)
+            continue
         total: float = 0
         found = 0
         ranks: dict[tuple[int, int, int], Any] = {}

@@ -617,6 +617,10 @@ def test_llamacpps_build_line_is_its_release():
           "llama_new_context_with_model: KV self size  = 1166.62 MiB, c^KV (q8_0): 1166.62 MiB, "
           "kv^T: not used\n")
     assert explain(ik, model="deepseek-r1").version != "3641"
+    assert any("'build' line is not read" in n for n in explain(ik, model="deepseek-r1").notes)
+    # and where no build line is there, nothing is said of one
+    no_build = ik.split("\n", 1)[1]
+    assert not any("'build'" in n for n in explain(no_build, model="deepseek-r1").notes)
 
 
 # vLLM 0.9.2's CPU build, V0 engine, Qwen3-0.6B (a PyCon Korea 2025 example script's docstring;
