@@ -256,9 +256,33 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
             facts.notes.append(f"workers logged different {fmt.figure} ({len(set(ranks.values()))}"
                                f" values); the lowest rank's ({where}) is applied to every stage")
     _misprinted(lines, unmatched, facts)
+    _tp_from_ranks(lines, facts)
     if "peak_torch_bytes" in facts.terms and facts.weights_bytes is not None:
         facts.terms["activation_bytes"] = facts.terms["peak_torch_bytes"] - facts.weights_bytes
     return facts
+
+
+# how far into a line its prefix may name the worker ("[2026-02-26 05:35:08 TP7] ...",
+# "(Worker_TP3_EP3 pid=4312) ...")
+PREFIX_CHARS = 80
+
+
+def _tp_from_ranks(lines: Sequence[str], facts: LogFacts) -> None:
+    """The tensor-parallel size where the log prints none but its lines' prefixes name the
+    workers' tensor ranks (SGLang's "[... TP7]", vLLM V1's "Worker_TP3"): at least one more
+    than the highest, which is applied and said. A rank named "rank=N" is not read here (vLLM
+    V0 counts its workers over every stage)."""
+    if "tp" in facts.settings:
+        return
+    highest = -1
+    for line in lines:
+        for m in _RANK.finditer(line, 0, min(len(line), PREFIX_CHARS)):
+            if m.group(2) == "TP":
+                highest = max(highest, int(m.group(3)))
+    if highest >= 1:
+        facts.settings["tp"] = highest + 1
+        facts.notes.append(f"the log prints no TP size; its workers' prefixes name tensor ranks "
+                           f"0-{highest}, so TP {highest + 1} is applied (--tp says otherwise)")
 
 
 def _relaxed(pattern: str) -> str | None:

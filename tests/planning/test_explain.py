@@ -677,3 +677,30 @@ def test_a_hybrids_state_pool_is_part_of_the_budget_sglang_split():
     assert rows["max_total_num_tokens"].status == "ok", rows
     assert rows["k_size_bytes"].status == "ok" and rows["v_size_bytes"].status == "ok"
     assert abs(rows["max_total_num_tokens"].kvplan - 327310) < 2.50 * 2**30 * 0.01 / 8192
+
+
+# SGLang 0.5.8.post1 (ROCm) serving GLM-5-FP8 over eight MI355X with an fp8 KV cache: an excerpt
+# without the server_args line, where only the workers' prefixes say TP 8 and only the model
+# runner's line says the cache is fp8 (tests/fixtures/logs/sglang/
+# sglang-glm5-fp8-mi355x-tp8-0.5.8.post1.log)
+GLM5_LOG = "".join(
+    f"[2026-02-26 05:35:08 TP{r}] KV Cache is allocated. #tokens: 3262823, KV size: 186.77 GB\n"
+    for r in (7, 6, 0, 2, 4, 1, 5, 3)) + \
+    "[2026-02-26 05:35:08 TP0] Using KV cache dtype: torch.float8_e4m3fn\n"
+
+
+def test_sglangs_worker_prefixes_and_its_kv_dtype_line_are_settings():
+    model = str(paths.ROOT / "tests/fixtures/hf-configs/zai-org--GLM-5.json")
+    result = explain(GLM5_LOG, model=model)
+    # eight workers name tensor ranks 0-7: at least TP 8, which this log ran
+    assert result.settings["tp"] == 8
+    assert any("tensor ranks 0-7" in n for n in result.notes)
+    # model_runner.py logs the dtype --kv-cache-dtype auto became
+    assert result.settings["kv_dtype"] == "float8_e4m3fn"
+    # the budget recomputed at fp8, not at the model's bf16 (which gives 2,002,383 tokens of
+    # the logged 186.77 GB: 78 layers x (512 + 64) x 2 B, and the indexer's keys)
+    tokens = next(r for r in result.rows if r.quantity == "max_total_num_tokens")
+    assert tokens.kvplan > 3_000_000
+    # a log that prints only rank 0 says nothing of its TP size
+    one = explain(GLM5_LOG.split("\n", 3)[2] + "\n", model=model)
+    assert "tp" not in one.settings

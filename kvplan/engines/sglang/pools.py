@@ -45,7 +45,10 @@ DSA_INDEXER_BYTES = indexer_key_bytes(128)  # DeepSeek-V3.2 indexer: 128 fp8 + f
 KV_DTYPES = ("auto", "bf16", "bfloat16", "fp16", "float16", "fp8_e4m3", "fp8_e5m2")
 SMALLER_KV_DTYPES = ("fp8_e4m3",)
 _FORMATS = {"bf16": BF16, "bfloat16": BF16, "fp16": FP16, "float16": FP16, "fp32": FP32,
-            "fp8": FP8_E4M3, "fp8_e4m3": FP8_E4M3, "fp8_e5m2": FP8_E5M2}
+            "fp8": FP8_E4M3, "fp8_e4m3": FP8_E4M3, "fp8_e5m2": FP8_E5M2,
+            # the torch dtype the start-up log names ("Using KV cache dtype:
+            # torch.float8_e4m3fn", model_executor/model_runner.py), read from a log
+            "float8_e4m3fn": FP8_E4M3, "float8_e5m2": FP8_E5M2}
 
 
 def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:

@@ -82,6 +82,11 @@ LOG_FORMAT = EngineLog(
                 "settings"),
         LogLine("kv_dtype", "kv_cache_dtype=", r"\bkv_cache_dtype='(\w+)'", "str", "settings"),
         LogLine("kv_dtype", "--kv-cache-dtype", r"--kv-cache-dtype[= ](\w+)", "str", "settings"),
+        # the dtype the pool was allocated in (model_executor/model_runner.py, 0.5 on): what
+        # --kv-cache-dtype auto became (the checkpoint's fp8 KV, or the model dtype), printed
+        # where the server_args line is not in the excerpt
+        LogLine("kv_dtype", "Using KV cache dtype:", r"Using KV cache dtype: torch\.(\w+)",
+                "str", "settings"),
         # the weights' quantization: server_args (None where there is none), the echoed
         # command, and the weight loader's "Load weight end. ... quant=awq, bits=4"
         LogLine("quantization", "quantization=", r"\bquantization='?([\w-]+)", "str",
