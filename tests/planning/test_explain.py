@@ -612,6 +612,9 @@ def test_llamacpps_build_line_is_its_release():
     assert result.ok
     old = "main: build = 916 (b5472ea)\n" + B6115_LOG.split("\n", 1)[1]
     assert explain(old, model="gpt-oss-20b").version == "916"
+    # a 2026 build's line (acdtrx/llama-runner's committed llama-server.log, Homebrew's ggml)
+    new = "build_info: b8680-15f786e65\n" + B6115_LOG.split("\n", 1)[1]
+    assert explain(new, model="gpt-oss-20b").version == "8680"
     # ik_llama.cpp counts its builds on its own: its MLA cache line leaves it undated by them
     ik = ("build: 3641 (4a6eb6a1)\n"
           "llama_new_context_with_model: KV self size  = 1166.62 MiB, c^KV (q8_0): 1166.62 MiB, "

@@ -92,10 +92,12 @@ LOG_FORMAT = EngineLog(
                  "does not model"),),
     figures=(
         # the build the binary prints first (common/common.cpp: "build: 6115 (50aa9389) with
-        # cc ... for ..."; 2023's examples: "main: build = 916 (hash)"), the number of the
-        # b6115 release tag. ik_llama.cpp numbers its builds on its own count: a log with its
-        # MLA cache line ("c^KV") is not dated by it.
-        LogLine("version", "build", r"\bbuild(?:: | = )(\d+) \([0-9a-f]+\)", "str", "version",
+        # cc ... for ..."; 2023's examples: "main: build = 916 (hash)"; 2026's
+        # "build_info: b8680-15f786e65"), the number of the b6115 release tag. ik_llama.cpp
+        # numbers its builds on its own count: a log with its MLA cache line ("c^KV") is not
+        # dated by it.
+        LogLine("version", "build",
+                r"\bbuild(?:: | = |_info: b)(\d+)(?: \(|-)[0-9a-f]+", "str", "version",
                 unless="c^KV"),
         LogLine("model", "general.name", r"general\.name\s+str\s+=\s+(.+)", "str", "model"),
         LogLine("max_model_len", "n_ctx", r"\bn_ctx\s+=\s+(\d+)", "int", "settings"),
