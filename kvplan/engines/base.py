@@ -117,6 +117,9 @@ class Deployment:
     mm_limits: str | None = None
     # vLLM --language-model-only (0.17 on): every modality's limit at 0
     language_model_only: bool = False
+    # vLLM's runner (--runner, --convert, --task; kvplan.engines.settings.parse_runner):
+    # "pooling" profiles a pooler and no sampler; None or "auto"/"generate": a generating model
+    runner: str | None = None
     # llama.cpp -ctv when it differs from -ctk (kv_dtype); None: V in kv_dtype
     kv_dtype_v: str | None = None
     # llama.cpp --kv-unified: one cache for every sequence; None: llama.cpp's default (a

@@ -201,6 +201,32 @@ def parse_mm_limits(value: Any, where: str = "--limit-mm-per-prompt ") -> str:
     return ",".join(f"{k}={out[k]}" for k in sorted(out))
 
 
+# vLLM's model runner by the flag that names it: --runner (0.10.2 on: auto, generate, pooling,
+# draft), --convert (0.10.2 on: auto, none, embed, classify, reward -- a conversion into a
+# pooling model) and --task (0.6-0.10: auto, generate, embedding, embed, classify, score,
+# reward, transcription, draft), each mapped to the runner it implies (config/model.py
+# ModelConfig._get_runner_type / _get_convert_type, 0.11.0; the task table of 0.10.1.1)
+RUNNER_VALUES: dict[str, str] = {
+    "auto": "auto", "none": "auto",
+    "generate": "generate", "transcription": "generate",
+    "pooling": "pooling", "embed": "pooling", "embedding": "pooling", "classify": "pooling",
+    "score": "pooling", "reward": "pooling"}
+
+
+def parse_runner(value: Any, where: str = "--runner ") -> str:
+    """The runner a vLLM --runner, --convert or --task value implies: generate, pooling, or
+    auto (the model's architecture decides; kvplan takes it as generating)."""
+    text = str(value).strip().strip("'\"`").lower()  # a log quotes it: `--runner auto`
+    if text == "draft":
+        raise BadInputError(f"{where.strip() or '--runner'}: kvplan does not model vLLM's "
+                            "draft runner", "plan the target model; a drafter's layers are "
+                            "--draft-layers")
+    if text not in RUNNER_VALUES:
+        raise BadInputError(f"{where.strip() or '--runner'}: no vLLM runner, conversion or "
+                            f"task {text!r}", f"give one of {', '.join(RUNNER_VALUES)}")
+    return RUNNER_VALUES[text]
+
+
 def mm_limits(text: str | None) -> dict[str, int]:
     """--limit-mm-per-prompt in any form `parse_mm_limits` takes (the held one too) as
     modality -> items per prompt."""
@@ -338,6 +364,12 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
             "the releases that do so build no tower and profile no encoder (docs/engine-kv-"
             "sizing.md §7.9).", {"vllm": ("--limit-mm-per-prompt",)}, only=("vllm",),
             parse=parse_mm_limits),
+    Setting("runner", "runner", ("--runner",), "str", "",
+            "vLLM's model runner: pooling for an embedding, classification or reward model "
+            "(--runner pooling, --convert embed|classify|reward, --task embed|classify|"
+            "score|reward), whose profile runs a pooler and no sampler; generate or auto "
+            "otherwise.", {"vllm": ("--runner", "--convert", "--task")}, only=("vllm",),
+            parse=parse_runner),
     Setting("language_model_only", "language_model_only", ("--language-model-only",), "bool",
             "", "vLLM 0.17+: every modality's limit at 0, as --limit-mm-per-prompt with each "
             "at 0 (config/multimodal.py MultiModalConfig.language_model_only).",
@@ -399,5 +431,5 @@ def check_bounds(dep: Any) -> None:
 
 
 __all__ = ["BY_FIELD", "BY_NAME", "COMMON_SETTINGS", "ENGINE_SETTINGS", "KINDS",
-           "MM_MODALITIES", "SETTINGS", "Setting", "check_bounds", "launch_flags", "mm_limits",
-           "parse_mm_limits"]
+           "MM_MODALITIES", "RUNNER_VALUES", "SETTINGS", "Setting", "check_bounds",
+           "launch_flags", "mm_limits", "parse_mm_limits", "parse_runner"]

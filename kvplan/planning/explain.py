@@ -149,8 +149,10 @@ def _echoed_settings(fmt: EngineLog) -> EngineLog:
             lines.append(LogLine(row.field_name, key, pattern, converter, "settings"))
             if fmt.echoes_non_defaults and flag.startswith("--"):
                 name = flag[2:].replace("-", "_")
+                # a value with a syntax of its own: a dict, or a quoted word ('pooling')
                 value = r"(True|False)" if row.kind == "bool" else \
-                    rf"({_OBJECT})" if row.parse is not None else r"'?([^,'}\s]+)'?"
+                    rf"'?({_OBJECT}|[^,'{{}}\s]+)'?" if row.parse is not None else \
+                    r"'?([^,'}\s]+)'?"
                 lines.append(LogLine(row.field_name, f"'{name}':", rf"'{name}': {value}",
                                      converter, "settings"))
     # the environment variables the engine's launch table reads (EngineLaunch.env: vLLM's

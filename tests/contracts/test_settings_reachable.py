@@ -31,6 +31,7 @@ SAMPLES = {
     # test_mm_limits.py, quoted as a shell needs it)
     "limit_mm_per_prompt": ("video=0,image=2", "image=2,video=0"),
     "language_model_only": (True, True),
+    "runner": ("embed", "pooling"),
 }
 # settings no launch line carries: figures an engine logged (kvplan explain reads them from
 # the log), what vLLM's image (not a flag) decides, and the drafter's layers (its config's)

@@ -65,7 +65,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                 num_speculative_tokens: int = 0, pp_layers: Sequence[int] | None = None,
                 stage_gpu_memory_bytes: Sequence[int] | None = None, cpu_offload_bytes: int = 0,
                 v1: bool | None = None, mm_limits: str | None = None,
-                check: bool = True) -> Budget:
+                pooling: bool = False, check: bool = True) -> Budget:
     """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
     `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11: one float,
     `int` at the end; 0.33: `ceil(total x util) - ...`), minus the CUDA-graph estimate from
@@ -75,7 +75,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     workers (v1/core/kv_cache_utils.get_kv_cache_configs). `check=False` returns a budget at or
     below zero instead of raising (vLLM logs such a value before it refuses to start). `v1`:
     VLLM_USE_V1 where set (0.7's opt-in V1: config.V1_OPT_IN). `mm_limits`: --limit-mm-per-prompt
-    as kvplan.engines.settings.parse_mm_limits holds it (`text_only_towers`). Every
+    as kvplan.engines.settings.parse_mm_limits holds it (`text_only_towers`). `pooling`: a
+    pooling model (vLLM's runner "pooling"), whose profile runs a pooler and no sampler. Every
     parameter, with the vLLM source it follows: docs/engine-kv-sizing.md §7.9."""
 
     ver = version or LATEST
@@ -137,8 +138,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                                    flashinfer_sampler=flashinfer_sampler, fp8_moe=fp8_moe,
                                    vision=profiled_vision, v1=v1,
                                    v2_runner=vp.uses_v2_runner(spec, ver, v1),
-                                   mm_held_bytes=mm.held_bytes if mm else 0
-                                   ).peak_bytes
+                                   mm_held_bytes=mm.held_bytes if mm else 0,
+                                   pooling=pooling).peak_bytes
                 for i in range(pp)]
     data_parallel = max(dp, ep // tp)
     non_torch = vp.non_torch_bytes(ver, tp, pp, data_parallel, bool(spec.num_experts), v1,
@@ -178,7 +179,11 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
              f"({batch.engine} profile batch: max_num_batched_tokens "
              f"{batch.max_num_batched_tokens:,}, max_num_seqs {batch.max_num_seqs:,}, chunked "
              f"prefill {'on' if batch.chunked_prefill else 'off'})"]
-    if rules_for(ver, v1).profile_logits_all_tokens:
+    if pooling:
+        notes.append("pooling model (runner pooling): the profile runs the pooler over the "
+                     "dummy batch's hidden states, no logits and no sampler "
+                     "(gpu_model_runner.py _dummy_pooler_run)")
+    elif rules_for(ver, v1).profile_logits_all_tokens:
         notes.append(f"VLLM_USE_V1=1: vLLM {'.'.join(map(str, ver))}'s opt-in V1 engine: the "
                      "profile computes the logits of every dummy token (no sampler warm-up) "
                      "and counts non-torch memory absolutely")

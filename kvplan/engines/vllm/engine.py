@@ -262,7 +262,7 @@ class VllmEngine(BaseEngine):
                 num_speculative_tokens=dep.num_speculative_tokens,
                 pp_layers=dep.pp_layers, stage_gpu_memory_bytes=dep.stage_gpu_memory_bytes,
                 cpu_offload_bytes=dep.cpu_offload_bytes, v1=dep.vllm_v1,
-                mm_limits=mm_limits(dep))
+                mm_limits=mm_limits(dep), pooling=dep.runner == "pooling")
         prof = profile(dep.spec, config, budget.available_kv_cache_bytes)
         constraints = []
         for i, stage in enumerate(prof.stages):

@@ -191,11 +191,12 @@ class ActivationPeak:
     encoder_bytes: int = 0  # a VLM's vision encoder over the profile's dummy images
     encoder_cache_bytes: int = 0  # their embeddings, kept through the forward and sampler
     runner_buffers_bytes: int = 0  # the model runner's persistent buffers, where counted
+    pooler_bytes: int = 0  # a pooling model's pooler over the dummy batch (no sampler then)
 
     @property
     def peak_bytes(self) -> int:
         return self.runner_buffers_bytes + max(
-            self.encoder_bytes, max(self.forward_bytes, self.sampler_bytes)
+            self.encoder_bytes, max(self.forward_bytes, self.sampler_bytes, self.pooler_bytes)
             + self.encoder_cache_bytes)
 
 
@@ -418,15 +419,51 @@ def text_only(spec: ModelSpec, limits: dict[str, int]) -> bool:
     return bool(mods) and not any(limits.get(m, MM_DEFAULT_LIMIT) for m in mods)
 
 
+# --- the pooling runner: a pooler where a generating model samples ----------------------------
+#
+# A pooling model (vLLM's runner "pooling": --runner pooling, --convert embed|classify|reward,
+# --task embed|embedding|classify|score|reward before 0.10.2) computes no logits and warms up no
+# sampler. V1: v1/worker/gpu_model_runner.py::profile_run (read in 0.9.2, 0.10.1.1, 0.11.0,
+# 0.22.1 and 0.32.0) calls `_dummy_pooler_run` on the dummy forward's hidden states, every
+# token's, in place of `_dummy_sampler_run`; `_dummy_pooler_run_task` splits them over
+# min(num_tokens, max_num_seqs) dummy requests and runs the model's pooler once per supported
+# task, then again for the task with the largest output, which stays alive with the hidden
+# states until the profile ends. V0 runs a pooling model in worker/pooling_model_runner.py,
+# whose execute_model calls the pooler where model_runner.py computes logits and samples; no V0
+# wheel was read for it, and kvplan applies the V1 rule there too. The adapters' poolers
+# (model_executor/models/adapters.py as_embedding_model: DispatchPooler of "encode" and
+# "embed"; model_executor/layers/pooler.py, 0.11.0): "embed" pools one row a request (LAST,
+# CLS or MEAN; MEAN's cumsum is num_tokens x hidden in fp32) and its EmbeddingPoolerHead
+# casts the rows to the head dtype (fp32 for pooling models, config/model.py
+# _get_head_dtype) and normalizes them; "encode" (ALL pooling) keeps every token's row, cast
+# to fp32 request by request by RewardPoolerHead and softmaxed (PoolingParams softmax True
+# for "encode") -- profiled only without chunked prefill (get_supported_pooling_tasks drops
+# "encode" when it is on). FP32 per element of the head's copies:
+POOLER_HEAD_BYTES = 4
+
+
+def pooler_bytes(shapes: Shapes, batch: BatchSettings) -> int:
+    """What the pooler warm-up holds at its peak beside the forward's hidden states (alive,
+    num_tokens x hidden in the model dtype): the larger of "embed" (one row a dummy request:
+    the gathered row, its fp32 copy and the normalized copy) and, without chunked prefill,
+    "encode" (every token's row in fp32, then its softmax beside it)."""
+    tokens, h = batch.max_num_batched_tokens, shapes.hidden_size
+    requests = min(tokens, batch.max_num_seqs)
+    embed = requests * h * (ACTIVATION_BYTES + 2 * POOLER_HEAD_BYTES)
+    encode = 0 if batch.chunked_prefill else tokens * h * 2 * POOLER_HEAD_BYTES
+    return tokens * h * ACTIVATION_BYTES + max(embed, encode)
+
+
 def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ...], *,
                     tp: int = 1, ep: int = 1, dp: int = 1,
                     last_stage: bool = True, flashinfer_sampler: bool = False,
                     fp8_moe: bool = False, vision: VisionTower | None = None,
                     v1: bool | None = None, v2_runner: bool = False,
-                    mm_held_bytes: int = 0) -> ActivationPeak:
-    """The profile run's torch peak; `mm_held_bytes`: what a model's multimodal profile
-    holds through the forward beside the generic encoder profile's cache
-    (kvplan.engines.vllm.mm_profile, Qwen3-VL)."""
+                    mm_held_bytes: int = 0, pooling: bool = False) -> ActivationPeak:
+    """The profile run's torch peak on one stage; `mm_held_bytes`: what a model's multimodal
+    profile holds through the forward beside the generic encoder profile's cache
+    (kvplan.engines.vllm.mm_profile, Qwen3-VL); `pooling`: a pooling model (the pooler where
+    the sampler would run, `pooler_bytes`)."""
     rules = rules_for(version, v1)
     fwd = forward_bytes(shapes, batch.max_num_batched_tokens, tp, ep, dp,
                         rules.moe_unchunked, fp8_moe)
@@ -437,6 +474,9 @@ def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ..
                                    last_stage=last_stage)
     if not last_stage:
         return ActivationPeak(fwd, 0, enc_pass, enc_cache, buffers)
+    if pooling:
+        return ActivationPeak(fwd, 0, enc_pass, enc_cache, buffers,
+                              pooler_bytes=pooler_bytes(shapes, batch))
     if rules.profile_logits_all_tokens:
         return ActivationPeak(fwd, all_token_logits_bytes(
             shapes, batch.max_num_batched_tokens, tp), enc_pass, enc_cache, buffers)

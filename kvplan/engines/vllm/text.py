@@ -151,6 +151,11 @@ LOG_FORMAT = EngineLog(
                 r"Reset SSM cache type to (float32)\b", "str", "settings"),
         LogLine("mamba_ssm_cache_dtype", "SSM state storage",
                 r"Using (float16|bfloat16) SSM state storage", "str", "settings"),
+        # the runner vLLM resolved from the architecture, over an echoed `--runner auto`
+        # (config/model.py ModelConfig._get_runner_type, 0.11.0 and 0.12.0 logs): pooling
+        # profiles a pooler, no sampler (kvplan.engines.vllm.memory.pooler_bytes)
+        LogLine("runner", "Resolved `--runner", r"Resolved `--runner \w+` to `--runner (\w+)`",
+                "str", "settings"),
         LogLine("max_num_batched_tokens", "max_num_batched_tokens=",
                 r"\bmax_num_batched_tokens=(\d+)", "int", "settings"),
         LogLine("enforce_eager", "enforce_eager=", r"\benforce_eager=(True|False)", "str",
