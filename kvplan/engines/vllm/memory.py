@@ -424,7 +424,8 @@ def text_only(spec: ModelSpec, limits: dict[str, int]) -> bool:
 # A pooling model (vLLM's runner "pooling": --runner pooling, --convert embed|classify|reward,
 # --task embed|embedding|classify|score|reward before 0.10.2) computes no logits and warms up no
 # sampler. V1: v1/worker/gpu_model_runner.py::profile_run (read in 0.9.2, 0.10.1.1, 0.11.0,
-# 0.22.1 and 0.32.0) calls `_dummy_pooler_run` on the dummy forward's hidden states, every
+# 0.22.1 and 0.32.0; Model Runner V2's v1/worker/gpu/model_runner.py::profile_run in 0.22.1
+# alike) calls `_dummy_pooler_run` on the dummy forward's hidden states, every
 # token's, in place of `_dummy_sampler_run`; `_dummy_pooler_run_task` splits them over
 # min(num_tokens, max_num_seqs) dummy requests and runs the model's pooler once per supported
 # task, then again for the task with the largest output, which stays alive with the hidden
