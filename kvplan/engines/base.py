@@ -120,6 +120,11 @@ class Deployment:
     # vLLM's runner (--runner, --convert, --task; kvplan.engines.settings.parse_runner):
     # "pooling" profiles a pooler and no sampler; None or "auto"/"generate": a generating model
     runner: str | None = None
+    # vLLM --enable-lora with --max-loras adapter slots of --max-lora-rank (None: vLLM's 1 and
+    # 16); the slots count with the weights (kvplan.engines.vllm.memory.lora_slots)
+    enable_lora: bool = False
+    max_loras: int | None = None
+    max_lora_rank: int | None = None
     # llama.cpp -ctv when it differs from -ctk (kv_dtype); None: V in kv_dtype
     kv_dtype_v: str | None = None
     # llama.cpp --kv-unified: one cache for every sequence; None: llama.cpp's default (a

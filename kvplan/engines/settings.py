@@ -370,6 +370,16 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
             "score|reward), whose profile runs a pooler and no sampler; generate or auto "
             "otherwise.", {"vllm": ("--runner", "--convert", "--task")}, only=("vllm",),
             parse=parse_runner),
+    Setting("enable_lora", "enable_lora", ("--enable-lora",), "bool", "",
+            "vLLM LoRA serving: every linear layer, the embedding and the LM head get slots "
+            "for --max-loras adapters of --max-lora-rank, allocated with the weights.",
+            {"vllm": ("--enable-lora",)}, default=False, only=("vllm",), budget=()),
+    Setting("max_loras", "max_loras", ("--max-loras",), "int", "adapters",
+            "vLLM --enable-lora: adapters in one batch, each a slot in every LoRA layer (1).",
+            {"vllm": ("--max-loras",)}, low=1, high=MAX_BATCH, only=("vllm",)),
+    Setting("max_lora_rank", "max_lora_rank", ("--max-lora-rank",), "int", "",
+            "vLLM --enable-lora: the rank every slot is sized for (16; config/lora.py).",
+            {"vllm": ("--max-lora-rank",)}, low=1, high=4096, only=("vllm",)),
     Setting("language_model_only", "language_model_only", ("--language-model-only",), "bool",
             "", "vLLM 0.17+: every modality's limit at 0, as --limit-mm-per-prompt with each "
             "at 0 (config/multimodal.py MultiModalConfig.language_model_only).",

@@ -32,6 +32,9 @@ SAMPLES = {
     "limit_mm_per_prompt": ("video=0,image=2", "image=2,video=0"),
     "language_model_only": (True, True),
     "runner": ("embed", "pooling"),
+    "enable_lora": (True, True),
+    "max_loras": (4, 4),
+    "max_lora_rank": (64, 64),
 }
 # settings no launch line carries: figures an engine logged (kvplan explain reads them from
 # the log), what vLLM's image (not a flag) decides, and the drafter's layers (its config's)

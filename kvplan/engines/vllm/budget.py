@@ -65,7 +65,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                 num_speculative_tokens: int = 0, pp_layers: Sequence[int] | None = None,
                 stage_gpu_memory_bytes: Sequence[int] | None = None, cpu_offload_bytes: int = 0,
                 v1: bool | None = None, mm_limits: str | None = None,
-                pooling: bool = False, check: bool = True) -> Budget:
+                pooling: bool = False, max_loras: int = 0,
+                max_lora_rank: int = vp.DEFAULT_MAX_LORA_RANK, check: bool = True) -> Budget:
     """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
     `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11: one float,
     `int` at the end; 0.33: `ceil(total x util) - ...`), minus the CUDA-graph estimate from
@@ -76,7 +77,9 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     below zero instead of raising (vLLM logs such a value before it refuses to start). `v1`:
     VLLM_USE_V1 where set (0.7's opt-in V1: config.V1_OPT_IN). `mm_limits`: --limit-mm-per-prompt
     as kvplan.engines.settings.parse_mm_limits holds it (`text_only_towers`). `pooling`: a
-    pooling model (vLLM's runner "pooling"), whose profile runs a pooler and no sampler. Every
+    pooling model (vLLM's runner "pooling"), whose profile runs a pooler and no sampler.
+    `max_loras`: --enable-lora's adapter slots (0: LoRA off), of rank `max_lora_rank`, counted
+    with the weights (`lora_weights`). Every
     parameter, with the vLLM source it follows: docs/engine-kv-sizing.md §7.9."""
 
     ver = version or LATEST
@@ -112,6 +115,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     if not extra_weights_bytes and num_draft_layers:
         extra_weights_bytes = vp.eagle_draft_bytes(spec, num_draft_layers) or 0
     per_stage[-1] += extra_weights_bytes // tp  # draft model on the last stage
+    lora_notes = lora_weights(spec, per_stage, tp, pp, pp_layers, max_loras, max_lora_rank)
     offloaded = offloaded_weights(spec, weights, weights_bytes, dims, tp, pp, per_stage,
                                   cpu_offload_bytes)
     per_stage = [w - o for w, o in zip(per_stage, offloaded, strict=True)]
@@ -202,6 +206,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
         notes.append(f"CUDA graphs: {'given' if cudagraph_bytes is not None else 'estimated'},"
                      " subtracted from vLLM 0.20 (--enforce-eager: none)")
     notes.extend(mm_notes)
+    notes.extend(lora_notes)
     encoder = vp.encoder_profile(profiled_vision, shapes.hidden_size, batch, ver, tp, v1) \
         if activation_bytes is None else None
     if encoder is not None:
@@ -293,6 +298,32 @@ def text_only_towers(spec: ModelSpec, mm_limits: str | None, version: tuple[int,
             notes.append(f"{shown}: every modality at 0, vLLM {named} runs text-only and "
                          "profiles no encoder (multimodal/registry.py supports_multimodal_inputs)")
     return replace(spec, vision=vision, audio_encoder=audio), profiled, notes
+
+
+def lora_weights(spec: ModelSpec, per_stage: list[int], tp: int, pp: int,
+                 pp_layers: Sequence[int] | None, max_loras: int, max_lora_rank: int
+                 ) -> list[str]:
+    """Adds --enable-lora's adapter slots to each stage's weights, in place (its decoder
+    layers', the embedding's on the first stage, the LM head's on the last:
+    kvplan.engines.vllm.memory.lora_slots), and says what it counted."""
+    if not max_loras:
+        return []
+    slots = vp.lora_slots(spec, tp, max_loras, max_lora_rank)
+    if slots is None:
+        raise BadInputError("--enable-lora: kvplan needs the model's hidden size, vocabulary and "
+                            "attention shapes to size vLLM's LoRA slots",
+                            "give the model as a config.json or a YAML spec with `shapes:`")
+    for i, (start, end) in enumerate(pp_stages(spec.num_layers, pp, pp_layers)):
+        per_stage[i] += (end - start) * slots.layer_bytes \
+            + (slots.embedding_bytes if i == 0 else 0) \
+            + (slots.lm_head_bytes if i == pp - 1 else 0)
+    notes = [f"LoRA: {max_loras} adapter slot{'s' if max_loras > 1 else ''} of rank "
+             f"{max_lora_rank} in the model dtype, {slots.layer_bytes:,} B a decoder layer, "
+             f"{slots.embedding_bytes:,} B the embedding, {slots.lm_head_bytes:,} B the LM head "
+             "per GPU, counted with the weights (vLLM 0.22.1 lora/layers create_lora_weights)"]
+    if spec.is_moe:
+        notes.append("LoRA: the fused MoE experts' adapter slots are not counted")
+    return notes
 
 
 def offloaded_weights(spec: ModelSpec, weights: str | WeightFormat, weights_bytes: int | None,

@@ -58,6 +58,8 @@ from kvplan.engines.vllm.formats import (
     with_ssm_state_dtype,
 )
 from kvplan.engines.vllm.memory import (
+    DEFAULT_MAX_LORA_RANK,
+    DEFAULT_MAX_LORAS,
     LANGUAGE_MODEL_ONLY_FROM,
     BatchSettings,
     batch_settings,
@@ -262,7 +264,9 @@ class VllmEngine(BaseEngine):
                 num_speculative_tokens=dep.num_speculative_tokens,
                 pp_layers=dep.pp_layers, stage_gpu_memory_bytes=dep.stage_gpu_memory_bytes,
                 cpu_offload_bytes=dep.cpu_offload_bytes, v1=dep.vllm_v1,
-                mm_limits=mm_limits(dep), pooling=dep.runner == "pooling")
+                mm_limits=mm_limits(dep), pooling=dep.runner == "pooling",
+                max_loras=(dep.max_loras or DEFAULT_MAX_LORAS) if dep.enable_lora else 0,
+                max_lora_rank=dep.max_lora_rank or DEFAULT_MAX_LORA_RANK)
         prof = profile(dep.spec, config, budget.available_kv_cache_bytes)
         constraints = []
         for i, stage in enumerate(prof.stages):

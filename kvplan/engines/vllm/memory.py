@@ -649,3 +649,59 @@ def ends_on_every_stage(spec: ModelSpec) -> bool:
     vllm_pp_every_stage_ends`, set by kvplan.sources.families), so each stage's worker
     allocates, and counts in its weights, the three."""
     return spec.traits.vllm_pp_every_stage_ends
+
+
+# --- LoRA: the adapters' GPU slots -------------------------------------------------------------
+#
+# With --enable-lora, vLLM wraps every module its LoRA manager supports (lora/utils.py
+# get_supported_lora_modules: every linear layer, and the model's `embedding_modules`, embed_tokens
+# and lm_head for Llama / Qwen) and each wrapper allocates zeroed slots for `max_loras` adapters of
+# `max_lora_rank` in the LoRA dtype (config/lora.py: "auto", the model dtype), inside the
+# model load's DeviceMemoryProfiler, so "Model loading took" includes them
+# (v1/worker/gpu/model_runner.py load_model -> load_lora_model, 0.22.1). Per slice of a linear
+# layer (lora/layers/base_linear.py create_lora_weights): A (rank x input on this rank), B (output
+# on this rank x rank); a column-parallel layer (q/k/v, gate/up: one slice each) takes the whole
+# input and its output split over TP, a row-parallel one (o, down) its input split and the whole
+# output. VocabParallelEmbeddingWithLoRA: A (vocab x rank), B (hidden x rank); LogitsProcessorWith-
+# LoRA: A (rank x hidden), B (vocab x rank), each over the whole vocabulary. The punica wrapper's
+# index tensors (max_num_batched_tokens int64s) and the dummy run's fp32 shrink buffers (slices x
+# tokens x rank) are under a MiB at 2,048 tokens and not counted. Read in 0.22.1; the LoRA of
+# fused MoE experts is not modelled.
+DEFAULT_MAX_LORAS = 1  # config/lora.py LoRAConfig.max_loras
+DEFAULT_MAX_LORA_RANK = 16  # config/lora.py LoRAConfig.max_lora_rank
+
+
+@record
+class LoraSlots:
+    """The LoRA slot bytes one rank allocates: per decoder layer (its attention and dense MLP
+    projections), the input embedding's and the LM head's."""
+
+    layer_bytes: int
+    embedding_bytes: int
+    lm_head_bytes: int
+
+
+def lora_slots(spec: ModelSpec, tp: int = 1, max_loras: int = DEFAULT_MAX_LORAS,
+               max_lora_rank: int = DEFAULT_MAX_LORA_RANK) -> LoraSlots | None:
+    """What `max_loras` slots of rank `max_lora_rank` hold on one TP rank (see above); None
+    when the spec lacks the shapes (hidden, vocabulary, MLP width, an attention layer)."""
+    from kvplan.core.layers import FullAttention, SlidingWindow
+
+    h, vocab, inter = spec.hidden_size, spec.vocab_size, spec.intermediate_size
+    heads = spec.num_attention_heads
+    attn = next((x for x in spec.layers if isinstance(x, (FullAttention, SlidingWindow))), None)
+    if not (h and vocab and heads and attn is not None):
+        return None
+    r = max_lora_rank
+    # QKVParallelLinear: KV heads split over TP, replicated when fewer than the ranks
+    q, kv = heads * attn.head_dim, max(1, attn.num_kv_heads // tp) * attn.head_dim
+    qkv = 3 * r * h + (q // tp + 2 * kv) * r  # three column-parallel slices
+    o = r * q // tp + h * r  # row-parallel
+    mlp = 2 * r * h + 2 * (inter // tp) * r + r * (inter // tp) + h * r if inter else 0
+    embedding = vocab * r + h * r
+    lm_head = r * h + vocab * r
+    if spec.tie_word_embeddings:
+        lm_head += embedding  # the tied head is an embedding module of its own path too
+    unit = max_loras * ACTIVATION_BYTES
+    return LoraSlots((qkv + o + mlp) * unit, embedding * unit, lm_head * unit)
+
