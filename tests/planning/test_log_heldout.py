@@ -142,8 +142,8 @@ def test_trtllm_banner_and_executor_settings_are_read():
 
 # vLLM 0.22.1 over two T4s serving Qwen3-8B with a LoRA adapter (a committed Kaggle server log,
 # https://github.com/trietnguyeminh/Submission---EXACT--IJCNN/blob/9bbbb12581eaeef6750c3d90c9672a00b8746106/vllm_server.log):
-# its non-default args set enable_lora and lora_modules, which kvplan's vLLM model does not
-# size, beside settings it reads (max_model_len, tensor_parallel_size, ...)
+# its non-default args set lora_modules, which kvplan's vLLM model does not size, beside
+# settings it reads (enable_lora, max_model_len, tensor_parallel_size, ...)
 LORA = (LOGS / "vllm" / "vllm-exact-qwen3-8b-2xt4-tp2-0.22.1.log").read_text(encoding="utf-8")
 # vLLM 0.11.0's LLM class running Qwen3-VL-Embedding-2B as a pooling model on a T4 (a
 # committed log, https://github.com/zjpzhao/vllm-qwen3vl-cu118-t4/blob/41aa10721334953fd0755389ffe960c3bf2e5592/logs/verify_qwen3vl_flex.log):
@@ -154,11 +154,10 @@ POOLING = (LOGS / "vllm" / "vllm-qwen3vl-embed-2b-t4-flex-0.11.0.log").read_text
 
 def test_an_echoed_setting_kvplan_does_not_know_is_named_as_a_launch_flag_is():
     notes = " ".join(explain(LORA, model="qwen3-8b", gpu="t4").notes)
-    for key, flag in (("enable_lora", "--enable-lora"), ("lora_modules", "--lora-modules")):
-        assert f"'{key}': {flag}: not a flag kvplan knows for vllm" in notes
+    assert "'lora_modules': --lora-modules: not a flag kvplan knows for vllm" in notes
     # the positional, the ignored host/port and the settings kvplan reads are not named
     for key in ("model_tag", "'model'", "'host'", "'port'", "'max_model_len'",
-                "'tensor_parallel_size'", "'name'"):
+                "'tensor_parallel_size'", "'name'", "'enable_lora'"):
         assert f"set {key}" not in notes and f"set '{key}'" not in notes
 
 
@@ -166,5 +165,7 @@ def test_keys_inside_an_echoed_value_are_not_settings():
     # Qwen3-VL-2B's language model has Qwen3-1.7B's layers (28, 8 KV heads of 128)
     model = str(FIXTURES / "engines" / "models" / "qwen3-1.7b.yaml")
     notes = " ".join(explain(POOLING, model=model).notes)
-    assert "set 'runner': --runner" in notes and "set 'convert': --convert" in notes
+    # runner and convert are settings kvplan reads (the runner row); pooler_config is not
+    assert "set 'pooler_config': --pooler-config" in notes
+    assert "set 'runner'" not in notes and "set 'convert'" not in notes
     assert "'image'" not in notes and "'video'" not in notes
