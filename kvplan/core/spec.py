@@ -228,6 +228,8 @@ class TensorLayout:
     fused_qkv: bool = False  # GPT-2's c_attn (3 x hidden) and c_proj, both with biases
     qkv_bias: bool = False  # q/k/v biases whatever attention_bias says (ChatGLM)
     o_proj_bias: bool = True  # attention_bias covers o_proj too (Qwen2: q/k/v only)
+    dense_bias: bool = False  # o_proj carries a bias whatever attention_bias says (Phi)
+    lm_head_bias: bool = False  # the untied LM head carries a bias (Phi)
     attention_output_gate: bool = False  # q_proj also gives a gate: twice as wide (Qwen3-Next)
     attention_gate_proj: bool = False  # a separate self_attn.gate_proj, heads x head_dim (AFMoE)
     qk_norm: str | None = None

@@ -350,6 +350,8 @@ class _Builder:
                 self.linear("lm_head", rows_per_rank, hidden, None, "head", "replicated")
             else:
                 self.plain("lm_head.weight", (rows_per_rank, hidden), None, "head")
+            if self.lay.lm_head_bias:  # Phi's lm_head = ParallelLMHead(bias=True)
+                self.plain("lm_head.bias", (rows_per_rank,), None, "head")
         if s.vision is not None:
             self.vision_tower()
         if s.audio_encoder is not None:
@@ -1320,7 +1322,7 @@ class _Builder:
         hd = getattr(layer, "head_dim", hidden // heads)
         vd = getattr(layer, "v_head_dim", None) or hd
         bias = bool(s.attention_bias) or lay.qkv_bias
-        o_bias = bool(s.attention_bias) and lay.o_proj_bias
+        o_bias = (bool(s.attention_bias) and lay.o_proj_bias) or lay.dense_bias
         if self.tp > 1 and kv < self.tp:
             # vLLM replicates KV heads when TP exceeds them: each rank holds one
             kv_rank = 1

@@ -11,7 +11,9 @@ it lower-cased with `-` read as `_`, as the engines' own tables did.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from kvplan.core.spec import GENERIC_LAYOUT, EngineTraits, ModelSpec, TensorLayout
 
@@ -61,7 +63,8 @@ LAYOUTS: dict[str, TensorLayout] = {
     # qwen3_asr.py Qwen3ForCausalLM): q_norm / k_norm over each head
     **dict.fromkeys(("qwen3_omni_moe", "qwen3_omni_moe_thinker", "qwen3_omni_moe_text",
                      "qwen3_asr", "qwen3_asr_text"), TensorLayout(qk_norm="head")),
-    "qwen2_moe": TensorLayout(known=True, shared_expert_gate=True),
+    # vLLM qwen2_moe.py Qwen2MoeAttention: qkv_proj with a bias (no config field), o_proj none
+    "qwen2_moe": TensorLayout(known=True, shared_expert_gate=True, o_proj_bias=False),
     "qwen3_next": replace(_QWEN3_NEXT, known=True, mtp="qwen3_next"),
     **dict.fromkeys(("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"),
                     _QWEN3_NEXT),
@@ -98,9 +101,16 @@ LAYOUTS: dict[str, TensorLayout] = {
                            mlp_names=("dense_h_to_4h", "dense_4h_to_h")),
     # Phi-1 / 1.5 / 2 (transformers modeling_phi.py, which vLLM 0.33 serves through its
     # Transformers backend): one biased LayerNorm before the parallel attention and MLP,
-    # q/k/v with biases whatever attention_bias says, an ungated fc1 / fc2 MLP with biases
-    "phi": TensorLayout(norms="parallel", norm_bias=True, qkv_bias=True, gated_mlp=False,
-                        mlp_bias=True, mlp_names=("fc1", "fc2")),
+    # q/k/v and dense (o_proj) with biases whatever attention_bias says, an ungated fc1 / fc2
+    # MLP with biases, an LM head with a bias (PhiForCausalLM: nn.Linear(bias=True); vLLM
+    # phi.py ParallelLMHead(bias=True))
+    "phi": TensorLayout(norms="parallel", norm_bias=True, qkv_bias=True, dense_bias=True,
+                        lm_head_bias=True, gated_mlp=False, mlp_bias=True,
+                        mlp_names=("fc1", "fc2")),
+    # StarCoder 2 (vLLM starcoder2.py): LayerNorms with biases, an ungated c_fc / c_proj MLP
+    # whose biases, like q/k/v/o's, follow use_bias (_from_config)
+    "starcoder2": TensorLayout(known=True, norm_bias=True, gated_mlp=False,
+                               mlp_names=("c_fc", "c_proj")),
     "gpt2": _GPT2,
     "gpt3": _GPT2,
     "gpt_oss": TensorLayout(known=True, attention_sinks=True, router="router",
@@ -180,9 +190,30 @@ VLLM_PP_EVERY_STAGE_ENDS = frozenset({"qwen2_moe", "qwen3_moe", "mixtral", "gpt_
 MOE_MODEL_TYPE = {"qwen2": "qwen2_moe", "qwen3": "qwen3_moe"}
 
 
-def layout_of(spec: ModelSpec) -> TensorLayout:
-    """The tensor layout of `spec.family` (the generic decoder's when kvplan has none)."""
+# Hunyuan's families (vLLM hunyuan_v1.py serves HunYuanDenseV1 / HunYuanMoEV1; the official
+# A13B config says model_type "hunyuan")
+_HUNYUAN = frozenset({"hunyuan", "hunyuan_v1_dense", "hunyuan_v1_moe"})
+
+
+def _from_config(layout: TensorLayout, family: str, config: Mapping[str, Any]) -> TensorLayout:
+    """What a family's layout takes from its config's own flags rather than its name."""
+    if family in _HUNYUAN and config.get("use_qk_norm") is True:
+        # vLLM hunyuan_v1.py HunYuanAttention: with use_qk_norm, query_layernorm and
+        # key_layernorm, RMSNorms over one head_dim-wide head
+        layout = replace(layout, qk_norm="head")
+    if family == "starcoder2":
+        # vLLM starcoder2.py Starcoder2MLP: c_fc / c_proj with bias=config.use_bias
+        # (Starcoder2Config defaults it to True)
+        layout = replace(layout, mlp_bias=config.get("use_bias", True) is not False)
+    return layout
+
+
+def layout_of(spec: ModelSpec, config: Mapping[str, Any] | None = None) -> TensorLayout:
+    """The tensor layout of `spec.family` (the generic decoder's when kvplan has none), with
+    what the family's config flags decide (`config`: the text model's config.json keys)."""
     layout = LAYOUTS.get(spec.family or "", GENERIC_LAYOUT)
+    if config is not None:
+        layout = _from_config(layout, spec.family or "", config)
     if spec.family == "falcon" and spec.layers and all(
             getattr(x, "num_kv_heads", 0) == 1 for x in spec.layers):
         # Falcon-7B (multi-query, parallel_attn): one input_layernorm before the parallel
@@ -203,6 +234,7 @@ def traits_of(spec: ModelSpec) -> EngineTraits:
                         vllm_pp_every_stage_ends=model_type in VLLM_PP_EVERY_STAGE_ENDS)
 
 
-def with_family_facts(spec: ModelSpec) -> ModelSpec:
-    """`spec` with the layout and engine traits its family implies (every reader's last step)."""
-    return replace(spec, layout=layout_of(spec), traits=traits_of(spec))
+def with_family_facts(spec: ModelSpec, config: Mapping[str, Any] | None = None) -> ModelSpec:
+    """`spec` with the layout and engine traits its family implies (every reader's last step);
+    `config`, where the reader has one, the text model's config.json keys the layout follows."""
+    return replace(spec, layout=layout_of(spec, config), traits=traits_of(spec))

@@ -138,9 +138,8 @@ def test_hunyuan_a13b_weights_by_hand():
     hand = 128_167 * h + 32 * layer + h
     assert hand == 80_393_183_232
     params = sum(t.num_params for t in inventory(load_config_file(HUNYUAN_A13B)).tensors)
-    # the generic decoder layout leaves out only the q / k norms (kvplan.core.weights
-    # generic_note: a family's own extra tensors are not counted)
-    assert params == hand - 32 * 2 * 128
+    # the q / k norms follow use_qk_norm (kvplan.sources.families); they were left out once
+    assert params == hand
 
 
 @pytest.mark.parametrize("fixture", [EXAONE_4_5, HUNYUAN_A13B])
@@ -372,9 +371,9 @@ def test_phi_1_bytes_and_weights_by_hand():
     layer = 2 * h + 4 * (h * h + h) + (h * 8192 + 8192) + (8192 * h + h)
     hand = vocab * h + 24 * layer + 2 * h + (vocab * h + vocab)
     assert hand == 1_414_562_935
-    # the generic layout leaves out dense's bias (an o_proj kept bias-free unless
-    # attention_bias) and lm_head's
-    assert _params(PHI_1) == hand - 24 * h - vocab
+    # dense's bias and lm_head's are counted (they were left out once: an o_proj kept
+    # bias-free unless attention_bias, and a head without a bias)
+    assert _params(PHI_1) == hand
 
 
 def test_qwen2_5_vl_7b_bytes_and_checkpoint_total():
@@ -1102,9 +1101,18 @@ def test_hunyuan_7b_dense_weights_by_hand():
     layer = 2 * h + 2 * h * h + 2 * 1024 * h + 2 * 128 + 3 * h * inter
     hand = 128_167 * h + 32 * layer + h
     assert hand == 7_504_568_320
-    # the generic decoder layout leaves out only the q / k norms, as for Hunyuan-A13B above
-    # (kvplan.core.weights generic_note: a family's own extra tensors are not counted)
-    assert _params(HUNYUAN_7B) == hand - 32 * 2 * 128
+    # the q / k norms follow use_qk_norm, as for Hunyuan-A13B above
+    assert _params(HUNYUAN_7B) == hand
+
+
+def test_hunyuan_without_use_qk_norm_has_no_q_k_norms(tmp_path):
+    # vLLM hunyuan_v1.py builds query_layernorm / key_layernorm only when use_qk_norm is
+    # set: the same config with it false weighs 32 layers x 2 x 128 less
+    raw = json.loads(HUNYUAN_7B.read_text())
+    raw["use_qk_norm"] = False
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    assert _params(HUNYUAN_7B) - _params(path) == 32 * 2 * 128
 
 
 @pytest.mark.parametrize("fixture", [OLMOE_1B_7B, HUNYUAN_7B])
