@@ -314,7 +314,7 @@ def spec_from_config(raw: Any, source: str, name: str, source_info: Source | Non
         quantization=quant,
         warnings=tuple(warnings),
         **found,
-    ))
+    ), cfg.raw)
 
 
 def _whisper_spec(top: Fields, name: str, source_info: Source | None, assume: bool
@@ -521,7 +521,10 @@ _TIED_DEFAULT = {"gpt2": True, "gemma": True, "gemma2": True, "gemma3_text": Tru
                  "minicpm3": True,
                  # Ernie4_5_MoeConfig defaults it to True; vLLM ernie45_moe.py ties the LM
                  # head to embed_tokens when it is set
-                 "ernie4_5_moe": True}
+                 "ernie4_5_moe": True,
+                 # Starcoder2Config defaults it to True; vLLM starcoder2.py ties the LM head
+                 # to embed_tokens when it is set (StarCoder 2's configs leave it out)
+                 "starcoder2": True}
 # Families whose config's intermediate_size is the width of one routed expert and whose
 # every layer is MoE (MixtralConfig, GptOssConfig, MiniMaxM2Config, Llama4TextConfig; Llama 4's
 # dense layers use intermediate_size_mlp).
@@ -557,7 +560,9 @@ _EXPERTS_PER_TOKEN_KEYS = (*_COMMON_EXPERTS_PER_TOKEN_KEYS, "moe_top_k", "moe_k"
 # Qwen2Attention, and the Qwen2-VL / Qwen2.5-VL text models built on it
 _QKV_BIAS = {"qwen2", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text",
              # Qwen2.5-Omni's thinker: a Qwen2ForCausalLM (vLLM qwen2_5_omni_thinker.py)
-             "qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_text"}
+             "qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_text",
+             # Qwen2MoeAttention (vLLM qwen2_moe.py): qkv_proj bias=True, o_proj bias=False
+             "qwen2_moe"}
 
 
 def _lfm2_ff_width(cfg: Fields, inter: int) -> int:
@@ -707,7 +712,9 @@ def shapes(reader: _Reader) -> dict[str, Any]:
             out["mla_v_head_dim"] = out["qk_nope_head_dim"]
         if cfg.has("index_topk"):
             out["index_n_heads"] = _opt_int(cfg, "index_n_heads", minimum=1)
-    bias = cfg.raw.get("attention_bias", cfg.raw.get("bias"))
+    # StarCoder 2 (vLLM starcoder2.py Starcoder2Attention): q/k/v/o biases follow use_bias
+    bias = cfg.raw.get("attention_bias", cfg.raw.get("bias",
+                       cfg.raw.get("use_bias", True) if mt == "starcoder2" else None))
     if isinstance(bias, bool):
         out["attention_bias"] = bias
     elif mt in _QKV_BIAS:  # Qwen2Attention: q/k/v carry biases, o does not; no config field
