@@ -230,6 +230,7 @@ class TensorLayout:
     o_proj_bias: bool = True  # attention_bias covers o_proj too (Qwen2: q/k/v only)
     dense_bias: bool = False  # o_proj carries a bias whatever attention_bias says (Phi)
     lm_head_bias: bool = False  # the untied LM head carries a bias (Phi)
+    layer_scalar: bool = False  # one learned scalar a layer (Gemma 4's layer_scalar)
     attention_output_gate: bool = False  # q_proj also gives a gate: twice as wide (Qwen3-Next)
     attention_gate_proj: bool = False  # a separate self_attn.gate_proj, heads x head_dim (AFMoE)
     qk_norm: str | None = None

@@ -890,6 +890,8 @@ class _Builder:
         self.mlp(i, p, place)
         if s.per_layer_inputs is not None:
             self.per_layer_extras(i, p, place, s.per_layer_inputs)
+        if self.lay.layer_scalar:
+            self.plain(f"{p}.layer_scalar", (1,), i, place)
 
     def v4_layer(self, i: int, p: str, place: str) -> None:
         """A DeepSeek-V4 layer as its checkpoint stores it: attn_norm / ffn_norm, the

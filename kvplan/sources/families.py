@@ -76,6 +76,13 @@ LAYOUTS: dict[str, TensorLayout] = {
     **dict.fromkeys(("gemma3n", "gemma3n_text"),
                     TensorLayout(known=True, norms="sandwich", qk_norm="head",
                                  requires=("per_layer_inputs",))),
+    # Gemma 4's text model (vLLM gemma4.py Gemma4DecoderLayer): Gemma 3's sandwich norms,
+    # q_norm / k_norm over one head (v_norm has no weight) and a layer_scalar a layer. A
+    # k_eq_v full-attention layer has no v_proj in the checkpoint, yet QKVParallelLinear
+    # keeps a V slot that the loader fills with K, so the V projection stays counted. The
+    # MoE block (enable_moe_block: router scale, per_expert_scale, three more norms) is not
+    # listed, so the layout is known only without it (_from_config)
+    "gemma4_text": TensorLayout(norms="sandwich", qk_norm="head", layer_scalar=True),
     **dict.fromkeys(("domyn_edge", "domynedge"), _DOMYN),
     **dict.fromkeys(("olmo2", "olmo3"), TensorLayout(known=True, norms="post", qk_norm="heads")),
     # vLLM olmo_hybrid.py OlmoHybridAttention: q_norm over all heads (hidden_size) and k_norm
@@ -201,6 +208,8 @@ def _from_config(layout: TensorLayout, family: str, config: Mapping[str, Any]) -
         # vLLM hunyuan_v1.py HunYuanAttention: with use_qk_norm, query_layernorm and
         # key_layernorm, RMSNorms over one head_dim-wide head
         layout = replace(layout, qk_norm="head")
+    if family == "gemma4_text" and config.get("enable_moe_block") is not True:
+        layout = replace(layout, known=True)
     if family == "starcoder2":
         # vLLM starcoder2.py Starcoder2MLP: c_fc / c_proj with bias=config.use_bias
         # (Starcoder2Config defaults it to True)

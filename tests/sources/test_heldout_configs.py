@@ -21,6 +21,7 @@ FAMILIES = FIXTURES / "hf-configs" / "families"
 PHI_2 = FAMILIES / "microsoft--phi-2.json"
 QWEN1_5_MOE = FAMILIES / "Qwen--Qwen1.5-MoE-A2.7B.json"
 STARCODER2_3B = FAMILIES / "bigcode--starcoder2-3b.json"
+GEMMA_4_31B = FAMILIES / "google--gemma-4-31B-it.json"
 
 
 def _params(path) -> int:
@@ -108,7 +109,44 @@ def test_starcoder2_biases_follow_use_bias(tmp_path):
     assert _params(STARCODER2_3B) - _params(path) == 30 * (3072 + 512 + 3072 + 12_288 + 3072)
 
 
-@pytest.mark.parametrize("fixture", [PHI_2, QWEN1_5_MOE, STARCODER2_3B])
+def test_gemma_4_31b_bytes_by_hand():
+    # vLLM gemma4.py Gemma4DecoderLayer: 50 sliding layers (window 1,024) of 16 KV heads of
+    # 256, and 10 full-attention layers (every sixth) of global_head_dim 512 with
+    # num_global_key_value_heads 4 (attention_k_eq_v: the KV head count of those layers)
+    spec = load_config_file(GEMMA_4_31B)
+    sliding, full = SlidingWindow(16, 256, window=1024), FullAttention(4, 512)
+    assert spec.layers == ((sliding,) * 5 + (full,)) * 10
+    per_token = 50 * (2 * 16 * 256 * 2) + 10 * (2 * 4 * 512 * 2)
+    assert per_token_bytes(spec.layers, BF16) == per_token == 901_120
+    assert request_bytes(spec.layers, 32_768, BF16) == (
+        50 * 1024 * (2 * 16 * 256 * 2) + 10 * 32_768 * (2 * 4 * 512 * 2))
+
+
+def test_gemma_4_31b_parameters_against_the_checkpoint_listing():
+    # vLLM gemma4.py: the tied 262,144 x 5,376 embedding; per layer four RMSNorms (input,
+    # post_attention, pre_ / post_feedforward), q_norm / k_norm over one head (v_norm has no
+    # weight), a layer_scalar, a gated MLP 21,504 wide; sliding layers q 8192 / k, v 4096 /
+    # o 8192 x 5,376, full layers q 16,384 / k 2,048 / o 16,384 x 5,376 and no v_proj
+    # (attention_k_eq_v); the final norm. The 27-layer vision tower and its projection as
+    # kvplan.core.weights lays them out (tests/core/test_tower_weights.py)
+    h = 5376
+    common = 4 * h + 1 + 3 * h * 21_504
+    sliding = common + 8192 * h + 2 * 4096 * h + h * 8192 + 2 * 256
+    full = common + 16_384 * h + 2048 * h + h * 16_384 + 2 * 512
+    text = 262_144 * h + 50 * sliding + 10 * full + h
+    v = 1152
+    vision = (27 * (4 * v * v + 3 * v * 4304 + 4 * v + 2 * 72) + 768 * v
+              + 2 * 10_240 * v + 2 * v + h * v)
+    # the checkpoint listing of gemma-4-31B-it (SOURCES.md) totals 31,273,088,876 values
+    assert text + vision == 31_273_088_876
+    # vLLM's QKVParallelLinear keeps a V slot on the ten k_eq_v layers and loads K into it
+    # ("K weights are loaded into both K and V slots"), so the GPU holds 10 x 2,048 x 5,376
+    # more than the checkpoint: the count kvplan gives. It once left out the two extra norms
+    # a layer, the q / k norms and layer_scalar (681,020 values)
+    assert _params(GEMMA_4_31B) == 31_273_088_876 + 10 * 2048 * h
+
+
+@pytest.mark.parametrize("fixture", [PHI_2, QWEN1_5_MOE, STARCODER2_3B, GEMMA_4_31B])
 def test_heldout_configs_size_and_plan(fixture):
     runner = CliRunner()
     sized = runner.invoke(app, ["size", str(fixture), "-t", "2048", "-f", "json"])
