@@ -912,8 +912,13 @@ class _Builder:
         if i < s.num_layers:
             layer = s.layers[i]
         else:
-            layer = next(x for x in s.layers
-                         if isinstance(x, CompressedAttention) and x.compress_ratio <= 1)
+            # the window-only attention, as a layer of the model has it or, where every
+            # layer compresses (DeepSeek-V4-Pro: 4 / 128 throughout), shaped like the first
+            first = s.layers[0]
+            layer = next((x for x in s.layers
+                          if isinstance(x, CompressedAttention) and x.compress_ratio <= 1),
+                         replace(first, compress_ratio=0, index_head_dim=None)
+                         if isinstance(first, CompressedAttention) else first)
         if not isinstance(layer, CompressedAttention):
             raise BadInputError(f"{s.name}: layer {i} is not compressed attention")
         self.v4_attention(i, p, place, layer)

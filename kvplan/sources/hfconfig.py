@@ -47,7 +47,11 @@ from kvplan.core.spec import (
 from kvplan.sources import hfarch
 from kvplan.sources.families import with_family_facts
 from kvplan.sources.fields import Fields
-from kvplan.sources.quant import deepseek_v4_formats, quantization_from_config
+from kvplan.sources.quant import (
+    deepseek_v4_formats,
+    find_quantization_config,
+    quantization_from_config,
+)
 from kvplan.sources.reader import finite_number, parse_json, read_bytes
 
 # No real model comes near these; they stop absurd numbers from building huge layer lists
@@ -262,6 +266,15 @@ def load_config_file(path: Path, assume_standard_attention: bool = False) -> Mod
     source = str(path)
     data = read_bytes(source)
     raw = parse_json(data, source)
+    sidecar = path.parent / "hf_quant_config.json"
+    if (path.name == "config.json" and isinstance(raw, dict)
+            and find_quantization_config(raw) is None and sidecar.is_file()):
+        # ModelOpt up to 0.29 wrote the quantization to hf_quant_config.json beside
+        # config.json (NVIDIA's early FP8 / NVFP4 uploads); vLLM's get_quantization_config
+        # (transformers_utils/config.py) reads that file when config.json states none
+        found = find_quantization_config(parse_json(read_bytes(str(sidecar)), str(sidecar)))
+        if found is not None:  # its "quantization" block (kvplan.sources.quant)
+            raw = {**raw, "quantization_config": found[0]}
     # a bare `config.json` names the folder it sits in (its relative parent is ".", no name)
     name = path.absolute().parent.name if path.name == "config.json" else path.stem
     return spec_from_config(raw, source, name=name.lower(), source_info=Source(
@@ -1754,6 +1767,10 @@ class _Reader:
         # num_key_value_heads says (DeepSeek-V3 lists 128, which is not the cache shape).
         # DeepSeek-VL2-Tiny's language model turns it off with use_mla: false (plain MHA).
         cfg = self.cfg
+        if self.model_type == "deepseek_v4":
+            # DeepSeek-V4's attention is compressed, not MLA (_compressed_layers); configs
+            # saved by transformers 5 write its unused kv_lora_rank as null
+            return False
         if ("kv_lora_rank" in cfg.raw and cfg.raw["kv_lora_rank"] is None
                 and cfg.bool("use_mla", True)
                 and (cfg.has("qk_rope_head_dim") or self.model_type in _MLA_TYPES)):

@@ -22,6 +22,9 @@ PHI_2 = FAMILIES / "microsoft--phi-2.json"
 QWEN1_5_MOE = FAMILIES / "Qwen--Qwen1.5-MoE-A2.7B.json"
 STARCODER2_3B = FAMILIES / "bigcode--starcoder2-3b.json"
 GEMMA_4_31B = FAMILIES / "google--gemma-4-31B-it.json"
+V4_FLASH = FAMILIES / "deepseek-ai--DeepSeek-V4-Flash.json"
+V4_FLASH_REDHAT = FAMILIES / "RedHatAI--DeepSeek-V4-Flash-NVFP4-FP8.json"
+V4_PRO_NVFP4 = FAMILIES / "nvidia--DeepSeek-V4-Pro-NVFP4.json"
 
 
 def _params(path) -> int:
@@ -144,6 +147,65 @@ def test_gemma_4_31b_parameters_against_the_checkpoint_listing():
     # more than the checkpoint: the count kvplan gives. It once left out the two extra norms
     # a layer, the q / k norms and layer_scalar (681,020 values)
     assert _params(GEMMA_4_31B) == 31_273_088_876 + 10 * 2048 * h
+
+
+def test_deepseek_v4_config_saved_by_transformers_5_reads_as_the_official_one():
+    # RedHatAI's re-quantized DeepSeek-V4-Flash config, written by transformers 5, spells
+    # out kv_lora_rank: null and v_head_dim: null. DeepSeek-V4 attention is compressed,
+    # not MLA, so the null latent rank must not be refused (it was: "kv_lora_rank is null
+    # on an MLA model"); the cache is the official config's, layer for layer
+    redhat, official = load_config_file(V4_FLASH_REDHAT), load_config_file(V4_FLASH)
+    assert redhat.layers == official.layers
+    assert per_token_bytes(redhat.layers, BF16) == per_token_bytes(official.layers, BF16)
+
+
+def test_deepseek_v4_pro_mtp_layer_is_window_only_attention():
+    # DeepSeek-V4-Pro compresses on every main layer (compress_ratios 128, 128, then 4 / 128;
+    # the 62nd entry, 0, is the MTP layer's): the MTP layer's attention is the window-only
+    # one, shaped like layer 0's without its compressor (kvplan once found no window-only
+    # layer to copy and stopped with StopIteration)
+    from kvplan.core.weights import inventory
+
+    inv = inventory(load_config_file(V4_PRO_NVFP4))
+    main = {t.name.removeprefix("model.layers.0.attn."): t.shape for t in inv.tensors
+            if t.name.startswith("model.layers.0.attn.") and "compressor" not in t.name}
+    mtp = {t.name.split(".attn.", 1)[1]: t.shape for t in inv.tensors
+           if t.place == "mtp" and ".attn." in t.name}
+    assert mtp == main
+    # 1.6 trillion parameters without the MTP layer: the model card's "1.6T"
+    assert round(sum(t.num_params for t in inv.tensors if t.place != "mtp") / 1e12, 1) == 1.6
+
+
+def test_hf_quant_config_beside_config_json_is_read(tmp_path):
+    # ModelOpt up to 0.29 (NVIDIA's NVFP4 uploads, e.g. nvidia/DeepSeek-R1-FP4: producer
+    # modelopt 0.23.0) wrote the quantization to hf_quant_config.json, not config.json;
+    # vLLM's get_quantization_config reads that file when config.json has none. The
+    # folder must read exactly as the same block written inline into config.json
+    from kvplan.core.weights import load_format
+
+    block = {"quant_algo": "NVFP4", "kv_cache_quant_algo": None, "group_size": 16,
+             "exclude_modules": ["lm_head"]}
+    base = json.loads((FIXTURES / "hf-configs" / "Qwen--Qwen3-8B.json").read_text())
+    folder = tmp_path / "qwen3-8b-nvfp4"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(base))
+    plain = load_config_file(folder)
+    assert plain.quantization.method == "none"
+    (folder / "hf_quant_config.json").write_text(json.dumps(
+        {"producer": {"name": "modelopt", "version": "0.23.0"}, "quantization": block}))
+    inline = tmp_path / "inline.json"
+    inline.write_text(json.dumps({**base, "quantization_config": block}))
+    side, inl = load_config_file(folder), load_config_file(inline)
+    assert side.quantization == inl.quantization
+    assert (side.quantization.method, side.quantization.bits) == ("modelopt", 4)
+    spec, q, _ = load_format(side, "auto")
+    from kvplan.core.weights import inventory
+
+    q_proj = [t for t in inventory(spec, q).tensors
+              if t.name.startswith("model.layers.0.self_attn.q_proj.")]
+    # vLLM modelopt.py ModelOptNvFp4LinearMethod: the 4096 x 4096 weight packed two e2m1
+    # values a byte, one fp8 scale per 16 inputs, fp32 weight_scale_2 and input_scale
+    assert sum(t.num_bytes for t in q_proj) == 4096 * 4096 // 2 + 4096 * 4096 // 16 + 4 + 4
 
 
 @pytest.mark.parametrize("fixture", [PHI_2, QWEN1_5_MOE, STARCODER2_3B, GEMMA_4_31B])
