@@ -224,6 +224,9 @@ class TensorLayout:
     norms: str = "pre"
     norm_bias: bool = False  # LayerNorms with a bias (GPT-2, Falcon)
     learned_positions: bool = False  # a max_context_tokens x hidden position table (wpe)
+    position_offset: int = 0  # position rows beyond max_context_tokens (OPT: 2)
+    embed_width: int = 0  # the embedding's width where not hidden (OPT-350m), projected in/out
+    final_norm: bool = True  # a norm after the last layer (OPT's post-norm models: none)
     extra_embedding_rows: int = 0  # embedding rows beyond the vocabulary (Mllama: 8)
     fused_qkv: bool = False  # GPT-2's c_attn (3 x hidden) and c_proj, both with biases
     qkv_bias: bool = False  # q/k/v biases whatever attention_bias says (ChatGLM)

@@ -319,9 +319,14 @@ class _Builder:
         if self.lay.extra_embedding_rows:
             # MllamaTextModel: nn.Embedding(vocab_size + 8, hidden), the LM head vocab_size
             embed_rows = self.vocab_rows(vocab + self.lay.extra_embedding_rows)
-        self.plain("model.embed_tokens.weight", (embed_rows, hidden), None, "embed")
+        width = self.lay.embed_width or hidden
+        self.plain("model.embed_tokens.weight", (embed_rows, width), None, "embed")
         if self.lay.learned_positions and s.max_context_tokens:
-            self.plain("wpe.weight", (s.max_context_tokens, hidden), None, "embed")
+            self.plain("wpe.weight", (s.max_context_tokens + self.lay.position_offset, hidden),
+                       None, "embed")
+        if self.lay.embed_width:  # OPT-350m: project_in / project_out around the layers
+            self.linear("model.project_in", hidden, width, None, "embed", "replicated")
+            self.linear("model.project_out", width, hidden, None, "final", "replicated")
         if s.per_layer_inputs is not None:
             self.per_layer_inputs(s.per_layer_inputs, hidden)
         for i in range(s.num_layers):
@@ -332,7 +337,8 @@ class _Builder:
             for k in range(s.per_layer_inputs.altup_inputs - 1):
                 self.linear(f"model.altup_unembed_projections.{k}", hidden, hidden, None,
                             "final", kind="other")
-        self.norm("model.norm", hidden, None, "final")
+        if self.lay.final_norm:
+            self.norm("model.norm", hidden, None, "final")
         if s.hyper_connections:  # the head's hyper-connection mix (hc_head_*), fp32
             hc = s.hyper_connections
             self.plain("hc_head_base", (hc,), None, "final", "F32")
@@ -349,7 +355,7 @@ class _Builder:
                 # gives ParallelLMHead the layer's method): rows already per rank
                 self.linear("lm_head", rows_per_rank, hidden, None, "head", "replicated")
             else:
-                self.plain("lm_head.weight", (rows_per_rank, hidden), None, "head")
+                self.plain("lm_head.weight", (rows_per_rank, width), None, "head")
             if self.lay.lm_head_bias:  # Phi's lm_head = ParallelLMHead(bias=True)
                 self.plain("lm_head.bias", (rows_per_rank,), None, "head")
         if s.vision is not None:

@@ -118,6 +118,12 @@ LAYOUTS: dict[str, TensorLayout] = {
     # whose biases, like q/k/v/o's, follow use_bias (_from_config)
     "starcoder2": TensorLayout(known=True, norm_bias=True, gated_mlp=False,
                                mlp_names=("c_fc", "c_proj")),
+    # OPT (vLLM opt.py): learned positions with 2 extra rows (OPTLearnedPositionalEmbedding's
+    # offset), LayerNorms with biases, q/k/v/out and fc1 / fc2 with biases per enable_bias,
+    # no gate; word_embed_proj_dim and do_layer_norm_before from the config (_from_config)
+    "opt": TensorLayout(known=True, norm_bias=True, qkv_bias=True, dense_bias=True,
+                        gated_mlp=False, mlp_bias=True, mlp_names=("fc1", "fc2"),
+                        learned_positions=True, position_offset=2),
     "gpt2": _GPT2,
     "gpt3": _GPT2,
     "gpt_oss": TensorLayout(known=True, attention_sinks=True, router="router",
@@ -210,6 +216,17 @@ def _from_config(layout: TensorLayout, family: str, config: Mapping[str, Any]) -
         layout = replace(layout, qk_norm="head")
     if family == "gemma4_text" and config.get("enable_moe_block") is not True:
         layout = replace(layout, known=True)
+    if family == "opt":
+        # vLLM opt.py OPTDecoder: biases per enable_bias (default True); an embedding of
+        # word_embed_proj_dim with project_in / project_out where that is not hidden_size;
+        # final_layer_norm only with do_layer_norm_before and not _remove_final_layer_norm
+        bias = config.get("enable_bias", True) is not False
+        width, hidden = config.get("word_embed_proj_dim"), config.get("hidden_size")
+        layout = replace(
+            layout, qkv_bias=bias, dense_bias=bias, mlp_bias=bias,
+            embed_width=width if type(width) is int and width > 0 and width != hidden else 0,
+            final_norm=config.get("do_layer_norm_before", True) is not False
+            and config.get("_remove_final_layer_norm", False) is not True)
     if family == "starcoder2":
         # vLLM starcoder2.py Starcoder2MLP: c_fc / c_proj with bias=config.use_bias
         # (Starcoder2Config defaults it to True)

@@ -524,6 +524,8 @@ _TIED_DEFAULT = {"gpt2": True, "gemma": True, "gemma2": True, "gemma3_text": Tru
                  "diffusion_gemma_text": True,
                  "cohere": True, "cohere2": True, "lfm2": True, "lfm2_moe": True,
                  "falcon": True, "RefinedWebModel": True, "RefinedWeb": True,
+                 # OPTConfig defaults it to True; vLLM opt.py ties the LM head to embed_tokens
+                 "opt": True,
                  "llama": False, "mistral": False, "mixtral": False, "qwen2": False,
                  "qwen3": False, "qwen3_moe": False, "qwen2_moe": False, "phi3": False,
                  "llama4_text": False, "deepseek_v2": False, "deepseek_v3": False,

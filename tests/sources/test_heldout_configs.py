@@ -23,6 +23,8 @@ QWEN1_5_MOE = FAMILIES / "Qwen--Qwen1.5-MoE-A2.7B.json"
 STARCODER2_3B = FAMILIES / "bigcode--starcoder2-3b.json"
 GEMMA_4_31B = FAMILIES / "google--gemma-4-31B-it.json"
 V4_FLASH = FAMILIES / "deepseek-ai--DeepSeek-V4-Flash.json"
+OPT_125M = FAMILIES / "facebook--opt-125m.json"
+OPT_350M = FAMILIES / "facebook--opt-350m.json"
 V4_FLASH_REDHAT = FAMILIES / "RedHatAI--DeepSeek-V4-Flash-NVFP4-FP8.json"
 V4_PRO_NVFP4 = FAMILIES / "nvidia--DeepSeek-V4-Pro-NVFP4.json"
 
@@ -149,6 +151,43 @@ def test_gemma_4_31b_parameters_against_the_checkpoint_listing():
     assert _params(GEMMA_4_31B) == 31_273_088_876 + 10 * 2048 * h
 
 
+def test_opt_bytes_by_hand():
+    # vLLM opt.py OPTAttention: multi-head, as many KV heads as heads; float16 checkpoints
+    spec = load_config_file(OPT_125M)
+    assert spec.layers == (FullAttention(12, 64),) * 12
+    assert per_token_bytes(spec.layers, BF16) == 12 * (2 * 12 * 64 * 2) == 36_864
+    spec = load_config_file(OPT_350M)
+    assert spec.layers == (FullAttention(16, 64),) * 24
+    assert per_token_bytes(spec.layers, BF16) == 24 * (2 * 16 * 64 * 2) == 98_304
+
+
+def test_opt_125m_parameters_by_hand():
+    # vLLM opt.py: a tied 50,272 x 768 embedding (OPTConfig ties by default), learned
+    # positions of max_position_embeddings + 2 rows (OPTLearnedPositionalEmbedding's
+    # offset); per layer q / k / v / out_proj 768 x 768 with biases (enable_bias), fc1
+    # 768 -> 3,072 and fc2 back with biases, no gate, two LayerNorms (weight and bias); the
+    # final LayerNorm (do_layer_norm_before). 125 million: the OPT paper's 125M
+    h, ffn = 768, 3072
+    layer = 4 * (h * h + h) + (h * ffn + ffn) + (ffn * h + h) + 2 * 2 * h
+    hand = 50_272 * h + 2050 * h + 12 * layer + 2 * h
+    assert hand == 125_239_296
+    # kvplan once laid OPT out as a generic decoder (gated MLP, no biases, an untied head):
+    # 190,483,200
+    assert _params(OPT_125M) == hand
+
+
+def test_opt_350m_projects_its_512_wide_embedding_and_has_no_final_norm():
+    # OPT-350m: word_embed_proj_dim 512, so the embedding (tied head) is 50,272 x 512 with
+    # project_in (512 -> 1,024) and project_out (1,024 -> 512), no biases; post-norm layers
+    # (do_layer_norm_before false) and so no final LayerNorm (vLLM opt.py OPTDecoder).
+    # 331 million, the count the model's Hub page gives for the 350M model
+    h, ffn = 1024, 4096
+    layer = 4 * (h * h + h) + (h * ffn + ffn) + (ffn * h + h) + 2 * 2 * h
+    hand = 50_272 * 512 + 2050 * h + 2 * 512 * h + 24 * layer
+    assert hand == 331_196_416
+    assert _params(OPT_350M) == hand
+
+
 def test_deepseek_v4_config_saved_by_transformers_5_reads_as_the_official_one():
     # RedHatAI's re-quantized DeepSeek-V4-Flash config, written by transformers 5, spells
     # out kv_lora_rank: null and v_head_dim: null. DeepSeek-V4 attention is compressed,
@@ -208,7 +247,8 @@ def test_hf_quant_config_beside_config_json_is_read(tmp_path):
     assert sum(t.num_bytes for t in q_proj) == 4096 * 4096 // 2 + 4096 * 4096 // 16 + 4 + 4
 
 
-@pytest.mark.parametrize("fixture", [PHI_2, QWEN1_5_MOE, STARCODER2_3B, GEMMA_4_31B])
+@pytest.mark.parametrize("fixture", [PHI_2, QWEN1_5_MOE, STARCODER2_3B, GEMMA_4_31B, OPT_125M,
+                                     OPT_350M])
 def test_heldout_configs_size_and_plan(fixture):
     runner = CliRunner()
     sized = runner.invoke(app, ["size", str(fixture), "-t", "2048", "-f", "json"])
