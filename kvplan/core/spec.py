@@ -229,6 +229,7 @@ class TensorLayout:
     final_norm: bool = True  # a norm after the last layer (OPT's post-norm models: none)
     extra_embedding_rows: int = 0  # embedding rows beyond the vocabulary (Mllama: 8)
     fused_qkv: bool = False  # GPT-2's c_attn (3 x hidden) and c_proj, both with biases
+    fused_qkv_bias: bool = True  # the fused projections carry biases (MPT no_bias, CodeGen: no)
     qkv_bias: bool = False  # q/k/v biases whatever attention_bias says (ChatGLM)
     o_proj_bias: bool = True  # attention_bias covers o_proj too (Qwen2: q/k/v only)
     dense_bias: bool = False  # o_proj carries a bias whatever attention_bias says (Phi)

@@ -1343,8 +1343,9 @@ class _Builder:
         else:
             kv_rank, kv_total = None, kv
         if lay.fused_qkv:
-            self.linear(f"{p}.attn.c_attn", 3 * hidden, hidden, i, place, "column", True, "attn")
-            self.linear(f"{p}.attn.c_proj", hidden, hidden, i, place, "row", True, "attn")
+            fb = lay.fused_qkv_bias
+            self.linear(f"{p}.attn.c_attn", 3 * hidden, hidden, i, place, "column", fb, "attn")
+            self.linear(f"{p}.attn.c_proj", hidden, hidden, i, place, "row", fb, "attn")
             return
         # Qwen3-Next's gated attention: q_proj also gives the output gate (attn_output_gate,
         # always on in Qwen3NextAttention), twice the query width

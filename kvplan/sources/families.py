@@ -124,6 +124,16 @@ LAYOUTS: dict[str, TensorLayout] = {
     "opt": TensorLayout(known=True, norm_bias=True, qkv_bias=True, dense_bias=True,
                         gated_mlp=False, mlp_bias=True, mlp_names=("fc1", "fc2"),
                         learned_positions=True, position_offset=2),
+    # MPT (vLLM mpt.py, transformers modeling_mpt.py): a fused Wqkv and out_proj, LayerNorms,
+    # an ungated up / down MLP; no_bias drops every bias, the norms' included (_from_config)
+    "mpt": TensorLayout(known=True, fused_qkv=True, norm_bias=True, gated_mlp=False,
+                        mlp_bias=True),
+    # CodeGen (transformers modeling_codegen.py): one LayerNorm (ln_1) before the parallel
+    # attention and MLP, a bias-free fused qkv_proj and out_proj, fc_in / fc_out with biases,
+    # an untied lm_head with a bias
+    "codegen": TensorLayout(known=True, norms="parallel", norm_bias=True, fused_qkv=True,
+                            fused_qkv_bias=False, gated_mlp=False, mlp_bias=True,
+                            mlp_names=("fc_in", "fc_out"), lm_head_bias=True),
     "gpt2": _GPT2,
     "gpt3": _GPT2,
     "gpt_oss": TensorLayout(known=True, attention_sinks=True, router="router",
@@ -227,6 +237,10 @@ def _from_config(layout: TensorLayout, family: str, config: Mapping[str, Any]) -
             embed_width=width if type(width) is int and width > 0 and width != hidden else 0,
             final_norm=config.get("do_layer_norm_before", True) is not False
             and config.get("_remove_final_layer_norm", False) is not True)
+    if family == "mpt" and config.get("no_bias") is True:
+        # MPTModel: with no_bias every module's bias is removed (vLLM mpt.py, transformers
+        # modeling_mpt.py)
+        layout = replace(layout, fused_qkv_bias=False, norm_bias=False, mlp_bias=False)
     if family == "starcoder2":
         # vLLM starcoder2.py Starcoder2MLP: c_fc / c_proj with bias=config.use_bias
         # (Starcoder2Config defaults it to True)

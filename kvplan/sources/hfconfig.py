@@ -526,6 +526,8 @@ _TIED_DEFAULT = {"gpt2": True, "gemma": True, "gemma2": True, "gemma3_text": Tru
                  "falcon": True, "RefinedWebModel": True, "RefinedWeb": True,
                  # OPTConfig defaults it to True; vLLM opt.py ties the LM head to embed_tokens
                  "opt": True,
+                 # MptConfig defaults it to True; vLLM mpt.py's head is transformer.wte
+                 "mpt": True,
                  "llama": False, "mistral": False, "mixtral": False, "qwen2": False,
                  "qwen3": False, "qwen3_moe": False, "qwen2_moe": False, "phi3": False,
                  "llama4_text": False, "deepseek_v2": False, "deepseek_v3": False,
@@ -554,7 +556,9 @@ _EXPERT_WIDTH_IS_INTERMEDIATE = {"mixtral", "gpt_oss", "minimax_m2", "minimax", 
                                  "olmoe", "phimoe", "minicpm"}
 # Families whose MLP width defaults to 4 x hidden when the config leaves it out or null
 # (GPT2Config n_inner, FalconConfig ffn_hidden_size).
-_FOUR_X_HIDDEN = {"gpt2", "falcon", "RefinedWebModel", "RefinedWeb"}
+_FOUR_X_HIDDEN = {"gpt2", "falcon", "RefinedWebModel", "RefinedWeb",
+                  # CodeGenBlock: inner_dim = n_inner or 4 * n_embd (modeling_codegen.py)
+                  "codegen"}
 
 
 # Step3 / Step-3.5's MoE (vLLM step3_text.py, step3p5.py): moe_num_experts, moe_top_k,
@@ -658,6 +662,11 @@ def shapes(reader: _Reader) -> dict[str, Any]:
                      minimum=1)
     if inter is None and mt in _FOUR_X_HIDDEN and out["hidden_size"]:
         inter = 4 * out["hidden_size"]
+    if inter is None and mt == "mpt" and out["hidden_size"]:
+        # MPT's MLP (vLLM mpt.py MPTMLP): expansion_ratio x d_model (MptConfig: 4)
+        ratio = cfg.raw.get("expansion_ratio", 4)
+        if type(ratio) is int and 0 < ratio <= 64:
+            inter = ratio * out["hidden_size"]
     if mt in ("mamba", "falcon_mamba", "mamba2"):
         inter = None  # the mixer's own width: a Mamba block has no MLP
     elif mt in ("lfm2", "lfm2_moe") and inter:

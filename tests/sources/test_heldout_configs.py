@@ -25,6 +25,8 @@ GEMMA_4_31B = FAMILIES / "google--gemma-4-31B-it.json"
 V4_FLASH = FAMILIES / "deepseek-ai--DeepSeek-V4-Flash.json"
 OPT_125M = FAMILIES / "facebook--opt-125m.json"
 OPT_350M = FAMILIES / "facebook--opt-350m.json"
+MPT_30B = FAMILIES / "adamrb--mpt-30b-chat-safetensors.json"
+CODEGEN_350M = FAMILIES / "Salesforce--codegen-350M-mono.json"
 V4_FLASH_REDHAT = FAMILIES / "RedHatAI--DeepSeek-V4-Flash-NVFP4-FP8.json"
 V4_PRO_NVFP4 = FAMILIES / "nvidia--DeepSeek-V4-Pro-NVFP4.json"
 
@@ -188,6 +190,36 @@ def test_opt_350m_projects_its_512_wide_embedding_and_has_no_final_norm():
     assert _params(OPT_350M) == hand
 
 
+def test_mpt_30b_bytes_and_parameters_by_hand():
+    # MPT-30B (vLLM mpt.py, transformers modeling_mpt.py): 48 layers of 64 heads = 64 KV
+    # heads of 7168 / 64 = 112 (ALiBi, no position table). Plan refused it once ("the spec
+    # has no intermediate_size": MPT gives expansion_ratio instead)
+    spec = load_config_file(MPT_30B)
+    assert spec.layers == (FullAttention(64, 112),) * 48
+    assert per_token_bytes(spec.layers, BF16) == 48 * (2 * 64 * 112 * 2) == 1_376_256
+    # per layer a fused Wqkv 3 x 7168 x 7168 and out_proj, up 4 x 7168 wide (expansion_ratio
+    # 4) and down, two LayerNorms without bias (no_bias removes every bias); the tied
+    # 50,432 x 7,168 embedding; norm_f. 29.96 billion, MPT-30B's 30B
+    d = 7168
+    layer = 3 * d * d + d * d + 2 * 4 * d * d + 2 * d
+    hand = 50_432 * d + 48 * layer + d
+    assert hand == 29_957_200_896
+    assert _params(MPT_30B) == hand
+
+
+def test_codegen_350m_parameters_by_hand():
+    # transformers modeling_codegen.py: per layer ln_1 (weight and bias) before the parallel
+    # attention and MLP, qkv_proj 3 x 1024 x 1024 and out_proj without biases, fc_in to
+    # n_inner (null: 4 x n_embd = 4,096) and fc_out back with biases; ln_f; an untied
+    # 51,200-row embedding and lm_head, the head with a bias. Plan refused it once ("no
+    # intermediate_size": n_inner is null)
+    h, inner = 1024, 4096
+    layer = 2 * h + 3 * h * h + h * h + (h * inner + inner) + (inner * h + h)
+    hand = 51_200 * h + 20 * layer + 2 * h + (51_200 * h + 51_200)
+    assert hand == 356_712_448
+    assert _params(CODEGEN_350M) == hand
+
+
 def test_deepseek_v4_config_saved_by_transformers_5_reads_as_the_official_one():
     # RedHatAI's re-quantized DeepSeek-V4-Flash config, written by transformers 5, spells
     # out kv_lora_rank: null and v_head_dim: null. DeepSeek-V4 attention is compressed,
@@ -248,7 +280,7 @@ def test_hf_quant_config_beside_config_json_is_read(tmp_path):
 
 
 @pytest.mark.parametrize("fixture", [PHI_2, QWEN1_5_MOE, STARCODER2_3B, GEMMA_4_31B, OPT_125M,
-                                     OPT_350M])
+                                     OPT_350M, MPT_30B, CODEGEN_350M])
 def test_heldout_configs_size_and_plan(fixture):
     runner = CliRunner()
     sized = runner.invoke(app, ["size", str(fixture), "-t", "2048", "-f", "json"])
