@@ -134,6 +134,10 @@ LAYOUTS: dict[str, TensorLayout] = {
     "codegen": TensorLayout(known=True, norms="parallel", norm_bias=True, fused_qkv=True,
                             fused_qkv_bias=False, gated_mlp=False, mlp_bias=True,
                             mlp_names=("fc_in", "fc_out"), lm_head_bias=True),
+    # StableLM (transformers modeling_stablelm.py, vLLM stablelm.py): LayerNorms with biases;
+    # parallel residual, q/k/v biases and per-head q/k LayerNorms per the config
+    # (_from_config)
+    "stablelm": TensorLayout(known=True, norm_bias=True, o_proj_bias=False),
     "gpt2": _GPT2,
     "gpt3": _GPT2,
     "gpt_oss": TensorLayout(known=True, attention_sinks=True, router="router",
@@ -237,6 +241,14 @@ def _from_config(layout: TensorLayout, family: str, config: Mapping[str, Any]) -
             embed_width=width if type(width) is int and width > 0 and width != hidden else 0,
             final_norm=config.get("do_layer_norm_before", True) is not False
             and config.get("_remove_final_layer_norm", False) is not True)
+    if family == "stablelm":
+        # StableLmDecoderLayer: with use_parallel_residual one input_layernorm before the
+        # parallel attention and MLP; q/k/v biases per use_qkv_bias; with qk_layernorm a
+        # bias-free LayerNorm per query head and per KV head (StableLmLayerNormPerHead)
+        layout = replace(
+            layout, qkv_bias=config.get("use_qkv_bias") is True,
+            norms="parallel" if config.get("use_parallel_residual") is True else "pre",
+            qk_norm="heads" if config.get("qk_layernorm") is True else None)
     if family == "mpt" and config.get("no_bias") is True:
         # MPTModel: with no_bias every module's bias is removed (vLLM mpt.py, transformers
         # modeling_mpt.py)

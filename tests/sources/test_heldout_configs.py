@@ -27,6 +27,7 @@ OPT_125M = FAMILIES / "facebook--opt-125m.json"
 OPT_350M = FAMILIES / "facebook--opt-350m.json"
 MPT_30B = FAMILIES / "adamrb--mpt-30b-chat-safetensors.json"
 CODEGEN_350M = FAMILIES / "Salesforce--codegen-350M-mono.json"
+STABLELM_2_12B = FAMILIES / "stabilityai--stablelm-2-12b.json"
 V4_FLASH_REDHAT = FAMILIES / "RedHatAI--DeepSeek-V4-Flash-NVFP4-FP8.json"
 V4_PRO_NVFP4 = FAMILIES / "nvidia--DeepSeek-V4-Pro-NVFP4.json"
 
@@ -218,6 +219,24 @@ def test_codegen_350m_parameters_by_hand():
     hand = 51_200 * h + 20 * layer + 2 * h + (51_200 * h + 51_200)
     assert hand == 356_712_448
     assert _params(CODEGEN_350M) == hand
+
+
+def test_stablelm_2_12b_bytes_and_parameters_by_hand():
+    # transformers modeling_stablelm.py: 40 layers, 8 KV heads of 5120 / 32 = 160
+    spec = load_config_file(STABLELM_2_12B)
+    assert spec.layers == (FullAttention(8, 160),) * 40
+    assert per_token_bytes(spec.layers, BF16) == 40 * (2 * 8 * 160 * 2) == 204_800
+    # per layer one input_layernorm (use_parallel_residual; weight and bias), q / o
+    # 5120 x 5120, k / v 1280 x 5120 without biases (use_qkv_bias unset), a bias-free
+    # LayerNorm per query head and per KV head (qk_layernorm: 32 x 160 and 8 x 160), a gated
+    # MLP 13,824 wide; the final LayerNorm; an untied 100,352-row vocabulary. 12.1 billion,
+    # the model card's 12.1B (kvplan once counted two RMSNorm weights a layer and no q / k
+    # norms: 261,120 fewer)
+    h, inter = 5120, 13_824
+    layer = 2 * h + 2 * h * h + 2 * 1280 * h + 32 * 160 + 8 * 160 + 3 * h * inter
+    hand = 2 * 100_352 * h + 40 * layer + 2 * h
+    assert hand == 12_143_185_920
+    assert _params(STABLELM_2_12B) == hand
 
 
 def test_deepseek_v4_config_saved_by_transformers_5_reads_as_the_official_one():
