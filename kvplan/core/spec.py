@@ -250,6 +250,7 @@ class TensorLayout:
     expert_bias: bool = False  # the experts' linears and the router carry biases (gpt-oss)
     shared_expert_gate: bool = False  # a sigmoid gate on the shared expert (Qwen2-MoE)
     mixer_module: str = "mixer"  # the recurrent mixer's module name in a layer
+    mlp_module: str = "mlp"  # the MoE's module name in a layer (DeepSeek-V4: ffn)
     compressed_blocks: bool = False  # DeepSeek-V4 layers: attn_norm / ffn_norm, hc mixes
     mtp: str = "deepseek_v3"
     # "whisper" (the audio encoder and the decoder's layers) or "mbart" (Nemotron Parse: a

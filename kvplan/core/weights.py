@@ -1453,7 +1453,8 @@ class _Builder:
         hidden, experts = _need(s, "hidden_size"), _need(s, "num_experts")
         width = _need(s, "moe_intermediate_size")
         bias = lay.expert_bias
-        router = f"mlp.{lay.router}"
+        m = f"{p}.{lay.mlp_module}"  # the feed-forward module (DeepSeek-V4: ffn)
+        router = f"{lay.mlp_module}.{lay.router}"
         # the router is replicated and never quantized (vLLM builds it without quant_config)
         self.linear(f"{p}.{router}", experts, hidden, i, place, "replicated", bias, "router",
                     quantizable=False)
@@ -1461,24 +1462,24 @@ class _Builder:
             # DeepSeek-V4 hash routing: a token id -> top-k experts table, no bias; int64 in
             # the checkpoint, int32 as vLLM holds it unless MegaMoE (models/deepseek_v4/
             # nvidia/model.py hash_indices_dtype)
-            self.plain(f"{p}.mlp.gate.tid2eid", (_need(s, "vocab_size"),
+            self.plain(f"{m}.gate.tid2eid", (_need(s, "vocab_size"),
                                                  _need(s, "num_experts_per_token")),
                        i, place, "I32" if self.padded_vocab else "I64")
         elif s.routing_bias:
             # noaux_tc routing: a per-expert score correction bias, kept in fp32
-            self.plain(f"{p}.mlp.{lay.routing_bias}", (experts,), i, place, "F32")
+            self.plain(f"{m}.{lay.routing_bias}", (experts,), i, place, "F32")
         load = self.expert_load or ExpertLoad()
         latent = s.moe_latent_size
         if latent:
             # latent MoE (Kimi-K3 routed_expert_hidden_size): the routed experts work in the
             # latent width between a down and an up projection (the checkpoint keeps both, and
             # the latent norm, in the model dtype), replicated like the router
-            self.linear(f"{p}.mlp.routed_expert_down_proj", latent, hidden, i, place,
+            self.linear(f"{m}.routed_expert_down_proj", latent, hidden, i, place,
                         "replicated", kind="router", quantizable=False)
-            self.linear(f"{p}.mlp.routed_expert_up_proj", hidden, latent, i, place,
+            self.linear(f"{m}.routed_expert_up_proj", hidden, latent, i, place,
                         "replicated", kind="router", quantizable=False)
             if s.moe_latent_norm:
-                self.plain(f"{p}.mlp.routed_expert_norm.weight", (latent,), i, place)
+                self.plain(f"{m}.routed_expert_norm.weight", (latent,), i, place)
         width_in = latent or hidden
         hid_in = cdiv(width_in, load.hidden_align) * load.hidden_align
         # expert parallelism: whole experts, ceil(E / ep) per rank; else with TP every rank
@@ -1490,7 +1491,7 @@ class _Builder:
                                 f"parallelism {self.tp}")
         w_local = width // self.tp if tp_split else width
         w_local = cdiv(w_local, load.width_align) * load.width_align
-        ex = f"{p}.mlp.experts"
+        ex = f"{m}.experts"
         first = len(self.out)
         saved_tp, saved_q = self.tp, self.q
         self.tp = 1  # shapes below are already per rank
@@ -1519,13 +1520,13 @@ class _Builder:
             self.out.extend(extra)
         shared = s.shared_expert_intermediate_size or 0
         if shared:
-            sh = f"{p}.mlp.shared_experts"
+            sh = f"{m}.shared_experts"
             if lay.gated_mlp:
                 self.linear(f"{sh}.gate_proj", shared, hidden, i, place, "column", kind="mlp")
             self.linear(f"{sh}.up_proj", shared, hidden, i, place, "column", kind="mlp")
             self.linear(f"{sh}.down_proj", hidden, shared, i, place, "row", kind="mlp")
             if lay.shared_expert_gate:
-                self.linear(f"{p}.mlp.shared_expert_gate", 1, hidden, i, place, "replicated",
+                self.linear(f"{m}.shared_expert_gate", 1, hidden, i, place, "replicated",
                             kind="router", quantizable=False)
 
     def mtp(self, i: int, rows: int) -> None:

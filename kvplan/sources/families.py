@@ -182,7 +182,10 @@ LAYOUTS: dict[str, TensorLayout] = {
     # Kimi-K3: Kimi Delta Attention + MLA with output gates, attention residuals, latent MoE
     "kimi_linear": TensorLayout(known=True, mixer_module="self_attn"),
     # DeepSeek-V4: compressed attention, hyper-connections, hash routing, FP4 experts
-    "deepseek_v4": TensorLayout(known=True, compressed_blocks=True, mtp="deepseek_v4"),
+    # the MoE under ffn (ffn.gate, ffn.experts, ffn.shared_experts), as the checkpoint and
+    # the re-quantized uploads' quantization targets name it
+    "deepseek_v4": TensorLayout(known=True, compressed_blocks=True, mtp="deepseek_v4",
+                                mlp_module="ffn"),
 }
 
 # llama.cpp: the architectures whose `load_arch_hparams` sets `swa_type`, so sliding/chunked

@@ -30,6 +30,7 @@ CODEGEN_350M = FAMILIES / "Salesforce--codegen-350M-mono.json"
 STABLELM_2_12B = FAMILIES / "stabilityai--stablelm-2-12b.json"
 V4_FLASH_REDHAT = FAMILIES / "RedHatAI--DeepSeek-V4-Flash-NVFP4-FP8.json"
 V4_PRO_NVFP4 = FAMILIES / "nvidia--DeepSeek-V4-Pro-NVFP4.json"
+V4_PRO_NVFP4_QUANT = FAMILIES / "nvidia--DeepSeek-V4-Pro-NVFP4_hf_quant_config.json"
 
 
 def _params(path) -> int:
@@ -264,6 +265,35 @@ def test_deepseek_v4_pro_mtp_layer_is_window_only_attention():
     assert mtp == main
     # 1.6 trillion parameters without the MTP layer: the model card's "1.6T"
     assert round(sum(t.num_params for t in inv.tensors if t.place != "mtp") / 1e12, 1) == 1.6
+
+
+def _checkpoint_bytes(spec) -> dict[str, int]:
+    from kvplan.core.weights import inventory, load_format
+
+    target, q, _ = load_format(spec, "auto")
+    return inventory(target, q).bytes_by_dtype()
+
+
+def test_deepseek_v4_nvfp4_targets_reach_the_experts():
+    # RedHatAI's compressed-tensors groups target "re:.*ffn.*(gate|up|down)_proj$" (NVFP4)
+    # and the attention projections (FP8 blocks): the checkpoint keeps the MoE under ffn.
+    # Every routed and shared expert projection of the 43 layers and the MTP layer is
+    # NVFP4, two e2m1 values a byte: 44 x (256 + 1) x 3 x 2048 x 4096 / 2 bytes. kvplan once
+    # named the MoE mlp, matched nothing and weighed the experts in BF16
+    by = _checkpoint_bytes(load_config_file(V4_FLASH_REDHAT))
+    assert by["U8"] == 44 * 257 * 3 * 2048 * 4096 // 2 == 142_287_568_896
+
+
+def test_deepseek_v4_pro_nvfp4_reads_hf_quant_config(tmp_path):
+    # nvidia/DeepSeek-V4-Pro-NVFP4 keeps its quantization in hf_quant_config.json: NVFP4 on
+    # layers.N.ffn.experts (61 layers), shared experts, attention, head and MTP excluded.
+    # 61 x 384 x 3 x 3072 x 7168 / 2 bytes of packed experts
+    folder = tmp_path / "DeepSeek-V4-Pro-NVFP4"
+    folder.mkdir()
+    (folder / "config.json").write_bytes(V4_PRO_NVFP4.read_bytes())
+    (folder / "hf_quant_config.json").write_bytes(V4_PRO_NVFP4_QUANT.read_bytes())
+    by = _checkpoint_bytes(load_config_file(folder))
+    assert by["U8"] == 61 * 384 * 3 * 3072 * 7168 // 2 == 773_698_093_056
 
 
 def test_hf_quant_config_beside_config_json_is_read(tmp_path):
