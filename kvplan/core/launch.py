@@ -14,7 +14,8 @@ from kvplan.core.record import record
 #: value kinds a flag table may name: how the text after the flag becomes a value
 VALUE_KINDS = ("int", "float", "str", "tokens", "bytes", "flag", "no-flag", "ignore",
                "ignore-flag", "optional",  # optional: a value if one follows, else "on"
-               "json")  # a JSON object ('{"num_speculative_tokens": 3}'), read as a dict
+               "json",  # a JSON object ('{"num_speculative_tokens": 3}'), read as a dict
+               "append")  # text that may be given again: each value joined after a comma
 
 
 @record

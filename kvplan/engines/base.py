@@ -110,6 +110,11 @@ class Deployment:
     flash_attn: str | None = None  # llama.cpp -fa on/off/auto (None: auto, on for CUDA)
     n_gpu_layers: str | None = None  # llama.cpp -ngl N/all/auto (None: every layer)
     no_kv_offload: bool = False  # llama.cpp -nkvo: the KV cache in host memory
+    # llama.cpp --override-tensor PATTERN=BUFT[,...] (every -ot of a launch, in order),
+    # --cpu-moe and --n-cpu-moe N: weights kept in host memory (kvplan.engines.llamacpp.overrides)
+    tensor_overrides: str | None = None
+    cpu_moe: bool = False
+    n_cpu_moe: int | None = None
     # vLLM --cpu-offload-gb, in bytes: decoder-layer weights per GPU kept in CPU memory
     cpu_offload_bytes: int = 0
     # vLLM --limit-mm-per-prompt, items per prompt by modality as the key=value list

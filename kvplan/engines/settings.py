@@ -51,6 +51,8 @@ class Setting:
     # a str setting whose value has a syntax of its own: value, where -> the value as the
     # Deployment keeps it (errors name `where`, the flag as given)
     parse: Callable[[Any, str], str] | None = None
+    # a str setting a launch line may give again, each value joined after a comma (-ot)
+    repeats: bool = False
 
     @property
     def plan_key(self) -> str:
@@ -397,6 +399,17 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
     Setting("no_kv_offload", "no_kv_offload", ("--no-kv-offload", "-nkvo"), "bool", "",
             "llama.cpp: keep the whole KV cache in host memory.",
             {"llamacpp": ("--no-kv-offload", "-nkvo")}, default=False),
+    Setting("tensor_overrides", "tensor_overrides", ("--override-tensor", "-ot"), "str", "",
+            "llama.cpp: PATTERN=BUFFER_TYPE[,...] (exps=CPU): weights whose GGUF names match a "
+            "pattern with a CPU buffer type stay in host memory (the first match decides).",
+            {"llamacpp": ("--override-tensor", "-ot")}, only=("llamacpp",), repeats=True),
+    Setting("cpu_moe", "cpu_moe", ("--cpu-moe", "-cmoe"), "bool", "",
+            "llama.cpp: keep every routed expert in host memory (-ot exps=CPU).",
+            {"llamacpp": ("--cpu-moe", "-cmoe")}, default=False, only=("llamacpp",)),
+    Setting("n_cpu_moe", "n_cpu_moe", ("--n-cpu-moe", "-ncmoe"), "int", "layers",
+            "llama.cpp: keep the routed experts of the first N layers in host memory.",
+            {"llamacpp": ("--n-cpu-moe", "-ncmoe")}, low=0, high=MAX_GPUS,
+            only=("llamacpp",)),
     Setting("kv_unified", "kv_unified", ("--kv-unified", "-kvu"), "bool", "",
             "llama.cpp: one KV cache of --ctx-size cells shared by the -np slots (default: a "
             "cache of ctx/np cells per slot); the compute buffer then spans every cell.",
@@ -420,7 +433,7 @@ _LAUNCH_KINDS = {"int": "int", "float": "float", "gib": "float", "bool": "flag",
 
 def launch_flags(engine: str) -> dict[str, tuple[str, str]]:
     """The rows' flags for one engine's launch table: flag -> (setting name, value kind)."""
-    return {flag: (s.name, _LAUNCH_KINDS[s.kind]) for s in SETTINGS
+    return {flag: (s.name, "append" if s.repeats else _LAUNCH_KINDS[s.kind]) for s in SETTINGS
             for flag in s.engine_flags.get(engine, ())}
 
 

@@ -677,6 +677,9 @@ def read_flags(args: Sequence[str], eng: EngineLaunch
         if value.strip() in eng.unset_values.get(key, ()):
             settings.pop(setting, None)  # the engine's own choice, as if the flag were absent
             continue
+        if kind == "append" and settings.get(setting):
+            settings[setting] = f"{settings[setting]},{value}"  # llama.cpp's -ot, again
+            continue
         settings[setting] = _value(value, kind, flag)
     return settings, tuple(unknown), tuple(ignored)
 

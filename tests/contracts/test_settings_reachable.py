@@ -54,6 +54,11 @@ SAMPLES["kv_unified"] = (True, True)
 ENGINE_OF["kv_unified"] = "llamacpp"
 # TGI's --max-batch-total-tokens, which its launcher checks (the plans here use 8k contexts)
 SAMPLES["max_batch_total_tokens"] = (16000, 16000)
+# llama.cpp's tensor overrides (-ot, --cpu-moe, --n-cpu-moe)
+SAMPLES["tensor_overrides"] = ("exps=CPU", "exps=CPU")
+SAMPLES["cpu_moe"] = (True, True)
+SAMPLES["n_cpu_moe"] = (4, 4)
+ENGINE_OF.update(tensor_overrides="llamacpp", cpu_moe="llamacpp", n_cpu_moe="llamacpp")
 ENGINE_OF["max_batch_total_tokens"] = "tgi"
 ROWS = [pytest.param(row, id=row.name) for row in SETTINGS]
 COMMON = {row.name for row in COMMON_SETTINGS}

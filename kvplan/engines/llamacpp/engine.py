@@ -32,6 +32,7 @@ from kvplan.engines.base import (
     StartCheck,
     weights_per_gpu,
 )
+from kvplan.engines.llamacpp.overrides import Moved
 from kvplan.engines.llamacpp.text import LOG_FORMAT, launch_flags
 
 SCHEMA = "kvplan.engine.llamacpp/1"
@@ -375,7 +376,30 @@ class WeightPlacement:
     embedding_bytes: int  # token embeddings: always in host memory
 
 
-def place_weights(dep: Deployment, gpu_layers: int, output_on_gpu: bool) -> WeightPlacement:
+def host_overrides(dep: Deployment, prof: LlamacppProfile) -> Moved | None:
+    """What -ot / --cpu-moe / --n-cpu-moe move between the GPU and host memory, in bytes of
+    the deployment's weights (the inventory's share scaled to its total: a measured
+    --weights-memory, or the format's), None without overrides."""
+    from kvplan.engines.llamacpp.overrides import deployment_overrides, moved_bytes
+    from kvplan.engines.shared.weights import stage_weights
+
+    overrides = deployment_overrides(dep.tensor_overrides, dep.cpu_moe, dep.n_cpu_moe)
+    if not overrides:
+        return None
+    flag = "--override-tensor" if dep.tensor_overrides else \
+        ("--cpu-moe" if dep.cpu_moe else "--n-cpu-moe")
+    moved = moved_bytes(dep.spec, overrides, prof.gpu_layers, prof.output_on_gpu,
+                        gpu_layer_count(dep.n_gpu_layers) is None, dep.weights_dtype, flag)
+    total = stage_weights(dep.spec, dep.weights_dtype, dep.weights_bytes, 1, 1, dep.dims)[0][0]
+    if total == moved.inventory_bytes or not moved.inventory_bytes:
+        return moved
+    return replace(moved, to_host_bytes=moved.to_host_bytes * total // moved.inventory_bytes,
+                   to_gpu_bytes=moved.to_gpu_bytes * total // moved.inventory_bytes,
+                   inventory_bytes=total)
+
+
+def place_weights(dep: Deployment, gpu_layers: int, output_on_gpu: bool,
+                  moved: Moved | None = None) -> WeightPlacement:
     """Split the model's weights as llama.cpp's `load_tensors` places them: the token
     embeddings (`dev_input`) always on the CPU, the output layer (norm + `output`; with tied
     embeddings a duplicate of `token_embd`, TENSOR_DUPLICATED) on the GPU when offloaded, and
@@ -405,6 +429,9 @@ def place_weights(dep: Deployment, gpu_layers: int, output_on_gpu: bool) -> Weig
     gpu = layers_gpu + (output if output_on_gpu else 0)
     host = split.embedding_bytes + split.layer_bytes - layers_gpu + \
         (0 if output_on_gpu or not split.lm_head_bytes else split.lm_head_bytes)
+    if moved is not None:  # -ot / --cpu-moe / --n-cpu-moe (`host_overrides`)
+        shift = min(moved.to_host_bytes, gpu) - min(moved.to_gpu_bytes, host)
+        gpu, host = gpu - shift, host + shift
     return WeightPlacement(gpu, host, output, split.embedding_bytes)
 
 
@@ -490,10 +517,11 @@ class LlamacppEngine(BaseEngine):
                     prof.cells_per_seq, max_requests=dep.parallel)
         notes = [f"llama.cpp allocates all {prof.cells:,} cells (--ctx {ctx:,}) at start-up"]
         gpus = split_gpus(dep)
+        moved = host_overrides(dep, prof)
         if ngl is None:
-            weights = weights_per_gpu(dep)
+            weights = weights_per_gpu(dep) - (moved.to_host_bytes // gpus if moved else 0)
         else:
-            placed = place_weights(dep, prof.gpu_layers, prof.output_on_gpu)
+            placed = place_weights(dep, prof.gpu_layers, prof.output_on_gpu, moved)
             weights = cdiv(placed.gpu_bytes, gpus)
             n_layer = len(prof.layer_bytes)
             notes.append(
@@ -502,6 +530,12 @@ class LlamacppEngine(BaseEngine):
                 f"(offloaded {prof.gpu_layers + prof.output_on_gpu}/{n_layer + 1} layers); "
                 f"in host memory: {placed.host_bytes:,} bytes of weights (token embeddings "
                 f"always) and {prof.host_kv_bytes:,} bytes of KV cache")
+        if moved is not None:
+            notes.append(
+                f"tensor overrides (-ot / --cpu-moe / --n-cpu-moe): {moved.to_host_tensors:,} "
+                f"tensors, {moved.to_host_bytes:,} bytes of weights, stay in host memory"
+                + (f"; {moved.to_gpu_bytes:,} bytes move to the GPU" if moved.to_gpu_bytes
+                   else "") + " (by the model's GGUF tensor names)")
         if dep.no_kv_offload:
             notes.append(f"--no-kv-offload: the whole KV cache ({prof.total_bytes:,} bytes) "
                          "stays in host memory; attention runs on the CPU")
@@ -573,10 +607,12 @@ class LlamacppEngine(BaseEngine):
                 ("= left", memory - cap.weights_per_gpu_bytes - kv - compute)]
         dep = cap.deployment
         ngl = gpu_layer_count(dep.n_gpu_layers)
-        if ngl is not None or dep.no_kv_offload:
-            # what partial offload (-ngl) and --no-kv-offload leave in host memory (all GPUs)
-            host_weights = 0 if ngl is None else \
-                place_weights(dep, p.gpu_layers, p.output_on_gpu).host_bytes
+        moved = host_overrides(dep, p)
+        if ngl is not None or dep.no_kv_offload or moved is not None:
+            # what partial offload (-ngl), the tensor overrides and --no-kv-offload leave in
+            # host memory (all GPUs)
+            host_weights = (moved.to_host_bytes if moved else 0) if ngl is None else \
+                place_weights(dep, p.gpu_layers, p.output_on_gpu, moved).host_bytes
             rows += [("host memory: weights", host_weights),
                      ("host memory: KV cache", p.host_kv_bytes)]
         return rows

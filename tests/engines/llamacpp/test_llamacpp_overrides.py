@@ -1,0 +1,107 @@
+"""llama.cpp's tensor buffer-type overrides (-ot, --cpu-moe, --n-cpu-moe): the weights they
+keep in host memory (kvplan.engines.llamacpp.overrides).
+
+Bytes are hand-computed from DeepSeek-R1's GGUF tensor shapes (config.json: hidden 7168,
+moe_intermediate_size 2048, 256 routed experts, 61 layers of which the first 3 are dense):
+each MoE layer holds blk.N.ffn_{gate,up,down}_exps.weight of 256 x 2048 x 7168 values, so
+3 x 256 x 2048 x 7168 = 11,274,289,152 parameters, 2 bytes each in bf16.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.core.errors import BadInputError
+from kvplan.core.weights import WeightTensor
+from kvplan.engines.llamacpp.overrides import Override, gguf_name, parse_overrides
+
+EXPERT_LAYER_BYTES = 3 * 256 * 2048 * 7168 * 2  # one MoE layer's routed experts, bf16
+MOE_LAYERS = 61 - 3
+
+
+def weights_rows(*flags: str) -> dict[str, int]:
+    r = CliRunner().invoke(app, ["plan", "deepseek-r1", "--engine", "llamacpp", "--gpu-memory",
+                                 "2000GiB", "--weights-dtype", "bf16", "--context", "4096",
+                                 *flags])
+    assert r.exit_code == 0, r.output
+    rows = {}
+    for line in r.output.splitlines():
+        for key in ("- weights", "host memory: weights"):
+            if line.strip().startswith(key):
+                rows[key] = int(line.split(key)[1].split()[0].replace(",", ""))
+    return rows
+
+
+def test_all_experts_on_the_host_leave_the_rest_on_the_gpu():
+    base = weights_rows()["- weights"]
+    for flags in (("-ot", "exps=CPU"), ("--cpu-moe",),
+                  ("-ot", r"\.ffn_(up|down|gate)_exps\.weight$=CPU")):
+        rows = weights_rows(*flags)
+        assert rows["host memory: weights"] == MOE_LAYERS * EXPERT_LAYER_BYTES, flags
+        assert rows["- weights"] == base - MOE_LAYERS * EXPERT_LAYER_BYTES, flags
+
+
+def test_n_cpu_moe_counts_the_first_layers_dense_ones_too():
+    # llama.cpp common/arg.cpp: blk.0 .. blk.4; blk.0-2 are dense, so two MoE layers
+    assert weights_rows("--n-cpu-moe", "5")["host memory: weights"] == 2 * EXPERT_LAYER_BYTES
+
+
+def test_several_ot_entries_add_up_and_the_first_match_decides():
+    # blk.10-19 on the host; then blk.1[0-4] named for the GPU first: only 15-19 move
+    one = weights_rows("-ot", r"blk\.(1[0-9])\.ffn_.*_exps\.=CPU")
+    assert one["host memory: weights"] == 10 * EXPERT_LAYER_BYTES
+    two = weights_rows("-ot", r"blk\.(1[0-4])\.ffn_.*_exps\.=CUDA0,"
+                       r"blk\.(1[0-9])\.ffn_.*_exps\.=CPU")
+    assert two["host memory: weights"] == 5 * EXPERT_LAYER_BYTES
+    # a launch line's -ot given twice: both entries, in order (llama.cpp appends them)
+    line = (r"llama-server -m x.gguf -c 4096 -ot blk\.(1[0-4])\.ffn_.*_exps\.=CUDA0 "
+            r"-ot blk\.(1[0-9])\.ffn_.*_exps\.=CPU")
+    r = CliRunner().invoke(app, ["plan", "deepseek-r1", "--from-command", line, "--gpu-memory",
+                                 "2000GiB", "--weights-dtype", "bf16"])
+    assert r.exit_code == 0, r.output
+    assert f"{5 * EXPERT_LAYER_BYTES:,}" in r.output
+
+
+def test_gguf_names():
+    t = WeightTensor("model.layers.7.mlp.experts.up_proj.weight", (2048, 7168), "BF16", 7,
+                     "layer", 256)
+    assert gguf_name(t) == "blk.7.ffn_up_exps.weight"
+    t = WeightTensor("model.layers.7.mlp.shared_experts.down_proj.weight", (7168, 2048),
+                     "BF16", 7, "layer")
+    assert gguf_name(t) == "blk.7.ffn_down_shexp.weight"
+    assert gguf_name(WeightTensor("model.embed_tokens.weight", (8, 8), "BF16", None,
+                                  "embed")) == "token_embd.weight"
+
+
+def test_parse_overrides():
+    assert parse_overrides("exps=CPU,attn=CUDA0") == (Override("exps", "CPU"),
+                                                      Override("attn", "CUDA0"))
+    assert Override("exps", "CPU").host and not Override("exps", "CUDA0").host
+
+
+@pytest.mark.parametrize("text, said", [("exps", "not PATTERN=BUFFER_TYPE"),
+                                        ("exps=GPU", "not a llama.cpp buffer type"),
+                                        ("(a+)+b=CPU", "exponential matching time")])
+def test_bad_overrides_are_refused_by_flag(text, said):
+    with pytest.raises(BadInputError, match=said) as exc:
+        parse_overrides(text)
+    assert "--override-tensor" in str(exc.value)
+
+
+def test_a_launch_line_with_repeated_ot_exits_0_on_the_posted_card():
+    # ik_llama.cpp PR #259, ubergarm's 64k-context comment: DeepSeek-R1 on a 48 GiB GPU with
+    # the experts on the host; the log's "KV self size = 4392.00 MiB"
+    line = ("llama-server --model DeepSeek-R1-UD-Q2_K_XL-00001-of-00005.gguf --ctx-size 65536 "
+            "--parallel 1 -mla 2 -fa -amb 2048 -fmoe -rtr --n-gpu-layers 63 "
+            "--override-tensor exps=CPU --threads 24")
+    r = CliRunner().invoke(app, ["plan", "deepseek-r1", "--from-command", line,
+                                 "--gpu-memory", "48GiB"])
+    assert r.exit_code == 0, r.output
+    assert "4,605,345,792" in r.output  # 4392.00 MiB x 2^20
