@@ -53,23 +53,25 @@ _LAYER_NAMES = (
     ("mlp.gate", "ffn_gate_inp"), ("mlp.router", "ffn_gate_inp"),
 )
 _PLACE_NAMES = {"embed": "token_embd", "final": "output_norm", "head": "output"}
-_LAYER = re.compile(r"^model\.layers\.(\d+)\.(.+?)(\.weight|\.bias)?$")
+_LAYER = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
 
 
 def gguf_name(t: WeightTensor) -> str:
-    """The tensor's name in a GGUF file: `blk.3.ffn_up_exps.weight`, `token_embd.weight`."""
+    """The tensor's name in a GGUF file: `blk.3.ffn_up_exps.weight`, `token_embd.weight`. A
+    quantized checkpoint's parts of one weight (fp8 `weight_scale_inv`, mxfp4 `blocks` and
+    `scales`) are one GGUF tensor, its `.weight`."""
     if t.place in _PLACE_NAMES:
         return f"{_PLACE_NAMES[t.place]}.weight"
     found = _LAYER.match(t.name)
     if found is None:
         return t.name
-    layer, rest, suffix = found.group(1), found.group(2), found.group(3) or ""
+    layer, rest = found.group(1), found.group(2)
     if rest == "mlp.gate.e_score_correction_bias":
         return f"blk.{layer}.exp_probs_b.bias"
     for hf, gguf in _LAYER_NAMES:
-        if rest == hf:
-            return f"blk.{layer}.{gguf}{suffix}"
-    return f"blk.{layer}.{rest}{suffix}"
+        if rest == hf or rest.startswith(hf + "."):
+            return f"blk.{layer}.{gguf}.{'bias' if rest.endswith('.bias') else 'weight'}"
+    return f"blk.{layer}.{rest}"
 
 
 @record

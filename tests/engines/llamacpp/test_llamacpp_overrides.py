@@ -105,3 +105,20 @@ def test_a_launch_line_with_repeated_ot_exits_0_on_the_posted_card():
                                  "--gpu-memory", "48GiB"])
     assert r.exit_code == 0, r.output
     assert "4,605,345,792" in r.output  # 4392.00 MiB x 2^20
+
+
+def test_a_quantized_weight_moves_with_its_scales():
+    # DeepSeek-R1's own fp8 checkpoint: each expert matrix 2048 x 7168 one byte a value plus
+    # its 128 x 128 block scales, 16 x 56 float32 (weight_scale_inv), one GGUF tensor
+    r = CliRunner().invoke(app, ["plan", "deepseek-r1", "--engine", "llamacpp", "--gpu-memory",
+                                 "2000GiB", "--context", "4096", "--cpu-moe"])
+    assert r.exit_code == 0, r.output
+    per_layer = 3 * 256 * (2048 * 7168 + 16 * 56 * 4)
+    assert f"{MOE_LAYERS * per_layer:,}" in r.output
+    # gpt-oss-120b's mxfp4 experts: 17 bytes a 32-value block (ggml-common.h block_mxfp4),
+    # 128 experts of 2880 x 2880 in each of gate, up and down, and their bf16 biases
+    r = CliRunner().invoke(app, ["plan", "gpt-oss-120b", "--engine", "llamacpp",
+                                 "--gpu-memory", "200GiB", "--context", "4096",
+                                 "--n-cpu-moe", "1"])
+    assert r.exit_code == 0, r.output
+    assert f"{3 * 128 * (2880 * 2880 // 32 * 17 + 2880 * 2):,}" in r.output
