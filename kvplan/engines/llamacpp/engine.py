@@ -443,9 +443,9 @@ def pipeline_parallel(num_gpus: int, n_layer: int, n_gpu_layers: int | None,
     """Whether llama.cpp turns on pipeline parallelism (`src/llama-context.cpp`, the
     llama_context constructor): more than one device, every layer offloaded
     (`n_gpu_layers() > n_layer`), `-sm layer` (kvplan's only split), the KV cache offloaded
-    and no tensor overrides (not modelled). The scheduler then keeps `n_copies =
-    GGML_SCHED_MAX_COPIES` (4) copies of the graph inputs (`ggml_backend_sched_new(...,
-    parallel)`), which enlarges the compute buffers."""
+    and no tensor overrides (-ot, --cpu-moe: checked by the caller). The scheduler then
+    keeps `n_copies = GGML_SCHED_MAX_COPIES` (4) copies of the graph inputs
+    (`ggml_backend_sched_new(..., parallel)`), which enlarges the compute buffers."""
     every_layer = n_gpu_layers is None or n_gpu_layers > n_layer
     return num_gpus > 1 and every_layer and not no_kv_offload
 
@@ -556,14 +556,15 @@ class LlamacppEngine(BaseEngine):
         memory = dep.gpu_memory_bytes
         kv_bytes = kv_per_gpu(prof, dep)
         if gpus > 1:
-            pp_on = pipeline_parallel(gpus, len(prof.layer_bytes), ngl, dep.no_kv_offload)
+            pp_on = pipeline_parallel(gpus, len(prof.layer_bytes), ngl, dep.no_kv_offload) \
+                and moved is None
             notes.append(f"layer split over {gpus} GPUs (-sm layer): each holds "
                          f"its layers' KV cache, about {kv_bytes:,} bytes (an even split), and "
                          "a compute buffer of the size above" + (
                              f" (pipeline parallelism on: the scheduler keeps {SCHED_COPIES} "
                              "copies of each split's inputs, not counted)" if pp_on else
-                             " (pipeline parallelism off: not every layer is offloaded, or the "
-                             "KV cache is not)"))
+                             " (pipeline parallelism off: not every layer is offloaded, the "
+                             "KV cache is not, or tensors are overridden)"))
         if memory is not None and weights + kv_bytes + compute > memory:
             notes.append(f"weights ({weights:,} bytes) + KV ({kv_bytes:,} bytes) + "
                          f"compute buffers ({compute:,} bytes) do not fit in {memory:,} bytes: "
