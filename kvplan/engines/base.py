@@ -115,6 +115,8 @@ class Deployment:
     tensor_overrides: str | None = None
     cpu_moe: bool = False
     n_cpu_moe: int | None = None
+    # ik_llama.cpp -mla N: its MLA cache (None: the latent alone, as llama.cpp keeps it)
+    mla_attn: int | None = None
     # vLLM --cpu-offload-gb, in bytes: decoder-layer weights per GPU kept in CPU memory
     cpu_offload_bytes: int = 0
     # vLLM --limit-mm-per-prompt, items per prompt by modality as the key=value list

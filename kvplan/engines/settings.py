@@ -410,6 +410,11 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
             "llama.cpp: keep the routed experts of the first N layers in host memory.",
             {"llamacpp": ("--n-cpu-moe", "-ncmoe")}, low=0, high=MAX_GPUS,
             only=("llamacpp",)),
+    Setting("mla_attn", "mla_attn", ("--mla-use", "-mla"), "int", "",
+            "ik_llama.cpp's MLA cache (DeepSeek): 2 or 3 keep the latent alone, as llama.cpp "
+            "does; 1 without flash attention adds a transposed latent (kv^T); 0, the "
+            "uncompressed cache, is not modelled.",
+            {"llamacpp": ("--mla-use", "-mla")}, low=0, high=3, only=("llamacpp",)),
     Setting("kv_unified", "kv_unified", ("--kv-unified", "-kvu"), "bool", "",
             "llama.cpp: one KV cache of --ctx-size cells shared by the -np slots (default: a "
             "cache of ctx/np cells per slot); the compute buffer then spans every cell.",

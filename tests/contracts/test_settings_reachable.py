@@ -58,7 +58,9 @@ SAMPLES["max_batch_total_tokens"] = (16000, 16000)
 SAMPLES["tensor_overrides"] = ("exps=CPU", "exps=CPU")
 SAMPLES["cpu_moe"] = (True, True)
 SAMPLES["n_cpu_moe"] = (4, 4)
-ENGINE_OF.update(tensor_overrides="llamacpp", cpu_moe="llamacpp", n_cpu_moe="llamacpp")
+SAMPLES["mla_attn"] = (3, 3)  # ik_llama.cpp -mla
+ENGINE_OF.update(tensor_overrides="llamacpp", cpu_moe="llamacpp", n_cpu_moe="llamacpp",
+                 mla_attn="llamacpp")
 ENGINE_OF["max_batch_total_tokens"] = "tgi"
 ROWS = [pytest.param(row, id=row.name) for row in SETTINGS]
 COMMON = {row.name for row in COMMON_SETTINGS}

@@ -100,6 +100,8 @@ class LlamacppConfig:
     n_gpu_layers: int | None = None  # -ngl: None (or negative) = every layer
     no_kv_offload: bool = False  # -nkvo: every layer's KV cache in host memory
     output_first: bool = True  # builds from 2025-12 (PR #18148): -ngl counts the output first
+    # ik_llama.cpp -mla (None: llama.cpp's latent-only MLA cache, as -mla 2 and 3 keep it)
+    mla_attn: int | None = None
     # builds from 2026-05-27 (PR #23764) build the flash-attention mask in f16 directly;
     # older ones copied an f32 mask and cast it
     f16_mask: bool = True
@@ -278,6 +280,20 @@ def check_cache_types(spec: ModelSpec, k_fmt: KVFormat, v_fmt: KVFormat, flash_a
             f"MLA models such as {spec.name}", "give -ctk and -ctv the same type")
 
 
+def ik_mla_v_row(layer: MLA, v_fmt: KVFormat, config: LlamacppConfig) -> int:
+    """ik_llama.cpp's MLA cache beside the latent (src/llama.cpp `llama_kv_cache_init`): -mla 1
+    without flash attention also keeps the latent transposed, kv_lora_rank values a cell in
+    the V type ("kv^T (f16): ..."); -mla 2 and 3 (its default) keep the latent alone, as
+    llama.cpp does. -mla 0 keeps every head's K and V uncompressed, which kvplan does not
+    model."""
+    if config.mla_attn == 0:
+        raise BadInputError("-mla 0: ik_llama.cpp's uncompressed MLA cache (every head's K and "
+                            "V) is not modelled by kvplan", "plan with -mla 2 or 3")
+    if config.mla_attn == 1 and not config.flash_attn:
+        return ggml_row_bytes(v_fmt, layer.kv_lora_rank)
+    return 0
+
+
 def profile(spec: ModelSpec, config: LlamacppConfig) -> LlamacppProfile:
     if config.ctx <= 0 or config.parallel <= 0:
         raise BadInputError("--ctx and --parallel must be positive")
@@ -309,6 +325,7 @@ def profile(spec: ModelSpec, config: LlamacppConfig) -> LlamacppProfile:
         elif isinstance(layer, MLA):
             num_layers += 1
             k += cells * ggml_row_bytes(k_fmt, layer.kv_lora_rank + layer.qk_rope_head_dim)
+            v += cells * ik_mla_v_row(layer, v_fmt, config)
         elif not isinstance(layer, NoCache):
             if not isinstance(layer, ATTENTION_KINDS):
                 raise BadInputError(
@@ -510,6 +527,7 @@ class LlamacppEngine(BaseEngine):
                                 kv_unified=bool(dep.kv_unified),
                                 n_ubatch=dep.n_ubatch or N_UBATCH,
                                 flash_attn=flash_attn_on(dep.flash_attn), n_gpu_layers=ngl,
+                                mla_attn=dep.mla_attn,
                                 no_kv_offload=dep.no_kv_offload)
         prof = profile(dep.spec, config)
         # one cell per token; each slot holds at most cells_per_seq

@@ -107,6 +107,8 @@ LOG_FORMAT = EngineLog(
         LogLine("parallel", "n_slots=", r"\bn_slots=(\d+)", "int", "settings"),
         LogLine("n_ubatch", "n_ubatch", r"\bn_ubatch\s+=\s+(\d+)", "int", "settings"),
         LogLine("flash_attn", "flash_attn", r"\bflash_attn\s+=\s+(\w+)", "str", "settings"),
+        # ik_llama.cpp's MLA mode (llama_new_context_with_model: "mla_attn   = 2")
+        LogLine("mla_attn", "mla_attn", r"\bmla_attn\s+=\s+(\d)\b", "int", "settings"),
         LogLine("kv_unified", "kv_unified", r"\bkv_unified\s+=\s+(true|false)", "str",
                 "settings"),
         # the iSWA model's second cache (llama_kv_cache_iswa), one stream's cells

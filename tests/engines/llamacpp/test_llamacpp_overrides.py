@@ -15,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/
 
 import pytest
+from click.testing import Result
 from typer.testing import CliRunner
 
 from kvplan.cli import app
@@ -22,6 +23,7 @@ from kvplan.core.errors import BadInputError
 from kvplan.core.weights import WeightTensor
 from kvplan.engines.llamacpp.overrides import Override, gguf_name, parse_overrides
 
+MIB = 2**20
 EXPERT_LAYER_BYTES = 3 * 256 * 2048 * 7168 * 2  # one MoE layer's routed experts, bf16
 MOE_LAYERS = 61 - 3
 
@@ -122,3 +124,31 @@ def test_a_quantized_weight_moves_with_its_scales():
                                  "--n-cpu-moe", "1"])
     assert r.exit_code == 0, r.output
     assert f"{3 * 128 * (2880 * 2880 // 32 * 17 + 2880 * 2):,}" in r.output
+
+
+def _kv_total(*flags: str) -> Result:
+    return CliRunner().invoke(app, ["plan", "deepseek-r1", "--engine", "llamacpp",
+                                    "--kv-memory", "100GiB", "--max-model-len", "163840",
+                                    *flags])
+
+
+def test_ik_llama_mla_1_without_flash_attention_keeps_a_transposed_latent():
+    # ik_llama.cpp (2025-02-26, a DeepSeek-R1 run at 163,840 tokens with -mla 1, no -fa):
+    # "KV self size = 20740.00 MiB, c^KV (f16): 10980.00 MiB, kv^T (f16): 9760.00 MiB";
+    # by hand: 61 layers x 576 x 2 B x 163,840 and 61 x 512 x 2 B x 163,840
+    latent, transposed = 61 * 576 * 2 * 163840, 61 * 512 * 2 * 163840
+    assert (latent, transposed) == (10980 * MIB, 9760 * MIB)
+    r = _kv_total("--mla-use", "1", "--flash-attn", "off", "--verbose")
+    assert r.exit_code == 0, r.output
+    assert f"{latent + transposed:,}" in r.output
+    for flags in (("--mla-use", "1", "--flash-attn", "on"), ("--mla-use", "2", "--flash-attn",
+                                                             "off"), ("--mla-use", "3")):
+        r = _kv_total(*flags, "--verbose")
+        assert r.exit_code == 0, r.output
+        assert f"{latent:,}" in r.output and f"{latent + transposed:,}" not in r.output, flags
+
+
+def test_ik_llama_mla_0_is_named_not_modelled():
+    r = _kv_total("--mla-use", "0")
+    assert r.exit_code == 2
+    assert "-mla 0" in r.output
