@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from kvplan.core.layers import MLA
 from kvplan.core.spec import GENERIC_LAYOUT, EngineTraits, ModelSpec, TensorLayout
 
 _KNOWN = TensorLayout(known=True)
@@ -204,9 +205,16 @@ LLAMACPP_SWA = frozenset({
 # full-length KV.
 SGLANG_HYBRID_SWA = frozenset({"gpt_oss", "llama4", "llama4_text", "gemma4", "gemma4_text",
                                "mimo_v2", "mimo_v2_flash", "step3p5", "deepseek_v4"})
-# vLLM model_executor/models/config.py MODELS_CONFIG_MAP["DeepseekV32ForCausalLM"] and SGLang's
-# DeepSeek-V3.2 path (GLM-5's GlmMoeDsaForCausalLM is not in the map)
-SPARSE_MLA = frozenset({"deepseek_v32"})
+# DeepSeek sparse attention (DSA): vLLM 0.33 builds the indexer and the sparse MLA backend
+# (FLASHMLA_SPARSE, the fp8_ds_mla record) whenever the config has `index_topk`
+# (model_executor/models/deepseek_v2.py, glm4_moe_lite.py, deepseek_mtp.py and the
+# vllm/models/deepseek_v32, glm5next, hy_v4, kimi_k3 packages: `is_v32 = hasattr(config,
+# "index_topk")`), and SGLang likewise by the config's indexer keys (configs/model_config.py
+# is_deepseek_nsa). kvplan's config reader turns that key into MLA layers with an
+# index_head_dim (hfconfig `_indexer_layers`), so such a spec is sparse whatever its family
+# (traits_of); these families are sparse even when a hand-written spec names no indexer:
+# DeepSeek-V3.2 and GLM-5 (GlmMoeDsaForCausalLM, the same vllm/models/deepseek_v32 package).
+SPARSE_MLA = frozenset({"deepseek_v32", "glm_moe_dsa"})
 # TGI launcher/src/main.rs::resolve_attention: `Some("falcon") | Some("deepseek_v2")` force
 # the fallback attention (the model_type as written, not normalised)
 TGI_FALLBACK_ATTENTION = frozenset({"falcon", "deepseek_v2"})
@@ -282,11 +290,18 @@ def traits_of(spec: ModelSpec) -> EngineTraits:
     raw = spec.family or ""
     name = raw.lower().replace("-", "_")
     model_type = MOE_MODEL_TYPE.get(name, name) if spec.is_moe else name
-    return EngineTraits(sparse_mla=raw.replace("-", "_") in SPARSE_MLA,
+    return EngineTraits(sparse_mla=raw.replace("-", "_") in SPARSE_MLA or _has_indexer(spec),
                         llamacpp_swa=name in LLAMACPP_SWA,
                         sglang_hybrid_swa=name in SGLANG_HYBRID_SWA,
                         tgi_fallback_attention=raw in TGI_FALLBACK_ATTENTION,
                         vllm_pp_every_stage_ends=model_type in VLLM_PP_EVERY_STAGE_ENDS)
+
+
+def _has_indexer(spec: ModelSpec) -> bool:
+    """Whether an MLA layer of `spec` keeps DSA indexer keys (see SPARSE_MLA): the engines then
+    run the whole model sparse, its layers without an indexer (IndexCache's shared top-k)
+    included (vLLM deepseek_v2.py passes is_sparse=is_v32 to every layer)."""
+    return any(isinstance(x, MLA) and x.index_head_dim is not None for x in spec.layers)
 
 
 def with_family_facts(spec: ModelSpec, config: Mapping[str, Any] | None = None) -> ModelSpec:

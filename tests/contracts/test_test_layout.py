@@ -24,6 +24,7 @@ CROSS_ENGINE = {
     "test_accuracy_commands.py": "a kvplan command for each figure of docs/engine-accuracy.md, "
                                  "every engine's",
     "test_registry_tables.py": "the registry hands every engine's launch and log tables",
+    "test_dsa_families.py": "one DSA config (GLM-5) as vLLM's pages and SGLang's pool size it",
     "test_checkpoint_kv_request.py": "one checkpoint KV cache request as vLLM, SGLang and "
                                      "TensorRT-LLM each resolve --kv-cache-dtype auto from it",
 }

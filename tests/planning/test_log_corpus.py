@@ -41,7 +41,7 @@ LOGS = {e["id"]: e for e in INDEX["logs"]}
 REPO = ROOT
 # the floor the corpus reaches today (128 of the 134 logs that print a KV line; the six that
 # differ are named in docs/engine-accuracy.md): a change that recomputes fewer fails
-EXACT_FLOOR = 128
+EXACT_FLOOR = 129
 MIN_LOGS = 60
 # issue 23's bar: at least 95% of the logs that print a KV line recomputed exactly
 EXACT_SHARE = 0.95

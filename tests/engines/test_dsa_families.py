@@ -1,0 +1,64 @@
+"""DeepSeek sparse attention (DSA) beyond DeepSeek-V3.2: GLM-5's real config.json
+(tests/fixtures/hf-configs/zai-org--GLM-5.json, model_type glm_moe_dsa,
+GlmMoeDsaForCausalLM) sized as vLLM 0.33 and SGLang allocate it, the bytes derived by hand
+from the engines' source.
+
+vLLM 0.33: every class whose config has `index_topk` runs the sparse MLA backend
+(model_executor/models/deepseek_v2.py `is_v32 = hasattr(config, "index_topk")`, the
+vllm/models/deepseek_v32 package serving GlmMoeDsaForCausalLM); its fp8 cache is the
+fp8_ds_mla record, per token and layer 512 fp8 latent values + 4 fp32 scales (one per 128)
++ 64 bf16 rope values = 512 + 16 + 128 = 656 B, and the indexer keeps its own cache of
+index_head_dim fp8 values + one fp32 scale per 128 = 128 + 4 = 132 B.
+SGLang (configs/model_config.py is_deepseek_dsa, GlmMoeDsaForCausalLM listed): the DSA token
+pool holds the same 656 B record and the indexer's k buffer the same 132 B.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import paths
+
+from kvplan.engines import vllm
+from kvplan.engines.sglang import pools
+from kvplan.sources.families import with_family_facts
+from kvplan.sources.hfconfig import load_config_file
+
+GLM5 = paths.FIXTURES / "hf-configs" / "zai-org--GLM-5.json"
+LAYERS = 78  # num_hidden_layers (the MTP layer is the drafter's, not the target's pool)
+FP8_DS_MLA_RECORD = 512 + 512 // 128 * 4 + 64 * 2  # 656
+INDEXER_KEY = 128 + 128 // 128 * 4  # index_head_dim 128: 132
+DENSE_FP8_LATENT = 512 + 64  # a plain MLA cache at fp8: 576
+
+
+def test_glm5_is_sparse_mla_from_its_indexer_keys():
+    spec = load_config_file(GLM5)
+    assert spec.traits.sparse_mla
+    # the same model under a family name kvplan does not list is still sparse: the engines
+    # decide by the config's index_topk, which the reader turned into indexer layers
+    renamed = with_family_facts(replace(spec, family="some_future_dsa"))
+    assert renamed.traits.sparse_mla
+
+
+def test_glm5_vllm_pages():
+    spec = load_config_file(GLM5)
+    config = vllm.VllmConfig(max_model_len=8192, kv_cache_dtype="fp8")
+    (stage,) = vllm.layout(spec, config)
+    assert stage.per_token_bytes == LAYERS * (FP8_DS_MLA_RECORD + INDEXER_KEY) == 61464
+    # the sparse MLA kernel's 64-token block, over the latent and the indexer-key layers
+    assert [(g.block_size, g.page_bytes) for g in stage.groups] == \
+        [(64, 64 * LAYERS * (FP8_DS_MLA_RECORD + INDEXER_KEY))]
+
+
+def test_glm5_sglang_pool_matches_the_logged_record():
+    # tests/fixtures/logs/sglang/sglang-glm5-fp8-mi355x-tp8-0.5.8.post1.log: "KV Cache is
+    # allocated. #tokens: 3262823, KV size: 186.77 GB" over 78 layers is 788 B a layer
+    logged = 186.77 * 2**30 / 3262823 / LAYERS
+    assert round(logged) == FP8_DS_MLA_RECORD + INDEXER_KEY == 788
+    assert abs(logged - 788) < 0.01 * 2**30 / 3262823 / LAYERS  # within the printed 0.01 GB
+    spec = load_config_file(GLM5)
+    config = pools.SglangConfig(tp=8, kv_cache_dtype="fp8_e4m3")
+    gib = 2**30
+    prof = pools.profile(spec, config, 200 * gib, 100 * gib, 0.5)
+    assert prof.cell_size_bytes == LAYERS * 788 != LAYERS * (DENSE_FP8_LATENT + INDEXER_KEY)
+    assert prof.k_size_bytes == (prof.max_total_num_tokens + 1) * LAYERS * 788
