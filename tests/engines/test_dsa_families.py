@@ -21,6 +21,7 @@ import paths
 
 from kvplan.engines import vllm
 from kvplan.engines.sglang import pools
+from kvplan.engines.sglang.memory import rules_for
 from kvplan.sources.families import with_family_facts
 from kvplan.sources.hfconfig import load_config_file
 
@@ -62,3 +63,37 @@ def test_glm5_sglang_pool_matches_the_logged_record():
     prof = pools.profile(spec, config, 200 * gib, 100 * gib, 0.5)
     assert prof.cell_size_bytes == LAYERS * 788 != LAYERS * (DENSE_FP8_LATENT + INDEXER_KEY)
     assert prof.k_size_bytes == (prof.max_total_num_tokens + 1) * LAYERS * 788
+
+
+# the log's readings (the least over the ranks) and the fraction SGLang picked for a 288 GB
+# MI355X at TP 8 (0.908; the log prints none)
+BEFORE_GB, AFTER_GB, FRACTION = 283.48, 193.90, 0.908
+LOGGED_TOKENS, LOGGED_KV_GB = 3262823, 186.77
+
+
+def test_sglang_before_0_5_17_counts_the_dense_latent_but_allocates_the_record():
+    # 0.5.8.post1 model_runner_kv_cache_mixin.py get_cell_size_per_token: (kv_lora_rank +
+    # qk_rope_head_dim) x layers x 1 B (fp8) + the indexer's 132 B x layers; the NSA pool
+    # then allocates the 656 B record (0.5.17's pool_configurator.py counts the record)
+    assert not rules_for((0, 5, 16)).dsa_profile_record
+    assert rules_for((0, 5, 17)).dsa_profile_record and rules_for(None).dsa_profile_record
+    rest_gb = AFTER_GB - BEFORE_GB * (1 - FRACTION)
+    counted_cell = LAYERS * (DENSE_FP8_LATENT + INDEXER_KEY)  # 55,224 B
+    hand_tokens = int(rest_gb * 2**30 // counted_cell)
+    # 163 tokens (9 MB) above the log: SGLang measures the free memory again when it sizes
+    # the pool, after the printed 'Load weight end' reading; the 788 B a token the pool
+    # record would give is 10.2% off instead
+    assert abs(hand_tokens - LOGGED_TOKENS) / LOGGED_TOKENS < 1e-4
+    assert abs(int(rest_gb * 2**30 // (LAYERS * 788)) - LOGGED_TOKENS) / LOGGED_TOKENS > 0.1
+    spec = load_config_file(GLM5)
+    gib = 2**30
+    old = pools.SglangConfig(tp=8, kv_cache_dtype="fp8_e4m3", dsa_profile_record=False)
+    prof = pools.profile(spec, old, round(BEFORE_GB * gib), round(AFTER_GB * gib), FRACTION)
+    assert abs(prof.max_total_num_tokens - hand_tokens) <= 1
+    # "KV size" is the pool as allocated: every row the 788 B record, one padding row more
+    assert prof.k_size_bytes == (prof.max_total_num_tokens + 1) * LAYERS * 788
+    assert round((LOGGED_TOKENS + 1) * LAYERS * 788 / gib, 2) == LOGGED_KV_GB
+    assert abs(prof.k_size_bytes / gib - LOGGED_KV_GB) / LOGGED_KV_GB < 1e-4
+    new = pools.SglangConfig(tp=8, kv_cache_dtype="fp8_e4m3")
+    newer = pools.profile(spec, new, round(BEFORE_GB * gib), round(AFTER_GB * gib), FRACTION)
+    assert abs(newer.max_total_num_tokens - rest_gb * gib // (LAYERS * 788)) <= 1

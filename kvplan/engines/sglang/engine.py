@@ -5,6 +5,7 @@ pools it sizes (`pools`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from kvplan.core.dtypes import KVFormat
@@ -70,7 +71,10 @@ class SglangEngine(BaseEngine):
     def capacity(self, dep: Deployment) -> Capacity:
         config = self._config(dep)
         if dep.kv_memory_bytes is not None:
-            # rest = after - before x (1 - f): with before = 0 the budget is used as given
+            # rest = after - before x (1 - f): with before = 0 the budget is used as given;
+            # a budget given is the pool's bytes (a log's "KV size"), so a DSA pool is
+            # divided by its own record whatever the release's profile counts
+            config = replace(config, dsa_profile_record=True)
             prof = profile(dep.spec, config, 0, dep.kv_memory_bytes, 0.5)
             return self._pooled(dep, prof, weights_per_gpu(dep), ("KV budget given directly",))
         assert dep.gpu_memory_bytes is not None
@@ -123,8 +127,10 @@ class SglangEngine(BaseEngine):
         # DP attention: each DP group runs attention over tp // dp ranks (attn_tp_size), so
         # the KV heads per rank follow attn_tp (configs/model_config.py get_num_kv_heads)
         attn_tp = dep.tp // dep.dp if self._dp_attention(dep) else dep.tp
+        rules = rules_for(parse_version(dep.engine_version))
         return SglangConfig(tp=attn_tp, pp=dep.pp, kv_cache_dtype=cache_dtype(dep),
-                            page_size=dep.block_size or DEFAULT_PAGE_SIZE)
+                            page_size=dep.block_size or DEFAULT_PAGE_SIZE,
+                            dsa_profile_record=rules.dsa_profile_record)
 
     def _pooled(self, dep: Deployment, prof: SglangProfile, weights: int,
                 budget_notes: tuple[str, ...]) -> Capacity:

@@ -70,6 +70,13 @@ class Rules:
     # _MOE_EP over ep ranks and _MOE_TP over tp // ep, each with a pynccl communicator, for
     # every model (the 0.4.10 wheel; 0.4.9.post2 builds TP and PP only)
     moe_groups: bool
+    # a DSA model's profile cell (the tokens the rest holds) counts the pool's own record,
+    # kv_cache_dim = 656 B at fp8 (pool_configurator.py calculate_mla_kv_cache_dim, from the
+    # 0.5.17 wheel); before (model_runner_kv_cache_mixin.py get_cell_size_per_token in the
+    # 0.5.8.post1 and 0.5.9 wheels, pool_configurator.py in 0.5.12 and 0.5.16) it counts
+    # kv_lora_rank + qk_rope_head_dim at the cache dtype (576 B at fp8) while the NSA pool
+    # still allocates the 656 B record (pools.profile)
+    dsa_profile_record: bool = False
 
 
 RULES: dict[tuple[int, ...], Rules] = {
@@ -97,20 +104,26 @@ RULES: dict[tuple[int, ...], Rules] = {
     (0, 5, 4): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
                      kv_dtype_from_checkpoint=("modelopt",), nccl_connects_at_init=False,
                      moe_groups=True),
+    (0, 5, 17): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
+                      kv_dtype_from_checkpoint=("modelopt",), nccl_connects_at_init=False,
+                      moe_groups=True, dsa_profile_record=True),
     # 0.5.18: layers/quantization/fp8.py Fp8Config.from_config keeps the config's
     # kv_cache_quant_algo (not in 0.5.17's wheel)
     (0, 5, 18): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
                       kv_dtype_from_checkpoint=("modelopt", "fp8"),
-                      nccl_connects_at_init=False, moe_groups=True),
+                      nccl_connects_at_init=False, moe_groups=True,
+                      dsa_profile_record=True),
     # 0.5.19: compressed_tensors.py CompressedTensorsConfig.kv_cache_quant_algo is "FP8" for a
     # kv_cache_scheme CompressedTensorsKVCacheMethod.is_supported_scheme takes (not in 0.5.18)
     (0, 5, 19): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
                       kv_dtype_from_checkpoint=("modelopt", "fp8", "compressed-tensors"),
-                      nccl_connects_at_init=False, moe_groups=True),
+                      nccl_connects_at_init=False, moe_groups=True,
+                      dsa_profile_record=True),
     # 0.5.23 keeps the rule in mem_cache/kv_cache_dtype.py configure_kv_cache_dtype
     (0, 5, 23): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=True,
                       kv_dtype_from_checkpoint=("modelopt", "fp8", "compressed-tensors"),
-                      nccl_connects_at_init=False, moe_groups=True),
+                      nccl_connects_at_init=False, moe_groups=True,
+                      dsa_profile_record=True),
 }
 """release -> its rules; a deployment that names no version has the newest, max(RULES)."""
 

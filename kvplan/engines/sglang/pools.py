@@ -123,6 +123,9 @@ class SglangConfig:
     max_mamba_cache_size: int | None = None
     mamba_ssm_dtype_bytes: int = 4  # float32 unless mamba_ssm_dtype / SGLANG_MAMBA_SSM_DTYPE
     num_draft_layers: int = 0  # EAGLE/MTP: cell x draft_layers / layers more per token
+    # a DSA model's tokens counted with the pool's fp8 record (memory.Rules.dsa_profile_record:
+    # 0.5.17 on); False: with kv_lora_rank + qk_rope_head_dim at the cache dtype, as before
+    dsa_profile_record: bool = True
 
 
 @record
@@ -188,14 +191,17 @@ def profile(spec: ModelSpec, config: SglangConfig, free_before_load_bytes: int,
     if not 0 < mem_fraction_static < 1:
         raise BadInputError(f"--mem-fraction-static must be in (0, 1), got {mem_fraction_static}")
     fmt = kv_format(spec, config.kv_cache_dtype)
-    sparse = spec.is_mla and spec.traits.sparse_mla  # DeepSeek-V3.2's DSA
+    sparse = spec.is_mla and spec.traits.sparse_mla  # DSA (DeepSeek-V3.2, GLM-5)
+    counted = fmt  # the format the profile counts the tokens with
     if sparse and fmt.bits == 8:
         fmt = FP8_DS_MLA  # DSA + fp8: kv_lora_rank + kv_lora_rank//128*4 + rope*2 = 656
+        if config.dsa_profile_record:
+            counted = fmt
     rest = rest_gb(free_before_load_bytes, free_after_load_bytes, mem_fraction_static)
     best: SglangProfile | None = None
     for a, b in pp_stages(spec.num_layers, config.pp):
         layers = [x for x in spec.layers[a:b] if not isinstance(x, NoCache)]
-        result = _stage(spec, layers, fmt, config, rest, sparse)
+        result = _stage(spec, layers, fmt, config, rest, sparse, counted)
         if best is None or result.max_total_num_tokens < best.max_total_num_tokens:
             best = result
     assert best is not None
@@ -203,7 +209,7 @@ def profile(spec: ModelSpec, config: SglangConfig, free_before_load_bytes: int,
 
 
 def _stage(spec: ModelSpec, layers: Sequence[Layer], fmt: KVFormat, config: SglangConfig,
-           rest: float, sparse: bool) -> SglangProfile:
+           rest: float, sparse: bool, counted: KVFormat) -> SglangProfile:
     tp, page = config.tp, config.page_size
     hybrid_swa = _is_hybrid_swa(spec, config)
     states = [x for x in layers if isinstance(x, RecurrentState)]
@@ -240,6 +246,9 @@ def _stage(spec: ModelSpec, layers: Sequence[Layer], fmt: KVFormat, config: Sgla
         available -= (mamba_slots + 1) * per_req  # the pool holds one extra slot
 
     cell = full_k + full_v
+    if counted is not fmt:  # a DSA pool counted at the dense latent (memory.Rules)
+        cell = (sum(_k_v_bytes(x, counted, tp, sparse)[0] for x in full)
+                + sum(_k_v_bytes(x, counted, tp)[0] for x in draft) + full_v)
     swa_tokens = None
     if swa:
         ratio = config.swa_full_tokens_ratio
