@@ -15,10 +15,12 @@ pool holds the same 656 B record and the indexer's k buffer the same 132 B.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import paths
 
+from kvplan.core import weights
 from kvplan.engines import vllm
 from kvplan.engines.sglang import pools
 from kvplan.engines.sglang.memory import rules_for
@@ -97,3 +99,18 @@ def test_sglang_before_0_5_17_counts_the_dense_latent_but_allocates_the_record()
     new = pools.SglangConfig(tp=8, kv_cache_dtype="fp8_e4m3")
     newer = pools.profile(spec, new, round(BEFORE_GB * gib), round(AFTER_GB * gib), FRACTION)
     assert abs(newer.max_total_num_tokens - rest_gb * gib // (LAYERS * 788)) <= 1
+
+
+def test_glm5_parameters_match_the_published_count(tmp_path):
+    # the GLM-5 technical report (arXiv:2602.15763, its architecture table): 744B total
+    # parameters, the one MTP layer not counted (as DeepSeek-V3's 671B leaves out its MTP
+    # module); "744B" is three figures, so within 0.5B
+    raw = json.loads(GLM5.read_text(encoding="utf-8"))
+    raw["num_nextn_predict_layers"] = 0
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(raw), encoding="utf-8")
+    total = weights.inventory(load_config_file(config)).total_params
+    assert abs(total - 744 * 10**9) <= 0.5 * 10**9
+    # the MTP layer (one more decoder layer of 256 experts) is about 1.6% more
+    with_mtp = weights.inventory(load_config_file(GLM5)).total_params
+    assert 10 * 10**9 < with_mtp - total < 13 * 10**9
