@@ -265,9 +265,9 @@ class EngineTraits:
     a shape the spec carries: set by kvplan.sources.families, each from the rule's home in the
     engine's source; the engine module that reads a field holds what follows from it.
 
-    sparse_mla: vLLM's DeepseekV32ForCausalLM hook (model_executor/models/config.py
-    MODELS_CONFIG_MAP) and SGLang's DeepSeek-V3.2 path: FLASHMLA_SPARSE, the fp8_ds_mla cache,
-    an indexer key cache on every MLA layer. DeepSeek-V3.2 only.
+    sparse_mla: DeepSeek sparse attention (a config with index_topk: DeepSeek-V3.2, GLM-5):
+    FLASHMLA_SPARSE / the NSA pool, fp8 stored as fp8_ds_mla, an indexer key cache.
+    vllm_auto_fp8_ds_mla: vLLM's DeepseekV32ForCausalLM hook makes auto fp8_ds_mla too.
     llamacpp_swa: llama.cpp's loader for the GGUF architecture sets `swa_type`, so sliding or
     chunked layers get their own smaller cache (src/models/gemma2.cpp and the others named in
     kvplan.sources.families); other architectures attend over the whole context.
@@ -278,6 +278,9 @@ class EngineTraits:
     vllm_pp_every_stage_ends: vLLM's class makes embedding and LM head on every PP stage."""
 
     sparse_mla: bool = False
+    # models/config.py MODELS_CONFIG_MAP in the 0.11.0 wheel; other sparse models keep auto as
+    # the model dtype (0.33's GlmMoeDsaForCausalLM hook picks fp8 on SM10x only: not modelled)
+    vllm_auto_fp8_ds_mla: bool = False
     llamacpp_swa: bool = False
     sglang_hybrid_swa: bool = False
     tgi_fallback_attention: bool = False

@@ -215,6 +215,9 @@ SGLANG_HYBRID_SWA = frozenset({"gpt_oss", "llama4", "llama4_text", "gemma4", "ge
 # (traits_of); these families are sparse even when a hand-written spec names no indexer:
 # DeepSeek-V3.2 and GLM-5 (GlmMoeDsaForCausalLM, the same vllm/models/deepseek_v32 package).
 SPARSE_MLA = frozenset({"deepseek_v32", "glm_moe_dsa"})
+# vLLM 0.11.0 model_executor/models/config.py DeepseekV32ForCausalLM: "auto" (and any fp8)
+# becomes fp8_ds_mla; the hook is keyed by that class alone
+VLLM_AUTO_FP8_DS_MLA = frozenset({"deepseek_v32"})
 # TGI launcher/src/main.rs::resolve_attention: `Some("falcon") | Some("deepseek_v2")` force
 # the fallback attention (the model_type as written, not normalised)
 TGI_FALLBACK_ATTENTION = frozenset({"falcon", "deepseek_v2"})
@@ -291,6 +294,7 @@ def traits_of(spec: ModelSpec) -> EngineTraits:
     name = raw.lower().replace("-", "_")
     model_type = MOE_MODEL_TYPE.get(name, name) if spec.is_moe else name
     return EngineTraits(sparse_mla=raw.replace("-", "_") in SPARSE_MLA or _has_indexer(spec),
+                        vllm_auto_fp8_ds_mla=raw.replace("-", "_") in VLLM_AUTO_FP8_DS_MLA,
                         llamacpp_swa=name in LLAMACPP_SWA,
                         sglang_hybrid_swa=name in SGLANG_HYBRID_SWA,
                         tgi_fallback_attention=raw in TGI_FALLBACK_ATTENTION,

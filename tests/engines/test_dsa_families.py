@@ -48,6 +48,10 @@ def test_glm5_vllm_pages():
     config = vllm.VllmConfig(max_model_len=8192, kv_cache_dtype="fp8")
     (stage,) = vllm.layout(spec, config)
     assert stage.per_token_bytes == LAYERS * (FP8_DS_MLA_RECORD + INDEXER_KEY) == 61464
+    # auto keeps the model dtype: 0.33 maps only quantized dtypes to fp8_ds_mla, and the
+    # auto -> fp8_ds_mla hook is DeepseekV32ForCausalLM's (0.11.0), not GLM-5's
+    (auto,) = vllm.layout(spec, vllm.VllmConfig(max_model_len=8192))
+    assert auto.per_token_bytes == LAYERS * ((512 + 64) * 2 + INDEXER_KEY)
     # the sparse MLA kernel's 64-token block, over the latent and the indexer-key layers
     assert [(g.block_size, g.page_bytes) for g in stage.groups] == \
         [(64, 64 * LAYERS * (FP8_DS_MLA_RECORD + INDEXER_KEY))]

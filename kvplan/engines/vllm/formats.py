@@ -107,11 +107,14 @@ def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
 
     `auto` is the model dtype, but `dtype=auto` itself serves float32 checkpoints in bf16
     (config/model.py::_resolve_auto_dtype); a ModelOpt checkpoint's own FP8 request is
-    resolved before (resolved_kv_cache_dtype). DeepSeek-V3.2 forces any fp8 (and auto) to
-    `fp8_ds_mla` (models/config.py::DeepseekV32ForCausalLM).
+    resolved before (resolved_kv_cache_dtype). A sparse MLA model stores any fp8 as
+    `fp8_ds_mla` (model_executor/layers/attention/mla_attention.py
+    _canonicalize_sparse_mla_kv_cache_dtype in 0.33); DeepSeek-V3.2 also auto
+    (models/config.py::DeepseekV32ForCausalLM in 0.11.0, spec.traits.vllm_auto_fp8_ds_mla).
     """
     name = kv_cache_dtype.strip().lower()
-    if is_sparse_mla(spec) and (name == "auto" or name.startswith("fp8")):
+    if is_sparse_mla(spec) and (name.startswith("fp8") or (
+            name == "auto" and spec.traits.vllm_auto_fp8_ds_mla)):
         return FP8_DS_MLA
     if has_compressed_attention(spec):
         # models/deepseek_v4/attention.py _resolve_dsv4_kv_cache_dtype, fp8_ds_mla layout (the
