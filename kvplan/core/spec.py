@@ -207,6 +207,12 @@ class Rope:
     factor: float = 1.0
     original_max_positions: int | None = None  # original_max_position_embeddings
     local: bool = False  # sliding-window layers use an unscaled rope of their own base
+    # `mrope_section` present (Qwen2-VL's "type": "mrope"; Qwen2.5-VL, Qwen3-VL, Qwen3.5 and
+    # the Omni models with rope_type "default" or "yarn"): the engine builds a multimodal
+    # rotary embedding, whose cache an engine may make longer (kvplan.engines.shared.loading)
+    mrope: bool = False
+    # partial_rotary_factor: the rotary dim is int(head_size x this) (vLLM get_rope)
+    partial: float = 1.0
 
 
 @record

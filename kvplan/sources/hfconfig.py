@@ -630,22 +630,30 @@ def _rope(cfg: Fields, model_type: str | None) -> Rope | None:
         local = local or isinstance(params.get("sliding_attention"), dict)
     elif not isinstance(raw, dict) and isinstance(params, dict):
         raw = params
-    kind, factor, original = "default", 1.0, None
+    kind, factor, original, mrope = "default", 1.0, None, False
     if isinstance(raw, dict):
         value = raw.get("rope_type", raw.get("type"))
         kind = value if isinstance(value, str) and len(value) <= 64 else kind
+        # vLLM's get_rope (rotary_embedding/__init__.py) builds MRotaryEmbedding wherever
+        # `mrope_section` is present; Qwen2-VL's "type": "mrope" is "default" with it
+        # (transformers' rope_config_validation and vLLM's patch_rope_scaling rename it)
+        mrope = "mrope_section" in raw or kind == "mrope"
+        kind = "default" if kind == "mrope" else kind
         value = raw.get("factor")
         if finite_number(value) and 0 < value <= MAX_ROPE_FACTOR:
             factor = float(value)
         original = _opt_int(Fields(raw, cfg.source), "original_max_position_embeddings",
                             minimum=1)
+    partial = (raw.get("partial_rotary_factor") if isinstance(raw, dict) else None) \
+        or cfg.raw.get("partial_rotary_factor")
+    partial = float(partial) if finite_number(partial) and 0 < partial < 1 else 1.0
     if original is None:
         original = _opt_int(cfg, "original_max_position_embeddings", minimum=1)
     if original is not None and original > MAX_ROPE_ORIGINAL_POSITIONS:
         original = None
-    if kind == "default" and factor == 1.0 and not local:
+    if kind == "default" and factor == 1.0 and not local and not mrope and partial == 1.0:
         return None
-    return Rope(kind, factor, original, local)
+    return Rope(kind, factor, original, local, mrope, partial)
 
 
 def shapes(reader: _Reader) -> dict[str, Any]:

@@ -224,14 +224,18 @@ def _read_vision(f: Fields) -> VisionTower:
 def _read_rope(f: Fields) -> Rope:
     """`shapes.rope`: the rotary scaling config.json states (ModelSpec.rope): `scaling` (its
     rope_type), `factor`, `original_max_positions`, `local` (sliding layers with a rope of
-    their own base, Gemma 3)."""
-    f.check_known({"scaling", "factor", "original_max_positions", "local"})
+    their own base, Gemma 3), `mrope` (config.json gives `mrope_section`), `partial` (its
+    partial_rotary_factor)."""
+    f.check_known({"scaling", "factor", "original_max_positions", "local", "mrope", "partial"})
     factor = f.raw.get("factor", 1)
     if not finite_number(factor) or not 0 < factor <= MAX_ROPE_FACTOR:
         raise f.error("factor", f"must be a number in (0, {MAX_ROPE_FACTOR}], got {factor!r}")
+    partial = f.raw.get("partial", 1)
+    if not finite_number(partial) or not 0 < partial <= 1:
+        raise f.error("partial", f"must be a number in (0, 1], got {partial!r}")
     return Rope(f.str("scaling", "default"), float(factor),
                 f.int("original_max_positions", None, maximum=MAX_ROPE_ORIGINAL_POSITIONS),
-                f.bool("local", False))
+                f.bool("local", False), f.bool("mrope", False), float(partial))
 
 
 def parse_blocks(f: Fields, text: str) -> tuple[Block, ...]:
@@ -474,6 +478,10 @@ def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
             shapes["rope"]["original_max_positions"] = spec.rope.original_max_positions
         if spec.rope.local:
             shapes["rope"]["local"] = True
+        if spec.rope.mrope:
+            shapes["rope"]["mrope"] = True
+        if spec.rope.partial != 1.0:
+            shapes["rope"]["partial"] = spec.rope.partial
     if spec.vision is not None:
         shapes["vision"] = {k: v for k, v in vars(spec.vision).items()
                             if v or k in ("kind", *_VISION_REQUIRED)}

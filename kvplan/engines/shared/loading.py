@@ -39,14 +39,18 @@ class RopeCache:
     linear: bool = False  # LinearScalingRotaryEmbedding: one more fp32 copy while built
 
 
-def rope_caches(spec: ModelSpec, layers: range | None = None) -> tuple[RopeCache, ...]:
+def rope_caches(spec: ModelSpec, layers: range | None = None,
+                mrope_factor: int = 1) -> tuple[RopeCache, ...]:
     """The caches `get_rope` builds (rotary_embedding `get_rope`: one per distinct (head
     size, rotary dim, max position, base, scaling) key, kept in `_ROPE_DICT`), with the
     length each scaling class gives its `cos_sin_cache` (max_position_embeddings; x factor for
     linear / dynamic; original_max_position_embeddings x factor for yarn; short + long for
     longrope). Sliding layers with a rope of their own (Gemma 3) get a second, unscaled cache.
-    The full head size is an upper bound for the rotary dim. `layers`: those of one pipeline
-    stage. The lengths per class: docs/engine-kv-sizing.md §7.5.
+    The rotary dim is the head size x partial_rotary_factor (`get_rope`: `int(head_size *
+    partial_rotary_factor)`). `layers`: those of one pipeline stage. `mrope_factor`: how many
+    times longer the engine builds a multimodal rope's cache (`Rope.mrope`; vLLM's
+    MRotaryEmbedding: 4, its Rules' `mrope_cache_factor`; SGLang's: 1). The lengths per
+    class: docs/engine-kv-sizing.md §7.5.
     """
     if not spec.max_context_tokens:
         return ()
@@ -62,26 +66,37 @@ def rope_caches(spec: ModelSpec, layers: range | None = None) -> tuple[RopeCache
         else:
             continue
         local = rope is not None and rope.local and isinstance(layer, SlidingWindow)
+        if rope is not None and not local and not isinstance(layer, MLA) \
+                and rope.scaling != "proportional":
+            # a local rope's own parameters are not read; Gemma 4's "proportional" rope is
+            # kept at the full head (as before partial factors were read: its A100 log fits)
+            dim = int(dim * rope.partial)
         if (dim, local) in found:
             continue
         positions, linear = max_pos, False
         if rope is not None and not local:
             factor, original = rope.factor, rope.original_max_positions or max_pos
+            # a multimodal rope takes `mrope_factor` x the positions its get_rope branch
+            # passes (max_position for "default", original_max_position for "yarn")
+            grow = mrope_factor if rope.mrope else 1
+            if rope.mrope and rope.scaling in ("default", "yarn"):
+                positions = max_pos * grow
             if rope.scaling in ("linear", "dynamic"):
                 positions, linear = math.ceil(max_pos * factor), rope.scaling == "linear"
             elif rope.scaling in ("yarn", "deepseek_yarn"):
-                positions = math.ceil(original * factor)
+                positions = math.ceil(original * grow * factor)
             elif rope.scaling == "longrope":
                 positions = original + max_pos
         found[(dim, local)] = RopeCache(positions, dim, i, linear)
     return tuple(found.values())
 
 
-def rotary_cache_bytes(spec: ModelSpec) -> int:
+def rotary_cache_bytes(spec: ModelSpec, mrope_factor: int = 1) -> int:
     """The bytes of every rotary cache (`rope_caches`), each `.to(dtype)` in the model dtype
     (`RotaryEmbedding.__init__`): 32 MiB for Llama 3.1's 131,072 positions x 128."""
     dtype_bytes = 4 if spec.dtype == "fp32" else 2
-    return sum(c.positions * c.rotary_dim * dtype_bytes for c in rope_caches(spec))
+    return sum(c.positions * c.rotary_dim * dtype_bytes
+               for c in rope_caches(spec, mrope_factor=mrope_factor))
 
 
 # Attention.__init__ keeps four fp32 scalars on the device (_k_scale, _v_scale, _q_scale,
@@ -126,7 +141,7 @@ def _replay_rope(alloc: CachingAllocator, cache: RopeCache, model_bytes: int,
 def loaded_weights(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int = 1,
                    ep: int = 1, expert_load: ExpertLoad | None = None,
                    partition: Sequence[int] | None = None,
-                   every_stage_ends: bool = False) -> tuple[int, ...]:
+                   every_stage_ends: bool = False, mrope_factor: int = 1) -> tuple[int, ...]:
     """`loaded_weight_bytes` in the format `weights` names (kvplan.core.weights.load_format:
     the checkpoint's, one quantized at load, or a model dtype); MXFP4 experts laid out as
     `expert_load` says."""
@@ -135,7 +150,8 @@ def loaded_weights(spec: ModelSpec, weights: str = "auto", tp: int = 1, pp: int 
     target, q, _ = load_format(spec, weights)
     return loaded_weight_bytes(target, q, tp, pp, ep,
                                expert_load=expert_load if q.layout == "mxfp4" else None,
-                               partition=partition, every_stage_ends=every_stage_ends)
+                               partition=partition, every_stage_ends=every_stage_ends,
+                               mrope_factor=mrope_factor)
 
 
 def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp: int = 1,
@@ -143,7 +159,8 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
                         expert_load: ExpertLoad | None = None, reserved: bool = False,
                         rope_fp32: bool = False,
                         partition: Sequence[int] | None = None,
-                        every_stage_ends: bool = False) -> tuple[int, ...]:
+                        every_stage_ends: bool = False,
+                        mrope_factor: int = 1) -> tuple[int, ...]:
     """What vLLM logs as the weights one GPU of each pipeline stage loaded ("Loading model
     weights took", "Model loading took", the worker's "model weights take"): the change of
     `torch.cuda.memory_allocated` across `load_model` (`DeviceMemoryProfiler`). That counts
@@ -157,8 +174,8 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
     logged, all of it this. `reserved`: the segments instead of the blocks, as an engine that
     measures the drop in free device memory after `empty_cache` sees them (SGLang);
     `rope_fp32`: rotary caches kept in fp32 (SGLang on CUDA); `every_stage_ends`: the model
-    class builds the embedding before its layers and the final norm and LM head after them on
-    every pipeline stage (kvplan.engines.vllm.memory.ends_on_every_stage)."""
+    class builds the embedding, final norm and LM head on every pipeline stage
+    (kvplan.engines.vllm.memory.ends_on_every_stage); `mrope_factor`: as `rope_caches`."""
     from kvplan.core.allocator import CachingAllocator
     from kvplan.core.weights import placement
 
@@ -189,7 +206,7 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
         def put(key: tuple[str, int | None], alloc: CachingAllocator = alloc) -> None:
             alloc.malloc(groups[key])
 
-        first_use = {c.first_layer: c for c in rope_caches(spec, range(a, b))}
+        first_use = {c.first_layer: c for c in rope_caches(spec, range(a, b), mrope_factor)}
         if k == 0 or every_stage_ends:
             # the vision tower is built before the LM, on the first stage only
             for place in ("vision", "embed") if k == 0 else ("embed",):

@@ -105,9 +105,10 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
         if summed:
             # what vLLM subtracts: the weights as memory_allocated counts them (allocator
             # blocks, rotary caches), not the tensors' own bytes
-            per_stage = list(loaded_weights(spec, load_name(spec, weights), tp, pp,
-                                                   ep, expert_load, partition=pp_layers,
-                                                   every_stage_ends=ends))
+            per_stage = list(loaded_weights(spec, load_name(spec, weights), tp, pp, ep,
+                                            expert_load, partition=pp_layers,
+                                            every_stage_ends=ends,
+                                            mrope_factor=rules_for(ver).mrope_cache_factor))
             weights_how += ", with vLLM's rotary caches and the allocator's rounding"
         if ends:
             weights_how += ("; vLLM's model class for it builds the embedding, final norm and "

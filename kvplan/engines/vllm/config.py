@@ -121,6 +121,11 @@ class Rules:
     mamba2_prefill_checkpoints: bool
     gdn_prefill_checkpoints: bool
     deepseek_v4: bool  # models/deepseek_v4 (compressed attention caches, packed groups)
+    # how many times max_position the cos/sin cache of a config with `mrope_section` is
+    # (rotary_embedding/mrope.py MRotaryEmbedding.__init__: `cache_max_position_num =
+    # max_position_embeddings * 4`, read in 0.11.0, 0.12.0, 0.19.0, 0.22.1, 0.24.0 and a 2026
+    # main; its comment names Qwen2.5-VL, whose support came in 0.7.2)
+    mrope_cache_factor: int
 
 
 RULES: dict[tuple[int, ...], Rules] = {}
@@ -156,7 +161,7 @@ RULES[(0, 2, 5)] = Rules(
     async_scheduling=False,
     mamba_cache_mode="legacy", align_hybrid_block_size=False, mla_backend_priorities=False,
     kda_prefill_checkpoints=False, mamba2_prefill_checkpoints=False,
-    gdn_prefill_checkpoints=False, deepseek_v4=False)
+    gdn_prefill_checkpoints=False, deepseek_v4=False, mrope_cache_factor=1)
 # worker.py profile_num_available_blocks: `peak_memory = torch.cuda.max_memory_allocated()`
 # in the 0.2.3 and 0.2.4 wheels (the CUDA context, NCCL and torch's cached segments are not
 # subtracted); `total_gpu_memory - free_gpu_memory` after profile_run from the 0.2.5 wheel
@@ -164,6 +169,11 @@ RULES[(0, 2, 0)] = replace(RULES[(0, 2, 5)], non_torch_counted=False)
 # worker.py: memory_profiling against the worker's baseline_snapshot (PR #10511)
 _release((0, 6, 5), non_torch_growth_only=True)
 _release((0, 7, 0), v0_chunked_prefill_tokens=2048)  # SchedulerConfig.__post_init__
+# MRotaryEmbedding's 4x cache came with Qwen2.5-VL (0.7.2), not read in its wheel: the
+# MRotaryEmbedding SGLang adapted from 0.6.6.post1 (layers/rotary_embedding.py) keeps
+# max_position_embeddings, and a 0.6.6 Qwen2-VL log (vllm-uitars-7b-24gb-0.6.6) is -1.4% off
+# with 1x, -1.9% with 4x
+_release((0, 7, 2), mrope_cache_factor=4)
 # V1 by default; 0.8's gpu_worker counts non-torch memory absolutely after the profile; its
 # sampler takes FlashInfer whenever flashinfer is importable ("is not False")
 _release((0, 8, 0), v1=True, non_torch_growth_only=False, flashinfer_sampler_default=True,

@@ -79,6 +79,53 @@ def test_rope_caches_follow_each_scaling_kind():
     assert caches("meta-llama--Meta-Llama-3.1-70B") == [(131072, 128)]
 
 
+def test_mrope_caches_are_four_times_longer_in_vllm():
+    """vLLM's get_rope builds MRotaryEmbedding wherever `mrope_section` is in the rope config
+    (rotary_embedding/__init__.py), and MRotaryEmbedding.__init__ makes its cache
+    `max_position_embeddings * 4` long (rotary_embedding/mrope.py, 0.11-0.24); the rotary dim
+    is `int(head_size * partial_rotary_factor)`."""
+    from kvplan.engines.vllm.config import rules_for
+
+    def caches(name, factor):
+        spec = load_config_file(CONFIGS / f"{name}.json")
+        return [(c.positions, c.rotary_dim) for c in loading.rope_caches(spec, None, factor)]
+
+    four = rules_for((0, 12, 0)).mrope_cache_factor
+    assert four == 4 and rules_for((0, 24, 0)).mrope_cache_factor == 4
+    # Qwen2-VL's spelling, rope_scaling {"type": "mrope", "mrope_section": [16, 24, 24]}:
+    # 32,768 positions of head 128
+    assert caches("Qwen--Qwen2-VL-7B-Instruct", four) == [(4 * 32768, 128)]
+    # Qwen2.5-VL: {"type": "default", "mrope_section": ...}, 128,000 positions
+    assert caches("families/Qwen--Qwen2.5-VL-7B-Instruct", four) == [(4 * 128000, 128)]
+    # Qwen3.5: rope_parameters {"rope_type": "default", "mrope_section": [11, 11, 10],
+    # "mrope_interleaved": true, "partial_rotary_factor": 0.25}: 262,144 positions, 64 of
+    # the 256-dim heads rotated (2 x (11 + 11 + 10) = 64), first built by full-attention layer 3
+    assert caches("families/Qwen--Qwen3.5-27B", four) == [(4 * 262144, 64)]
+    # GLM-4.5V: rope_scaling {"rope_type": "default", "mrope_section": [8, 12, 12]},
+    # partial_rotary_factor 0.5 of head 128, 65,536 positions
+    assert caches("families/zai-org--GLM-4.5V", four) == [(4 * 65536, 64)]
+    # SGLang's MRotaryEmbedding keeps max_position_embeddings (factor 1); so did vLLM before
+    # Qwen2.5-VL's support (0.7.2)
+    assert rules_for((0, 6, 6)).mrope_cache_factor == 1
+    assert caches("families/Qwen--Qwen2.5-VL-7B-Instruct", 1) == [(128000, 128)]
+    # Qwen3-VL spells it in text_config.rope_scaling with rope_type "default"
+    raw = {"architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl",
+           "text_config": {"model_type": "qwen3_vl_text", "hidden_size": 2048,
+                           "num_hidden_layers": 28, "num_attention_heads": 16,
+                           "num_key_value_heads": 8, "head_dim": 128,
+                           "intermediate_size": 6144, "vocab_size": 151936,
+                           "max_position_embeddings": 262144,
+                           "rope_scaling": {"mrope_interleaved": True,
+                                            "mrope_section": [24, 20, 20],
+                                            "rope_type": "default"}}}
+    from kvplan.sources.hfconfig import spec_from_config
+
+    spec = spec_from_config(raw, "config.json", "qwen3-vl-2b")
+    assert spec.rope is not None and spec.rope.mrope
+    # 4 x 262,144 x 128 x 2 B = 256 MiB (the 0.25 GiB the T4 pooling logs lack)
+    assert loading.rotary_cache_bytes(spec, four) == 256 * MIB
+
+
 def test_r1_distill_qwen_14b_tp2_is_the_logged_13_9476():
     """vllm#13061 (V0 0.7.2, 2 x RTX 4090, TP 2): "Loading model weights took 13.9476 GB"
     (GiB). The tensors are 13.7561 GiB; the rest is the rotary cache (131,072 x 128 x 2 B =
