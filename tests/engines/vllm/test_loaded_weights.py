@@ -108,6 +108,13 @@ def test_mrope_caches_are_four_times_longer_in_vllm():
     # Qwen2.5-VL's support (0.7.2)
     assert rules_for((0, 6, 6)).mrope_cache_factor == 1
     assert caches("families/Qwen--Qwen2.5-VL-7B-Instruct", 1) == [(128000, 128)]
+    # Qwen3-VL-30B-A3B's config.json (verbatim): text_config.rope_scaling {"mrope_section":
+    # [24, 20, 20], "rope_type": "default"}, 262,144 positions of head 128; 3 x 262,144 x 128
+    # x 2 B = 0.1875 GiB more than a plain cache, what its 0.12 TP-2 logs' weights held
+    assert caches("families/Qwen--Qwen3-VL-30B-A3B-Instruct", four) == [(4 * 262144, 128)]
+    vl30 = load_config_file(CONFIGS / "families" / "Qwen--Qwen3-VL-30B-A3B-Instruct.json")
+    assert loading.rotary_cache_bytes(vl30, four) - loading.rotary_cache_bytes(vl30) \
+        == 3 * GIB // 16
     # Qwen3-VL spells it in text_config.rope_scaling with rope_type "default"
     raw = {"architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl",
            "text_config": {"model_type": "qwen3_vl_text", "hidden_size": 2048,
