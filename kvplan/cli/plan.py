@@ -424,13 +424,17 @@ class _Question:
             batch, ctx = c.max_requests, limit
         if batch and ctx and cap.deployment.gpu_bandwidth_bytes_per_s:
             floor = core.decode_floor(cap, batch, ctx)
+            host = {"host_weights_bytes_not_timed": floor.host_weights_bytes} \
+                if floor.host_weights_bytes else {}
             extra.append(name_value_table(
-                f"Decode floor (memory-bound, batch {batch}, {ctx:,} tokens)", {
+                f"Decode floor (memory-bound, batch {batch}, {ctx:,} tokens"
+                + (", the GPUs' reads alone: weights in host memory not timed" if host else "")
+                + ")", {
                 "weights_read_bytes_per_gpu": floor.weights_read_bytes_per_gpu,
                 "kv_bytes_per_gpu": floor.kv_bytes_per_gpu,
                 "bytes_per_step": floor.bytes_per_step,
                 "ms_per_token": round(floor.ms_per_token, 3),
-                "tokens_per_s": round(floor.tokens_per_s, 1)}))
+                "tokens_per_s": round(floor.tokens_per_s, 1), **host}))
         if self.host:
             o = core.offload_capacity(cap, self.host, ctx)
             extra.append(name_value_table("KV offload to host memory (per GPU)", asdict(o)))

@@ -265,6 +265,11 @@ class Capacity:
     weights_per_gpu_bytes: int  # the fullest GPU (0 when unknown)
     kv_bytes_per_token: int  # per GPU, every layer still growing (the fullest stage)
     notes: tuple[str, ...] = ()
+    # weights the engine keeps in host memory and computes with from there every step
+    # (llama.cpp's -ngl / -ot / --cpu-moe, vLLM's --cpu-offload-gb), all GPUs of one model
+    # replica together; not
+    # an input embedding table, of which a step reads only its tokens' rows; 0: none
+    host_weights_bytes: int = 0
 
     @property
     def engine_numbers(self) -> dict[str, Any]:

@@ -391,12 +391,17 @@ class DecodeFloor:
     hbm_bandwidth_bytes_per_s: int
     ms_per_token: float  # per output token of one request (a lower bound)
     tokens_per_s: float  # the whole batch (an upper bound)
+    # weights a step reads from host memory (Capacity.host_weights_bytes): not in this floor,
+    # whose time is the GPUs' alone; kvplan knows no host memory bandwidth
+    host_weights_bytes: int = 0
 
 
 def decode_floor(cap: Capacity, batch: int, context_tokens: int) -> DecodeFloor:
     """Memory-bound decode: every step reads the weights it uses on each GPU (MoE: the experts
     the batch routes to; not the input embedding table) and the batch's KV. With pipeline
-    stages a token passes each stage in turn (pp x one stage's time)."""
+    stages a token passes each stage in turn (pp x one stage's time). Weights kept in host
+    memory (partial offload, tensor overrides, --cpu-offload-gb) are named, not timed: the
+    floor stays a lower bound, that of the GPUs' reads alone."""
     from kvplan.core.sizing import pp_stages, request_bytes
 
     dep = cap.deployment
@@ -414,7 +419,8 @@ def decode_floor(cap: Capacity, batch: int, context_tokens: int) -> DecodeFloor:
     per_step = weights + kv
     seconds = Fraction(per_step * dep.pp, bw)
     return DecodeFloor(batch, context_tokens, weights, kv, per_step, bw,
-                       float(seconds * 1000), float(batch / seconds) if seconds else 0.0)
+                       float(seconds * 1000), float(batch / seconds) if seconds else 0.0,
+                       cap.host_weights_bytes)
 
 
 def _read_fraction(spec: ModelSpec, batch: int) -> Fraction:

@@ -538,9 +538,11 @@ class LlamacppEngine(BaseEngine):
         moved = host_overrides(dep, prof)
         if ngl is None:
             weights = weights_per_gpu(dep) - (moved.to_host_bytes // gpus if moved else 0)
+            host_weights = moved.to_host_bytes if moved else 0
         else:
             placed = place_weights(dep, prof.gpu_layers, prof.output_on_gpu, moved)
             weights = cdiv(placed.gpu_bytes, gpus)
+            host_weights = placed.host_bytes - placed.embedding_bytes  # a lookup, not a read
             n_layer = len(prof.layer_bytes)
             notes.append(
                 f"-ngl {ngl}: {prof.gpu_layers} of {n_layer} repeating layers (the last ones) "
@@ -590,7 +592,7 @@ class LlamacppEngine(BaseEngine):
             pool = replace(pool, constraints=(replace(pool.constraints[0], capacity=0),))
         per_token = prof.total_bytes // max(1, prof.cells)
         return Capacity(dep, self, None, prof, pool, prof.cache_type_k, weights, per_token,
-                        tuple(notes))
+                        tuple(notes), host_weights_bytes=host_weights)
 
     def numbers(self, cap: Capacity) -> dict[str, Any]:
         p: LlamacppProfile = cap.engine_profile

@@ -42,6 +42,9 @@ class Budget:
     notes: tuple[str, ...] = ()
     max_num_seqs: int | None = None  # the engine's sequence cap (vLLM max_num_seqs)
     max_num_batched_tokens: int | None = None
+    # per stage, per GPU: decoder-layer weights kept in CPU memory (vLLM --cpu-offload-gb),
+    # not in weights_bytes; () for none
+    offloaded_weights_bytes: tuple[int, ...] = ()
 
     @property
     def available(self) -> int:

@@ -233,7 +233,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     return Budget(SCHEMA, "vllm", ".".join(map(str, ver)), "estimated", totals[worst], util,
                   requested_int, tuple(per_stage), tuple(acts), non_torch, graphs,
                   available, tuple(notes), max_num_seqs=batch.max_num_seqs,
-                  max_num_batched_tokens=batch.max_num_batched_tokens)
+                  max_num_batched_tokens=batch.max_num_batched_tokens,
+                  offloaded_weights_bytes=tuple(offloaded) if any(offloaded) else ())
 
 
 def multimodal_profile(spec: ModelSpec, profiled: VisionTower | None, mm_limits: str | None,

@@ -282,7 +282,8 @@ class VllmEngine(BaseEngine):
                     reserved_units=1, max_requests_setting="max_num_seqs", replicas=dep.dp)
         return Capacity(dep, self, budget, prof, pool, prof.kv_cache_dtype,
                         max(budget.weights_bytes) or weights_per_gpu(dep), prof.per_token_bytes,
-                        budget.notes + checkpoint_kv_notes(dep))
+                        budget.notes + checkpoint_kv_notes(dep),
+                        host_weights_bytes=sum(budget.offloaded_weights_bytes) * dep.tp)
 
     def numbers(self, cap: Capacity) -> dict[str, Any]:
         p: VllmProfile = cap.engine_profile

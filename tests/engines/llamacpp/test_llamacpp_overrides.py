@@ -9,6 +9,7 @@ each MoE layer holds blk.N.ffn_{gate,up,down}_exps.weight of 256 x 2048 x 7168 v
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -152,3 +153,24 @@ def test_ik_llama_mla_0_is_named_not_modelled():
     r = _kv_total("--mla-use", "0")
     assert r.exit_code == 2
     assert "-mla 0" in r.output
+
+
+def test_the_decode_floor_names_the_weights_it_does_not_time():
+    # the experts -ot keeps in host memory are computed with from there each step; the floor
+    # times the GPU's reads alone (kvplan knows no host memory bandwidth) and says how many
+    # bytes it leaves out: the 58 MoE layers' routed experts, as above
+    r = CliRunner().invoke(app, ["plan", "deepseek-r1", "--engine", "llamacpp", "--gpu", "h100",
+                                 "--weights-dtype", "bf16", "--context", "4096", "-ot",
+                                 "exps=CPU", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (title, rows), = json.loads(r.output)["tables"].items()
+    assert "weights in host memory not timed" in title
+    row = {x["name"]: x["value"] for x in rows}
+    assert row["host_weights_bytes_not_timed"] == f"{MOE_LAYERS * EXPERT_LAYER_BYTES:,}"
+    # every weight on the GPU: the floor is the whole step's, and says nothing more
+    plain = CliRunner().invoke(app, ["plan", "llama-3.1-8b", "--engine", "llamacpp", "--gpu",
+                                     "h100", "--context", "4096", "--format", "json"])
+    assert plain.exit_code == 0, plain.output
+    (title, rows), = json.loads(plain.output)["tables"].items()
+    assert "not timed" not in title
+    assert "host_weights_bytes_not_timed" not in {x["name"] for x in rows}

@@ -36,11 +36,17 @@ def test_offload_lowers_the_weights_term_by_the_gib_given():
     # a fraction of a GiB: vLLM's int(x * 1024**3)
     half = budget("--cpu-offload-gb", "0.5")
     assert base["weights_bytes"][0] - half["weights_bytes"][0] == GIB // 2
+    # what moved is named beside the weights: read over UVA each step, so the decode floor
+    # (kvplan.planning.plan.decode_floor) leaves it out by name
+    assert offloaded["offloaded_weights_bytes"] == [4 * GIB]
+    assert half["offloaded_weights_bytes"] == [GIB // 2] and base["offloaded_weights_bytes"] == []
 
 
 def test_at_most_the_layers_move():
     everything = budget("--cpu-offload-gb", "100")
     assert everything["weights_bytes"] == [2 * LLAMA_EMBEDDING]
+    assert everything["weights_bytes"][0] + everything["offloaded_weights_bytes"][0] == \
+        budget()["weights_bytes"][0]
     assert any("--cpu-offload-gb" in note for note in everything["notes"])
 
 
