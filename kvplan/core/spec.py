@@ -291,6 +291,10 @@ class EngineTraits:
     sglang_hybrid_swa: bool = False
     tgi_fallback_attention: bool = False
     vllm_pp_every_stage_ends: bool = False
+    # the vision tower's (num_hidden_layers, hidden_size) as SGLang's
+    # ServerArgs.adjust_mem_fraction_for_vlm reads them from vision_config (server_args.py,
+    # 0.4.10 on); () for a text model or a tower whose keys SGLang does not read (not modelled)
+    sglang_vit: tuple[int, ...] = ()
 
 
 GENERIC_LAYOUT = TensorLayout()

@@ -218,6 +218,14 @@ SPARSE_MLA = frozenset({"deepseek_v32", "glm_moe_dsa"})
 # vLLM 0.11.0 model_executor/models/config.py DeepseekV32ForCausalLM: "auto" (and any fp8)
 # becomes fp8_ds_mla; the hook is keyed by that class alone
 VLLM_AUTO_FP8_DS_MLA = frozenset({"deepseek_v32"})
+# Vision towers (VisionTower.kind) whose vision_config SGLang reads under num_hidden_layers and
+# hidden_size in ServerArgs.adjust_mem_fraction_for_vlm (server_args.py, 0.4.10 on): the
+# Hugging Face CLIP / SigLIP / SigLIP2 / Pixtral vision configs, and Kimi-K2.5's MoonViT, whose
+# config class SGLang maps from vt_num_hidden_layers / vt_hidden_size (a 0.5.8.post1 MI355X log
+# prints mem_fraction_static=0.8260405859375, 0.908 x 0.95 x (1 - 0.1 x (27 x 1152^2 /
+# (24 x 1024^2) - 1)), tests/fixtures/logs/sglang/sglang-kimi-k25-mi355x-tp8-0.5.8.post1.log).
+# Qwen2-VL's family stores depth / embed_dim: not modelled.
+SGLANG_VIT_KINDS = frozenset({"clip", "siglip", "siglip2", "pixtral", "kimi_k25"})
 # TGI launcher/src/main.rs::resolve_attention: `Some("falcon") | Some("deepseek_v2")` force
 # the fallback attention (the model_type as written, not normalised)
 TGI_FALLBACK_ATTENTION = frozenset({"falcon", "deepseek_v2"})
@@ -289,7 +297,7 @@ def layout_of(spec: ModelSpec, config: Mapping[str, Any] | None = None) -> Tenso
 
 
 def traits_of(spec: ModelSpec) -> EngineTraits:
-    """What engines decide by `spec.family` (see the tables above)."""
+    """What engines decide by `spec.family` and its vision tower's kind (see the tables above)."""
     raw = spec.family or ""
     name = raw.lower().replace("-", "_")
     model_type = MOE_MODEL_TYPE.get(name, name) if spec.is_moe else name
@@ -298,7 +306,10 @@ def traits_of(spec: ModelSpec) -> EngineTraits:
                         llamacpp_swa=name in LLAMACPP_SWA,
                         sglang_hybrid_swa=name in SGLANG_HYBRID_SWA,
                         tgi_fallback_attention=raw in TGI_FALLBACK_ATTENTION,
-                        vllm_pp_every_stage_ends=model_type in VLLM_PP_EVERY_STAGE_ENDS)
+                        vllm_pp_every_stage_ends=model_type in VLLM_PP_EVERY_STAGE_ENDS,
+                        sglang_vit=(spec.vision.num_layers, spec.vision.hidden_size)
+                        if spec.vision is not None and spec.vision.kind in SGLANG_VIT_KINDS
+                        else ())
 
 
 def _has_indexer(spec: ModelSpec) -> bool:

@@ -39,8 +39,6 @@ KNOWN_MISSES = {
     "sglang-jerryzsj-r1-distill-qwen7b-rtx3090": "0.42 GiB of the RTX 3090 the Windows host "
                                                  "keeps (22.76 GB free before the load, logged; "
                                                  "kvplan's 23.18)",
-    "sglang-ajith-kimi-k2.5-8xmi355x": "Kimi-K2.5's INT4 experts (73.58 GB a rank, logged) "
-                                       "against the library Kimi K2's FP8 (120.8 GiB)",
     "vllm-i21348-qwen3-235b-fp8-4xh100": "0.46 GiB a GPU beside NCCL's, with the LMCache "
                                           "connector (not modelled)",
     "vllm-i27508-gpt-oss-120b-h100-mnbt1024": "0.08 GiB the card's total (79.11 GiB in the "

@@ -111,7 +111,7 @@ class SglangEngine(BaseEngine):
                     "give --gpu, or the log's server_args line (mem_fraction_static=...)")
             fraction = sglang_default_mem_fraction(
                 dep.gpu_memory_bytes or 0, dep.tp, dep.pp, version, dep.dp,
-                self._dp_attention(dep), mla=dep.spec.is_mla)
+                self._dp_attention(dep), mla=dep.spec.is_mla, vit=dep.spec.traits.sglang_vit)
             how = "mem_fraction_static {} (SGLang's default: the log prints none)"
         prof = profile(dep.spec, self._config(dep), before, after, fraction)
         return self._pooled(dep, prof, max(0, before - after), (how.format(fraction),))
@@ -174,7 +174,8 @@ class SglangEngine(BaseEngine):
         out: dict[str, Any] = {"page_size": DEFAULT_PAGE_SIZE}
         if gpu_memory_bytes is not None:
             out["mem_fraction_static"] = sglang_default_mem_fraction(
-                gpu_memory_bytes, version=parse_version(version), mla=spec.is_mla)
+                gpu_memory_bytes, version=parse_version(version), mla=spec.is_mla,
+                vit=spec.traits.sglang_vit)
         return out
 
     def cache_layout(self, spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *,

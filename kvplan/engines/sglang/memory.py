@@ -77,15 +77,19 @@ class Rules:
     # kv_lora_rank + qk_rope_head_dim at the cache dtype (576 B at fp8) while the NSA pool
     # still allocates the 656 B record (pools.profile)
     dsa_profile_record: bool = False
+    # ServerArgs.adjust_mem_fraction_for_vlm scales the default mem_fraction_static down for a
+    # multimodal model by its vision tower's size (first in the 0.4.10 wheel, not in 0.4.9's;
+    # in 0.5.23's arg_groups/memory_hook.py too)
+    vlm_fraction: bool = True
 
 
 RULES: dict[tuple[int, ...], Rules] = {
     (0, 4, 0): Rules(mem_fraction_by_memory=False, prefill_cuda_graphs=False,  # classic
                      kv_dtype_from_checkpoint=(), nccl_connects_at_init=False,
-                     moe_groups=False),
+                     moe_groups=False, vlm_fraction=False),
     (0, 4, 7): Rules(mem_fraction_by_memory=False, prefill_cuda_graphs=False,
                      kv_dtype_from_checkpoint=(), nccl_connects_at_init=True,
-                     moe_groups=False),
+                     moe_groups=False, vlm_fraction=False),
     (0, 4, 10): Rules(mem_fraction_by_memory=False, prefill_cuda_graphs=False,
                       kv_dtype_from_checkpoint=(), nccl_connects_at_init=True,
                       moe_groups=True),
@@ -156,7 +160,8 @@ def sglang_init_bytes(version: tuple[int, ...] | None = None, tp: int = 1, pp: i
 def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
                                 version: tuple[int, ...] | None = None, dp: int = 1,
                                 dp_attention: bool = False, mla: bool = False,
-                                prefill_cuda_graph: bool | None = None) -> float:
+                                prefill_cuda_graph: bool | None = None,
+                                vit: tuple[int, ...] = ()) -> float:
     """mem_fraction_static when unset (`server_args.py::_handle_gpu_memory_settings`).
 
     Classic (<= 0.4): tp >= 16: 0.79, >= 8: 0.81, >= 4: 0.85, >= 2: 0.87, else 0.88.
@@ -168,8 +173,27 @@ def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
     From 0.5.23 (`arg_groups` memory hook, `reserve_for_graph_mb`) the prefill CUDA graphs
     add `8 MB x len(prefill graph sizes)` (`prefill_graph_sizes`; MLA backends 1.5 GiB)
     before the floor; `prefill_cuda_graph=False` (--disable-prefill-cuda-graph) drops it.
+    A multimodal model (`vit`, EngineTraits.sglang_vit) then gets `vlm_fraction`'s factor.
     """
     rules = rules_for(version)
+    fraction = default_by_memory(gpu_memory_bytes, tp, pp, rules, dp, dp_attention, mla,
+                                 prefill_cuda_graph)
+    return vlm_fraction(fraction, vit) if vit and rules.vlm_fraction else fraction
+
+
+def vlm_fraction(fraction: float, vit: tuple[int, ...]) -> float:
+    """`ServerArgs.adjust_mem_fraction_for_vlm` (server_args.py, 0.4.10 on;
+    arg_groups/memory_hook.py in 0.5.23): the default
+    times `0.95 x clamp(1 - 0.1 x (ratio - 1), 0.8, 1.05)`, ratio the tower's
+    `layers x hidden^2` over ViT-L/14's `24 x 1024^2`; not rounded."""
+    layers, hidden = vit
+    ratio = layers * hidden**2 / (24 * 1024**2)
+    return fraction * (0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0))))
+
+
+def default_by_memory(gpu_memory_bytes: int, tp: int, pp: int, rules: Rules, dp: int,
+                      dp_attention: bool, mla: bool, prefill_cuda_graph: bool | None) -> float:
+    """`sglang_default_mem_fraction` before the multimodal factor."""
     if not rules.mem_fraction_by_memory:
         for limit, fraction in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
             if tp >= limit:
@@ -247,7 +271,7 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
     before = gpu_memory_bytes - held
     fraction = mem_fraction_static if mem_fraction_static is not None else \
         sglang_default_mem_fraction(gpu_memory_bytes, tp, pp, version, dp, dp_attention,
-                                    mla=spec.is_mla)
+                                    mla=spec.is_mla, vit=spec.traits.sglang_vit)
     after = before - per_gpu
     left = after - before * (1 - fraction)  # rest_gb's rule, in bytes
     if before <= 0 or (mem_fraction_static is None and fraction <= 0):

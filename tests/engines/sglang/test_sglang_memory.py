@@ -169,3 +169,32 @@ def test_sglang_0492_tp4_pool_from_nccl_held_before_the_load():
 
     assert 94 * 256 * 2 == 48128
     assert abs((pool(other) - pool(hopper)) / 48128 - 17384.9) < 0.05
+
+
+def test_sglang_default_fraction_of_a_multimodal_model_follows_its_vision_tower():
+    # Kimi-K2.5's config.json: MoonViT with vt_num_hidden_layers 27, vt_hidden_size 1152.
+    # server_args.py adjust_mem_fraction_for_vlm: x 0.95 x clamp(1 - 0.1 x (ratio - 1), 0.8,
+    # 1.05), ratio = 27 x 1152^2 / (24 x 1024^2) = 1.423828125; the MI355X's text default is
+    # 0.908, and the 0.5.8.post1 log (sglang-kimi-k25-mi355x-tp8-0.5.8.post1.log) prints
+    # mem_fraction_static=0.8260405859375 for the default it took
+    from pathlib import Path
+
+    from kvplan.sources.hfconfig import load_config_file
+    spec = load_config_file(Path(__file__).parents[3] / "tests/fixtures/hf-configs/families/"
+                            "moonshotai--Kimi-K2.5.json")
+    assert spec.traits.sglang_vit == (27, 1152)
+    mi355x = find_gpu("mi355x").memory_bytes
+    text = sglang.sglang_default_mem_fraction(mi355x, tp=8, version=(0, 5, 8), mla=True)
+    assert text == 0.908
+    vlm = sglang.sglang_default_mem_fraction(mi355x, tp=8, version=(0, 5, 8), mla=True,
+                                             vit=spec.traits.sglang_vit)
+    assert vlm == pytest.approx(0.8260405859375, abs=1e-12)
+    # a tower 5 x ViT-L/14's size is held at the floor (0.8); one smaller than it at 1.05
+    assert sglang.sglang_default_mem_fraction(mi355x, tp=8, version=(0, 5, 8),
+                                              vit=(120, 1024)) == pytest.approx(0.908 * 0.76)
+    assert sglang.sglang_default_mem_fraction(mi355x, tp=8, version=(0, 5, 8),
+                                              vit=(6, 1024)) == pytest.approx(0.908 * 0.9975)
+    # the rule is first in the 0.4.10 wheel: 0.4.9 keeps the classic table's 0.81 at TP 8
+    assert sglang.sglang_default_mem_fraction(0, tp=8, version=(0, 4, 9), vit=(27, 1152)) == 0.81
+    assert sglang.sglang_default_mem_fraction(0, tp=8, version=(0, 4, 10), vit=(27, 1152)) == \
+        pytest.approx(0.81 * 0.909736328125)
