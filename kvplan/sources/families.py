@@ -218,14 +218,16 @@ SPARSE_MLA = frozenset({"deepseek_v32", "glm_moe_dsa"})
 # vLLM 0.11.0 model_executor/models/config.py DeepseekV32ForCausalLM: "auto" (and any fp8)
 # becomes fp8_ds_mla; the hook is keyed by that class alone
 VLLM_AUTO_FP8_DS_MLA = frozenset({"deepseek_v32"})
-# Vision towers (VisionTower.kind) whose vision_config SGLang reads under num_hidden_layers and
-# hidden_size in ServerArgs.adjust_mem_fraction_for_vlm (server_args.py, 0.4.10 on): the
-# Hugging Face CLIP / SigLIP / SigLIP2 / Pixtral vision configs, and Kimi-K2.5's MoonViT, whose
-# config class SGLang maps from vt_num_hidden_layers / vt_hidden_size (a 0.5.8.post1 MI355X log
-# prints mem_fraction_static=0.8260405859375, 0.908 x 0.95 x (1 - 0.1 x (27 x 1152^2 /
-# (24 x 1024^2) - 1)), tests/fixtures/logs/sglang/sglang-kimi-k25-mi355x-tp8-0.5.8.post1.log).
-# Qwen2-VL's family stores depth / embed_dim: not modelled.
-SGLANG_VIT_KINDS = frozenset({"clip", "siglip", "siglip2", "pixtral", "kimi_k25"})
+# Vision towers (VisionTower.kind) of the architectures SGLang's configs/model_config.py
+# multimodal_model_archs lists (0.5.8: LLaVA, Gemma 3, Mistral 3 / Pixtral, Llama 4, Mllama),
+# whose vision_config it reads under num_hidden_layers and hidden_size, the keys the spec's
+# tower is read from (kvplan.sources.hfconfig), in ServerArgs.adjust_mem_fraction_for_vlm
+# (server_args.py, 0.4.10 on); and Kimi-K2.5's MoonViT, whose config class SGLang maps from
+# vt_num_hidden_layers / vt_hidden_size (a 0.5.8.post1 MI355X log prints
+# mem_fraction_static=0.8260405859375, 0.908 x 0.95 x (1 - 0.1 x (27 x 1152^2 / (24 x 1024^2)
+# - 1)), tests/fixtures/logs/sglang/sglang-kimi-k25-mi355x-tp8-0.5.8.post1.log). Not
+# modelled: Qwen2-VL's family (depth / embed_dim), LFM2-VL (not listed in 0.5.8), the rest.
+SGLANG_VIT_KINDS = frozenset({"clip", "siglip", "pixtral", "llama4", "mllama", "kimi_k25"})
 # TGI launcher/src/main.rs::resolve_attention: `Some("falcon") | Some("deepseek_v2")` force
 # the fallback attention (the model_type as written, not normalised)
 TGI_FALLBACK_ATTENTION = frozenset({"falcon", "deepseek_v2"})

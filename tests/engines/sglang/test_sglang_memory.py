@@ -198,3 +198,17 @@ def test_sglang_default_fraction_of_a_multimodal_model_follows_its_vision_tower(
     assert sglang.sglang_default_mem_fraction(0, tp=8, version=(0, 4, 9), vit=(27, 1152)) == 0.81
     assert sglang.sglang_default_mem_fraction(0, tp=8, version=(0, 4, 10), vit=(27, 1152)) == \
         pytest.approx(0.81 * 0.909736328125)
+
+
+@pytest.mark.parametrize("fixture, vit", [
+    # vision_config num_hidden_layers 32, hidden_size 1280: the keys SGLang reads
+    ("meta-llama--Llama-3.2-90B-Vision-Instruct.json", (32, 1280)),
+    # Qwen2.5-VL's vision_config has depth, not num_hidden_layers: not modelled
+    ("Qwen--Qwen2.5-VL-7B-Instruct.json", ()),
+])
+def test_the_vision_tower_sglang_scales_its_default_by(fixture, vit):
+    from pathlib import Path
+
+    from kvplan.sources.hfconfig import load_config_file
+    path = Path(__file__).parents[3] / "tests/fixtures/hf-configs/families" / fixture
+    assert load_config_file(path).traits.sglang_vit == vit
