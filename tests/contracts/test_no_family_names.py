@@ -215,9 +215,9 @@ def test_engine_traits_without_a_family_give_the_engines_rules():
 def test_sparse_mla_without_a_family_is_deepseek_v32s_cache_on_vllm():
     spec = replace(mla(), traits=EngineTraits(sparse_mla=True, vllm_auto_fp8_ds_mla=True))
     assert spec.family is None
-    # auto -> fp8_ds_mla: 512 fp8 latent + 512 / 128 x 4 B scales + 64 x 2 B rope = 656 B a
-    # layer, plus the indexer's 128 fp8 keys + one fp32 scale = 132 B, on 61 layers
-    (stage,) = vllm.layout(spec, vllm.VllmConfig(max_model_len=8192))
+    # auto -> fp8_ds_mla (0.11.0): 512 fp8 latent + 512 / 128 x 4 B scales + 64 x 2 B rope =
+    # 656 B a layer, plus the indexer's 128 fp8 keys + one fp32 scale = 132 B, on 61 layers
+    (stage,) = vllm.layout(spec, vllm.VllmConfig(max_model_len=8192, version=(0, 11, 0)))
     assert stage.per_token_bytes == 61 * (512 + 512 // 128 * 4 + 64 * 2 + 128 + 4) == 48068
     (plain,) = vllm.layout(mla(), vllm.VllmConfig(max_model_len=8192))
     assert plain.per_token_bytes == 61 * (512 + 64) * 2

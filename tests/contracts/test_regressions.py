@@ -26,7 +26,7 @@ def test_deepseek_v32_config_counts_its_indexer_once():
     # The spec read from config.json carries index_head_dim = 128; the engines used to add
     # the family's indexer on top of the layer's own (56,120 B/token on vLLM).
     spec = resolve(str(FIXTURES / "deepseek-ai--DeepSeek-V3.2.json"))
-    (stage,) = vllm.layout(spec, vllm.VllmConfig(max_model_len=8192))  # auto -> fp8_ds_mla
+    (stage,) = vllm.layout(spec, vllm.VllmConfig(max_model_len=8192, kv_cache_dtype="fp8"))
     assert stage.per_token_bytes == 61 * (656 + 132) == 48068
     prof = sglang.profile(spec, sglang.SglangConfig(kv_cache_dtype="fp8_e4m3"), 80 * GIB,
                           80 * GIB, 0.9)

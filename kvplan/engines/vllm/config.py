@@ -126,6 +126,11 @@ class Rules:
     # max_position_embeddings * 4`, read in 0.11.0, 0.12.0, 0.19.0, 0.22.1, 0.24.0 and a 2026
     # main; its comment names Qwen2.5-VL, whose support came in 0.7.2)
     mrope_cache_factor: int
+    # DeepSeek-V3.2's --kv-cache-dtype auto stored as fp8_ds_mla records
+    # (models/config.py::DeepseekV32ForCausalLM: "we use a custom fp8 format as default (i.e.
+    # 'auto')" in the 0.11.0 wheel; from 0.11.1, read in the 0.11.1, 0.11.2, 0.12.0 and 0.33.0
+    # wheels, only fp8 dtypes become the record and auto keeps the bf16 latent)
+    v32_auto_fp8_ds_mla: bool
 
 
 RULES: dict[tuple[int, ...], Rules] = {}
@@ -161,7 +166,8 @@ RULES[(0, 2, 5)] = Rules(
     async_scheduling=False,
     mamba_cache_mode="legacy", align_hybrid_block_size=False, mla_backend_priorities=False,
     kda_prefill_checkpoints=False, mamba2_prefill_checkpoints=False,
-    gdn_prefill_checkpoints=False, deepseek_v4=False, mrope_cache_factor=1)
+    gdn_prefill_checkpoints=False, deepseek_v4=False, mrope_cache_factor=1,
+    v32_auto_fp8_ds_mla=False)
 # worker.py profile_num_available_blocks: `peak_memory = torch.cuda.max_memory_allocated()`
 # in the 0.2.3 and 0.2.4 wheels (the CUDA context, NCCL and torch's cached segments are not
 # subtracted); `total_gpu_memory - free_gpu_memory` after profile_run from the 0.2.5 wheel
@@ -183,11 +189,12 @@ _release((0, 8, 3), max_num_seqs_by_gpu=True)  # vllm#15617: every GPU got 1,024
 _release((0, 9, 0), non_torch_growth_only=True, runner_buffers_in_peak=False)
 _release((0, 9, 2), nccl_connects_at_init=True)
 _release((0, 10, 2), nccl_connects_at_init=False)
-_release((0, 11, 0), snapshot_after_nccl=True)  # "take memory snapshot after NCCL"
+_release((0, 11, 0), snapshot_after_nccl=True,  # "take memory snapshot after NCCL"
+         v32_auto_fp8_ds_mla=True)
 # config/cache.py BlockSize; requirements/cuda.txt triton_kernels==3.5.0 (vllm#27370);
 # utils/mem_utils.py MemorySnapshot.measure reads psutil on Orin, Thor and Spark
 _release((0, 11, 1), block_size_256=True, triton_kernels_installed=True,
-         free_memory_from_meminfo=True)
+         free_memory_from_meminfo=True, v32_auto_fp8_ds_mla=False)
 # The grouping switches (unify_page_sizes, pad_mamba_pages, largest_bucket_grouping,
 # whole_model_fit_check) were read in v1/core/kv_cache_utils.py of every wheel from 0.10.2
 # to 0.31.0, each placed at the first release that has it.

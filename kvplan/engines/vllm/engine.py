@@ -306,7 +306,10 @@ class VllmEngine(BaseEngine):
         return p.num_blocks * p.block_size
 
     def sizing_format(self, cap: Capacity) -> KVFormat:
-        return kv_format(cap.deployment.spec, cache_dtype(cap.deployment))
+        from kvplan.engines import parse_version
+
+        dep = cap.deployment
+        return kv_format(dep.spec, cache_dtype(dep), parse_version(dep.engine_version))
 
     def start_check(self, cap: Capacity) -> StartCheck:
         # the start-up check: one request of max_model_len must fit, else vLLM exits

@@ -102,19 +102,24 @@ def checkpoint_kv_dtype(spec: ModelSpec) -> str | None:
     return "fp8_e4m3" if name is not None and name.strip().lower() == "fp8" else None
 
 
-def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto") -> KVFormat:
+def kv_format(spec: ModelSpec, kv_cache_dtype: str = "auto",
+              version: tuple[int, ...] | None = None) -> KVFormat:
     """`--kv-cache-dtype` -> the stored format (vllm/utils STR_DTYPE_TO_TORCH_DTYPE).
 
     `auto` is the model dtype, but `dtype=auto` itself serves float32 checkpoints in bf16
     (config/model.py::_resolve_auto_dtype); a ModelOpt checkpoint's own FP8 request is
     resolved before (resolved_kv_cache_dtype). A sparse MLA model stores any fp8 as
     `fp8_ds_mla` (model_executor/layers/attention/mla_attention.py
-    _canonicalize_sparse_mla_kv_cache_dtype in 0.33); DeepSeek-V3.2 also auto
-    (models/config.py::DeepseekV32ForCausalLM in 0.11.0, spec.traits.vllm_auto_fp8_ds_mla).
+    _canonicalize_sparse_mla_kv_cache_dtype in 0.33); DeepSeek-V3.2 also auto in 0.11.0
+    alone (models/config.py::DeepseekV32ForCausalLM, spec.traits.vllm_auto_fp8_ds_mla,
+    Rules.v32_auto_fp8_ds_mla). `version`: the release (None: the newest kvplan knows).
     """
+    from kvplan.engines.vllm.config import LATEST, rules_for
+
     name = kv_cache_dtype.strip().lower()
-    if is_sparse_mla(spec) and (name.startswith("fp8") or (
-            name == "auto" and spec.traits.vllm_auto_fp8_ds_mla)):
+    v32_auto = spec.traits.vllm_auto_fp8_ds_mla and \
+        rules_for(version or LATEST).v32_auto_fp8_ds_mla
+    if is_sparse_mla(spec) and (name.startswith("fp8") or (name == "auto" and v32_auto)):
         return FP8_DS_MLA
     if has_compressed_attention(spec):
         # models/deepseek_v4/attention.py _resolve_dsv4_kv_cache_dtype, fp8_ds_mla layout (the

@@ -190,7 +190,7 @@ def layer_page_specs(spec: ModelSpec, layers: Sequence[Layer], config: VllmConfi
     MLA backends' block sizes, the hybrid attention/Mamba alignment and Mamba page padding,
     and the unification of sliding/chunked into full when the hybrid manager is off.
     `fmt`: a stored format given directly (validate's formats beyond vLLM's flag names)."""
-    fmt = fmt or kv_format(spec, config.kv_cache_dtype)
+    fmt = fmt or kv_format(spec, config.kv_cache_dtype, config.version)
     block = config.block_size or default_block_size(
         spec, config.gpu_name, config.version, config.kv_cache_dtype, config.compute_capability)
     tp = config.tp

@@ -181,7 +181,7 @@ def profile(spec: ModelSpec, config: VllmConfig,
         estimated = _max_len_that_fits(stages, config, num_blocks - reserve)
     return VllmProfile(
         schema=SCHEMA, version=".".join(map(str, config.version)), model=spec.name,
-        kv_cache_dtype=kv_format(spec, config.kv_cache_dtype).name,
+        kv_cache_dtype=kv_format(spec, config.kv_cache_dtype, config.version).name,
         block_size=min(block_sizes), tp=config.tp, pp=config.pp,
         max_model_len=config.max_model_len, stages=stages,
         stage_available_bytes=budgets, stage_num_blocks=tuple(stage_blocks),

@@ -23,8 +23,17 @@ def test_deepseek_v3_fp8_ds_mla_and_v32_indexer():
     assert fp8.per_token_bytes == 61 * 576 * 1 == 35136
     v32 = with_family_facts(ModelSpec("deepseek-v3.2", mla().layers, family="deepseek_v32",
                                       num_attention_heads=128))
-    (stage,) = vllm.layout(v32, vllm.VllmConfig(max_model_len=8192))  # auto -> fp8_ds_mla
+    # 0.11.0's DeepseekV32ForCausalLM hook stores auto as fp8_ds_mla records: 512 fp8 latent
+    # + 4 fp32 scales + 64 bf16 rope = 656 B, beside the indexer's 128 fp8 keys + a 4-byte scale
+    (stage,) = vllm.layout(v32, vllm.VllmConfig(max_model_len=8192, version=(0, 11, 0)))
     assert stage.per_token_bytes == 61 * (656 + 132) == 48068
+    # from 0.11.1 (the 0.11.1, 0.11.2, 0.12.0 and 0.33.0 wheels) only fp8 dtypes become the
+    # record: auto keeps the bf16 latent, (512 + 64) x 2 = 1,152 B, the indexer unchanged
+    for version in ((0, 11, 1), vllm.LATEST):
+        (later,) = vllm.layout(v32, vllm.VllmConfig(max_model_len=8192, version=version))
+        assert later.per_token_bytes == 61 * ((512 + 64) * 2 + 132) == 78324
+    (fp8_v32,) = vllm.layout(v32, vllm.VllmConfig(max_model_len=8192, kv_cache_dtype="fp8"))
+    assert fp8_v32.per_token_bytes == 48068
     with pytest.raises(BadInputError):
         vllm.layout(dense(), config)  # fp8_ds_mla is MLA-only
 
