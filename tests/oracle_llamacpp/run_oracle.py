@@ -112,6 +112,15 @@ def runs(models: list[str], quick: bool) -> list[Run]:
 # llama.cpp's own words when it refuses the settings (common/common.cpp, then the tool's
 # main): a refusal exits 1 after one of these and allocates no cache
 REFUSAL = re.compile(r"failed to create context|unable to create context")
+
+
+def refused(rc: int, text: str) -> bool:
+    """llama.cpp refused the settings: exit 1 before any cache line. Its words are the last
+    lines it logs, from a worker thread (common/log.cpp) that a process exiting 1 does not
+    wait for: on a loaded machine a refusal's log was seen cut off before them (five runs in
+    a row of one CI run, while other steps' environments were being deleted), so an exit 1
+    with no cache line counts as the refusal it is; a crash is a signal or another status."""
+    return rc == 1 and (REFUSAL.search(text) is not None or KV_LINE.search(text) is None)
 ATTEMPTS = 5
 
 
@@ -131,13 +140,13 @@ def run_binary(bin_dir: Path, gguf: Path, run: Run, log_dir: Path) -> tuple[int,
 def abnormal(rc: int, text: str) -> str | None:
     """Why a run's log cannot be read as llama.cpp's answer, or None: a run either ends well
     (exit 0, its log reaching the compute buffer line that follows every cache line) or
-    refuses the settings in its own words (exit 1); anything else (a signal, an exit 1 with no
-    refusal, a log cut short) is the process failing, not llama.cpp's sizing. llama.cpp logs
-    from a worker thread (common/log.cpp), and a log that stops mid-start-up was seen here on
-    about one run in 200, refusals included."""
+    refuses the settings (exit 1 before any cache line: `refused`); anything else (a signal,
+    an exit 1 after a cache line, an exit 0 whose log is cut short) is the process failing,
+    not llama.cpp's sizing. llama.cpp logs from a worker thread (common/log.cpp), and a log
+    that stops mid-start-up was seen here on about one run in 200, refusals included."""
     if rc == 0 and KV_LINE.search(text) and COMPUTE_LINE.search(text):
         return None
-    if rc == 1 and REFUSAL.search(text):
+    if refused(rc, text):
         return None
     tail = " | ".join(text.strip().splitlines()[-3:])
     return f"exit {rc}, log ends: {tail[-300:]}"
@@ -161,7 +170,7 @@ def run_settled(bin_dir: Path, gguf: Path, run: Run, log_dir: Path
 
 def real_figures(rc: int, text: str) -> dict[str, str]:
     lines = KV_LINE.findall(text)
-    if rc == 1 and REFUSAL.search(text):  # refused before allocating a cache
+    if refused(rc, text):  # refused before allocating a cache
         return {"refused": "yes"}
     out: dict[str, str] = {}
     for i, (size, cells, layers, seqs, streams, tk, k, tv, v) in enumerate(lines):
