@@ -1762,7 +1762,7 @@ def placement(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp: int = 1,
     (a tied head: the last stage keeps its own copy when pp > 1), layers by get_pp_indices
     (`partition`: VLLM_PP_LAYER_PARTITION's layer counts); MTP layers (when loaded) on the
     last stage. `every_stage_ends`: the model class builds the embedding, final norm and LM
-    head on every stage (kvplan.engines.vllm.memory.ends_on_every_stage)."""
+    head on every stage (EngineTraits.vllm_pp_every_stage_ends for vLLM)."""
     inv = inventory(spec, q, tp, ep, padded_vocab=True, include_mtp=include_mtp,
                     expert_load=expert_load, vocab=vocab)
     stages = pp_stages(spec.num_layers, pp, partition)

@@ -175,7 +175,7 @@ def loaded_weight_bytes(spec: ModelSpec, q: Quantization = NONE, tp: int = 1, pp
     measures the drop in free device memory after `empty_cache` sees them (SGLang);
     `rope_fp32`: rotary caches kept in fp32 (SGLang on CUDA); `every_stage_ends`: the model
     class builds the embedding, final norm and LM head on every pipeline stage
-    (kvplan.engines.vllm.memory.ends_on_every_stage); `mrope_factor`: as `rope_caches`."""
+    (EngineTraits.vllm_pp_every_stage_ends for vLLM); `mrope_factor`: as `rope_caches`."""
     from kvplan.core.allocator import CachingAllocator
     from kvplan.core.weights import placement
 

@@ -96,7 +96,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                                         rules_for(ver).triton_kernels_installed)
         # a class that builds its embedding and LM head on every stage (not for a measured
         # total, which already holds what the stages hold)
-        ends = pp > 1 and weights_bytes is None and vp.ends_on_every_stage(spec)
+        ends = pp > 1 and weights_bytes is None and spec.traits.vllm_pp_every_stage_ends
         stages, weights_how = stage_weights(spec, weights, weights_bytes, tp, pp, dims, ep=ep,
                                             expert_load=expert_load, partition=pp_layers,
                                             every_stage_ends=ends)

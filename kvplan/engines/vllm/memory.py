@@ -642,15 +642,6 @@ def eagle_draft_bytes(spec: ModelSpec, num_draft_layers: int) -> int | None:
 
 # --- 5. pipeline stages' weights --------------------------------------------------------------
 
-def ends_on_every_stage(spec: ModelSpec) -> bool:
-    """Whether vLLM builds `spec`'s embedding, final norm and LM head on every pipeline stage,
-    not the embedding on the first and the head on the last alone: the model classes with no
-    `is_first_rank` / `is_last_rank` guard in their __init__ (`EngineTraits.
-    vllm_pp_every_stage_ends`, set by kvplan.sources.families), so each stage's worker
-    allocates, and counts in its weights, the three."""
-    return spec.traits.vllm_pp_every_stage_ends
-
-
 # --- LoRA: the adapters' GPU slots -------------------------------------------------------------
 #
 # With --enable-lora, vLLM wraps every module its LoRA manager supports (lora/utils.py

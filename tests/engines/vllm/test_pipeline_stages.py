@@ -162,10 +162,9 @@ def test_qwen3_moe_builds_its_embedding_and_head_on_every_stage():
     # whose 0.5 MiB rest is too small to split off (kLargeBuffer blocks split only above
     # 1 MiB); the norm's 2,048 x 2 B is one 4 KiB block of the small pool.
     from kvplan.engines.shared.loading import loaded_weights
-    from kvplan.engines.vllm.memory import ends_on_every_stage
 
     spec = resolve("qwen3-30b-a3b")
-    assert spec.is_moe and ends_on_every_stage(spec)
+    assert spec.is_moe and spec.traits.vllm_pp_every_stage_ends
     head = 151_936 * 2_048 * 2
     assert head == 622_329_856
     counted_head = 594 * 2**20
@@ -181,12 +180,11 @@ def test_the_budget_counts_the_extra_head_only_for_unguarded_classes():
     # (PPMissingLayer elsewhere) in the same wheels; mixtral.py and gpt_oss.py build both on
     # every rank like qwen3_moe.py. One stage: nothing to add.
     from kvplan.engines.shared.loading import loaded_weights
-    from kvplan.engines.vllm.memory import ends_on_every_stage
 
-    assert not ends_on_every_stage(resolve("qwen3-8b"))
-    assert not ends_on_every_stage(resolve("llama-3.1-8b"))
-    assert ends_on_every_stage(resolve("mixtral-8x7b"))
-    assert ends_on_every_stage(resolve("gpt-oss-20b"))
+    assert not resolve("qwen3-8b").traits.vllm_pp_every_stage_ends
+    assert not resolve("llama-3.1-8b").traits.vllm_pp_every_stage_ends
+    assert resolve("mixtral-8x7b").traits.vllm_pp_every_stage_ends
+    assert resolve("gpt-oss-20b").traits.vllm_pp_every_stage_ends
     # the trait, not the name: a spec without a family that carries it
     from dataclasses import replace
 
@@ -194,10 +192,9 @@ def test_the_budget_counts_the_extra_head_only_for_unguarded_classes():
 
     nameless = replace(resolve("qwen3-30b-a3b"), family=None,
                        traits=EngineTraits(vllm_pp_every_stage_ends=True))
-    assert ends_on_every_stage(nameless)
     spec = resolve("qwen3-30b-a3b")
     small, large = 16_300 * 2**20, 32_604 * 2**20
-    budget = vllm_budget(spec, small, version=(0, 15, 2), pp=2, pp_layers=(16, 32),
+    budget = vllm_budget(nameless, small, version=(0, 15, 2), pp=2, pp_layers=(16, 32),
                          stage_gpu_memory_bytes=(small, large), gpu_memory_utilization=0.9,
                          weights="fp8")
     guarded = vllm_budget(spec, small, version=(0, 15, 2), pp=2, pp_layers=(16, 32),
