@@ -180,6 +180,13 @@ LAYOUTS: dict[str, TensorLayout] = {
     # mlp.moe_statics.e_score_correction_bias (vLLM ernie45_moe.py load_weights maps it
     # onto gate.e_score_correction_bias)
     "ernie4_5_moe": TensorLayout(routing_bias="moe_statics.e_score_correction_bias"),
+    # Seed-OSS (transformers modeling_seed_oss.py SeedOssAttention, the checkpoint vLLM
+    # seed_oss.py loads): q/k/v biases per attention_bias, o_proj's per attention_out_bias
+    # (_from_config)
+    "seed_oss": TensorLayout(o_proj_bias=False),
+    # dots.llm1 (vLLM dots1.py Dots1Attention, Qwen3's attention): q_norm and k_norm over
+    # one head_dim-wide head
+    "dots1": TensorLayout(qk_norm="head"),
     # Kimi-K3: Kimi Delta Attention + MLA with output gates, attention residuals, latent MoE
     "kimi_linear": TensorLayout(known=True, mixer_module="self_attn"),
     # DeepSeek-V4: compressed attention, hyper-connections, hash routing, FP4 experts
@@ -252,6 +259,8 @@ def _from_config(layout: TensorLayout, family: str, config: Mapping[str, Any]) -
         # vLLM hunyuan_v1.py HunYuanAttention: with use_qk_norm, query_layernorm and
         # key_layernorm, RMSNorms over one head_dim-wide head
         layout = replace(layout, qk_norm="head")
+    if family == "seed_oss":
+        layout = replace(layout, dense_bias=config.get("attention_out_bias") is True)
     if family == "gemma4_text" and config.get("enable_moe_block") is not True:
         layout = replace(layout, known=True)
     if family == "opt":
