@@ -1,8 +1,10 @@
-"""Seed-OSS, Apertus and dots.llm1: families kvplan reads that had no real config.json here.
-The only public copies found are excerpts of the Hub files (an inference engine's test
-constants, each "mirroring the real checkpoint's config.json"; SOURCES.md), so each test
-also checks the excerpt against the model card's published shapes and parameter total. The
-bytes per token, per request and per page are derived by hand from vLLM's model files."""
+"""Seed-OSS, Apertus, dots.llm1 and Qwen3-Omni: families kvplan reads that had no real
+config.json here. For the first three the only public copies found are excerpts of the Hub
+files (an inference engine's test constants, each "mirroring the real checkpoint's
+config.json"; SOURCES.md), so each test also checks the excerpt against the model card's
+published shapes and parameter total; Qwen3-Omni's is whole, printed by transformers from a
+local checkpoint beside its safetensors listing. The bytes per token, per request and per
+page are derived by hand from vLLM's model files."""
 
 from __future__ import annotations
 
@@ -155,6 +157,7 @@ def test_dots_llm1_weights_by_hand():
     (SEED_OSS_36B, 32_768, "h100", 2),
     (APERTUS_8B, 32_768, "h100", 1),
     (DOTS_LLM1, 8192, "h200", 4),
+    (FAMILIES / "Qwen--Qwen3-Omni-30B-A3B-Instruct.json", 32_768, "h100", 1),
 ])
 def test_size_and_plan_take_each_excerpt(fixture, tokens, gpu, tp):
     runner = CliRunner()
@@ -164,3 +167,44 @@ def test_size_and_plan_take_each_excerpt(fixture, tokens, gpu, tp):
                                   "--max-model-len", str(tokens), "-f", "json"])
     assert planned.exit_code == 0, planned.output
     assert "no parameter count" not in planned.output
+
+
+# --- Qwen3-Omni-30B-A3B (qwen3_omni_moe): a whole config, printed by transformers ------------
+
+QWEN3_OMNI = FAMILIES / "Qwen--Qwen3-Omni-30B-A3B-Instruct.json"
+
+
+def test_qwen3_omni_reads_the_thinker_text_config():
+    # vLLM qwen3_omni_moe_thinker.py: the thinker's language model is a
+    # Qwen3MoeLLMForCausalLM built from thinker_config.text_config; Qwen3MoeAttention keeps
+    # num_key_value_heads (4) heads of head_dim 128 on each of the 48 layers. The talker and
+    # code2wav are not served by vLLM's thinker model, so they hold no cache here
+    spec = load_config_file(QWEN3_OMNI)
+    assert spec.layers == (FullAttention(4, 128),) * 48
+    row = 2 * 4 * 128 * 2  # K and V, bf16 (the thinker's dtype)
+    assert spec.dtype == "bf16"
+    assert per_token_bytes(spec.layers, BF16) == 48 * row == 98_304
+    assert request_bytes(spec.layers, 65_536, BF16) == 65_536 * 48 * row == 6 * 2**30
+    assert _pages(spec, 65_536) == {("full", 16, 16 * row)}
+    assert spec.max_context_tokens == 65_536
+
+
+def test_qwen3_omni_text_weights_match_the_checkpoint_listing():
+    # the report's safetensors listing (SOURCES.md): thinker.model.embed_tokens and
+    # thinker.lm_head [152064, 2048]; per layer q_proj [4096, 2048], k_proj / v_proj
+    # [512, 2048], o_proj [2048, 4096], q_norm / k_norm [128], two [2048] norms, mlp.gate
+    # [128, 2048] and 128 experts of gate / up [768, 2048] and down [2048, 768]; the final
+    # norm [2048]
+    h, vocab = 2048, 152_064
+    layer = (2 * 4096 * h + 2 * 512 * h + 2 * 128 + 2 * h + 128 * h
+             + 128 * 3 * 768 * h)
+    hand = 2 * vocab * h + 48 * layer + h
+    assert hand == 30_532_646_912
+    assert _params(QWEN3_OMNI) == hand
+    # the rest of the checkpoint's 35,259,818,545 values are the towers, the talker and
+    # code2wav, which kvplan does not count and names as such
+    spec = load_config_file(QWEN3_OMNI)
+    assert spec.uncounted_towers == (
+        "thinker_config.vision_config (qwen3_omni_moe_vision_encoder)",
+        "thinker_config.audio_config (qwen3_omni_moe_audio_encoder)")
+    assert hand < 35_259_818_545
