@@ -51,8 +51,8 @@ KNOWN_MISSES = {
                                           "absolute non-torch term on an unnamed GPU) not "
                                           "identified",
     "vllm-qwen-i16-qwen15-7b-gptq-3090": "0.3.0 counts torch's reserved segments (total - "
-                                         "free, ~0.6 GiB over the peak) and exllama's "
-                                         "temp_dq (86 MiB); neither is modelled",
+                                         "free, ~0.6 GiB over the peak), not modelled "
+                                         "(exllama's 86 MiB temp_dq is)",
     "tgi-ms-build-mi300-llama-3-8b": "the posted log is a two-shard run that found 50.97 "
                                      "GiB free a GPU after its warm-up (an idle MI300X: "
                                      "183.4): the workshop VM's GPUs were shared",

@@ -138,13 +138,15 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
         fmt = as_weight_format(spec, weights)
         # W8A8 fp8 experts quantize their input (fused_experts_impl, use_fp8_w8a8)
         fp8_moe = fmt.name == "fp8" or (weights == "auto" and spec.quantization.method == "fp8")
+        gptq = fmt.name == "gptq" or (weights == "auto" and spec.quantization.method == "gptq")
+        gptq_exllama = gptq and vp.runs_gptq_exllama(ver, compute_capability(gpu_arch))
         acts = [vp.activation_peak(shapes, batch, ver, tp=tp, ep=ep, dp=max(1, ep // tp),
                                    last_stage=i == pp - 1,
                                    flashinfer_sampler=flashinfer_sampler, fp8_moe=fp8_moe,
                                    vision=profiled_vision, v1=v1,
                                    v2_runner=vp.uses_v2_runner(spec, ver, v1),
                                    mm_held_bytes=mm.held_bytes if mm else 0,
-                                   pooling=pooling).peak_bytes
+                                   pooling=pooling, gptq_exllama=gptq_exllama).peak_bytes
                 for i in range(pp)]
     data_parallel = max(dp, ep // tp)
     non_torch = vp.non_torch_bytes(ver, tp, pp, data_parallel, bool(spec.num_experts), v1,

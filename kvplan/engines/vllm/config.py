@@ -131,6 +131,12 @@ class Rules:
     # 'auto')" in the 0.11.0 wheel; from 0.11.1, read in the 0.11.1, 0.11.2, 0.12.0 and 0.33.0
     # wheels, only fp8 dtypes become the record and auto keeps the bf16 latent)
     v32_auto_fp8_ds_mla: bool
+    # the weights' kernels. ModelConfig._verify_quantization (config.py, the 0.4.2 wheel; not in
+    # 0.4.1's): a GPTQ checkpoint that GPTQMarlinConfig.is_marlin_compatible (4/8 bits, a
+    # Marlin group size, symmetric, a GPU of compute capability 8.0 or more) runs the
+    # gptq_marlin kernel unless --quantization gptq is given; before, GPTQ always runs
+    # exllama's `gptq_gemm` (quantization/gptq.py GPTQLinearMethod.apply_weights, from 0.2.6)
+    gptq_marlin_auto: bool
 
 
 RULES: dict[tuple[int, ...], Rules] = {}
@@ -167,11 +173,13 @@ RULES[(0, 2, 5)] = Rules(
     mamba_cache_mode="legacy", align_hybrid_block_size=False, mla_backend_priorities=False,
     kda_prefill_checkpoints=False, mamba2_prefill_checkpoints=False,
     gdn_prefill_checkpoints=False, deepseek_v4=False, mrope_cache_factor=1,
-    v32_auto_fp8_ds_mla=False)
+    v32_auto_fp8_ds_mla=False, gptq_marlin_auto=False)
 # worker.py profile_num_available_blocks: `peak_memory = torch.cuda.max_memory_allocated()`
 # in the 0.2.3 and 0.2.4 wheels (the CUDA context, NCCL and torch's cached segments are not
 # subtracted); `total_gpu_memory - free_gpu_memory` after profile_run from the 0.2.5 wheel
 RULES[(0, 2, 0)] = replace(RULES[(0, 2, 5)], non_torch_counted=False)
+# config.py ModelConfig._verify_quantization: Marlin-compatible GPTQ runs gptq_marlin
+_release((0, 4, 2), gptq_marlin_auto=True)
 # worker.py: memory_profiling against the worker's baseline_snapshot (PR #10511)
 _release((0, 6, 5), non_torch_growth_only=True)
 _release((0, 7, 0), v0_chunked_prefill_tokens=2048)  # SchedulerConfig.__post_init__

@@ -455,19 +455,50 @@ def pooler_bytes(shapes: Shapes, batch: BatchSettings) -> int:
     return tokens * h * ACTIVATION_BYTES + max(embed, encode)
 
 
+def runs_gptq_exllama(version: tuple[int, ...], compute_capability: tuple[int, int] | None
+                      ) -> bool:
+    """Whether a GPTQ checkpoint's linears run exllama's `gptq_gemm` (GPTQLinearMethod) in
+    `version` on a GPU of `compute_capability` (None: not known, taken as Marlin-capable):
+    always before 0.4.2; from 0.4.2 where the checkpoint is not Marlin-compatible, which for
+    kvplan's GPTQ format (4 bits, group 128, taken as symmetric) is a GPU below compute
+    capability 8.0 (GPTQMarlinConfig.is_marlin_compatible, `get_min_capability` 80). An explicit
+    `--quantization gptq` on a newer GPU also forces exllama; kvplan's weights do not say
+    whether the flag or the checkpoint named the format, so that case is not modelled."""
+    if not rules_for(version).gptq_marlin_auto:
+        return True
+    return compute_capability is not None and compute_capability < (8, 0)
+
+
+def gptq_dequant_bytes(shapes: Shapes, tp: int = 1) -> int:
+    """exllama's GPTQ GEMM (csrc/quantization/gptq/q_gemm.cu `gptq_gemm`, 0.3.0's sdist and
+    every later release read) allocates `temp_dq`, the layer's weight dequantized to the
+    activation dtype, `size_k x size_n`, beside its output on every call. At the forward's peak
+    (the MLP, with its gate/up output and the activation alive) the down projection runs:
+    `intermediate / tp x hidden` of it. Dense MLPs only (0 for MoE shapes, whose expert kernels
+    were not read)."""
+    if shapes.moe_intermediate_size or not shapes.intermediate_size:
+        return 0
+    return shapes.intermediate_size // tp * shapes.hidden_size * ACTIVATION_BYTES
+
+
 def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ...], *,
                     tp: int = 1, ep: int = 1, dp: int = 1,
                     last_stage: bool = True, flashinfer_sampler: bool = False,
                     fp8_moe: bool = False, vision: VisionTower | None = None,
                     v1: bool | None = None, v2_runner: bool = False,
-                    mm_held_bytes: int = 0, pooling: bool = False) -> ActivationPeak:
+                    mm_held_bytes: int = 0, pooling: bool = False,
+                    gptq_exllama: bool = False) -> ActivationPeak:
     """The profile run's torch peak on one stage; `mm_held_bytes`: what a model's multimodal
     profile holds through the forward beside the generic encoder profile's cache
     (kvplan.engines.vllm.mm_profile, Qwen3-VL); `pooling`: a pooling model (the pooler where
-    the sampler would run, `pooler_bytes`)."""
+    the sampler would run, `pooler_bytes`); `gptq_exllama`: GPTQ linears on exllama's kernel
+    (`runs_gptq_exllama`), whose dequantized down projection the forward's peak holds
+    (`gptq_dequant_bytes`)."""
     rules = rules_for(version, v1)
     fwd = forward_bytes(shapes, batch.max_num_batched_tokens, tp, ep, dp,
                         rules.moe_unchunked, fp8_moe)
+    if gptq_exllama:
+        fwd += gptq_dequant_bytes(shapes, tp)
     enc = encoder_profile(vision, shapes.hidden_size, batch, version, tp, v1)
     enc_pass, enc_cache = (enc.pass_bytes, enc.cache_bytes) if enc else (0, 0)
     enc_cache += mm_held_bytes

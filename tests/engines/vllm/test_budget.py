@@ -929,3 +929,36 @@ def test_runner_buffers_counted_again_by_total_consumed_from_0_27():
     assert first.runner_buffers_bytes == 0
     assert two.activation_bytes == (first.forward_bytes,
                                     penalties + max(peak.forward_bytes, peak.sampler_bytes))
+
+
+def test_exllama_gptq_holds_the_down_projection_dequantized():
+    """exllama's `gptq_gemm` (csrc/quantization/gptq/q_gemm.cu) allocates `temp_dq`, the
+    layer's weight dequantized to fp16 (size_k x size_n), beside its output on every call;
+    at the forward's peak the down projection runs. GPTQ runs it always before 0.4.2, and
+    from 0.4.2 only where Marlin cannot (compute capability below 8.0; config.py
+    ModelConfig._verify_quantization, GPTQMarlinConfig.is_marlin_compatible)."""
+    from kvplan.engines.vllm import memory as vp
+
+    spec = model("qwen1.5-7b")
+    # Qwen1.5-7B's down_proj: intermediate 11,008 in, hidden 4,096 out, 2 B a value
+    temp_dq = 11008 * 4096 * 2
+    assert temp_dq == 86 * 2**20
+    shapes = act.profile_shapes(spec, None)
+    assert vp.gptq_dequant_bytes(shapes) == temp_dq
+    assert vp.gptq_dequant_bytes(shapes, tp=2) == temp_dq // 2
+    assert vp.runs_gptq_exllama((0, 3, 0), (8, 6))
+    assert vp.runs_gptq_exllama((0, 4, 1), (8, 6))
+    assert not vp.runs_gptq_exllama((0, 4, 2), (8, 6))
+    assert vp.runs_gptq_exllama((0, 4, 2), (7, 5))
+    assert not vp.runs_gptq_exllama((0, 11, 0), None)
+    # QwenLM/Qwen3#16: 0.3.0, --quantization gptq, an RTX 3090. GPTQ against AWQ (the same
+    # profile batch; the forward, 256 x 128 tokens, is the peak, not the sampler): the torch
+    # peak is exactly temp_dq more
+    args = dict(version=(0, 3, 0), gpu_name="RTX 3090", gpu_arch="ampere sm8.6")
+    gptq = vllm.vllm_budget(spec, 25318916096, weights="gptq", **args)
+    awq = vllm.vllm_budget(spec, 25318916096, weights="awq", **args)
+    assert gptq.activation_bytes[0] - awq.activation_bytes[0] == temp_dq
+    # from 0.4.2 an Ampere GPU runs gptq_marlin: nothing more
+    later = dict(args, version=(0, 4, 2))
+    assert vllm.vllm_budget(spec, 25318916096, weights="gptq", **later).activation_bytes \
+        == vllm.vllm_budget(spec, 25318916096, weights="awq", **later).activation_bytes

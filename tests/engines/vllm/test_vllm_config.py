@@ -32,7 +32,8 @@ def test_a_release_between_rows_has_the_earlier_rows_rules():
     assert not rules_for((0, 8)).max_num_seqs_by_gpu and rules_for((0, 8, 5)).max_num_seqs_by_gpu
     # older than the first row read: the first row's rules
     assert rules_for((0, 1, 7)) == RULES[min(RULES)]
-    assert rules_for((0, 5, 4)) == RULES[(0, 2, 5)]
+    assert rules_for((0, 4, 1)) == RULES[(0, 2, 5)]
+    assert rules_for((0, 5, 4)) == RULES[(0, 4, 2)]
     assert not rules_for((0, 5, 4)).v1 and rules_for((0, 8, 0)).v1  # envs.py VLLM_USE_V1
 
 
