@@ -39,8 +39,9 @@ KNOWN_MISSES = {
     "sglang-jerryzsj-r1-distill-qwen7b-rtx3090": "0.42 GiB of the RTX 3090 the Windows host "
                                                  "keeps (22.76 GB free before the load, logged; "
                                                  "kvplan's 23.18)",
-    "vllm-i21348-qwen3-235b-fp8-4xh100": "0.46 GiB a GPU beside NCCL's, with the LMCache "
-                                          "connector (not modelled)",
+    "vllm-i21348-qwen3-235b-fp8-4xh100": "0.46 GiB a GPU beside NCCL's not identified; "
+                                          "LMCache 0.3.2's GPU buffer is 12.3 MB, made "
+                                          "after 0.9.2's snapshot and not counted",
     "vllm-i27508-gpt-oss-120b-h100-mnbt1024": "0.08 GiB the card's total (79.11 GiB in the "
                                               "thread's OOM); 0.14 GiB outside the torch "
                                               "peak; a candidate: non-torch growth (0.16 GiB in "
