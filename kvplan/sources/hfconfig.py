@@ -198,6 +198,9 @@ _MLA_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_
 # Architectures whose layers hold two caches at once (attention *and* a recurrent state):
 # one kind per layer cannot express them, so they are refused rather than half-counted.
 _UNSUPPORTED_TYPES = {t: hfarch.REFUSED[t] for t in ("zamba",)}
+# model_type spellings of a family kvplan reads under its own name: sgl-project's DeepSeek-V4
+# uploads (DeepSeek-V4-Flash-FP8, architectures DeepseekV4ForCausalLM) write "deepseek_ref"
+_SAME_FAMILY = {"deepseek_ref": "deepseek_v4"}
 
 # Layer-type names (transformers `layer_types`, legacy names remapped as
 # configuration_utils._LEGACY_LAYER_TYPE_REMAP does) -> this reader's kinds.
@@ -1036,8 +1039,10 @@ def _gemma3n_audio(a: Fields) -> AudioEncoder | None:
 
 
 # vision_config model types of Qwen3-VL's encoder (vLLM qwen3_vl.py Qwen3_VisionTransformer,
-# which qwen3_vl_moe.py and qwen3_5.py build too)
-_QWEN3_VIT = {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"}
+# which qwen3_vl_moe.py and qwen3_5.py build too); transformers 5 saves Qwen3.5's as
+# qwen3_5_vision / qwen3_5_moe_vision (Qwen3_5VisionConfig, Qwen3_5MoeVisionConfig)
+_QWEN3_VIT = {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "qwen3_5_vision",
+              "qwen3_5_moe_vision"}
 
 
 def _qwen3_vit(v: Fields) -> VisionTower | None:
@@ -1608,7 +1613,9 @@ class _Reader:
         model_type = cfg.raw.get("model_type") or top.raw.get("model_type") or ""
         if not isinstance(model_type, str):
             raise cfg.error("model_type", f"must be text, got {model_type!r}")
-        self.model_type = model_type
+        # a family saved under another model_type: the same layers and tensors (vLLM picks the
+        # class by `architectures`)
+        self.model_type = _SAME_FAMILY.get(model_type, model_type)
         # --assume-standard-attention on a refused config: read the plain attention shape only
         self.generic = generic
         if model_type in _UNSUPPORTED_TYPES and not generic:
