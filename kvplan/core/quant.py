@@ -206,9 +206,11 @@ def checkpoint_spellings(name: str) -> tuple[str, ...]:
     """The names a checkpoint may give the module kvplan calls `name`: as kvplan writes it,
     under a multimodal model's `model.language_model.` / `language_model.model.` root, with
     Qwen's singular `shared_expert`, and with an expert index (`experts.0.`) where kvplan
-    counts a layer's experts as one tensor."""
+    counts a layer's experts as one tensor; Nemotron-H's checkpoints root theirs at
+    `backbone.` (vLLM nemotron_h.py hf_to_vllm_mapper: backbone -> model)."""
     key = canonical_module(name)
-    out = [name, f"model.{key}", f"model.language_model.{key}", f"language_model.model.{key}"]
+    out = [name, f"model.{key}", f"model.language_model.{key}", f"language_model.model.{key}",
+           f"backbone.{key}"]
     out += [n.replace(".shared_experts.", ".shared_expert.") for n in out
             if ".shared_experts." in n]
     out += [n.replace(".experts.", ".experts.0.") for n in out if ".experts." in n]

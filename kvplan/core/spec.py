@@ -257,6 +257,9 @@ class TensorLayout:
     shared_expert_gate: bool = False  # a sigmoid gate on the shared expert (Qwen2-MoE)
     mixer_module: str = "mixer"  # the recurrent mixer's module name in a layer
     mlp_module: str = "mlp"  # the MoE's module name in a layer (DeepSeek-V4: ffn)
+    # the one module a layer's attention, MLP or MoE sits under in the checkpoint, where it is
+    # not self_attn / mlp (Nemotron-H: mixer): the name quantization configs give them
+    sublayer_module: str = ""
     compressed_blocks: bool = False  # DeepSeek-V4 layers: attn_norm / ffn_norm, hc mixes
     mtp: str = "deepseek_v3"
     # "whisper" (the audio encoder and the decoder's layers) or "mbart" (Nemotron Parse: a

@@ -271,10 +271,15 @@ class _Builder:
         o = self.shard(out_f, split == "column")
         i = self.shard(in_f, split == "row")
         q = self.q
-        quantize = quantizable and q.quantized and not skipped(name, kind, q.skip) and (
+        # the module as the checkpoint's quantization config names it (TensorLayout
+        # sublayer_module: Nemotron-H's `layers.N.mixer.q_proj` for kvplan's self_attn.q_proj)
+        ck = name
+        if self.lay.sublayer_module:
+            ck = re.sub(r"\.(self_attn|mlp)\.", f".{self.lay.sublayer_module}.", name, count=1)
+        quantize = quantizable and q.quantized and not skipped(ck, kind, q.skip) and (
             q.only is None or kind in q.only)
         if q.per_module is not None:  # a per-layer map (ModelOpt MIXED_PRECISION)
-            q = (module_format(q, name) if quantize else None) or NONE
+            q = (module_format(q, ck) if quantize else None) or NONE
             quantize = q.quantized
         for k, t in enumerate(linear_tensors(q, o, i, self.spec.dtype, quantized=quantize)):
             self.out.append(WeightTensor(f"{name}.{t.suffix}", t.shape, t.dtype, layer, place,

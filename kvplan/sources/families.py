@@ -146,9 +146,11 @@ LAYOUTS: dict[str, TensorLayout] = {
     **dict.fromkeys(("mllama", "mllama_text_model"), _MLLAMA),
     # hybrids and per-layer blocks (ModelSpec.ssm / ModelSpec.blocks)
     "jamba": TensorLayout(known=True, mixer_module="mamba"),
-    # Nemotron-H: one sub-layer a layer behind one `norm`; relu2 MLPs without a gate
+    # Nemotron-H: one sub-layer a layer behind one `norm`, whatever its kind under
+    # `layers.N.mixer` (vLLM nemotron_h.py NemotronH*DecoderLayer.mixer); relu2 MLPs without
+    # a gate
     "nemotron_h": TensorLayout(known=True, norms="single", gated_mlp=False,
-                               requires=("blocks",)),
+                               sublayer_module="mixer", requires=("blocks",)),
     "nemotron-nas": _NEEDS_BLOCKS,
     "deci": _NEEDS_BLOCKS,
     "falcon_h1": TensorLayout(mixer_module="mamba"),
