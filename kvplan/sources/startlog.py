@@ -332,12 +332,14 @@ def _misprinted(lines: Sequence[str], formats: Sequence[LogLine], facts: LogFact
 def detect_engine(text: str, formats: Sequence[EngineLog]) -> str | None:
     """The engine whose markers occur most often in `text` (None: no marker at all), or the
     engine whose log carries that one's lines (EngineLog.within) where one of its own markers
-    is there: an Ollama log is mostly its llama.cpp runner's lines."""
+    is there: an Ollama log is mostly its llama.cpp runner's lines. An excerpt of that
+    engine's own lines alone (Ollama's scheduler lines without its runner's) is that engine's."""
     scores = [(len(re.findall(f.markers, text)), f.engine) for f in formats
               if not f.within]
     best = max(scores, default=(0, None))
     if not best[0]:
-        return None
+        return next((f.engine for f in formats if f.within and re.search(f.markers, text)),
+                    None)
     return next((f.engine for f in formats if f.within == best[1]
                  and re.search(f.markers, text)), best[1])
 

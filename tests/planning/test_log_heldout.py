@@ -169,3 +169,70 @@ def test_keys_inside_an_echoed_value_are_not_settings():
     assert "set 'pooler_config': --pooler-config" in notes
     assert "set 'runner'" not in notes and "set 'convert'" not in notes
     assert "'image'" not in notes and "'video'" not in notes
+
+
+# --- a fourth held-out round (docs/engine-accuracy.md section 8.4) ------------------------
+
+def _log(engine: str, name: str) -> str:
+    return (LOGS / engine / name).read_text(encoding="utf-8")
+
+
+def _row(result, quantity: str):
+    return next(r for r in result.rows if r.quantity == quantity
+                and r.basis == "given the logged budget")
+
+
+def test_a_v1_refusal_alone_is_read_as_vllm():
+    # mlcommons/mlperf-automations#550: the ValueError of kv_cache_utils.py is the excerpt's
+    # only vLLM line. Llama 3.1 8B: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 131,072 B
+    # a token; 4.92 GiB (+-0.005) holds 40,263-40,345 tokens, whole 16-token blocks of them
+    # 40,256-40,336: the logged 40,304 is inside
+    text = _log("vllm", "vllm-mlperf550-llama31-8b-edge-0.10.log")
+    per_token = 32 * 8 * 128 * 2 * 2
+    assert (4.92 - 0.005) * GIB // per_token <= 40_304 <= (4.92 + 0.005) * GIB // per_token
+    result = explain(text, model="llama-3.1-8b")
+    assert result.engine == "vllm"
+    assert _row(result, "estimated_max_model_len").status == "ok"
+
+
+def test_trtllm_08s_byte_line_is_the_budget():
+    # TensorRT-LLM#1400 (0.8, an A100): "Allocate 69524783104 bytes for k/v cache." then "Using
+    # 132608 tokens"; a Llama-2-7B layout holds 32 x 32 heads x 128 x 2 x 2 B = 524,288 B a
+    # token, and 69,524,783,104 / 524,288 is 132,608 exactly
+    text = _log("trtllm", "trtllm-i1400-llama-7b-sq-a100.log")
+    assert 69_524_783_104 // (32 * 32 * 128 * 2 * 2) == 132_608
+    facts = read_log(text, reading_formats())
+    assert facts.kv["kv_cache_bytes"] == 69_524_783_104
+    assert _row(explain(text, model="llama-2-7b"), "kv_cache_tokens").status == "ok"
+
+
+def test_ollamas_scheduler_estimate_alone_is_an_ollama_log():
+    # ollama#8098: the scheduler's lines without the runner's: memory.required.kv="896.0 MiB"
+    # for --ctx-size 8192 --parallel 4 of Llama 3.2 3B (28 layers x 8 KV heads x 128 x 2 x 2 B
+    # = 114,688 B a cell; 8,192 cells = 896 MiB)
+    text = _log("llamacpp", "ollama-i8098-llama32-3b-4x2048.log")
+    assert 8192 * 28 * 8 * 128 * 2 * 2 == 896 * 2**20
+    result = explain(text, model="llama-3.2-3b")
+    assert result.engine == "ollama"
+    assert _row(result, "kv_mib").status == "ok"
+
+
+def test_the_unmerged_llamacpp_mla_branch_is_named():
+    # llama.cpp PR 11446's branch prints a stub cache and the MLA one ("K^R", "c^KV"): not
+    # llama.cpp's merged cache, and kvplan says so where its lines differ
+    text = _log("llamacpp", "llamacpp-pr11446-deepseek-mla-c32768-2gpu.log")
+    result = explain(text, model="deepseek-v3")
+    assert any("PR 11446" in n for n in result.notes)
+
+
+def test_sglang_nsa_on_blackwell_caches_fp8():
+    # sglang#11309 (DeepSeek-V3.2-Exp on 8 x B200): 0.5.3's server_args.py sets fp8_e4m3 for
+    # DeepSeek NSA on compute capability 10: 61 layers x (656 B of the fp8 record + 132 B of
+    # the indexer's key) = 48,068 B a token; 43.67 GiB (+-0.005) is 975,415-975,527 tokens
+    text = _log("sglang", "sglang-pr11309-dsv32-exp-8xb200-dp8.log")
+    model = str(FIXTURES / "hf-configs" / "deepseek-ai--DeepSeek-V3.2.json")
+    per_token = 61 * (656 + 132)
+    assert (43.67 - 0.005) * GIB // per_token <= 975_424 <= (43.67 + 0.005) * GIB // per_token
+    assert _row(explain(text, model=model, gpu="b200"), "max_total_num_tokens").status == "ok"
+    # on a Hopper GPU SGLang keeps the asked dtype (auto: bf16), and the line then differs
+    assert _row(explain(text, model=model, gpu="h100"), "max_total_num_tokens").status != "ok"

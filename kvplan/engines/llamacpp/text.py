@@ -89,7 +89,16 @@ LOG_FORMAT = EngineLog(
                  "the log is Ollama's own engine (ollama runner --ollama-engine), whose "
                  "caches are its own: a sliding-window layer may keep more than its window "
                  "(gpt-oss: 4,096 tokens and a batch, kvcache.NewSWAMemCache), which kvplan "
-                 "does not model"),),
+                 "does not model"),
+                # the MLA branch of llama.cpp PR 11446 (February 2025, never merged): a DeepSeek
+                # model keeps a stub of the regular cache and, per layer, the compressed latent
+                # and the rope key, printed as a second size line ("KV self size = 2196.00
+                # MiB, K^R (f16): 244.00 MiB, c^KV (f16): 1952.00 MiB"); the merged MLA cache
+                # (b5300 on) is llama_kv_cache's own and prints K/V
+                (r"K\^R \(\w+\):",
+                 "the log is llama.cpp PR 11446's unmerged MLA branch, whose DeepSeek cache "
+                 "(the latent c^KV and the rope key K^R a layer, beside a stub of the regular "
+                 "cache) kvplan does not model"),),
     figures=(
         # the build the binary prints first (common/common.cpp: "build: 6115 (50aa9389) with
         # cc ... for ..."; 2023's examples: "main: build = 916 (hash)"; 2026's

@@ -184,10 +184,23 @@ class SglangEngine(BaseEngine):
         return cache_layout(spec, fmt, tokens, batch, tp=tp, page_size=block_size)
 
 
+# DeepSeek sparse attention (NSA) on Blackwell: server_args.py
+# `_handle_model_specific_adjustments` (0.5.3, the first release serving DeepSeek-V3.2) sets
+# kv_cache_dtype = "fp8_e4m3" whatever was asked where torch.cuda.get_device_capability()'s
+# major is 10 or more ("for Blackwell, we support fp8 only currently"); Hopper keeps the asked
+NSA_BLACKWELL_FP8 = (0, 5, 3)
+
+
 def cache_dtype(dep: Deployment) -> str:
     """The deployment's --kv-cache-dtype as its release resolves it (a checkpoint's FP8 KV
-    request, from the config kinds memory.Rules.kv_dtype_from_checkpoint names)."""
-    configs = rules_for(parse_version(dep.engine_version)).kv_dtype_from_checkpoint
+    request, from the config kinds memory.Rules.kv_dtype_from_checkpoint names; fp8_e4m3 for
+    a sparse-MLA model on a Blackwell GPU, NSA_BLACKWELL_FP8)."""
+    version = parse_version(dep.engine_version)
+    capability = dep.compute_capability
+    if dep.spec.traits.sparse_mla and capability is not None and capability[0] >= 10 \
+            and (version is None or version >= NSA_BLACKWELL_FP8):
+        return "fp8_e4m3"
+    configs = rules_for(version).kv_dtype_from_checkpoint
     return kv_cache_dtype_from_checkpoint(dep.spec, dep.kv_dtype, configs)
 
 

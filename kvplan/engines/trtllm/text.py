@@ -97,6 +97,11 @@ LOG_FORMAT = EngineLog(
                 combine="last"),
         # the C++ runtime of 0.5-0.8 printed the tokens only (kvCacheManager: "Using %d tokens
         # in paged KV cache"; TensorRT-LLM#224, #1400)
+        # and its bytes before them (0.8's kvCacheManager.cpp: "Allocate %zu bytes for k/v
+        # cache.", then "Using %d tokens in paged KV cache."; TensorRT-LLM#1400)
+        LogLine("kv_cache_bytes", "bytes for k/v cache",
+                r"Allocate (\d+) bytes for k/v cache", "int", "kv", "bytes",
+                releases=("0.5.0", "0.8.0")),
         LogLine("kv_cache_tokens", "tokens in paged KV cache.",
                 r"Using (\d+) tokens in paged KV cache\.", "int", "kv", "tokens",
                 releases=("0.5.0", "0.8.0")),

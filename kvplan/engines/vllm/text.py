@@ -98,7 +98,10 @@ LOG_FORMAT = EngineLog(
     markers=(r"vLLM|vllm serve|gpu_worker\.py|kv_cache_utils\.py|Memory profiling|"
              r"GPU blocks:|CUDA blocks:|[GC]PU KV cache size:|Available KV cache memory|"
              r"reserved for KV Cache|stored in KV cache|VllmWorker|model_runner\.py|"
-             r"Desired GPU memory utilization|vllm\.entrypoints|LLM engine \(v"),
+             r"Desired GPU memory utilization|vllm\.entrypoints|LLM engine \(v|"
+             # V1's refusal alone (kv_cache_utils.py _check_enough_kv_cache_memory), as a
+             # failed start is often posted: the ValueError line and nothing before it
+             r"KV cache is needed, which is larger than the available KV cache memory"),
     # api_server.py / cli/serve.py log_non_default_args (0.10 on)
     echoes_non_defaults="non-default args: {",
     # cli/serve.py: `vllm serve MODEL` stores the positional as model_tag (and copies it into

@@ -40,6 +40,14 @@ def _log_format() -> EngineLog:
         LogLine("num_ctx", "n_ctx_per_seq (", r"\bn_ctx_per_seq \((\d+)\) <", "int",
                 "settings"),
         LogLine("runner_ctx", "kv_size =", r"\bkv_size = (\d+)", "int", "settings"),
+        # the scheduler's estimate of the runner's whole cache, printed before the runner
+        # starts (llm/memory.go EstimateGPULayers, 0.1.3x-0.11: the offload line's
+        # memory.required.kv, ggml.go GraphSize: --ctx-size cells x layers x (K + V head
+        # dims) x KV heads at the cache type's bytes, Ollama's format.HumanBytes2 to one
+        # decimal): where the runner's own llama.cpp lines are not in the excerpt it is the
+        # log's only KV figure (ollama#8098, #9181)
+        LogLine("kv_mib", "memory.required.kv=",
+                r'memory\.required\.kv="([\d.]+ (?:[KMGT]i)?B)"', "mib", "kv", "MiB"),
     )
     runner = tuple(replace(line, releases=("", ""), figure="runner_ctx")
                    if line.figure == "max_model_len" else replace(line, releases=("", ""))
@@ -48,7 +56,7 @@ def _log_format() -> EngineLog:
         "ollama", "Ollama",
         markers=(r'msg="server config"|INFO server config env=|Listening on \S+ \(version |'
                  r'msg="starting llama server"|msg="llama runner started|'
-                 r"starting ollama engine|ollama runner"),
+                 r"starting ollama engine|ollama runner|memory\.required\.kv="),
         figures=(*own, *runner), unmodelled=LLAMACPP.unmodelled, within="llamacpp")
 
 
