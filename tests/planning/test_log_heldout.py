@@ -24,8 +24,10 @@ TP8 = (LOGS / "vllm" / "vllm-qwen3-235b-fp8-8xl40s-tp8-ep-0.10.2.log").read_text
 def test_a_v1_worker_process_name_gives_its_rank():
     # the first token line is worker TP0's, so its budget is the one printed by
     # "(Worker_TP0_EP0 ...)": 10.68 GiB, not the first budget line's (TP6's 10.64 GiB)
+    # (worker TP0's memory advice prints the same budget in bytes, 11,465,081,548: within
+    # the printed 10.68 GiB's last digit, and read first)
     facts = read_log(TP8, reading_formats())
-    assert facts.kv["available_kv_cache_bytes"] == round(10.68 * GIB)
+    assert abs(facts.kv["available_kv_cache_bytes"] - 10.68 * GIB) <= 0.005 * GIB
 
 
 def test_the_tp8_log_recomputes_from_rank_0s_budget():
@@ -236,3 +238,16 @@ def test_sglang_nsa_on_blackwell_caches_fp8():
     assert _row(explain(text, model=model, gpu="b200"), "max_total_num_tokens").status == "ok"
     # on a Hopper GPU SGLang keeps the asked dtype (auto: bf16), and the line then differs
     assert _row(explain(text, model=model, gpu="h100"), "max_total_num_tokens").status != "ok"
+
+
+def test_v1s_memory_advice_gives_the_budget_in_bytes():
+    # a public note's vLLM 0.11 run of Qwen3-8B-FP8 (a 24 GB GPU, --max-model-len 1024): the
+    # worker's advice prints "Current kv cache memory in use is 9232221491 bytes" beside
+    # "Available KV cache memory: 8.60 GiB"; 36 layers x 8 KV heads x 128 x 2 x 2 B = 147,456 B
+    # a token: 9,232,221,491 B hold 62,610 tokens, 62,608 in whole 16-token blocks (logged)
+    text = _log("vllm", "vllm-qwen3-8b-fp8-24gb-debug-gmu08.log")
+    per_token = 36 * 8 * 128 * 2 * 2
+    assert 9_232_221_491 // per_token // 16 * 16 == 62_608
+    facts = read_log(text, reading_formats())
+    assert facts.kv["available_kv_cache_bytes"] == 9_232_221_491
+    assert _row(explain(text, model="qwen3-8b"), "kv_cache_tokens").status == "ok"

@@ -232,6 +232,12 @@ LOG_FORMAT = EngineLog(
         # budget itself, exact (gpu_worker.py / cpu_worker.py use it instead of profiling)
         LogLine("available_kv_cache_bytes", "'kv_cache_memory_bytes':",
                 r"'kv_cache_memory_bytes': (\d+)", "int", "kv", "bytes", scope="worker"),
+        # the same budget in bytes, where the worker's memory advice prints it after the
+        # graphs are captured (gpu_worker.py, 0.10.2 on: "... `--kv-cache-memory=N` to fully
+        # utilize gpu memory. Current kv cache memory in use is 9232221491 bytes.")
+        LogLine("available_kv_cache_bytes", "kv cache memory in use is",
+                r"Current kv cache memory in use is (\d+) bytes", "int", "kv", "bytes",
+                releases=("0.10.2", ""), scope="worker"),
         LogLine("available_kv_cache_bytes", "Available KV cache memory:",
                 r"Available KV cache memory: (-?[\d.]+) GiB", "gib", "kv", "GiB",
                 releases=_V1, scope="worker"),
