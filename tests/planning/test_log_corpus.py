@@ -39,9 +39,9 @@ CORPUS = FIXTURES / "logs"
 INDEX = yaml.safe_load((CORPUS / "index.yaml").read_text(encoding="utf-8"))
 LOGS = {e["id"]: e for e in INDEX["logs"]}
 REPO = ROOT
-# the floor the corpus reaches today (147 of the 154 logs that print a KV line; the seven that
+# the floor the corpus reaches today (144 of the 151 logs that print a KV line; the seven that
 # differ are named in docs/engine-accuracy.md): a change that recomputes fewer fails
-EXACT_FLOOR = 147
+EXACT_FLOOR = 144
 MIN_LOGS = 60
 # issue 23's bar: at least 95% of the logs that print a KV line recomputed exactly
 EXACT_SHARE = 0.95
@@ -85,13 +85,16 @@ def outcome(entry: dict) -> dict:
 
 def counts() -> dict:
     results = {i: outcome(e) for i, e in LOGS.items()}
-    exact = sum(r["status"] == "exact" for r in results.values())
-    with_line = sum(r["status"] in ("exact", "diff") for r in results.values())
+    # a layout chosen to fit a log's own figures proves nothing about recomputing them
+    counted = [r for i, r in results.items() if not LOGS[i].get("model_assumed")]
+    exact = sum(r["status"] == "exact" for r in counted)
+    with_line = sum(r["status"] in ("exact", "diff") for r in counted)
     predicted = [r for r in results.values() if r["settings_diff"] is not None]
     within = sum(abs(r["settings_diff"]) <= r["bar"] for r in predicted)
     unprinted = sum(abs(r["settings_diff"]) > r["bar"] and bool(r["unprinted"])
                     for r in predicted)
-    return {"results": results, "exact": exact, "total": len(results), "with_line": with_line,
+    return {"results": results, "exact": exact, "total": len(counted), "with_line": with_line,
+            "assumed": len(results) - len(counted),
             "within": within, "predicted": len(predicted), "unprinted": unprinted,
             "missed": len(predicted) - within - unprinted}
 
@@ -99,8 +102,10 @@ def counts() -> dict:
 def summary(c: dict) -> str:
     return (f"{c['exact']} of {c['with_line']} logs that print a KV line recomputed exactly "
             f"from the logged budget ({c['total']} logs; {c['total'] - c['with_line']} print "
-            f"no KV line beyond the budget); {c['within']} of {c['predicted']} budgets within "
-            f"their bar from settings (5%; 2% for vLLM V1), {c['missed']} outside it with "
+            f"no KV line beyond the budget; {c['assumed']} more name no model and are "
+            f"explained on an assumed layout, not counted); {c['within']} of "
+            f"{c['predicted']} budgets within their bar from settings (5%; 2% for vLLM V1), "
+            f"{c['missed']} outside it with "
             f"every setting that decides it printed, {c['unprinted']} outside it from a log "
             f"that lacks a setting that decides it (named in the table)")
 
@@ -117,6 +122,8 @@ def corpus_table(c: dict | None = None) -> str:
                 and r["unprinted"]:
             diff += f"; not printed: {', '.join(r['unprinted'])}"
         status = r["status"].split(":")[0]
+        if entry.get("model_assumed"):
+            status += " (assumed model, not counted)"
         lines.append(f"| {i} | {entry['engine']} | {entry.get('release') or '-'} | {status} | "
                      f"{diff} |")
     lines.append("")

@@ -130,7 +130,7 @@ def corpus_table() -> str:
             abs(figure - entry["logged"]["value"]) <= 0.05 * entry["logged"]["value"]
         key, logged = entry["logged"]["figure"], entry["logged"]["value"]
         off = "-" if figure is None else f"{(figure - logged) / logged * 100:+.1f}%"
-        engine = f"{entry['engine']} {entry.get('version', '')}".strip()
+        engine = f"{entry['engine']} {entry.get('version') or ''}".strip()
         rows.append(f"| [{entry['id']}]({entry['url']}) | {engine} | {shown(key, logged)} | "
                     f"{shown(key, figure)} | {off} |")
         commands.append(f"- {entry['id']}: `kvplan {shlex.join(arguments(entry))}`")
