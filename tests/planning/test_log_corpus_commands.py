@@ -71,7 +71,9 @@ def _table_row(entry_id: str) -> list[str]:
 def test_the_command_prints_the_tables_row(entry):
     status, diff = _run(entry["id"])
     row = _table_row(entry["id"])
-    assert row[3].split(":")[0] == status, (row, status)
+    # a log on an assumed model keeps its outcome, marked as left out of the count
+    assert row[3].split(":")[0].removesuffix(" (assumed model, not counted)") == status, \
+        (row, status)
     shown = re.match(r"[+-]\d+\.\d%", row[4])
     assert (shown.group(0) if shown else None) == \
         (None if diff is None else f"{diff:+.1f}%"), (row, diff)
