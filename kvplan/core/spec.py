@@ -296,8 +296,12 @@ class EngineTraits:
     vllm_pp_every_stage_ends: bool = False
     # the vision tower's (num_hidden_layers, hidden_size) as SGLang's
     # ServerArgs.adjust_mem_fraction_for_vlm reads them from vision_config (server_args.py,
-    # 0.4.10 on); () for a text model or a tower whose keys SGLang does not read (not modelled)
+    # 0.4.10 on), by tower kind (kvplan.sources.families.SGLANG_VIT_READ); () for a text model or
+    # a tower kind not listed there. Which releases apply it: the SGLang engine's rule
     sglang_vit: tuple[int, ...] = ()
+    # the architecture class SGLang's multimodal_model_archs would name for the model ("": none
+    # kvplan ties it to; kvplan.sources.families.SGLANG_VLM_ARCH)
+    sglang_vlm_arch: str = ""
 
 
 GENERIC_LAYOUT = TensorLayout()

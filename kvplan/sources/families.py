@@ -227,16 +227,48 @@ SPARSE_MLA = frozenset({"deepseek_v32", "glm_moe_dsa"})
 # vLLM 0.11.0 model_executor/models/config.py DeepseekV32ForCausalLM: "auto" (and any fp8)
 # becomes fp8_ds_mla; the hook is keyed by that class alone
 VLLM_AUTO_FP8_DS_MLA = frozenset({"deepseek_v32"})
-# Vision towers (VisionTower.kind) of the architectures SGLang's configs/model_config.py
-# multimodal_model_archs lists (0.5.8: LLaVA, Gemma 3, Mistral 3 / Pixtral, Llama 4, Mllama),
-# whose vision_config it reads under num_hidden_layers and hidden_size, the keys the spec's
-# tower is read from (kvplan.sources.hfconfig), in ServerArgs.adjust_mem_fraction_for_vlm
-# (server_args.py, 0.4.10 on); and Kimi-K2.5's MoonViT, whose config class SGLang maps from
-# vt_num_hidden_layers / vt_hidden_size (a 0.5.8.post1 MI355X log prints
-# mem_fraction_static=0.8260405859375, 0.908 x 0.95 x (1 - 0.1 x (27 x 1152^2 / (24 x 1024^2)
-# - 1)), tests/fixtures/logs/sglang/sglang-kimi-k25-mi355x-tp8-0.5.8.post1.log). Not
-# modelled: Qwen2-VL's family (depth / embed_dim), LFM2-VL (not listed in 0.5.8), the rest.
-SGLANG_VIT_KINDS = frozenset({"clip", "siglip", "pixtral", "llama4", "mllama", "kimi_k25"})
+# What SGLang's ServerArgs.adjust_mem_fraction_for_vlm (server_args.py 0.4.10-0.5.18,
+# arg_groups/memory_hook.py from 0.5.19) reads from a multimodal config's vision_config object,
+# `getattr(vision_config, "num_hidden_layers", 24)` and `getattr(..., "hidden_size", 1024)`, by
+# the tower's kind (VisionTower.kind), as transformers' config classes expose those attributes
+# (read in the 4.57.6 source and loaded with SGLang 0.5.23's get_config under transformers
+# 5.19.0): "tower" -- the class stores both keys, the tower's own (CLIP, SigLIP, SigLIP2,
+# Pixtral, Llama 4, Mllama, Gemma 4; Kimi-K2.5's MoonViT through SGLang's KimiK25VisionConfig,
+# which maps vt_num_hidden_layers / vt_hidden_size); "depth" -- the class keeps the layer count
+# as `depth` and has no num_hidden_layers, so SGLang takes its 24, while hidden_size is the
+# ViT's width (Qwen2.5-VL, Qwen3-VL / Qwen3.5, EXAONE 4.5); "merger" -- Qwen2-VL's class keeps
+# depth / embed_dim and its hidden_size is the patch merger's output, the text model's width
+# (Qwen2VLVisionConfig), so 24 layers of the spec's hidden_size. Whether a release applies it
+# (its multimodal_model_archs) is the engine's rule: kvplan.engines.sglang.memory.
+SGLANG_VIT_READ = {"clip": "tower", "siglip": "tower", "siglip2": "tower", "pixtral": "tower",
+                   "llama4": "tower", "mllama": "tower", "gemma4": "tower", "kimi_k25": "tower",
+                   "qwen2_5_vl": "depth", "qwen3_vl": "depth", "exaone4_5": "depth",
+                   "qwen2_vl": "merger"}
+SGLANG_VIT_DEFAULT_LAYERS = 24  # adjust_mem_fraction_for_vlm's default num_hidden_layers
+# The architecture class SGLang's configs/model_config.py multimodal_model_archs would name, by
+# the tower's kind and, where one kind serves several, the text family ("" any): which releases
+# list each is the engine's rule (kvplan.engines.sglang.memory.VLM_LISTED_FROM). A CLIP tower
+# over a Llama text model is taken as LLaVA (LlavaForConditionalGeneration); LLaVA-NeXT's class,
+# which SGLang does not serve, is read the same way. SigLIP over anything but Gemma 3 (LLaVA-
+# OneVision, Aya Vision: not listed) and a tower kind absent here name no listed class.
+SGLANG_VLM_ARCH = {
+    ("clip", "llama"): "LlavaForConditionalGeneration",
+    ("siglip", "gemma3_text"): "Gemma3ForConditionalGeneration",
+    ("pixtral", ""): "Mistral3ForConditionalGeneration",
+    ("llama4", ""): "Llama4ForConditionalGeneration",
+    ("mllama", ""): "MllamaForConditionalGeneration",
+    ("qwen2_vl", ""): "Qwen2VLForConditionalGeneration",
+    ("qwen2_5_vl", ""): "Qwen2_5_VLForConditionalGeneration",
+    ("qwen3_vl", "qwen3_vl_text"): "Qwen3VLForConditionalGeneration",
+    ("qwen3_vl", "qwen3_vl_moe_text"): "Qwen3VLMoeForConditionalGeneration",
+    ("qwen3_vl", "qwen3_5_text"): "Qwen3_5ForConditionalGeneration",
+    ("qwen3_vl", "qwen3_5_moe_text"): "Qwen3_5MoeForConditionalGeneration",
+    ("exaone4_5", ""): "Exaone4_5_ForConditionalGeneration",
+    ("siglip2", ""): "Lfm2VlForConditionalGeneration",
+    ("kimi_k25", ""): "KimiK25ForConditionalGeneration",
+    ("moonvit", ""): "KimiK3ForConditionalGeneration",
+    ("gemma4", ""): "Gemma4ForConditionalGeneration",
+}
 # TGI launcher/src/main.rs::resolve_attention: `Some("falcon") | Some("deepseek_v2")` force
 # the fallback attention (the model_type as written, not normalised)
 TGI_FALLBACK_ATTENTION = frozenset({"falcon", "deepseek_v2"})
@@ -320,9 +352,30 @@ def traits_of(spec: ModelSpec) -> EngineTraits:
                         sglang_hybrid_swa=name in SGLANG_HYBRID_SWA,
                         tgi_fallback_attention=raw in TGI_FALLBACK_ATTENTION,
                         vllm_pp_every_stage_ends=model_type in VLLM_PP_EVERY_STAGE_ENDS,
-                        sglang_vit=(spec.vision.num_layers, spec.vision.hidden_size)
-                        if spec.vision is not None and spec.vision.kind in SGLANG_VIT_KINDS
-                        else ())
+                        sglang_vit=_sglang_vit(spec),
+                        sglang_vlm_arch=_sglang_vlm_arch(spec))
+
+
+def _sglang_vlm_arch(spec: ModelSpec) -> str:
+    """The class SGLang's multimodal_model_archs would name for `spec` (SGLANG_VLM_ARCH); ""
+    for a text model or a tower kvplan does not tie to one."""
+    if spec.vision is None:
+        return ""
+    kind = spec.vision.kind
+    return SGLANG_VLM_ARCH.get((kind, spec.family or ""), SGLANG_VLM_ARCH.get((kind, ""), ""))
+
+
+def _sglang_vit(spec: ModelSpec) -> tuple[int, ...]:
+    """(num_hidden_layers, hidden_size) as SGLang reads them from `spec`'s vision_config
+    (SGLANG_VIT_READ); () for a text model or a tower kind not listed there."""
+    v = spec.vision
+    read = SGLANG_VIT_READ.get(v.kind) if v is not None else None
+    if v is None or read is None:
+        return ()
+    if read == "tower":
+        return (v.num_layers, v.hidden_size)
+    hidden = spec.hidden_size if read == "merger" else v.hidden_size
+    return (SGLANG_VIT_DEFAULT_LAYERS, hidden) if hidden else ()
 
 
 def _has_indexer(spec: ModelSpec) -> bool:

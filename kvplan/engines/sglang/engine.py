@@ -29,6 +29,8 @@ from kvplan.engines.sglang.memory import (
     rules_for,
     sglang_default_mem_fraction,
     sglang_memory,
+    sglang_vit,
+    vlm_unread_note,
 )
 from kvplan.engines.sglang.pools import (
     DEFAULT_PAGE_SIZE,
@@ -86,7 +88,8 @@ class SglangEngine(BaseEngine):
                             gpu_name=dep.gpu_name)
         prof = profile(dep.spec, config, mem.free_before_load_bytes,
                        mem.free_after_load_bytes, mem.mem_fraction_static)
-        notes: tuple[str, ...] = (f"mem_fraction_static {mem.mem_fraction_static}",)
+        notes: tuple[str, ...] = (f"mem_fraction_static {mem.mem_fraction_static}",
+                                  *vlm_unread_note(dep.spec, dep.memory_fraction))
         nccl = mem.held_before_load_bytes - SGLANG_INIT_BYTES
         if nccl > 0:
             notes += (f"NCCL's buffers, connected at init (NCCL_CUMEM_ENABLE=0), and the custom "
@@ -111,10 +114,11 @@ class SglangEngine(BaseEngine):
                     "give --gpu, or the log's server_args line (mem_fraction_static=...)")
             fraction = sglang_default_mem_fraction(
                 dep.gpu_memory_bytes or 0, dep.tp, dep.pp, version, dep.dp,
-                self._dp_attention(dep), mla=dep.spec.is_mla, vit=dep.spec.traits.sglang_vit)
+                self._dp_attention(dep), mla=dep.spec.is_mla, vit=sglang_vit(dep.spec, version))
             how = "mem_fraction_static {} (SGLang's default: the log prints none)"
         prof = profile(dep.spec, self._config(dep), before, after, fraction)
-        return self._pooled(dep, prof, max(0, before - after), (how.format(fraction),))
+        return self._pooled(dep, prof, max(0, before - after),
+                            (how.format(fraction), *vlm_unread_note(dep.spec, dep.memory_fraction)))
 
     @staticmethod
     def _dp_attention(dep: Deployment) -> bool:
@@ -175,7 +179,7 @@ class SglangEngine(BaseEngine):
         if gpu_memory_bytes is not None:
             out["mem_fraction_static"] = sglang_default_mem_fraction(
                 gpu_memory_bytes, version=parse_version(version), mla=spec.is_mla,
-                vit=spec.traits.sglang_vit)
+                vit=sglang_vit(spec, parse_version(version)))
         return out
 
     def cache_layout(self, spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *,

@@ -132,6 +132,55 @@ RULES: dict[tuple[int, ...], Rules] = {
 """release -> its rules; a deployment that names no version has the newest, max(RULES)."""
 
 
+# configs/model_config.py multimodal_model_archs (ModelConfig.is_multimodal; only those get
+# adjust_mem_fraction_for_vlm): the first release whose list names the architecture
+# (EngineTraits.sglang_vlm_arch), read in the 0.4.10, 0.5.0rc0, 0.5.0rc2, 0.5.1-0.5.3,
+# 0.5.5-0.5.12, 0.5.16-0.5.19, 0.5.21 and 0.5.23 wheels. Those listed in 0.4.10 date from the
+# rule's own first release. Exaone4_5_ForConditionalGeneration, KimiK3ForConditionalGeneration
+# (and Nemotron Parse's class) are in none through 0.5.23. A model whose vision tower kvplan
+# does not read (ModelSpec.uncounted_towers: GLM-4.5V, DeepSeek-OCR) gets no factor here;
+# `vlm_unread_note` says so.
+VLM_LISTED_FROM: dict[str, tuple[int, ...]] = {
+    "LlavaForConditionalGeneration": (0, 4, 10),
+    "Gemma3ForConditionalGeneration": (0, 4, 10),
+    "Mistral3ForConditionalGeneration": (0, 4, 10),
+    "Llama4ForConditionalGeneration": (0, 4, 10),
+    "MllamaForConditionalGeneration": (0, 4, 10),
+    "Qwen2VLForConditionalGeneration": (0, 4, 10),
+    "Qwen2_5_VLForConditionalGeneration": (0, 4, 10),
+    "Qwen3VLForConditionalGeneration": (0, 5, 3),  # not in 0.5.2's list
+    "Qwen3VLMoeForConditionalGeneration": (0, 5, 3),
+    "Qwen3_5ForConditionalGeneration": (0, 5, 9),  # not in 0.5.8.post1's
+    "Qwen3_5MoeForConditionalGeneration": (0, 5, 9),
+    "KimiK25ForConditionalGeneration": (0, 5, 9),
+    "Lfm2VlForConditionalGeneration": (0, 5, 10),  # not in 0.5.9's
+    "Gemma4ForConditionalGeneration": (0, 5, 11),  # not in 0.5.10's
+}
+
+
+def sglang_vit(spec: ModelSpec, version: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The vision tower's (num_hidden_layers, hidden_size) SGLang `version` scales its default
+    mem_fraction_static by (EngineTraits.sglang_vit, as it reads them), or () where that
+    release does not list the architecture as multimodal (VLM_LISTED_FROM; None: the newest)."""
+    since = VLM_LISTED_FROM.get(spec.traits.sglang_vlm_arch)
+    if since is None or (version is not None and version < since):
+        return ()
+    return spec.traits.sglang_vit
+
+
+def vlm_unread_note(spec: ModelSpec, mem_fraction_static: float | None) -> tuple[str, ...]:
+    """A note where SGLang's default mem_fraction_static would be scaled for a vision tower
+    kvplan does not read (its vision_config is one of spec.uncounted_towers), so the default
+    kvplan takes is not SGLang's; none when the fraction is given."""
+    if mem_fraction_static is not None or spec.vision is not None or not any(
+            name.startswith("vision_config") for name in spec.uncounted_towers):
+        return ()
+    return ("SGLang scales its default mem_fraction_static down for a multimodal model by its "
+            "vision_config (adjust_mem_fraction_for_vlm); kvplan does not read this model's "
+            "vision tower, so its default here is the text model's: give "
+            "--mem-fraction-static for SGLang's",)
+
+
 def rules_for(version: tuple[int, ...] | None) -> Rules:
     """The rules of `version` (None: the newest release read)."""
     return RULES[max(RULES)] if version is None else row_for(RULES, version)
@@ -271,7 +320,7 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
     before = gpu_memory_bytes - held
     fraction = mem_fraction_static if mem_fraction_static is not None else \
         sglang_default_mem_fraction(gpu_memory_bytes, tp, pp, version, dp, dp_attention,
-                                    mla=spec.is_mla, vit=spec.traits.sglang_vit)
+                                    mla=spec.is_mla, vit=sglang_vit(spec, version))
     after = before - per_gpu
     left = after - before * (1 - fraction)  # rest_gb's rule, in bytes
     if before <= 0 or (mem_fraction_static is None and fraction <= 0):

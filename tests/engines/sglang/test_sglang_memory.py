@@ -200,15 +200,94 @@ def test_sglang_default_fraction_of_a_multimodal_model_follows_its_vision_tower(
         pytest.approx(0.81 * 0.909736328125)
 
 
-@pytest.mark.parametrize("fixture, vit", [
-    # vision_config num_hidden_layers 32, hidden_size 1280: the keys SGLang reads
-    ("meta-llama--Llama-3.2-90B-Vision-Instruct.json", (32, 1280)),
-    # Qwen2.5-VL's vision_config has depth, not num_hidden_layers: not modelled
-    ("Qwen--Qwen2.5-VL-7B-Instruct.json", ()),
-])
-def test_the_vision_tower_sglang_scales_its_default_by(fixture, vit):
+def _config(name):
     from pathlib import Path
 
     from kvplan.sources.hfconfig import load_config_file
-    path = Path(__file__).parents[3] / "tests/fixtures/hf-configs/families" / fixture
-    assert load_config_file(path).traits.sglang_vit == vit
+    root = Path(__file__).parents[3] / "tests/fixtures/hf-configs"
+    path = root / name if (root / name).exists() else root / "families" / name
+    return load_config_file(path)
+
+
+@pytest.mark.parametrize("fixture, vit", [
+    # vision_config num_hidden_layers 32, hidden_size 1280: MllamaVisionConfig keeps both
+    ("meta-llama--Llama-3.2-90B-Vision-Instruct.json", (32, 1280)),
+    # LLaVA 1.5's CLIPVisionConfig: num_hidden_layers 24, hidden_size 1024
+    ("llava-hf--llava-1.5-7b-hf.json", (24, 1024)),
+    # Qwen2.5-VL's vision_config: depth 32, hidden_size 1280. Qwen2_5_VLVisionConfig (transformers
+    # 4.57 and 5.19) has no num_hidden_layers, so getattr's default 24; hidden_size as written
+    ("Qwen--Qwen2.5-VL-7B-Instruct.json", (24, 1280)),
+    # Qwen2-VL's vision_config: depth 32, embed_dim 1280, hidden_size 3584 (the merger's
+    # output): 24 and 3584
+    ("Qwen--Qwen2-VL-7B-Instruct.json", (24, 3584)),
+    # Qwen3-VL / Qwen3.5: depth 27, hidden_size 1152; EXAONE 4.5: depth 28, hidden_size 2048
+    ("Qwen--Qwen3-VL-8B-Instruct.json", (24, 1152)),
+    ("Qwen--Qwen3.5-27B.json", (24, 1152)),
+    ("LGAI-EXAONE--EXAONE-4.5-33B.json", (24, 2048)),
+    # Gemma 4's Gemma4VisionConfig: num_hidden_layers 27, hidden_size 1152
+    ("google--gemma-4-31B-it.json", (27, 1152)),
+])
+def test_the_vision_tower_sglang_scales_its_default_by(fixture, vit):
+    # ServerArgs.adjust_mem_fraction_for_vlm: getattr(vision_config, "num_hidden_layers", 24),
+    # getattr(vision_config, "hidden_size", 1024) (server_args.py 0.4.10; memory_hook.py 0.5.23)
+    assert _config(fixture).traits.sglang_vit == vit
+
+
+# adjust_mem_fraction_for_vlm's factor, by hand: 0.95 x clamp(1 - 0.1 x (ratio - 1), 0.8, 1.05),
+# ratio = layers x hidden^2 / (24 x 1024^2)
+QWEN2_VL = 0.95 * 0.8  # ratio 3584^2 / 1024^2 = 12.25: 1 - 1.125 < 0.8, the floor
+QWEN2_5_VL = 0.95 * (1 - 0.1 * (1280**2 / 1024**2 - 1))  # ratio 1.5625: 0.8965625
+QWEN3_VL = 0.95 * (1 - 0.1 * (1152**2 / 1024**2 - 1))  # ratio 1.265625: 0.924765625
+GEMMA4 = 0.95 * (1 - 0.1 * (27 * 1152**2 / (24 * 1024**2) - 1))  # 1.423828125: 0.909736328125
+
+
+def test_the_vlm_factors_by_hand():
+    assert QWEN2_VL == pytest.approx(0.76, abs=1e-15)
+    assert QWEN2_5_VL == pytest.approx(0.8965625, abs=1e-15)
+    assert QWEN3_VL == pytest.approx(0.924765625, abs=1e-15)
+    assert GEMMA4 == pytest.approx(0.909736328125, abs=1e-15)
+
+
+@pytest.mark.parametrize("fixture, version, factor", [
+    # 0.4.10 lists Qwen2VLForConditionalGeneration and Qwen2_5_VLForConditionalGeneration in
+    # configs/model_config.py multimodal_model_archs; the classic TP-1 default is 0.88
+    ("Qwen--Qwen2-VL-7B-Instruct.json", "0.4.10", QWEN2_VL),
+    ("Qwen--Qwen2.5-VL-7B-Instruct.json", "0.4.10", QWEN2_5_VL),
+    ("Qwen--Qwen2.5-VL-7B-Instruct.json", "0.4.9", 1.0),  # no adjust_mem_fraction_for_vlm yet
+    # Qwen3VLForConditionalGeneration: first in the 0.5.3 list, not in 0.5.2's
+    ("Qwen--Qwen3-VL-8B-Instruct.json", "0.5.2", 1.0),
+    ("Qwen--Qwen3-VL-8B-Instruct.json", "0.5.3", QWEN3_VL),
+    ("Qwen--Qwen3-VL-30B-A3B-Instruct.json", "0.5.3", QWEN3_VL),  # Qwen3VLMoe..., 0.5.3 too
+    # Qwen3_5ForConditionalGeneration: first in 0.5.9's list
+    ("Qwen--Qwen3.5-27B.json", "0.5.8", 1.0),
+    ("Qwen--Qwen3.5-27B.json", "0.5.9", QWEN3_VL),
+    # Gemma4ForConditionalGeneration: first in 0.5.11's list, not in 0.5.10's
+    ("google--gemma-4-31B-it.json", "0.5.10", 1.0),
+    ("google--gemma-4-31B-it.json", "0.5.11", GEMMA4),
+    # Exaone4_5_ForConditionalGeneration: in no list through 0.5.23
+    ("LGAI-EXAONE--EXAONE-4.5-33B.json", "0.5.23", 1.0),
+    ("LGAI-EXAONE--EXAONE-4.5-33B.json", None, 1.0),
+])
+def test_sglang_default_fraction_of_each_multimodal_config(fixture, version, factor):
+    # an 80 GiB GPU at TP 1 from 0.5: chunked_prefill_size 8192 and cuda_graph_max_bs 256
+    # (< 90 GiB), reserved = 512 + 8192 x 1.5 + 1/8 x 1024 + 2 x 256 = 13,440 MiB (over the
+    # 10 GiB floor): round((81920 - 13440) / 81920, 3) = 0.836; before 0.5 TP 1's 0.88. 0.5.23
+    # adds its prefill CUDA graphs: 58 graphs x 8 MB = 464 MB more, 13,904 MiB: 0.830
+    spec = _config(fixture)
+    parsed = None if version is None else tuple(int(x) for x in version.split("."))
+    text = 0.88 if parsed is not None and parsed < (0, 5) else \
+        0.830 if parsed is None or parsed >= (0, 5, 23) else 0.836
+    got = sglang.ENGINE.defaults(spec, gpu_memory_bytes=80 * GIB, version=version)
+    assert got["mem_fraction_static"] == pytest.approx(text * factor, abs=1e-12)
+
+
+def test_a_vision_tower_kvplan_does_not_read_is_said():
+    # GLM-4.5V's vision_config (glm4v_moe: depth 24, hidden_size 1536) is not laid out; SGLang
+    # 0.5.1 on lists Glm4vMoeForConditionalGeneration and would scale its default by
+    # 0.95 x 0.875: kvplan says its default is the text model's
+    spec = _config("zai-org--GLM-4.5V.json")
+    assert spec.vision is None and sglang_memory.sglang_vit(spec, None) == ()
+    note, = sglang_memory.vlm_unread_note(spec, None)
+    assert "vision_config" in note and "--mem-fraction-static" in note
+    assert sglang_memory.vlm_unread_note(spec, 0.8) == ()
+    assert sglang_memory.vlm_unread_note(_config("Qwen--Qwen3-VL-8B-Instruct.json"), None) == ()
