@@ -94,10 +94,11 @@ def test_sglang_dp_attention():
     r = plan.max_concurrency(cap, CONTEXT)
     assert r.max_requests == 8 * (tokens // CONTEXT)
     # server_args.py (0.5.3) _handle_gpu_memory_settings on a 139.8 GiB H200: chunked prefill
-    # 8,192, decode graphs up to 256, + 256 x dp x 3 MB for DP attention
+    # 8,192, decode graphs up to 512 at TP 4 or more, + 512 x dp x 3 MB for DP attention and
+    # 512 x dp x 1.5 more as max_bs > 300
     h200 = find_gpu("h200").memory_bytes
     mb = h200 / 2**20
-    reserved = 512 + 8192 * 1.5 + 8 * 1 / 8 * 1024 + 2 * 256 + 256 * 8 * 3
+    reserved = 512 + 8192 * 1.5 + 8 * 1 / 8 * 1024 + 2 * 512 + 512 * 8 * 3 + 512 * 8 * 1.5
     assert sglang_default_mem_fraction(h200, 8, 1, (0, 5, 3), 8, True) == \
         round((mb - reserved) / mb, 3)
     assert cap.engine_profile.max_total_num_tokens > 0

@@ -85,7 +85,7 @@ class SglangEngine(BaseEngine):
                             mem_fraction_static=dep.memory_fraction,
                             weights=dep.weights_dtype, weights_bytes=dep.weights_bytes,
                             dims=dep.dims, dp=dep.dp, dp_attention=self._dp_attention(dep),
-                            gpu_name=dep.gpu_name)
+                            gpu_name=dep.gpu_name, rocm=_rocm(dep))
         prof = profile(dep.spec, config, mem.free_before_load_bytes,
                        mem.free_after_load_bytes, mem.mem_fraction_static)
         notes: tuple[str, ...] = (f"mem_fraction_static {mem.mem_fraction_static}",
@@ -100,7 +100,7 @@ class SglangEngine(BaseEngine):
         """The pool as SGLang sizes it from the free memory it measured before and after the
         weight load (`readings`, by the names of `log_readings`; the least over the ranks) and
         mem_fraction_static: the deployment's, else SGLang's default for the release (by TP
-        alone before 0.5, from the GPU's total memory from 0.5 on, which `dep` must then
+        alone up to 0.4.5, from the GPU's total memory from 0.4.6 on, which `dep` must then
         give)."""
         before, after = (readings[name] for name in self.log_readings)
         fraction = dep.memory_fraction
@@ -109,12 +109,13 @@ class SglangEngine(BaseEngine):
             version = parse_version(dep.engine_version)
             if rules_for(version).mem_fraction_by_memory and dep.gpu_memory_bytes is None:
                 raise BadInputError(
-                    "the log prints no mem_fraction_static, and SGLang's default from 0.5 on "
+                    "the log prints no mem_fraction_static, and SGLang's default from 0.4.6 on "
                     "follows the GPU's total memory, which the log does not print either",
                     "give --gpu, or the log's server_args line (mem_fraction_static=...)")
             fraction = sglang_default_mem_fraction(
                 dep.gpu_memory_bytes or 0, dep.tp, dep.pp, version, dep.dp,
-                self._dp_attention(dep), mla=dep.spec.is_mla, vit=sglang_vit(dep.spec, version))
+                self._dp_attention(dep), mla=dep.spec.is_mla, vit=sglang_vit(dep.spec, version),
+                rocm=_rocm(dep))
             how = "mem_fraction_static {} (SGLang's default: the log prints none)"
         prof = profile(dep.spec, self._config(dep), before, after, fraction)
         return self._pooled(dep, prof, max(0, before - after),
@@ -193,6 +194,11 @@ class SglangEngine(BaseEngine):
 # kv_cache_dtype = "fp8_e4m3" whatever was asked where torch.cuda.get_device_capability()'s
 # major is 10 or more ("for Blackwell, we support fp8 only currently"); Hopper keeps the asked
 NSA_BLACKWELL_FP8 = (0, 5, 3)
+
+
+def _rocm(dep: Deployment) -> bool:
+    """Whether the deployment's GPU is an AMD one (its gfx target in gpu_arch)."""
+    return "gfx" in (dep.gpu_arch or "").lower()
 
 
 def cache_dtype(dep: Deployment) -> str:

@@ -12,6 +12,8 @@ prefill CUDA graphs).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kvplan.core.errors import NoKVMemoryError
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
@@ -49,8 +51,14 @@ class Rules:
     """SGLang's behaviour switches one release has (`server_args.py`), one row per release
     whose source showed a change (`RULES`; kvplan.engines.shared.releases.row_for)."""
 
-    # mem_fraction_static from the GPU's memory less a reserve (0.5); before, by TP alone
-    mem_fraction_by_memory: bool
+    # how server_args.py picks mem_fraction_static when unset (`default_by_memory`):
+    # "tp" -- by tp_size alone (read in the 0.4.0, 0.4.3 and 0.4.5 wheels); "tp-13gib" -- that
+    # table on a GPU of at most 81,920 MiB, else (gpu - 13 GiB) / gpu (0.4.6); "parallel" -- by
+    # tp x pp on a GPU of at most 81,920 MiB, then the large-GPU branches (0.4.7); "reserved" --
+    # round((gpu - reserved) / gpu, 3), reserved from a table by GPU memory and tp x pp (0.4.8 to
+    # 0.5.2); "activations" -- reserved from chunked_prefill_size and cuda_graph_max_bs, which
+    # follow the GPU's memory (0.5.3 on)
+    mem_fraction_rule: str
     # prefill CUDA graphs captured, with memory reserved for them (reserve_for_graph_mb)
     prefill_cuda_graphs: bool
     # the config kinds whose FP8 KV cache request turns --kv-cache-dtype auto into fp8_e4m3
@@ -81,53 +89,58 @@ class Rules:
     # multimodal model by its vision tower's size (first in the 0.4.10 wheel, not in 0.4.9's;
     # in 0.5.23's arg_groups/memory_hook.py too)
     vlm_fraction: bool = True
+    # "activations": the defaults of a GPU of 20 to 35 GiB, (chunked_prefill_size,
+    # cuda_graph_max_bs below TP 4, at TP 4 or more): (2048, 16, 80) in the 0.5.3 and 0.5.4
+    # wheels, (2048, 24, 80) in 0.5.5-0.5.19's, (4096, 48, 160) from 0.5.20's memory_hook.py
+    under_35gib: tuple[int, int, int] = (4096, 48, 160)
 
+    @property
+    def mem_fraction_by_memory(self) -> bool:
+        """Whether the default follows the GPU's total memory (every rule but "tp")."""
+        return self.mem_fraction_rule != "tp"
+
+
+_CLASSIC = Rules(mem_fraction_rule="tp", prefill_cuda_graphs=False, kv_dtype_from_checkpoint=(),
+                 nccl_connects_at_init=False, moe_groups=False, vlm_fraction=False)
+_V047 = replace(_CLASSIC, mem_fraction_rule="parallel", nccl_connects_at_init=True)
+_V0410 = replace(_V047, mem_fraction_rule="reserved", moe_groups=True, vlm_fraction=True)
+_V050 = replace(_V0410, nccl_connects_at_init=False)
+# 0.5.3: model_executor/model_runner.py: with --kv-cache-dtype auto the KV cache is
+# torch.float8_e4m3fn when the model's quant_config has kv_cache_quant_algo "FP8" (first in the
+# 0.5.3 wheel, not in 0.5.2's); in 0.5.3 only ModelOptFp4Config
+# (layers/quantization/modelopt_quant.py) stores that attribute, ModelOptFp8Config keeps
+# kv_cache_quant_method, so a ModelOpt FP8 checkpoint still gets the model dtype
+_V053 = replace(_V050, mem_fraction_rule="activations",
+                kv_dtype_from_checkpoint=("modelopt-nvfp4",), under_35gib=(2048, 16, 80))
+# 0.5.4: every ModelOpt config inherits ModelOptQuantConfig.kv_cache_quant_algo
+_V054 = replace(_V053, kv_dtype_from_checkpoint=("modelopt",))
+_V055 = replace(_V054, under_35gib=(2048, 24, 80))
+_V0517 = replace(_V055, dsa_profile_record=True)
+# 0.5.18: layers/quantization/fp8.py Fp8Config.from_config keeps the config's
+# kv_cache_quant_algo (not in 0.5.17's wheel)
+_V0518 = replace(_V0517, kv_dtype_from_checkpoint=("modelopt", "fp8"))
+# 0.5.19: compressed_tensors.py CompressedTensorsConfig.kv_cache_quant_algo is "FP8" for a
+# kv_cache_scheme CompressedTensorsKVCacheMethod.is_supported_scheme takes (not in 0.5.18)
+_V0519 = replace(_V0518, kv_dtype_from_checkpoint=("modelopt", "fp8", "compressed-tensors"))
+_V0520 = replace(_V0519, under_35gib=(4096, 48, 160))
 
 RULES: dict[tuple[int, ...], Rules] = {
-    (0, 4, 0): Rules(mem_fraction_by_memory=False, prefill_cuda_graphs=False,  # classic
-                     kv_dtype_from_checkpoint=(), nccl_connects_at_init=False,
-                     moe_groups=False, vlm_fraction=False),
-    (0, 4, 7): Rules(mem_fraction_by_memory=False, prefill_cuda_graphs=False,
-                     kv_dtype_from_checkpoint=(), nccl_connects_at_init=True,
-                     moe_groups=False, vlm_fraction=False),
-    (0, 4, 10): Rules(mem_fraction_by_memory=False, prefill_cuda_graphs=False,
-                      kv_dtype_from_checkpoint=(), nccl_connects_at_init=True,
-                      moe_groups=True),
-    (0, 5, 0): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
-                     kv_dtype_from_checkpoint=(), nccl_connects_at_init=False,
-                     moe_groups=True),
-    # model_executor/model_runner.py: with --kv-cache-dtype auto the KV cache is
-    # torch.float8_e4m3fn when the model's quant_config has kv_cache_quant_algo "FP8" (first
-    # in the 0.5.3 wheel, not in 0.5.2's); in 0.5.3 only ModelOptFp4Config
-    # (layers/quantization/modelopt_quant.py) stores that attribute, ModelOptFp8Config keeps
-    # kv_cache_quant_method, so a ModelOpt FP8 checkpoint still gets the model dtype
-    (0, 5, 3): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
-                     kv_dtype_from_checkpoint=("modelopt-nvfp4",),
-                     nccl_connects_at_init=False, moe_groups=True),
-    # 0.5.4: every ModelOpt config inherits ModelOptQuantConfig.kv_cache_quant_algo
-    (0, 5, 4): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
-                     kv_dtype_from_checkpoint=("modelopt",), nccl_connects_at_init=False,
-                     moe_groups=True),
-    (0, 5, 17): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
-                      kv_dtype_from_checkpoint=("modelopt",), nccl_connects_at_init=False,
-                      moe_groups=True, dsa_profile_record=True),
-    # 0.5.18: layers/quantization/fp8.py Fp8Config.from_config keeps the config's
-    # kv_cache_quant_algo (not in 0.5.17's wheel)
-    (0, 5, 18): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
-                      kv_dtype_from_checkpoint=("modelopt", "fp8"),
-                      nccl_connects_at_init=False, moe_groups=True,
-                      dsa_profile_record=True),
-    # 0.5.19: compressed_tensors.py CompressedTensorsConfig.kv_cache_quant_algo is "FP8" for a
-    # kv_cache_scheme CompressedTensorsKVCacheMethod.is_supported_scheme takes (not in 0.5.18)
-    (0, 5, 19): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=False,
-                      kv_dtype_from_checkpoint=("modelopt", "fp8", "compressed-tensors"),
-                      nccl_connects_at_init=False, moe_groups=True,
-                      dsa_profile_record=True),
-    # 0.5.23 keeps the rule in mem_cache/kv_cache_dtype.py configure_kv_cache_dtype
-    (0, 5, 23): Rules(mem_fraction_by_memory=True, prefill_cuda_graphs=True,
-                      kv_dtype_from_checkpoint=("modelopt", "fp8", "compressed-tensors"),
-                      nccl_connects_at_init=False, moe_groups=True,
-                      dsa_profile_record=True),
+    (0, 4, 0): _CLASSIC,
+    (0, 4, 6): replace(_CLASSIC, mem_fraction_rule="tp-13gib"),
+    (0, 4, 7): _V047,
+    (0, 4, 8): replace(_V047, mem_fraction_rule="reserved"),
+    (0, 4, 10): _V0410,
+    (0, 5, 0): _V050,
+    (0, 5, 3): _V053,
+    (0, 5, 4): _V054,
+    (0, 5, 5): _V055,
+    (0, 5, 17): _V0517,
+    (0, 5, 18): _V0518,
+    (0, 5, 19): _V0519,
+    (0, 5, 20): _V0520,
+    # 0.5.23 keeps the kv_cache_quant_algo rule in mem_cache/kv_cache_dtype.py
+    # configure_kv_cache_dtype
+    (0, 5, 23): replace(_V0520, prefill_cuda_graphs=True),
 }
 """release -> its rules; a deployment that names no version has the newest, max(RULES)."""
 
@@ -210,23 +223,25 @@ def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
                                 version: tuple[int, ...] | None = None, dp: int = 1,
                                 dp_attention: bool = False, mla: bool = False,
                                 prefill_cuda_graph: bool | None = None,
-                                vit: tuple[int, ...] = ()) -> float:
-    """mem_fraction_static when unset (`server_args.py::_handle_gpu_memory_settings`).
+                                vit: tuple[int, ...] = (), rocm: bool = False) -> float:
+    """mem_fraction_static when unset (`server_args.py::_handle_gpu_memory_settings`), by the
+    release's `Rules.mem_fraction_rule` (`default_by_memory`).
 
-    Classic (<= 0.4): tp >= 16: 0.79, >= 8: 0.81, >= 4: 0.85, >= 2: 0.87, else 0.88.
-    0.5.x: `round((gpu_MB - reserved_MB) / gpu_MB, 3)` with
-    `reserved_MB = 512 + max(chunked_prefill, 2048) x 1.5 + tp x pp / 8 x 1024 + 2 x max_bs`,
-    at least 10 GiB on GPUs > 60 GiB. With --enable-dp-attention (0.5.3
-    `server_args.py::_handle_gpu_memory_settings`, "DP attention needs more padding")
-    `+ max_bs x dp x 3`, and `+ max_bs x dp x 1.5` more when max_bs > 300 (before the floor).
+    Up to 0.4.7 fixed tables by TP (`_classic_fraction`); 0.4.8-0.5.2 a reserve by GPU size
+    (`default_by_memory`). From 0.5.3: `round((gpu_MB - reserved_MB) / gpu_MB, 3)` with
+    `reserved_MB = 512 + max(chunked_prefill, 2048) x 1.5 + tp x pp / 8 x 1024 + 2 x max_bs`
+    (`_activation_defaults` by release), at least 10 GiB on GPUs > 60 GiB. With
+    --enable-dp-attention ("DP attention needs more padding") `+ max_bs x dp x 3`, and
+    `+ max_bs x dp x 1.5` more when max_bs > 300 (before the floor).
     From 0.5.23 (`arg_groups` memory hook, `reserve_for_graph_mb`) the prefill CUDA graphs
     add `8 MB x len(prefill graph sizes)` (`prefill_graph_sizes`; MLA backends 1.5 GiB)
     before the floor; `prefill_cuda_graph=False` (--disable-prefill-cuda-graph) drops it.
-    A multimodal model (`vit`, EngineTraits.sglang_vit) then gets `vlm_fraction`'s factor.
+    A multimodal model (`vit`, `sglang_vit`) then gets `vlm_fraction`'s factor. Not
+    modelled: the speculative-decoding reserves.
     """
     rules = rules_for(version)
     fraction = default_by_memory(gpu_memory_bytes, tp, pp, rules, dp, dp_attention, mla,
-                                 prefill_cuda_graph)
+                                 prefill_cuda_graph, rocm)
     return vlm_fraction(fraction, vit) if vit and rules.vlm_fraction else fraction
 
 
@@ -241,20 +256,25 @@ def vlm_fraction(fraction: float, vit: tuple[int, ...]) -> float:
 
 
 def default_by_memory(gpu_memory_bytes: int, tp: int, pp: int, rules: Rules, dp: int,
-                      dp_attention: bool, mla: bool, prefill_cuda_graph: bool | None) -> float:
-    """`sglang_default_mem_fraction` before the multimodal factor."""
-    if not rules.mem_fraction_by_memory:
-        for limit, fraction in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
-            if tp >= limit:
-                return fraction
-        return 0.88
-    gpu_mb = gpu_memory_bytes / 2**20
-    gib = gpu_memory_bytes / GIB
-    chunked, max_bs = ((2048, 8) if gib < 20 else
-                       (4096, 160 if tp >= 4 else 48) if gib < 35 else
-                       (4096, 32) if gib < 60 else
-                       (8192, 512 if tp >= 4 else 256) if gib < 90 else
-                       (8192, 256) if gib < 160 else (16384, 512))
+                      dp_attention: bool, mla: bool, prefill_cuda_graph: bool | None,
+                      rocm: bool = False) -> float:
+    """`sglang_default_mem_fraction` before the multimodal factor, by `rules.mem_fraction_rule`
+    (`rocm`: an AMD GPU, which 0.4.7's is_cuda() branch leaves out)."""
+    rule = rules.mem_fraction_rule
+    gpu_mb = gpu_memory_bytes / 2**20  # get_device_memory_capacity: MiB
+    if rule in ("tp", "tp-13gib", "parallel"):
+        return _classic_fraction(gpu_mb, tp, pp, rule, rocm)
+    if rule == "reserved":
+        # 0.4.8-0.5.2: round((gpu - reserved) / gpu, 3), reserved (2.8 + tp x pp / 10) GiB
+        # below 35 GiB, (9.5 + tp x pp / 2) below 90, (12 + tp x pp / 2) below 160, else 32 GiB;
+        # +4 GiB with DP attention
+        size = tp * pp
+        reserved_gib = (2.8 + size / 10 if gpu_mb < 35 * 1024 else
+                        9.5 + size / 2 if gpu_mb < 90 * 1024 else
+                        12 + size / 2 if gpu_mb < 160 * 1024 else 32)
+        reserved = reserved_gib * 1024 + (4 * 1024 if dp_attention and dp > 1 else 0)
+        return round((gpu_mb - reserved) / gpu_mb, 3)
+    chunked, max_bs = _activation_defaults(gpu_mb, tp, rules.under_35gib)
     reserved = 512 + max(chunked, 2048) * 1.5 + tp * pp / 8 * 1024 + 2 * max_bs
     if dp_attention and dp > 1:
         reserved += max_bs * dp * 3 + (max_bs * dp * 1.5 if max_bs > 300 else 0)
@@ -262,9 +282,52 @@ def default_by_memory(gpu_memory_bytes: int, tp: int, pp: int, rules: Rules, dp:
         prefill_cuda_graph = rules.prefill_cuda_graphs
     if prefill_cuda_graph:
         reserved += 1.5 * 1024 if mla else prefill_graph_sizes(chunked) * 8
-    if gib > 60:
+    if gpu_mb > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((gpu_mb - reserved) / gpu_mb, 3)
+
+
+def _activation_defaults(gpu_mb: float, tp: int,
+                         under_35gib: tuple[int, int, int]) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) SGLang picks by the GPU's memory from 0.5.3
+    (server_args.py `_handle_gpu_memory_settings`; arg_groups/memory_hook.py from 0.5.19):
+    below 20 GiB 2048 and 8; below 35 GiB the release's `Rules.under_35gib`; below 60 GiB 4096
+    and 32 (160 at TP 4 or more); below 160 GiB 8192 and 256 (512 at TP 4 or more); above,
+    16384 and 512. Read in the 0.5.3-0.5.12, 0.5.16-0.5.21 and 0.5.23 wheels."""
+    if gpu_mb < 20 * 1024:
+        return 2048, 8
+    if gpu_mb < 35 * 1024:
+        chunked, small, large = under_35gib
+        return chunked, small if tp < 4 else large
+    if gpu_mb < 60 * 1024:
+        return 4096, 32 if tp < 4 else 160
+    if gpu_mb < 160 * 1024:
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
+def _classic_fraction(gpu_mb: float, tp: int, pp: int, rule: str, rocm: bool) -> float:
+    """The fixed tables before 0.4.8 (`Rules.mem_fraction_rule` "tp", "tp-13gib",
+    "parallel"): 0.79 from 16 ranks, 0.81 from 8, 0.85 from 4, 0.87 from 2, else 0.88 -- by
+    tp_size up to 0.4.6, by tp x pp in 0.4.7. 0.4.6 takes (gpu - 13 GiB) / gpu above 81,920
+    MiB. 0.4.7 takes 0.88 there, then 0.79 above 180,000 MiB on CUDA, and else above 96 GiB
+    min(f + 48 GiB x (1 - f) / gpu, (gpu - 18 GiB) / gpu); neither is rounded."""
+    ranks = tp * pp if rule == "parallel" else tp
+    by_ranks = next((f for limit, f in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87))
+                     if ranks >= limit), 0.88)
+    if rule == "tp" or gpu_mb <= 81920:
+        fraction = by_ranks
+    elif rule == "tp-13gib":
+        return (gpu_mb - 13 * 1024) / gpu_mb
+    else:
+        fraction = 0.88
+    if rule == "parallel":
+        if gpu_mb > 180 * 1000 and not rocm:
+            return 0.79
+        if gpu_mb > 96 * 1024:
+            return min(fraction + 48 * 1024 * (1 - fraction) / gpu_mb,
+                       (gpu_mb - 18 * 1024) / gpu_mb)
+    return fraction
 
 
 def rest_gb(free_before_load_bytes: int, free_after_load_bytes: int,
@@ -302,7 +365,8 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
                   mem_fraction_static: float | None = None, weights: str = "auto",
                   weights_bytes: int | None = None, init_bytes: int | None = None,
                   dims: ModelDims | None = None, dp: int = 1,
-                  dp_attention: bool = False, gpu_name: str | None = None) -> SglangMemory:
+                  dp_attention: bool = False, gpu_name: str | None = None,
+                  rocm: bool = False) -> SglangMemory:
     """Predicted free memory before and after loading the weights on the fullest GPU. With
     DP attention the attention weights are split over tp // dp ranks only (replicated across
     the DP groups) while the MoE layers still span all tp ranks. What the GPU holds before
@@ -320,7 +384,7 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
     before = gpu_memory_bytes - held
     fraction = mem_fraction_static if mem_fraction_static is not None else \
         sglang_default_mem_fraction(gpu_memory_bytes, tp, pp, version, dp, dp_attention,
-                                    mla=spec.is_mla, vit=sglang_vit(spec, version))
+                                    mla=spec.is_mla, vit=sglang_vit(spec, version), rocm=rocm)
     after = before - per_gpu
     left = after - before * (1 - fraction)  # rest_gb's rule, in bytes
     if before <= 0 or (mem_fraction_static is None and fraction <= 0):

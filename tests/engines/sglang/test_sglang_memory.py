@@ -15,10 +15,13 @@ from kvplan.sources.gpus import find_gpu
 
 
 def test_sglang_rows_by_release():
-    # server_args.py: mem_fraction_static by TP alone up to 0.4, from the GPU's memory in 0.5;
-    # prefill CUDA graphs (reserve_for_graph_mb) from 0.5.23; no version: the newest
+    # server_args.py: mem_fraction_static by TP alone up to 0.4.5, the GPU's memory deciding
+    # from 0.4.6; prefill CUDA graphs (reserve_for_graph_mb) from 0.5.23; no version: the newest
     rules = sglang_memory.rules_for
-    assert not rules((0, 4, 7)).mem_fraction_by_memory and rules((0, 5)).mem_fraction_by_memory
+    assert not rules((0, 4, 5)).mem_fraction_by_memory and rules((0, 4, 6)).mem_fraction_by_memory
+    assert [rules(v).mem_fraction_rule for v in ((0, 4, 5), (0, 4, 6), (0, 4, 7), (0, 4, 8),
+                                                 (0, 5, 2), (0, 5, 3))] == \
+        ["tp", "tp-13gib", "parallel", "reserved", "reserved", "activations"]
     assert not rules((0, 5, 22)).prefill_cuda_graphs and rules((0, 5, 23)).prefill_cuda_graphs
     assert rules(None) == sglang_memory.RULES[max(sglang_memory.RULES)]
     releases = sorted(sglang_memory.RULES)
@@ -102,10 +105,84 @@ def test_sglang_mem_fraction_defaults():
     # H100 at TP 8: decode graphs up to 512, and 8 x 1 / 8 x 1,024 MB
     assert sglang.sglang_default_mem_fraction(h100, tp=8, version=v053) == round(
         (mb - (512 + 8192 * 1.5 + 1024 + 2 * 512)) / mb, 3)
-    # a 24 GiB card: chunked 4096, max_bs 48
+    # a 24 GiB card in 0.5.3: chunked 2048, max_bs 16 (the 0.5.3 wheel's "A10, 4090, 5090"
+    # branch)
     mb24 = 24 * 1024
     assert sglang.sglang_default_mem_fraction(24 * GIB, version=v053) == round(
-        (mb24 - (512 + 4096 * 1.5 + 128 + 96)) / mb24, 3)
+        (mb24 - (512 + 2048 * 1.5 + 128 + 2 * 16)) / mb24, 3) == 0.848
+
+
+@pytest.mark.parametrize("version, tp, chunked, max_bs", [
+    # server_args.py _handle_gpu_memory_settings, the "elif gpu_mem < 35 * 1024" branch
+    ((0, 5, 3), 1, 2048, 16), ((0, 5, 3), 4, 2048, 80),  # 0.5.3 wheel
+    ((0, 5, 4), 1, 2048, 16),  # 0.5.4 wheel
+    ((0, 5, 5), 1, 2048, 24), ((0, 5, 5), 8, 2048, 80),  # 0.5.5 wheel
+    ((0, 5, 19), 2, 2048, 24),  # 0.5.19 arg_groups/memory_hook.py
+    ((0, 5, 20), 2, 4096, 48), ((0, 5, 20), 4, 4096, 160),  # 0.5.20 memory_hook.py
+])
+def test_sglang_small_card_defaults_by_release(version, tp, chunked, max_bs):
+    # an RTX 4090 / 5090 class card of 24 GiB (24,576 MiB):
+    # reserved = 512 + max(chunked, 2048) x 1.5 + tp / 8 x 1024 + 2 x max_bs
+    mb = 24 * 1024
+    reserved = 512 + max(chunked, 2048) * 1.5 + tp / 8 * 1024 + 2 * max_bs
+    assert sglang.sglang_default_mem_fraction(24 * GIB, tp=tp, version=version) == \
+        round((mb - reserved) / mb, 3)
+
+
+@pytest.mark.parametrize("gib, tp, chunked, max_bs", [
+    # below 60 GiB (A100 40 GB, L40S): 4096 and 32, 160 at TP 4 or more (0.5.3-0.5.23)
+    (44, 1, 4096, 32), (44, 4, 4096, 160),
+    # below 160 GiB (H20, H200): 8192 and 256, 512 at TP 4 or more
+    (140, 2, 8192, 256), (140, 4, 8192, 512),
+])
+def test_sglang_larger_card_defaults_by_tp(gib, tp, chunked, max_bs):
+    mb = gib * 1024
+    reserved = 512 + chunked * 1.5 + tp / 8 * 1024 + 2 * max_bs
+    if gib > 60:
+        reserved = max(reserved, 10 * 1024)
+    for version in ((0, 5, 3), (0, 5, 22)):
+        assert sglang.sglang_default_mem_fraction(gib * GIB, tp=tp, version=version) == \
+            round((mb - reserved) / mb, 3)
+
+
+def test_sglang_048_to_052_reserve_by_gpu_memory():
+    # server_args.py 0.4.8-0.5.2 (the 0.4.8, 0.4.9, 0.4.10, 0.5.0rc0, 0.5.1, 0.5.2 wheels):
+    # reserved = (2.8 + tp x pp / 10) GiB below 35 GiB, (9.5 + tp x pp / 2) below 90,
+    # (12 + tp x pp / 2) below 160, else 32 GiB; +4 GiB with DP attention
+    h100 = 85028896768
+    mb = h100 / 2**20  # 81,089.9 MiB
+    assert sglang.sglang_default_mem_fraction(h100, tp=1, version=(0, 4, 8)) == \
+        round((mb - 10 * 1024) / mb, 3) == 0.874
+    assert sglang.sglang_default_mem_fraction(h100, tp=8, version=(0, 5, 2)) == \
+        round((mb - 13.5 * 1024) / mb, 3) == 0.830
+    assert sglang.sglang_default_mem_fraction(24 * GIB, tp=2, version=(0, 4, 10)) == \
+        round((24 * 1024 - 3.0 * 1024) / (24 * 1024), 3) == 0.875
+    b200 = 182631 * 2**20
+    assert sglang.sglang_default_mem_fraction(b200, tp=8, version=(0, 5, 0)) == \
+        round((182631 - 32 * 1024) / 182631, 3) == 0.821
+    assert sglang.sglang_default_mem_fraction(h100, tp=8, version=(0, 5, 1), dp=8,
+                                              dp_attention=True) == \
+        round((mb - 17.5 * 1024) / mb, 3) == 0.779
+
+
+def test_sglang_046_and_047_large_gpu_branches():
+    # 0.4.6: the TP table up to 81,920 MiB, else (gpu - 13 GiB) / gpu, unrounded
+    h100, h200 = 85028896768, 150754820096  # 81,089.9 and 143,771.4 MiB
+    mb200 = h200 / 2**20
+    assert sglang.sglang_default_mem_fraction(h100, tp=2, version=(0, 4, 6)) == 0.87
+    assert sglang.sglang_default_mem_fraction(h200, tp=2, version=(0, 4, 6)) == \
+        pytest.approx((mb200 - 13 * 1024) / mb200, abs=1e-15)
+    # 0.4.7: by tp x pp up to 81,920 MiB; above 96 GiB from 0.88,
+    # min(0.88 + 48 GiB x 0.12 / gpu, (gpu - 18 GiB) / gpu); above 180,000 MiB on CUDA 0.79
+    assert sglang.sglang_default_mem_fraction(h100, tp=2, pp=2, version=(0, 4, 7)) == 0.85
+    assert sglang.sglang_default_mem_fraction(h200, tp=8, version=(0, 4, 7)) == pytest.approx(
+        min(0.88 + 48 * 1024 * 0.12 / mb200, (mb200 - 18 * 1024) / mb200), abs=1e-15)
+    b200 = 182631 * 2**20
+    assert sglang.sglang_default_mem_fraction(b200, tp=8, version=(0, 4, 7)) == 0.79
+    mi300x = 196592 * 2**20  # ROCm: not is_cuda(), so the 96 GiB branch
+    assert sglang.sglang_default_mem_fraction(mi300x, tp=8, version=(0, 4, 7), rocm=True) == \
+        pytest.approx(min(0.88 + 48 * 1024 * 0.12 / 196592, (196592 - 18 * 1024) / 196592),
+                      abs=1e-15)
 
 
 def test_sglang_memory_takes_the_weights_off_the_free_memory():
@@ -194,10 +271,13 @@ def test_sglang_default_fraction_of_a_multimodal_model_follows_its_vision_tower(
                                               vit=(120, 1024)) == pytest.approx(0.908 * 0.76)
     assert sglang.sglang_default_mem_fraction(mi355x, tp=8, version=(0, 5, 8),
                                               vit=(6, 1024)) == pytest.approx(0.908 * 0.9975)
-    # the rule is first in the 0.4.10 wheel: 0.4.9 keeps the classic table's 0.81 at TP 8
-    assert sglang.sglang_default_mem_fraction(0, tp=8, version=(0, 4, 9), vit=(27, 1152)) == 0.81
-    assert sglang.sglang_default_mem_fraction(0, tp=8, version=(0, 4, 10), vit=(27, 1152)) == \
-        pytest.approx(0.81 * 0.909736328125)
+    # the rule is first in the 0.4.10 wheel: 0.4.9 keeps its reserve table's figure, an H100
+    # at TP 8 round((81,089.9 - 13.5 x 1024) / 81,089.9, 3) = 0.830
+    h100 = 85028896768
+    assert sglang.sglang_default_mem_fraction(h100, tp=8, version=(0, 4, 9),
+                                              vit=(27, 1152)) == 0.830
+    assert sglang.sglang_default_mem_fraction(h100, tp=8, version=(0, 4, 10), vit=(27, 1152)) \
+        == pytest.approx(0.830 * 0.909736328125)
 
 
 def _config(name):
@@ -271,11 +351,13 @@ def test_the_vlm_factors_by_hand():
 def test_sglang_default_fraction_of_each_multimodal_config(fixture, version, factor):
     # an 80 GiB GPU at TP 1 from 0.5: chunked_prefill_size 8192 and cuda_graph_max_bs 256
     # (< 90 GiB), reserved = 512 + 8192 x 1.5 + 1/8 x 1024 + 2 x 256 = 13,440 MiB (over the
-    # 10 GiB floor): round((81920 - 13440) / 81920, 3) = 0.836; before 0.5 TP 1's 0.88. 0.5.23
+    # 10 GiB floor): round((81920 - 13440) / 81920, 3) = 0.836 from 0.5.3. 0.5.23
     # adds its prefill CUDA graphs: 58 graphs x 8 MB = 464 MB more, 13,904 MiB: 0.830
+    # 0.4.8-0.5.2 reserve 9.5 + 1 / 2 = 10 GiB below 90 GiB: round((81920 - 10240) / 81920, 3)
+    # = 0.875
     spec = _config(fixture)
     parsed = None if version is None else tuple(int(x) for x in version.split("."))
-    text = 0.88 if parsed is not None and parsed < (0, 5) else \
+    text = 0.875 if parsed is not None and parsed < (0, 5, 3) else \
         0.830 if parsed is None or parsed >= (0, 5, 23) else 0.836
     got = sglang.ENGINE.defaults(spec, gpu_memory_bytes=80 * GIB, version=version)
     assert got["mem_fraction_static"] == pytest.approx(text * factor, abs=1e-12)
