@@ -44,6 +44,7 @@ from kvplan.engines.sglang.pools import (
     profile,
 )
 from kvplan.engines.sglang.text import LOG_FORMAT, launch_flags
+from kvplan.engines.shared.device import is_rocm
 
 
 class SglangEngine(BaseEngine):
@@ -85,7 +86,7 @@ class SglangEngine(BaseEngine):
                             mem_fraction_static=dep.memory_fraction,
                             weights=dep.weights_dtype, weights_bytes=dep.weights_bytes,
                             dims=dep.dims, dp=dep.dp, dp_attention=self._dp_attention(dep),
-                            gpu_name=dep.gpu_name, rocm=_rocm(dep))
+                            gpu_name=dep.gpu_name, rocm=is_rocm(dep.gpu_arch))
         prof = profile(dep.spec, config, mem.free_before_load_bytes,
                        mem.free_after_load_bytes, mem.mem_fraction_static)
         notes: tuple[str, ...] = (f"mem_fraction_static {mem.mem_fraction_static}",
@@ -115,7 +116,7 @@ class SglangEngine(BaseEngine):
             fraction = sglang_default_mem_fraction(
                 dep.gpu_memory_bytes or 0, dep.tp, dep.pp, version, dep.dp,
                 self._dp_attention(dep), mla=dep.spec.is_mla, vit=sglang_vit(dep.spec, version),
-                rocm=_rocm(dep))
+                rocm=is_rocm(dep.gpu_arch))
             how = "mem_fraction_static {} (SGLang's default: the log prints none)"
         prof = profile(dep.spec, self._config(dep), before, after, fraction)
         return self._pooled(dep, prof, max(0, before - after),
@@ -160,7 +161,8 @@ class SglangEngine(BaseEngine):
                         dep.dp if dp_attention else 1),
                     max_requests_setting="max_running_requests", replicas=dep.dp)
         return Capacity(dep, self, None, prof, pool, prof.kv_cache_dtype, weights,
-                        prof.cell_size_bytes, budget_notes + checkpoint_kv_notes(dep))
+                        prof.cell_size_bytes,
+                        budget_notes + checkpoint_kv_notes(dep) + dsa_cache_notes(dep))
 
     def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
         return (dep.max_num_seqs, "max_running_requests") if dep.max_num_seqs else None
@@ -189,29 +191,53 @@ class SglangEngine(BaseEngine):
         return cache_layout(spec, fmt, tokens, batch, tp=tp, page_size=block_size)
 
 
-# DeepSeek sparse attention (NSA) on Blackwell: server_args.py
-# `_handle_model_specific_adjustments` (0.5.3, the first release serving DeepSeek-V3.2) sets
-# kv_cache_dtype = "fp8_e4m3" whatever was asked where torch.cuda.get_device_capability()'s
-# major is 10 or more ("for Blackwell, we support fp8 only currently"); Hopper keeps the asked
-NSA_BLACKWELL_FP8 = (0, 5, 3)
-
-
-def _rocm(dep: Deployment) -> bool:
-    """Whether the deployment's GPU is an AMD one (its gfx target in gpu_arch)."""
-    return "gfx" in (dep.gpu_arch or "").lower()
-
-
 def cache_dtype(dep: Deployment) -> str:
-    """The deployment's --kv-cache-dtype as its release resolves it (a checkpoint's FP8 KV
-    request, from the config kinds memory.Rules.kv_dtype_from_checkpoint names; fp8_e4m3 for
-    a sparse-MLA model on a Blackwell GPU, NSA_BLACKWELL_FP8)."""
-    version = parse_version(dep.engine_version)
+    """The deployment's --kv-cache-dtype as its release resolves it: a DSA model's by the GPU's
+    compute capability (`dsa_cache_dtype`), else a checkpoint's FP8 KV request, from the
+    config kinds memory.Rules.kv_dtype_from_checkpoint names."""
+    rules = rules_for(parse_version(dep.engine_version))
+    requested = dsa_cache_dtype(dep, rules.dsa_kv_dtype)
+    return kv_cache_dtype_from_checkpoint(dep.spec, requested, rules.kv_dtype_from_checkpoint)
+
+
+def dsa_cache_dtype(dep: Deployment, rule: str) -> str:
+    """SGLang's KV cache dtype for a DSA model (DeepSeek-V3.2, GLM-5; `Rules.dsa_kv_dtype`),
+    from `torch.cuda.get_device_capability()`'s major: "forced" (0.5.3-0.5.4 server_args.py
+    `_handle_model_specific_adjustments`) fp8_e4m3 on SM 10 or newer whatever was asked;
+    "auto" (0.5.5 on: `_set_default_nsa_kv_cache_dtype`, arg_groups/overrides.py from 0.5.16)
+    --kv-cache-dtype auto becomes fp8_e4m3 on SM 10 or newer (Blackwell: SM100, SM103, SM120)
+    and bfloat16 before (Hopper, Ampere, and ROCm, where torch reports the gfx target's major,
+    9). On a GPU whose capability kvplan does not know the request is kept and
+    `dsa_cache_notes` says so. Any other model's request is returned as given."""
+    requested = dep.kv_dtype
+    if not _dsa_rule_applies(dep, rule):
+        return requested
     capability = dep.compute_capability
-    if dep.spec.traits.sparse_mla and capability is not None and capability[0] >= 10 \
-            and (version is None or version >= NSA_BLACKWELL_FP8):
-        return "fp8_e4m3"
-    configs = rules_for(version).kv_dtype_from_checkpoint
-    return kv_cache_dtype_from_checkpoint(dep.spec, dep.kv_dtype, configs)
+    if capability is None and not is_rocm(dep.gpu_arch):
+        return requested
+    blackwell = capability is not None and capability[0] >= 10
+    if rule == "forced":
+        return "fp8_e4m3" if blackwell else requested
+    return "fp8_e4m3" if blackwell else "bfloat16"
+
+
+def _dsa_rule_applies(dep: Deployment, rule: str) -> bool:
+    auto = dep.kv_dtype.strip().lower() == "auto"
+    return bool(rule) and dep.spec.is_mla and dep.spec.traits.sparse_mla and \
+        (rule == "forced" or auto)
+
+
+def dsa_cache_notes(dep: Deployment) -> tuple[str, ...]:
+    """A note where SGLang would pick a DSA model's KV cache dtype by a compute capability
+    kvplan does not know (a GPU outside the catalog, or none given)."""
+    rule = rules_for(parse_version(dep.engine_version)).dsa_kv_dtype
+    if not _dsa_rule_applies(dep, rule) or dep.compute_capability is not None or \
+            is_rocm(dep.gpu_arch):
+        return ()
+    return ("SGLang picks a DSA model's KV cache dtype by the GPU's compute capability "
+            "(fp8_e4m3 on SM 10 or newer, bfloat16 before), which kvplan does not know for "
+            f"{dep.gpu_name or 'this GPU'}: sized as {dep.kv_dtype}; give --gpu with a catalog "
+            "GPU, or --kv-cache-dtype",)
 
 
 def checkpoint_kv_notes(dep: Deployment) -> tuple[str, ...]:

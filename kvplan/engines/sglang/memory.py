@@ -89,6 +89,10 @@ class Rules:
     # multimodal model by its vision tower's size (first in the 0.4.10 wheel, not in 0.4.9's;
     # in 0.5.23's arg_groups/memory_hook.py too)
     vlm_fraction: bool = True
+    # a DSA model's KV cache dtype by the GPU's compute capability (engine.dsa_cache_dtype):
+    # "" none (before 0.5.3, no DSA model ran), "forced" (0.5.3-0.5.4), "auto" (0.5.5 on);
+    # 0.5.20 on keep bfloat16 for a config with learnable_sink, which kvplan does not read
+    dsa_kv_dtype: str = "auto"
     # "activations": the defaults of a GPU of 20 to 35 GiB, (chunked_prefill_size,
     # cuda_graph_max_bs below TP 4, at TP 4 or more): (2048, 16, 80) in the 0.5.3 and 0.5.4
     # wheels, (2048, 24, 80) in 0.5.5-0.5.19's, (4096, 48, 160) from 0.5.20's memory_hook.py
@@ -101,7 +105,8 @@ class Rules:
 
 
 _CLASSIC = Rules(mem_fraction_rule="tp", prefill_cuda_graphs=False, kv_dtype_from_checkpoint=(),
-                 nccl_connects_at_init=False, moe_groups=False, vlm_fraction=False)
+                 nccl_connects_at_init=False, moe_groups=False, vlm_fraction=False,
+                 dsa_kv_dtype="")
 _V047 = replace(_CLASSIC, mem_fraction_rule="parallel", nccl_connects_at_init=True)
 _V0410 = replace(_V047, mem_fraction_rule="reserved", moe_groups=True, vlm_fraction=True)
 _V050 = replace(_V0410, nccl_connects_at_init=False)
@@ -111,10 +116,11 @@ _V050 = replace(_V0410, nccl_connects_at_init=False)
 # (layers/quantization/modelopt_quant.py) stores that attribute, ModelOptFp8Config keeps
 # kv_cache_quant_method, so a ModelOpt FP8 checkpoint still gets the model dtype
 _V053 = replace(_V050, mem_fraction_rule="activations",
-                kv_dtype_from_checkpoint=("modelopt-nvfp4",), under_35gib=(2048, 16, 80))
+                kv_dtype_from_checkpoint=("modelopt-nvfp4",), under_35gib=(2048, 16, 80),
+                dsa_kv_dtype="forced")
 # 0.5.4: every ModelOpt config inherits ModelOptQuantConfig.kv_cache_quant_algo
 _V054 = replace(_V053, kv_dtype_from_checkpoint=("modelopt",))
-_V055 = replace(_V054, under_35gib=(2048, 24, 80))
+_V055 = replace(_V054, under_35gib=(2048, 24, 80), dsa_kv_dtype="auto")
 _V0517 = replace(_V055, dsa_profile_record=True)
 # 0.5.18: layers/quantization/fp8.py Fp8Config.from_config keeps the config's
 # kv_cache_quant_algo (not in 0.5.17's wheel)

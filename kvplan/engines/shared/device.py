@@ -87,4 +87,9 @@ def compute_capability(gpu_arch: str) -> tuple[int, int] | None:
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
+def is_rocm(gpu_arch: str) -> bool:
+    """Whether Deployment.gpu_arch names an AMD GPU's gfx target ('cdna3 smgfx942')."""
+    return "gfx" in (gpu_arch or "").lower()
+
+
 # --- how requests use memory --------------------------------------------------------------
