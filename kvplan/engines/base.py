@@ -20,7 +20,7 @@ from kvplan.core.dtypes import cdiv
 from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
-from kvplan.engines.shared.device import compute_capability
+from kvplan.engines.shared.device import compute_capability, on_nvswitch_hopper
 
 if TYPE_CHECKING:
     from kvplan.core.dtypes import KVFormat
@@ -46,6 +46,8 @@ class GPULike(Protocol):
     def architecture(self) -> str: ...
     @property
     def compute_capability(self) -> Any: ...
+    @property
+    def interconnect(self) -> str: ...
 
 
 @record
@@ -59,6 +61,9 @@ class Deployment:
     gpu_memory_bytes: int | None = None  # what the GPU reports (kvplan.sources.gpus memory_bytes)
     gpu_bandwidth_bytes_per_s: int = 0
     gpu_arch: str = ""  # e.g. "hopper sm9.0" (with_gpu); read by compute_capability()
+    # how the GPU's board joins GPUs: the catalog's `interconnect` (nvswitch, nvlink-bridge,
+    # pcie, infinity-fabric; "" unknown), read by kvplan.engines.shared.device.on_nvswitch_hopper
+    gpu_interconnect: str = ""
     tp: int = 1
     pp: int = 1
     # vLLM's VLLM_PP_LAYER_PARTITION: the layer count of each pipeline stage (None: the
@@ -152,13 +157,21 @@ class Deployment:
         targets and GPUs the catalog does not describe."""
         return compute_capability(self.gpu_arch)
 
+    @property
+    def nvswitch_hopper(self) -> bool:
+        """Whether the GPU sits on an HGX Hopper board's NVSwitch, where NCCL of some releases
+        holds its buffers from init (kvplan.engines.shared.device.on_nvswitch_hopper)."""
+        return on_nvswitch_hopper(self.gpu_interconnect, self.gpu_arch)
+
     def with_gpu(self, gpu: GPULike) -> Deployment:
         """This deployment on `gpu` (a catalog or custom GPU): its name, the memory it
-        reports, its bandwidth, and the architecture that picks vLLM's MLA block size."""
+        reports, its bandwidth, the architecture that picks vLLM's MLA block size, and the
+        board's interconnect."""
         arch = f"{gpu.architecture} sm{gpu.compute_capability}" if gpu.compute_capability \
             else ""
         return replace(self, gpu_name=gpu.name, gpu_memory_bytes=gpu.memory_bytes,
-                       gpu_bandwidth_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s, gpu_arch=arch)
+                       gpu_bandwidth_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s, gpu_arch=arch,
+                       gpu_interconnect=gpu.interconnect)
 
     def gpus_shown(self) -> str | None:
         """The GPU as output names it: its name, or each stage's joined by ' + '."""

@@ -26,11 +26,15 @@ CATALOG_PATH = Path(__file__).resolve().parent.parent / "data" / "gpus.yaml"
 MEMORY_BASES = ("exact_bytes", "mib", "gib_2dp", "derived", "custom")
 _FILE_BASES = MEMORY_BASES[:-1]  # "custom" is custom_gpu()'s, never the catalog's
 REQUIRED_SOURCES = ("memory_bytes", "hbm_bandwidth_bytes_per_s")
+# how the board joins its GPUs (the catalog's header says what each means); the NCCL rule of
+# kvplan.engines.shared.device reads "nvswitch"
+INTERCONNECTS = ("nvswitch", "nvlink-bridge", "pcie", "infinity-fabric")
 
 _TOP = {"schema", "gpus"}
 _ENTRY = {"name", "display_name", "aliases", "vendor", "architecture", "compute_capability",
           "dense_flops_per_s", "memory_bytes", "memory_basis", "marketing_memory",
-          "hbm_bandwidth_bytes_per_s", "fp8", "fp4", "sources", "notes", "other_memory_bytes"}
+          "hbm_bandwidth_bytes_per_s", "fp8", "fp4", "sources", "notes", "other_memory_bytes",
+          "interconnect"}
 
 
 @record
@@ -54,6 +58,7 @@ class GPU:
     # other totals the framework has reported for this GPU on public records (another driver
     # or board): a log that does not print its total may come from any of them
     other_memory_bytes: tuple[int, ...] = ()
+    interconnect: str = ""  # one of INTERCONNECTS; "" where the catalog does not say
 
     @property
     def is_custom(self) -> bool:
@@ -168,6 +173,14 @@ def _read_gpu(f: Fields) -> GPU:
     if capability is not None and not isinstance(capability, str):
         raise f.error("compute_capability", f"must be quoted text such as \"9.0\", got "
                       f"{capability!r}")
+    interconnect = f.str("interconnect", "")
+    if f.has("interconnect"):
+        if interconnect not in INTERCONNECTS:
+            raise f.error("interconnect", f"unknown interconnect {interconnect!r}",
+                          "one of: " + ", ".join(INTERCONNECTS))
+        if "interconnect" not in sources.raw:
+            raise sources.error("interconnect", "is missing", "say where the board's "
+                                "interconnect comes from")
     flops = f.sub("dense_flops_per_s") if f.has("dense_flops_per_s") else None
     dense_flops: dict[str, int] = {}
     if flops is not None:
@@ -182,6 +195,7 @@ def _read_gpu(f: Fields) -> GPU:
     if other and "other_memory_bytes" not in sources.raw:
         raise sources.error("other_memory_bytes", "is missing", "say where the totals come from")
     return GPU(
+        interconnect=interconnect,
         other_memory_bytes=tuple(other),
         dense_flops_per_s=dense_flops,
         name=f.str("name"),
@@ -336,5 +350,6 @@ def gpu_to_dict(gpu: GPU) -> dict[str, Any]:
         "compute_capability": gpu.compute_capability, "memory_bytes": gpu.memory_bytes,
         "memory_basis": gpu.memory_basis, "marketing_memory": gpu.marketing_memory,
         "hbm_bandwidth_bytes_per_s": gpu.hbm_bandwidth_bytes_per_s, "fp8": gpu.fp8,
-        "fp4": gpu.fp4, "sources": dict(gpu.sources), "notes": gpu.notes,
+        "fp4": gpu.fp4, "interconnect": gpu.interconnect or None,
+        "sources": dict(gpu.sources), "notes": gpu.notes,
     }

@@ -16,6 +16,7 @@ from kvplan.core.errors import BadInputError, SpecError
 from kvplan.output.gpus import gpus_view
 from kvplan.sources.gpus import (
     GPU,
+    INTERCONNECTS,
     MEMORY_BASES,
     custom_gpu,
     find_gpu,
@@ -70,6 +71,24 @@ def test_numbers_are_plausible(catalog):
         # reservation, and ~6% more on GDDR with ECC on), never more
         installed_gib = int(re.match(r"(\d+) GB", gpu.marketing_memory).group(1))
         assert 0.90 < gpu.memory_bytes / (installed_gib * GIB) < 1, gpu.name
+
+
+def test_every_hopper_hgx_board_declares_nvswitch_and_no_pcie_card_does(catalog):
+    """The board's interconnect decides NCCL's init-time buffers (Deployment.nvswitch_hopper):
+    the HGX boards of the SXM parts (H100 80GB HBM3, H200, H20) join their GPUs through
+    NVSwitch; a PCIe card (H100 PCIe, H200 NVL, A100 PCIe) does not, whatever its chip."""
+    hgx = [g for g in catalog if g.architecture == "hopper"
+           and re.search(r"\b(SXM|HGX)", g.display_name)]
+    assert {g.name for g in hgx} == {"H100 SXM", "H200", "H20"}
+    assert all(g.interconnect == "nvswitch" for g in hgx)
+    cards = [g for g in catalog if "PCIe" in f"{g.name} {g.display_name}"]
+    assert {"H100 PCIe", "H200 NVL", "A100 PCIe 80GB", "A100 PCIe 40GB"} <= \
+        {g.name for g in cards}
+    assert not any(g.interconnect == "nvswitch" for g in cards)
+    assert find_gpu("NVIDIA H100 80GB HBM3").interconnect == "nvswitch"  # the device's name
+    for gpu in catalog:  # a declared board names its source
+        assert gpu.interconnect in ("", *INTERCONNECTS), gpu.name
+        assert not gpu.interconnect or gpu.sources["interconnect"].strip(), gpu.name
 
 
 def test_names_and_aliases_are_unique_after_normalizing(catalog):
@@ -270,6 +289,23 @@ def test_wrong_types_and_schema(tmp_path):
         load_catalog(_write(tmp_path, "schema: [\n"))
 
 
+def test_an_interconnect_is_one_of_the_known_boards_and_names_its_source(tmp_path):
+    def catalog_with(name, line, source=""):  # a file each: the loader caches by path
+        path = tmp_path / f"{name}.yaml"
+        path.write_text("schema: kvplan.gpus/1\ngpus:\n" + GOOD_ENTRY.replace(
+            "    fp8: false\n", f"    fp8: false\n{line}\n").replace(
+            "a datasheet}", f"a datasheet{source}}}"))
+        return load_catalog(path)
+
+    good = catalog_with("good", "    interconnect: nvswitch", ", interconnect: a board brief")
+    assert good[0].interconnect == "nvswitch"
+    with pytest.raises(SpecError, match=r"gpus\[0\]\.interconnect.*nvlink") as exc:
+        catalog_with("unknown", "    interconnect: nvlink", ", interconnect: a board brief")
+    assert "nvlink-bridge" in (exc.value.hint or "")  # the values it takes
+    with pytest.raises(SpecError, match=r"gpus\[0\]\.sources\.interconnect"):
+        catalog_with("unsourced", "    interconnect: pcie")
+
+
 # --- the command --------------------------------------------------------------------------
 
 def test_gpus_json_keys(catalog):
@@ -283,7 +319,8 @@ def test_gpus_json_keys(catalog):
         assert set(row) == {
             "name", "id", "display_name", "aliases", "vendor", "architecture",
             "compute_capability", "memory_bytes", "memory_basis", "marketing_memory",
-            "hbm_bandwidth_bytes_per_s", "fp8", "fp4", "sources", "notes"}
+            "hbm_bandwidth_bytes_per_s", "fp8", "fp4", "interconnect", "sources", "notes"}
+        assert row["interconnect"] in (None, *INTERCONNECTS)
         assert isinstance(row["memory_bytes"], int) and isinstance(row["fp8"], bool)
         # the id shown is one `--gpu` finds this very GPU by
         assert find_gpu(row["id"], catalog).name == row["name"]

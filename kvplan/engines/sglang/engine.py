@@ -86,7 +86,8 @@ class SglangEngine(BaseEngine):
                             mem_fraction_static=dep.memory_fraction,
                             weights=dep.weights_dtype, weights_bytes=dep.weights_bytes,
                             dims=dep.dims, dp=dep.dp, dp_attention=self._dp_attention(dep),
-                            gpu_name=dep.gpu_name, rocm=is_rocm(dep.gpu_arch))
+                            nvswitch_hopper=dep.nvswitch_hopper,
+                            rocm=is_rocm(dep.gpu_arch))
         prof = profile(dep.spec, config, mem.free_before_load_bytes,
                        mem.free_after_load_bytes, mem.mem_fraction_static)
         notes: tuple[str, ...] = (f"mem_fraction_static {mem.mem_fraction_static}",

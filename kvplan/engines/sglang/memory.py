@@ -18,7 +18,7 @@ from kvplan.core.errors import NoKVMemoryError
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
 from kvplan.core.units import human_bytes
-from kvplan.engines.shared.device import GIB, MIB, nccl_init_bytes, on_nvswitch_hopper
+from kvplan.engines.shared.device import GIB, MIB, nccl_init_bytes
 from kvplan.engines.shared.loading import loaded_weight_bytes as replay
 from kvplan.engines.shared.releases import row_for
 from kvplan.engines.shared.weights import ModelDims, from_inventory, load_name, stage_weights
@@ -206,17 +206,17 @@ def rules_for(version: tuple[int, ...] | None) -> Rules:
 
 
 def sglang_init_bytes(version: tuple[int, ...] | None = None, tp: int = 1, pp: int = 1, ep: int = 1,
-               gpu_name: str | None = None) -> int:
+               nvswitch_hopper: bool = False) -> int:
     """What a GPU holds when SGLang reads its free memory before the load
     (`init_torch_distributed`'s `min_per_gpu_memory`, the least over the ranks):
     SGLANG_INIT_BYTES, and where the release makes NCCL connect at init
-    (`Rules.nccl_connects_at_init`) on an HGX Hopper board (`device.on_nvswitch_hopper`), each
+    (`Rules.nccl_connects_at_init`) on an HGX Hopper board (`Deployment.nvswitch_hopper`), each
     pynccl communicator's buffers without NVLink SHARP (`device.nccl_init_bytes`) -- TP's, PP's
     and, with `Rules.moe_groups`, _MOE_EP's (ep ranks) and _MOE_TP's (tp // ep) -- and the
     custom all-reduce's (SGLANG_CUSTOM_ALLREDUCE_BYTES). Elsewhere NCCL's buffers are not
     modelled (docs/engine-accuracy.md section 9)."""
     rules = rules_for(version)
-    if not (rules.nccl_connects_at_init and on_nvswitch_hopper(gpu_name)):
+    if not (rules.nccl_connects_at_init and nvswitch_hopper):
         return SGLANG_INIT_BYTES
     groups = [tp, pp] + ([ep, tp // ep] if rules.moe_groups else [])
     held = SGLANG_INIT_BYTES + sum(nccl_init_bytes(ranks, nvls=False) for ranks in groups)
@@ -371,7 +371,7 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
                   mem_fraction_static: float | None = None, weights: str = "auto",
                   weights_bytes: int | None = None, init_bytes: int | None = None,
                   dims: ModelDims | None = None, dp: int = 1,
-                  dp_attention: bool = False, gpu_name: str | None = None,
+                  dp_attention: bool = False, nvswitch_hopper: bool = False,
                   rocm: bool = False) -> SglangMemory:
     """Predicted free memory before and after loading the weights on the fullest GPU. With
     DP attention the attention weights are split over tp // dp ranks only (replicated across
@@ -386,7 +386,8 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
         # segments holding the weights and the fp32 rotary caches, not the tensors' bytes
         stages = loaded_weight_bytes(spec, attn_tp, pp, load_name(spec, weights), ep)
     per_gpu = max(stages)
-    held = sglang_init_bytes(version, tp, pp, ep, gpu_name) if init_bytes is None else init_bytes
+    held = sglang_init_bytes(version, tp, pp, ep, nvswitch_hopper) if init_bytes is None \
+        else init_bytes
     before = gpu_memory_bytes - held
     fraction = mem_fraction_static if mem_fraction_static is not None else \
         sglang_default_mem_fraction(gpu_memory_bytes, tp, pp, version, dp, dp_attention,

@@ -43,9 +43,6 @@ CUSTOM_ALLREDUCE_BYTES = 8 * MIB
 # - the network proxy's shared send buffer, allocated at init even on one node (init.cc
 #   ncclProxyMsgSharedInit -> net.cc sharedNetBuffersInit): 32 p2p channels x 16 steps x
 #   the 512 KiB NVLink p2p chunk.
-# the Hopper boards with NVSwitch: kvplan/data/gpus.yaml's names, and the names the devices
-# report ("NVIDIA H100 80GB HBM3" is the SXM5 part; the PCIe and NVL parts have no NVSwitch)
-NVSWITCH_HOPPER = frozenset({"h100 sxm", "h100 80gb hbm3", "h200", "h20"})
 NCCL_HOPPER_CHANNELS = 24
 NCCL_CONNECTION_BYTES = (2 + 10) * MIB
 NCCL_NVLS_BYTES_PER_RANK = 16 * 2 * MIB
@@ -57,11 +54,13 @@ NCCL_SHARED_NET_BYTES = 32 * 16 * 512 * 1024
 NON_TORCH_BYTES = CUDA_CONTEXT_BYTES + KERNELS_BYTES
 
 
-def on_nvswitch_hopper(gpu_name: str | None) -> bool:
-    """Whether a GPU named so (a catalog name or the device's own) sits on an HGX Hopper
-    board's NVSwitch."""
-    name = (gpu_name or "").strip().lower()
-    return name.removeprefix("nvidia ").strip() in NVSWITCH_HOPPER
+def on_nvswitch_hopper(interconnect: str | None, gpu_arch: str) -> bool:
+    """Whether a GPU sits on an HGX Hopper board's NVSwitch, where the NCCL terms above hold:
+    the GPU catalog's `interconnect` (Deployment.gpu_interconnect, kvplan/data/gpus.yaml) is
+    "nvswitch" and its compute capability (Deployment.gpu_arch) is 9.x. Blackwell's NVLink5
+    boards and the PCIe / NVL Hopper parts are not modelled."""
+    capability = compute_capability(gpu_arch)
+    return interconnect == "nvswitch" and capability is not None and capability[0] == 9
 
 
 def nccl_init_bytes(ranks: int, nvls: bool = True) -> int:

@@ -21,7 +21,7 @@ from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec, VisionTower
 from kvplan.engines.shared.activations import profile_shapes
 from kvplan.engines.shared.budget import SCHEMA, Budget, check_positive
-from kvplan.engines.shared.device import compute_capability, on_nvswitch_hopper
+from kvplan.engines.shared.device import compute_capability
 from kvplan.engines.shared.loading import loaded_weights
 from kvplan.engines.shared.releases import release
 from kvplan.engines.shared.weights import (
@@ -66,7 +66,8 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                 stage_gpu_memory_bytes: Sequence[int] | None = None, cpu_offload_bytes: int = 0,
                 v1: bool | None = None, mm_limits: str | None = None,
                 pooling: bool = False, max_loras: int = 0,
-                max_lora_rank: int = vp.DEFAULT_MAX_LORA_RANK, check: bool = True) -> Budget:
+                max_lora_rank: int = vp.DEFAULT_MAX_LORA_RANK, nvswitch_hopper: bool = False,
+                check: bool = True) -> Budget:
     """vLLM's "Available KV cache memory" per stage (gpu_worker.determine_available_memory):
     `total x gpu_memory_utilization - (weights + activation peak + non-torch)` (0.11: one float,
     `int` at the end; 0.33: `ceil(total x util) - ...`), minus the CUDA-graph estimate from
@@ -79,7 +80,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
     as kvplan.engines.settings.parse_mm_limits holds it (`text_only_towers`). `pooling`: a
     pooling model (vLLM's runner "pooling"), whose profile runs a pooler and no sampler.
     `max_loras`: --enable-lora's adapter slots (0: LoRA off), of rank `max_lora_rank`, counted
-    with the weights (`lora_weights`). Every
+    with the weights (`lora_weights`); `nvswitch_hopper`: Deployment.nvswitch_hopper. Every
     parameter, with the vLLM source it follows: docs/engine-kv-sizing.md §7.9."""
 
     ver = version or LATEST
@@ -150,7 +151,7 @@ def vllm_budget(spec: ModelSpec, gpu_memory_bytes: int, *, version: tuple[int, .
                 for i in range(pp)]
     data_parallel = max(dp, ep // tp)
     non_torch = vp.non_torch_bytes(ver, tp, pp, data_parallel, bool(spec.num_experts), v1,
-                                   nvswitch_hopper=on_nvswitch_hopper(gpu_name)) \
+                                   nvswitch_hopper=nvswitch_hopper) \
         if non_torch_bytes is None else non_torch_bytes
     if not vp.subtracts_cudagraphs(ver, enforce_eager):
         graphs = 0  # even when given: this version or mode does not subtract them

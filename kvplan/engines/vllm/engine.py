@@ -266,7 +266,8 @@ class VllmEngine(BaseEngine):
                 cpu_offload_bytes=dep.cpu_offload_bytes, v1=dep.vllm_v1,
                 mm_limits=mm_limits(dep), pooling=dep.runner == "pooling",
                 max_loras=(dep.max_loras or DEFAULT_MAX_LORAS) if dep.enable_lora else 0,
-                max_lora_rank=dep.max_lora_rank or DEFAULT_MAX_LORA_RANK)
+                max_lora_rank=dep.max_lora_rank or DEFAULT_MAX_LORA_RANK,
+                nvswitch_hopper=dep.nvswitch_hopper)
         prof = profile(dep.spec, config, budget.available_kv_cache_bytes)
         constraints = []
         for i, stage in enumerate(prof.stages):

@@ -203,7 +203,12 @@ def test_sglang_047_to_0410_hold_nccl_connected_before_the_load_on_hgx_hopper():
     assert rules((0, 4, 7)).nccl_connects_at_init and rules((0, 4, 9)).nccl_connects_at_init
     assert not rules((0, 4, 9)).moe_groups and rules((0, 4, 10)).moe_groups
     assert not rules((0, 5, 0)).nccl_connects_at_init  # torch 2.8.0 (NCCL 2.27): not read
-    held = sglang_memory.sglang_init_bytes
+    from kvplan.engines.base import Deployment
+
+    def held(version, tp, gpu_name):  # the board as a deployment on that GPU reads the catalog
+        board = Deployment(LLAMA8B).with_gpu(find_gpu(gpu_name)).nvswitch_hopper
+        return sglang_memory.sglang_init_bytes(version, tp, nvswitch_hopper=board)
+
     # NCCL 2.26.2 at four ranks on one NVSwitch node, NVLS off: on each of 24 channels a ring
     # and a tree connection of 2 MiB (ncclSendMem) + 10 MiB (ncclRecvMem, LL 512 KiB, LL128
     # 4,800 KiB, Simple 4 MiB, each in 2 MiB IPC pages), and the proxy's shared buffer of
@@ -236,8 +241,8 @@ def test_sglang_0492_tp4_pool_from_nccl_held_before_the_load():
     spec = resolve("qwen3-235b-a22b")
     h100 = find_gpu("h100")
     common = dict(tp=4, version=(0, 4, 9), mem_fraction_static=0.93, weights="fp8")
-    hopper = sglang.sglang_memory(spec, h100.memory_bytes, gpu_name=h100.name, **common)
-    other = sglang.sglang_memory(spec, h100.memory_bytes, gpu_name=None, **common)
+    hopper = sglang.sglang_memory(spec, h100.memory_bytes, nvswitch_hopper=True, **common)
+    other = sglang.sglang_memory(spec, h100.memory_bytes, nvswitch_hopper=False, **common)
     assert other.free_before_load_bytes - hopper.free_before_load_bytes == 858 * MIB
     assert hopper.held_before_load_bytes == (512 + 858) * MIB
 
@@ -246,6 +251,17 @@ def test_sglang_0492_tp4_pool_from_nccl_held_before_the_load():
 
     assert 94 * 256 * 2 == 48128
     assert abs((pool(other) - pool(hopper)) / 48128 - 17384.9) < 0.05
+    # the engine reads the board from the deployment's GPU (the catalog's interconnect): the
+    # HGX H100 holds the 858 MiB, the PCIe card of the same chip does not
+    from kvplan.engines.base import Deployment
+    from kvplan.engines.registry import get
+
+    dep = Deployment(spec, engine="sglang", engine_version="0.4.9", tp=4,
+                     memory_fraction=0.93, weights_dtype="fp8")
+    notes = {name: " ".join(get("sglang").capacity(dep.with_gpu(find_gpu(name))).notes)
+             for name in ("H100 SXM", "H100 PCIe")}
+    assert "NCCL's buffers, connected at init" in notes["H100 SXM"]
+    assert "NCCL" not in notes["H100 PCIe"]
 
 
 def test_sglang_default_fraction_of_a_multimodal_model_follows_its_vision_tower():

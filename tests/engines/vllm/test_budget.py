@@ -309,10 +309,23 @@ def test_nccl_connects_at_init_on_nvswitch_hopper():
     for version, nvswitch in (((0, 10, 0), False), ((0, 10, 2), True), ((0, 9, 1), True)):
         assert vp.non_torch_bytes(version, tp=8, nvswitch_hopper=nvswitch) == \
             dev.KERNELS_BYTES + dev.NCCL_COMMUNICATOR_BYTES + dev.CUSTOM_ALLREDUCE_BYTES
-    assert dev.on_nvswitch_hopper("H100 SXM") and dev.on_nvswitch_hopper("NVIDIA H20")
-    assert dev.on_nvswitch_hopper("NVIDIA H100 80GB HBM3")
-    assert not dev.on_nvswitch_hopper("NVIDIA H100 PCIe")
-    assert not dev.on_nvswitch_hopper("H200 NVL") and not dev.on_nvswitch_hopper(None)
+    # the board decides, as the GPU catalog declares it (`interconnect`), with Hopper's
+    # compute capability: HGX H100 / H200 / H20, not the PCIe and NVL cards, nor the NVSwitch
+    # boards of Ampere and Blackwell, whose NCCL channels and links differ
+    from kvplan.engines.base import Deployment
+    from kvplan.sources.gpus import find_gpu
+
+    def on_board(name: str) -> bool:
+        return Deployment(LLAMA8B).with_gpu(find_gpu(name)).nvswitch_hopper
+
+    assert all(map(on_board, ("H100 SXM", "NVIDIA H100 80GB HBM3", "H200", "NVIDIA H20")))
+    assert not any(map(on_board, ("NVIDIA H100 PCIe", "H100 NVL", "H200 NVL", "GH200",
+                                  "A100 SXM 80GB", "B200", "L4")))
+    assert not Deployment(LLAMA8B).nvswitch_hopper  # no GPU named
+    assert dev.on_nvswitch_hopper("nvswitch", "hopper sm9.0")
+    assert not dev.on_nvswitch_hopper("nvswitch", "blackwell sm10.0")
+    assert not dev.on_nvswitch_hopper("pcie", "hopper sm9.0")
+    assert not dev.on_nvswitch_hopper("", "")
 
 
 def test_cudagraphs_from_0_20_unless_eager():
@@ -635,13 +648,25 @@ def held_out_spec(case: HeldOut) -> ModelSpec:
     return resolve(case.model)
 
 
+def nvswitch_hopper(gpu: str) -> bool:
+    """Whether a log's GPU (a catalog name, or the "<n>GiB" it printed) sits on an HGX Hopper
+    board's NVSwitch, as a deployment on it reads the catalog (Deployment.nvswitch_hopper)."""
+    from kvplan.engines.base import Deployment
+    from kvplan.sources import gpus
+
+    if gpu.endswith("GiB"):
+        return False
+    return Deployment(LLAMA8B).with_gpu(gpus.find_gpu(gpu)).nvswitch_hopper
+
+
 def predict_held_out(case: HeldOut) -> tuple[shared_budget.Budget, int | None]:
     """(the predicted budget, the predicted count the log printed, or None)."""
     spec = held_out_spec(case)
     gpu_name = case.gpu_name or (None if case.gpu.endswith("GiB") else case.gpu)
     budget = vllm.vllm_budget(spec, case.gpu_memory_bytes, version=case.version, tp=case.tp,
                            pp=case.pp, weights=case.weights, gpu_name=gpu_name,
-                           max_model_len=case.max_model_len, check=False, **case.settings)
+                           max_model_len=case.max_model_len, check=False,
+                           nvswitch_hopper=nvswitch_hopper(case.gpu), **case.settings)
     unit = case.logged.get("unit")
     if unit is None or min(budget.available_kv_cache_bytes) <= 0:
         return budget, None
@@ -667,7 +692,8 @@ def model_of(case: Case) -> ModelSpec:
 def budget_of(case: Case) -> shared_budget.Budget:
     return vllm.vllm_budget(model_of(case), case.gpu_memory_bytes, version=case.version,
                          tp=case.tp, pp=case.pp, weights=case.weights, gpu_name=case.gpu_name,
-                         max_model_len=case.max_model_len, **case.settings)
+                         max_model_len=case.max_model_len,
+                         nvswitch_hopper=nvswitch_hopper(case.gpu), **case.settings)
 
 
 def predict(case: Case) -> tuple[shared_budget.Budget, int]:
