@@ -148,6 +148,10 @@ class LlamacppProfile:
     gpu_layers: int = 0  # repeating layers on the GPU(s) (-ngl)
     output_on_gpu: bool = True
     gpu_kv_bytes: int = 0  # the KV of the layers on the GPU(s); 0 with --no-kv-offload
+    # the weights -ngl and the tensor overrides (-ot, --cpu-moe, --n-cpu-moe) leave in host
+    # memory, token embeddings included (the engine's capacity places them once: `place_weights`,
+    # `host_overrides`); None: no -ngl and no override
+    host_weights_bytes: int | None = None
 
     @property
     def host_kv_bytes(self) -> int:
@@ -539,10 +543,13 @@ class LlamacppEngine(BaseEngine):
         if ngl is None:
             weights = weights_per_gpu(dep) - (moved.to_host_bytes // gpus if moved else 0)
             host_weights = moved.to_host_bytes if moved else 0
+            if moved is not None:
+                prof = replace(prof, host_weights_bytes=host_weights)
         else:
             placed = place_weights(dep, prof.gpu_layers, prof.output_on_gpu, moved)
             weights = cdiv(placed.gpu_bytes, gpus)
             host_weights = placed.host_bytes - placed.embedding_bytes  # a lookup, not a read
+            prof = replace(prof, host_weights_bytes=placed.host_bytes)
             n_layer = len(prof.layer_bytes)
             notes.append(
                 f"-ngl {ngl}: {prof.gpu_layers} of {n_layer} repeating layers (the last ones) "
@@ -626,15 +633,10 @@ class LlamacppEngine(BaseEngine):
                 ("- KV cache", kv),
                 ("- compute buffers", compute),
                 ("= left", memory - cap.weights_per_gpu_bytes - kv - compute)]
-        dep = cap.deployment
-        ngl = gpu_layer_count(dep.n_gpu_layers)
-        moved = host_overrides(dep, p)
-        if ngl is not None or dep.no_kv_offload or moved is not None:
+        if p.host_weights_bytes is not None or cap.deployment.no_kv_offload:
             # what partial offload (-ngl), the tensor overrides and --no-kv-offload leave in
             # host memory (all GPUs)
-            host_weights = (moved.to_host_bytes if moved else 0) if ngl is None else \
-                place_weights(dep, p.gpu_layers, p.output_on_gpu, moved).host_bytes
-            rows += [("host memory: weights", host_weights),
+            rows += [("host memory: weights", p.host_weights_bytes or 0),
                      ("host memory: KV cache", p.host_kv_bytes)]
         return rows
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/
@@ -174,3 +175,33 @@ def test_the_decode_floor_names_the_weights_it_does_not_time():
     (title, rows), = json.loads(plain.output)["tables"].items()
     assert "not timed" not in title
     assert "host_weights_bytes_not_timed" not in {x["name"] for x in rows}
+
+
+def test_memory_rows_read_the_placement_the_capacity_made(monkeypatch):
+    """-ngl and -ot place the weights once, in the capacity; the memory rows show that
+    placement rather than place them again. Host memory holds the overridden experts and,
+    under -ngl, the token embeddings too (always on the CPU), which the capacity's
+    host_weights_bytes (what a step reads) leaves out."""
+    from kvplan.engines.base import Deployment
+    from kvplan.engines.llamacpp import engine as lc
+    from kvplan.sources.library import resolve
+
+    dep = Deployment(resolve("deepseek-r1"), engine="llamacpp", gpu_memory_bytes=2000 * 2**30,
+                     weights_dtype="bf16", max_model_len=4096, tensor_overrides="exps=CPU")
+    caps = [lc.ENGINE.capacity(dep), lc.ENGINE.capacity(replace(dep, n_gpu_layers="99"))]
+
+    def placed_again(*args, **kwargs):
+        raise AssertionError("the weights were placed a second time")
+
+    prof = caps[1].engine_profile
+    embeddings = lc.place_weights(caps[1].deployment, prof.gpu_layers, prof.output_on_gpu
+                                  ).embedding_bytes
+    # 129,280 x 7,168 bf16 as the whole model's share of the library's parameter count
+    assert abs(embeddings / (129280 * 7168 * 2) - 1) < 0.02
+    monkeypatch.setattr(lc, "host_overrides", placed_again)
+    monkeypatch.setattr(lc, "place_weights", placed_again)
+    experts = MOE_LAYERS * EXPERT_LAYER_BYTES
+    rows = [dict(lc.ENGINE.memory_rows(cap) or ()) for cap in caps]
+    assert caps[0].host_weights_bytes == rows[0]["host memory: weights"] == experts
+    assert caps[1].host_weights_bytes == experts
+    assert rows[1]["host memory: weights"] == experts + embeddings
