@@ -99,6 +99,10 @@ class LogLine:
     # literal text that, anywhere in the log, shows the line is another tool's and not the
     # engine's own (kvcached's virtual pool printed through SGLang's line): then not read
     unless: str = ""
+    # `pattern` reads a key of the dict the engine echoes (EngineLog.echoes_non_defaults):
+    # matched only at the dict's top level, never inside a nested value (a 'max_model_len'
+    # inside vLLM's 'speculative_config' is the draft's, not the server's)
+    echoed: bool = False
 
 
 @record

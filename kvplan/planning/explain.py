@@ -23,7 +23,7 @@ from typing import Any
 from kvplan.core.errors import BadInputError
 from kvplan.core.launch import EngineLog
 from kvplan.core.record import record
-from kvplan.sources.startlog import LogFacts, read_log
+from kvplan.sources.startlog import LogFacts, echoed_keys, read_log
 
 # the agreement a KV line must reach: within what the log's printed precision allows
 TOLERANCE_TEXT = "the log's printed precision"
@@ -154,7 +154,7 @@ def _echoed_settings(fmt: EngineLog) -> EngineLog:
                     rf"'?({_OBJECT}|[^,'{{}}\s]+)'?" if row.parse is not None else \
                     r"'?([^,'}\s]+)'?"
                 lines.append(LogLine(row.field_name, f"'{name}':", rf"'{name}': {value}",
-                                     converter, "settings"))
+                                     converter, "settings", echoed=True))
     # the environment variables the engine's launch table reads (EngineLaunch.env: vLLM's
     # VLLM_PP_LAYER_PARTITION), as an echoed launch line sets them (`NAME=value vllm serve`,
     # `-e NAME=value`, `export NAME=value`) or a Go map prints them (Ollama's routes.go
@@ -414,43 +414,6 @@ def explain(text: str, model: str | None = None, gpu: str | None = None,
                        tuple(warnings), unprinted)
 
 
-def _echoed_keys(text: str, marker: str) -> list[str]:
-    """The top-level keys of the dict the engine echoes after `marker` (vLLM's "non-default
-    args: {'model': ..., 'enable_lora': True, 'lora_modules': [LoRAModulePath(name='a', ...)]}"):
-    nested objects and quoted strings are skipped, so a key inside a value is not one. The
-    first such line; bounded by the line's length."""
-    import re
-
-    at = text.find(marker)
-    if at < 0:
-        return []
-    end = text.find("\n", at)
-    body = text[at + len(marker) - 1:end if end >= 0 else len(text)]
-    keys: list[str] = []
-    depth, i, quote = 0, 0, ""
-    while i < len(body):
-        c = body[i]
-        if quote:
-            i += 2 if c == "\\" else 1
-            quote = "" if c == quote else quote
-            continue
-        if c in "'\"":
-            m = re.match(r"'(\w+)': ", body[i:]) if depth == 1 and c == "'" else None
-            if m and body[:i].rstrip().endswith(("{", ",")):
-                keys.append(m.group(1))
-                i += m.end()
-                continue
-            quote = c
-        elif c in "{[(":
-            depth += 1
-        elif c in "}])":
-            depth -= 1
-            if depth == 0:
-                break
-        i += 1
-    return keys
-
-
 def _unknown_echoed(text: str, facts: LogFacts) -> list[str]:
     """The settings a log echoes as set (vLLM's non-default args) under a flag kvplan does not
     know for the engine: named as a launch line's unknown flag is
@@ -465,7 +428,7 @@ def _unknown_echoed(text: str, facts: LogFacts) -> list[str]:
         return []
     known = {f.replace("_", "-") for f in table.flags}
     found = []
-    for key in _echoed_keys(text, fmt.echoes_non_defaults):
+    for key in echoed_keys(text, fmt.echoes_non_defaults):
         flag = "--" + key.replace("_", "-")
         if key not in fmt.echoed_positional and flag not in known:
             found.append(f"the log's non-default args set '{key}': " + unknown_flag(flag,

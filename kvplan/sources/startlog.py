@@ -147,15 +147,73 @@ def _lines(text: str, facts: LogFacts) -> list[str]:
     return out
 
 
-def _matches(lines: Sequence[str], fmt: LogLine, compiled: re.Pattern[str]
-             ) -> Iterator[tuple[str, re.Match[str]]]:
-    """(line, match) for every line where `fmt`'s pattern matches near its key."""
+def echoed_dict(text: str, marker: str) -> tuple[str, dict[str, int]]:
+    """The dict an engine echoes after `marker` (EngineLog.echoes_non_defaults: vLLM's
+    "non-default args: {'model': ..., 'enable_lora': True, 'lora_modules':
+    [LoRAModulePath(name='a', ...)]}"), the first in `text`: its line from the start to the
+    closing brace, with the lines a terminal wrapped it over joined back, and its top-level
+    keys, each with the offset of its opening quote there. Nested objects and quoted strings
+    are skipped, so a key inside a value is not one. Read up to MAX_LINE_CHARS, linear in them.
+    The one reader of that dict's structure: `read_log` matches `LogLine.echoed` patterns at
+    these keys only, and kvplan.planning.explain names the keys kvplan does not know."""
+    at = text.find(marker)
+    if at < 0:
+        return "", {}
+    start = text.rfind("\n", 0, at) + 1
+    line = re.sub(r"[\r\n]", "", text[start:start + MAX_LINE_CHARS])
+    i = at - start + len(marker) - 1  # the dict's opening brace
+    keys: dict[str, int] = {}
+    depth, quote, last = 0, "", ""
+    while i < len(line):
+        c = line[i]
+        if quote:
+            i += 2 if c == "\\" else 1
+            quote, last = ("", c) if c == quote else (quote, last)
+            continue
+        if c in "'\"":
+            m = _ECHOED_KEY.match(line, i) if depth == 1 and c == "'" and last in ("{", ",") \
+                else None
+            if m:
+                keys.setdefault(m.group(1), i)
+                i, last = m.end(), ":"
+                continue
+            quote = c
+        elif c in "{[(":
+            depth += 1
+        elif c in "}])":
+            depth -= 1
+            if depth == 0:
+                return line[:i + 1], keys
+        if not c.isspace():
+            last = c
+        i += 1
+    return line, keys
+
+
+def echoed_keys(text: str, marker: str) -> list[str]:
+    """The top-level keys of the dict an engine echoes after `marker` (`echoed_dict`)."""
+    return list(echoed_dict(text, marker)[1])
+
+
+_ECHOED_KEY = re.compile(r"'(\w+)': ")
+
+
+def _matches(lines: Sequence[str], fmt: LogLine, compiled: re.Pattern[str],
+             tops: Sequence[int] | None = None) -> Iterator[tuple[str, re.Match[str]]]:
+    """(line, match) for every line where `fmt`'s pattern matches near its key; with `tops`
+    (the offsets of an echoed dict's top-level keys, `echoed_keys`) only a match starting at
+    one of them."""
     for line in lines:
+        if tops is not None:
+            at = next((m for pos in tops if line.startswith(fmt.key, pos) and (
+                m := compiled.match(line, pos, pos + len(fmt.key) + WINDOW_CHARS))), None)
+            if at:
+                yield line, at
+            continue
         pos = line.find(fmt.key)
         tries = 0
         while pos >= 0 and tries < KEY_TRIES:
-            lo = max(0, pos - BACK_CHARS)
-            m = compiled.search(line, lo, pos + len(fmt.key) + WINDOW_CHARS)
+            m = compiled.search(line, max(0, pos - BACK_CHARS), pos + len(fmt.key) + WINDOW_CHARS)
             if m:
                 yield line, m
                 break
@@ -182,7 +240,13 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
                             "one of: " + ", ".join(known))
     lines = _lines(text, facts)
     unmatched: list[LogLine] = []  # KV formats no line matched
+    # the dict of non-default settings the engine echoes (the first, its wrapped lines
+    # joined): an `echoed` format reads it at its top-level keys only
+    echo = known[facts.engine].echoes_non_defaults
+    echo_line, echo_keys = echoed_dict(text, echo) if echo else ("", {})
+    echo_lines, tops = [echo_line] if echo_line else [], sorted(echo_keys.values())
     for fmt in known[facts.engine].figures:
+        scan, at = (echo_lines, tops) if fmt.echoed else (lines, None)
         if fmt.combine == "first" and _have(facts, fmt.figure, fmt.place):
             continue
         if fmt.key not in text:  # no line can match: nothing to compile (most formats)
@@ -190,7 +254,7 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
         compiled = re.compile(fmt.pattern)
         if fmt.unless and fmt.unless in text:
             # said only where such a line is there to be left unread
-            if next(_matches(lines, fmt, compiled), None) is not None:
+            if next(_matches(scan, fmt, compiled, at), None) is not None:
                 note = (f"{fmt.figure}: the '{fmt.key}' line is not read: the log shows "
                         f"'{fmt.unless}', whose figure it then is")
                 if note not in facts.notes:
@@ -199,7 +263,7 @@ def read_log(text: str, formats: Sequence[EngineLog], engine: str | None = None)
         total: float = 0
         found = 0
         ranks: dict[tuple[int, int, int], Any] = {}
-        for line, m in _matches(lines, fmt, compiled):
+        for line, m in _matches(scan, fmt, compiled, at):
             raw = m.group(1).strip()
             try:
                 value = _CONVERT[fmt.converter](raw)

@@ -431,6 +431,55 @@ def test_echoed_settings_are_read_through_their_setting_rows():
     assert offloaded - kept == 4 * GIB
 
 
+def test_a_key_inside_an_echoed_value_is_not_the_servers_setting():
+    # vLLM echoes --speculative-config as a dict inside the non-default args: the draft's
+    # max_model_len and tensor_parallel_size there are not the server's (8,192 and TP 4)
+    dump = ("INFO 05-01 10:00:00 [api_server.py:1040] vLLM API server version 0.10.1\n"
+            "INFO 05-01 10:00:00 [utils.py:326] non-default args: {'model': 'm', "
+            "'speculative_config': {'method': 'eagle', 'model': 'd', 'max_model_len': 2048, "
+            "'tensor_parallel_size': 1}, 'max_model_len': 8192, 'tensor_parallel_size': 4, "
+            "'limit_mm_per_prompt': {'image': 0}}\n")
+    facts = startlog.read_log(dump, reading_formats())
+    assert (facts.settings["max_model_len"], facts.settings["tp"]) == (8192, 4)
+    assert facts.settings["speculative_method"] == "eagle"  # the engine's own line, nested
+    assert startlog.echoed_keys(dump, "non-default args: {") == [
+        "model", "speculative_config", "max_model_len", "tensor_parallel_size",
+        "limit_mm_per_prompt"]
+    # a key the dict does not hold at its top level is not read from a nested one
+    nested_only = dump.replace(", 'max_model_len': 8192", "")
+    assert "max_model_len" not in startlog.read_log(nested_only, reading_formats()).settings
+
+
+def test_an_echoed_dict_a_terminal_wrapped_is_read_whole():
+    # dennislee22/vLLM-benchmarking's 0.10.1.1 log (tests/fixtures/logs/vllm/dennislee22-
+    # qwen2-7b-a100-gmu05.log) wraps its non-default args inside 'Qwen2-7B-Instruct': the keys
+    # after the wrap are the dict's too, and no key is taken from the next record's text
+    wrapped = ("(APIServer pid=2739) INFO 09-04 01:28:28 [utils.py:326] non-default args: "
+               "{'model_tag': 'Qwen2-7B-Instruct', 'port': 8081, 'model': 'Qwe\n"
+               "n2-7B-Instruct', 'max_model_len': 16384, 'gpu_memory_utilization': 0.5}\n"
+               "(APIServer pid=2739) INFO 09-04 01:28:43 ['block_size': 64] an unrelated line\n")
+    line, keys = startlog.echoed_dict(wrapped, "non-default args: {")
+    assert list(keys) == ["model_tag", "port", "model", "max_model_len",
+                          "gpu_memory_utilization"]
+    assert line.endswith("'gpu_memory_utilization': 0.5}") and "Qwen2-7B-Instruct" in line
+    facts = startlog.read_log(wrapped, reading_formats(), "vllm")
+    assert (facts.settings["max_model_len"], facts.settings["memory_fraction"]) == (16384, 0.5)
+    assert "block_size" not in facts.settings
+
+
+def test_an_echoed_dict_is_read_up_to_the_line_limit():
+    # 4,000 keys (about 56 KiB) are read whole; past MAX_LINE_CHARS (64 KiB) the reader stops
+    def keys(count):
+        body = ", ".join(f"'k{i}': {i}" for i in range(count))
+        text = "non-default args: {" + body + ", 'max_model_len': 4096}\n"
+        return len(text), startlog.echoed_keys(text, "non-default args: {")
+
+    size, read = keys(4000)
+    assert size < startlog.MAX_LINE_CHARS and len(read) == 4001 and read[-1] == "max_model_len"
+    size, read = keys(6000)
+    assert size > startlog.MAX_LINE_CHARS and "max_model_len" not in read and len(read) < 6000
+
+
 def test_a_count_below_one_workers_budget_names_the_fewest_over_workers():
     # TP 2 halves Llama-3.1-8B's KV heads: 16 x 65,536 B blocks, 50 GiB -> 51,200 blocks, one
     # the null block: 51,199 x 16 tokens; a log printing 128 blocks fewer is what a worker
