@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from fractions import Fraction
 
 GIB = 2**30
+MIB = 2**20
 GB = 10**9
 
 # Upper bounds on what people type: far above any real deployment, low enough that nothing

@@ -18,11 +18,10 @@ from typing import Any
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
-from kvplan.core.units import MAX_BATCH, MAX_TOKENS
+from kvplan.core.units import GIB, MAX_BATCH, MAX_TOKENS
 
 MAX_GPUS = 65_536  # GPUs (or ranks of one kind) in one instance: far above any real one
 KINDS = ("int", "float", "bool", "bytes", "gib", "tokens", "str")
-GIB = 2**30
 
 
 @record

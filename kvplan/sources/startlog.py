@@ -20,9 +20,8 @@ from typing import Any
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.launch import EngineLog, LogLine
-from kvplan.core.units import GIB, MAX_DIGITS
+from kvplan.core.units import GIB, MAX_DIGITS, MIB
 
-MIB = 2**20
 MAX_LOG_BYTES = 64 * MIB
 MAX_LINE_CHARS = 64 * 1024  # a longer line is read up to here (config dumps are ~10 KiB)
 WINDOW_CHARS = 512  # a pattern is matched within this many characters after its key

@@ -36,3 +36,23 @@ def test_int_list():
     assert parse_int_list("2k, 4096,8k", "--lengths") == [2048, 4096, 8192]
     with pytest.raises(BadInputError):
         parse_int_list(" , ", "--lengths")
+
+
+def test_the_binary_units_have_one_home():
+    """GiB and MiB are declared in kvplan.core.units alone: a module that needs them imports
+    them (an AST scan of the package for a module-level `GIB = ...` / `MIB = ...`)."""
+    import ast
+
+    from paths import ROOT
+
+    from kvplan.core.units import GIB, MIB
+
+    assert (GIB, MIB) == (1024**3, 1024**2)
+    homes = []
+    for path in sorted((ROOT / "kvplan").rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, ast.AnnAssign) else []
+            homes += [(path.relative_to(ROOT).as_posix(), t.id) for t in targets
+                      if isinstance(t, ast.Name) and t.id in ("GIB", "MIB", "KIB", "TIB")]
+    assert homes == [("kvplan/core/units.py", "GIB"), ("kvplan/core/units.py", "MIB")], homes

@@ -22,6 +22,7 @@ from kvplan.core.launch import EngineLog
 from kvplan.core.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
+from kvplan.core.units import MIB
 from kvplan.engines.base import (
     BaseEngine,
     Capacity,
@@ -36,7 +37,6 @@ from kvplan.engines.llamacpp.overrides import Moved
 from kvplan.engines.llamacpp.text import LOG_FORMAT, launch_flags
 
 SCHEMA = "kvplan.engine.llamacpp/1"
-MIB = 2**20
 CELL_PAD = 256
 N_UBATCH = 512  # llama-server / llama-cli default physical batch
 KQ_MASK_PAD = 64  # GGML_KQ_MASK_PAD (ggml.h): the mask's token rows are padded to this

@@ -17,8 +17,8 @@ from dataclasses import replace
 from kvplan.core.errors import NoKVMemoryError
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec
-from kvplan.core.units import human_bytes
-from kvplan.engines.shared.device import GIB, MIB, nccl_init_bytes
+from kvplan.core.units import GIB, MIB, human_bytes
+from kvplan.engines.shared.device import nccl_init_bytes
 from kvplan.engines.shared.loading import loaded_weight_bytes as replay
 from kvplan.engines.shared.releases import row_for
 from kvplan.engines.shared.weights import ModelDims, from_inventory, load_name, stage_weights

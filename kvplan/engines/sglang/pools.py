@@ -30,13 +30,12 @@ from kvplan.core.layers import (
 from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
-from kvplan.core.units import human_bytes
+from kvplan.core.units import GIB, human_bytes
 from kvplan.engines import named_kv_format
 from kvplan.engines.cache import STATE_DTYPES, CacheLayout, StateBuffer, dense_layers, spec_state
 from kvplan.engines.sglang.memory import rest_gb
 
 SCHEMA = "kvplan.engine.sglang/1"
-GIB = 2**30
 SWA_FULL_TOKENS_RATIO = 0.8  # arg_groups/fields/schedule.py default
 MAMBA_FULL_MEMORY_RATIO = 0.9  # _handle_max_mamba_cache default r
 SSM_STATE_NAMES = ("ssm", "recurrent", "temporal")  # kept in float32 by default

@@ -9,8 +9,7 @@ stated beside it (the vLLM logs that print a non-torch line; NCCL's NCCL_BUFFSIZ
 
 from __future__ import annotations
 
-GIB = 2**30
-MIB = 2**20
+from kvplan.core.units import MIB
 
 # Device constants. The CUDA context of a CUDA 12 process with lazy module loading, and the
 # kernels/library workspaces a forward pass loads on first use: the two vLLM logs that print

@@ -22,10 +22,10 @@ from kvplan.core.layers import ATTENTION_KINDS, MLA, NoCache, RecurrentState
 from kvplan.core.record import record
 from kvplan.core.sizing import pp_stages
 from kvplan.core.spec import ModelSpec
+from kvplan.core.units import GIB
 from kvplan.engines import named_kv_format
 
 SCHEMA = "kvplan.engine.trtllm/1"
-GIB = 2**30
 TOKENS_PER_BLOCK = 32  # KvCacheConfig.tokens_per_block (PyTorch backend)
 FREE_GPU_MEMORY_FRACTION = 0.9  # KvCacheConfig.free_gpu_memory_fraction default
 MAX_BATCH_SIZE = 2048  # tensorrt_llm/llmapi/llm_args.py BaseLlmArgs.max_batch_size default

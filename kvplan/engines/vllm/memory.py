@@ -18,6 +18,7 @@ from __future__ import annotations
 from kvplan.core.layers import ATTENTION_KINDS, MLA, RecurrentState
 from kvplan.core.record import record
 from kvplan.core.spec import ModelSpec, VisionTower
+from kvplan.core.units import MIB
 from kvplan.engines.settings import MM_DEFAULT_LIMIT
 from kvplan.engines.shared.activations import (
     ACTIVATION_BYTES,
@@ -38,9 +39,6 @@ from kvplan.engines.vllm.config import (
     default_max_num_seqs,
     rules_for,
 )
-
-GIB = 2**30
-MIB = 2**20
 
 # What changes between releases is in kvplan.engines.vllm.config.RULES (rules_for).
 

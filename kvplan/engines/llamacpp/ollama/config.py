@@ -7,8 +7,7 @@ it follows at the release's tag: docs/engine-kv-sizing.md §7.11.
 from __future__ import annotations
 
 from kvplan.core.record import record
-
-GIB = 2**30
+from kvplan.core.units import GIB
 
 
 @record
