@@ -30,6 +30,12 @@ def json_plain(value: Any) -> Any:
     return plain(value)
 
 
+def milliseconds(seconds: Any) -> str:
+    """A duration in seconds (a float or a Fraction) as the tables print it: milliseconds to
+    three decimals with thousands separators ('1,234.500')."""
+    return f"{float(seconds) * 1000:,.3f}"
+
+
 def unit_note(units: str) -> str:
     if units == "iec":
         return ("Units: B = bytes; KiB/MiB/GiB/TiB are powers of 2 "

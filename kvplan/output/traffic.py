@@ -7,11 +7,8 @@ from dataclasses import asdict
 from typing import Any
 
 from kvplan.output.render import Column, Table, View, json_plain
+from kvplan.output.render import milliseconds as _ms  # the tables' one ms format
 from kvplan.planning.traffic import SCHEMA, TrafficLayouts, TrafficPlan
-
-
-def _ms(seconds: Any) -> str:
-    return f"{float(seconds) * 1000:,.3f}"
 
 
 def traffic_view(t: TrafficPlan, deployment: str, layouts: TrafficLayouts | None = None

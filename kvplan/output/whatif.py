@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from kvplan.output.render import Column, Table, View, json_plain
+from kvplan.output.render import milliseconds as _ms  # the tables' one ms format
 from kvplan.planning.whatif import WhatIfResult
 
 SCHEMA = "kvplan.whatif/2"  # 2: disaggregated wire/per-rank bytes, prefix needs, turns
@@ -14,10 +15,6 @@ SCHEMA = "kvplan.whatif/2"  # 2: disaggregated wire/per-rank bytes, prefix needs
 WHATIF_NOTE = ("What-ifs: a policy's bytes assume the engine implements it; kvplan's baseline is "
                "the exact cache the engine keeps today. Capacity = the engine's KV budget // one "
                "request's bytes in whole blocks, for every row alike.")
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:,.3f}"
 
 
 def whatif_view(r: WhatIfResult) -> View:

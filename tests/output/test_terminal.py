@@ -85,3 +85,16 @@ def test_size_and_plan_tables_do_not_import_rich():
                               text=True, check=True)
         assert "KV" in done.stdout
         assert done.stderr.strip().splitlines()[-1] == "False", args
+
+
+def test_durations_print_in_milliseconds_one_way():
+    """The whatif and traffic tables print seconds as milliseconds through one formatter:
+    three decimals and thousands separators, from a float or an exact Fraction."""
+    from fractions import Fraction
+
+    from kvplan.output import traffic, whatif
+    from kvplan.output.render import milliseconds
+
+    assert milliseconds(Fraction(3, 2000)) == "1.500"
+    assert milliseconds(1234.5) == "1,234,500.000"
+    assert whatif._ms is traffic._ms is milliseconds
