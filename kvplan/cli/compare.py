@@ -10,7 +10,14 @@ from typing import Annotated, Any
 
 import typer
 
-from kvplan.cli.options import FormatOpt, ModelsArg, UnitsOpt, _emit, handle_errors
+from kvplan.cli.options import (
+    FormatOpt,
+    ModelsArg,
+    UnitsOpt,
+    _emit,
+    engine_name,
+    handle_errors,
+)
 from kvplan.cli.plan import (
     DEFAULT_ENGINE,
     ConcurrencyOpt,
@@ -20,7 +27,6 @@ from kvplan.cli.plan import (
     GpuMemoryOpt,
     MaxModelLenOpt,
     WeightsDtypeOpt,
-    _engine_name,
     _tokens,
 )
 from kvplan.cli.settings import engine_options
@@ -71,7 +77,7 @@ def compare(
     from kvplan.planning.policies import parse_policy
 
     gpus = [g.strip() for g in gpu.split(",")] if gpu else [None]
-    engines = [_engine_name(e.strip()) for e in engine.split(",")]
+    engines = [engine_name(e.strip()) for e in engine.split(",")]
     dtypes = [d.strip() for d in kv_dtype.split(",")]
     for e in engines:
         get_engine(e)

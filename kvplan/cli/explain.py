@@ -8,13 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.options import FormatOpt, UnitsOpt, _emit, handle_errors
-
-
-def _engine_name(value: str) -> str:
-    from kvplan.cli.plan import _engine_name as name  # plan's reading of --engine, on use
-
-    return name(value)
+from kvplan.cli.options import FormatOpt, UnitsOpt, _emit, engine_name, handle_errors
 
 
 @handle_errors
@@ -36,7 +30,7 @@ def explain(
         show_default=False)] = None,
     engine: Annotated[str | None, typer.Option(
         "--engine", help="Which engine wrote the log (default: recognised from its lines).",
-        show_default=False, callback=lambda v: v if v is None else _engine_name(v))] = None,
+        show_default=False, callback=lambda v: v if v is None else engine_name(v))] = None,
     engine_version: Annotated[str | None, typer.Option(
         "--engine-version", help="The engine release that wrote the log, when it prints none "
         "(default: dated by its line formats).", show_default=False)] = None,

@@ -19,6 +19,18 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 # --- shared options, declared once ------------------------------------------------------
+def engine_name(value: str) -> str:
+    """`--engine vLLM` is vllm: a name in another case than a known engine's is that engine
+    (a registered engine's own spelling wins). The one reading of an engine's name that
+    plan, compare and explain give their --engine."""
+    from kvplan.engines.registry import names
+
+    known = names()
+    if value in known:
+        return value
+    return next((n for n in known if n.lower() == value.lower()), value)
+
+
 ModelArg = Annotated[str, typer.Argument(
     help="Library name (llama-3.1-8b), a YAML spec, a config.json / directory holding one, "
     "or a Hugging Face Hub repo: hf:org/name[@revision] (a bare org/name tries the library's "

@@ -22,6 +22,7 @@ from kvplan.cli.options import (
     KVDtypeOpt,
     UnitsOpt,
     _emit,
+    engine_name,
     handle_errors,
 )
 from kvplan.cli.settings import engine_options, option
@@ -47,17 +48,9 @@ TPOptional = option("tp")
 PPOptional = option("pp")
 
 
-def _engine_name(value: str) -> str:
-    """`--engine vLLM` is vllm: a name in another case than a known engine's is that engine
-    (a registered engine's own spelling wins)."""
-    if value in engine_names():
-        return value
-    return next((n for n in engine_names() if n.lower() == value.lower()), value)
-
-
 EngineOpt = Annotated[str, typer.Option(
     "--engine", help=f"{', '.join(engine_names()[:-1])} or {engine_names()[-1]} (or an engine "
-    "registered with kvplan.engines.registry).", callback=_engine_name)]
+    "registered with kvplan.engines.registry).", callback=engine_name)]
 EngineVersionOpt = Annotated[str | None, typer.Option(
     "--engine-version", help="The engine's version (vLLM: 0.11, 0.21, ...; default: newest "
     "read).", show_default=False)]

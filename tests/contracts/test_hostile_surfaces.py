@@ -699,6 +699,13 @@ def test_engine_in_another_case_plans_as_that_engine():
                             "-f", "json"])
     assert a.exit_code == b.exit_code == 0
     assert json.loads(a.stdout) == json.loads(b.stdout)
+    # compare reads each of its engines the same way (kvplan.cli.options.engine_name)
+    c = runner.invoke(app, ["compare", "llama-3.1-8b", "--gpu", "h100", "--engine",
+                            "vLLM,SGLang", "-f", "json"])
+    d = runner.invoke(app, ["compare", "llama-3.1-8b", "--gpu", "h100", "--engine",
+                            "vllm,sglang", "-f", "json"])
+    assert c.exit_code == d.exit_code == 0, c.output
+    assert json.loads(c.stdout) == json.loads(d.stdout)
 
 
 def test_the_package_says_it_is_typed():
