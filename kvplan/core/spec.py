@@ -412,6 +412,10 @@ class ModelSpec:
     checkpoint: Checkpoint | None = None  # its published bytes, when known
     # what the reader assumed (--assume-standard-attention): printed with every result
     warnings: tuple[str, ...] = ()
+    # fields the config.json leaves out that the reader took, as the engine's config object
+    # does, from the model type's config class default ("mamba_expand = 2 (absent:
+    # GraniteMoeHybridConfig, transformers 5.19.0 default)"): said in the results' notes
+    class_defaults: tuple[str, ...] = ()
 
     @property
     def num_layers(self) -> int:

@@ -78,6 +78,7 @@ def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
               verdict: Verdict | None = None) -> View:
     from kvplan import __version__
     from kvplan.output.render import Column, Table, View, json_plain
+    from kvplan.output.tables import class_defaults_notes
     from kvplan.planning.plan import SCHEMA, engine_log_lines, engine_numbers
 
     dep = cap.deployment
@@ -128,7 +129,7 @@ def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
         "engine": json_plain(numbers), "log_lines": engine_log_lines(cap),
         "answer": json_plain(answer), "target_met": target_met,
         "tables": {t.title: [json_plain(r) for r in t.rows] for t in extra_tables},
-        "notes": list(cap.notes), "warnings": warnings,
+        "notes": list(cap.notes) + class_defaults_notes(dep.spec), "warnings": warnings,
         **_verdict_fields(start, verdict),
     }
     csv_row = {"model": dep.spec.name, "engine": dep.engine, "gpu": dep.gpu_name,
@@ -144,6 +145,7 @@ def plan_view(cap: Capacity, answer: dict[str, Any], target_met: bool | None,
     notes += ["Engine log lines: " + " | ".join(engine_log_lines(cap))] \
         if engine_log_lines(cap) else []
     notes += list(cap.notes)
+    notes += class_defaults_notes(dep.spec)
     notes += _formula_notes()
     return View(tables, payload, csv_table, notes, warnings,
                 headline=_headline(cap, answer, target_met, start), notes_when_verbose=True)

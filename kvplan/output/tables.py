@@ -105,6 +105,7 @@ def size_view(result: SizeResult, spec: ModelSpec, fmt: KVFormat,
         f"KV dtype {r.kv_dtype} ({fmt.description}), {par}, "
         f"block size {r.block_size}, max length {r.max_len:,}.",
         FORMULA,
+        *class_defaults_notes(spec),
     ]
     csv_row = {k: getattr(r, k) for k in SIZE_ROW_KEYS}
     csv_table = Table("size", tuple(Column(k, k) for k in SIZE_ROW_KEYS), (csv_row,))
@@ -171,11 +172,21 @@ def show_view(spec: ModelSpec) -> View:
         f"Default dtype {spec.dtype}; max context unknown",
         f"Parameters: {spec.num_params:,}." if spec.num_params else "Parameters: unknown.",
         f"Layers: {spec.num_layers} ({_kinds(spec)}).",
+        *class_defaults_notes(spec),
     ]
     table = Table(f"{spec.name}: layers", columns, rows)
     payload = {"schema": "kvplan.show/1", "kvplan_version": __version__,
                "spec": spec_to_dict(spec)}
     return View([table], payload, table, info)
+
+
+def class_defaults_notes(spec: ModelSpec) -> list[str]:
+    """The config fields the reader took from a config class's default (ModelSpec
+    .class_defaults), as the engine's config object fills them in: one note, or none."""
+    if not spec.class_defaults:
+        return []
+    return ["Config class defaults used (the config.json leaves these out; the engine's "
+            "config object fills them in): " + "; ".join(spec.class_defaults) + "."]
 
 
 def weights_note(w: Weights) -> str:

@@ -28,6 +28,8 @@ class Fields:
         self.raw = raw
         self.source = source
         self.path = path
+        # fields a reader took from a config class's default, said where they are used
+        self.filled: tuple[builtins.str, ...] = ()
 
     def where(self, name: builtins.str) -> str:
         return f"{self.path}.{name}" if self.path else name

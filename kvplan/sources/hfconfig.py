@@ -152,14 +152,38 @@ _ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
                     "max_position_embeddings": 4096},
     "deepseek_v32": {"index_head_dim": 128},
     "glm_moe_dsa": {"index_head_dim": 128},
+    # The hybrids' classes default num_key_value_heads to 8 (JambaConfig, FalconH1Config,
+    # NemotronHConfig, Lfm2Config, Lfm2MoeConfig, MiniMaxConfig), not to the head count, and
+    # NemotronHConfig head_dim to 128 (vLLM nemotron_h.py reads config.head_dim)
     "jamba": {"attn_layer_period": 8, "attn_layer_offset": 4, "mamba_d_state": 16,
-              "mamba_d_conv": 4, "mamba_expand": 2},
+              "mamba_d_conv": 4, "mamba_expand": 2, "num_key_value_heads": 8},
+    "minimax": {"num_key_value_heads": 8},
     # FalconConfig: multi_query defaults to True (Falcon-7B's single KV head).
     "falcon": {"multi_query": True, "max_position_embeddings": 2048},
-    # FalconH1Config: mamba_d_ssm is 1,024 when absent (only an explicit null means
-    # mamba_expand x hidden_size), and vLLM falcon_h1.py reads it as transformers filled it in;
-    # the mixer's other sizes every real config states, so they stay required
-    "falcon_h1": {"mamba_d_ssm": 1024},
+    # The recurrent mixers' sizes below are their classes' defaults, which the config object
+    # vLLM builds fills in and its model file then reads (vLLM 0.33.0 granitemoehybrid.py
+    # mamba_expand x hidden_size, falcon_h1.py, nemotron_h.py, mamba.py, mamba2.py,
+    # lfm2.py conv_L_cache, olmo_hybrid.py). FalconH1Config: mamba_d_ssm is 1,024 when absent
+    # (only an explicit null means mamba_expand x hidden_size); mamba_d_head "auto" is the
+    # inner size over mamba_n_heads (its __post_init__), as GraniteMoeHybridConfig's.
+    "falcon_h1": {"mamba_d_ssm": 1024, "mamba_n_heads": 128, "mamba_d_head": "auto",
+                  "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
+                  "mamba_expand": 2, "num_key_value_heads": 8},
+    "granitemoehybrid": {"mamba_n_heads": 128, "mamba_d_head": "auto", "mamba_n_groups": 1,
+                         "mamba_d_state": 256, "mamba_d_conv": 4, "mamba_expand": 2},
+    # NemotronHConfig: n_groups and conv_kernel also arrive as mamba_n_groups / mamba_d_conv
+    # (its __post_init__ renames them), so those two stay required here: a default could
+    # shadow the renamed value
+    "nemotron_h": {"ssm_state_size": 128, "mamba_num_heads": 128, "mamba_head_dim": 64,
+                   "num_key_value_heads": 8, "head_dim": 128},
+    **dict.fromkeys(("mamba", "falcon_mamba"), {"state_size": 16, "conv_kernel": 4,
+                                                "expand": 2}),
+    "mamba2": {"num_heads": 128, "head_dim": 64, "state_size": 128, "conv_kernel": 4,
+               "n_groups": 8, "expand": 2},
+    **dict.fromkeys(("lfm2", "lfm2_moe"), {"conv_L_cache": 3, "num_key_value_heads": 8}),
+    "olmo_hybrid": {"linear_conv_kernel_dim": 4},
+    "zamba2": {"mamba_d_state": 64, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_ngroups": 1,
+               "n_mamba_heads": 8},
     # Ernie4_5_MoeConfig: its expert layout's defaults (vLLM ernie45_moe.py reads the
     # attributes the class sets); moe_layer_end_index -1 is the last layer. The expert
     # count and width stay required (_moe_layout, shapes)
@@ -173,6 +197,32 @@ _GEMMA4_TEXT = {"gemma4_text", "diffusion_gemma_text"}
 
 # DiffusionGemma's text model is a Gemma4TextConfig (its defaults too)
 _ARCH_DEFAULTS["diffusion_gemma_text"] = _ARCH_DEFAULTS["gemma4_text"]
+
+# The class each model type's defaults come from, named where a value is used
+# (ModelSpec.class_defaults). Checked against transformers 5.19.0, the release in vLLM
+# 0.33.0's supported range (5.16.1 to 5.20); where the class computes a value in
+# __post_init__ (Qwen3-Next's layer_types every 4th, Gemma 4's global_head_dim, Mllama's
+# cross_attention_layers) the number is the one it computes.
+_DEFAULTS_CLASS = {
+    "llama": "LlamaConfig", "mistral": "MistralConfig", "qwen2": "Qwen2Config",
+    "qwen3": "Qwen3Config", "qwen2_moe": "Qwen2MoeConfig", "qwen3_moe": "Qwen3MoeConfig",
+    "qwen2_vl_text": "Qwen2VLTextConfig", "qwen2_5_vl_text": "Qwen2_5_VLTextConfig",
+    "qwen3_vl_text": "Qwen3VLTextConfig", "qwen3_vl_moe_text": "Qwen3VLMoeTextConfig",
+    "qwen3_next": "Qwen3NextConfig", "qwen3_5_text": "Qwen3_5TextConfig",
+    "qwen3_5_moe_text": "Qwen3_5MoeTextConfig", "gemma": "GemmaConfig",
+    "gemma2": "Gemma2Config", "gemma3_text": "Gemma3TextConfig",
+    "gemma3n_text": "Gemma3nTextConfig", "gemma4_text": "Gemma4TextConfig",
+    "diffusion_gemma_text": "DiffusionGemmaTextConfig", "llama4_text": "Llama4TextConfig",
+    "mllama_text_model": "MllamaTextConfig", "cohere2": "Cohere2Config", "phi3": "Phi3Config",
+    "deepseek_v3": "DeepseekV3Config", "deepseek_v32": "DeepseekV32Config",
+    "glm_moe_dsa": "GlmMoeDsaConfig", "jamba": "JambaConfig", "falcon": "FalconConfig",
+    "falcon_h1": "FalconH1Config", "ernie4_5_moe": "Ernie4_5_MoeConfig",
+    "granitemoehybrid": "GraniteMoeHybridConfig", "nemotron_h": "NemotronHConfig",
+    "mamba": "MambaConfig", "falcon_mamba": "FalconMambaConfig", "mamba2": "Mamba2Config",
+    "lfm2": "Lfm2Config", "lfm2_moe": "Lfm2MoeConfig", "olmo_hybrid": "OlmoHybridConfig",
+    "zamba2": "Zamba2Config", "minimax": "MiniMaxConfig",
+}
+_DEFAULTS_RELEASE = "transformers 5.19.0"
 
 # The text model type a wrapper's nested text_config has when it does not say
 # (transformers `sub_configs` / `SubConfigSpec(model_type=...)`).
@@ -329,6 +379,7 @@ def spec_from_config(raw: Any, source: str, name: str, source_info: Source | Non
         num_attention_heads=reader.heads if has_attention else None,
         quantization=quant,
         warnings=tuple(warnings),
+        class_defaults=cfg.filled,
         **found,
     ), cfg.raw)
 
@@ -1580,12 +1631,20 @@ def _text_config(top: Fields) -> Fields:
 
 def _with_defaults(cfg: Fields, model_type: str, keep_missing: tuple[str, ...] = ()
                    ) -> Fields:
+    """cfg with the fields it leaves out (absent, not null) taken from its class's defaults;
+    `filled` names each one taken, for ModelSpec.class_defaults."""
     defaults = _ARCH_DEFAULTS.get(model_type, {})
     merged = {k: v for k, v in defaults.items() if k not in keep_missing}
     merged.update(cfg.raw)
     if model_type:
         merged.setdefault("model_type", model_type)
-    return Fields(merged, cfg.source, cfg.path)
+    out = Fields(merged, cfg.source, cfg.path)
+    taken = sorted(k for k in merged if k in defaults and k not in cfg.raw)
+    if taken:
+        cls = f"{_DEFAULTS_CLASS[model_type]}, {_DEFAULTS_RELEASE}"
+        out.filled = tuple(f"{cfg.where(k)} = {merged[k]!r} (absent: {cls} default)"
+                           for k in taken)
+    return out
 
 
 def _num(f: Fields, name: str, default: Any = ..., minimum: int = 1) -> Any:

@@ -640,7 +640,10 @@ def test_state_fields_without_a_schedule_are_an_error():
 
 
 @pytest.mark.parametrize("raw, field", [
-    ({**BASE, "model_type": "falcon_h1"}, "model_type"),
+    # FalconH1Config's defaults size the rest (tests/sources/test_class_defaults.py), but an
+    # explicit null inner size with no mamba_expand leaves the Mamba2 width unknown
+    ({**BASE, "model_type": "falcon_h1", "mamba_d_ssm": None, "mamba_expand": None},
+     "mamba_d_ssm"),
     ({**BASE, "is_encoder_decoder": True}, "is_encoder_decoder"),
     ({**BASE, "hybrid_override_pattern": "M*-X"}, "hybrid_override_pattern"),
     ({**BASE, "text_config": [1, 2]}, "text_config"),
