@@ -127,7 +127,8 @@ class VisionTower:
     kind: "clip" (LLaVA), "moonvit" (Kimi-K3), "kimi_k25" (Kimi-K2.5's MoonViT), "siglip"
     (Gemma 3), "llama4" (Llama 4),
     "mllama" (Llama 3.2 Vision), "qwen2_vl" (Qwen2-VL), "qwen2_5_vl" (Qwen2.5-VL),
-    "qwen3_vl" (Qwen3-VL, Qwen3.5), "exaone4_5" (EXAONE 4.5), "pixtral" (Mistral 3),
+    "qwen3_vl" (Qwen3-VL, Qwen3.5), "qwen3_omni" (Qwen3-Omni's thinker: Qwen3-VL's shapes
+    under thinker.visual), "exaone4_5" (EXAONE 4.5), "pixtral" (Mistral 3),
     "siglip2" (LFM2-VL), "radio" (Nemotron Parse) or "gemma4" (Gemma 4); the
     tensors each kind stores:
     docs/model-schema.md, "Vision towers and tensor layouts".
@@ -178,7 +179,11 @@ class AudioEncoder:
     kind "gemma3n" (Gemma 3n's conformer of the same family): the subsampling over
     num_mel_bins, the same blocks without clipping bounds or output projection, and the
     embedder's vocab_size hard-token rows, its two norms and the projection to the text
-    width."""
+    width. kind "qwen3_omni" (Qwen3-Omni's thinker audio tower, hidden_size wide): three
+    stride-2 Conv2d of conv_channels[0] over num_mel_bins, a conv_out to the width,
+    num_layers pre-LayerNorm blocks of num_heads with q / k / v / out all biased and an
+    ffn_dim-wide MLP, ln_post, then proj1 and proj2 to projector_input_dim (its output_dim);
+    its positions are sinusoidal (max_positions 0: no table stored)."""
 
     kind: str
     num_layers: int

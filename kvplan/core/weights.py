@@ -533,11 +533,43 @@ class _Builder:
         if enc.kind == "gemma3n":
             self.gemma3n_audio(enc, text)
             return
+        if enc.kind == "qwen3_omni":
+            self.qwen3_omni_audio(enc)
+            return
         assert enc.kind == "voxtral"
         self.whisper_encoder("audio_tower", enc.hidden_size)
         for name, in_f in (("linear_1", enc.projector_input_dim), ("linear_2", text)):
             self.linear(f"multi_modal_projector.{name}", text, in_f, None, "vision",
                         "replicated", False, "vision", quantizable=False)
+
+    def qwen3_omni_audio(self, enc: AudioEncoder) -> None:
+        """Qwen3-Omni's audio tower as its checkpoint stores it (thinker.audio_tower.*), place
+        "vision": vLLM 0.33.0 qwen3_omni_moe_thinker.py Qwen3OmniMoeAudioEncoder. Three
+        biased 3 x 3 Conv2d (1 -> channels, then channels -> channels), conv_out from
+        channels x the mel bins after three stride-2 halvings to d (no bias, replicated);
+        per layer self_attn_layer_norm, q / k / v (a QKVParallelLinear, all biased) and
+        out_proj (row), final_layer_norm, fc1 (column) / fc2 (row), all biased; ln_post;
+        proj1 (d -> d) and proj2 (d -> projector_input_dim, the tower's output), biased and
+        replicated."""
+        pre, d, (c,) = "thinker.audio_tower", enc.hidden_size, enc.conv_channels
+        freq = enc.num_mel_bins
+        for _ in range(3):
+            freq = (freq + 1) // 2  # a 3 x 3 convolution of stride 2, padding 1
+        for k, inputs in ((1, 1), (2, c), (3, c)):
+            self.tower_tensor(f"{pre}.conv2d{k}.weight", (c, inputs, 3, 3))
+            self.tower_tensor(f"{pre}.conv2d{k}.bias", (c,))
+        self.tower_linear(f"{pre}.conv_out", d, c * freq)
+        for k in range(enc.num_layers):
+            p = f"{pre}.layers.{k}"
+            self.whisper_ln(f"{p}.self_attn_layer_norm", d, None, "vision")
+            for proj in ("q_proj", "k_proj", "v_proj"):
+                self.linear(f"{p}.self_attn.{proj}", d, d, None, "vision", "column", True,
+                            "attn")
+            self.linear(f"{p}.self_attn.out_proj", d, d, None, "vision", "row", True, "attn")
+            self.whisper_block(p, d, enc.ffn_dim, None, "vision")
+        self.whisper_ln(f"{pre}.ln_post", d, None, "vision")
+        self.tower_linear(f"{pre}.proj1", d, d, bias=True)
+        self.tower_linear(f"{pre}.proj2", enc.projector_input_dim, d, bias=True)
 
     def gemma4_audio(self, enc: AudioEncoder, text: int) -> None:
         """Gemma 4's audio tower as its checkpoint stores it (model.audio_tower.*,
@@ -801,7 +833,7 @@ class _Builder:
         if v.kind == "gemma4":
             self.gemma4_vision(v, text, lin)
             return
-        if v.kind == "qwen3_vl":
+        if v.kind in ("qwen3_vl", "qwen3_omni"):
             self.qwen3_vit(v, lin)
             return
         if v.kind == "pixtral":
@@ -1159,8 +1191,16 @@ class _Builder:
         LayerNorms norm1 / norm2, a fused qkv and proj, mlp.linear_fc1 / linear_fc2 (all
         biased); Qwen3_VisionPatchMerger `merger` (a LayerNorm of hidden, linear_fc1
         projector_input_dim -> itself, linear_fc2 -> output_dim, biased) and num_deepstack
-        more in deepstack_merger_list, each normed after the merge (projector_input_dim)."""
-        h, m, md, pre = v.hidden_size, v.projector_input_dim, self.md, "model.visual"
+        more in deepstack_merger_list, each normed after the merge (projector_input_dim).
+        "qwen3_omni": Qwen3-Omni's thinker.visual.* (vLLM 0.33.0 qwen3_omni_moe_thinker.py
+        Qwen3Omni_VisionTransformer), the same shapes with the mergers' norm named ln_q, their
+        linears mlp.0 / mlp.2, and the deepstack mergers merger_list."""
+        h, m, md = v.hidden_size, v.projector_input_dim, self.md
+        omni = v.kind == "qwen3_omni"
+        pre = "thinker.visual" if omni else "model.visual"
+        norm, fc1, fc2 = ("ln_q", "mlp.0", "mlp.2") if omni else ("norm", "linear_fc1",
+                                                                  "linear_fc2")
+        deepstack = "merger_list" if omni else "deepstack_merger_list"
 
         def whole(name: str, shape: tuple[int, ...]) -> None:
             self.plain(f"{pre}.{name}", shape, None, "vision", md)
@@ -1171,13 +1211,12 @@ class _Builder:
         whole("pos_embed.weight", (v.position_table_size, h))
         for k in range(v.num_layers):
             self.vit_block(f"{pre}.blocks.{k}", QWEN3_VL_BLOCK, h, v.intermediate_size, lin)
-        mergers = [("merger", h)] + [(f"deepstack_merger_list.{k}", m)
-                                     for k in range(v.num_deepstack)]
-        for name, norm in mergers:
-            whole(f"{name}.norm.weight", (norm,))
-            whole(f"{name}.norm.bias", (norm,))
-            lin(f"{pre}.{name}.linear_fc1", m, m, "column", True)
-            lin(f"{pre}.{name}.linear_fc2", v.output_dim, m, "row", True)
+        mergers = [("merger", h)] + [(f"{deepstack}.{k}", m) for k in range(v.num_deepstack)]
+        for name, width in mergers:
+            whole(f"{name}.{norm}.weight", (width,))
+            whole(f"{name}.{norm}.bias", (width,))
+            lin(f"{pre}.{name}.{fc1}", m, m, "column", True)
+            lin(f"{pre}.{name}.{fc2}", v.output_dim, m, "row", True)
 
     def qwen2_vit(self, v: VisionTower, text: int, lin: Callable[..., None]) -> None:
         """Qwen2-VL's and Qwen2.5-VL's vision encoders as their checkpoints store them

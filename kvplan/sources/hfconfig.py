@@ -927,12 +927,25 @@ def _sizes(f: Fields, *names: str) -> list[int] | None:
     return None if None in values else [x for x in values if x is not None]
 
 
+def _tower_config(top: Fields, key: str) -> tuple[Any, str]:
+    """A tower's config (vision_config, audio_config) and where it sits: at the top, or under
+    an omni model's thinker_config (Qwen3-Omni: vLLM qwen3_omni_moe_thinker.py builds
+    audio_tower and visual from thinker_config's)."""
+    thinker = top.raw.get("thinker_config")
+    if key not in top.raw and isinstance(thinker, Mapping) and isinstance(thinker.get(key),
+                                                                         dict):
+        return thinker[key], f"thinker_config.{key}"
+    return top.raw.get(key), key
+
+
 def _vision_tower(top: Fields) -> VisionTower | None:
     """A multimodal config's vision encoder + projector shapes (ModelSpec.vision); None for a
     text model, an unknown tower, or a vision_config lacking a size (never guessed)."""
-    raw = top.raw.get("vision_config")
+    raw, where = _tower_config(top, "vision_config")
     if not isinstance(raw, dict):
         return None
+    if raw.get("model_type") == "qwen3_omni_moe_vision_encoder":
+        return _qwen3_vit(Fields(raw, top.source, where), omni=True)
     if "vt_hidden_size" in raw:
         return _moonvit(top, Fields(raw, top.source, "vision_config"))
     # a model type that is not a string names no tower (a hostile or broken file)
@@ -998,7 +1011,7 @@ def _uncounted_towers(top: Fields, vision: VisionTower | None,
             continue
         for key, counted in (("vision_config", vision), ("audio_config", audio)):
             raw = holder.get(key)
-            if isinstance(raw, Mapping) and (counted is None or where):
+            if isinstance(raw, Mapping) and counted is None:
                 kind = raw.get("model_type")
                 out.append(f"{where}{key}" + (f" ({kind})" if isinstance(kind, str) and kind
                                                 else ""))
@@ -1012,7 +1025,9 @@ def _audio_tower(top: Fields) -> AudioEncoder | None:
     max_source_positions frames; the projector takes intermediate_size inputs, four frames
     stacked: modeling_voxtral.py VoxtralMultiModalProjector). None for a text model, another
     tower, or an audio_config lacking a size or with grouped heads (never guessed)."""
-    raw = top.raw.get("audio_config")
+    raw, where = _tower_config(top, "audio_config")
+    if isinstance(raw, dict) and raw.get("model_type") == "qwen3_omni_moe_audio_encoder":
+        return _qwen3_omni_audio(Fields(raw, top.source, where))
     if isinstance(raw, dict) and raw.get("model_type") == "gemma4_audio":
         return _gemma4_audio(Fields(raw, top.source, "audio_config"))
     if isinstance(raw, dict) and raw.get("model_type") == "gemma3n_audio":
@@ -1031,6 +1046,26 @@ def _audio_tower(top: Fields) -> AudioEncoder | None:
         return None  # Whisper's attention is hidden_size wide, one K/V head per head
     return AudioEncoder("voxtral", layers, inter, mels, positions, hidden_size=hidden,
                         projector_input_dim=inter)
+
+
+def _qwen3_omni_audio(a: Fields) -> AudioEncoder | None:
+    """Qwen3-Omni's audio tower (thinker_config.audio_config, model_type
+    qwen3_omni_moe_audio_encoder; vLLM 0.33.0 qwen3_omni_moe_thinker.py
+    Qwen3OmniMoeAudioEncoder): three 3 x 3 stride-2 Conv2d of downsample_hidden_size
+    channels over the mel bins, conv_out from the flattened channels to d_model (no bias),
+    encoder_layers blocks (LayerNorms, q / k / v / out all biased, fc1 / fc2 encoder_ffn_dim
+    wide), ln_post, proj1 (d_model -> d_model) and proj2 (-> output_dim), both biased. The
+    sinusoidal positions are a buffer, not weights. None when a size is missing."""
+    values = _sizes(a, "d_model", "encoder_layers", "encoder_ffn_dim", "num_mel_bins",
+                    "downsample_hidden_size", "output_dim", "encoder_attention_heads")
+    if values is None:
+        return None
+    d, layers, ffn, mels, channels, output, heads = values
+    if d % heads:
+        return None  # Qwen3OmniMoeAudioAttention: head_dim = d_model // heads
+    return AudioEncoder("qwen3_omni", layers, ffn, mels, 0, hidden_size=d,
+                        projector_input_dim=output, num_heads=heads,
+                        conv_channels=(channels,))
 
 
 def _gemma4_audio(a: Fields) -> AudioEncoder | None:
@@ -1096,22 +1131,27 @@ _QWEN3_VIT = {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "qwen3_5_vis
               "qwen3_5_moe_vision"}
 
 
-def _qwen3_vit(v: Fields) -> VisionTower | None:
+def _qwen3_vit(v: Fields, omni: bool = False) -> VisionTower | None:
     """Qwen3-VL's vision encoder (vLLM qwen3_vl.py Qwen3_VisionTransformer; transformers
     modeling_qwen3_vl.py): a biased Conv3d patch embedding, a learned position table of
     num_position_embeddings rows, `depth` LayerNorm blocks with a fused qkv, proj and a
     two-linear MLP intermediate_size wide (all biased), the patch merger (LayerNorm, then
     spatial_merge_size^2 x hidden -> itself -> out_hidden_size, biased) and one more merger
-    per deepstack_visual_indexes entry with its LayerNorm after the merge."""
+    per deepstack_visual_indexes entry with its LayerNorm after the merge. `omni`: Qwen3-Omni's
+    (vLLM 0.33.0 qwen3_omni_moe_thinker.py Qwen3Omni_VisionTransformer), the same shapes
+    with a position table of (image_size // patch_size)^2 rows, as it builds it."""
+    table_key = "image_size" if omni else "num_position_embeddings"
     values = _sizes(v, "hidden_size", "intermediate_size", "depth", "patch_size",
-                    "temporal_patch_size", "spatial_merge_size", "out_hidden_size",
-                    "num_position_embeddings")
+                    "temporal_patch_size", "spatial_merge_size", "out_hidden_size", table_key)
     deepstack = v.raw.get("deepstack_visual_indexes", [])
     if values is None or not isinstance(deepstack, list):
         return None
     dim, inter, depth, patch, frames, merge, out, table = values
+    if omni:
+        table = (table // patch) ** 2
     channels = _opt_int(v, "in_channels", "in_chans", minimum=1) or 3
-    return VisionTower("qwen3_vl", dim, inter, depth, patch, patch, channels, output_dim=out,
+    return VisionTower("qwen3_omni" if omni else "qwen3_vl", dim, inter, depth, patch, patch,
+                       channels, output_dim=out,
                        projector_input_dim=merge * merge * dim, temporal_patch_size=frames,
                        position_table_size=table, num_deepstack=len(deepstack))
 

@@ -200,7 +200,7 @@ def _read_ssm(f: Fields) -> SSMShapes:
 # `shapes.vision`: a multimodal checkpoint's vision tower (ModelSpec.vision)
 VISION_KINDS = ("clip", "siglip", "llama4", "mllama", "moonvit", "kimi_k25", "qwen2_vl",
                 "qwen2_5_vl",
-                "radio", "gemma4", "qwen3_vl", "exaone4_5",
+                "radio", "gemma4", "qwen3_vl", "qwen3_omni", "exaone4_5",
                 "pixtral", "siglip2")
 _VISION_REQUIRED = ("hidden_size", "intermediate_size", "num_layers", "patch_size", "image_size")
 _VISION_OPTIONAL = ("num_channels", "num_global_layers", "max_num_tiles", "num_aspect_ratios",

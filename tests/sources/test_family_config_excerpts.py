@@ -200,11 +200,90 @@ def test_qwen3_omni_text_weights_match_the_checkpoint_listing():
              + 128 * 3 * 768 * h)
     hand = 2 * vocab * h + 48 * layer + h
     assert hand == 30_532_646_912
-    assert _params(QWEN3_OMNI) == hand
-    # the rest of the checkpoint's 35,259,818,545 values are the towers, the talker and
-    # code2wav, which kvplan does not count and names as such
+    from kvplan.core.weights import inventory
+
     spec = load_config_file(QWEN3_OMNI)
-    assert spec.uncounted_towers == (
-        "thinker_config.vision_config (qwen3_omni_moe_vision_encoder)",
-        "thinker_config.audio_config (qwen3_omni_moe_audio_encoder)")
-    assert hand < 35_259_818_545
+    text = sum(t.num_params for t in inventory(spec).tensors
+               if not t.name.startswith(("thinker.audio_tower.", "thinker.visual.")))
+    assert text == hand
+
+
+# The report's listing of thinker.audio_tower.* and thinker.visual.* (SOURCES.md): each
+# tensor's shape and how many the listing collapses into its row (x32 layers, x27 blocks,
+# x3 merger_list), transcribed from the report
+OMNI_AUDIO_LISTING = {
+    "conv2d1.weight": ([480, 1, 3, 3], 1), "conv2d1.bias": ([480], 1),
+    "conv2d2.weight": ([480, 480, 3, 3], 1), "conv2d2.bias": ([480], 1),
+    "conv2d3.weight": ([480, 480, 3, 3], 1), "conv2d3.bias": ([480], 1),
+    "conv_out.weight": ([1280, 7680], 1),
+    **{f"layers.*.{n}": (shape, 32) for n, shape in (
+        ("fc1.weight", [5120, 1280]), ("fc1.bias", [5120]),
+        ("fc2.weight", [1280, 5120]), ("fc2.bias", [1280]),
+        ("final_layer_norm.weight", [1280]), ("final_layer_norm.bias", [1280]),
+        ("self_attn.q_proj.weight", [1280, 1280]), ("self_attn.q_proj.bias", [1280]),
+        ("self_attn.k_proj.weight", [1280, 1280]), ("self_attn.k_proj.bias", [1280]),
+        ("self_attn.v_proj.weight", [1280, 1280]), ("self_attn.v_proj.bias", [1280]),
+        ("self_attn.out_proj.weight", [1280, 1280]), ("self_attn.out_proj.bias", [1280]),
+        ("self_attn_layer_norm.weight", [1280]), ("self_attn_layer_norm.bias", [1280]))},
+    "ln_post.weight": ([1280], 1), "ln_post.bias": ([1280], 1),
+    "proj1.weight": ([1280, 1280], 1), "proj1.bias": ([1280], 1),
+    "proj2.weight": ([2048, 1280], 1), "proj2.bias": ([2048], 1),
+}
+OMNI_VISUAL_LISTING = {
+    **{f"blocks.*.{n}": (shape, 27) for n, shape in (
+        ("attn.proj.weight", [1152, 1152]), ("attn.proj.bias", [1152]),
+        ("attn.qkv.weight", [3456, 1152]), ("attn.qkv.bias", [3456]),
+        ("mlp.linear_fc1.weight", [4304, 1152]), ("mlp.linear_fc1.bias", [4304]),
+        ("mlp.linear_fc2.weight", [1152, 4304]), ("mlp.linear_fc2.bias", [1152]),
+        ("norm1.weight", [1152]), ("norm1.bias", [1152]),
+        ("norm2.weight", [1152]), ("norm2.bias", [1152]))},
+    "merger.ln_q.weight": ([1152], 1), "merger.ln_q.bias": ([1152], 1),
+    "merger.mlp.0.weight": ([4608, 4608], 1), "merger.mlp.0.bias": ([4608], 1),
+    "merger.mlp.2.weight": ([2048, 4608], 1), "merger.mlp.2.bias": ([2048], 1),
+    **{f"merger_list.*.{n}": (shape, 3) for n, shape in (
+        ("ln_q.weight", [4608]), ("ln_q.bias", [4608]),
+        ("mlp.0.weight", [4608, 4608]), ("mlp.0.bias", [4608]),
+        ("mlp.2.weight", [2048, 4608]), ("mlp.2.bias", [2048]))},
+    "patch_embed.proj.weight": ([1152, 3, 2, 16, 16], 1), "patch_embed.proj.bias": ([1152], 1),
+    "pos_embed.weight": ([2304, 1152], 1),
+}
+
+
+def _listed_params(listing):
+    total = 0
+    for shape, count in listing.values():
+        n = 1
+        for x in shape:
+            n *= x
+        total += n * count
+    return total
+
+
+def test_qwen3_omni_towers_match_the_checkpoint_listing():
+    # vLLM 0.33.0 qwen3_omni_moe_thinker.py Qwen3OmniMoeThinkerForConditionalGeneration builds
+    # audio_tower (Qwen3OmniMoeAudioEncoder) and visual (Qwen3Omni_VisionTransformer) from
+    # thinker_config beside the language model; its hf_to_vllm_mapper maps "talker." and
+    # "code2wav." to None, so those weights are never loaded
+    import re
+
+    from kvplan.core.weights import inventory
+
+    audio, visual = _listed_params(OMNI_AUDIO_LISTING), _listed_params(OMNI_VISUAL_LISTING)
+    assert (audio, visual) == (647_927_168, 538_631_408)
+    spec = load_config_file(QWEN3_OMNI)
+    assert spec.uncounted_towers == ()
+    for prefix, listing in (("thinker.audio_tower.", OMNI_AUDIO_LISTING),
+                            ("thinker.visual.", OMNI_VISUAL_LISTING)):
+        rows: dict[str, tuple[list[int], int]] = {}
+        for t in inventory(spec).tensors:
+            if t.name.startswith(prefix):
+                key = re.sub(r"^(layers|blocks|merger_list)\.\d+\.", r"\1.*.",
+                             t.name[len(prefix):])
+                shape, n = rows.get(key, (list(t.shape), 0))
+                assert shape == list(t.shape), key
+                rows[key] = (shape, n + 1)
+        assert rows == listing
+    # thinker: the text model (30,532,646,912) and the two towers; the listing's other
+    # 3,540,613,057 values are the talker and code2wav, which vLLM does not load
+    assert _params(QWEN3_OMNI) == 30_532_646_912 + audio + visual == 31_719_205_488
+    assert 35_259_818_545 - 31_719_205_488 == 3_540_613_057
