@@ -128,7 +128,8 @@ class VisionTower:
     (Gemma 3), "llama4" (Llama 4),
     "mllama" (Llama 3.2 Vision), "qwen2_vl" (Qwen2-VL), "qwen2_5_vl" (Qwen2.5-VL),
     "qwen3_vl" (Qwen3-VL, Qwen3.5), "qwen3_omni" (Qwen3-Omni's thinker: Qwen3-VL's shapes
-    under thinker.visual), "exaone4_5" (EXAONE 4.5), "pixtral" (Mistral 3),
+    under thinker.visual), "qwen2_5_omni" (Qwen2.5-Omni's thinker: Qwen2.5-VL's),
+    "exaone4_5" (EXAONE 4.5), "pixtral" (Mistral 3),
     "siglip2" (LFM2-VL), "radio" (Nemotron Parse) or "gemma4" (Gemma 4); the
     tensors each kind stores:
     docs/model-schema.md, "Vision towers and tensor layouts".
@@ -183,7 +184,9 @@ class AudioEncoder:
     stride-2 Conv2d of conv_channels[0] over num_mel_bins, a conv_out to the width,
     num_layers pre-LayerNorm blocks of num_heads with q / k / v / out all biased and an
     ffn_dim-wide MLP, ln_post, then proj1 and proj2 to projector_input_dim (its output_dim);
-    its positions are sinusoidal (max_positions 0: no table stored)."""
+    its positions are sinusoidal (max_positions 0: no table stored). kind "qwen2_5_omni"
+    (Qwen2.5-Omni's): Whisper's two Conv1d and blocks (k without bias), a 2-row
+    audio_bos_eos_token table and ln_post, then proj to projector_input_dim."""
 
     kind: str
     num_layers: int

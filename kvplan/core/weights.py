@@ -536,6 +536,9 @@ class _Builder:
         if enc.kind == "qwen3_omni":
             self.qwen3_omni_audio(enc)
             return
+        if enc.kind == "qwen2_5_omni":
+            self.qwen2_5_omni_audio(enc)
+            return
         assert enc.kind == "voxtral"
         self.whisper_encoder("audio_tower", enc.hidden_size)
         for name, in_f in (("linear_1", enc.projector_input_dim), ("linear_2", text)):
@@ -570,6 +573,29 @@ class _Builder:
         self.whisper_ln(f"{pre}.ln_post", d, None, "vision")
         self.tower_linear(f"{pre}.proj1", d, d, bias=True)
         self.tower_linear(f"{pre}.proj2", enc.projector_input_dim, d, bias=True)
+
+    def qwen2_5_omni_audio(self, enc: AudioEncoder) -> None:
+        """Qwen2.5-Omni's audio tower as its checkpoint stores it (thinker.audio_tower.*),
+        place "vision": transformers modeling_qwen2_5_omni.py Qwen2_5OmniAudioEncoder, which
+        vLLM 0.33.0 qwen2_5_omni_thinker.py builds unchanged (plain nn.Linear: whole on every
+        rank). conv1 (mel bins -> d, kernel 3) and conv2 (d -> d), biased; audio_bos_eos_token
+        (2 x projector_input_dim); per layer Whisper's block (q / v / out biased, k without);
+        ln_post; proj (d -> projector_input_dim, biased)."""
+        pre, d = "thinker.audio_tower", enc.hidden_size
+        for name, inputs in (("conv1", enc.num_mel_bins), ("conv2", d)):
+            self.tower_tensor(f"{pre}.{name}.weight", (d, inputs, 3))
+            self.tower_tensor(f"{pre}.{name}.bias", (d,))
+        self.tower_tensor(f"{pre}.audio_bos_eos_token.weight", (2, enc.projector_input_dim))
+        for k in range(enc.num_layers):
+            p = f"{pre}.layers.{k}"
+            self.whisper_ln(f"{p}.self_attn_layer_norm", d, None, "vision")
+            for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                self.tower_linear(f"{p}.self_attn.{proj}", d, d, bias=proj != "k_proj")
+            self.whisper_ln(f"{p}.final_layer_norm", d, None, "vision")
+            self.tower_linear(f"{p}.fc1", enc.ffn_dim, d, bias=True)
+            self.tower_linear(f"{p}.fc2", d, enc.ffn_dim, bias=True)
+        self.whisper_ln(f"{pre}.ln_post", d, None, "vision")
+        self.tower_linear(f"{pre}.proj", enc.projector_input_dim, d, bias=True)
 
     def gemma4_audio(self, enc: AudioEncoder, text: int) -> None:
         """Gemma 4's audio tower as its checkpoint stores it (model.audio_tower.*,
@@ -827,7 +853,7 @@ class _Builder:
         if v.kind == "radio":
             self.radio(v, text, lin)
             return
-        if v.kind in ("qwen2_vl", "qwen2_5_vl", "exaone4_5"):
+        if v.kind in ("qwen2_vl", "qwen2_5_vl", "exaone4_5", "qwen2_5_omni"):
             self.qwen2_vit(v, text, lin)
             return
         if v.kind == "gemma4":
@@ -1225,23 +1251,25 @@ class _Builder:
         norms, the fused qkv and proj, the MLP (all linears with biases); the merger's norm
         ln_q and its two linears (with biases). Qwen2-VL: LayerNorms (weight and bias) and
         fc1 / fc2; Qwen2.5-VL: RMSNorms and a gated gate / up / down MLP; EXAONE 4.5
-        (vLLM exaone4_5.py): Qwen2.5-VL's with num_kv_heads K/V heads in the qkv."""
+        (vLLM exaone4_5.py): Qwen2.5-VL's with num_kv_heads K/V heads in the qkv;
+        Qwen2.5-Omni (vLLM qwen2_5_omni_thinker.py): Qwen2.5-VL's under thinker.visual."""
         h = v.hidden_size
-        rms = v.kind in ("qwen2_5_vl", "exaone4_5")
+        rms = v.kind in ("qwen2_5_vl", "exaone4_5", "qwen2_5_omni")
         qkv = (v.num_heads + 2 * v.num_kv_heads) * v.head_dim if v.num_kv_heads else 3 * h
+        pre = "thinker.visual" if v.kind == "qwen2_5_omni" else "visual"
 
         whole = self.tower_tensor
 
-        whole("visual.patch_embed.proj.weight",
+        whole(f"{pre}.patch_embed.proj.weight",
               (h, v.num_channels, v.temporal_patch_size, v.patch_size, v.patch_size))
         block = QWEN2_5_VL_BLOCK if rms else RADIO_BLOCK
         for k in range(v.num_layers):
-            self.vit_block(f"visual.blocks.{k}", block, h, v.intermediate_size, lin, qkv=qkv)
-        whole("visual.merger.ln_q.weight", (h,))
+            self.vit_block(f"{pre}.blocks.{k}", block, h, v.intermediate_size, lin, qkv=qkv)
+        whole(f"{pre}.merger.ln_q.weight", (h,))
         if not rms:
-            whole("visual.merger.ln_q.bias", (h,))
-        lin("visual.merger.mlp.0", v.projector_input_dim, v.projector_input_dim, "column", True)
-        lin("visual.merger.mlp.2", text, v.projector_input_dim, "row", True)
+            whole(f"{pre}.merger.ln_q.bias", (h,))
+        lin(f"{pre}.merger.mlp.0", v.projector_input_dim, v.projector_input_dim, "column", True)
+        lin(f"{pre}.merger.mlp.2", text, v.projector_input_dim, "row", True)
 
     def ssm_mixer(self, i: int, p: str, place: str) -> None:
         """A recurrent mixer's tensors (ModelSpec.ssm), per rank as vLLM shards them: input

@@ -946,6 +946,9 @@ def _vision_tower(top: Fields) -> VisionTower | None:
         return None
     if raw.get("model_type") == "qwen3_omni_moe_vision_encoder":
         return _qwen3_vit(Fields(raw, top.source, where), omni=True)
+    if raw.get("model_type") == "qwen2_5_omni_vision_encoder":
+        # vLLM 0.33.0 qwen2_5_omni_thinker.py: qwen2_5_vl.py's Qwen2_5_VisionTransformer
+        return _qwen2_5_vit(Fields(raw, top.source, where), omni=True)
     if "vt_hidden_size" in raw:
         return _moonvit(top, Fields(raw, top.source, "vision_config"))
     # a model type that is not a string names no tower (a hostile or broken file)
@@ -1028,6 +1031,8 @@ def _audio_tower(top: Fields) -> AudioEncoder | None:
     raw, where = _tower_config(top, "audio_config")
     if isinstance(raw, dict) and raw.get("model_type") == "qwen3_omni_moe_audio_encoder":
         return _qwen3_omni_audio(Fields(raw, top.source, where))
+    if isinstance(raw, dict) and raw.get("model_type") == "qwen2_5_omni_audio_encoder":
+        return _qwen2_5_omni_audio(Fields(raw, top.source, where))
     if isinstance(raw, dict) and raw.get("model_type") == "gemma4_audio":
         return _gemma4_audio(Fields(raw, top.source, "audio_config"))
     if isinstance(raw, dict) and raw.get("model_type") == "gemma3n_audio":
@@ -1066,6 +1071,25 @@ def _qwen3_omni_audio(a: Fields) -> AudioEncoder | None:
     return AudioEncoder("qwen3_omni", layers, ffn, mels, 0, hidden_size=d,
                         projector_input_dim=output, num_heads=heads,
                         conv_channels=(channels,))
+
+
+def _qwen2_5_omni_audio(a: Fields) -> AudioEncoder | None:
+    """Qwen2.5-Omni's audio tower (thinker_config.audio_config, model_type
+    qwen2_5_omni_audio_encoder): transformers 5.19.0 modeling_qwen2_5_omni.py
+    Qwen2_5OmniAudioEncoder, which vLLM 0.33.0 qwen2_5_omni_thinker.py builds as is. Two
+    biased Conv1d (mel bins -> d_model, kernel 3; d_model -> d_model), audio_bos_eos_token
+    (2 x output_dim), encoder_layers Whisper blocks (q / v / out biased, k without),
+    ln_post and proj (d_model -> output_dim, biased); sinusoidal positions, a buffer. None
+    when a size is missing."""
+    values = _sizes(a, "d_model", "encoder_layers", "encoder_ffn_dim", "num_mel_bins",
+                    "output_dim", "encoder_attention_heads")
+    if values is None:
+        return None
+    d, layers, ffn, mels, output, heads = values
+    if d % heads:
+        return None
+    return AudioEncoder("qwen2_5_omni", layers, ffn, mels, 0, hidden_size=d,
+                        projector_input_dim=output, num_heads=heads)
 
 
 def _gemma4_audio(a: Fields) -> AudioEncoder | None:
@@ -1206,18 +1230,20 @@ _GATED_DELTANET = {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen
                    "olmo_hybrid"}
 
 
-def _qwen2_5_vit(v: Fields) -> VisionTower | None:
+def _qwen2_5_vit(v: Fields, omni: bool = False) -> VisionTower | None:
     """Qwen2.5-VL's vision encoder (transformers Qwen2_5_VisionTransformerPretrainedModel;
     vLLM qwen2_5_vl.py): Qwen2-VL's Conv3d patches and patch merger, its blocks with RMSNorms
     and a gated MLP intermediate_size wide (biased), the merger's norm an RMSNorm, out to
-    out_hidden_size."""
+    out_hidden_size. `omni`: Qwen2.5-Omni's thinker.visual, the same encoder. The width is
+    hidden_size, which vLLM reads (not embed_dim), and is never a class default here."""
     values = _sizes(v, "hidden_size", "intermediate_size", "depth", "patch_size",
                     "temporal_patch_size", "spatial_merge_size", "out_hidden_size")
     if values is None:
         return None
     dim, inter, depth, patch, frames, merge, out = values
     channels = _opt_int(v, "in_chans", "in_channels", minimum=1) or 3
-    return VisionTower("qwen2_5_vl", dim, inter, depth, patch, patch, channels,
+    return VisionTower("qwen2_5_omni" if omni else "qwen2_5_vl", dim, inter, depth, patch,
+                       patch, channels,
                        output_dim=out, projector_input_dim=merge * merge * dim,
                        temporal_patch_size=frames)
 

@@ -199,7 +199,7 @@ def _read_ssm(f: Fields) -> SSMShapes:
 
 # `shapes.vision`: a multimodal checkpoint's vision tower (ModelSpec.vision)
 VISION_KINDS = ("clip", "siglip", "llama4", "mllama", "moonvit", "kimi_k25", "qwen2_vl",
-                "qwen2_5_vl",
+                "qwen2_5_vl", "qwen2_5_omni",
                 "radio", "gemma4", "qwen3_vl", "qwen3_omni", "exaone4_5",
                 "pixtral", "siglip2")
 _VISION_REQUIRED = ("hidden_size", "intermediate_size", "num_layers", "patch_size", "image_size")

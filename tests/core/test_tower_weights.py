@@ -429,3 +429,69 @@ def test_kimi_k25_moonvit_survives_a_yaml_round_trip():
     back = spec_from_dict(yaml.safe_load(dump_yaml(spec)), "m.yaml")
     assert back.vision == spec.vision and back.vision is not None
     assert back.vision.kind == "kimi_k25"
+
+
+# Qwen2.5-Omni's thinker towers (vLLM 0.33.0 qwen2_5_omni_thinker.py
+# Qwen2_5OmniThinkerForConditionalGeneration: audio_tower is transformers'
+# Qwen2_5OmniAudioEncoder as is, visual qwen2_5_vl.py's Qwen2_5_VisionTransformer; talker.* and
+# token2wav.* are mapped to None and never loaded). No whole Qwen2.5-Omni config.json was found,
+# so this one is written here: the 7B's text shapes and towers of the widths its classes name
+# (audio d_model 1280, 32 layers, ffn 5120, 128 mel bins, output_dim 3584; vision hidden 1280,
+# intermediate 3420, depth 32, patch 14 over 2 frames, merge 2 x 2, out 3584)
+QWEN2_5_OMNI = {
+    "architectures": ["Qwen2_5OmniModel"], "model_type": "qwen2_5_omni",
+    "thinker_config": {
+        "model_type": "qwen2_5_omni_thinker",
+        "text_config": {"model_type": "qwen2_5_omni_text", "hidden_size": 3584,
+                        "intermediate_size": 18944, "num_attention_heads": 28,
+                        "num_key_value_heads": 4, "num_hidden_layers": 28,
+                        "vocab_size": 152064, "max_position_embeddings": 32768,
+                        "tie_word_embeddings": False, "torch_dtype": "bfloat16"},
+        "audio_config": {"model_type": "qwen2_5_omni_audio_encoder", "d_model": 1280,
+                         "encoder_attention_heads": 20, "encoder_ffn_dim": 5120,
+                         "encoder_layers": 32, "num_mel_bins": 128,
+                         "max_source_positions": 1500, "output_dim": 3584},
+        "vision_config": {"model_type": "qwen2_5_omni_vision_encoder", "depth": 32,
+                          "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16,
+                          "in_channels": 3, "patch_size": 14, "spatial_merge_size": 2,
+                          "temporal_patch_size": 2, "out_hidden_size": 3584},
+    },
+}
+#   audio: conv1 1280 x 128 x 3 + b, conv2 1280 x 1280 x 3 + b, audio_bos_eos_token 2 x 3584;
+#   per layer two LayerNorms (w, b), q / v / out 1280 x 1280 + b, k 1280 x 1280 (no bias),
+#   fc1 5120 x 1280 + b, fc2 1280 x 5120 + b; ln_post (w, b); proj 3584 x 1280 + b
+OMNI_AUDIO_LAYER = 2 * 2 * 1280 + 4 * 1280 * 1280 + 3 * 1280 + 2 * 5120 * 1280 + 5120 + 1280
+QWEN2_5_OMNI_AUDIO = (1280 * 128 * 3 + 1280 + 1280 * 1280 * 3 + 1280 + 2 * 3584
+                      + 32 * OMNI_AUDIO_LAYER + 2 * 1280 + 3584 * 1280 + 3584)
+#   vision: patch_embed 1280 x 3 x 2 x 14 x 14 (no bias); per block two RMSNorms 1280, qkv
+#   3840 x 1280 + b, proj 1280 x 1280 + b, gate / up 3420 x 1280 + b, down 1280 x 3420 + b;
+#   merger RMSNorm ln_q 1280, mlp.0 5120 x 5120 + b, mlp.2 3584 x 5120 + b
+OMNI_VISION_BLOCK = (2 * 1280 + 3840 * 1280 + 3840 + 1280 * 1280 + 1280
+                     + 2 * (3420 * 1280 + 3420) + 1280 * 3420 + 1280)
+QWEN2_5_OMNI_VISION = (1280 * 3 * 2 * 14 * 14 + 32 * OMNI_VISION_BLOCK + 1280
+                       + 5120 * 5120 + 5120 + 3584 * 5120 + 3584)
+
+
+def test_qwen2_5_omni_thinker_towers_by_hand():
+    assert (QWEN2_5_OMNI_AUDIO, QWEN2_5_OMNI_VISION) == (639_647_232, 676_550_144)
+    spec = spec_from_config(QWEN2_5_OMNI, "config.json", name="m")
+    assert spec.uncounted_towers == ()
+    tensors = inventory(spec).tensors
+    audio = sum(t.num_params for t in tensors if t.name.startswith("thinker.audio_tower."))
+    visual = sum(t.num_params for t in tensors if t.name.startswith("thinker.visual."))
+    assert (audio, visual) == (QWEN2_5_OMNI_AUDIO, QWEN2_5_OMNI_VISION)
+    assert _tower_params(QWEN2_5_OMNI) == QWEN2_5_OMNI_AUDIO + QWEN2_5_OMNI_VISION
+    # transformers' audio encoder is plain nn.Linear: whole on every rank under TP
+    two = [t for t in inventory(spec, tp=2).tensors if t.name.startswith("thinker.audio_")]
+    assert sum(t.num_params for t in two) == QWEN2_5_OMNI_AUDIO
+
+
+def test_qwen2_5_omni_vision_without_its_width_stays_uncounted():
+    # Qwen2_5OmniVisionEncoderConfig defaults hidden_size to 3,584 while the encoder is
+    # 1,280 wide (some configs say embed_dim): a config without hidden_size is not guessed
+    raw = json.loads(json.dumps(QWEN2_5_OMNI))
+    del raw["thinker_config"]["vision_config"]["hidden_size"]
+    spec = spec_from_config(raw, "config.json", name="m")
+    assert spec.vision is None
+    assert spec.uncounted_towers == (
+        "thinker_config.vision_config (qwen2_5_omni_vision_encoder)",)
