@@ -28,7 +28,9 @@ class Fields:
         self.raw = raw
         self.source = source
         self.path = path
-        # fields a reader took from a config class's default, said where they are used
+        # fields a reader took from a config class's default (`defaulted`), and each said as
+        # a note where it is used (`filled`)
+        self.defaulted: frozenset[builtins.str] = frozenset()
         self.filled: tuple[builtins.str, ...] = ()
 
     def where(self, name: builtins.str) -> str:

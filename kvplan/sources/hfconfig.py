@@ -1706,6 +1706,7 @@ def _with_defaults(cfg: Fields, model_type: str, keep_missing: tuple[str, ...] =
         merged.setdefault("model_type", model_type)
     out = Fields(merged, cfg.source, cfg.path)
     taken = sorted(k for k in merged if k in defaults and k not in cfg.raw)
+    out.defaulted = frozenset(taken)
     if taken:
         cls = f"{_DEFAULTS_CLASS[model_type]}, {_DEFAULTS_RELEASE}"
         out.filled = tuple(f"{cfg.where(k)} = {merged[k]!r} (absent: {cls} default)"
@@ -2052,11 +2053,27 @@ class _Reader:
         if mt in ("mamba", "falcon_mamba", "mamba2"):
             return ["recurrent"] * n, "model_type"
         for marker in _STATE_MARKERS:
+            if cfg.has(marker) and marker in cfg.defaulted:
+                # a hybrid whose state sizes are its class defaults and whose schedule is
+                # absent: its class would schedule the layers itself (GraniteMoeHybridConfig:
+                # every layer Mamba), which this reader does not reproduce
+                raise cfg.error("layer_types", f"is missing: {mt} mixes attention and "
+                                "recurrent layers, and the config does not say which layers "
+                                "are which", "write the layer schedule out as the "
+                                "checkpoint's config.json does (layer_types, or the "
+                                "family's hybrid_override_pattern)")
             if cfg.has(marker):
                 raise cfg.error(marker, "describes layers this reader does not know how to "
                                 "schedule (no layer_types or hybrid pattern says which layers "
                                 "carry it)", "write the model as a YAML spec "
                                 "(docs/model-schema.md)")
+        if mt == "olmo_hybrid":
+            # OlmoHybridConfig.__post_init__ then makes every 4th layer full attention (the
+            # last one when there are fewer) and derives the delta-net sizes from the heads
+            raise cfg.error("layer_types", "is missing: OLMo-Hybrid's class would schedule "
+                            "its gated delta-net and attention layers itself, which this "
+                            "reader does not reproduce", "write layer_types out, as the "
+                            "checkpoint's config.json does")
         pattern = self._sliding_pattern()
         if pattern is not None:
             if self.window is None:

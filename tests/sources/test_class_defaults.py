@@ -162,3 +162,17 @@ def test_granite_notes_say_the_class_default():
     plan = CliRunner().invoke(app, ["plan", str(GRANITE_350M), "--gpu", "h100", "-f", "json"])
     assert plan.exit_code == 0, plan.output
     assert any("GraniteMoeHybridConfig" in n for n in json.loads(plan.output)["notes"])
+
+
+@pytest.mark.parametrize("model_type", ["granitemoehybrid", "nemotron_h", "olmo_hybrid"])
+def test_a_hybrid_without_its_layer_schedule_is_refused_by_name(model_type):
+    # the state sizes may come from the class, but which layers carry them does not: the
+    # classes would schedule them (GraniteMoeHybridConfig every layer Mamba, OlmoHybridConfig
+    # every 4th attention), which the reader does not reproduce
+    from kvplan.core.errors import SpecError
+    from kvplan.sources.hfconfig import spec_from_config
+
+    with pytest.raises(SpecError) as err:
+        spec_from_config({"model_type": model_type, "num_hidden_layers": 4,
+                          "num_attention_heads": 32, "hidden_size": 4096}, "config.json", "m")
+    assert err.value.field == "layer_types"
