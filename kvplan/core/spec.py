@@ -180,13 +180,7 @@ class AudioEncoder:
     kind "gemma3n" (Gemma 3n's conformer of the same family): the subsampling over
     num_mel_bins, the same blocks without clipping bounds or output projection, and the
     embedder's vocab_size hard-token rows, its two norms and the projection to the text
-    width. kind "qwen3_omni" (Qwen3-Omni's thinker audio tower, hidden_size wide): three
-    stride-2 Conv2d of conv_channels[0] over num_mel_bins, a conv_out to the width,
-    num_layers pre-LayerNorm blocks of num_heads with q / k / v / out all biased and an
-    ffn_dim-wide MLP, ln_post, then proj1 and proj2 to projector_input_dim (its output_dim);
-    its positions are sinusoidal (max_positions 0: no table stored). kind "qwen2_5_omni"
-    (Qwen2.5-Omni's): Whisper's two Conv1d and blocks (k without bias), a 2-row
-    audio_bos_eos_token table and ln_post, then proj to projector_input_dim."""
+    width. kinds "qwen3_omni", "qwen2_5_omni": the Omni thinkers' (kvplan.core.weights)."""
 
     kind: str
     num_layers: int

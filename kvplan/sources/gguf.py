@@ -352,6 +352,11 @@ def config_from_header(h: dict[str, Any], source: str) -> dict[str, Any]:
                          ("num_experts_per_tok", key("expert_used_count"))):
         if value is not None:
             cfg[field] = value
+    if "head_dim" not in cfg and isinstance(heads, int) and heads and "hidden_size" in cfg:
+        # llama.cpp llama-model.cpp load_hparams: n_embd_head_k = n_embd / n_head unless
+        # attention.key_length says otherwise; written out so that no config class's
+        # head_dim default (Qwen3Config, NemotronHConfig: 128) stands in for it
+        cfg["head_dim"] = cfg["hidden_size"] // heads
     vocab = key("vocab_size", h.get("tokenizer.ggml.tokens.count"))
     if vocab:
         cfg["vocab_size"] = vocab
