@@ -741,6 +741,11 @@ def shapes(reader: _Reader) -> dict[str, Any]:
                        *(("moe_num_experts",) if step or ernie else ()), minimum=1)
     if ernie and cfg.raw.get("use_moe") is False:
         experts = None  # Ernie4_5_MoeDecoderLayer: use_moe false builds no MoE layer
+    if mt == "granitemoehybrid" and experts is None and cfg.has("shared_intermediate_size"):
+        # vLLM granitemoehybrid.py: with num_local_experts 0 a layer's only MLP is
+        # GraniteMoeSharedMLP, shared_intermediate_size wide (none at all when that is 0,
+        # which leaves the width unknown here and the weights refused by name)
+        inter = _opt_int(cfg, "shared_intermediate_size", minimum=1)
     out["num_experts"] = experts
     if experts:
         out["num_experts_per_token"] = _opt_int(

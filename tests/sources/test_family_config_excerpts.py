@@ -158,6 +158,7 @@ def test_dots_llm1_weights_by_hand():
     (APERTUS_8B, 32_768, "h100", 1),
     (DOTS_LLM1, 8192, "h200", 4),
     (FAMILIES / "Qwen--Qwen3-Omni-30B-A3B-Instruct.json", 32_768, "h100", 1),
+    (FAMILIES / "ibm-granite--granite-4-8b-dense.json", 32_768, "h100", 1),
 ])
 def test_size_and_plan_take_each_excerpt(fixture, tokens, gpu, tp):
     runner = CliRunner()
@@ -287,3 +288,52 @@ def test_qwen3_omni_towers_match_the_checkpoint_listing():
     # 3,540,613,057 values are the talker and code2wav, which vLLM does not load
     assert _params(QWEN3_OMNI) == 30_532_646_912 + audio + visual == 31_719_205_488
     assert 35_259_818_545 - 31_719_205_488 == 3_540_613_057
+
+
+# --- Granite 4 8B dense (granitemoehybrid): IBM's own test fixture, all attention ----------
+
+GRANITE_4_8B_DENSE = FAMILIES / "ibm-granite--granite-4-8b-dense.json"
+
+
+def test_granite_4_8b_dense_bytes_by_hand():
+    # vLLM granitemoehybrid.py GraniteMoeHybridModel builds one decoder layer per
+    # config.layer_types entry: 40 "attention" layers, each a GraniteMoeHybridAttention of
+    # num_key_value_heads (8) heads of hidden_size / num_attention_heads = 4,096 / 32 = 128
+    spec = load_config_file(GRANITE_4_8B_DENSE)
+    assert spec.layers == (FullAttention(8, 128),) * 40
+    row = 2 * 8 * 128 * 2  # K and V, bf16
+    assert per_token_bytes(spec.layers, BF16) == 40 * row == 163_840
+    assert request_bytes(spec.layers, 32_768, BF16) == 32_768 * 40 * row == 5 * 2**30
+    # vLLM config/model.py ModelConfig.is_hybrid is False when every layer_types entry is
+    # attention (its granite-4.0-micro case), so no Mamba page alignment: FullAttentionSpec's
+    # block of 16 tokens
+    assert _pages(spec, 32_768) == {("full", 16, 16 * row)}
+    assert spec.max_context_tokens == 131_072
+
+
+def test_granite_4_8b_dense_weights_by_hand():
+    # vLLM granitemoehybrid.py: num_local_experts 0 builds no block_sparse_moe, so the
+    # layer's MLP is GraniteMoeSharedMLP (granitemoeshared.py): input_linear 4,096 -> 2 x
+    # shared_intermediate_size (12,800), output_linear back, no biases; q / o 4,096 x 4,096
+    # and k / v 4,096 -> 8 x 128 without biases (attention_bias false); two RMSNorms a layer,
+    # the final norm, and a tied 100,352-row embedding
+    h, kv, shared, vocab = 4096, 8 * 128, 12_800, 100_352
+    layer = 2 * h * h + 2 * h * kv + 3 * h * shared + 2 * h
+    hand = vocab * h + 40 * layer + h
+    assert hand == 8_380_551_168
+    assert _params(GRANITE_4_8B_DENSE) == hand  # the checkpoint's name: "8b"
+
+
+def test_granite_dense_mlp_is_as_wide_as_shared_intermediate_size(tmp_path):
+    # the fixture has intermediate_size == shared_intermediate_size; vLLM sizes the dense
+    # layer's only MLP from shared_intermediate_size (GraniteMoeSharedMLP.hidden_size), so
+    # changing intermediate_size alone must leave the count alone
+    raw = json.loads(GRANITE_4_8B_DENSE.read_text())
+    baseline = _params(GRANITE_4_8B_DENSE)
+    raw["intermediate_size"] = 1000
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    assert _params(path) == baseline
+    raw["shared_intermediate_size"] = 6400
+    path.write_text(json.dumps(raw))
+    assert _params(path) == baseline - 40 * 3 * 4096 * 6400
