@@ -600,6 +600,10 @@ _TIED_DEFAULT = {"gpt2": True, "gemma": True, "gemma2": True, "gemma3_text": Tru
 # every layer is MoE (MixtralConfig, GptOssConfig, MiniMaxM2Config, Llama4TextConfig; Llama 4's
 # dense layers use intermediate_size_mlp).
 _EXPERT_WIDTH_IS_INTERMEDIATE = {"mixtral", "gpt_oss", "minimax_m2", "minimax", "llama4_text",
+                                 # MiniMax-Text-01 / MiniMax-M1: MiniMaxText01MoE takes
+                                 # intermediate_size=config.intermediate_size (vLLM 0.22
+                                 # minimax_text_01.py; SGLang minimax_text_01.py alike)
+                                 "minimax_text_01", "minimax_m1",
                                  # GraniteMoe*: intermediate_size is one expert's width, the
                                  # shared MLP shared_intermediate_size (GraniteMoeSharedMLP)
                                  "granitemoe", "granitemoeshared", "granitemoehybrid",

@@ -159,6 +159,8 @@ def test_dots_llm1_weights_by_hand():
     (DOTS_LLM1, 8192, "h200", 4),
     (FAMILIES / "Qwen--Qwen3-Omni-30B-A3B-Instruct.json", 32_768, "h100", 1),
     (FAMILIES / "ibm-granite--granite-4-8b-dense.json", 32_768, "h100", 1),
+    (FAMILIES / "ibm-granite--granite-4.0-tiny-preview.json", 32_768, "h100", 1),
+    (FAMILIES / "MiniMaxAI--MiniMax-M1.json", 32_768, "h200", 8),
 ])
 def test_size_and_plan_take_each_excerpt(fixture, tokens, gpu, tp):
     runner = CliRunner()
@@ -337,3 +339,98 @@ def test_granite_dense_mlp_is_as_wide_as_shared_intermediate_size(tmp_path):
     raw["shared_intermediate_size"] = 6400
     path.write_text(json.dumps(raw))
     assert _params(path) == baseline - 40 * 3 * 4096 * 6400
+
+
+# --- Granite 4.0 Tiny Preview (granitemoehybrid with Mamba-2 layers and experts) ---------
+
+GRANITE_4_TINY = FAMILIES / "ibm-granite--granite-4.0-tiny-preview.json"
+
+
+def test_granite_4_tiny_preview_attention_and_mamba_state_by_hand():
+    # vLLM granitemoehybrid.py: layer_types puts attention at 5, 15, 25, 35 (4 KV heads of
+    # hidden_size / num_attention_heads = 1,536 / 12 = 128) and a MambaMixer2 on the other
+    # 36. get_mamba_state_shape_from_config -> mamba_utils.py mamba2_state_shape: a conv
+    # state of (mamba_d_conv - 1) x (intermediate + 2 x n_groups x d_state) with
+    # intermediate = mamba_expand x hidden_size = 3,072, and an SSM state of heads x head_dim
+    # x d_state = 48 x 64 x 128; both in the bf16 model dtype (mamba cache dtype "auto")
+    spec = load_config_file(GRANITE_4_TINY)
+    assert spec.kind_counts() == {"state": 36, "full": 4}
+    assert [i for i, layer in enumerate(spec.layers) if layer.kind == "full"] == [5, 15, 25, 35]
+    assert spec.layers[5] == FullAttention(4, 128)
+    state = 3 * (3072 + 2 * 128) * 2 + 48 * 64 * 128 * 2
+    assert state == 806_400 and spec.layers[0].state_bytes() == state
+    row = 2 * 4 * 128 * 2  # K and V, bf16
+    assert per_token_bytes(spec.layers, BF16) == 4 * row == 8192
+    assert request_bytes(spec.layers, 32_768, BF16) == 32_768 * 4 * row + 36 * state
+    assert spec.max_context_tokens == 131_072
+    # vLLM's hybrid alignment (platforms/interface.py _align_hybrid_block_size): the attention
+    # block grows in steps of 16 tokens until a page of 2,048-byte rows holds one Mamba
+    # state; the state page is padded to the same size
+    block = 16 * -(-state // (16 * row))
+    assert block == 400
+    assert _pages(spec, 32_768) == {("full", block, block * row), ("mamba", block, block * row)}
+
+
+def test_granite_4_tiny_preview_weights_by_hand():
+    # vLLM granitemoehybrid.py, bf16: a tied 49,160 x 1,536 embedding and the final norm;
+    # every layer two RMSNorms, a router 1,536 -> 62, 62 experts (input_linear 1,536 -> 2 x
+    # 512, output_linear 512 -> 1,536) and a shared MLP of shared_intermediate_size 1,024;
+    # a Mamba layer's MambaMixer2 (mamba_mixer2.py): in_proj 1,536 -> 2 x 3,072 + 2 x 128 +
+    # 48, conv1d 3,328 x 4 with its bias, dt_bias / A / D per head, the gated norm over
+    # 3,072, out_proj 3,072 -> 1,536 without bias; an attention layer q / o 1,536 x 1,536
+    # and k / v 1,536 -> 4 x 128 without biases
+    h, vocab = 1536, 49_160
+    mamba = h * (2 * 3072 + 2 * 128 + 48) + 3328 * 4 + 3328 + 3 * 48 + 3072 + 3072 * h
+    attention = 2 * h * h + 2 * h * 512
+    ffn = h * 62 + 62 * 3 * h * 512 + 3 * h * 1024 + 2 * h
+    hand = vocab * h + 36 * (mamba + ffn) + 4 * (attention + ffn) + h
+    assert hand == 6_671_539_776
+    assert _params(GRANITE_4_TINY) == hand
+    assert round(hand / 1e9) == 7  # IBM: "a 7B parameter fine-grained hybrid MoE"
+
+
+# --- MiniMax-M1 (minimax_m1: MiniMax-Text-01's lightning-attention architecture) ----------
+
+MINIMAX_M1 = FAMILIES / "MiniMaxAI--MiniMax-M1.json"
+
+
+def test_minimax_m1_lightning_state_and_attention_by_hand():
+    # vLLM 0.22 minimax_text_01.py (MiniMaxM1ForCausalLM runs MiniMaxText01ForCausalLM; vLLM
+    # 0.23 dropped both): attn_type_list marks layer i softmax attention where it is 1 (7,
+    # 15, ..., 79: 10 layers, 8 KV heads of head_dim 128) and lightning attention where it
+    # is 0. A lightning layer keeps one state per request, mamba_utils.py
+    # linear_attention_state_shape: heads x head_dim x head_dim = 64 x 128 x 128, in the
+    # model dtype (linear_attention_state_dtype); this config names no torch_dtype, so bf16
+    spec = load_config_file(MINIMAX_M1)
+    assert spec.kind_counts() == {"state": 70, "full": 10}
+    assert [i for i, layer in enumerate(spec.layers) if layer.kind == "full"] == \
+        list(range(7, 80, 8))
+    assert spec.layers[7] == FullAttention(8, 128)
+    state = 64 * 128 * 128 * 2
+    assert state == 2 * 2**20 and spec.layers[0].state_bytes() == state
+    row = 2 * 8 * 128 * 2
+    assert per_token_bytes(spec.layers, BF16) == 10 * row == 40_960
+    assert request_bytes(spec.layers, 32_768, BF16) == 32_768 * 10 * row + 70 * state
+    assert request_bytes(spec.layers, 32_768, BF16) == 1_488_977_920
+    assert spec.max_context_tokens == 10_240_000
+
+
+def test_minimax_m1_weights_by_hand():
+    # vLLM 0.22 minimax_text_01.py, bf16: an untied 200,064 x 6,144 embedding and LM head,
+    # the final norm; every layer two RMSNorms and MiniMaxText01MoE: a router 6,144 -> 32
+    # and 32 experts as wide as intermediate_size (9,216), no shared MLP
+    # (shared_intermediate_size 0); a lightning layer qkv_proj 6,144 -> 3 x 64 x 128,
+    # output_gate 6,144 -> 8,192, out_proj 8,192 -> 6,144 and an RMSNorm over 8,192; a
+    # softmax layer q / o 6,144 x 8,192 and k / v 6,144 -> 8 x 128, no biases
+    h, vocab, expert = 6144, 200_064, 3 * 6144 * 9216
+    lightning = h * 3 * 8192 + 2 * h * 8192 + 8192
+    softmax = 2 * h * 8192 + 2 * h * 1024
+    moe = h * 32 + 32 * expert + 2 * h
+    hand = 2 * vocab * h + 70 * lightning + 10 * softmax + 80 * moe + h
+    assert hand == 456_089_655_296
+    assert _params(MINIMAX_M1) == hand
+    assert round(hand / 1e9) == 456  # MiniMax: "456 billion parameters in total"
+    # "45.9 billion activated per token": two of the 32 experts a token, the embedding and
+    # the LM head left out
+    active = hand - 80 * 30 * expert - 2 * vocab * h
+    assert round(active / 1e8) == 459
