@@ -386,7 +386,7 @@ def test_granite_4_tiny_preview_weights_by_hand():
     hand = vocab * h + 36 * (mamba + ffn) + 4 * (attention + ffn) + h
     assert hand == 6_671_539_776
     assert _params(GRANITE_4_TINY) == hand
-    assert round(hand / 1e9) == 7  # IBM: "a 7B parameter fine-grained hybrid MoE"
+    assert round(hand / 1e9) == 7  # IBM's model card: a 7B-parameter hybrid MoE
 
 
 # --- MiniMax-M1 (minimax_m1: MiniMax-Text-01's lightning-attention architecture) ----------
@@ -429,8 +429,8 @@ def test_minimax_m1_weights_by_hand():
     hand = 2 * vocab * h + 70 * lightning + 10 * softmax + 80 * moe + h
     assert hand == 456_089_655_296
     assert _params(MINIMAX_M1) == hand
-    assert round(hand / 1e9) == 456  # MiniMax: "456 billion parameters in total"
-    # "45.9 billion activated per token": two of the 32 experts a token, the embedding and
+    assert round(hand / 1e9) == 456  # MiniMax's model card: 456 billion in total
+    # and 45.9 billion activated per token: two of the 32 experts a token, the embedding and
     # the LM head left out
     active = hand - 80 * 30 * expert - 2 * vocab * h
     assert round(active / 1e8) == 459
