@@ -323,7 +323,8 @@ class Engine(Protocol):
     allocated, engines.cache.CacheLayout, for `kvplan validate`), `memory_rows(cap)` (what
     one GPU holds when the engine sizes no budget, llama.cpp), `log_readings` +
     `capacity_from_readings(dep, readings)` (the pool from the free-memory readings its
-    start-up log prints, SGLang)."""
+    start-up log prints, SGLang), `model_max_len(spec)` (the context it derives from the
+    config when none is given; BaseEngine: the model's own maximum)."""
 
     name: str  # the --engine value and the registry key
     display_name: str  # how the engine names itself in messages ("vLLM")
@@ -481,6 +482,13 @@ class BaseEngine:
 
     def concurrency_limit(self, dep: Deployment) -> tuple[int, str] | None:
         return None
+
+    def model_max_len(self, spec: ModelSpec) -> int | None:
+        """The longest context the engine derives from the model's config: its max_model_len
+        when none is given, and the limit beyond which `longer_context_env` is needed. The
+        model's own maximum unless the engine reads the config otherwise (vLLM scales it by
+        the rope scaling factor). Read by kvplan.planning.deployment and .verdict."""
+        return spec.max_context_tokens
 
     def host_blocks(self, cap: Capacity, context_tokens: int | None = None) -> HostBlocks:
         return HostBlocks(max(1, cap.kv_bytes_per_token), 1, context_tokens or 0)

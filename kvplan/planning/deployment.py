@@ -212,6 +212,11 @@ def deployment(
         spec = resolve(model, assume_standard_attention)
     else:
         spec = model
+    if max_len is None:  # the engine's own reading of the config (vLLM: the rope factor)
+        derived = getattr(get_engine(engine), "model_max_len", None)
+        most = derived(spec) if derived is not None else None
+        if most and most != spec.max_context_tokens:
+            max_len = most
     found = find_gpu(gpu, gpu_memory, spell)
     if stage_gpus:
         values["stage_gpu_memory_bytes"] = tuple(g.memory_bytes for g in stage_gpus)

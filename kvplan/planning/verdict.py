@@ -54,10 +54,11 @@ def longer_context_refusal(dep: Deployment) -> tuple[str, str] | None:
     context; None when it is within it, or the engine starts anyway."""
     from kvplan.engines.registry import get as get_engine
 
-    most = dep.spec.max_context_tokens
+    engine = get_engine(dep.engine)
+    most = engine.model_max_len(dep.spec) if hasattr(engine, "model_max_len") else \
+        dep.spec.max_context_tokens
     if not dep.max_model_len or not most or dep.max_model_len <= most:
         return None
-    engine = get_engine(dep.engine)
     env = getattr(engine, "longer_context_env", None)
     if not env:
         return None

@@ -61,10 +61,11 @@ KNOWN_MISSES = {
                                                            "vLLM counts as non-torch on "
                                                            "unified memory (MemAvailable); "
                                                            "no line sizes it",
-    "vllm-i5248-deepseek-coder-67b-2xt4-tp2": "about 3.6 GiB a T4 more than kvplan's profile "
-                                              "of 0.4.3 (weights 6.3 GiB, a 16,384-token "
-                                              "batch) not identified; the comment prints no "
-                                              "profile line",
+    "vllm-i5248-deepseek-coder-67b-2xt4-tp2": "996 MiB a T4 more than kvplan's profile of "
+                                              "0.4.3 (weights 6.33 GiB, a 65,536-token "
+                                              "batch of 3.52 GiB: max_model_len from the "
+                                              "linear rope factor 4) not identified; the "
+                                              "comment prints no profile line",
     "vllm-dgxspark-gemma-4-26b-a4b-awq-int4-gb10": "the checkpoint's config (16.01 GiB on "
                                                    "disk, 1.68 over kvplan's AWQ tensors) is "
                                                    "not public here; 2.5 GiB of host memory "

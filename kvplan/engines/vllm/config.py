@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.core.errors import BadInputError
 from kvplan.core.record import record
 from kvplan.engines.shared.releases import release, row_for
+
+if TYPE_CHECKING:
+    from kvplan.core.spec import ModelSpec
 
 SCHEMA = "kvplan.engine.vllm/1"
 
@@ -38,6 +41,10 @@ class Rules:
     v1: bool  # the V1 engine (envs.py VLLM_USE_V1 defaults to "1"; V1_OPT_IN before)
     max_num_seqs_by_gpu: bool  # max_num_seqs 1,024 / 256 by GPU class; before: V1 1,024
     v0_chunked_prefill_tokens: int  # V0 SchedulerConfig with chunked prefill: 512, then 2,048
+    # V0 engine/arg_utils.py create_engine_config: `use_long_context = max_model_len > 32768`
+    # turns chunked prefill on where --enable-chunked-prefill is not given (in the 0.5.3
+    # wheel, not in 0.5.2's nor 0.4.3's): before, the profile batch is max_model_len tokens
+    v0_long_context_chunked: bool
     big_gpu_tier: bool  # get_batch_defaults' >= 160 GiB tier; 1,024 graphs on SM 10.x
     gpu_memory_utilization: float  # its default (config/cache.py)
     # config/cache.py `BlockSize` takes 256 (the Literal of 0.11.1 and 0.16.0; 1-128 before).
@@ -153,7 +160,8 @@ def _release(release: tuple[int, int, int], **changed: Any) -> None:
 # the first row: what 0.6.0's source showed, which kvplan also takes for the releases before
 # it but for what their wheels showed otherwise (the row of 0.2.0 below)
 RULES[(0, 2, 5)] = Rules(
-    v1=False, max_num_seqs_by_gpu=False, v0_chunked_prefill_tokens=512, big_gpu_tier=False,
+    v1=False, max_num_seqs_by_gpu=False, v0_chunked_prefill_tokens=512,
+    v0_long_context_chunked=False, big_gpu_tier=False,
     gpu_memory_utilization=0.9, block_size_256=False, non_torch_counted=True,
     non_torch_growth_only=False,
     snapshot_after_nccl=False, nccl_connects_at_init=False, flashinfer_sampler_default=False,
@@ -180,6 +188,7 @@ RULES[(0, 2, 5)] = Rules(
 RULES[(0, 2, 0)] = replace(RULES[(0, 2, 5)], non_torch_counted=False)
 # config.py ModelConfig._verify_quantization: Marlin-compatible GPTQ runs gptq_marlin
 _release((0, 4, 2), gptq_marlin_auto=True)
+_release((0, 5, 3), v0_long_context_chunked=True)  # arg_utils.py use_long_context
 # worker.py: memory_profiling against the worker's baseline_snapshot (PR #10511)
 _release((0, 6, 5), non_torch_growth_only=True)
 _release((0, 7, 0), v0_chunked_prefill_tokens=2048)  # SchedulerConfig.__post_init__
@@ -416,6 +425,29 @@ def _big_gpu(gpu_memory_bytes: int | None, gpu_name: str | None) -> bool:
     name = (gpu_name or "").lower()
     return gpu_memory_bytes is not None and gpu_memory_bytes >= 70 * 2**30 and \
         "a100" not in name and name not in NVML_WITHOUT_MEMORY
+
+
+# rope scaling kinds whose factor vLLM does not multiply the model's length by
+# (_get_and_verify_max_len: `rope_type not in ("su", "longrope", "llama3")`)
+UNSCALED_ROPE_KINDS = ("su", "longrope", "llama3")
+
+
+def derived_max_model_len(spec: ModelSpec) -> int | None:
+    """The max_model_len vLLM derives from the config when none is given, and the limit
+    beyond which it needs VLLM_ALLOW_LONG_MAX_MODEL_LEN: `_get_and_verify_max_len`
+    (config.py; config/model.py from 0.11) multiplies the model's maximum length by the rope
+    scaling factor (a "yarn" rope: its original_max_position_embeddings by it) unless the
+    kind is one of UNSCALED_ROPE_KINDS or the model_type names Gemma 3, whose length is
+    already scaled (from 0.8.0, the release that added it). Read in the 0.2.3, 0.2.7, 0.3.0,
+    0.4.1, 0.4.3, 0.5.5, 0.6.0, 0.7.0, 0.9.1, 0.11.1 and 0.25.1 sources; deepseek-coder's
+    linear factor 4 over 16,384 positions gives 65,536 tokens (vllm#5248)."""
+    most, rope = spec.max_context_tokens, spec.rope
+    if not most or rope is None or rope.scaling in UNSCALED_ROPE_KINDS \
+            or "gemma3" in (spec.family or ""):
+        return most
+    base = rope.original_max_positions if rope.scaling == "yarn" and \
+        rope.original_max_positions else most
+    return int(base * rope.factor)
 
 
 def default_gpu_memory_utilization(version: tuple[int, ...] = LATEST) -> float:

@@ -45,6 +45,7 @@ from kvplan.engines.vllm.config import (
     VllmConfig,
     check_block_size,
     default_gpu_memory_utilization,
+    derived_max_model_len,
     rules_for,
     use_v1_setting,
 )
@@ -239,6 +240,9 @@ class VllmEngine(BaseEngine):
         from kvplan.engines.vllm.text import launch_flags
 
         return launch_flags()
+
+    def model_max_len(self, spec: ModelSpec) -> int | None:
+        return derived_max_model_len(spec)
 
     def capacity(self, dep: Deployment) -> Capacity:
         if dep.mamba_ssm_cache_dtype != "auto":

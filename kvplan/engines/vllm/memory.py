@@ -129,9 +129,10 @@ def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
     `v1`: VLLM_USE_V1 where set; `spec`: the model, whose multimodal item may raise a default
     max_num_batched_tokens, `mm_item_tokens_floor`)."""
     if not is_v1(version, v1):
-        chunked = max_model_len > V0_LONG_CONTEXT if enable_chunked_prefill is None \
-            else enable_chunked_prefill
-        chunk = rules_for(version, v1).v0_chunked_prefill_tokens
+        rules = rules_for(version, v1)
+        chunked = rules.v0_long_context_chunked and max_model_len > V0_LONG_CONTEXT \
+            if enable_chunked_prefill is None else enable_chunked_prefill
+        chunk = rules.v0_chunked_prefill_tokens
         tokens = max_num_batched_tokens or (
             chunk if chunked else max(max_model_len, V0_MIN_TOKENS))
         seqs = max_num_seqs or V0_MAX_NUM_SEQS

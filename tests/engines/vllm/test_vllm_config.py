@@ -33,7 +33,12 @@ def test_a_release_between_rows_has_the_earlier_rows_rules():
     # older than the first row read: the first row's rules
     assert rules_for((0, 1, 7)) == RULES[min(RULES)]
     assert rules_for((0, 4, 1)) == RULES[(0, 2, 5)]
-    assert rules_for((0, 5, 4)) == RULES[(0, 4, 2)]
+    assert rules_for((0, 5, 2)) == RULES[(0, 4, 2)]
+    assert rules_for((0, 5, 4)) == RULES[(0, 5, 3)]
+    # V0's long-context chunked prefill (arg_utils.py use_long_context): in the 0.5.3 wheel,
+    # not in 0.5.2's
+    assert not rules_for((0, 5, 2)).v0_long_context_chunked
+    assert rules_for((0, 5, 3)).v0_long_context_chunked
     assert not rules_for((0, 5, 4)).v1 and rules_for((0, 8, 0)).v1  # envs.py VLLM_USE_V1
 
 
