@@ -39,9 +39,9 @@ CORPUS = FIXTURES / "logs"
 INDEX = yaml.safe_load((CORPUS / "index.yaml").read_text(encoding="utf-8"))
 LOGS = {e["id"]: e for e in INDEX["logs"]}
 REPO = ROOT
-# the floor the corpus reaches today (144 of the 151 logs that print a KV line; the seven that
+# the floor the corpus reaches today (145 of the 151 logs that print a KV line; the six that
 # differ are named in docs/engine-accuracy.md): a change that recomputes fewer fails
-EXACT_FLOOR = 144
+EXACT_FLOOR = 145
 MIN_LOGS = 60
 # issue 23's bar: at least 95% of the logs that print a KV line recomputed exactly
 EXACT_SHARE = 0.95

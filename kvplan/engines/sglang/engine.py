@@ -35,6 +35,7 @@ from kvplan.engines.sglang.memory import (
 from kvplan.engines.sglang.pools import (
     DEFAULT_PAGE_SIZE,
     KV_DTYPES,
+    NSA_INDEXER_IN_KV_SIZE,
     SMALLER_KV_DTYPES,
     SglangConfig,
     SglangProfile,
@@ -45,6 +46,7 @@ from kvplan.engines.sglang.pools import (
 )
 from kvplan.engines.sglang.text import LOG_FORMAT, launch_flags
 from kvplan.engines.shared.device import is_rocm
+from kvplan.engines.shared.releases import release
 
 
 class SglangEngine(BaseEngine):
@@ -77,7 +79,10 @@ class SglangEngine(BaseEngine):
             # rest = after - before x (1 - f): with before = 0 the budget is used as given;
             # a budget given is the pool's bytes (a log's "KV size"), so a DSA pool is
             # divided by its own record whatever the release's profile counts
-            config = replace(config, dsa_profile_record=True)
+            # (before sglang#11309 the NSA pool's line leaves its indexer keys out of it)
+            ver = parse_version(dep.engine_version)
+            config = replace(config, dsa_profile_record=True, kv_size_without_indexer=(
+                ver is not None and release(ver) < NSA_INDEXER_IN_KV_SIZE))
             prof = profile(dep.spec, config, 0, dep.kv_memory_bytes, 0.5)
             return self._pooled(dep, prof, weights_per_gpu(dep), ("KV budget given directly",))
         assert dep.gpu_memory_bytes is not None
@@ -136,7 +141,8 @@ class SglangEngine(BaseEngine):
         attn_tp = dep.tp // dep.dp if self._dp_attention(dep) else dep.tp
         rules = rules_for(parse_version(dep.engine_version))
         return SglangConfig(tp=attn_tp, pp=dep.pp, kv_cache_dtype=cache_dtype(dep),
-                            page_size=dep.block_size or DEFAULT_PAGE_SIZE,
+                            page_size=dsa_page_size(dep) or dep.block_size or
+                            DEFAULT_PAGE_SIZE,
                             dsa_profile_record=rules.dsa_profile_record)
 
     def _pooled(self, dep: Deployment, prof: SglangProfile, weights: int,
@@ -190,6 +196,22 @@ class SglangEngine(BaseEngine):
                      tp: int = 1, block_size: int | None = None, max_len: int | None = None,
                      variant: str = "") -> CacheLayout:
         return cache_layout(spec, fmt, tokens, batch, tp=tp, page_size=block_size)
+
+
+# server_args.py `_handle_model_specific_adjustments` sets page_size = 64 for a DeepSeek
+# NSA/DSA model whatever --page-size asks (read in 0.5.3, 0.5.4 and 0.5.9); 0.5.9 sets 1 on
+# ROCm, as a 0.5.8.post1 MI355X log shows (sglang-glm5-fp8-mi355x-tp8-0.5.8.post1: 3,262,823
+# tokens), where 0.5.3 and 0.5.4 set 64 for every platform but NPUs; kvplan keeps 1 on ROCm
+DSA_PAGE_SIZE = 64
+
+
+def dsa_page_size(dep: Deployment) -> int | None:
+    """The page size SGLang forces for a sparse-MLA model on a CUDA GPU (DSA_PAGE_SIZE, in
+    the releases that serve one: `Rules.dsa_kv_dtype` set); None otherwise."""
+    rules = rules_for(parse_version(dep.engine_version))
+    if dep.spec.traits.sparse_mla and rules.dsa_kv_dtype and not is_rocm(dep.gpu_arch):
+        return DSA_PAGE_SIZE
+    return None
 
 
 def cache_dtype(dep: Deployment) -> str:

@@ -40,6 +40,12 @@ SWA_FULL_TOKENS_RATIO = 0.8  # arg_groups/fields/schedule.py default
 MAMBA_FULL_MEMORY_RATIO = 0.9  # _handle_max_mamba_cache default r
 SSM_STATE_NAMES = ("ssm", "recurrent", "temporal")  # kept in float32 by default
 DSA_INDEXER_BYTES = indexer_key_bytes(128)  # DeepSeek-V3.2 indexer: 128 fp8 + fp32 scale
+# The NSA pool's "KV size" (mem_cache/memory_pool.py _finalize_allocation_log) counts the
+# indexer keys it holds from sglang#11309 (NSATokenToKVPool.get_kv_size_bytes; in the
+# 0.5.3.post1 wheel, not in 0.5.3's, where MLATokenToKVPool's counts the latent records
+# alone). kvplan reads a release's first three parts, so 0.5.3.post1 reads as 0.5.3: a log
+# of it is explained with --engine-version 0.5.4.
+NSA_INDEXER_IN_KV_SIZE = (0, 5, 4)
 
 KV_DTYPES = ("auto", "bf16", "bfloat16", "fp16", "float16", "fp8_e4m3", "fp8_e5m2")
 SMALLER_KV_DTYPES = ("fp8_e4m3",)
@@ -125,6 +131,9 @@ class SglangConfig:
     # a DSA model's tokens counted with the pool's fp8 record (memory.Rules.dsa_profile_record:
     # 0.5.17 on); False: with kv_lora_rank + qk_rope_head_dim at the cache dtype, as before
     dsa_profile_record: bool = True
+    # the budget is a log's "KV size" of a release whose NSA pool line leaves out the indexer
+    # keys (NSA_INDEXER_IN_KV_SIZE): the tokens are that budget over the latent records alone
+    kv_size_without_indexer: bool = False
 
 
 @record
@@ -173,6 +182,14 @@ def _k_v_bytes(layer: Layer, fmt: KVFormat, tp: int, sparse: bool = False) -> tu
     if not isinstance(layer, ATTENTION_KINDS):
         raise BadInputError(f"kvplan's sglang profile does not model {layer.kind} layers")
     return layer.kv_token_bytes(fmt, tp)
+
+
+def _indexer(layer: Layer, fmt: KVFormat, tp: int, sparse: bool = False) -> int:
+    """The indexer keys' bytes per token in an MLA layer's K buffer (_k_v_bytes); 0 for any
+    other layer."""
+    if not isinstance(layer, MLA):
+        return 0
+    return _k_v_bytes(layer, fmt, tp, sparse)[0] - layer.latent_token_bytes(fmt)
 
 
 def mamba_state_bytes(layer: RecurrentState, tp: int, ssm_bytes: int) -> int:
@@ -248,6 +265,10 @@ def _stage(spec: ModelSpec, layers: Sequence[Layer], fmt: KVFormat, config: Sgla
     if counted is not fmt:  # a DSA pool counted at the dense latent (memory.Rules)
         cell = (sum(_k_v_bytes(x, counted, tp, sparse)[0] for x in full)
                 + sum(_k_v_bytes(x, counted, tp)[0] for x in draft) + full_v)
+    if config.kv_size_without_indexer:  # the pool line's bytes: the latent records alone
+        full_k -= (sum(_indexer(x, fmt, tp, sparse) for x in full)
+                   + sum(_indexer(x, fmt, tp) for x in draft))
+        cell = full_k + full_v
     swa_tokens = None
     if swa:
         ratio = config.swa_full_tokens_ratio
