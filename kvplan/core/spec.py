@@ -296,6 +296,9 @@ class EngineTraits:
     sglang_hybrid_swa: bool = False
     tgi_fallback_attention: bool = False
     vllm_pp_every_stage_ends: bool = False
+    # vLLM does not multiply the model's length by its rope factor: the config's length is
+    # already scaled (Gemma 3; kvplan.engines.vllm.config.derived_max_model_len)
+    vllm_length_prescaled: bool = False
     # the vision tower's (num_hidden_layers, hidden_size) as SGLang's
     # ServerArgs.adjust_mem_fraction_for_vlm reads them from vision_config (server_args.py,
     # 0.4.10 on), by tower kind (kvplan.sources.families.SGLANG_VIT_READ); () for a text model or

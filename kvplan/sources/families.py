@@ -214,6 +214,9 @@ LLAMACPP_SWA = frozenset({
 # full-length KV.
 SGLANG_HYBRID_SWA = frozenset({"gpt_oss", "llama4", "llama4_text", "gemma4", "gemma4_text",
                                "mimo_v2", "mimo_v2_flash", "step3p5", "deepseek_v4"})
+# vLLM's _get_and_verify_max_len skips the rope factor where "gemma3" is in the model_type
+# (Gemma 3's max_position_embeddings is already scaled; config.py from 0.8.0, config/model.py)
+VLLM_LENGTH_PRESCALED = "gemma3"
 # DeepSeek sparse attention (DSA): vLLM 0.33 builds the indexer and the sparse MLA backend
 # (FLASHMLA_SPARSE, the fp8_ds_mla record) whenever the config has `index_topk`
 # (model_executor/models/deepseek_v2.py, glm4_moe_lite.py, deepseek_mtp.py and the
@@ -352,6 +355,7 @@ def traits_of(spec: ModelSpec) -> EngineTraits:
                         sglang_hybrid_swa=name in SGLANG_HYBRID_SWA,
                         tgi_fallback_attention=raw in TGI_FALLBACK_ATTENTION,
                         vllm_pp_every_stage_ends=model_type in VLLM_PP_EVERY_STAGE_ENDS,
+                        vllm_length_prescaled=VLLM_LENGTH_PRESCALED in raw,
                         sglang_vit=_sglang_vit(spec),
                         sglang_vlm_arch=_sglang_vlm_arch(spec))
 

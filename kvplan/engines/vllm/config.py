@@ -437,13 +437,14 @@ def derived_max_model_len(spec: ModelSpec) -> int | None:
     beyond which it needs VLLM_ALLOW_LONG_MAX_MODEL_LEN: `_get_and_verify_max_len`
     (config.py; config/model.py from 0.11) multiplies the model's maximum length by the rope
     scaling factor (a "yarn" rope: its original_max_position_embeddings by it) unless the
-    kind is one of UNSCALED_ROPE_KINDS or the model_type names Gemma 3, whose length is
-    already scaled (from 0.8.0, the release that added it). Read in the 0.2.3, 0.2.7, 0.3.0,
-    0.4.1, 0.4.3, 0.5.5, 0.6.0, 0.7.0, 0.9.1, 0.11.1 and 0.25.1 sources; deepseek-coder's
-    linear factor 4 over 16,384 positions gives 65,536 tokens (vllm#5248)."""
+    kind is one of UNSCALED_ROPE_KINDS or the model is Gemma 3, whose length is already
+    scaled (traits.vllm_length_prescaled; from 0.8.0, the release that added it). Read in
+    the 0.2.3, 0.2.7, 0.3.0, 0.4.1, 0.4.3, 0.5.5, 0.6.0, 0.7.0, 0.9.1, 0.11.1 and 0.25.1
+    sources; deepseek-coder's linear factor 4 over 16,384 positions gives 65,536 tokens
+    (vllm#5248)."""
     most, rope = spec.max_context_tokens, spec.rope
     if not most or rope is None or rope.scaling in UNSCALED_ROPE_KINDS \
-            or "gemma3" in (spec.family or ""):
+            or spec.traits.vllm_length_prescaled:
         return most
     base = rope.original_max_positions if rope.scaling == "yarn" and \
         rope.original_max_positions else most

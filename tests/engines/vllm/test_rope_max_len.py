@@ -38,8 +38,10 @@ def test_linear_rope_scales_the_length_vllm_derives():
     # the kinds vLLM leaves unscaled, and Gemma 3, whose length is already scaled
     for kind in ("llama3", "longrope", "su"):
         assert derived_max_model_len(replace(spec, rope=Rope(kind, 8.0, 8192))) == 16384
-    gemma = replace(spec, family="gemma3_text", rope=Rope("linear", 8.0))
-    assert derived_max_model_len(gemma) == 16384
+    # Gemma 3 (rope_scaling linear 8.0, its 131,072-token length already scaled)
+    gemma = resolve(str(FIXTURES / "hf-configs" / "google--gemma-3-4b-it.json"))
+    assert gemma.rope is not None and gemma.rope.factor == 8.0
+    assert derived_max_model_len(gemma) == gemma.max_context_tokens == 131072
     assert derived_max_model_len(replace(spec, rope=None)) == 16384
 
 
