@@ -125,7 +125,7 @@ def mxfp4_expert_load(gpu_arch: str = "", backend: str | None = None,
     ("hopper sm9.0"); None when it does not (the checkpoint's own layout is used). `backend`
     (Deployment.mxfp4_backend) names the backend instead of the GPU's default;
     `triton_kernels` whether the release installs the `triton_kernels` package
-    (Rules.triton_kernels_installed: from 0.11.1). Hopper runs Triton (Marlin without
+    (Rules.triton_kernels_installed: from 0.12.0). Hopper runs Triton (Marlin without
     triton_kernels or with VLLM_MXFP4_USE_MARLIN=1), datacenter Blackwell FlashInfer, other
     CUDA GPUs Marlin; each backend's padding and extra tensors: docs/engine-kv-sizing.md
     §7.10."""

@@ -55,9 +55,12 @@ class Rules:
     # the profile run (worker.py / gpu_worker.py determine_available_memory)
     # memory outside torch's allocations counts at all: worker.py profile_num_available_blocks
     # takes `total - free` (torch.cuda.mem_get_info) after profile_run from 0.2.5; 0.2.0-0.2.4
-    # subtract `torch.cuda.max_memory_allocated()` alone (the 0.2.3 and 0.2.4 wheels)
+    # subtract `torch.cuda.max_memory_allocated()` alone (the 0.2.0-0.2.4 wheels)
     non_torch_counted: bool
-    non_torch_growth_only: bool  # non-torch memory counted from a snapshot, not absolutely
+    # non-torch memory counted from a snapshot taken after the CUDA context exists, not
+    # absolutely: `init_gpu_memory - free` (worker.py, 0.3.1-0.6.3), memory_profiling against
+    # the worker's baseline (V0 0.6.5-0.7, V1 from 0.9.1)
+    non_torch_growth_only: bool
     snapshot_after_nccl: bool  # init_device takes that snapshot after NCCL is set up
     # env_override.py sets NCCL_CUMEM_ENABLE=0 (unless /dev/nvidia-caps-imex-channels exists)
     # and torch 2.7's NCCL 2.26 then connects every algorithm at ncclCommInitRank
@@ -80,11 +83,17 @@ class Rules:
     v2_runner_for_all: bool
     # 0.7's V1 profile_run computes the logits of every dummy token and warms up no sampler
     profile_logits_all_tokens: bool
-    # 0.7's V1 _override_v1_engine_args: the larger batch default by the device's name
-    # ("h100" or "h200" in it), not by its memory
+    # the larger V1 batch default by the device's name ("h100" or "h200" in it), not by its
+    # memory: 0.7's _override_v1_engine_args and 0.8.0-0.8.4's _set_default_args_v1
     batch_tier_by_device_name: bool
-    # requirements/cuda.txt installs triton_kernels (vllm#27370, 0.11.1): before it the wheel
-    # and the image lack it, has_triton_kernels() is False and Hopper's MXFP4 experts run Marlin
+    # _set_default_args_v1's ">= 70 GiB" tier leaves A100s out ("a100" not in the device's
+    # name): from 0.9.0; 0.8.5 gives an A100 80GB the larger tier
+    big_tier_skips_a100: bool
+    # the wheel vendors triton_kernels (vllm/third_party/triton_kernels, which 0.12.0's
+    # utils/import_utils.py has_triton_kernels() also imports): before 0.12.0 neither the wheel
+    # nor requirements/cuda.txt holds it (0.11.1's sdist included, though vllm#27370 added it
+    # to main in October 2025), has_triton_kernels() is False and Hopper's MXFP4 experts run
+    # Marlin
     triton_kernels_installed: bool
     # engine/arg_utils.py resolve_kv_cache_dtype_string (vllm#30785, first in 0.14.0's wheel):
     # --kv-cache-dtype auto takes a ModelOpt checkpoint's FP8 KV cache request
@@ -157,8 +166,11 @@ def _release(release: tuple[int, int, int], **changed: Any) -> None:
     RULES[release] = replace(RULES[max(RULES)], **changed)
 
 
-# the first row: what 0.6.0's source showed, which kvplan also takes for the releases before
-# it but for what their wheels showed otherwise (the row of 0.2.0 below)
+# the first row: 0.2.5's worker.py (`total_gpu_memory - free_gpu_memory` after profile_run:
+# the CUDA context counts), which kvplan also takes for the releases before it but for what
+# their wheels showed otherwise (the row of 0.2.0 below). kvplan models the allocated peak;
+# what 0.2.5-0.6.3 subtract is the device's used memory, which also holds the segments torch
+# keeps reserved (not modelled: docs/engine-accuracy.md section 9)
 RULES[(0, 2, 5)] = Rules(
     v1=False, max_num_seqs_by_gpu=False, v0_chunked_prefill_tokens=512,
     v0_long_context_chunked=False, big_gpu_tier=False,
@@ -168,7 +180,7 @@ RULES[(0, 2, 5)] = Rules(
     triton_top_k_top_p=False,
     native_sampler_warmup=False, moe_unchunked=False, profile_logits_all_tokens=False,
     runner_buffers_in_peak=False, runner_buffers_consumed=False, v2_runner_for_all=False,
-    batch_tier_by_device_name=False, triton_kernels_installed=False,
+    batch_tier_by_device_name=False, big_tier_skips_a100=False, triton_kernels_installed=False,
     kv_dtype_from_checkpoint=False,
     cudagraph_estimate=False,
     decode_capture_sizes=False, ceil_requested_memory=False, free_memory_from_meminfo=False,
@@ -183,44 +195,65 @@ RULES[(0, 2, 5)] = Rules(
     gdn_prefill_checkpoints=False, deepseek_v4=False, mrope_cache_factor=1,
     v32_auto_fp8_ds_mla=False, gptq_marlin_auto=False)
 # worker.py profile_num_available_blocks: `peak_memory = torch.cuda.max_memory_allocated()`
-# in the 0.2.3 and 0.2.4 wheels (the CUDA context, NCCL and torch's cached segments are not
-# subtracted); `total_gpu_memory - free_gpu_memory` after profile_run from the 0.2.5 wheel
+# in the 0.2.0, 0.2.1.post1, 0.2.2, 0.2.3 and 0.2.4 wheels (the CUDA context, NCCL and
+# torch's cached segments are not subtracted); `total_gpu_memory - free_gpu_memory` after
+# profile_run from the 0.2.5 wheel
 RULES[(0, 2, 0)] = replace(RULES[(0, 2, 5)], non_torch_counted=False)
+# worker.py: `peak_memory = self.init_gpu_memory - free_gpu_memory`, init_gpu_memory being
+# torch.cuda.mem_get_info()[0] in init_model / init_device after set_device (the context
+# exists) and before init_distributed_environment (NCCL counts): the 0.3.1 wheel, 0.3.3,
+# 0.4.1-0.5.0 wheels and the 0.5.5-0.6.3 sdists; 0.3.0's wheel still takes `total - free`
+_release((0, 3, 1), non_torch_growth_only=True)
 # config.py ModelConfig._verify_quantization: Marlin-compatible GPTQ runs gptq_marlin
 _release((0, 4, 2), gptq_marlin_auto=True)
 _release((0, 5, 3), v0_long_context_chunked=True)  # arg_utils.py use_long_context
-# worker.py: memory_profiling against the worker's baseline_snapshot (PR #10511)
-_release((0, 6, 5), non_torch_growth_only=True)
-_release((0, 7, 0), v0_chunked_prefill_tokens=2048)  # SchedulerConfig.__post_init__
+# worker.py determine_num_available_blocks (vllm#9352): the torch peak
+# (`allocated_bytes.all.peak` after reset_peak_memory_stats) plus `total - free - torch
+# allocated` after the run, absolutely: the 0.6.4 and 0.6.4.post1 sdists, not 0.6.3's
+_release((0, 6, 4), non_torch_growth_only=False)
+# worker.py: memory_profiling against the worker's baseline (vllm#10511); config.py
+# SchedulerConfig.__post_init__: 2,048 tokens with chunked prefill (512 in 0.6.4's)
+_release((0, 6, 5), non_torch_growth_only=True, v0_chunked_prefill_tokens=2048)
 # MRotaryEmbedding's 4x cache came with Qwen2.5-VL (0.7.2), not read in its wheel: the
 # MRotaryEmbedding SGLang adapted from 0.6.6.post1 (layers/rotary_embedding.py) keeps
 # max_position_embeddings, and a 0.6.6 Qwen2-VL log (vllm-uitars-7b-24gb-0.6.6) is -1.4% off
 # with 1x, -1.9% with 4x
 _release((0, 7, 2), mrope_cache_factor=4)
 # V1 by default; 0.8's gpu_worker counts non-torch memory absolutely after the profile; its
-# sampler takes FlashInfer whenever flashinfer is importable ("is not False")
+# sampler takes FlashInfer whenever flashinfer is importable ("is not False"; 0.8.x only
+# below flashinfer 0.2.3: the torch 2.6 docker/Dockerfile installs 0.2.1.post2); arg_utils.py
+# _set_default_args_v1 picks the batch tier by the device's name ("h100" or "h200")
 _release((0, 8, 0), v1=True, non_torch_growth_only=False, flashinfer_sampler_default=True,
-         runner_buffers_in_peak=True)
-_release((0, 8, 3), max_num_seqs_by_gpu=True)  # vllm#15617: every GPU got 1,024 up to 0.8.2
-# memory_profiling against init_snapshot: the torch peak's increase during profile_run only
-_release((0, 9, 0), non_torch_growth_only=True, runner_buffers_in_peak=False)
-_release((0, 9, 2), nccl_connects_at_init=True)
+         runner_buffers_in_peak=True, batch_tier_by_device_name=True)
+# _set_default_args_v1: max_num_seqs 1,024 for "h100"/"h200", else 256 (the 0.8.4 sdist;
+# 0.8.0-0.8.3 give every GPU 1,024, as vllm#15617's 0.8.2 RTX 4090 log shows)
+_release((0, 8, 4), max_num_seqs_by_gpu=True)
+# _set_default_args_v1: `device_memory >= 70 * GiB_bytes` (get_device_total_memory)
+_release((0, 8, 5), batch_tier_by_device_name=False)
+# _set_default_args_v1: `... and "a100" not in device_name`; requirements/cuda.txt pins
+# torch 2.7.0 (NCCL 2.26), env_override.py sets NCCL_CUMEM_ENABLE=0 (from 0.8.5 at least)
+_release((0, 9, 0), big_tier_skips_a100=True, nccl_connects_at_init=True)
+# gpu_worker.py determine_available_memory: memory_profiling against init_snapshot, the torch
+# peak's increase during profile_run only (the 0.9.1 sdist; 0.9.0 and 0.9.0.1 still subtract
+# the absolute peak and non-torch memory, as 0.8)
+_release((0, 9, 1), non_torch_growth_only=True, runner_buffers_in_peak=False)
 _release((0, 10, 2), nccl_connects_at_init=False)
 _release((0, 11, 0), snapshot_after_nccl=True,  # "take memory snapshot after NCCL"
          v32_auto_fp8_ds_mla=True)
-# config/cache.py BlockSize; requirements/cuda.txt triton_kernels==3.5.0 (vllm#27370);
-# utils/mem_utils.py MemorySnapshot.measure reads psutil on Orin, Thor and Spark
-_release((0, 11, 1), block_size_256=True, triton_kernels_installed=True,
-         free_memory_from_meminfo=True, v32_auto_fp8_ds_mla=False)
+# config/cache.py BlockSize; utils/mem_utils.py MemorySnapshot.measure reads psutil on Orin,
+# Thor and Spark; v1/sample/ops/topk_topp_sampler.py: FlashInfer only with
+# VLLM_USE_FLASHINFER_SAMPLER=1 ("Users must opt in explicitly"; 0.11.0: "is not False")
+_release((0, 11, 1), block_size_256=True, free_memory_from_meminfo=True,
+         v32_auto_fp8_ds_mla=False, flashinfer_sampler_default=False)
 # The grouping switches (unify_page_sizes, pad_mamba_pages, largest_bucket_grouping,
 # whole_model_fit_check) were read in v1/core/kv_cache_utils.py of every wheel from 0.10.2
 # to 0.31.0, each placed at the first release that has it.
-# 0.12: the sampler takes FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1.
+# 0.12: the wheel vendors triton_kernels (vllm/third_party/triton_kernels).
 # unify_kv_cache_spec_page_size (vllm#29143, "[Hybrid Allocator] Support KV cache groups
 # with different block_size"): a page that divides the largest takes a block size that
 # many times larger (Gemma 4's sliding and full layers); any other page raises
 # NotImplementedError, as every page did in 0.11.2's get_kv_cache_groups.
-_release((0, 12, 0), flashinfer_sampler_default=False, unify_page_sizes="block_size")
+_release((0, 12, 0), triton_kernels_installed=True, unify_page_sizes="block_size")
 # engine/arg_utils.py create_engine_config resolves --kv-cache-dtype auto from a ModelOpt
 # config's kv_cache_quant_algo / kv_cache_scheme (utils/torch_utils.py
 # resolve_kv_cache_dtype_string, vllm#30785): in the 0.14.0 wheel, not in 0.13.0's
@@ -300,7 +333,8 @@ LATEST = max(RULES)
 """The newest vLLM whose sizing code was read (its source distribution); the default."""
 
 V1_OPT_IN: dict[tuple[int, ...], dict[str, Any]] = {
-    # 0.7.1 (its wheel's source): envs.py VLLM_USE_V1 defaults to "0"; set to 1 it runs
+    # 0.7.0 and 0.7.1 (the 0.7.0 sdist, the 0.7.1 wheel's source; 0.7.0's gpu_worker.py and
+    # gpu_model_runner.py profile as 0.7.1's): envs.py VLLM_USE_V1 defaults to "0"; set to 1 it runs
     # v1/engine with v1/worker/gpu_worker.py and gpu_model_runner.py. `profile_run` runs
     # `_dummy_run(max_num_tokens)` and `compute_logits` over all of its hidden states, no
     # sampler ("TODO(woosuk): Consider the memory usage of the sampler");
@@ -309,7 +343,7 @@ V1_OPT_IN: dict[tuple[int, ...], dict[str, Any]] = {
     # engine/arg_utils.py `_override_v1_engine_args` turns chunked prefill on with
     # max_num_batched_tokens 8,192 (OpenAI server) / 16,384 (LLM class) when "h100" or
     # "h200" is in the device's name, else 2,048 / 8,192; max_num_seqs 1,024.
-    (0, 7, 1): dict(v1=True, non_torch_growth_only=False, profile_logits_all_tokens=True,
+    (0, 7, 0): dict(v1=True, non_torch_growth_only=False, profile_logits_all_tokens=True,
                     batch_tier_by_device_name=True, runner_buffers_in_peak=True),
 }
 """release (whose default is V0) -> the switches VLLM_USE_V1=1 changes in it (`rules_for`)."""
@@ -360,14 +394,11 @@ def check_block_size(block_size: int | None, version: tuple[int, ...]) -> None:
 def default_max_num_batched_tokens(gpu_memory_bytes: int | None, gpu_name: str | None = None,
                                    usage: str = "server", version: tuple[int, ...] = LATEST,
                                    v1: bool | None = None) -> int:
-    """V1 defaults with chunked prefill (0.11 engine/arg_utils.py): GPUs with >= 70 GiB that
-    are not A100: 16384 (LLM class) / 8192 (OpenAI server); others 8192 / 2048. 0.33 adds a
-    >= 160 GiB tier with 16384 for both. 0.7's opt-in V1 (`v1`): the larger pair on a device
-    whose name holds "h100" or "h200" (`_override_v1_engine_args`)."""
+    """V1 defaults with chunked prefill (0.11 engine/arg_utils.py): the larger tier
+    (`_big_tier`) 16384 (LLM class) / 8192 (OpenAI server); others 8192 / 2048. 0.33 adds a
+    >= 160 GiB tier with 16384 for both."""
     rules = rules_for(version, v1)
-    big = _big_gpu(gpu_memory_bytes, gpu_name)
-    if rules.batch_tier_by_device_name:
-        big = any(name in (gpu_name or "").lower() for name in ("h100", "h200"))
+    big = _big_tier(rules, gpu_memory_bytes, gpu_name)
     if rules.big_gpu_tier and gpu_memory_bytes is not None and \
             gpu_memory_bytes >= 160 * 2**30:
         return 16384
@@ -378,16 +409,16 @@ def default_max_num_batched_tokens(gpu_memory_bytes: int | None, gpu_name: str |
 
 def default_max_num_seqs(gpu_memory_bytes: int | None, gpu_name: str | None = None,
                          version: tuple[int, ...] = LATEST, v1: bool | None = None) -> int:
-    """1024 on >= 70 GiB GPUs that are not A100, else 256 (0.11 engine/arg_utils.py). V1 up to
-    0.8.2 gave every GPU 1,024 (vllm#15617, 0.8.2 on an RTX 4090: "CUDA out of memory
-    occurred when warming up sampler with 1024 dummy requests"; 0.8.5 reads by GPU class);
-    V0 256 (`SchedulerConfig.max_num_seqs`); 0.7's opt-in V1 1,024 (`v1`)."""
+    """1024 on the larger tier's GPUs (`_big_tier`), else 256 (engine/arg_utils.py from
+    0.8.4). V1 up to 0.8.3 gives every GPU 1,024 (vllm#15617, 0.8.2 on an RTX 4090: "CUDA out
+    of memory occurred when warming up sampler with 1024 dummy requests"); V0 256
+    (`SchedulerConfig.max_num_seqs`); 0.7's opt-in V1 1,024 (`v1`)."""
     rules = rules_for(version, v1)
     if not rules.v1:
         return 256
     if not rules.max_num_seqs_by_gpu:
         return 1024
-    return 1024 if _big_gpu(gpu_memory_bytes, gpu_name) else 256
+    return 1024 if _big_tier(rules, gpu_memory_bytes, gpu_name) else 256
 
 
 # GPUs whose NVML reports no memory total: the GB10 of a DGX Spark, whose memory is the
@@ -419,12 +450,18 @@ def unified_memory_note(version: tuple[int, ...]) -> str:
             "2.5 GiB over kvplan's budget, docs/engine-accuracy.md section 9)")
 
 
-def _big_gpu(gpu_memory_bytes: int | None, gpu_name: str | None) -> bool:
-    """The larger default tier of arg_utils.py: >= 70 GiB (as NVML reports it) and not an
-    A100."""
+def _big_tier(rules: Rules, gpu_memory_bytes: int | None, gpu_name: str | None) -> bool:
+    """The larger V1 default tier of engine/arg_utils.py: "h100" or "h200" in the device's
+    name where the release picks it by name (0.7's `_override_v1_engine_args`, 0.8.0-0.8.4's
+    `_set_default_args_v1`); else >= 70 GiB as NVML reports it (0.8.5), and not an A100
+    (from 0.9.0)."""
     name = (gpu_name or "").lower()
+    if rules.batch_tier_by_device_name:
+        return "h100" in name or "h200" in name
+    if rules.big_tier_skips_a100 and "a100" in name:
+        return False
     return gpu_memory_bytes is not None and gpu_memory_bytes >= 70 * 2**30 and \
-        "a100" not in name and name not in NVML_WITHOUT_MEMORY
+        name not in NVML_WITHOUT_MEMORY
 
 
 # rope scaling kinds whose factor vLLM does not multiply the model's length by

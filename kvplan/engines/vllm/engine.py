@@ -330,7 +330,7 @@ class VllmEngine(BaseEngine):
         V1 on 0.7, config.V1_OPT_IN), the MXFP4 MoE backend
         (VLLM_MXFP4_USE_MARLIN=1: Marlin), and the sampler: VLLM_USE_FLASHINFER_SAMPLER when
         set; else the
-        vllm/vllm-openai image (it installs flashinfer: docker/Dockerfile) of 0.8-0.11, whose
+        vllm/vllm-openai image (it installs flashinfer: docker/Dockerfile) of 0.8-0.11.0, whose
         V1 sampler takes FlashInfer whenever it is importable (topk_topp_sampler.py:
         `VLLM_USE_FLASHINFER_SAMPLER is not False`)."""
         from kvplan.engines import parse_version

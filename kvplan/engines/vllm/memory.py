@@ -52,8 +52,8 @@ SAMPLER_SORT_BYTES_PER_LOGIT = 2 + 4 + (4 + 8) + (8 + 4 + 8)
 SAMPLER_TRITON_BYTES_PER_LOGIT = 2 + 4 + 4 + 4
 # FlashInfer's from-logits path: logits, fp32 copy, masked fp32 logits, softmax probabilities
 SAMPLER_FLASHINFER_BYTES_PER_LOGIT = 2 + 4 + 4 + 4
-# FlashInfer's sampler is the default whenever flashinfer is importable in V1 up to 0.11
-# ("is not False"); opt-in (VLLM_USE_FLASHINFER_SAMPLER=1) from 0.12; from 0.26 the
+# FlashInfer's sampler is the default whenever flashinfer is importable in V1 up to 0.11.0
+# ("is not False"); opt-in (VLLM_USE_FLASHINFER_SAMPLER=1) from 0.11.1; from 0.26 the
 # profile also warms the native path, so it no longer lowers the peak (RULES:
 # flashinfer_sampler_default, native_sampler_warmup).
 
@@ -156,7 +156,7 @@ def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
 
 def sampler_bytes_per_logit(version: tuple[int, ...], flashinfer: bool = False) -> int:
     """Bytes per logit of the warm-up's peak; `flashinfer`: the FlashInfer sampler runs (V1
-    with flashinfer installed up to 0.11, or VLLM_USE_FLASHINFER_SAMPLER=1)."""
+    with flashinfer installed up to 0.11.0, or VLLM_USE_FLASHINFER_SAMPLER=1)."""
     rules = rules_for(version)
     if flashinfer and rules.v1 and not rules.native_sampler_warmup:
         return SAMPLER_FLASHINFER_BYTES_PER_LOGIT
@@ -235,9 +235,9 @@ def runner_buffers_bytes(shapes: Shapes, batch: BatchSettings, version: tuple[in
     dtype (v1/worker/gpu_model_runner.py, 0.7.1-0.33); Model Runner V2's sampler, on the last
     stage, PenaltiesState's `output_bin_counts` (max_num_seqs, vocab) and `prompt_bin_mask`
     (max_num_seqs, cdiv(vocab, 32)), int32 (v1/worker/gpu/sample/penalties.py, 0.27-0.33).
-    Counted by 0.7.1's opt-in V1 and 0.8 (the absolute `allocated_bytes.all.peak`,
+    Counted by 0.7's opt-in V1 and 0.8-0.9.0 (the absolute `allocated_bytes.all.peak`,
     gpu_worker.py::determine_available_memory) and from 0.27 (`total_consumed`, the free
-    memory's drop since init_snapshot, utils/mem_utils.py::memory_profiling); not by 0.9-0.26
+    memory's drop since init_snapshot, utils/mem_utils.py::memory_profiling); not by 0.9.1-0.26
     (the peak's increase during profile_run only). docs/engine-kv-sizing.md §7.8 item 5."""
     rules = rules_for(version, v1)
     embeds = batch.max_num_batched_tokens * shapes.hidden_size * ACTIVATION_BYTES

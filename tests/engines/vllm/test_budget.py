@@ -305,10 +305,18 @@ def test_nccl_connects_at_init_on_nvswitch_hopper():
     # dispatch's broadcasts make; the EP group keeps its nominal communicator
     assert vp.non_torch_bytes((0, 10, 1), dp=8, moe=True, nvswitch_hopper=True) == \
         dev.KERNELS_BYTES + 2 * eight + dev.NCCL_COMMUNICATOR_BYTES
-    # not on other GPUs, nor from 0.10.2 (cuMem on: NCCL connects at first use)
-    for version, nvswitch in (((0, 10, 0), False), ((0, 10, 2), True), ((0, 9, 1), True)):
-        assert vp.non_torch_bytes(version, tp=8, nvswitch_hopper=nvswitch) == \
-            dev.KERNELS_BYTES + dev.NCCL_COMMUNICATOR_BYTES + dev.CUSTOM_ALLREDUCE_BYTES
+    # 0.9.0 and 0.9.1 pin torch 2.7.0 too (requirements/cuda.txt) and env_override.py sets
+    # NCCL_CUMEM_ENABLE=0 there as well
+    assert vp.non_torch_bytes((0, 9, 0), tp=8, nvswitch_hopper=True) == \
+        dev.CUDA_CONTEXT_BYTES + tp8  # 0.9.0 still counts non-torch memory absolutely
+    assert vp.non_torch_bytes((0, 9, 1), tp=8, nvswitch_hopper=True) == tp8
+    # not on other GPUs, nor from 0.10.2 (cuMem on: NCCL connects at first use), nor before
+    # 0.9.0 (torch 2.6.0's NCCL 2.21, whose buffers were not read)
+    nominal = dev.KERNELS_BYTES + dev.NCCL_COMMUNICATOR_BYTES + dev.CUSTOM_ALLREDUCE_BYTES
+    for version, nvswitch in (((0, 10, 0), False), ((0, 10, 2), True)):
+        assert vp.non_torch_bytes(version, tp=8, nvswitch_hopper=nvswitch) == nominal
+    assert vp.non_torch_bytes((0, 8, 5), tp=8, nvswitch_hopper=True) == \
+        dev.CUDA_CONTEXT_BYTES + nominal
     # the board decides, as the GPU catalog declares it (`interconnect`), with Hopper's
     # compute capability: HGX H100 / H200 / H20, not the PCIe and NVL cards, nor the NVSwitch
     # boards of Ampere and Blackwell, whose NCCL channels and links differ

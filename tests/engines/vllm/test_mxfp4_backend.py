@@ -1,10 +1,13 @@
 """Which MoE backend vLLM runs MXFP4 experts with on Hopper, by release.
 
 `get_mxfp4_backend` (model_executor/layers/quantization/mxfp4.py) takes the Triton kernels on
-SM 9.0 only when `has_triton_kernels()` is true. The `triton_kernels` package joined
-requirements/cuda.txt in vllm-project/vllm#27370 (merged 2025-10-22, first released in
-0.11.1: "At the moment, users have to install `triton_kernels` manually"); before it a stock
-install falls back to Marlin."""
+SM 9.0 only when `has_triton_kernels()` is true. vllm-project/vllm#27370 (merged 2025-10-22:
+"At the moment, users have to install `triton_kernels` manually") added the package to
+requirements/cuda.txt on main, but the 0.11.1 release does not hold it: its sdist's
+requirements/cuda.txt, docker/Dockerfile and CMakeLists.txt name no triton_kernels, and its
+utils/import_utils.py `has_triton_kernels()` looks for the top-level module alone. The 0.12.0
+wheel vendors it (vllm/third_party/triton_kernels) and `has_triton_kernels()` also imports
+that. Before 0.12.0 a stock install falls back to Marlin."""
 
 from __future__ import annotations
 
@@ -16,10 +19,11 @@ from kvplan.sources.library import resolve
 GIB = 2**30
 
 
-def test_triton_kernels_arrive_with_0_11_1():
+def test_triton_kernels_arrive_with_0_12_0():
     assert not rules_for((0, 10, 1)).triton_kernels_installed
     assert not rules_for((0, 11, 0)).triton_kernels_installed
-    assert rules_for((0, 11, 1)).triton_kernels_installed
+    assert not rules_for((0, 11, 2)).triton_kernels_installed
+    assert rules_for((0, 12, 0)).triton_kernels_installed
 
 
 def test_hopper_without_triton_kernels_lays_experts_out_for_marlin():
@@ -52,11 +56,13 @@ def test_gpt_oss_120b_on_h100_at_0_10_1_refuses_as_logged():
 def test_gpt_oss_120b_on_h100_budget_follows_the_installed_kernels():
     # vllm#27508 (0.11.0, pip install, --gpu-memory-utilization 0.95
     # --max-num-batched-tokens 1024): "Available KV cache memory: 1.71 GiB". With Marlin's
-    # layout kvplan comes within 0.25 GiB; 0.11.1 runs Triton's (vllm#33155 logs 64.38 GiB of
-    # weights on an H100 with "Using Triton backend"), 1.7 GiB less weight, as much more cache.
+    # layout kvplan comes within 0.25 GiB; 0.11.1 and 0.11.2 still run Marlin (no
+    # triton_kernels); 0.12.0 on run Triton's (vllm#33155, 0.14.1, logs 64.38 GiB of weights on
+    # an H100 with "Using Triton backend"), 1.7 GiB less weight, as much more cache.
     settings = {"gpu_memory_utilization": 0.95, "max_num_batched_tokens": 1024}
+    assert _budget((0, 11, 2), **settings) == _budget((0, 11, 0), **settings)
     (marlin, _), (triton, triton_weights) = _budget((0, 11, 0), **settings), \
-        _budget((0, 11, 1), **settings)
+        _budget((0, 12, 0), **settings)
     assert abs(marlin - 1.71) <= 0.25, marlin
     assert abs(triton_weights - 64.38) <= 0.15, triton_weights
     assert 1.5 <= triton - marlin <= 1.8, (marlin, triton)

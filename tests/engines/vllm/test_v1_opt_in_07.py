@@ -79,11 +79,12 @@ def test_the_batch_goes_by_device_name_in_0_7_v1():
     assert budget["max_num_batched_tokens"] == 2048
     assert budget["activation_bytes"] == [2048 * HIDDEN * 2 + max(  # + inputs_embeds
         2048 * VOCAB * 2 + 2048 * HIDDEN * 2, 2048 * (3 * 28672 + 3 * HIDDEN) * 2)]
-    # a 192 GB MI300X is neither: 2,048 in 0.7's V1, where 0.8's rule by memory gives 8,192
+    # a 192 GB MI300X is neither: 2,048 in 0.7's V1 (and 0.8.0-0.8.4's), where 0.8.5's rule
+    # by memory gives 8,192
     gib = 2**30
     assert default_max_num_batched_tokens(192 * gib, "mi300x", version=(0, 7, 1),
                                           v1=True) == 2048
-    assert default_max_num_batched_tokens(192 * gib, "mi300x", version=(0, 8, 0)) == 8192
+    assert default_max_num_batched_tokens(192 * gib, "mi300x", version=(0, 8, 5)) == 8192
     assert default_max_num_batched_tokens(80 * gib, "H200 NVL", version=(0, 7, 1),
                                           v1=True) == 8192
 

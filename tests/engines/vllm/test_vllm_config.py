@@ -32,7 +32,7 @@ def test_a_release_between_rows_has_the_earlier_rows_rules():
     assert not rules_for((0, 8)).max_num_seqs_by_gpu and rules_for((0, 8, 5)).max_num_seqs_by_gpu
     # older than the first row read: the first row's rules
     assert rules_for((0, 1, 7)) == RULES[min(RULES)]
-    assert rules_for((0, 4, 1)) == RULES[(0, 2, 5)]
+    assert rules_for((0, 4, 1)) == RULES[(0, 3, 1)]
     assert rules_for((0, 5, 2)) == RULES[(0, 4, 2)]
     assert rules_for((0, 5, 4)) == RULES[(0, 5, 3)]
     # V0's long-context chunked prefill (arg_utils.py use_long_context): in the 0.5.3 wheel,

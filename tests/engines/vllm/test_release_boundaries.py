@@ -1,0 +1,129 @@
+"""Where each of vLLM's release rows (kvplan.engines.vllm.config.RULES) begins, read from the
+release before the boundary and the release at it (the 0.2.0-0.5.0 wheels, the 0.5.5-0.11.1
+source distributions); docs/engine-kv-sizing.md §7.8 has the table. Every figure here is
+worked out by hand from vLLM's source and the constants of kvplan.engines.shared.device (the
+CUDA context 296 MiB, the lazily loaded kernels 64 MiB)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.core.errors import BadInputError
+from kvplan.engines import vllm
+from kvplan.engines.shared.activations import Shapes
+from kvplan.engines.vllm.config import (
+    default_max_num_batched_tokens,
+    default_max_num_seqs,
+    rules_for,
+)
+from kvplan.engines.vllm.memory import (
+    BatchSettings,
+    batch_settings,
+    non_torch_bytes,
+    runner_buffers_bytes,
+)
+
+MIB = 2**20
+GIB = 2**30
+CONTEXT_AND_KERNELS = (296 + 64) * MIB  # counted absolutely: the context is in it
+KERNELS = 64 * MIB  # counted as growth since a snapshot taken once the context exists
+
+
+def test_v0_non_torch_memory_release_by_release():
+    # worker.py profile_num_available_blocks, 0.3.0 wheel: `peak_memory = total_gpu_memory -
+    # free_gpu_memory` after profile_run: the CUDA context counts
+    assert non_torch_bytes((0, 3, 0)) == CONTEXT_AND_KERNELS
+    # 0.3.1 wheel to the 0.6.3 sdist: `peak_memory = self.init_gpu_memory - free_gpu_memory`,
+    # init_gpu_memory = torch.cuda.mem_get_info()[0] taken in init_model / init_device after
+    # torch.cuda.set_device: the context is outside, NCCL (set up after it) inside
+    for version in ((0, 3, 1), (0, 4, 1), (0, 5, 5), (0, 6, 3)):
+        assert non_torch_bytes(version) == KERNELS, version
+    # 0.6.4 and 0.6.4.post1 (vllm#9352) determine_num_available_blocks: the allocated peak
+    # plus `mem_get_info()[1] - mem_get_info()[0] - allocated_bytes.all.current`, absolute.
+    # vllm#10517's 0.6.4 RTX 3090 log prints "non_torch_memory=0.35GiB": 360 MiB is 0.3516
+    assert non_torch_bytes((0, 6, 4)) == non_torch_bytes((0, 6, 4, 1)) == CONTEXT_AND_KERNELS
+    assert round(360 / 1024, 2) == 0.35
+    # 0.6.5 (vllm#10511): utils.py memory_profiling against `total - init_gpu_memory`
+    assert non_torch_bytes((0, 6, 5)) == KERNELS
+
+
+def test_v0_chunked_prefill_batch_is_2048_tokens_from_0_6_5():
+    # config.py SchedulerConfig: `max_num_batched_tokens = 512` with chunked prefill in 0.6.4,
+    # `self.max_num_batched_tokens = 2048` in 0.6.5's __post_init__; a 40,000-token context
+    # turns chunked prefill on by default (engine/arg_utils.py: max_model_len > 32768)
+    h100 = 80 * GIB
+    assert batch_settings((0, 6, 4), h100, "H100", 40_000).max_num_batched_tokens == 512
+    assert batch_settings((0, 6, 5), h100, "H100", 40_000).max_num_batched_tokens == 2048
+    # without chunked prefill: max(max_model_len, 2048) in both
+    assert batch_settings((0, 6, 4), h100, "H100", 8192).max_num_batched_tokens == 8192
+
+
+def test_v1_batch_defaults_by_device_name_up_to_0_8_4():
+    # engine/arg_utils.py _set_default_args_v1, 0.8.0-0.8.3: 8,192 server tokens when "h100"
+    # or "h200" is in current_platform.get_device_name(), else 2,048; max_num_seqs 1,024
+    mi300x, rtx4090, h100 = 192 * GIB, 24 * GIB, 80 * GIB
+    for version in ((0, 8, 0), (0, 8, 3)):
+        assert default_max_num_batched_tokens(h100, "H100 SXM", version=version) == 8192
+        assert default_max_num_batched_tokens(mi300x, "MI300X", version=version) == 2048
+        assert default_max_num_seqs(rtx4090, "RTX 4090", version) == 1024
+        assert default_max_num_seqs(mi300x, "MI300X", version) == 1024
+    # 0.8.4: `default_max_num_seqs = 1024` under the same name test, 256 otherwise
+    assert default_max_num_seqs(h100, "H100 SXM", (0, 8, 4)) == 1024
+    assert default_max_num_seqs(rtx4090, "RTX 4090", (0, 8, 4)) == 256
+    assert default_max_num_seqs(mi300x, "MI300X", (0, 8, 4)) == 256
+    # 0.8.5: `device_memory >= 70 * GiB_bytes` (get_device_total_memory), an A100 80GB too
+    a100 = 81920 * MIB  # what NVML reports for an A100-SXM4-80GB
+    assert default_max_num_batched_tokens(mi300x, "MI300X", version=(0, 8, 5)) == 8192
+    assert default_max_num_batched_tokens(a100, "A100 SXM 80GB", version=(0, 8, 5)) == 8192
+    assert default_max_num_seqs(a100, "A100 SXM 80GB", (0, 8, 5)) == 1024
+    # 0.9.0: `... and "a100" not in device_name`
+    assert default_max_num_batched_tokens(a100, "A100 SXM 80GB", version=(0, 9, 0)) == 2048
+    assert default_max_num_seqs(a100, "A100 SXM 80GB", (0, 9, 0)) == 256
+
+
+def test_v1_counts_absolutely_up_to_0_9_0_1():
+    # v1/worker/gpu_worker.py determine_available_memory in the 0.9.0 and 0.9.0.1 sdists is
+    # 0.8's: reset_peak_memory_stats, profile_run, `allocated_bytes.all.peak` plus
+    # `total - free - allocated_bytes.all.current`; 0.9.1's runs memory_profiling against
+    # init_snapshot (the peak's increase, the non-torch growth)
+    for version in ((0, 8, 5), (0, 9, 0), (0, 9, 0, 1)):
+        assert non_torch_bytes(version) == CONTEXT_AND_KERNELS, version
+    assert non_torch_bytes((0, 9, 1)) == KERNELS
+    # the absolute peak holds GPUModelRunner.__init__'s inputs_embeds (max_num_batched_tokens
+    # x hidden x 2 B: 8,192 x 4,096 x 2 = 64 MiB for Llama-3.1-8B); the increase does not
+    shapes = Shapes(4096, 128256, 14336)
+    batch = BatchSettings(8192, 256, True, "V1")
+    assert runner_buffers_bytes(shapes, batch, (0, 9, 0)) == 8192 * 4096 * 2 == 64 * MIB
+    assert runner_buffers_bytes(shapes, batch, (0, 9, 1)) == 0
+
+
+def test_nccl_connects_at_init_from_torch_2_7():
+    # requirements/cuda.txt: torch==2.6.0 in 0.8.5, 2.7.0 in 0.9.0-0.9.2, 2.7.1 in 0.10.0-0.10.1,
+    # 2.8.0 in 0.10.2; env_override.py sets NCCL_CUMEM_ENABLE=0 in 0.8.5-0.10.1 (not 0.10.2)
+    assert not rules_for((0, 8, 5)).nccl_connects_at_init
+    assert rules_for((0, 9, 0)).nccl_connects_at_init
+    assert rules_for((0, 10, 1)).nccl_connects_at_init
+    assert not rules_for((0, 10, 2)).nccl_connects_at_init
+
+
+def test_flashinfer_sampler_is_opt_in_from_0_11_1():
+    # v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.__init__: 0.11.0 takes FlashInfer when
+    # `VLLM_USE_FLASHINFER_SAMPLER is not False`; 0.11.1 only `if
+    # envs.VLLM_USE_FLASHINFER_SAMPLER` ("Users must opt in explicitly")
+    engine = vllm.ENGINE
+    image = "vllm/vllm-openai"
+    assert engine.launch_overrides(image, "v0.11.0", {}).get("flashinfer_sampler") is True
+    assert "flashinfer_sampler" not in engine.launch_overrides(image, "v0.11.1", {})
+    assert engine.launch_overrides(image, "v0.11.1", {"VLLM_USE_FLASHINFER_SAMPLER": "1"}) \
+        == {"flashinfer_sampler": True}
+
+
+def test_opt_in_v1_from_0_7_0():
+    # the 0.7.0 sdist: envs.py VLLM_USE_V1 defaults to "0"; v1/worker/gpu_worker.py
+    # determine_available_memory and gpu_model_runner.py profile_run as 0.7.1's;
+    # _override_v1_engine_args picks the batch by "h100"/"h200" in the device's name
+    assert not rules_for((0, 7, 0)).v1
+    rules = rules_for((0, 7, 0), v1=True)
+    assert rules.v1 and rules.profile_logits_all_tokens and rules.batch_tier_by_device_name
+    with pytest.raises(BadInputError, match="from vLLM 0.7.0"):
+        rules_for((0, 6, 6), v1=True)
