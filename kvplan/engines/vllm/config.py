@@ -62,6 +62,9 @@ class Rules:
     # the worker's baseline (V0 0.6.5-0.7, V1 from 0.9.1)
     non_torch_growth_only: bool
     snapshot_after_nccl: bool  # init_device takes that snapshot after NCCL is set up
+    # worker.py init_model calls init_custom_ar() (parallel_utils/custom_all_reduce.py, whose
+    # IPC buffer TP > 1 holds): from the 0.3.0 wheel; 0.2.x's have no such module
+    custom_allreduce: bool
     # env_override.py sets NCCL_CUMEM_ENABLE=0 (unless /dev/nvidia-caps-imex-channels exists)
     # and torch 2.7's NCCL 2.26 then connects every algorithm at ncclCommInitRank
     # (kvplan.engines.shared.device.nccl_init_bytes); read in the 0.9.2, 0.10.0 and 0.10.1
@@ -176,7 +179,8 @@ RULES[(0, 2, 5)] = Rules(
     v0_long_context_chunked=False, big_gpu_tier=False,
     gpu_memory_utilization=0.9, block_size_256=False, non_torch_counted=True,
     non_torch_growth_only=False,
-    snapshot_after_nccl=False, nccl_connects_at_init=False, flashinfer_sampler_default=False,
+    snapshot_after_nccl=False, custom_allreduce=False, nccl_connects_at_init=False,
+    flashinfer_sampler_default=False,
     triton_top_k_top_p=False,
     native_sampler_warmup=False, moe_unchunked=False, profile_logits_all_tokens=False,
     runner_buffers_in_peak=False, runner_buffers_consumed=False, v2_runner_for_all=False,
@@ -199,6 +203,7 @@ RULES[(0, 2, 5)] = Rules(
 # torch's cached segments are not subtracted); `total_gpu_memory - free_gpu_memory` after
 # profile_run from the 0.2.5 wheel
 RULES[(0, 2, 0)] = replace(RULES[(0, 2, 5)], non_torch_counted=False)
+_release((0, 3, 0), custom_allreduce=True)
 # worker.py: `peak_memory = self.init_gpu_memory - free_gpu_memory`, init_gpu_memory being
 # torch.cuda.mem_get_info()[0] in init_model / init_device after set_device (the context
 # exists) and before init_distributed_environment (NCCL counts): the 0.3.1 wheel, 0.3.3,

@@ -525,9 +525,10 @@ def non_torch_bytes(version: tuple[int, ...], tp: int = 1, pp: int = 1, dp: int 
     """CUDA memory outside torch's pool that the version counts against the KV budget. Before
     0.11 every process group of more than one rank that `initialize_model_parallel` builds
     holds a pynccl communicator, warmed up by an all-reduce at creation (so its buffers are
-    allocated): TP (plus the custom all-reduce's IPC buffer), PP, and in V1 DP and -- for MoE
-    models -- EP, which spans the DP x TP ranks (`distributed/parallel_state.py`). `v1`:
-    VLLM_USE_V1 where set (0.7's opt-in V1 counts absolutely).
+    allocated): TP (plus the custom all-reduce's IPC buffer from 0.3.0), PP, and in V1 DP
+    and -- for MoE models -- EP, which spans the DP x TP ranks
+    (`distributed/parallel_state.py`). `v1`: VLLM_USE_V1 where set (0.7's opt-in V1 counts
+    absolutely).
 
     Where NCCL connects everything at init (`Rules.nccl_connects_at_init`) on NVSwitch Hopper
     GPUs, a communicator holds `device.nccl_init_bytes`, and the profile run makes torch's own
@@ -547,7 +548,8 @@ def non_torch_bytes(version: tuple[int, ...], tp: int = 1, pp: int = 1, dp: int 
 
     if not rules.snapshot_after_nccl:
         if tp > 1:
-            counted += communicator(tp) + CUSTOM_ALLREDUCE_BYTES
+            counted += communicator(tp) + \
+                (CUSTOM_ALLREDUCE_BYTES if rules.custom_allreduce else 0)
             if at_init and rules.v1:
                 counted += communicator(tp)  # torch's, for the sampler's logits
         if pp > 1:
