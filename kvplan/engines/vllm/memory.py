@@ -53,7 +53,7 @@ SAMPLER_TRITON_BYTES_PER_LOGIT = 2 + 4 + 4 + 4
 # FlashInfer's from-logits path: logits, fp32 copy, masked fp32 logits, softmax probabilities
 SAMPLER_FLASHINFER_BYTES_PER_LOGIT = 2 + 4 + 4 + 4
 # FlashInfer's sampler is the default whenever flashinfer is importable in V1 up to 0.11.0
-# ("is not False"); opt-in (VLLM_USE_FLASHINFER_SAMPLER=1) from 0.11.1; from 0.26 the
+# ("is not False"); opt-in (VLLM_USE_FLASHINFER_SAMPLER=1) from 0.11.1; from 0.21 the
 # profile also warms the native path, so it no longer lowers the peak (RULES:
 # flashinfer_sampler_default, native_sampler_warmup).
 

@@ -127,3 +127,28 @@ def test_opt_in_v1_from_0_7_0():
     assert rules.v1 and rules.profile_logits_all_tokens and rules.batch_tier_by_device_name
     with pytest.raises(BadInputError, match="from vLLM 0.7.0"):
         rules_for((0, 6, 6), v1=True)
+
+
+def test_triton_top_k_top_p_from_0_17_0():
+    # v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p: the 0.16.0 wheel sorts the logits
+    # (2 model-dtype + 4 fp32 + sorted values and int64 indices 4 + 8 + the int64 iota 8 and
+    # cub's alternate buffers 4 + 8 = 38 B a logit); the 0.17.0 wheel sends 8 rows or more to
+    # apply_top_k_top_p_triton (2 + 4 + softmax 4 + exponential noise 4 = 14 B a logit)
+    from kvplan.engines.vllm.memory import sampler_bytes_per_logit
+
+    assert sampler_bytes_per_logit((0, 16, 0)) == 2 + 4 + 4 + 8 + 8 + 4 + 8 == 38
+    assert sampler_bytes_per_logit((0, 17, 0)) == 2 + 4 + 4 + 4 == 14
+    # the grouping by the largest bucket is 0.18.0's ("min_num_layers * 1.5" in neither the
+    # 0.17.0 wheel nor the 0.17.1 sdist)
+    assert not rules_for((0, 17, 1)).largest_bucket_grouping
+    assert rules_for((0, 18, 0)).largest_bucket_grouping
+
+
+def test_kv_token_line_and_native_warmup_dates():
+    # v1/core/kv_cache_utils.py: "GPU KV cache size" is `int(max_concurrency * max_model_len)`
+    # in the 0.20.1 sdist, num_blocks // groups x block size in 0.20.0's
+    assert not rules_for((0, 20, 0)).token_line_from_concurrency
+    assert rules_for((0, 20, 1)).token_line_from_concurrency
+    # gpu_model_runner.py _dummy_sampler_run warms forward_native too from the 0.21.0 sdist
+    assert not rules_for((0, 20, 2)).native_sampler_warmup
+    assert rules_for((0, 21, 0)).native_sampler_warmup
