@@ -61,7 +61,7 @@ KNOWN_MISSES = {
                                                            "vLLM counts as non-torch on "
                                                            "unified memory (MemAvailable); "
                                                            "no line sizes it",
-    "vllm-i5248-deepseek-coder-67b-2xt4-tp2": "996 MiB a T4 more than kvplan's profile of "
+    "vllm-i5248-deepseek-coder-67b-2xt4-tp2": "1.26 GiB a T4 more than kvplan's profile of "
                                               "0.4.3 (weights 6.33 GiB, a 65,536-token "
                                               "batch of 3.52 GiB: max_model_len from the "
                                               "linear rope factor 4) not identified; the "
