@@ -42,12 +42,17 @@ def check(
     from kvplan.planning import check as core
 
     try:
-        result = core.check_plan(core.load_plan(plan_file))
+        plan = core.load_plan(plan_file)
+        result = core.check_plan(plan)
     except KvplanError as exc:  # CI still gets a report naming the problem
         message = exc.message
         _write_ci(junit, lambda: junit_xml(None, message, str(plan_file)),
                   lambda: step_summary(None, message))
         raise
+    # what a model's reader assumed or could not read (an MLX checkpoint's weights counted
+    # unquantized), once per model, as `plan` prints it
+    for warning in dict.fromkeys(w for p in plan.deployments for w in p.deployment.spec.warnings):
+        typer.echo(f"kvplan: warning: {warning}", err=True)
     view = check_view(result, units)
     _write_ci(junit, lambda: junit_xml(result),
               lambda: step_summary(result, units=units, view=view))

@@ -186,6 +186,8 @@ def import_model(
     from kvplan.sources.yamlspec import dump_yaml
 
     spec, weights = import_spec(model)
+    for warning in spec.warnings:  # e.g. an MLX checkpoint's weights counted unquantized
+        typer.echo(f"kvplan: warning: {warning}", err=True)
     if weights is not None:
         typer.echo(f"kvplan: {weights_note(weights)}", err=True)
     elif spec.num_params is None and spec.checkpoint is None:

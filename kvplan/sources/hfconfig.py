@@ -363,7 +363,9 @@ def spec_from_config(raw: Any, source: str, name: str, source_info: Source | Non
     layers = reader.layers()
     has_attention = any(not isinstance(layer, (RecurrentState, NoCache)) for layer in layers)
     found = shapes(reader)
-    quant = quantization_from_config(raw, source)
+    quant = quantization_from_config(raw, source, reader.dtype)
+    if quant.method == "mlx":  # a format no engine loads: printed with every result
+        warnings.extend(quant.warnings)
     if reader.model_type == "deepseek_v4":
         quant, found["expert_quantization"], assumed = deepseek_v4_formats(
             quant, cfg.raw.get("expert_dtype"), source)

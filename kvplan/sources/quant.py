@@ -41,13 +41,57 @@ def find_quantization_config(raw: Any) -> tuple[Any, str] | None:
     return None
 
 
-def quantization_from_config(raw: Any, source: str) -> Quantization:
-    """The checkpoint format of a config.json (NONE when it states no quantization)."""
+def quantization_from_config(raw: Any, source: str, dtype: str | None = None) -> Quantization:
+    """The checkpoint format of a config.json (NONE when it states no quantization);
+    `dtype` the model dtype its reader settled on (named where the format is counted
+    unquantized)."""
     found = find_quantization_config(raw)
+    mlx = mlx_quantization(raw, source, dtype)
+    if mlx is not None and (found is None or "quant_method" not in found[0]):
+        return mlx
     if found is None:
         return NONE
     qc, where = found
     return read_quantization(qc, source, where)
+
+
+# Why no engine kvplan plans for loads an MLX checkpoint: vLLM 0.33 has no MLX method among
+# its quantization methods (model_executor/layers/quantization/__init__.py) and reads only a
+# quantization_config (or compression_config) by its quant_method
+# (transformers_utils/model_arch_config_convertor.py _normalize_quantization_config; a
+# missing quant_method is "" and taken as none in config/model.py _verify_quantization), so it
+# builds the layers unquantized, which MLX's packed tensors and scales/biases do not fit
+MLX_NOT_LOADED = ("vLLM, SGLang, TGI and TensorRT-LLM do not load (vLLM 0.33 reads a "
+                  "quantization_config by its quant_method and has no MLX one) and llama.cpp "
+                  "neither (GGUF only)")
+
+
+def mlx_quantization(raw: Any, source: str, dtype: str | None = None) -> Quantization | None:
+    """An MLX checkpoint's `quantization` block (mlx-lm's utils.py quantize_model writes
+    {"group_size": G, "bits": B[, "mode": "affine"]} at the top of config.json, often
+    again as a `quantization_config` without a quant_method, and per-module entries, a
+    module path mapped to its own {group_size, bits} or to false, where a module differs)
+    -> a format kept unquantized whose warning names it; None for any other config. MLX's
+    affine layout (mlx.core.quantize): `bits`-bit values packed into uint32 words, one
+    scale and one bias per `group_size` values in the model dtype."""
+    if not isinstance(raw, dict) or "producer" in raw:  # hf_quant_config.json's block
+        return None
+    block = raw.get("quantization")
+    if not isinstance(block, dict):
+        return None
+    f = Fields(block, source, "quantization")
+    if "quant_method" in block or "quant_algo" in block:
+        return None
+    bits, group = f.int("bits"), f.int("group_size")
+    mode = f.str("mode", "affine")
+    overrides = sum(1 for v in block.values() if isinstance(v, (dict, bool)))
+    said = f"{bits}-bit, group {group}" + ("" if mode == "affine" else f", mode {mode}") + (
+        f", {overrides} per-module override{'s' if overrides != 1 else ''}" if overrides else "")
+    counted = f"the unquantized model ({dtype or 'its dtype'})"
+    return Quantization(
+        "mlx", "none", description=f"MLX quantization ({said}): counted as unquantized",
+        warnings=(f"{source}: config.json carries MLX quantization ({said}): MLX's own "
+                  f"format, which {MLX_NOT_LOADED}; weights are counted as {counted}",))
 
 
 def _names(f: Fields, *keys: str) -> tuple[str, ...]:
