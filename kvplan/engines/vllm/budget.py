@@ -42,8 +42,10 @@ from kvplan.engines.vllm.config import (
     unified_memory_note,
 )
 from kvplan.engines.vllm.mm_profile import (
+    OMNI_KINDS,
     MmItemProfile,
     deepstack_buffer_bytes,
+    omni_profile_note,
     qwen3_vl_profile,
     qwen3_vl_profile_note,
 )
@@ -246,13 +248,20 @@ def multimodal_profile(spec: ModelSpec, profiled: VisionTower | None, mm_limits:
                        ) -> tuple[MmItemProfile | None, int, str | None]:
     """A model-specific multimodal profile (kvplan.engines.vllm.mm_profile: Qwen3-VL): the
     items V1's profile run encodes and what they hold, the buffers the model allocates at
-    load, and a note naming what is not modelled; (None, 0, None) for other towers."""
+    load, and a note naming what is not modelled (an Omni thinker's profile, whatever its
+    items: mm_profile.omni_profile_note); (None, 0, None) for other towers."""
     from kvplan.engines.settings import MM_DEFAULT_LIMIT
     from kvplan.engines.settings import mm_limits as held_limits
 
+    held = held_limits(mm_limits)
+    omni = next((t.kind for t in (profiled, spec.audio_encoder)
+                 if t is not None and t.kind in OMNI_KINDS), None)
+    if omni is not None:  # unless every modality is 0 (text-only: no encoder profiled)
+        text_only = release(version) >= vp.TEXT_ONLY_FROM and vp.text_only(spec, held)
+        return None, 0, None if text_only else omni_profile_note(omni, version)
     if profiled is None or profiled.kind != "qwen3_vl" or not vp.is_v1(version, v1):
         return None, 0, None
-    video = held_limits(mm_limits).get("video", MM_DEFAULT_LIMIT)
+    video = held.get("video", MM_DEFAULT_LIMIT)
     mm = qwen3_vl_profile(profiled, max_model_len, batch.max_num_batched_tokens,
                           batch.max_num_seqs, version, video, batch.chunked_prefill)
     buffers = deepstack_buffer_bytes(spec, batch.max_num_batched_tokens, version)

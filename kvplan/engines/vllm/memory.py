@@ -379,11 +379,25 @@ TOWER_SKIPS: dict[str, TowerSkip] = {
                         "gemma4_mm.py Gemma4ForConditionalGeneration"),
     "exaone4_5": TowerSkip(IMAGE_VIDEO, (0, 33, 0), (0, 10, 0),
                            "exaone4_5.py Exaone4_5_ForConditionalGeneration"),
+    # the Omni thinkers' vision encoders, skipped by image and video together (their audio
+    # towers by audio alone: AUDIO_SKIPS). Qwen2.5-Omni: 0.10.1's __init__ reads the limits,
+    # 0.10.0's does not; Qwen3-Omni (first in 0.11.1, which builds both towers whatever the
+    # limits) by _mark_tower_model in the 0.15.0 and 0.33.0 wheels, 0.12-0.14 not read
+    "qwen2_5_omni": TowerSkip(IMAGE_VIDEO, (0, 10, 1), (0, 10, 0),
+                              "qwen2_5_omni_thinker.py Qwen2_5OmniThinkerForConditionalGeneration"),
+    "qwen3_omni": TowerSkip(IMAGE_VIDEO, (0, 15, 0), (0, 11, 1),
+                            "qwen3_omni_moe_thinker.py "
+                            "Qwen3OmniMoeThinkerForConditionalGeneration"),
 }
 # Voxtral's Whisper encoder (voxtral.py, _mark_tower_model(vllm_config, "audio")): read in 0.33
 AUDIO_SKIPS: dict[str, TowerSkip] = {
     "voxtral": TowerSkip(("audio",), (0, 33, 0), (0, 10, 0),
                          "voxtral.py VoxtralForConditionalGeneration"),
+    "qwen2_5_omni": TowerSkip(("audio",), (0, 10, 1), (0, 10, 0),
+                              "qwen2_5_omni_thinker.py Qwen2_5OmniThinkerForConditionalGeneration"),
+    "qwen3_omni": TowerSkip(("audio",), (0, 15, 0), (0, 11, 1),
+                            "qwen3_omni_moe_thinker.py "
+                            "Qwen3OmniMoeThinkerForConditionalGeneration"),
 }
 
 

@@ -120,6 +120,24 @@ def qwen3_vl_profile_note(spec: ModelSpec, version: tuple[int, ...]) -> str | No
             "be smaller by as much")
 
 
+# the Omni thinkers' tower kinds (kvplan.core.weights: thinker.audio_tower, thinker.visual)
+OMNI_KINDS = {"qwen2_5_omni": "Qwen2.5-Omni", "qwen3_omni": "Qwen3-Omni"}
+
+
+def omni_profile_note(kind: str, version: tuple[int, ...]) -> str:
+    """What the budget says of an Omni thinker's multimodal profile, which kvplan does not
+    model: with any modality above 0 vLLM's profile run (0.33.0 v1/worker/gpu_model_runner.py
+    `profile_run`) encodes a dummy batch of the modality with the most tokens per item
+    (`get_modality_with_max_tokens`: audio, image or video) through the thinker's audio tower
+    or vision encoder and keeps its outputs in the encoder cache."""
+    named = ".".join(map(str, version))
+    return (f"{OMNI_KINDS[kind]}'s multimodal profile under vLLM {named} is not modelled: "
+            "the profile run encodes a dummy batch of the modality with the most tokens per "
+            "item (audio, image or video) through the thinker's audio tower or vision "
+            "encoder; that pass, its encoder cache and its inputs are missing from the "
+            "activation peak, and the KV cache may be smaller by as much")
+
+
 def deepstack_buffer_bytes(spec: ModelSpec, max_num_batched_tokens: int,
                            version: tuple[int, ...]) -> int:
     """Qwen3-VL's deepstack input buffers, allocated in `__init__` and so counted in the
