@@ -4,7 +4,8 @@ text config -> kvplan.core.quant.Quantization.
 
 Known `quant_method`s: fp8, fbgemm_fp8, compressed-tensors, awq / gptq (and their Marlin/GEMM
 variants), mxfp4, modelopt (also hf_quant_config.json's nested block) and bitsandbytes; the
-fields each is read from and what it stores are in docs/formulas.md §6. An unknown
+fields each is read from and what it stores are in docs/formulas.md §6. An MLX checkpoint's
+top-level `quantization` block (mlx_quantization) is named and counted unquantized. An unknown
 `quant_method` is not silently taken as the model dtype: the result carries a warning naming
 it and what was assumed.
 """
@@ -61,19 +62,22 @@ def quantization_from_config(raw: Any, source: str, dtype: str | None = None) ->
 # (transformers_utils/model_arch_config_convertor.py _normalize_quantization_config; a
 # missing quant_method is "" and taken as none in config/model.py _verify_quantization), so it
 # builds the layers unquantized, which MLX's packed tensors and scales/biases do not fit
-MLX_NOT_LOADED = ("vLLM, SGLang, TGI and TensorRT-LLM do not load (vLLM 0.33 reads a "
-                  "quantization_config by its quant_method and has no MLX one) and llama.cpp "
-                  "neither (GGUF only)")
+MLX_NOT_LOADED = ("vLLM, SGLang, TGI, TensorRT-LLM and llama.cpp do not load (vLLM 0.33 "
+                  "reads a quantization_config by its quant_method and has no MLX one; "
+                  "llama.cpp reads GGUF only)")
 
 
 def mlx_quantization(raw: Any, source: str, dtype: str | None = None) -> Quantization | None:
-    """An MLX checkpoint's `quantization` block (mlx-lm's utils.py quantize_model writes
-    {"group_size": G, "bits": B[, "mode": "affine"]} at the top of config.json, often
-    again as a `quantization_config` without a quant_method, and per-module entries, a
-    module path mapped to its own {group_size, bits} or to false, where a module differs)
-    -> a format kept unquantized whose warning names it; None for any other config. MLX's
-    affine layout (mlx.core.quantize): `bits`-bit values packed into uint32 words, one
-    scale and one bias per `group_size` values in the model dtype."""
+    """An MLX checkpoint's `quantization` block -> a format kept unquantized whose warning
+    names it; None for any other config. mlx-lm's utils.py quantize_model writes
+    {"group_size", "bits", "mode"} at the top of config.json and copies it to
+    `quantization_config` (no quant_method); a layer its model's quant_predicate gives
+    parameters of its own gets an entry under its module path (mlx-lm's load_model also takes
+    false there). MLX's affine mode packs `bits`-bit values into uint32 words beside one scale
+    and one bias per `group_size` values; the mxfp4 / nvfp4 / mxfp8 modes store scales only.
+    Which layers are quantized is not in the config (those with `to_quantized` whose input
+    width `group_size` divides, less those the model's quant_predicate leaves out unrecorded),
+    so the MLX file's own size is not figured here."""
     if not isinstance(raw, dict) or "producer" in raw:  # hf_quant_config.json's block
         return None
     block = raw.get("quantization")
