@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kvplan.cli.app import app
+from kvplan.cli import app
 from kvplan.core.errors import KvplanError
 from kvplan.core.quant import NONE
 from kvplan.core.weights import weight_plan
