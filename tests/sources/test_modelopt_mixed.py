@@ -324,7 +324,7 @@ def test_fp8_kv_request_picks_vllms_fp8_mla_backend_on_hopper():
     from kvplan.engines.vllm.formats import resolved_kv_cache_dtype
 
     spec = spec_from_config(raw, "r1.json", "r1")
-    config = vllm.VllmConfig(max_model_len=8192, gpu_name="H100",
+    config = vllm.VllmConfig(max_model_len=8192, gpu_name="H100", compute_capability="9.0",
                              kv_cache_dtype=resolved_kv_cache_dtype(spec, "auto", True))
     (stage,) = vllm.layout(spec, config)
     assert stage.per_token_bytes == 61 * (512 + 64)  # one byte per latent value

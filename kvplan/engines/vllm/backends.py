@@ -14,7 +14,7 @@ from kvplan.core.errors import BadInputError
 from kvplan.core.layers import RecurrentState
 from kvplan.core.spec import ModelSpec
 from kvplan.core.weights import ExpertLoad
-from kvplan.engines.shared.device import compute_capability
+from kvplan.engines.shared.device import compute_capability as device_capability
 from kvplan.engines.vllm.config import DEFAULT_BLOCK_SIZE, LATEST, VllmConfig, rules_for
 from kvplan.engines.vllm.formats import is_sparse_mla
 
@@ -87,7 +87,7 @@ def _mla_block_size_033(cc: tuple[int, int] | None, kv_cache_dtype: str) -> int:
 
 def _kernel_capability(config: VllmConfig) -> tuple[int, int] | None:
     """The capability a kernel choice is made for: no GPU given at all stands for Hopper
-    (9, 0), as the MLA block size does; otherwise `capability` (None on ROCm/unknown)."""
+    (9, 0), as the MLA block size does; otherwise `capability`."""
     if config.compute_capability is None and not config.gpu_name:
         return (9, 0)
     return capability(config.compute_capability, config.gpu_name)
@@ -95,22 +95,15 @@ def _kernel_capability(config: VllmConfig) -> tuple[int, int] | None:
 
 def capability(compute_capability: str | None, gpu_name: str | None = None
                ) -> tuple[int, int] | None:
-    """"9.0" -> (9, 0); None for ROCm targets ("gfx942") or when unknown. Without a
-    capability, a GPU name with a known tag stands for its architecture."""
+    """The GPU's compute capability as VllmConfig carries it, "9.0" -> (9, 0): the GPU
+    catalog's field (kvplan/data/gpus.yaml, read through Deployment.compute_capability).
+    A GPU named without one (a custom GPU known only by its memory, an AMD gfx target) stands
+    for neither Hopper nor Blackwell, (8, 0); None when no GPU is named at all (the callers
+    then take Hopper) or for a ROCm target given as the capability ("gfx942")."""
     text = (compute_capability or "").strip()
     if text:
-        major, _, minor = text.partition(".")
-        if major.isdigit():
-            return int(major), int(minor or 0) if (minor or "0").isdigit() else 0
-        return None
-    name = (gpu_name or "").lower()
-    if any(tag in name for tag in ("b100", "b200", "b300", "gb200", "gb300")):
-        return (10, 0)
-    if any(tag in name for tag in ("h100", "h200", "h800", "h20", "gh200")):
-        return (9, 0)
-    if name:
-        return (8, 0)  # a named GPU of another generation: neither Hopper nor Blackwell
-    return None
+        return device_capability(text)
+    return (8, 0) if gpu_name else None
 
 
 # get_mxfp4_backend's choices, as the expert layout each re-lays the checkpoint into
@@ -133,7 +126,7 @@ def mxfp4_expert_load(gpu_arch: str = "", backend: str | None = None,
         raise BadInputError(f"unknown MXFP4 MoE backend {backend!r} (mxfp4_backend)",
                             "one of: " + ", ".join(MXFP4_BACKENDS))
     if backend is None:
-        found = compute_capability(gpu_arch)
+        found = device_capability(gpu_arch)
         if found is None:
             return None
         major, minor = found

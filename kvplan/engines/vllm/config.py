@@ -527,7 +527,9 @@ class VllmConfig:
     num_speculative_tokens: int = 0
     num_draft_layers: int = 0  # EAGLE/MTP draft layers sharing the pool (last PP stage)
     num_gpu_blocks_override: int | None = None
-    gpu_name: str | None = None  # picks the MLA backend's block size
+    # the GPU's name: named without a compute capability (a custom GPU) it stands for neither
+    # Hopper nor Blackwell (backends.capability); messages name it
+    gpu_name: str | None = None
     # decode context parallel: the TP group's ranks split each request's tokens instead of
     # each holding all of them (config/parallel.py decode_context_parallel_size; tp % dcp == 0)
     dcp: int = 1

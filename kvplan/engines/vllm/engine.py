@@ -36,7 +36,6 @@ from kvplan.engines.base import (
 )
 from kvplan.engines.cache import CacheGroup, CacheLayer, CacheLayout, spec_state
 from kvplan.engines.shared.budget import measured_budget
-from kvplan.engines.shared.device import compute_capability
 from kvplan.engines.shared.releases import release
 from kvplan.engines.vllm.backends import default_block_size
 from kvplan.engines.vllm.budget import vllm_budget
@@ -111,8 +110,7 @@ def config_for(dep: Deployment) -> VllmConfig:
         max_num_batched_tokens=batch_for(dep).max_num_batched_tokens,
         num_draft_layers=dep.num_draft_layers,
         num_speculative_tokens=dep.num_speculative_tokens, dcp=dep.dcp,
-        gpu_name=f"{dep.gpu_name or ''} {dep.gpu_arch}".strip() or None,
-        compute_capability=_arch_capability(dep.gpu_arch))
+        gpu_name=dep.gpu_name, compute_capability=_capability_text(dep))
 
 
 def mm_limits(dep: Deployment) -> str | None:
@@ -159,10 +157,10 @@ def checkpoint_kv_notes(dep: Deployment) -> tuple[str, ...]:
             f"not take it ({why}): give --kv-cache-dtype to choose the KV format",)
 
 
-def _arch_capability(gpu_arch: str) -> str | None:
-    """'hopper sm9.0' (Deployment.gpu_arch, from the catalog) -> '9.0'; None for ROCm
-    targets ('cdna3 smgfx942') and unknown GPUs."""
-    found = compute_capability(gpu_arch)
+def _capability_text(dep: Deployment) -> str | None:
+    """The catalog's compute capability (Deployment.compute_capability) as VllmConfig keeps
+    it, (9, 0) -> '9.0'; None for ROCm targets ('cdna3 smgfx942') and custom GPUs."""
+    found = dep.compute_capability
     return f"{found[0]}.{found[1]}" if found else None
 
 

@@ -582,7 +582,7 @@ CASES = (
          why="one EAGLE draft layer in the pool and its weights"),
     Case("vllm-pr20665-deepseek-v2-lite-4xl4-tp2-pp2", "deepseek-v2-lite", "L4", 23612293120,
          (0, 10, 0), 1024, (12.13, 11.33), 807792, tp=2, pp=2,
-         settings=dict(enforce_eager=True), gpu_name="L4 ada-lovelace sm8.9",
+         settings=dict(enforce_eager=True), gpu_name="L4",
          why="MoE + MLA, TP 2 x PP 2, --enforce-eager; one budget per stage"),
     Case("vllm-doc-qwen25-7b-awq-rtx4080", "qwen2.5-7b", "15.99GiB", parse_bytes("15.99GiB"),
          (0, 26, 0), 32768, (8.0,), 149712, weights="awq",
@@ -667,6 +667,14 @@ def nvswitch_hopper(gpu: str) -> bool:
     return Deployment(LLAMA8B).with_gpu(gpus.find_gpu(gpu)).nvswitch_hopper
 
 
+def catalog_capability(gpu: str) -> str | None:
+    """The catalog's compute capability of a case's GPU (None for one known by its memory):
+    what config_for gives VllmConfig through Deployment.compute_capability."""
+    from kvplan.sources import gpus
+
+    return None if gpu.endswith("GiB") else gpus.find_gpu(gpu).compute_capability
+
+
 def predict_held_out(case: HeldOut) -> tuple[shared_budget.Budget, int | None]:
     """(the predicted budget, the predicted count the log printed, or None)."""
     spec = held_out_spec(case)
@@ -679,7 +687,8 @@ def predict_held_out(case: HeldOut) -> tuple[shared_budget.Budget, int | None]:
     if unit is None or min(budget.available_kv_cache_bytes) <= 0:
         return budget, None
     config = vllm.VllmConfig(max_model_len=case.max_model_len, version=case.version,
-                             tp=case.tp, pp=case.pp, gpu_name=gpu_name)
+                             tp=case.tp, pp=case.pp, gpu_name=gpu_name,
+                             compute_capability=catalog_capability(case.gpu))
     p = vllm.profile(spec, config, budget.available_kv_cache_bytes)
     if unit == "estimated max_model_len":
         return budget, p.estimated_max_model_len
@@ -709,6 +718,7 @@ def predict(case: Case) -> tuple[shared_budget.Budget, int]:
     budget = budget_of(case)
     config = vllm.VllmConfig(max_model_len=case.max_model_len, version=case.version,
                              tp=case.tp, pp=case.pp, gpu_name=case.gpu_name,
+                             compute_capability=catalog_capability(case.gpu),
                              num_draft_layers=1 if "eagle" in case.log_id else 0)
     p = vllm.profile(model_of(case), config, budget.available_kv_cache_bytes)
     if case.unit == "estimated max_model_len":

@@ -8,6 +8,10 @@ from engine_cases import GIB, model
 from factories import dense, hybrid
 
 from kvplan.engines import vllm
+from kvplan.engines.base import Deployment
+from kvplan.engines.vllm.backends import capability
+from kvplan.engines.vllm.engine import config_for
+from kvplan.sources.gpus import custom_gpu, find_gpu
 from kvplan.sources.library import resolve
 
 
@@ -55,8 +59,8 @@ def test_vllm_033_mla_block_size_by_backend():
         per_block = 61 * block * 576 * (1 if kv == "fp8" else 2)
         assert vllm.profile(ds, config, 21 * GIB).num_blocks == 21 * GIB // per_block
     # up to 0.32 (the 0.11 rule): FlashMLA 64 on Hopper, CUTLASS MLA 128 on Blackwell
-    assert vllm.default_block_size(ds, "H100 SXM", (0, 11, 0)) == 64
-    assert vllm.default_block_size(ds, "B200", (0, 11, 0)) == 128
+    assert vllm.default_block_size(ds, "H100 SXM", (0, 11, 0), compute_capability="9.0") == 64
+    assert vllm.default_block_size(ds, "B200", (0, 11, 0), compute_capability="10.0") == 128
 
 
 def test_vllm_mla_block_size_by_backend():
@@ -64,7 +68,32 @@ def test_vllm_mla_block_size_by_backend():
     # elsewhere keeps 16. 0.33: test_vllm_033_mla_block_size_by_backend.
     spec = model("deepseek-v2-lite")
     old = (0, 11, 0)
-    assert vllm.default_block_size(spec, "H100 SXM", old) == 64
-    assert vllm.default_block_size(spec, "B200", old) == 128
-    assert vllm.default_block_size(spec, "L4 ada-lovelace sm8.9", old) == 16
-    assert vllm.default_block_size(dense(), "B200") == 16  # not MLA: the CUDA default
+    assert vllm.default_block_size(spec, "H100 SXM", old, compute_capability="9.0") == 64
+    assert vllm.default_block_size(spec, "B200", old, compute_capability="10.0") == 128
+    assert vllm.default_block_size(spec, "L4", old, compute_capability="8.9") == 16
+    assert vllm.default_block_size(dense(), "B200", compute_capability="10.0") == 16  # not MLA
+
+
+def test_vllm_reads_the_gpu_catalogs_compute_capability():
+    # config_for passes the catalog's compute_capability (kvplan/data/gpus.yaml, the
+    # vendors' CUDA GPU table) through Deployment.compute_capability, and the GPU's own name
+    spec = model("deepseek-v2-lite")
+    old = (0, 11, 0)
+    for name, cc, block in (("h100", "9.0", 64), ("h200 nvl", "9.0", 64), ("b200", "10.0", 128),
+                            ("gb200", "10.0", 128), ("l4", "8.9", 16), ("rtx 5090", "12.0", 16),
+                            ("a100-80gb", "8.0", 16)):
+        gpu = find_gpu(name)
+        config = config_for(Deployment(spec, engine_version="0.11.0").with_gpu(gpu))
+        assert (config.gpu_name, config.compute_capability) == (gpu.name, cc)
+        assert vllm.default_block_size(spec, config.gpu_name, old,
+                                       compute_capability=config.compute_capability) == block
+    # an AMD gfx target has no CUDA capability: named, it stands for neither Hopper nor
+    # Blackwell (Triton MLA's 16), as does a custom GPU known only by its memory
+    for gpu in (find_gpu("mi300x"), custom_gpu("80GiB")):
+        config = config_for(Deployment(spec, engine_version="0.11.0").with_gpu(gpu))
+        assert (config.gpu_name, config.compute_capability) == (gpu.name, None)
+        assert capability(config.compute_capability, config.gpu_name) == (8, 0)
+        assert vllm.default_block_size(spec, config.gpu_name, old) == 16
+    # no GPU at all: Hopper, where most MLA models are served (FlashMLA's 64)
+    assert capability(None, None) is None
+    assert vllm.default_block_size(spec, None, old) == 64

@@ -55,7 +55,7 @@ def test_vllm_4xl4_deepseek_v2_lite_tp2_pp2_min_over_stages():
     # The latent is not split by TP; PP splits 27 layers 14/13 (get_pp_indices). Each stage
     # has its own budget; vLLM takes the smaller block count.
     config = vllm.VllmConfig(max_model_len=1024, version=(0, 10, 0), tp=2, pp=2,
-                             gpu_name="L4 ada-lovelace sm8.9")
+                             gpu_name="L4", compute_capability="8.9")
     budgets = (gib(e["available_kv_cache_gib_rank0"]), gib(e["available_kv_cache_gib_rank2"]))
     p = vllm.profile(model("deepseek-v2-lite"), config, budgets)
     assert [s.last_layer - s.first_layer for s in p.stages] == [14, 13]
@@ -66,7 +66,8 @@ def test_vllm_4xl4_deepseek_v2_lite_tp2_pp2_min_over_stages():
     assert p.kv_cache_tokens == 50473 * 16
     assert close(p.kv_cache_tokens, e["kv_cache_tokens"])
     assert close(p.max_concurrency, e["max_concurrency"])
-    assert vllm.default_block_size(model("deepseek-v2-lite"), "H100 SXM", (0, 11, 0)) == 64
+    assert vllm.default_block_size(model("deepseek-v2-lite"), "H100 SXM", (0, 11, 0),
+                                   compute_capability="9.0") == 64
 
 
 def test_vllm_qwen3_14b_lmcache():
