@@ -93,13 +93,13 @@ def given_batch_total(dep: Deployment, version: tuple[int, ...] | None) -> str |
 def profile(spec: ModelSpec, dep: Deployment, compute_major: int | None) -> TgiProfile:
     from kvplan.engines import parse_version
     from kvplan.engines.shared.activations import forward_activation_bytes
-    from kvplan.engines.shared.device import NON_TORCH_BYTES
+    from kvplan.engines.shared.device import NON_TORCH_BYTES, is_rocm
     from kvplan.engines.shared.weights import estimate_dims
 
     fmt = kv_format(spec, dep.kv_dtype)
     version = parse_version(dep.engine_version)
     wiggle, rule = release_rule(version)
-    attention = attention_backend(spec, compute_major, version, "gfx" in (dep.gpu_arch or ""))
+    attention = attention_backend(spec, compute_major, version, is_rocm(dep.gpu_arch))
     block = dep.block_size or BLOCK_SIZES[attention]
     per_block = bytes_per_block(spec, fmt, dep.tp, block)
     fraction = dep.memory_fraction if dep.memory_fraction is not None else MEMORY_FRACTION

@@ -24,7 +24,7 @@ from kvplan.core.spec import ModelSpec
 from kvplan.engines.base import Deployment
 from kvplan.engines.registry import get, names
 from kvplan.planning.launch import from_command
-from kvplan.sources.gpus import find_gpu
+from kvplan.sources.gpus import find_gpu, load_catalog
 from kvplan.sources.library import resolve
 
 H100_TOTAL = 85_028_896_768  # deviceQuery, the catalog's H100 SXM
@@ -131,6 +131,11 @@ def test_the_budget_rule_follows_the_release():
     assert numbers("3.2.0")["kv_budget_bytes"] == math.floor(H100_TOTAL * 0.93) - used
     assert numbers("3.0.0")["block_size"] == 1  # flashinfer for head dim 128
     assert numbers("3.0.0", "mi300x")["block_size"] == 16  # ROCm: paged attention
+    # every AMD GPU of the catalog is a ROCm target (its gfx compute_capability), and only
+    # they (the GPUs with room for the 8B model's 16 GB of weights)
+    for gpu in (g for g in load_catalog() if g.memory_bytes > 40 * 2**30):
+        rocm = gpu.vendor == "amd"
+        assert (numbers("3.0.0", gpu.name)["block_size"] == 16) == rocm, gpu.name
     assert tgi.release_rule(None) == (0.90, "fraction")
 
 
