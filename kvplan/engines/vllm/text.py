@@ -133,14 +133,16 @@ LOG_FORMAT = EngineLog(
         LogLine("pp", "pipeline_parallel_size=", r"\bpipeline_parallel_size=(\d+)", "int",
                 "settings"),
         LogLine("kv_dtype", "kv_cache_dtype=", r"\bkv_cache_dtype=(\w+)", "str", "settings"),
+        # the non-default args' key, at the dict's top level: a speculative_config may hold
+        # the drafter's own kv_cache_dtype and quantization (config/speculative.py)
         LogLine("kv_dtype", "'kv_cache_dtype':", r"'kv_cache_dtype': '(\w+)'", "str",
-                "settings"),
+                "settings", echoed=True),
         LogLine("kv_dtype", "cache", r"--kv[-_]cache[-_]dtype[= ](\w+)", "str", "settings"),
         # the weights' quantization (engine config dump, non-default args, the echoed
         # command): "None" where there is none (kvplan.planning.launch.quantization_weights)
         LogLine("quantization", "quantization=", r"\bquantization=([\w-]+)", "str", "settings"),
         LogLine("quantization", "'quantization':", r"'quantization': '([\w-]+)'", "str",
-                "settings"),
+                "settings", echoed=True),
         LogLine("quantization", "--quantization", r"--quantization[= ]([\w-]+)", "str",
                 "settings"),
         # the block vLLM settled on for an attention + Mamba hybrid, over any --block-size
@@ -179,6 +181,7 @@ LOG_FORMAT = EngineLog(
                 r"'speculative_config': \{[^}]*'method': '([\w-]+)'", "str", "settings"),
         LogLine("num_speculative_tokens", "num_spec_tokens=", r"\bnum_spec_tokens=(\d+)", "int",
                 "settings", releases=_V1),
+        # read inside the non-default args' speculative_config, so not `echoed`
         LogLine("num_speculative_tokens", "'num_speculative_tokens':",
                 r"'num_speculative_tokens': (\d+)", "int", "settings"),
         LogLine("dp", "data_parallel_size=", r"\bdata_parallel_size=(\d+)", "int", "settings"),
