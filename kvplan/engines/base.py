@@ -61,8 +61,8 @@ class Deployment:
     gpu_memory_bytes: int | None = None  # what the GPU reports (kvplan.sources.gpus memory_bytes)
     gpu_bandwidth_bytes_per_s: int = 0
     gpu_arch: str = ""  # e.g. "hopper sm9.0" (with_gpu); read by compute_capability()
-    # how the GPU's board joins GPUs: the catalog's `interconnect` (nvswitch, nvlink-bridge,
-    # pcie, infinity-fabric; "" unknown), read by kvplan.engines.shared.device.on_nvswitch_hopper
+    # how the GPU's board joins GPUs: the catalog's `interconnect` (kvplan.sources.gpus
+    # INTERCONNECTS; "" for a custom GPU), read by kvplan.engines.shared.device.on_nvswitch_hopper
     gpu_interconnect: str = ""
     tp: int = 1
     pp: int = 1

@@ -28,7 +28,7 @@ _FILE_BASES = MEMORY_BASES[:-1]  # "custom" is custom_gpu()'s, never the catalog
 REQUIRED_SOURCES = ("memory_bytes", "hbm_bandwidth_bytes_per_s")
 # how the board joins its GPUs (the catalog's header says what each means); the NCCL rule of
 # kvplan.engines.shared.device reads "nvswitch"
-INTERCONNECTS = ("nvswitch", "nvlink-bridge", "pcie", "infinity-fabric")
+INTERCONNECTS = ("nvswitch", "nvlink-bridge", "pcie", "infinity-fabric", "network", "varies")
 
 _TOP = {"schema", "gpus"}
 _ENTRY = {"name", "display_name", "aliases", "vendor", "architecture", "compute_capability",
@@ -58,7 +58,7 @@ class GPU:
     # other totals the framework has reported for this GPU on public records (another driver
     # or board): a log that does not print its total may come from any of them
     other_memory_bytes: tuple[int, ...] = ()
-    interconnect: str = ""  # one of INTERCONNECTS; "" where the catalog does not say
+    interconnect: str = ""  # one of INTERCONNECTS (every catalog entry); "" for a custom GPU
 
     @property
     def is_custom(self) -> bool:
@@ -173,14 +173,16 @@ def _read_gpu(f: Fields) -> GPU:
     if capability is not None and not isinstance(capability, str):
         raise f.error("compute_capability", f"must be quoted text such as \"9.0\", got "
                       f"{capability!r}")
-    interconnect = f.str("interconnect", "")
-    if f.has("interconnect"):
-        if interconnect not in INTERCONNECTS:
-            raise f.error("interconnect", f"unknown interconnect {interconnect!r}",
-                          "one of: " + ", ".join(INTERCONNECTS))
-        if "interconnect" not in sources.raw:
-            raise sources.error("interconnect", "is missing", "say where the board's "
-                                "interconnect comes from")
+    if not f.has("interconnect"):
+        raise f.error("interconnect", "is missing", "how the board joins its GPUs, one of: " +
+                      ", ".join(INTERCONNECTS))
+    interconnect = f.str("interconnect")
+    if interconnect not in INTERCONNECTS:
+        raise f.error("interconnect", f"unknown interconnect {interconnect!r}",
+                      "one of: " + ", ".join(INTERCONNECTS))
+    if "interconnect" not in sources.raw:
+        raise sources.error("interconnect", "is missing", "say where the board's "
+                            "interconnect comes from")
     flops = f.sub("dense_flops_per_s") if f.has("dense_flops_per_s") else None
     dense_flops: dict[str, int] = {}
     if flops is not None:

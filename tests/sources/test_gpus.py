@@ -86,9 +86,14 @@ def test_every_hopper_hgx_board_declares_nvswitch_and_no_pcie_card_does(catalog)
         {g.name for g in cards}
     assert not any(g.interconnect == "nvswitch" for g in cards)
     assert find_gpu("NVIDIA H100 80GB HBM3").interconnect == "nvswitch"  # the device's name
-    for gpu in catalog:  # a declared board names its source
-        assert gpu.interconnect in ("", *INTERCONNECTS), gpu.name
-        assert not gpu.interconnect or gpu.sources["interconnect"].strip(), gpu.name
+    for gpu in catalog:  # every entry declares its board and names the source
+        assert gpu.interconnect in INTERCONNECTS, gpu.name
+        assert gpu.sources["interconnect"].strip(), gpu.name
+    # the boards the vendors' pages fix (kvplan/data/gpus.yaml cites them): a DGX Spark holds
+    # one GB10 and joins another over ConnectX-7; GH200 and V100 entries stand for several
+    assert [find_gpu(n).interconnect for n in ("gb10", "gh200", "v100-sxm2-16gb",
+                                                "v100-pcie-32gb")] == \
+        ["network", "varies", "varies", "varies"]
 
 
 def test_names_and_aliases_are_unique_after_normalizing(catalog):
@@ -248,7 +253,8 @@ GOOD_ENTRY = """\
     hbm_bandwidth_bytes_per_s: 10
     fp8: false
     fp4: false
-    sources: {memory_bytes: a log, hbm_bandwidth_bytes_per_s: a datasheet}
+    interconnect: pcie
+    sources: {memory_bytes: a log, hbm_bandwidth_bytes_per_s: a datasheet, interconnect: a brief}
 """
 
 
@@ -290,20 +296,23 @@ def test_wrong_types_and_schema(tmp_path):
 
 
 def test_an_interconnect_is_one_of_the_known_boards_and_names_its_source(tmp_path):
-    def catalog_with(name, line, source=""):  # a file each: the loader caches by path
-        path = tmp_path / f"{name}.yaml"
+    def catalog_with(name, line, source=", interconnect: a brief"):  # a file each: the
+        path = tmp_path / f"{name}.yaml"  # loader caches by path
         path.write_text("schema: kvplan.gpus/1\ngpus:\n" + GOOD_ENTRY.replace(
-            "    fp8: false\n", f"    fp8: false\n{line}\n").replace(
-            "a datasheet}", f"a datasheet{source}}}"))
+            "    interconnect: pcie\n", line).replace(", interconnect: a brief", source))
         return load_catalog(path)
 
-    good = catalog_with("good", "    interconnect: nvswitch", ", interconnect: a board brief")
+    good = catalog_with("good", "    interconnect: nvswitch\n")
     assert good[0].interconnect == "nvswitch"
     with pytest.raises(SpecError, match=r"gpus\[0\]\.interconnect.*nvlink") as exc:
-        catalog_with("unknown", "    interconnect: nvlink", ", interconnect: a board brief")
+        catalog_with("unknown", "    interconnect: nvlink\n")
     assert "nvlink-bridge" in (exc.value.hint or "")  # the values it takes
     with pytest.raises(SpecError, match=r"gpus\[0\]\.sources\.interconnect"):
-        catalog_with("unsourced", "    interconnect: pcie")
+        catalog_with("unsourced", "    interconnect: pcie\n", "")
+    # every entry says how its board joins GPUs: one without it is refused by name
+    with pytest.raises(SpecError, match=r"gpus\[0\]\.interconnect.*missing") as exc:
+        catalog_with("undeclared", "")
+    assert "varies" in (exc.value.hint or "")
 
 
 # --- the command --------------------------------------------------------------------------
@@ -320,7 +329,7 @@ def test_gpus_json_keys(catalog):
             "name", "id", "display_name", "aliases", "vendor", "architecture",
             "compute_capability", "memory_bytes", "memory_basis", "marketing_memory",
             "hbm_bandwidth_bytes_per_s", "fp8", "fp4", "interconnect", "sources", "notes"}
-        assert row["interconnect"] in (None, *INTERCONNECTS)
+        assert row["interconnect"] in INTERCONNECTS
         assert isinstance(row["memory_bytes"], int) and isinstance(row["fp8"], bool)
         # the id shown is one `--gpu` finds this very GPU by
         assert find_gpu(row["id"], catalog).name == row["name"]
