@@ -427,18 +427,23 @@ def place_weights(dep: Deployment, gpu_layers: int, output_on_gpu: bool,
     the last `gpu_layers` repeating layers on the GPU (layers sized by their parameter share
     when they differ, kvplan.engines.shared.weights.layer_weight_shares)."""
     from kvplan.engines.shared.weights import (
+        as_weight_format,
         dims_of,
         layer_weight_shares,
         stage_weights,
-        weight_format,
         weight_split,
     )
 
     spec = dep.spec
     try:
         total = stage_weights(spec, dep.weights_dtype, dep.weights_bytes, 1, 1, dep.dims)[0][0]
-        split = weight_split(spec, weight_format("bf16", spec.dtype), dep.dims or
-                             dims_of(spec), total)
+        # in a format kvplan knows, token_embd (and an untied output) hold their own bytes,
+        # vocab x hidden values, and the repeating layers the rest. A measured total (a GGUF
+        # file, whose token_embd may be block-quantized: Q4_K in a Q4_K_M file) is spread in
+        # proportion, as kvplan does not read the file's tensor types.
+        split = weight_split(spec, as_weight_format(spec, dep.weights_dtype),
+                             dep.dims or dims_of(spec), total,
+                             exact_tables=dep.weights_bytes is None)
     except BadInputError:
         if spec.num_params is None and dep.weights_bytes is None:
             return WeightPlacement(0, 0, 0, 0)

@@ -146,8 +146,13 @@ class WeightSplit:
 
 
 def weight_split(spec: ModelSpec, fmt: WeightFormat, dims: ModelDims | None = None,
-                 total_bytes: int | None = None) -> WeightSplit:
-    """Weights of the model in `fmt` (or a measured total, split in the same proportions)."""
+                 total_bytes: int | None = None, exact_tables: bool = False) -> WeightSplit:
+    """Weights of the model in `fmt` (or a measured total, split in the same proportions).
+
+    `exact_tables`: with a total and the model's own shapes (not estimated), the embedding
+    and an untied LM head keep their own bytes, vocab x hidden values each at the width
+    `fmt` keeps embeddings in, and the layers take the rest of the total (llama.cpp, whose
+    token_embd tensor is exactly that); without, all three are scaled alike."""
     if spec.num_params is None and total_bytes is None:
         from kvplan.core.weights import unsized_weights, unsized_weights_hint
 
@@ -163,6 +168,11 @@ def weight_split(spec: ModelSpec, fmt: WeightFormat, dims: ModelDims | None = No
     embedding = emb_params * emb_bits // 8
     head = head_params * emb_bits // 8
     layers = math.ceil(layer_params * fmt.bits_per_weight() / 8)
+    if total_bytes is not None and exact_tables and not dims.estimated:
+        table = vocab_hidden * emb_bits // 8
+        tables = table if dims.tied_embeddings else 2 * table
+        if tables <= total_bytes:
+            return WeightSplit(table, tables - table, total_bytes - tables)
     if total_bytes is not None:
         whole = embedding + head + layers
         if whole <= 0:

@@ -124,6 +124,22 @@ def test_weights_output_and_last_layers_on_the_gpu_embeddings_on_the_host():
     assert old.host_bytes == embedding + head + layers - layers * 20 // 32
 
 
+def test_the_embedding_tensors_bytes_are_its_shape_not_a_parameter_share():
+    # token_embd is vocab x hidden values: DeepSeek-R1 (config.json: vocab_size 129,280,
+    # hidden_size 7,168, untied) in bf16 holds 129,280 x 7,168 x 2 = 1,853,358,080 B in it and
+    # as much in `output`, whatever the model's parameter count says of the rest
+    spec = resolve("deepseek-r1")
+    table = 129280 * 7168 * 2
+    assert table == 1853358080
+    w = llamacpp.place_weights(Deployment(spec, engine="llamacpp", weights_dtype="bf16"), 0,
+                               True)
+    assert (w.embedding_bytes, w.output_bytes, w.gpu_bytes) == (table, table, table)
+    # Llama 3.2 1B ties them: one 128,256 x 2,048 bf16 table, its copy on the GPU as output
+    tied = llamacpp.place_weights(Deployment(resolve("llama-3.2-1b"), engine="llamacpp"), 0,
+                                  True)
+    assert (tied.embedding_bytes, tied.output_bytes) == (128256 * 2048 * 2,) * 2
+
+
 # --- the plan ---------------------------------------------------------------------------------
 
 RTX4090 = find_gpu("rtx-4090").memory_bytes
