@@ -125,6 +125,13 @@ def _guarded_loader(text: str, source: str) -> Any:
         get_event: Any
         resolve: Any  # from the Resolver
 
+        def _grow(self, size: int, event: Any) -> None:
+            """Add `size` values to the document's expanded size; past MAX_NODES, stop."""
+            self._count += size
+            if self._count > MAX_NODES:
+                raise _limit(source, event, f"expands to more than {MAX_NODES:,} values "
+                             "(YAML aliases repeat what they point to)")
+
         def compose_node(self, parent: Any, index: Any) -> Any:
             event = self.peek_event()
             if event.__class__ is scalar_event and event.anchor is None and self._plain:
@@ -132,10 +139,7 @@ def _guarded_loader(text: str, source: str) -> Any:
                 # Composer.compose_scalar_node would (a third of the time), the same limits
                 if self._depth >= MAX_DEPTH:
                     raise _limit(source, event, f"nests deeper than {MAX_DEPTH} levels")
-                self._count += 1
-                if self._count > MAX_NODES:
-                    raise _limit(source, event, f"expands to more than {MAX_NODES:,} values "
-                                 "(YAML aliases repeat what they point to)")
+                self._grow(1, event)
                 self.get_event()
                 tag = event.tag
                 if tag is None or tag == "!":
@@ -151,18 +155,12 @@ def _guarded_loader(text: str, source: str) -> Any:
                 if size is None:  # `&a [*a]`: a value that contains itself
                     raise _limit(source, event, f"alias *{event.anchor} refers to a value that "
                                  "contains it")
-                self._count += size
-                if self._count > MAX_NODES:
-                    raise _limit(source, event, f"expands to more than {MAX_NODES:,} values "
-                                 "(YAML aliases repeat what they point to)")
+                self._grow(size, event)
                 return node
             self._depth += 1
             if self._depth > MAX_DEPTH:
                 raise _limit(source, event, f"nests deeper than {MAX_DEPTH} levels")
-            self._count += 1
-            if self._count > MAX_NODES:
-                raise _limit(source, event, f"expands to more than {MAX_NODES:,} values "
-                             "(YAML aliases repeat what they point to)")
+            self._grow(1, event)
             anchor = getattr(event, "anchor", None)
             if anchor is None:
                 node = super().compose_node(parent, index)

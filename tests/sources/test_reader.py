@@ -38,3 +38,25 @@ def test_guarded_loader_reads_what_safe_load_reads(data, flow):
 ])
 def test_anchors_merges_and_tags_as_safe_load_reads_them(text):
     assert parse_yaml(text, "doc") == yaml.safe_load(text)
+
+
+@pytest.mark.parametrize("item", ["0", "[]", "*a"])
+def test_the_expanded_size_limit_is_one_count_of_every_value(item):
+    # the root list counts one value and each item one more (a scalar, an empty list, or an
+    # alias to the one-value scalar `&a 0`): a document of MAX_NODES values in all reads, one
+    # more is refused, whichever kind of value passes the limit
+    from kvplan.core.errors import KvplanError
+    from kvplan.sources.reader import MAX_ALIASES, MAX_NODES
+
+    def document(values: int) -> str:
+        if item != "*a":
+            return "[" + ", ".join([item] * (values - 1)) + "]"
+        # plain scalars, then the anchored one (1) and the aliases to it last (1 each, as many
+        # as the limit on aliases allows), so that an alias passes the limit
+        aliases = min(MAX_ALIASES, values - 2)
+        return "[" + ", ".join(["0"] * (values - 2 - aliases) + ["&a 0"] + ["*a"] * aliases) \
+            + "]"
+
+    assert len(parse_yaml(document(MAX_NODES), "x.yaml")) == MAX_NODES - 1
+    with pytest.raises(KvplanError, match=f"expands to more than {MAX_NODES:,} values"):
+        parse_yaml(document(MAX_NODES + 1), "x.yaml")
