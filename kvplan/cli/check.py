@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.options import FormatOpt, UnitsOpt, _emit, handle_errors
+from kvplan.cli.options import FormatOpt, UnitsOpt, emit, handle_errors
 
 
 @handle_errors
@@ -56,7 +56,7 @@ def check(
     view = check_view(result, units)
     _write_ci(junit, lambda: junit_xml(result),
               lambda: step_summary(result, units=units, view=view))
-    _emit(view, fmt, units)
+    emit(view, fmt, units)
     if not result.passed:
         typer.echo(f"kvplan: {result.num_failed} of {len(result.results)} requirements not "
                    "met (exit 1)", err=True)
@@ -67,10 +67,10 @@ def _write_ci(junit: str | None, xml: Callable[[], str], summary: Callable[[], s
               ) -> None:
     """The JUnit file and the step summary, each made only when it is asked for (10,000
     requirements are a second of text each)."""
-    from kvplan.cli.options import _write_atomic
+    from kvplan.cli.options import write_atomic
 
     if junit is not None:
-        _write_atomic(junit, xml())
+        write_atomic(junit, xml())
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         try:

@@ -11,23 +11,21 @@ from typing import Annotated, Any
 import typer
 
 from kvplan.cli.options import (
-    FormatOpt,
-    ModelsArg,
-    UnitsOpt,
-    _emit,
-    engine_name,
-    handle_errors,
-)
-from kvplan.cli.plan import (
     DEFAULT_ENGINE,
     ConcurrencyOpt,
     ContextOpt,
     CountOpt,
     EngineVersionOpt,
+    FormatOpt,
     GpuMemoryOpt,
     MaxModelLenOpt,
+    ModelsArg,
+    UnitsOpt,
     WeightsDtypeOpt,
-    _tokens,
+    emit,
+    engine_name,
+    handle_errors,
+    tokens_flag,
 )
 from kvplan.cli.settings import engine_options
 from kvplan.engines.registry import names as engine_names
@@ -88,11 +86,11 @@ def compare(
     policies = [("none", ())] + [(p, parse_policy(p)) for p in policy] if policy else []
     rows = [row for m, g, e, d in combos
             for row in _compare_rows(m, g, gpu_memory, count, e, d, engine_version,
-                                     max_model_len, _tokens(context, "--context"), concurrency,
+                                     max_model_len, tokens_flag(context, "--context"), concurrency,
                                      weights_dtype, policies, settings or {})]
     from kvplan.output.plan import compare_view
 
-    _emit(compare_view(rows, with_policies=bool(policies)), fmt, units)
+    emit(compare_view(rows, with_policies=bool(policies)), fmt, units)
     failed = [r for r in rows if not r["fits"]]
     if failed:  # as `plan` and `check`: a deployment that does not fit is exit 1
         typer.echo(f"kvplan: {len(failed)} of {len(rows)} row(s) do not fit or would not start "

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.options import FormatOpt, UnitsOpt, _emit, engine_name, handle_errors
+from kvplan.cli.options import FormatOpt, UnitsOpt, emit, engine_name, handle_errors
 
 
 @handle_errors
@@ -67,7 +67,7 @@ def explain(
     else:
         text = read_text(logfile, "the log", MAX_LOG_BYTES)
     result = run(text, model, gpu, engine, kv_dtype, tp, engine_version, draft_layers)
-    _emit(explain_view(result, units), fmt, units)
+    emit(explain_view(result, units), fmt, units)
     if not result.ok:
         typer.echo("kvplan: a KV line differs from the log by more than its printed "
                    "precision allows, or the log's KV figure is unusable (exit 1)", err=True)

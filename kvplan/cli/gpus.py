@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.options import FormatOpt, UnitsOpt, _emit, handle_errors
+from kvplan.cli.options import FormatOpt, UnitsOpt, emit, handle_errors
 
 
 @handle_errors
@@ -38,4 +38,4 @@ def gpus(
     if filter_text and not selected:
         # a typo: find_gpu raises "unknown GPU" with the closest names (exit 2)
         selected = [find_gpu(filter_text, catalog)]
-    _emit(gpus_view(selected), fmt, units)
+    emit(gpus_view(selected), fmt, units)

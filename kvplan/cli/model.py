@@ -18,10 +18,10 @@ from kvplan.cli.options import (
     PPOpt,
     TPOpt,
     UnitsOpt,
-    _check_choice,
-    _emit,
-    _write_atomic,
+    check_choice,
+    emit,
     handle_errors,
+    write_atomic,
 )
 
 
@@ -69,7 +69,7 @@ def size(
     result = m.size(tokens, batch, lengths=runs, kv_dtype=kv_dtype, tp=tp, pp=pp,
                     block_size=block_size, max_len=max_len, warnings=warnings)
     spec, fmt_kv = m.spec, kv_format(kv_dtype, m.spec.dtype)
-    _emit(size_view(result, spec, fmt_kv, warnings), fmt, units)
+    emit(size_view(result, spec, fmt_kv, warnings), fmt, units)
 
 
 @handle_errors
@@ -99,7 +99,7 @@ def models(
     from kvplan.sources.library import filter_models, load_library
 
     specs = filter_models(load_library(), filter_text, kind)
-    _emit(models_view(specs, parse_format(kv_dtype) if kv_dtype else None), fmt, units)
+    emit(models_view(specs, parse_format(kv_dtype) if kv_dtype else None), fmt, units)
 
 
 @handle_errors
@@ -123,7 +123,7 @@ def show(
     from kvplan.sources.library import resolve
     from kvplan.sources.weights import cheap_weights
 
-    fmt = _check_choice(fmt.lower(), ("table", "markdown", "json", "yaml", "csv"), "--format")
+    fmt = check_choice(fmt.lower(), ("table", "markdown", "json", "yaml", "csv"), "--format")
     spec = resolve(model, assume_standard)
     for warning in spec.warnings:
         typer.echo(f"kvplan: warning: {warning}", err=True)
@@ -139,7 +139,7 @@ def show(
     if weights is not None:
         report.notes.append(weights_note(weights))
         report.payload["weights"] = asdict(weights)
-    _emit(report, fmt, "iec")
+    emit(report, fmt, "iec")
 
 
 
@@ -199,5 +199,5 @@ def import_model(
     if output is None or str(output) == "-":
         sys.stdout.write(dump_yaml(spec))
         return
-    _write_atomic(output, dump_yaml(spec))
+    write_atomic(output, dump_yaml(spec))
     typer.echo(f"kvplan: wrote {output} ({spec.name}, {spec.num_layers} layers)", err=True)

@@ -12,7 +12,9 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
+from kvplan.cli.settings import option
 from kvplan.core.errors import KvplanError
+from kvplan.engines import registry
 from kvplan.engines.settings import BY_NAME as _ROWS
 
 P = ParamSpec("P")
@@ -75,6 +77,53 @@ AssumeStandardOpt = Annotated[bool, typer.Option(
     "See docs/architectures.md.")]
 PPOpt = Annotated[int, typer.Option(*_ROWS["pp"].flags, help=_ROWS["pp"].help)]
 
+# --- options of plan, compare, whatif, plot and report ---------------------------------------
+DEFAULT_ENGINE = registry.DEFAULT  # the engine planned for without --engine
+GpuOpt = Annotated[str | None, typer.Option(
+    "--gpu", help="A catalog GPU (h100, a100-40gb, rtx-4090; `kvplan gpus` lists them); "
+    "vLLM: one per pipeline stage, comma-separated (rtx-5070-ti,rtx-5090).",
+    show_default=False)]
+# plot and report: several GPUs, one chart line or table row each
+GpusOpt = Annotated[str | None, typer.Option(
+    "--gpu", help="Comma-separated catalog GPUs: h100,a100-80gb (`kvplan gpus` lists them).",
+    show_default=False)]
+CountOpt = Annotated[int | None, typer.Option(
+    "--count", "-n", help="GPUs in the instance; default TP = count, PP = 1.",
+    show_default=False)]
+# the common settings' flags and help, from their declarations (kvplan.engines.settings)
+TPOptional = option("tp")
+PPOptional = option("pp")
+EngineOpt = Annotated[str, typer.Option(
+    "--engine", help=f"{', '.join(registry.names()[:-1])} or {registry.names()[-1]} (or an "
+    "engine registered with kvplan.engines.registry).", callback=engine_name)]
+EngineVersionOpt = Annotated[str | None, typer.Option(
+    "--engine-version", help="The engine's version (vLLM: 0.11, 0.21, ...; default: newest "
+    "read).", show_default=False)]
+MaxModelLenOpt = option("max_model_len")
+# two declared settings (kvplan.engines.settings) other commands take on their own
+KVMemoryOpt = option("kv_memory")
+UtilOpt = option("gpu_memory_utilization")
+GpuMemoryOpt = Annotated[str | None, typer.Option(
+    "--gpu-memory", help="A GPU not in the catalog: the memory it reports, e.g. 24GiB.",
+    show_default=False)]
+WeightsDtypeOpt = Annotated[str, typer.Option(
+    "--weights-dtype", help="auto, bf16, fp16, fp8, int8, awq, gptq, int4, mxfp4, nvfp4, "
+                         "bnb-4bit, bnb-8bit.")]
+WeightsMemoryOpt = Annotated[str | None, typer.Option(
+    "--weights-memory", help="The whole model's weight size, for models without a parameter "
+    "count: 15GiB.", show_default=False)]
+ContextOpt = Annotated[str | None, typer.Option(
+    "--context", help="Tokens per request: 8k, 32768.", show_default=False)]
+ConcurrencyOpt = Annotated[int | None, typer.Option(
+    "--concurrency", help="Requests at once.", show_default=False)]
+
+
+def tokens_flag(text: str | None, what: str) -> int | None:
+    """A token-count flag's text (8k, 32768) as tokens; `what` names the flag in errors."""
+    from kvplan.planning.deployment import tokens
+
+    return tokens(text, what.lstrip("-").replace("-", "_"))
+
 
 def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Turn core errors into one message on stderr and the documented exit code."""
@@ -94,7 +143,7 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def _check_choice(value: str, choices: tuple[str, ...], flag: str) -> str:
+def check_choice(value: str, choices: tuple[str, ...], flag: str) -> str:
     from kvplan.core.errors import BadInputError
 
     if value not in choices:
@@ -102,7 +151,7 @@ def _check_choice(value: str, choices: tuple[str, ...], flag: str) -> str:
     return value
 
 
-def _emit(report: Any, fmt: str, units: str, verbose: bool = False) -> None:
+def emit(report: Any, fmt: str, units: str, verbose: bool = False) -> None:
     from kvplan.output.render import render
 
     for warning in report.warnings:
@@ -202,7 +251,7 @@ def _file_kind(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "a special file")
 
 
-def _write_atomic(path: Path | str, text: str) -> None:
+def write_atomic(path: Path | str, text: str) -> None:
     """Write to a temporary file beside `path`, then rename it over `path`: a reader (or a
     failure half-way) never sees half a file. `-` writes standard output; special files are
     refused (output_target)."""

@@ -1,5 +1,5 @@
-"""`kvplan plan`, registered in kvplan.cli.app, and the options `compare` (kvplan.cli.compare)
-shares with it.
+"""`kvplan plan`, registered in kvplan.cli.app (its options shared with other commands are
+declared in kvplan.cli.options).
 
 The command checks its flags, asks the front door (kvplan.api: deploy() and the Deployed
 questions), and renders the View that kvplan.output.plan builds from the results.
@@ -17,17 +17,27 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kvplan.cli.options import (
+    DEFAULT_ENGINE,
     AssumeStandardOpt,
+    ConcurrencyOpt,
+    ContextOpt,
+    CountOpt,
+    EngineOpt,
+    EngineVersionOpt,
     FormatOpt,
+    GpuMemoryOpt,
+    GpuOpt,
     KVDtypeOpt,
+    MaxModelLenOpt,
+    PPOptional,
+    TPOptional,
     UnitsOpt,
-    _emit,
-    engine_name,
+    WeightsDtypeOpt,
+    emit,
     handle_errors,
+    tokens_flag,
 )
 from kvplan.cli.settings import engine_options, option
-from kvplan.engines.registry import DEFAULT as DEFAULT_ENGINE
-from kvplan.engines.registry import names as engine_names
 
 if TYPE_CHECKING:
     from kvplan.api import Deployed
@@ -35,51 +45,10 @@ if TYPE_CHECKING:
     from kvplan.planning.plan import Target
     from kvplan.planning.verdict import Verdict
 
-# --- options shared by plan and compare --------------------------------------------------
-GpuOpt = Annotated[str | None, typer.Option(
-    "--gpu", help="A catalog GPU (h100, a100-40gb, rtx-4090; `kvplan gpus` lists them); "
-    "vLLM: one per pipeline stage, comma-separated (rtx-5070-ti,rtx-5090).",
-    show_default=False)]
-CountOpt = Annotated[int | None, typer.Option(
-    "--count", "-n", help="GPUs in the instance; default TP = count, PP = 1.",
-    show_default=False)]
-# the common settings' flags and help, from their declarations (kvplan.engines.settings)
-TPOptional = option("tp")
-PPOptional = option("pp")
-
-
-EngineOpt = Annotated[str, typer.Option(
-    "--engine", help=f"{', '.join(engine_names()[:-1])} or {engine_names()[-1]} (or an engine "
-    "registered with kvplan.engines.registry).", callback=engine_name)]
-EngineVersionOpt = Annotated[str | None, typer.Option(
-    "--engine-version", help="The engine's version (vLLM: 0.11, 0.21, ...; default: newest "
-    "read).", show_default=False)]
-MaxModelLenOpt = option("max_model_len")
-# two declared settings (kvplan.engines.settings) other commands take on their own
-KVMemoryOpt = option("kv_memory")
-UtilOpt = option("gpu_memory_utilization")
-GpuMemoryOpt = Annotated[str | None, typer.Option(
-    "--gpu-memory", help="A GPU not in the catalog: the memory it reports, e.g. 24GiB.",
-    show_default=False)]
-WeightsDtypeOpt = Annotated[str, typer.Option(
-    "--weights-dtype", help="auto, bf16, fp16, fp8, int8, awq, gptq, int4, mxfp4, nvfp4, "
-                         "bnb-4bit, bnb-8bit.")]
-ContextOpt = Annotated[str | None, typer.Option(
-    "--context", help="Tokens per request: 8k, 32768.", show_default=False)]
-ConcurrencyOpt = Annotated[int | None, typer.Option(
-    "--concurrency", help="Requests at once.", show_default=False)]
-
-
 def _bytes(text: str | None) -> int | None:
     from kvplan.planning.deployment import memory
 
     return memory(text)
-
-
-def _tokens(text: str | None, what: str) -> int | None:
-    from kvplan.planning.deployment import tokens
-
-    return tokens(text, what.lstrip("-").replace("-", "_"))
 
 
 def _cache_types(kv_dtype: str, k: str | None, v: str | None) -> tuple[str, str | None]:
@@ -116,11 +85,11 @@ def plan(
         show_default=False)] = None,
     gpu: GpuOpt = None,
     count: CountOpt = None,
-    tp: TPOptional = None,  # type: ignore[valid-type]
-    pp: PPOptional = None,  # type: ignore[valid-type]
+    tp: TPOptional = None,
+    pp: PPOptional = None,
     engine: EngineOpt = DEFAULT_ENGINE,
     engine_version: EngineVersionOpt = None,
-    max_model_len: MaxModelLenOpt = None,  # type: ignore[valid-type]
+    max_model_len: MaxModelLenOpt = None,
     context: ContextOpt = None,
     concurrency: ConcurrencyOpt = None,
     requests: Annotated[str | None, typer.Option(
@@ -251,12 +220,12 @@ def plan(
         return _traffic(d, rate, requests, shared_prefix, samples, ttft, itl, efficiency,
                         find_gpus, context is not None or concurrency is not None, fmt, units,
                         verbose)
-    question = _Question(_tokens(context, "--context"), concurrency, requests,
-                         _tokens(shared_prefix, "--shared-prefix") or 0, samples, find_gpus,
+    question = _Question(tokens_flag(context, "--context"), concurrency, requests,
+                         tokens_flag(shared_prefix, "--shared-prefix") or 0, samples, find_gpus,
                          _bytes(host_memory))
     report, verdict, hint = question.answer(d)
     report.warnings[:0] = launch_warnings
-    _emit(report, fmt, units, verbose)
+    emit(report, fmt, units, verbose)
     _exit(verdict, d.deployment.engine, hint)
 
 
@@ -454,7 +423,7 @@ def _traffic(d: "Deployed", rate: str | None, requests: str | None, shared_prefi
         raise BadInputError("--rate sizes replicas for traffic; --context and --concurrency "
                             "ask other questions", "give them in another run")
     result = d.traffic(rate, requests, ttft=ttft, itl=itl, efficiency=efficiency,
-                       shared_prefix=_tokens(shared_prefix, "--shared-prefix") or 0,
+                       shared_prefix=tokens_flag(shared_prefix, "--shared-prefix") or 0,
                        samples=samples, find_gpus=find_gpus)
     dep = d.deployment
     layouts = None
@@ -471,7 +440,7 @@ def _traffic(d: "Deployed", rate: str | None, requests: str | None, shared_prefi
     else:
         plan, where = result, f"{dep.tp * dep.pp}x {dep.gpu_name}, {dep.engine}"
     view = traffic_view(plan, where, layouts)
-    _emit(view, fmt, units, verbose)
+    emit(view, fmt, units, verbose)
     if plan.infeasible:
         typer.echo("kvplan: the latency targets are not met (exit 1)", err=True)
         raise typer.Exit(1)

@@ -8,23 +8,21 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.options import ModelsArg, UnitsOpt, _check_choice, handle_errors
-from kvplan.cli.plan import (
+from kvplan.cli.options import (
     DEFAULT_ENGINE,
     CountOpt,
     EngineOpt,
     EngineVersionOpt,
     GpuMemoryOpt,
+    GpusOpt,
     KVMemoryOpt,
     MaxModelLenOpt,
+    ModelsArg,
+    UnitsOpt,
+    WeightsMemoryOpt,
+    check_choice,
+    handle_errors,
 )
-
-GpusOpt = Annotated[str | None, typer.Option(
-    "--gpu", help="Comma-separated catalog GPUs: h100,a100-80gb (`kvplan gpus` lists them).",
-    show_default=False)]
-WeightsMemoryOpt = Annotated[str | None, typer.Option(
-    "--weights-memory", help="The whole model's weight size, for models without a parameter "
-    "count: 15GiB.", show_default=False)]
 
 
 @handle_errors
@@ -70,7 +68,7 @@ def plot(
     from kvplan.planning.sweep import parse_int_values, parse_token_range
     from kvplan.sources.library import resolve
 
-    _check_choice(y, ("memory", "concurrency"), "--y")
+    check_choice(y, ("memory", "concurrency"), "--y")
     target = output_target(output)
     if target is not None:
         core.image_format(target)

@@ -9,16 +9,20 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.options import ModelArg, UnitsOpt, _write_atomic, handle_errors
-from kvplan.cli.plan import (
+from kvplan.cli.options import (
     DEFAULT_ENGINE,
     CountOpt,
     EngineOpt,
     EngineVersionOpt,
+    GpusOpt,
     MaxModelLenOpt,
+    ModelArg,
+    UnitsOpt,
     WeightsDtypeOpt,
+    WeightsMemoryOpt,
+    handle_errors,
+    write_atomic,
 )
-from kvplan.cli.plot import GpusOpt, WeightsMemoryOpt
 
 
 @handle_errors
@@ -93,7 +97,7 @@ def report(
         draw(drawing, image_target, units)
     base = target.parent if target is not None else Path(".")
     link = os.path.relpath(image, base).replace(os.sep, "/") if image else None
-    _write_atomic(output, core.report_markdown(figures, link, units))
+    write_atomic(output, core.report_markdown(figures, link, units))
     if target is None:
         return
     typer.echo(f"kvplan: wrote {output}" + (f" and {image}" if image else ""), err=True)

@@ -11,7 +11,7 @@ from kvplan.cli.options import (
     KVDtypeOpt,
     TPOpt,
     UnitsOpt,
-    _emit,
+    emit,
     handle_errors,
 )
 from kvplan.engines.registry import DEFAULT as DEFAULT_ENGINE
@@ -89,7 +89,7 @@ def validate(
             device, layers, decode_steps),
             announce=lambda plan: typer.echo(out.plan_line(plan, units), err=True))
         report, ok = out.validate_view(one), one.ok
-    _emit(report, fmt, units)
+    emit(report, fmt, units)
     if not ok:
         raise typer.Exit(1)
 

@@ -10,20 +10,25 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.options import FormatOpt, KVDtypeOpt, ModelArg, UnitsOpt, _emit, handle_errors
-from kvplan.cli.plan import (
+from kvplan.cli.options import (
     DEFAULT_ENGINE,
     CountOpt,
     EngineOpt,
     EngineVersionOpt,
+    FormatOpt,
     GpuMemoryOpt,
     GpuOpt,
+    KVDtypeOpt,
     KVMemoryOpt,
     MaxModelLenOpt,
+    ModelArg,
     PPOptional,
     TPOptional,
+    UnitsOpt,
     UtilOpt,
     WeightsDtypeOpt,
+    emit,
+    handle_errors,
 )
 
 
@@ -132,7 +137,7 @@ def whatif(
     """
     from dataclasses import replace
 
-    from kvplan.cli.plan import _tokens
+    from kvplan.cli.options import tokens_flag
     from kvplan.core.errors import BadInputError
     from kvplan.core.units import MAX_BATCH, parse_tokens
     from kvplan.output.whatif import whatif_view
@@ -147,7 +152,7 @@ def whatif(
                             f"got {decode_batch:,}", "or leave it out: as many as fit")
     prompt_tokens = parse_tokens(prompt if prompt is not None else tokens or "32k",
                                  "--prompt" if prompt is not None else "--tokens")
-    output_tokens = _tokens(output, "--output") or 0
+    output_tokens = tokens_flag(output, "--output") or 0
     dep = deployment(model, gpu=gpu, gpu_memory=gpu_memory, count=count, tp=tp, pp=pp,
                      engine=engine, engine_version=engine_version, kv_dtype=kv_dtype,
                      max_model_len=max_model_len, kv_memory=kv_memory,
@@ -183,11 +188,11 @@ def whatif(
     question = WhatIfQuestion(
         prompt_tokens=prompt_tokens, output_tokens=output_tokens,
         policies=tuple(parse_policy(p) for p in policy or ()),
-        shared_prefix_tokens=_tokens(shared_prefix, "--shared-prefix"),
+        shared_prefix_tokens=tokens_flag(shared_prefix, "--shared-prefix"),
         hit_rate=rate, prefill=prefill,
         compute_dtype=compute_dtype, tflops=peak,
         efficiency=_fraction(efficiency, "--efficiency", Fraction(1, 2)),
         active_params=active, decode_batch=decode_batch,
         tiers=tuple(parse_tier(t) for t in tier or ()), link=link, decode=decode,
         turns=turns)
-    _emit(whatif_view(run(dep, question)), fmt, units)
+    emit(whatif_view(run(dep, question)), fmt, units)
