@@ -334,6 +334,9 @@ class ModelSpec:
     # the architecture's name (config.json model_type): shown and searched; the facts it
     # implies are `layout` and `traits`, which only kvplan.sources derives from it
     family: str | None = None
+    # the classes config.json's `architectures` names (() for a YAML spec or a GGUF): what an
+    # engine's registry of served architectures is asked (kvplan.engines.vllm.served)
+    architectures: tuple[str, ...] = ()
     dtype: str = "bf16"
     max_context_tokens: int | None = None
     num_params: int | None = None

@@ -337,6 +337,17 @@ def load_config_file(path: Path, assume_standard_attention: bool = False) -> Mod
 
 def spec_from_config(raw: Any, source: str, name: str, source_info: Source | None = None,
                      assume_standard_attention: bool = False) -> ModelSpec:
+    """The spec of a config.json (see `_spec_from_config`), with the classes its
+    `architectures` names: an engine refuses a release that does not serve them."""
+    spec = _spec_from_config(raw, source, name, source_info, assume_standard_attention)
+    archs = raw.get("architectures") if isinstance(raw, Mapping) else None
+    if isinstance(archs, list) and archs and all(isinstance(a, str) for a in archs):
+        spec = replace(spec, architectures=tuple(archs))
+    return spec
+
+
+def _spec_from_config(raw: Any, source: str, name: str, source_info: Source | None = None,
+                      assume_standard_attention: bool = False) -> ModelSpec:
     """`assume_standard_attention`: size an architecture kvplan has no reader for, or one
     carrying a cache-deciding key it does not model, as plain attention (with warnings)
     instead of refusing it (kvplan.sources.hfarch)."""

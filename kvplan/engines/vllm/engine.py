@@ -65,6 +65,7 @@ from kvplan.engines.vllm.memory import (
     batch_settings,
 )
 from kvplan.engines.vllm.pages import FullPage, PageSpec
+from kvplan.engines.vllm.served import check_served
 from kvplan.engines.vllm.startup import VllmProfile, layout, profile
 
 if TYPE_CHECKING:
@@ -246,6 +247,7 @@ class VllmEngine(BaseEngine):
         if dep.mamba_ssm_cache_dtype != "auto":
             dep = replace(dep, spec=with_ssm_state_dtype(dep.spec, dep.mamba_ssm_cache_dtype))
         config = config_for(dep)
+        check_served(dep.spec.architectures, config.version)  # the release's registry
         if dep.kv_memory_bytes is not None:
             budget = measured_budget(dep.kv_memory_bytes, self.name,
                                      ".".join(map(str, config.version)), dep.pp)

@@ -1,0 +1,130 @@
+"""Derive kvplan/data/vllm-served.txt: the release that added each generation architecture of
+vLLM's registry, and the release that removed it, from registry.py across releases.
+
+Reads `_TEXT_GENERATION_MODELS`, `_MULTIMODAL_MODELS` and `_TRANSFORMERS_SUPPORTED_MODELS` of
+vllm/model_executor/models/registry.py (parsed, never imported: tests/oracle/registry.py's
+reader) from each release given, and writes, for every class some release lists, the first
+release that lists it and the first later release that no longer does.
+
+    python scripts/vllm_registry_history.py vllm-0.22.1-*.whl vllm-0.23.0-*.whl ...
+    python scripts/vllm_registry_history.py 0.22.1=path/to/registry.py ...
+    python scripts/vllm_registry_history.py --git VLLM_CHECKOUT     # every v0.X.Y tag from v0.6.3
+    python scripts/vllm_registry_history.py --check ...             # exit 1 when the file differs
+
+A source is a wheel (its version from the file name), VERSION=registry.py, or VERSION=a source
+tree holding vllm/model_executor/models/registry.py. registry.py first appears in 0.6.3;
+an architecture listed by the oldest release read is written as added "<=" that release.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "kvplan" / "data" / "vllm-served.txt"
+REGISTRY = "vllm/model_executor/models/registry.py"
+HEADER = """\
+# vLLM's generation architectures by release: the classes of _TEXT_GENERATION_MODELS,
+# _MULTIMODAL_MODELS and _TRANSFORMERS_SUPPORTED_MODELS of vllm/model_executor/models/registry.py
+# in each release read. One line each: the class, the first release listing it ("<=" when the
+# oldest release read lists it already) and the first release that no longer does ("-": still
+# listed by the newest). Written by scripts/vllm_registry_history.py; do not edit by hand.
+"""
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version))
+
+
+def _reader():  # tests/oracle/registry.py's AST reader: one parser of registry.py
+    sys.path.insert(0, str(ROOT / "tests" / "oracle"))
+    import registry
+
+    return registry.read_registry
+
+
+def _from_git(checkout: Path, folder: Path) -> list[tuple[str, Path]]:
+    tags = subprocess.run(["git", "-C", str(checkout), "tag", "--list", "v0.*"], check=True,
+                          capture_output=True, text=True).stdout.split()
+    out = []
+    for tag in tags:
+        if not re.fullmatch(r"v\d+\.\d+\.\d+(\.post\d+|\.\d+)?", tag):
+            continue  # release candidates and the like
+        version = tag[1:]
+        if _version_key(version) < (0, 6, 3):
+            continue
+        shown = subprocess.run(["git", "-C", str(checkout), "show", f"{tag}:{REGISTRY}"],
+                               capture_output=True, text=True)
+        if shown.returncode != 0:
+            continue
+        path = folder / f"{version}.py"
+        path.write_text(shown.stdout, encoding="utf-8")
+        out.append((version, path))
+    return out
+
+
+def _source(arg: str) -> tuple[str, Path]:
+    if "=" in arg:
+        version, path = arg.split("=", 1)
+        p = Path(path)
+        return version, (p / REGISTRY if p.is_dir() else p)
+    p = Path(arg)
+    if p.suffix != ".whl":
+        raise SystemExit(f"{arg}: give a wheel, VERSION=registry.py or VERSION=source-tree")
+    return p.name.split("-")[1], p
+
+
+def history(sources: list[tuple[str, Path]]) -> str:
+    read = _reader()
+    releases = sorted({v: p for v, p in sources}.items(), key=lambda vp: _version_key(vp[0]))
+    listed = [(version, set(read(path))) for version, path in releases]
+    first, newest = listed[0][0], listed[-1][0]
+    added: dict[str, str] = {}
+    removed: dict[str, str] = {}
+    previous: set[str] = set()
+    for version, names in listed:
+        for name in names - previous:
+            added.setdefault(name, "<=" + version if version == first else version)
+            removed.pop(name, None)  # listed again: only its last removal counts
+        for name in previous - names:
+            removed[name] = version
+        previous = names
+    lines = [HEADER.rstrip("\n"),
+             "releases " + " ".join(v for v, _ in listed),
+             f"newest {newest}"]
+    lines += [f"{name} {added[name]} {removed.get(name, '-')}" for name in sorted(added)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sources", nargs="*")
+    parser.add_argument("--git", type=Path, help="a vLLM git checkout: read every release tag")
+    parser.add_argument("--check", action="store_true",
+                        help="compare with the committed file instead of writing it")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        sources = [_source(a) for a in args.sources]
+        if args.git:
+            sources += _from_git(args.git, Path(tmp))
+        if not sources:
+            parser.error("give wheels, VERSION=registry.py sources or --git CHECKOUT")
+        text = history(sources)
+    if args.check:
+        if OUT.read_text(encoding="utf-8") != text:
+            print(f"{OUT.relative_to(ROOT)} differs: rerun scripts/vllm_registry_history.py",
+                  file=sys.stderr)
+            return 1
+        return 0
+    OUT.write_text(text, encoding="utf-8")
+    print(f"wrote {OUT.relative_to(ROOT)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
