@@ -14,7 +14,7 @@ files: vLLM `vllm/model_executor/models/<family>.py` (`get_kv_cache_spec`,
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -708,8 +708,32 @@ def _registry_markdown() -> list[str]:
     return lines + [""]
 
 
-def architectures_markdown() -> str:
-    """docs/architectures.md, generated from FAMILIES and UNMODELLED_KEYS."""
+def _removed_markdown(removed: Sequence[tuple[str, str, str]]) -> list[str]:
+    """The classes vLLM's registry listed once and no longer does: (class, the release that
+    added it, "<=" the oldest read; the release that removed it)."""
+    if not removed:
+        return []
+    version = vllm_registry()[0]
+    lines = ["## Classes vLLM no longer serves", "",
+             f"Listed by an earlier release's registry, not by {version}'s (hence not counted "
+             "above): with a vLLM release at or after the one that removed a class, `plan`, "
+             "`check`, `explain` and `--from-command` refuse a config naming it, and give the "
+             "last release that served it (kvplan/data/vllm-served.txt, written by "
+             "scripts/vllm_registry_history.py from registry.py of each release); `size` "
+             "sizes it whatever the engine.", "",
+             "| architecture | added | removed | kvplan |", "|---|---|---|---|"]
+    for name, added, gone in removed:
+        status, why = registry_status(name)
+        what = {"read": f"read: {why}", "refused": "refused by name",
+                "none": "no reader"}[status]
+        lines.append(f"| `{name}` | {added.replace('<=', 'by ')} | {gone} | {what} |")
+    return lines + [""]
+
+
+def architectures_markdown(removed: Sequence[tuple[str, str, str]] = ()) -> str:
+    """docs/architectures.md, generated from FAMILIES and UNMODELLED_KEYS; `removed`, the
+    classes vLLM no longer serves (scripts/gen_architectures.py passes the vLLM engine's
+    kvplan.engines.vllm.served.removed())."""
     lines = [
         "# Architectures kvplan reads from config.json",
         "",
@@ -723,6 +747,7 @@ def architectures_markdown() -> str:
         "",
     ]
     lines += _registry_markdown()
+    lines += _removed_markdown(removed)
     for family in FAMILIES:
         lines += [f"## {family.name}", "",
                   "- model_type: " + ", ".join(f"`{t}`" for t in family.model_types)]

@@ -89,3 +89,14 @@ def check_served(architectures: tuple[str, ...], version: tuple[int, ...]) -> No
     raise BadInputError(
         f"vLLM {shown(version)} does not serve {s.name} yet (added in {shown(s.added)}); "
         f"give --engine-version {shown(s.added)} or later")
+
+
+
+def removed() -> tuple[tuple[str, str, str], ...]:
+    """(class, the release that added it, the release that removed it) for each class some
+    release read lists and the newest does not, by name; "<=0.6.3" where the oldest release
+    read lists it already (docs/architectures.md)."""
+    releases, table = served()
+    return tuple((name, f"<={shown(releases[0])}" if s.added is None else shown(s.added),
+                  shown(s.removed)) for name, s in sorted(table.items())
+                 if s.removed is not None)
