@@ -4,9 +4,10 @@ lists the config's class, or does not list it yet, is refused by name in every c
 plans; `size` stays engine-agnostic."""
 
 import json
+import sys
 
 import pytest
-from paths import FIXTURES
+from paths import FIXTURES, ROOT
 from typer.testing import CliRunner
 
 from kvplan.cli import app
@@ -127,3 +128,23 @@ def test_minimax_m1_plans_on_0_23_by_hand():
 def test_size_stays_engine_agnostic():
     out = runner.invoke(app, ["size", M1, "--tokens", "32k"])
     assert out.exit_code == 0, out.output
+
+
+def test_the_history_script_derives_added_and_removed(tmp_path):
+    # three made-up releases of registry.py: A throughout, B added in 0.2.0 and removed in
+    # 0.3.0, C added in 0.3.0; a pooling table is not read
+    def registry(version, names):
+        path = tmp_path / f"{version}.py"
+        rows = "".join(f'    "{n}": ("m", "{n}"),\n' for n in names)
+        path.write_text(f"_TEXT_GENERATION_MODELS = {{\n{rows}}}\n"
+                        '_EMBEDDING_MODELS = {"E": ("m", "E")}\n')
+        return f"{version}={path}"
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import vllm_registry_history
+
+    text = vllm_registry_history.history([vllm_registry_history._source(a) for a in (
+        registry("0.3.0", ["A", "C"]), registry("0.1.0", ["A"]), registry("0.2.0", ["A", "B"]))])
+    rows = [line for line in text.splitlines() if not line.startswith("#")]
+    assert rows == ["releases 0.1.0 0.2.0 0.3.0", "newest 0.3.0",
+                    "A <=0.1.0 -", "B 0.2.0 0.3.0", "C 0.3.0 -"]
