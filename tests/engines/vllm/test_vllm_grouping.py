@@ -5,6 +5,9 @@ worked numbers of docs/engine-kv-sizing.md and vLLM's rules.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from engine_cases import GIB, gemma3_27b
 from factories import FullAttention, ModelSpec, RecurrentState, SlidingWindow, StateTensor, hybrid
@@ -193,8 +196,8 @@ def test_vllm_chunked_local_is_full_by_default():
 GEMMA4_26B = "google--gemma-4-26B-A4B.json"  # tests/fixtures/hf-configs, its real config.json
 
 
-def _gemma4_numbers(version: str, kv_memory: int) -> dict:
-    d = kvplan.deploy(str(FIXTURES / "hf-configs" / GEMMA4_26B), engine="vllm",
+def _gemma4_numbers(version: str, kv_memory: int, config: Path | None = None) -> dict:
+    d = kvplan.deploy(str(config or FIXTURES / "hf-configs" / GEMMA4_26B), engine="vllm",
                       engine_version=version, kv_memory=kv_memory, max_model_len=131072,
                       max_num_batched_tokens=2048)
     return d.capacity.engine.numbers(d.capacity)
@@ -227,12 +230,20 @@ def test_gemma4_26b_a4b_on_vllm_019_unifies_by_block_size():
     assert n["kv_cache_tokens"] == num_blocks // 6 * 16 == 93_920
 
 
-def test_different_pages_are_refused_before_vllm_012():
+def test_different_pages_are_refused_before_vllm_012(tmp_path):
     # 0.11.2's get_kv_cache_groups: neither one spec, nor one type, nor one page size ->
-    # NotImplementedError; 0.12.0's unify_kv_cache_spec_page_size groups it as 0.19 does
+    # NotImplementedError; 0.12.0's unify_kv_cache_spec_page_size groups it as 0.19 does.
+    # Gemma4ForConditionalGeneration itself is first listed by 0.19.0's registry.py: the
+    # layout is asked of the config without its `architectures` (read by model_type)
+    with pytest.raises(BadInputError, match="does not serve Gemma4ForConditionalGeneration "
+                       r"yet \(added in 0.19\)"):
+        _gemma4_numbers("0.12.0", 20 * GIB)
+    raw = json.loads((FIXTURES / "hf-configs" / GEMMA4_26B).read_text(encoding="utf-8"))
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({k: v for k, v in raw.items() if k != "architectures"}))
     with pytest.raises(BadInputError, match="vLLM 0.11.2 cannot group"):
-        _gemma4_numbers("0.11.2", 20 * GIB)
-    assert _gemma4_numbers("0.12.0", 20 * GIB)["bytes_per_block"] == 5 * 131072
+        _gemma4_numbers("0.11.2", 20 * GIB, config)
+    assert _gemma4_numbers("0.12.0", 20 * GIB, config)["bytes_per_block"] == 5 * 131072
 
 
 def test_a_page_that_does_not_divide_is_padded_from_vllm_024():
