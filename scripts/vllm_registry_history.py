@@ -32,8 +32,10 @@ HEADER = """\
 # vLLM's generation architectures by release: the classes of _TEXT_GENERATION_MODELS,
 # _MULTIMODAL_MODELS and _TRANSFORMERS_SUPPORTED_MODELS of vllm/model_executor/models/registry.py
 # in each release read. One line each: the class, the first release listing it ("<=" when the
-# oldest release read lists it already) and the first release that no longer does ("-": still
-# listed by the newest). Written by scripts/vllm_registry_history.py; do not edit by hand.
+# oldest release read lists it already), the first release that no longer does ("-": still
+# listed by the newest), and the table the last release listing it puts it in (text,
+# multimodal, or transformers: served by the Transformers backend). Written by
+# scripts/vllm_registry_history.py; do not edit by hand.
 """
 
 
@@ -82,7 +84,10 @@ def _source(arg: str) -> tuple[str, Path]:
 def history(sources: list[tuple[str, Path]]) -> str:
     read = _reader()
     releases = sorted({v: p for v, p in sources}.items(), key=lambda vp: _version_key(vp[0]))
-    listed = [(version, set(read(path))) for version, path in releases]
+    tables = [(version, read(path)) for version, path in releases]
+    listed = [(version, set(found)) for version, found in tables]
+    # the table of the newest release listing the class (text, multimodal or transformers)
+    table = {name: t for _, found in tables for name, (t, _module) in found.items()}
     first, newest = listed[0][0], listed[-1][0]
     added: dict[str, str] = {}
     removed: dict[str, str] = {}
@@ -97,7 +102,8 @@ def history(sources: list[tuple[str, Path]]) -> str:
     lines = [HEADER.rstrip("\n"),
              "releases " + " ".join(v for v, _ in listed),
              f"newest {newest}"]
-    lines += [f"{name} {added[name]} {removed.get(name, '-')}" for name in sorted(added)]
+    lines += [f"{name} {added[name]} {removed.get(name, '-')} {table[name]}"
+              for name in sorted(added)]
     return "\n".join(lines) + "\n"
 
 

@@ -8,6 +8,12 @@ release it is given (wheels, or the tags of a vLLM checkout). A release that no 
 class refuses a config naming it (registry.py `_raise_for_unsupported`: "Model architecture X
 was supported in vLLM until vY", `_PREVIOUSLY_SUPPORTED_MODELS`, whose version is the last
 release that served it); one before the class was added does not know it.
+
+Such a release still tries its Transformers backend for the class (registry.py
+`_try_resolve_transformers`, with model_impl auto) where transformers has a compatible class
+or the config's auto_map brings remote code: a different cache, which kvplan does not model,
+so the class is refused by name there as well. Only the classes vLLM lists in its
+Transformers-backend table are not refused before they were listed.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ class Served:
     name: str
     added: tuple[int, ...] | None  # None: listed by the oldest release read already
     removed: tuple[int, ...] | None  # None: the newest release read lists it
+    # the table of the last release listing it: text, multimodal, or transformers (vLLM's
+    # Transformers backend serves it)
+    table: str = "text"
 
     def serves(self, version: tuple[int, ...]) -> bool:
         return ((self.added is None or version >= self.added)
@@ -58,10 +67,10 @@ def served() -> tuple[tuple[tuple[int, ...], ...], dict[str, Served]]:
         if words[0] == "releases":
             releases = tuple(parse_release(w) for w in words[1:])
         elif words[0] != "newest":
-            name, added, removed = words
+            name, added, removed, kind = words
             table[name] = Served(
                 name, None if added.startswith("<=") else parse_release(added),
-                None if removed == "-" else parse_release(removed))
+                None if removed == "-" else parse_release(removed), kind)
     return releases, table
 
 
@@ -86,6 +95,8 @@ def check_served(architectures: tuple[str, ...], version: tuple[int, ...]) -> No
             f"vLLM {shown(version)} no longer serves {s.name} (removed in "
             f"{shown(s.removed)}); give --engine-version {last} or earlier")
     assert s.added is not None
+    if s.table == "transformers":
+        return  # an older release's Transformers backend fallback may take it: not refused
     raise BadInputError(
         f"vLLM {shown(version)} does not serve {s.name} yet (added in {shown(s.added)}); "
         f"give --engine-version {shown(s.added)} or later")

@@ -147,4 +147,13 @@ def test_the_history_script_derives_added_and_removed(tmp_path):
         registry("0.3.0", ["A", "C"]), registry("0.1.0", ["A"]), registry("0.2.0", ["A", "B"]))])
     rows = [line for line in text.splitlines() if not line.startswith("#")]
     assert rows == ["releases 0.1.0 0.2.0 0.3.0", "newest 0.3.0",
-                    "A <=0.1.0 -", "B 0.2.0 0.3.0", "C 0.3.0 -"]
+                    "A <=0.1.0 - text", "B 0.2.0 0.3.0 text", "C 0.3.0 - text"]
+
+
+def test_a_transformers_backend_class_is_not_refused_before_it_was_listed():
+    # Olmo2ForCausalLM: first listed by 0.6.5 (olmo2.py), in 0.33's Transformers-backend table;
+    # an older release's Transformers fallback may serve it: no "added in" refusal
+    table = served()[1]
+    assert table["Olmo2ForCausalLM"].table == "transformers"
+    assert table["Olmo2ForCausalLM"].added == (0, 6, 5)
+    check_served(("Olmo2ForCausalLM",), (0, 6, 4))
