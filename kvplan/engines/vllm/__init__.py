@@ -7,9 +7,9 @@ capability), `pages` (one class per KVCacheSpec kind: page bytes, per-request ne
 blocks; vllm/v1/kv_cache_interface.py), `grouping` (get_kv_cache_groups), `deepseek_v4`
 (0.33 models/deepseek_v4 caches), `startup` (every stage's layout, blocks, token line,
 concurrency, start-up check), `memory` (the profile run's reserves), `budget` ("Available KV
-cache memory"), `text` (`vllm serve` flags and log lines, as data), `engine` (the plugin: a
-Deployment -> Capacity). The public names below are what the planner, `validate` and the
-tests ask for.
+cache memory"), `text` (`vllm serve` flags and log lines, as data), `served` (the releases
+whose registry lists each architecture), `engine` (the plugin: a Deployment -> Capacity).
+The public names below are what the planner, `validate` and the tests ask for.
 """
 
 from typing import TYPE_CHECKING
