@@ -82,3 +82,19 @@ def modelopt_llama8b(quant_algo: str, kv_cache_quant_algo: str | None = "FP8") -
         inner["kv_cache_quant_algo"] = kv_cache_quant_algo
     raw["quantization_config"] = {"quant_method": "modelopt", "quantization": inner}
     return spec_from_config(raw, "config.json", "llama-3.1-8b-modelopt")
+
+
+def served_version_flags(config_path) -> list[str]:
+    """`--engine-version` for a real config whose class vLLM's newest release no longer
+    serves (kvplan.engines.vllm.served): the last release that did; [] where the newest
+    serves it."""
+    import json
+    from pathlib import Path
+
+    from kvplan.engines.vllm.served import last_serving, shown
+
+    if Path(config_path).suffix != ".json":
+        return []  # a YAML spec names no class
+    archs = json.loads(Path(config_path).read_text(encoding="utf-8")).get("architectures")
+    last = last_serving(tuple(archs)) if isinstance(archs, list) else None
+    return [] if last is None else ["--engine-version", shown(last)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from engine_cases import served_version_flags
 from paths import FIXTURES
 from typer.testing import CliRunner
 
@@ -167,7 +168,8 @@ def test_size_and_plan_take_each_excerpt(fixture, tokens, gpu, tp):
     sized = runner.invoke(app, ["size", str(fixture), "-t", str(tokens), "-f", "json"])
     assert sized.exit_code == 0, sized.output
     planned = runner.invoke(app, ["plan", str(fixture), "--gpu", gpu, "--tp", str(tp),
-                                  "--max-model-len", str(tokens), "-f", "json"])
+                                  "--max-model-len", str(tokens), "-f", "json",
+                                  *served_version_flags(fixture)])
     assert planned.exit_code == 0, planned.output
     assert "no parameter count" not in planned.output
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from engine_cases import served_version_flags
 from paths import FIXTURES, ROOT
 from typer.testing import CliRunner
 
@@ -414,7 +415,8 @@ def test_plan_gives_weights_for_every_config_size_accepts(config):
         assert sized.exit_code == 2, sized.output  # refused by name, never a crash
         return
     planned = runner.invoke(app, ["plan", str(config), "--gpu", "h100", "--context", "1k",
-                                  "--max-model-len", "2048", "-f", "json"])
+                                  "--max-model-len", "2048", "-f", "json",
+                                  *served_version_flags(config)])
     assert "no parameter count" not in planned.output
     weights = _weights_bytes(planned.output)
     assert weights is not None and weights > 0, planned.output[-400:]
@@ -1192,6 +1194,7 @@ def test_size_and_plan_take_each_real_config(fixture, tokens, gpu, tp):
     sized = runner.invoke(app, ["size", str(fixture), "-t", str(tokens), "-f", "json"])
     assert sized.exit_code == 0, sized.output
     planned = runner.invoke(app, ["plan", str(fixture), "--gpu", gpu, "--tp", str(tp),
-                                  "--max-model-len", str(tokens), "-f", "json"])
+                                  "--max-model-len", str(tokens), "-f", "json",
+                                  *served_version_flags(fixture)])
     assert planned.exit_code == 0, planned.output
     assert _weights_bytes(planned.output) > 0

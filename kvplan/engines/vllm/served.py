@@ -111,3 +111,13 @@ def removed() -> tuple[tuple[str, str, str], ...]:
     return tuple((name, f"<={shown(releases[0])}" if s.added is None else shown(s.added),
                   shown(s.removed)) for name, s in sorted(table.items())
                  if s.removed is not None)
+
+
+def last_serving(architectures: tuple[str, ...]) -> tuple[int, ...] | None:
+    """The newest release read that serves one of `architectures` where the newest serves
+    none of them; None where it does, or where no release lists them."""
+    releases, table = served()
+    known = [table[a] for a in architectures if a in table]
+    if not known or any(s.serves(releases[-1]) for s in known):
+        return None
+    return max((r for r in releases if any(s.serves(r) for s in known)), default=None)

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.core.errors import BadInputError
-from kvplan.engines.vllm.served import check_served, served
+from kvplan.engines.vllm.served import check_served, last_serving, served
 from kvplan.sources.hfarch import vllm_registry
 
 runner = CliRunner()
@@ -157,3 +157,10 @@ def test_a_transformers_backend_class_is_not_refused_before_it_was_listed():
     assert table["Olmo2ForCausalLM"].table == "transformers"
     assert table["Olmo2ForCausalLM"].added == (0, 6, 5)
     check_served(("Olmo2ForCausalLM",), (0, 6, 4))
+
+
+def test_the_last_release_serving_a_dropped_class():
+    # 0.23.0 lists MiniMaxM1ForCausalLM, 0.24.0 does not; 0.33.0 lists MiniMaxM2ForCausalLM
+    assert last_serving(("MiniMaxM1ForCausalLM",)) == (0, 23, 0)
+    assert last_serving(("MiniMaxM2ForCausalLM",)) is None
+    assert last_serving(("SomePluginForCausalLM",)) is None
