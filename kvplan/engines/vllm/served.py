@@ -3,17 +3,13 @@
 kvplan/data/vllm-served.txt lists, for every class some release's
 vllm/model_executor/models/registry.py puts in `_TEXT_GENERATION_MODELS`, `_MULTIMODAL_MODELS`
 or `_TRANSFORMERS_SUPPORTED_MODELS`, the first release that lists it and the first that no
-longer does. scripts/vllm_registry_history.py derives it from the registry files of every
-release it is given (wheels, or the tags of a vLLM checkout). A release that no longer lists a
-class refuses a config naming it (registry.py `_raise_for_unsupported`: "Model architecture X
-was supported in vLLM until vY", `_PREVIOUSLY_SUPPORTED_MODELS`, whose version is the last
-release that served it); one before the class was added does not know it.
-
-Such a release still tries its Transformers backend for the class (registry.py
-`_try_resolve_transformers`, with model_impl auto) where transformers has a compatible class
-or the config's auto_map brings remote code: a different cache, which kvplan does not model,
-so the class is refused by name there as well. Only the classes vLLM lists in its
-Transformers-backend table are not refused before they were listed.
+longer does (scripts/vllm_registry_history.py, from each release's registry.py). A release that
+no longer lists a class refuses it (registry.py `_raise_for_unsupported`: "was supported in
+vLLM until vY", `_PREVIOUSLY_SUPPORTED_MODELS`, Y the last release serving it); one before
+the class was added does not know it. Either may still try its Transformers backend
+(`_try_resolve_transformers`, model_impl auto) where transformers or the config's auto_map
+has a compatible class: another cache, not modelled, so kvplan refuses those too. Only the
+classes vLLM lists in its Transformers-backend table are not refused before they were listed.
 """
 
 from __future__ import annotations
