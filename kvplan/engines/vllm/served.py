@@ -70,6 +70,16 @@ def served() -> tuple[tuple[tuple[int, ...], ...], dict[str, Served]]:
     return releases, table
 
 
+def _renamed(name: str, version: tuple[int, ...]) -> str:
+    """', now as X' where a class `version` serves differs from `name` only in underscores
+    and case (Ernie4_5_ForCausalLM became Ernie4_5ForCausalLM in 0.10.1): the config's
+    `architectures` then needs the new spelling."""
+    key = name.replace("_", "").lower()
+    now = [s.name for s in served()[1].values()
+           if s.name != name and s.name.replace("_", "").lower() == key and s.serves(version)]
+    return f", now as {now[0]}: write that in config.json's architectures" if now else ""
+
+
 def _before(version: tuple[int, ...]) -> tuple[int, ...]:
     """The newest release read before `version`."""
     return max(r for r in served()[0] if r < version)
@@ -89,7 +99,8 @@ def check_served(architectures: tuple[str, ...], version: tuple[int, ...]) -> No
         last = shown(_before(s.removed))
         raise BadInputError(
             f"vLLM {shown(version)} no longer serves {s.name} (removed in "
-            f"{shown(s.removed)}); give --engine-version {last} or earlier")
+            f"{shown(s.removed)}{_renamed(s.name, version)}; the Transformers backend it "
+            f"would try instead is not modelled); give --engine-version {last} or earlier")
     assert s.added is not None
     if s.table == "transformers":
         return  # an older release's Transformers backend fallback may take it: not refused

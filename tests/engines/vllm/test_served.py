@@ -17,8 +17,8 @@ from kvplan.sources.hfarch import vllm_registry
 
 runner = CliRunner()
 M1 = str(FIXTURES / "hf-configs" / "families" / "MiniMaxAI--MiniMax-M1.json")
-GONE = ("vLLM 0.33 no longer serves MiniMaxM1ForCausalLM (removed in 0.24); give "
-        "--engine-version 0.23 or earlier")
+GONE = ("vLLM 0.33 no longer serves MiniMaxM1ForCausalLM (removed in 0.24; the Transformers "
+        "backend it would try instead is not modelled); give --engine-version 0.23 or earlier")
 
 
 def test_the_four_classes_vllm_dropped_are_gone_from_0_24():
@@ -48,8 +48,9 @@ def test_every_class_of_the_0_33_registry_is_served_at_0_33():
 
 @pytest.mark.parametrize("version, message", [
     ((0, 33), GONE),
-    ((0, 24, 0), "vLLM 0.24 no longer serves MiniMaxM1ForCausalLM (removed in 0.24); "
-                 "give --engine-version 0.23 or earlier"),
+    ((0, 24, 0), "vLLM 0.24 no longer serves MiniMaxM1ForCausalLM (removed in 0.24; the "
+                 "Transformers backend it would try instead is not modelled); give "
+                 "--engine-version 0.23 or earlier"),
     ((0, 9, 1), "vLLM 0.9.1 does not serve MiniMaxM1ForCausalLM yet (added in 0.9.2); "
                 "give --engine-version 0.9.2 or later"),
 ])
@@ -81,7 +82,7 @@ def test_from_command_refuses_it_too():
     out = runner.invoke(app, ["plan", M1, "--gpu", "h200", "--from-command",
                               "vllm serve MiniMaxAI/MiniMax-M1-80k -tp 8"])
     assert out.exit_code == 2, out.output
-    assert "no longer serves MiniMaxM1ForCausalLM (removed in 0.24)" in out.stderr
+    assert "no longer serves MiniMaxM1ForCausalLM (removed in 0.24;" in out.stderr
 
 
 def test_check_refuses_it(tmp_path):
@@ -164,3 +165,14 @@ def test_the_last_release_serving_a_dropped_class():
     assert last_serving(("MiniMaxM1ForCausalLM",)) == (0, 23, 0)
     assert last_serving(("MiniMaxM2ForCausalLM",)) is None
     assert last_serving(("SomePluginForCausalLM",)) is None
+
+
+def test_a_renamed_class_names_its_new_spelling():
+    # registry.py: 0.9.2-0.10.0 list Ernie4_5_ForCausalLM; from 0.10.1 Ernie4_5ForCausalLM
+    with pytest.raises(BadInputError) as err:
+        check_served(("Ernie4_5_ForCausalLM",), (0, 33))
+    assert "(removed in 0.10.1, now as Ernie4_5ForCausalLM: write that in config.json's " \
+        "architectures;" in str(err.value)
+    with pytest.raises(BadInputError) as err:
+        check_served(("MiniMaxM1ForCausalLM",), (0, 33))
+    assert "now as" not in str(err.value)
