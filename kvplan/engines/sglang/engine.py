@@ -26,6 +26,7 @@ from kvplan.engines.base import (
 from kvplan.engines.cache import CacheLayout
 from kvplan.engines.sglang.memory import (
     SGLANG_INIT_BYTES,
+    prefill_graphs_on,
     rules_for,
     sglang_default_mem_fraction,
     sglang_memory,
@@ -119,10 +120,12 @@ class SglangEngine(BaseEngine):
                     "the log prints no mem_fraction_static, and SGLang's default from 0.4.6 on "
                     "follows the GPU's total memory, which the log does not print either",
                     "give --gpu, or the log's server_args line (mem_fraction_static=...)")
+            rocm = is_rocm(dep.gpu_arch)
             fraction = sglang_default_mem_fraction(
                 dep.gpu_memory_bytes or 0, dep.tp, dep.pp, version, dep.dp,
                 self._dp_attention(dep), mla=dep.spec.is_mla, vit=sglang_vit(dep.spec, version),
-                rocm=is_rocm(dep.gpu_arch))
+                rocm=rocm, prefill_cuda_graph=prefill_graphs_on(
+                    dep.spec, version, dep.pp, self._dp_attention(dep), rocm))
             how = "mem_fraction_static {} (SGLang's default: the log prints none)"
         prof = profile(dep.spec, self._config(dep), before, after, fraction)
         return self._pooled(dep, prof, max(0, before - after),
@@ -187,9 +190,10 @@ class SglangEngine(BaseEngine):
                  version: str | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {"page_size": DEFAULT_PAGE_SIZE}
         if gpu_memory_bytes is not None:
+            ver = parse_version(version)
             out["mem_fraction_static"] = sglang_default_mem_fraction(
-                gpu_memory_bytes, version=parse_version(version), mla=spec.is_mla,
-                vit=sglang_vit(spec, parse_version(version)))
+                gpu_memory_bytes, version=ver, mla=spec.is_mla, vit=sglang_vit(spec, ver),
+                prefill_cuda_graph=prefill_graphs_on(spec, ver))
         return out
 
     def cache_layout(self, spec: ModelSpec, fmt: KVFormat, tokens: int, batch: int, *,

@@ -59,7 +59,10 @@ class Rules:
     # 0.5.2); "activations" -- reserved from chunked_prefill_size and cuda_graph_max_bs, which
     # follow the GPU's memory (0.5.3 on)
     mem_fraction_rule: str
-    # prefill CUDA graphs captured, with memory reserved for them (reserve_for_graph_mb)
+    # prefill CUDA graphs captured by default, with memory reserved for them in the default
+    # mem_fraction_static (8 MB a captured size, 1.5 GiB with MLA): piecewise CUDA graphs on
+    # unless --disable-piecewise-cuda-graph from 0.5.10 (server_args.py
+    # _handle_gpu_memory_settings; off by default in 0.5.9's), reserve_for_graph_mb later
     prefill_cuda_graphs: bool
     # the config kinds whose FP8 KV cache request turns --kv-cache-dtype auto into fp8_e4m3
     # (pools.kv_cache_dtype_from_checkpoint): "modelopt-nvfp4" (ModelOpt's NVFP4 config
@@ -97,6 +100,21 @@ class Rules:
     # cuda_graph_max_bs below TP 4, at TP 4 or more): (2048, 16, 80) in the 0.5.3 and 0.5.4
     # wheels, (2048, 24, 80) in 0.5.5-0.5.19's, (4096, 48, 160) from 0.5.20's memory_hook.py
     under_35gib: tuple[int, int, int] = (4096, 48, 160)
+    # the cases kvplan sees that switch the default prefill CUDA graphs off on an NVIDIA GPU,
+    # and with them their reserve (prefill_graphs_on): "dp-attention" (--enable-dp-attention),
+    # "pp" (pp_size > 1), "multimodal" (ModelConfig.is_multimodal: VLM_LISTED_FROM, less
+    # `prefill_graph_multimodal_ok`), "mla" (use_mla_backend), "mla-non-dsa" (an MLA model
+    # without DeepSeek sparse attention), "dsa" (DeepseekV32ForCausalLM, GlmMoeDsaForCausalLM)
+    # and "family:<model_type>" (an architecture left out by name:
+    # piecewise_cuda_graph_disabled_model_archs, is_deepseek_v4, is_nemotron_h,
+    # uses_kda_attention). An AMD GPU has them off in every release (is_hip among the
+    # piecewise rules; from 0.5.22 default_prefill_backend is DISABLED off CUDA). Read per
+    # wheel in PREFILL_GRAPHS_OFF's comments.
+    prefill_graph_off: tuple[str, ...] = ()
+    # multimodal architectures that keep them (configs/model_config.py
+    # multimodal_piecewise_cuda_graph_supported_model_archs, and from 0.5.16
+    # multimodal_breakable_cuda_graph_supported_model_archs)
+    prefill_graph_multimodal_ok: tuple[str, ...] = ()
 
     @property
     def mem_fraction_by_memory(self) -> bool:
@@ -121,13 +139,43 @@ _V053 = replace(_V050, mem_fraction_rule="activations",
 # 0.5.4: every ModelOpt config inherits ModelOptQuantConfig.kv_cache_quant_algo
 _V054 = replace(_V053, kv_dtype_from_checkpoint=("modelopt",))
 _V055 = replace(_V054, under_35gib=(2048, 24, 80), dsa_kv_dtype="auto")
-_V0517 = replace(_V055, dsa_profile_record=True)
+# 0.5.10: server_args.py _handle_piecewise_cuda_graph (torch.compile piecewise graphs, on by
+# default): off for the model archs listed (Qwen3-Next, the DSA models), speculative decoding
+# (0.5.10 only; its reserves are not modelled), DP attention, pp_size > 1, is_hip, a multimodal
+# model, and cases kvplan has no setting for (LoRA, GGUF, an MoE all-to-all backend, CPU
+# offload, PD disaggregation, context parallelism...)
+_V0510 = replace(_V055, prefill_cuda_graphs=True, prefill_graph_off=(
+    "dp-attention", "pp", "multimodal", "dsa", "family:qwen3_next"))
+# 0.5.12 lists DeepseekV4ForCausalLM; 0.5.13 no longer lists the DSA models
+_V0512 = replace(_V0510, prefill_graph_off=(*_V0510.prefill_graph_off, "family:deepseek_v4"))
+_V0513 = replace(_V0512, prefill_graph_off=(
+    "dp-attention", "pp", "multimodal", "family:qwen3_next", "family:deepseek_v4"))
+# 0.5.14: _disable_tc_piecewise_cudagraph_if_incompatible keeps the multimodal models of
+# multimodal_piecewise_cuda_graph_supported_model_archs
+_V0514 = replace(_V0513, prefill_graph_multimodal_ok=("Cohere2VisionForConditionalGeneration",))
+# 0.5.15: model_executor/cuda_graph_config.py default_prefill_backend: breakable graphs on CUDA,
+# whose _disable_breakable_cudagraph_if_incompatible leaves out MLA, DeepSeek-V4, DP attention
+# and every multimodal model (but not pp_size > 1 or Qwen3-Next)
+_V0515 = replace(_V0514, prefill_graph_off=(
+    "dp-attention", "multimodal", "mla", "family:deepseek_v4"), prefill_graph_multimodal_ok=())
+# 0.5.16: a multimodal model of either allowlist keeps them
+_V0516 = replace(_V0515, prefill_graph_multimodal_ok=(
+    "Cohere2VisionForConditionalGeneration", "KimiK25ForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"))
+# 0.5.17: MLA without DSA, NemotronH, DeepSeek-V4, multimodal (DP attention no longer)
+_V0517 = replace(_V0516, dsa_profile_record=True, prefill_graph_off=(
+    "multimodal", "mla-non-dsa", "family:nemotron_h", "family:deepseek_v4"))
 # 0.5.18: layers/quantization/fp8.py Fp8Config.from_config keeps the config's
 # kv_cache_quant_algo (not in 0.5.17's wheel)
-_V0518 = replace(_V0517, kv_dtype_from_checkpoint=("modelopt", "fp8"))
+_V0518 = replace(_V0517, kv_dtype_from_checkpoint=("modelopt", "fp8"),
+                # 0.5.18's breakable rules: DeepSeek-V4 and multimodal among these
+                prefill_graph_off=("multimodal", "family:deepseek_v4"))
 # 0.5.19: compressed_tensors.py CompressedTensorsConfig.kv_cache_quant_algo is "FP8" for a
 # kv_cache_scheme CompressedTensorsKVCacheMethod.is_supported_scheme takes (not in 0.5.18)
-_V0519 = replace(_V0518, kv_dtype_from_checkpoint=("modelopt", "fp8", "compressed-tensors"))
+_V0519 = replace(_V0518, kv_dtype_from_checkpoint=("modelopt", "fp8", "compressed-tensors"),
+                # 0.5.19 arg_groups/cuda_graph_hook.py apply_cuda_graph_compatibility: off
+                # by default with pp_size > 1
+                prefill_graph_off=("pp", "multimodal", "family:deepseek_v4"))
 _V0520 = replace(_V0519, under_35gib=(4096, 48, 160))
 
 RULES: dict[tuple[int, ...], Rules] = {
@@ -140,13 +188,21 @@ RULES: dict[tuple[int, ...], Rules] = {
     (0, 5, 3): _V053,
     (0, 5, 4): _V054,
     (0, 5, 5): _V055,
+    (0, 5, 10): _V0510,
+    (0, 5, 12): _V0512,
+    (0, 5, 13): _V0513,
+    (0, 5, 14): _V0514,
+    (0, 5, 15): _V0515,
+    (0, 5, 16): _V0516,
     (0, 5, 17): _V0517,
     (0, 5, 18): _V0518,
     (0, 5, 19): _V0519,
     (0, 5, 20): _V0520,
+    # 0.5.21: uses_kda_attention (Kimi Linear) joins the breakable rules
+    (0, 5, 21): replace(_V0520, prefill_graph_off=(*_V0520.prefill_graph_off,
+                                                   "family:kimi_linear")),
     # 0.5.23 keeps the kv_cache_quant_algo rule in mem_cache/kv_cache_dtype.py
     # configure_kv_cache_dtype
-    (0, 5, 23): replace(_V0520, prefill_cuda_graphs=True),
 }
 """release -> its rules; a deployment that names no version has the newest, max(RULES)."""
 
@@ -200,6 +256,24 @@ def vlm_unread_note(spec: ModelSpec, mem_fraction_static: float | None) -> tuple
             "--mem-fraction-static for SGLang's",)
 
 
+def prefill_graphs_on(spec: ModelSpec, version: tuple[int, ...] | None, pp: int = 1,
+                      dp_attention: bool = False, rocm: bool = False) -> bool:
+    """Whether SGLang `version` captures prefill CUDA graphs by default, and so reserves
+    memory for them in its default mem_fraction_static: `Rules.prefill_cuda_graphs`, on an
+    NVIDIA GPU (`rocm`: off), less the cases of `Rules.prefill_graph_off`."""
+    rules = rules_for(version)
+    if not rules.prefill_cuda_graphs or rocm:
+        return False
+    arch = spec.traits.sglang_vlm_arch
+    since = VLM_LISTED_FROM.get(arch)
+    multimodal = since is not None and (version is None or version >= since) and \
+        arch not in rules.prefill_graph_multimodal_ok
+    cases = {"dp-attention": dp_attention, "pp": pp > 1, "multimodal": multimodal,
+             "mla": spec.is_mla, "mla-non-dsa": spec.is_mla and not spec.traits.sparse_mla,
+             "dsa": spec.traits.sparse_mla, f"family:{spec.family}": True}
+    return not any(cases.get(case, False) for case in rules.prefill_graph_off)
+
+
 def rules_for(version: tuple[int, ...] | None) -> Rules:
     """The rules of `version` (None: the newest release read)."""
     return RULES[max(RULES)] if version is None else row_for(RULES, version)
@@ -239,9 +313,10 @@ def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
     (`_activation_defaults` by release), at least 10 GiB on GPUs > 60 GiB. With
     --enable-dp-attention ("DP attention needs more padding") `+ max_bs x dp x 3`, and
     `+ max_bs x dp x 1.5` more when max_bs > 300 (before the floor).
-    From 0.5.23 (`arg_groups` memory hook, `reserve_for_graph_mb`) the prefill CUDA graphs
-    add `8 MB x len(prefill graph sizes)` (`prefill_graph_sizes`; MLA backends 1.5 GiB)
-    before the floor; `prefill_cuda_graph=False` (--disable-prefill-cuda-graph) drops it.
+    From 0.5.10 (`Rules.prefill_cuda_graphs`; `reserve_for_graph_mb` later) the prefill CUDA
+    graphs add `8 MB x len(prefill graph sizes)` (`prefill_graph_sizes`; MLA backends
+    1.5 GiB) before the floor; `prefill_cuda_graph=False` (--disable-piecewise-cuda-graph, or
+    a case `prefill_graphs_on` finds them off in) drops it, None takes the release's default.
     A multimodal model (`vit`, `sglang_vit`) then gets `vlm_fraction`'s factor. Not
     modelled: the speculative-decoding reserves.
     """
@@ -391,7 +466,9 @@ def sglang_memory(spec: ModelSpec, gpu_memory_bytes: int, *, tp: int = 1, pp: in
     before = gpu_memory_bytes - held
     fraction = mem_fraction_static if mem_fraction_static is not None else \
         sglang_default_mem_fraction(gpu_memory_bytes, tp, pp, version, dp, dp_attention,
-                                    mla=spec.is_mla, vit=sglang_vit(spec, version), rocm=rocm)
+                                    mla=spec.is_mla, vit=sglang_vit(spec, version), rocm=rocm,
+                                    prefill_cuda_graph=prefill_graphs_on(
+                                        spec, version, pp, dp_attention and dp > 1, rocm))
     after = before - per_gpu
     left = after - before * (1 - fraction)  # rest_gb's rule, in bytes
     if before <= 0 or (mem_fraction_static is None and fraction <= 0):

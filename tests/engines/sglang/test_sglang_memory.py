@@ -5,6 +5,8 @@ the GPU and the settings alone against real start-up logs
 (tests/fixtures/engines/buffer-logs.yaml). The facts asserted are SGLang's, from its source
 distributions and logs."""
 
+from pathlib import Path
+
 import pytest
 from buffer_cases import BY_ID, GIB, MIB, entries, error, sglang_predict
 from engine_cases import LLAMA8B, LLAMA8B_DIMS
@@ -16,13 +18,15 @@ from kvplan.sources.gpus import find_gpu
 
 def test_sglang_rows_by_release():
     # server_args.py: mem_fraction_static by TP alone up to 0.4.5, the GPU's memory deciding
-    # from 0.4.6; prefill CUDA graphs (reserve_for_graph_mb) from 0.5.23; no version: the newest
+    # from 0.4.6; prefill (piecewise) CUDA graphs on by default from 0.5.10 (the 0.5.9 wheel's
+    # enable_piecewise_cuda_graph is False); no version: the newest
     rules = sglang_memory.rules_for
     assert not rules((0, 4, 5)).mem_fraction_by_memory and rules((0, 4, 6)).mem_fraction_by_memory
     assert [rules(v).mem_fraction_rule for v in ((0, 4, 5), (0, 4, 6), (0, 4, 7), (0, 4, 8),
                                                  (0, 5, 2), (0, 5, 3))] == \
         ["tp", "tp-13gib", "parallel", "reserved", "reserved", "activations"]
-    assert not rules((0, 5, 22)).prefill_cuda_graphs and rules((0, 5, 23)).prefill_cuda_graphs
+    assert not rules((0, 5, 9)).prefill_cuda_graphs
+    assert all(rules((0, 5, m)).prefill_cuda_graphs for m in range(10, 24))
     assert rules(None) == sglang_memory.RULES[max(sglang_memory.RULES)]
     releases = sorted(sglang_memory.RULES)
     for before, after in zip(releases, releases[1:], strict=False):
@@ -124,8 +128,10 @@ def test_sglang_small_card_defaults_by_release(version, tp, chunked, max_bs):
     # an RTX 4090 / 5090 class card of 24 GiB (24,576 MiB):
     # reserved = 512 + max(chunked, 2048) x 1.5 + tp / 8 x 1024 + 2 x max_bs
     mb = 24 * 1024
+    # (the prefill graphs' reserve, from 0.5.10, left out: tested on its own below)
     reserved = 512 + max(chunked, 2048) * 1.5 + tp / 8 * 1024 + 2 * max_bs
-    assert sglang.sglang_default_mem_fraction(24 * GIB, tp=tp, version=version) == \
+    assert sglang.sglang_default_mem_fraction(24 * GIB, tp=tp, version=version,
+                                              prefill_cuda_graph=False) == \
         round((mb - reserved) / mb, 3)
 
 
@@ -141,7 +147,8 @@ def test_sglang_larger_card_defaults_by_tp(gib, tp, chunked, max_bs):
     if gib > 60:
         reserved = max(reserved, 10 * 1024)
     for version in ((0, 5, 3), (0, 5, 22)):
-        assert sglang.sglang_default_mem_fraction(gib * GIB, tp=tp, version=version) == \
+        assert sglang.sglang_default_mem_fraction(gib * GIB, tp=tp, version=version,
+                                                  prefill_cuda_graph=False) == \
             round((mb - reserved) / mb, 3)
 
 
@@ -367,14 +374,18 @@ def test_the_vlm_factors_by_hand():
 def test_sglang_default_fraction_of_each_multimodal_config(fixture, version, factor):
     # an 80 GiB GPU at TP 1 from 0.5: chunked_prefill_size 8192 and cuda_graph_max_bs 256
     # (< 90 GiB), reserved = 512 + 8192 x 1.5 + 1/8 x 1024 + 2 x 256 = 13,440 MiB (over the
-    # 10 GiB floor): round((81920 - 13440) / 81920, 3) = 0.836 from 0.5.3. 0.5.23
-    # adds its prefill CUDA graphs: 58 graphs x 8 MB = 464 MB more, 13,904 MiB: 0.830
+    # 10 GiB floor): round((81920 - 13440) / 81920, 3) = 0.836 from 0.5.3. 0.5.10 on
+    # add their prefill CUDA graphs: 58 graphs x 8 MB = 464 MB more, 13,904 MiB: 0.830
     # 0.4.8-0.5.2 reserve 9.5 + 1 / 2 = 10 GiB below 90 GiB: round((81920 - 10240) / 81920, 3)
     # = 0.875
     spec = _config(fixture)
     parsed = None if version is None else tuple(int(x) for x in version.split("."))
+    # a model the release lists as multimodal (factor != 1 here) has its prefill graphs
+    # switched off in 0.5.10-0.5.21 (_handle_piecewise_cuda_graph "Multimodal / VLM
+    # models"); one it does not list keeps them from 0.5.10
+    graphs = (parsed is None or parsed >= (0, 5, 10)) and factor == 1.0
     text = 0.875 if parsed is not None and parsed < (0, 5, 3) else \
-        0.830 if parsed is None or parsed >= (0, 5, 23) else 0.836
+        0.830 if graphs else 0.836
     got = sglang.ENGINE.defaults(spec, gpu_memory_bytes=80 * GIB, version=version)
     assert got["mem_fraction_static"] == pytest.approx(text * factor, abs=1e-12)
 
@@ -389,3 +400,59 @@ def test_a_vision_tower_kvplan_does_not_read_is_said():
     assert "vision_config" in note and "--mem-fraction-static" in note
     assert sglang_memory.vlm_unread_note(spec, 0.8) == ()
     assert sglang_memory.vlm_unread_note(_config("Qwen--Qwen3-VL-8B-Instruct.json"), None) == ()
+
+
+def test_sglang_prefill_graph_reserve_from_0510_and_the_cases_that_drop_it():
+    # server_args.py _handle_gpu_memory_settings (0.5.10 wheel): on an H100 (81,089.9 MiB)
+    # at TP 1, reserved = 512 + 8,192 x 1.5 + 1 / 8 x 1,024 + 2 x 256 + 58 graph sizes x 8 MB
+    # = 13,904 MB -> round((81,089.9 - 13,904) / 81,089.9, 3) = 0.829; without the graphs'
+    # 464 MB, 13,440 -> 0.834; 0.5.9 never reserves them
+    from kvplan.sources.hfconfig import load_config_file
+    h100 = find_gpu("h100").memory_bytes
+    mb = h100 / MIB
+    with_graphs = round((mb - 13904) / mb, 3)
+    without = round((mb - 13440) / mb, 3)
+    assert (with_graphs, without) == (0.829, 0.834)
+    spec = LLAMA8B
+    on = sglang_memory.prefill_graphs_on
+    for v in ((0, 5, 10), (0, 5, 15), (0, 5, 22)):
+        assert on(spec, v) and sglang.sglang_default_mem_fraction(
+            h100, version=v, prefill_cuda_graph=on(spec, v)) == with_graphs
+    assert not on(spec, (0, 5, 9)) and sglang.sglang_default_mem_fraction(
+        h100, version=(0, 5, 9)) == without
+    # 0.5.10-0.5.14 (server_args.py _handle_piecewise_cuda_graph, then
+    # _disable_tc_piecewise_cudagraph_if_incompatible): DP attention and pp_size > 1 switch
+    # them off; an AMD GPU (is_hip) has them off in every release (from 0.5.22
+    # default_prefill_backend is DISABLED off CUDA)
+    for v in ((0, 5, 10), (0, 5, 14)):
+        assert not on(spec, v, pp=2) and not on(spec, v, dp_attention=True)
+    assert not any(on(spec, (0, 5, m), rocm=True) for m in range(10, 24))
+    # 0.5.15-0.5.18: breakable graphs on CUDA, which keep them with pp_size > 1; 0.5.15 and
+    # 0.5.16 still drop them for DP attention, 0.5.17 no longer
+    assert on(spec, (0, 5, 15), pp=2) and on(spec, (0, 5, 18), pp=2)
+    assert not on(spec, (0, 5, 16), dp_attention=True) and on(spec, (0, 5, 17), dp_attention=True)
+    # from 0.5.19 apply_cuda_graph_compatibility turns breakable ones off for pp_size > 1
+    assert not on(spec, (0, 5, 19), pp=2) and not on(spec, (0, 5, 23), pp=2)
+    assert on(spec, (0, 5, 23), dp_attention=True)
+    root = Path(__file__).parents[3] / "tests/fixtures/hf-configs"
+    # a multimodal model (Qwen2_5_VLForConditionalGeneration, in multimodal_model_archs and
+    # in neither allowlist) has them off in every release
+    vl = load_config_file(root / "families/Qwen--Qwen2.5-VL-7B-Instruct.json")
+    assert not any(on(vl, (0, 5, m)) for m in range(10, 24))
+    # Qwen3.5 (Qwen3_5ForConditionalGeneration): in the breakable allowlist from 0.5.16
+    q35 = load_config_file(root / "families/Qwen--Qwen3.5-27B.json")
+    assert not on(q35, (0, 5, 15)) and on(q35, (0, 5, 16)) and on(q35, (0, 5, 23))
+    # piecewise_cuda_graph_disabled_model_archs: Qwen3NextForCausalLM through 0.5.14 (the
+    # breakable rules of 0.5.15 on do not name it); DeepseekV32ForCausalLM and
+    # GlmMoeDsaForCausalLM in 0.5.10-0.5.12, not 0.5.13
+    nxt = load_config_file(root / "families/Qwen--Qwen3-Next-80B-A3B-Instruct.json")
+    assert not on(nxt, (0, 5, 10)) and not on(nxt, (0, 5, 14)) and on(nxt, (0, 5, 15))
+    dsa = load_config_file(root / "deepseek-ai--DeepSeek-V3.2.json")
+    assert not on(dsa, (0, 5, 12)) and on(dsa, (0, 5, 13))
+    # breakable: every MLA model off in 0.5.15-0.5.16, MLA without DSA in 0.5.17, neither
+    # from 0.5.18
+    assert not on(dsa, (0, 5, 16)) and on(dsa, (0, 5, 17)) and on(dsa, (0, 5, 18))
+    # the MLA reserve is 1.5 GiB: 512 + 12,288 + 128 + 512 + 1,536 = 14,976 MB on the H100
+    assert sglang.sglang_default_mem_fraction(
+        h100, version=(0, 5, 13), mla=True,
+        prefill_cuda_graph=on(dsa, (0, 5, 13))) == round((mb - 14976) / mb, 3) == 0.815
