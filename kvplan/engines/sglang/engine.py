@@ -82,8 +82,9 @@ class SglangEngine(BaseEngine):
             # divided by its own record whatever the release's profile counts
             # (before sglang#11309 the NSA pool's line leaves its indexer keys out of it)
             ver = parse_version(dep.engine_version)
-            config = replace(config, dsa_profile_record=True, kv_size_without_indexer=(
-                ver is not None and release(ver) < NSA_INDEXER_IN_KV_SIZE))
+            config = replace(config, dsa_profile_record=True, profile_counts_indexer=True,
+                             kv_size_without_indexer=(
+                                 ver is not None and release(ver) < NSA_INDEXER_IN_KV_SIZE))
             prof = profile(dep.spec, config, 0, dep.kv_memory_bytes, 0.5)
             return self._pooled(dep, prof, weights_per_gpu(dep), ("KV budget given directly",))
         assert dep.gpu_memory_bytes is not None
@@ -142,11 +143,14 @@ class SglangEngine(BaseEngine):
         # DP attention: each DP group runs attention over tp // dp ranks (attn_tp_size), so
         # the KV heads per rank follow attn_tp (configs/model_config.py get_num_kv_heads)
         attn_tp = dep.tp // dep.dp if self._dp_attention(dep) else dep.tp
-        rules = rules_for(parse_version(dep.engine_version))
+        version = parse_version(dep.engine_version)
+        rules = rules_for(version)
         return SglangConfig(tp=attn_tp, pp=dep.pp, kv_cache_dtype=cache_dtype(dep),
                             page_size=dsa_page_size(dep) or dep.block_size or
                             DEFAULT_PAGE_SIZE,
-                            dsa_profile_record=rules.dsa_profile_record)
+                            dsa_profile_record=rules.dsa_profile_record,
+                            profile_counts_indexer=(version is None or
+                                                    release(version) >= NSA_INDEXER_IN_KV_SIZE))
 
     def _pooled(self, dep: Deployment, prof: SglangProfile, weights: int,
                 budget_notes: tuple[str, ...]) -> Capacity:

@@ -41,10 +41,11 @@ MAMBA_FULL_MEMORY_RATIO = 0.9  # _handle_max_mamba_cache default r
 SSM_STATE_NAMES = ("ssm", "recurrent", "temporal")  # kept in float32 by default
 DSA_INDEXER_BYTES = indexer_key_bytes(128)  # DeepSeek-V3.2 indexer: 128 fp8 + fp32 scale
 # The NSA pool's "KV size" (mem_cache/memory_pool.py _finalize_allocation_log) counts the
-# indexer keys it holds from sglang#11309 (NSATokenToKVPool.get_kv_size_bytes; in the
-# 0.5.3.post1 wheel, not in 0.5.3's, where MLATokenToKVPool's counts the latent records
-# alone). kvplan reads a release's first three parts, so 0.5.3.post1 reads as 0.5.3: a log
-# of it is explained with --engine-version 0.5.4.
+# indexer keys it holds, and the profile's cell counts them (SglangConfig.
+# profile_counts_indexer), from sglang#11309 (NSATokenToKVPool.get_kv_size_bytes,
+# profile_max_num_token; in the 0.5.3.post1 wheel, not in 0.5.3's, where MLATokenToKVPool's
+# line and the profile count the latent records alone). kvplan reads a release's first three
+# parts, so 0.5.3.post1 reads as 0.5.3: a log or a plan of it takes --engine-version 0.5.4.
 NSA_INDEXER_IN_KV_SIZE = (0, 5, 4)
 
 KV_DTYPES = ("auto", "bf16", "bfloat16", "fp16", "float16", "fp8_e4m3", "fp8_e5m2")
@@ -131,6 +132,11 @@ class SglangConfig:
     # a DSA model's tokens counted with the pool's fp8 record (memory.Rules.dsa_profile_record:
     # 0.5.17 on); False: with kv_lora_rank + qk_rope_head_dim at the cache dtype, as before
     dsa_profile_record: bool = True
+    # the profile's cell counts the NSA indexer keys (sglang#11309: model_runner.py
+    # profile_max_num_token adds index_head_dim + index_head_dim // 128 x 4 bytes a layer in
+    # the 0.5.3.post1 and 0.5.4 wheels; 0.5.3's counts kv_lora_rank + qk_rope_head_dim alone
+    # while the NSA pool still allocates the keys): False before NSA_INDEXER_IN_KV_SIZE
+    profile_counts_indexer: bool = True
     # the budget is a log's "KV size" of a release whose NSA pool line leaves out the indexer
     # keys (NSA_INDEXER_IN_KV_SIZE): the tokens are that budget over the latent records alone
     kv_size_without_indexer: bool = False
@@ -265,6 +271,9 @@ def _stage(spec: ModelSpec, layers: Sequence[Layer], fmt: KVFormat, config: Sgla
     if counted is not fmt:  # a DSA pool counted at the dense latent (memory.Rules)
         cell = (sum(_k_v_bytes(x, counted, tp, sparse)[0] for x in full)
                 + sum(_k_v_bytes(x, counted, tp)[0] for x in draft) + full_v)
+    if not config.profile_counts_indexer:  # 0.5.3: the tokens over the latent records alone
+        cell -= (sum(_indexer(x, fmt, tp, sparse) for x in full)
+                 + sum(_indexer(x, fmt, tp) for x in draft))
     if config.kv_size_without_indexer:  # the pool line's bytes: the latent records alone
         full_k -= (sum(_indexer(x, fmt, tp, sparse) for x in full)
                    + sum(_indexer(x, fmt, tp) for x in draft))

@@ -92,3 +92,22 @@ def test_a_gpu_of_unknown_capability_is_said():
     assert not any("compute capability" in n for n in _capacity("h100", "0.5.9").notes)
     assert not any("compute capability" in n
                    for n in _capacity(None, "0.5.9", kv_dtype="fp8_e4m3").notes)
+
+
+def test_the_profile_counts_the_indexer_from_0_5_3_post1():
+    # model_runner.py profile_max_num_token: 0.5.3's MLA cell is (kv_lora_rank +
+    # qk_rope_head_dim) x layers x element size = 61 x 1,152 B in bf16; the 0.5.3.post1 and
+    # 0.5.4 wheels add the NSA indexer's index_head_dim + index_head_dim // 128 x 4 = 132 B a
+    # layer (sglang#11309). The same free-memory readings (before the load 70 GiB, after it
+    # 40 GiB, mem_fraction_static 0.9: rest = 40 - 70 x 0.1 = 33 GiB) on an H100 (bf16) give
+    # rest // cell tokens, in 64-token pages
+    engine = get("sglang")
+    readings = {"free_before_load_bytes": 70 * 2**30, "free_after_load_bytes": 40 * 2**30}
+    rest = 33 * 2**30
+    for version, cell in (("0.5.3", 61 * 1152), ("0.5.4", BF16_CELL)):
+        dep = Deployment(_v32(), engine="sglang", engine_version=version,
+                         memory_fraction=0.9).with_gpu(find_gpu("h100"))
+        cap = engine.capacity_from_readings(dep, readings)
+        assert cap.engine_profile.max_total_num_tokens == rest // cell // 64 * 64, version
+    # 0.5.3 counts 1,152 of the 1,284 B a layer the pool allocates: 11.5% more tokens
+    assert 33 * 2**30 // (61 * 1152) // 64 * 64 == 504_192
