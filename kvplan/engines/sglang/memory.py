@@ -319,8 +319,9 @@ def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
     a case `prefill_graphs_on` finds them off in) drops it, None takes the release's default.
     A multimodal model (`vit`, `sglang_vit`) then gets `vlm_fraction`'s factor. Not
     modelled: the speculative-decoding reserves (--speculative-algorithm is read from a
-    launch line and named as not modelled): after the floor, 6 GiB for STANDALONE and 2 GiB
-    for any other algorithm but NGRAM in the 0.5.3-0.5.9 wheels, 6 and 4 GiB in
+    launch line and named as not modelled): 6 GiB for STANDALONE and 2 GiB for any other
+    algorithm in the 0.5.2 wheel, the same after the floor but none for NGRAM in the
+    0.5.3-0.5.9 wheels, 6 and 4 GiB in
     0.5.10-0.5.13, no fixed term from 0.5.14; the draft worker's own KV pool, sized to the
     target's max_total_num_tokens (`draft_runner_cache_size`) after the target's profile, and
     its weights come out of the memory mem_fraction_static leaves, not the target's tokens.
