@@ -299,6 +299,13 @@ def sglang_init_bytes(version: tuple[int, ...] | None = None, tp: int = 1, pp: i
     return held
 
 
+# Not modelled in the default mem_fraction_static: the speculative-decoding reserves
+# (--speculative-algorithm is read from a launch line and named as not modelled): 6 GiB for
+# STANDALONE and 2 GiB for any other algorithm in the 0.5.2 wheel, the same after the floor
+# but none for NGRAM in the 0.5.3-0.5.9 wheels, 6 and 4 GiB in 0.5.10-0.5.13, no fixed term
+# from 0.5.14. The draft worker's own KV pool, sized to the target's max_total_num_tokens
+# (model_runner_kv_cache_mixin.py draft_runner_cache_size) after the target's profile, and
+# its weights come out of the memory mem_fraction_static leaves, not the target's tokens.
 def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
                                 version: tuple[int, ...] | None = None, dp: int = 1,
                                 dp_attention: bool = False, mla: bool = False,
@@ -318,13 +325,7 @@ def sglang_default_mem_fraction(gpu_memory_bytes: int, tp: int = 1, pp: int = 1,
     1.5 GiB) before the floor; `prefill_cuda_graph=False` (--disable-piecewise-cuda-graph, or
     a case `prefill_graphs_on` finds them off in) drops it, None takes the release's default.
     A multimodal model (`vit`, `sglang_vit`) then gets `vlm_fraction`'s factor. Not
-    modelled: the speculative-decoding reserves (--speculative-algorithm is read from a
-    launch line and named as not modelled): 6 GiB for STANDALONE and 2 GiB for any other
-    algorithm in the 0.5.2 wheel, the same after the floor but none for NGRAM in the
-    0.5.3-0.5.9 wheels, 6 and 4 GiB in
-    0.5.10-0.5.13, no fixed term from 0.5.14; the draft worker's own KV pool, sized to the
-    target's max_total_num_tokens (`draft_runner_cache_size`) after the target's profile, and
-    its weights come out of the memory mem_fraction_static leaves, not the target's tokens.
+    modelled: the speculative-decoding reserves (the comment above).
     """
     rules = rules_for(version)
     fraction = default_by_memory(gpu_memory_bytes, tp, pp, rules, dp, dp_attention, mla,
