@@ -45,9 +45,11 @@ from kvplan.engines.vllm.mm_profile import (
     OMNI_KINDS,
     MmItemProfile,
     deepstack_buffer_bytes,
+    encoder_profile_note,
     omni_profile_note,
     qwen3_vl_profile,
     qwen3_vl_profile_note,
+    unmodelled_towers,
 )
 
 
@@ -249,7 +251,9 @@ def multimodal_profile(spec: ModelSpec, profiled: VisionTower | None, mm_limits:
     """A model-specific multimodal profile (kvplan.engines.vllm.mm_profile: Qwen3-VL): the
     items V1's profile run encodes and what they hold, the buffers the model allocates at
     load, and a note naming what is not modelled (an Omni thinker's profile, whatever its
-    items: mm_profile.omni_profile_note); (None, 0, None) for other towers."""
+    items: mm_profile.omni_profile_note; any other tower whose encoder pass neither this nor
+    memory.encoder_profile models: mm_profile.encoder_profile_note); (None, 0, None) for a
+    text-only model or run."""
     from kvplan.engines.settings import MM_DEFAULT_LIMIT
     from kvplan.engines.settings import mm_limits as held_limits
 
@@ -259,8 +263,16 @@ def multimodal_profile(spec: ModelSpec, profiled: VisionTower | None, mm_limits:
     if omni is not None:  # unless every modality is 0 (text-only: no encoder profiled)
         text_only = release(version) >= vp.TEXT_ONLY_FROM and vp.text_only(spec, held)
         return None, 0, None if text_only else omni_profile_note(omni, version)
-    if profiled is None or profiled.kind != "qwen3_vl" or not vp.is_v1(version, v1):
-        return None, 0, None
+    v1_run = vp.is_v1(version, v1)
+    if profiled is None or profiled.kind != "qwen3_vl" or not v1_run:
+        uncounted_off = not any(held.get(m, MM_DEFAULT_LIMIT) for m in vp.IMAGE_VIDEO)
+        if release(version) >= vp.TEXT_ONLY_FROM and (
+                vp.text_only(spec, held) or (profiled is None and uncounted_off)):
+            return None, 0, None
+        # memory.encoder_profile models the towers whose tokens per item it knows
+        modelled = profiled is not None and vp.mm_tokens_per_item(profiled) is not None
+        towers = unmodelled_towers(spec, profiled, v1_run, modelled)
+        return None, 0, encoder_profile_note(towers, version, v1_run)
     video = held.get("video", MM_DEFAULT_LIMIT)
     mm = qwen3_vl_profile(profiled, max_model_len, batch.max_num_batched_tokens,
                           batch.max_num_seqs, version, video, batch.chunked_prefill)

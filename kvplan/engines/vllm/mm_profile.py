@@ -138,6 +138,46 @@ def omni_profile_note(kind: str, version: tuple[int, ...]) -> str:
             "activation peak, and the KV cache may be smaller by as much")
 
 
+def unmodelled_towers(spec: ModelSpec, profiled: VisionTower | None, v1_run: bool,
+                      modelled: bool) -> list[str]:
+    """The towers whose encoder the profile run passes a dummy batch through that kvplan does
+    not model, by kind or config key: the profiled vision tower unless `modelled` (V1 only:
+    kvplan.engines.vllm.memory.encoder_profile knows its tokens per item),
+    a decoder's audio tower (Voxtral; Whisper's encoder is the model's own), and the
+    config's vision towers the weights leave out (ModelSpec.uncounted_towers)."""
+    towers = []
+    if profiled is not None and not (v1_run and modelled):
+        towers.append(f"{profiled.kind} vision tower")
+    audio = spec.audio_encoder
+    if audio is not None and not spec.layout.encoder_decoder:
+        towers.append(f"{audio.kind} audio tower")
+    if profiled is None:
+        towers.extend(f"{name} tower" for name in spec.uncounted_towers
+                      if name.startswith("vision_config"))
+    return towers
+
+
+def encoder_profile_note(towers: list[str], version: tuple[int, ...], v1_run: bool
+                         ) -> str | None:
+    """What the budget says where a multimodal model's encoder profile is not modelled
+    (`unmodelled_towers`). V1 (0.33.0 v1/worker/gpu_model_runner.py `profile_run`,
+    `_get_mm_dummy_batch`): with any modality above 0 the profile run encodes a dummy batch
+    of the modality with the most tokens per item (the model's processing info
+    `get_mm_max_tokens_per_item`, its `get_dummy_mm_data`) and keeps the outputs in the
+    encoder cache through the dummy forward. V0 (worker/model_runner.py `profile_run`) puts
+    the dummy multimodal data into its dummy sequences, so the forward runs the encoder."""
+    if not towers:
+        return None
+    named = ".".join(map(str, version))
+    how = ("encodes a dummy batch of the modality with the most tokens per item through "
+           "it and keeps the outputs in the encoder cache" if v1_run else
+           "puts dummy multimodal data into its dummy sequences, which the forward encodes")
+    return (f"the multimodal encoder profile of the {', '.join(towers)} under vLLM {named} "
+            f"is not modelled: the profile run {how}; that pass, its cache and its inputs "
+            "are missing from the activation peak, and the KV cache may be smaller by as "
+            "much")
+
+
 def deepstack_buffer_bytes(spec: ModelSpec, max_num_batched_tokens: int,
                            version: tuple[int, ...]) -> int:
     """Qwen3-VL's deepstack input buffers, allocated in `__init__` and so counted in the
