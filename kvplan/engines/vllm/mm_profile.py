@@ -138,6 +138,10 @@ def omni_profile_note(kind: str, version: tuple[int, ...]) -> str:
             "activation peak, and the KV cache may be smaller by as much")
 
 
+# --skip-mm-profiling (ModelConfig / MultiModalConfig skip_mm_profiling) first in the 0.10.1 wheel
+SKIP_MM_PROFILING_FROM = (0, 10, 1)
+
+
 def unmodelled_towers(spec: ModelSpec, profiled: VisionTower | None, v1_run: bool,
                       modelled: bool) -> list[str]:
     """The towers whose encoder the profile run passes a dummy batch through that kvplan does
@@ -165,15 +169,18 @@ def encoder_profile_note(towers: list[str], version: tuple[int, ...], v1_run: bo
     of the modality with the most tokens per item (the model's processing info
     `get_mm_max_tokens_per_item`, its `get_dummy_mm_data`) and keeps the outputs in the
     encoder cache through the dummy forward. V0 (worker/model_runner.py `profile_run`) puts
-    the dummy multimodal data into its dummy sequences, so the forward runs the encoder."""
+    the dummy multimodal data into its dummy sequences, so the forward runs the encoder.
+    From 0.10.1 --skip-mm-profiling (config `skip_mm_profiling`) skips the V1 pass."""
     if not towers:
         return None
     named = ".".join(map(str, version))
-    how = ("encodes a dummy batch of the modality with the most tokens per item through "
-           "it and keeps the outputs in the encoder cache" if v1_run else
-           "puts dummy multimodal data into its dummy sequences, which the forward encodes")
+    skip = " (unless --skip-mm-profiling, which kvplan does not read)" \
+        if v1_run and release(version) >= SKIP_MM_PROFILING_FROM else ""
+    how = (f"{skip} encodes a dummy batch of the modality with the most tokens per item "
+           "through it and keeps the outputs in the encoder cache" if v1_run else
+           " puts dummy multimodal data into its dummy sequences, which the forward encodes")
     return (f"the multimodal encoder profile of the {', '.join(towers)} under vLLM {named} "
-            f"is not modelled: the profile run {how}; that pass, its cache and its inputs "
+            f"is not modelled: the profile run{how}; that pass, its cache and its inputs "
             "are missing from the activation peak, and the KV cache may be smaller by as "
             "much")
 

@@ -106,3 +106,11 @@ def test_audio_tower_of_an_encoder_decoder_is_its_own_encoder():
     batch = batch_settings((0, 33, 0), 80 * 2**30, "H100", 8192)
     assert multimodal_profile(whisper_like, None, None, (0, 33, 0), batch, 8192) \
         == (None, 0, None)
+
+
+@pytest.mark.parametrize("version, named", [((0, 10, 0), False), ((0, 10, 1), True),
+                                            ((0, 33, 0), True)])
+def test_skip_mm_profiling_is_named_from_the_release_that_has_it(version, named):
+    # config skip_mm_profiling: absent from the 0.10.0 wheel, in 0.10.1's config/__init__.py
+    note = _note(CONFIGS / "Qwen--Qwen2-VL-7B-Instruct.json", version=version)
+    assert note is not None and ("--skip-mm-profiling" in note) == named
