@@ -10,6 +10,9 @@ and the pixel values stay alive too. Qwen3-VL's largest item is a video of 24,57
 32 x 32 pixels (`qwen3_vl.py` `_MAX_FRAMES_PER_VIDEO`, the checkpoints' video longest_edge):
 12,288 merged tokens, counted as 12.5 x that in 0.11-0.12. The source read, what is not
 modelled and the logs it was checked against: docs/engine-kv-sizing.md §7.12.
+
+Every other tower left unsized (memory.encoder_profile sizes SigLIP, CLIP and Llama 4) is
+named in the budget's notes: `encoder_profile_note`, the Omni thinkers `omni_profile_note`.
 """
 
 from __future__ import annotations
