@@ -1,7 +1,7 @@
 """The attention and prefill kernels vLLM picks, and the block sizes they impose.
 
 By compute capability and KV dtype: the MLA backend's block size (`platforms/cuda.py`,
-0.11 `check_and_update_config`; 0.33 `_get_backend_priorities` and each backend's
+0.11-0.17 `check_and_update_config`; 0.18-0.33 `_get_backend_priorities` and each backend's
 `get_supported_kernel_block_sizes`), the gated-delta-net and Kimi-Delta-Attention prefill
 kernels of 0.33 and the prefill-checkpoint pages they export, and how MXFP4 MoE experts are
 laid out (`quantization/mxfp4.py`). No GPU given stands for Hopper, where most MLA models
@@ -24,27 +24,33 @@ def default_block_size(spec: ModelSpec, gpu_name: str | None = None,
                        compute_capability: str | None = None) -> int:
     """16 on CUDA; MLA backends choose their own (platforms/cuda.py).
 
-    Up to 0.32 (the 0.11 rule, platforms/cuda.py check_and_update_config): FlashMLA 64 on
-    Hopper (and sparse MLA everywhere), CUTLASS MLA 128 on datacenter Blackwell, Triton MLA
-    keeps 16 elsewhere (the 4xL4 DeepSeek-V2-Lite log shows 807,792 tokens, a multiple of 16
-    but not of 64). From 0.33 see `_mla_block_size_033`."""
+    Up to 0.17 (the 0.11 rule, platforms/cuda.py check_and_update_config): FlashMLA 64 on
+    Hopper (and sparse MLA everywhere), CUTLASS MLA 128 on datacenter Blackwell (FlashInfer
+    MLA's 64 from 0.15, `rules.blackwell_flashinfer_mla`), Triton MLA keeps 16 elsewhere (the
+    4xL4 DeepSeek-V2-Lite log shows 807,792 tokens, a multiple of 16 but not of 64). From
+    0.18 (`rules.mla_backend_priorities`) see `_mla_block_size_033`."""
     if not spec.is_mla:
         return DEFAULT_BLOCK_SIZE
     if is_sparse_mla(spec):
         return 64  # FLASHMLA_SPARSE (kernel blocks of 64, flashmla_sparse.py)
     cc = capability(compute_capability, gpu_name)
-    if rules_for(version).mla_backend_priorities:
+    rules = rules_for(version)
+    if rules.mla_backend_priorities:
         return _mla_block_size_033(cc, kv_cache_dtype)
     if cc is None:
         return 64  # FlashMLA, the default on the Hopper GPUs most MLA models are served on
     if cc[0] == 10:
-        return 128
+        # 0.15-0.17: FlashInfer MLA (qk_nope_head_dim 128, as every DeepSeek-style library
+        # model has) turns the block of 16 into 64; before, CUTLASS MLA's 128
+        return 64 if rules.blackwell_flashinfer_mla else 128
     if cc[0] == 9:
         return 64
     return DEFAULT_BLOCK_SIZE
 
 
-# Dense MLA backends of vLLM 0.33.0, in the order platforms/cuda.py::_get_backend_priorities
+# Dense MLA backends of vLLM 0.33.0 (the same choice from 0.18.0, whose
+# Platform.update_block_size_for_backend first takes the backend's block size: the 0.18.0
+# and 0.26.0 wheels), in the order platforms/cuda.py::_get_backend_priorities
 # tries them; the first whose checks pass serves the model, and its kernel block sizes give
 # the block size (Platform._preferred_block_size_for_backends: 16 when the backend accepts
 # it, else its smallest size). (name, compute-capability majors, KV dtypes, block size), from

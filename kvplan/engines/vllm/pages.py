@@ -217,10 +217,21 @@ def layer_page_specs(spec: ModelSpec, layers: Sequence[Layer], config: VllmConfi
         # padded to the attention page.
         attn_1tok = _token_bytes(attention[0], fmt, tp)
         raw_mamba = max(s.state_bytes(tp) for s in spec.layers if isinstance(s, RecurrentState))
-        base = config.block_size if config.rules.align_hybrid_block_size and \
-            config.block_size is not None else HYBRID_ALIGN_BLOCK
-        if config.rules.align_hybrid_block_size:
-            if any(isinstance(x, MLA) for x in attention):
+        rules = config.rules
+        mla = any(isinstance(x, MLA) for x in attention)
+        base = HYBRID_ALIGN_BLOCK
+        if rules.hybrid_block_size_base:
+            # 0.20 _align_hybrid_block_size: max(the backend's smallest kernel block,
+            # --block-size); hybrids keep the default 16 (update_block_size_for_backend)
+            base = config.block_size or HYBRID_ALIGN_BLOCK
+            if mla:
+                base = max(base, default_block_size(
+                    spec, config.gpu_name, config.version, config.kv_cache_dtype,
+                    config.compute_capability))
+        elif mla and rules.hybrid_mla_block_64:
+            base = 64  # 0.11.1-0.19 models/config.py: "Other MLA backends" 64
+        if rules.align_hybrid_block_size:
+            if mla:
                 base = max(base, 128)  # MLA hybrids: multiples of 128 (_align_hybrid_block_size)
             if config.mamba_cache_mode_resolved() == "align":
                 # internal prefill checkpoints land on block boundaries

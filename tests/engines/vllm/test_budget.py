@@ -9,6 +9,7 @@ Regenerate it with `python tests/engines/vllm/test_budget.py`.
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -137,13 +138,16 @@ def test_moe_forward_buffers_and_the_dp_gather():
     gathered = 2048 * 3 * 2048 * 2 + 16384 * whole + 16384 * 2048 * 2
     assert act.forward_bytes(shapes, 2048, tp=1, ep=8, dp=8) == max(
         2048 * act.forward_bytes_per_token(shapes, 1, 8), gathered)
-    # 0.33's fused_experts_impl has no chunk loop: all 16,384 gathered rows at once (the
-    # same here, under 32,768); at DP 32 the 65,536 rows are chunked before 0.33 only
+    # fused_experts_impl has no chunk loop from 0.18.0 (`M = num_tokens`; 0.17.1's chunks by
+    # VLLM_FUSED_MOE_CHUNK_SIZE, 32,768 in 0.11's envs.py): all 16,384 gathered rows at once
+    # (the same here, under 32,768); at DP 32 the 65,536 rows are chunked in 0.11 only
     rows_dp32 = 2048 * 32
     before = 2048 * 3 * 2048 * 2 + 32768 * whole + rows_dp32 * 2048 * 2
     after = 2048 * 3 * 2048 * 2 + rows_dp32 * whole + rows_dp32 * 2048 * 2
     assert act.forward_bytes(shapes, 2048, tp=1, ep=32, dp=32,
-                             moe_unchunked=rules_for((0, 26, 0)).moe_unchunked) == before
+                             moe_unchunked=rules_for((0, 11, 0)).moe_unchunked) == before
+    assert act.forward_bytes(shapes, 2048, tp=1, ep=32, dp=32,
+                             moe_unchunked=rules_for((0, 18, 0)).moe_unchunked) == after
     assert act.forward_bytes(shapes, 2048, tp=1, ep=32, dp=32,
                              moe_unchunked=rules_for((0, 33, 0)).moe_unchunked) == after
 
@@ -521,7 +525,10 @@ def test_vllm_budget_formula_and_versions():
     assert old.available == int(80 * GIB * 0.9 - (15 * GIB + 2 * GIB + GIB // 2))
     assert old.cudagraph_bytes == 0 and old.utilization == 0.9
     new = vllm.vllm_budget(LLAMA8B, 80 * GIB, version=(0, 21, 0), **kw)
-    assert new.available == int(80 * GIB * 0.92 - 17.5 * GIB - GIB)  # graphs from 0.21
+    # graphs from 0.20; v1/worker/utils.py request_memory (from 0.14.0) rounds the request up:
+    # 80 GiB x 0.92 = 79,027,398,246.4 bytes -> 79,027,398,247
+    assert math.ceil(80 * GIB * 0.92) == 79_027_398_247
+    assert new.available == 79_027_398_247 - int(17.5 * GIB) - GIB
     given = vllm.vllm_budget(LLAMA8B, 80 * GIB, version=(0, 11, 0), gpu_memory_utilization=0.5,
                           **kw)
     assert given.available == int(40 * GIB - 17.5 * GIB)

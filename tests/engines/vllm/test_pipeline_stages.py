@@ -7,6 +7,7 @@ Qwen3-30B-A3B's 48 layers on an RTX 5070 Ti, 32 on an RTX 5090."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from typer.testing import CliRunner
@@ -36,16 +37,20 @@ def test_a_partition_is_the_layer_count_of_each_stage():
 
 def test_each_stage_requests_its_own_gpu():
     # gpu_worker.determine_available_memory on each worker: its GPU x utilization less its
-    # own weights, activation peak and non-torch memory (0.15: the float, int() at the end)
+    # own weights, activation peak and non-torch memory (0.15: v1/worker/utils.py
+    # request_memory rounds GPU x utilization up, math.ceil, from 0.14.0)
     spec = resolve("qwen3-30b-a3b")
     small, large = 16_300 * 2**20, 32_604 * 2**20
     budget = vllm_budget(spec, small, version=(0, 15, 2), pp=2, pp_layers=(16, 32),
                          stage_gpu_memory_bytes=(small, large), gpu_memory_utilization=0.9,
                          stage_weights_bytes=(10 * GIB, 19 * GIB), activation_bytes=GIB // 8,
                          non_torch_bytes=64 * 2**20, cudagraph_bytes=0)
+    # 16,300 MiB x 0.9 = 15,382,609,920 bytes exactly; 32,604 MiB x 0.9 =
+    # 30,768,994,713.6 -> 30,768,994,714
+    assert (math.ceil(small * 0.9), math.ceil(large * 0.9)) == (15_382_609_920, 30_768_994_714)
     assert budget.available_kv_cache_bytes == (
-        int(small * 0.9 - (10 * GIB + GIB // 8 + 64 * 2**20)),
-        int(large * 0.9 - (19 * GIB + GIB // 8 + 64 * 2**20)))
+        15_382_609_920 - (10 * GIB + GIB // 8 + 64 * 2**20),
+        30_768_994_714 - (19 * GIB + GIB // 8 + 64 * 2**20))
     with pytest.raises(BadInputError, match="3 GPUs given for 2 pipeline stages"):
         vllm_budget(spec, small, pp=2, stage_gpu_memory_bytes=(small, large, large),
                     stage_weights_bytes=(GIB, GIB))

@@ -152,3 +152,125 @@ def test_kv_token_line_and_native_warmup_dates():
     # gpu_model_runner.py _dummy_sampler_run warms forward_native too from the 0.21.0 sdist
     assert not rules_for((0, 20, 2)).native_sampler_warmup
     assert rules_for((0, 21, 0)).native_sampler_warmup
+
+
+# --- the rows of 0.14-0.27, re-read from the wheels (0.13.0-0.18.0, 0.22.0-0.33.0) and the
+# 0.19.0-0.21.0 source distributions --------------------------------------------------------
+
+def test_requested_memory_is_rounded_up_from_0_14_0():
+    # v1/worker/utils.py request_memory, 0.14.0 wheel: `math.ceil(init_snapshot.total_memory *
+    # cache_config.gpu_memory_utilization)`; 0.13.0's gpu_worker.py init_device keeps the
+    # float product and determine_available_memory int()s the difference at the end.
+    # 24 GiB x 0.9 = 23,192,823,398.4 bytes
+    from kvplan.engines.vllm.budget import vllm_budget
+    from kvplan.sources.library import resolve
+
+    total = 24 * GIB
+    assert total * 9 % 10 == 4  # the product is not whole: .4 of a byte
+    kw = dict(gpu_memory_utilization=0.9, weights_bytes=10 * GIB, activation_bytes=GIB // 4,
+              non_torch_bytes=64 * MIB, cudagraph_bytes=0)
+    spec = resolve("qwen3-8b")
+    used = 10 * GIB + GIB // 4 + 64 * MIB
+    old = vllm_budget(spec, total, version=(0, 13, 0), **kw)
+    new = vllm_budget(spec, total, version=(0, 14, 0), **kw)
+    assert old.available_kv_cache_bytes == (23_192_823_398 - used,)
+    assert new.available_kv_cache_bytes == (23_192_823_399 - used,)
+
+
+def test_mamba_cache_mode_none_from_0_15_0():
+    # kv_cache_interface.py MambaSpec.max_memory_usage_bytes: 0.14.0's wheel `cdiv(
+    # max_model_len, block_size) * page_size_bytes` with the Mamba block max_model_len (one
+    # page, speculative blocks or not); 0.15.0's config/cache.py mamba_cache_mode "none" and
+    # `page_size_bytes * (1 + num_speculative_blocks)`: 3 pages at 2 speculative tokens
+    def pages(version):
+        return vllm.VllmConfig(max_model_len=8192, version=version,
+                               num_speculative_tokens=2).mamba_pages_per_request()
+
+    assert pages((0, 14, 1)) == 1
+    assert pages((0, 15, 0)) == 1 + 2
+    # hybrids keep prefix caching off by default up to 0.27 (config/model.py
+    # is_prefix_caching_supported returns False for "hybrid" in 0.15-0.25; 0.26-0.27
+    # engine/arg_utils.py "keep it opt-in for now"): "align", two pages, from 0.28
+    assert rules_for((0, 27, 0)).mamba_cache_mode == "none"
+    assert rules_for((0, 28, 0)).mamba_cache_mode == "align"
+
+
+def test_mla_block_size_by_release():
+    # platforms/cuda.py check_and_update_config: on Blackwell (SM 10.x) 0.14.0 falls back to
+    # CUTLASS MLA ("block_size % 128 != 0" -> 128); 0.15.0-0.17.0 force FlashInfer MLA for
+    # qk_nope_head_dim 128 ("block_size != 32 and block_size % 64 != 0" -> 64). From 0.18.0
+    # Platform.update_block_size_for_backend takes the first backend of
+    # _get_backend_priorities: FlashInfer MLA on SM 10.x (kernel blocks [32, 64]: 16 not
+    # taken, the smallest 32), FlashAttention MLA on Hopper for bf16 (MultipleOf(16): 16);
+    # 0.17.0 forces FlashMLA's 64 on Hopper
+    from factories import mla
+
+    from kvplan.engines.vllm.backends import default_block_size
+
+    def block(version, cc):
+        return default_block_size(mla(), None, version, "auto", cc)
+
+    assert block((0, 14, 0), "10.0") == 128
+    assert block((0, 15, 0), "10.0") == block((0, 17, 0), "10.0") == 64
+    assert block((0, 18, 0), "10.0") == 32
+    assert block((0, 17, 0), "9.0") == 64
+    assert block((0, 18, 0), "9.0") == 16
+    # fused_moe.py fused_experts_impl: 0.17.0's chunks by VLLM_FUSED_MOE_CHUNK_SIZE, 0.18.0's
+    # sizes its caches for every row (`M = num_tokens`)
+    assert not rules_for((0, 17, 1)).moe_unchunked
+    assert rules_for((0, 18, 0)).moe_unchunked
+
+
+def test_hybrid_block_base_by_release():
+    # The attention block of an attention + Mamba hybrid grows in multiples of a base until
+    # its page holds a Mamba state. Qwen3-Next-like (factories.hybrid): state 3 x 8,192 x 2 +
+    # 32 x 128 x 128 x 2 = 1,097,728 B, attention 2 x 2 x 256 x 2 = 2,048 B a token. With
+    # --block-size 64: 0.19.0's models/config.py aligns to 16 whatever the flag, 16 x
+    # cdiv(1,097,728, 32,768) = 16 x 34 = 544; 0.20.0's Platform._align_hybrid_block_size to
+    # max(16, 64) = 64: 64 x cdiv(1,097,728, 131,072) = 64 x 9 = 576
+    from factories import MLA, ModelSpec, RecurrentState, StateTensor, hybrid
+
+    def block(spec, version, **kw):
+        (stage,) = vllm.layout(spec, vllm.VllmConfig(max_model_len=8192, version=version, **kw))
+        return {g.block_size for g in stage.groups}
+
+    assert block(hybrid(), (0, 19, 1), block_size=64) == {16 * 34} == {544}
+    assert block(hybrid(), (0, 20, 0), block_size=64) == {64 * 9} == {576}
+    # An MLA hybrid (latent 512 + 64, bf16: 1,152 B a token, one copy per rank) with the same
+    # state at TP 4 (3 x 2,048 x 2 + 8 x 128 x 128 x 2 = 274,432 B): 0.11.0 aligns to 16,
+    # 16 x cdiv(274,432, 18,432) = 16 x 15 = 240; 0.11.1-0.19 to 64 ("Other MLA backends:
+    # kernel_block_size 64"), 64 x cdiv(274,432, 73,728) = 64 x 4 = 256; 0.20-0.26 to the
+    # backend's smallest kernel block, FlashAttention MLA's 16 on Hopper (no GPU given): 240;
+    # 0.27 to multiples of 128: 128 x cdiv(274,432, 147,456) = 128 x 2 = 256
+    gdn = RecurrentState("gated_delta_net", (
+        StateTensor("conv", (3, 8192), 2, tp_axis=1),
+        StateTensor("recurrent", (32, 128, 128), 2, tp_axis=0)))
+    mla_hybrid = ModelSpec("mla-hybrid", (gdn, gdn, gdn, MLA(512, 64)) * 4,
+                           num_attention_heads=32)
+    assert gdn.state_bytes(4) == 3 * 2048 * 2 + 8 * 128 * 128 * 2 == 274432
+    assert block(mla_hybrid, (0, 11, 0), tp=4) == {240}
+    assert block(mla_hybrid, (0, 11, 1), tp=4) == block(mla_hybrid, (0, 19, 1), tp=4) == {256}
+    assert block(mla_hybrid, (0, 20, 0), tp=4) == block(mla_hybrid, (0, 26, 0), tp=4) == {240}
+    assert block(mla_hybrid, (0, 27, 0), tp=4) == {256}
+
+
+def test_rows_of_0_27_to_0_33_where_their_wheels_show_them():
+    # utils/mem_utils.py memory_profiling `total_consumed`: in the 0.27.0 wheel, not 0.26.0's
+    assert not rules_for((0, 26, 0)).runner_buffers_consumed
+    assert rules_for((0, 27, 0)).runner_buffers_consumed
+    # kv_cache_utils.py: tokens and concurrency on one line, and get_batch_defaults' >= 160 GiB
+    # tier, in the 0.28.0 wheel (0.27.0's prints two lines and has no such tier)
+    assert not rules_for((0, 27, 0)).one_line_kv_log and not rules_for((0, 27, 0)).big_gpu_tier
+    assert rules_for((0, 28, 0)).one_line_kv_log and rules_for((0, 28, 0)).big_gpu_tier
+    # check_enough_kv_cache_memory "available_memory - _pool_bytes_per_block", the uniform
+    # decode capture sizes and use_v2_model_runner without DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES:
+    # the 0.29.0 wheel, not 0.28.0's
+    for switch in ("null_block_in_fit_check", "decode_capture_sizes", "v2_runner_for_all"):
+        assert not getattr(rules_for((0, 28, 0)), switch)
+        assert getattr(rules_for((0, 29, 0)), switch)
+    # kda_prefill_checkpoint_alignment: the 0.31.0 wheel, not 0.30.0's; MambaMixer2's
+    # num_prefill_checkpoint_blocks: 0.32.0's, not 0.31.0's
+    assert not rules_for((0, 30, 0)).kda_prefill_checkpoints
+    assert rules_for((0, 31, 0)).kda_prefill_checkpoints
+    assert not rules_for((0, 31, 0)).mamba2_prefill_checkpoints
+    assert rules_for((0, 32, 0)).mamba2_prefill_checkpoints
