@@ -45,6 +45,10 @@ class Rules:
     # turns chunked prefill on where --enable-chunked-prefill is not given (in the 0.5.3
     # wheel, not in 0.5.2's nor 0.4.3's): before, the profile batch is max_model_len tokens
     v0_long_context_chunked: bool
+    # ... except for a multimodal model ("Chunked prefill is currently disabled for
+    # multimodal models by default": the 0.6.2 sdist, not 0.6.1's; 0.6.5-0.7 set it to
+    # VLLM_USE_V1, off under V0)
+    v0_long_context_skips_multimodal: bool
     big_gpu_tier: bool  # get_batch_defaults' >= 160 GiB tier; 1,024 graphs on SM 10.x
     gpu_memory_utilization: float  # its default (config/cache.py)
     # config/cache.py `BlockSize` takes 256 (the Literal of 0.11.1 and 0.16.0; 1-128 before).
@@ -185,7 +189,7 @@ def _release(release: tuple[int, int, int], **changed: Any) -> None:
 # keeps reserved (not modelled: docs/engine-accuracy.md section 9)
 RULES[(0, 2, 5)] = Rules(
     v1=False, max_num_seqs_by_gpu=False, v0_chunked_prefill_tokens=512,
-    v0_long_context_chunked=False, big_gpu_tier=False,
+    v0_long_context_chunked=False, v0_long_context_skips_multimodal=False, big_gpu_tier=False,
     gpu_memory_utilization=0.9, block_size_256=False, non_torch_counted=True,
     non_torch_growth_only=False,
     snapshot_after_nccl=False, custom_allreduce=False, nccl_connects_at_init=False,
@@ -222,6 +226,7 @@ _release((0, 3, 1), non_torch_growth_only=True)
 # config.py ModelConfig._verify_quantization: Marlin-compatible GPTQ runs gptq_marlin
 _release((0, 4, 2), gptq_marlin_auto=True)
 _release((0, 5, 3), v0_long_context_chunked=True)  # arg_utils.py use_long_context
+_release((0, 6, 2), v0_long_context_skips_multimodal=True)  # "not ...is_multimodal_model"
 # worker.py determine_num_available_blocks (vllm#9352): the torch peak
 # (`allocated_bytes.all.peak` after reset_peak_memory_stats) plus `total - free - torch
 # allocated` after the run, absolutely: the 0.6.4 and 0.6.4.post1 sdists, not 0.6.3's

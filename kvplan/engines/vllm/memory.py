@@ -115,9 +115,14 @@ def mm_item_tokens_floor(spec: ModelSpec, version: tuple[int, ...], v1: bool | N
     multimodal with a vision tower in its config, counted or not."""
     if not rules_for(version, v1).mm_prefix_lm_batch_floor or not spec.vision_prefix_lm:
         return 0
-    multimodal = spec.vision is not None or any(
+    return PREFIX_LM_VIDEO_ITEM_TOKENS if _multimodal(spec) else 0
+
+
+def _multimodal(spec: ModelSpec) -> bool:
+    """config/model.py is_multimodal_model as kvplan sees it: a vision tower in the config,
+    counted or not."""
+    return spec.vision is not None or any(
         tower.startswith("vision_config") for tower in spec.uncounted_towers)
-    return PREFIX_LM_VIDEO_ITEM_TOKENS if multimodal else 0
 
 
 def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
@@ -130,8 +135,13 @@ def batch_settings(version: tuple[int, ...], gpu_memory_bytes: int | None,
     max_num_batched_tokens, `mm_item_tokens_floor`)."""
     if not is_v1(version, v1):
         rules = rules_for(version, v1)
-        chunked = rules.v0_long_context_chunked and max_model_len > V0_LONG_CONTEXT \
-            if enable_chunked_prefill is None else enable_chunked_prefill
+        # engine/arg_utils.py create_engine_config, whatever the usage context (the LLM
+        # class too); a multimodal model keeps it off from 0.6.2 ("disabled for multimodal
+        # models by default")
+        long_context = rules.v0_long_context_chunked and max_model_len > V0_LONG_CONTEXT and \
+            not (rules.v0_long_context_skips_multimodal and spec is not None
+                 and _multimodal(spec))
+        chunked = long_context if enable_chunked_prefill is None else enable_chunked_prefill
         chunk = rules.v0_chunked_prefill_tokens
         tokens = max_num_batched_tokens or (
             chunk if chunked else max(max_model_len, V0_MIN_TOKENS))

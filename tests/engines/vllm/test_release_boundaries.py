@@ -274,3 +274,27 @@ def test_rows_of_0_27_to_0_33_where_their_wheels_show_them():
     assert rules_for((0, 31, 0)).kda_prefill_checkpoints
     assert not rules_for((0, 31, 0)).mamba2_prefill_checkpoints
     assert rules_for((0, 32, 0)).mamba2_prefill_checkpoints
+
+
+def test_v0_long_context_chunking_leaves_multimodal_models_out_from_0_6_2():
+    # engine/arg_utils.py create_engine_config: `use_long_context = max_model_len > 32768`
+    # turns chunked prefill on whatever the usage context (no UsageContext test in the
+    # 0.5.5-0.7.3 sdists, the LLM class included); from the 0.6.2 sdist "and not
+    # model_config.is_multimodal_model" (0.6.5-0.7: bool(VLLM_USE_V1), off under V0), whose
+    # profile batch is then max(max_model_len, 2048) = 128,000 tokens
+    from dataclasses import replace
+
+    from factories import dense
+
+    text = dense()
+    vlm = replace(text, uncounted_towers=("vision_config (qwen2_5_vl)",))
+    h100 = 80 * GIB
+
+    def tokens(version, spec, usage="server"):
+        return batch_settings(version, h100, "H100", 128_000, spec=spec,
+                              usage=usage).max_num_batched_tokens
+
+    assert tokens((0, 6, 1), vlm) == tokens((0, 6, 1), text) == 512
+    assert tokens((0, 6, 2), vlm) == tokens((0, 7, 3), vlm) == 128_000
+    assert tokens((0, 6, 2), text) == 512 and tokens((0, 7, 3), text) == 2048
+    assert tokens((0, 6, 4), text, usage="llm") == 512  # the LLM class too
