@@ -445,8 +445,8 @@ def default_max_num_batched_tokens(gpu_memory_bytes: int | None, gpu_name: str |
                                    usage: str = "server", version: tuple[int, ...] = LATEST,
                                    v1: bool | None = None) -> int:
     """V1 defaults with chunked prefill (0.11 engine/arg_utils.py): the larger tier
-    (`_big_tier`) 16384 (LLM class) / 8192 (OpenAI server); others 8192 / 2048. 0.33 adds a
-    >= 160 GiB tier with 16384 for both."""
+    (`_big_tier`) 16384 (LLM class) / 8192 (OpenAI server); others 8192 / 2048. 0.28 adds a
+    >= 160 GiB tier with 16384 for both (get_batch_defaults, the 0.28.0 wheel)."""
     rules = rules_for(version, v1)
     big = _big_tier(rules, gpu_memory_bytes, gpu_name)
     if rules.big_gpu_tier and gpu_memory_bytes is not None and \
