@@ -16,7 +16,7 @@ from kvplan.engines.shared.weights import ModelDims, estimate_dims
 
 ACTIVATION_BYTES = 2  # bf16/fp16 activations
 
-MOE_CHUNK_TOKENS = 32768  # envs.py VLLM_FUSED_MOE_CHUNK_SIZE default (0.10, 0.10.1)
+MOE_CHUNK_TOKENS = 32768  # envs.py VLLM_FUSED_MOE_CHUNK_SIZE default (0.10-0.11.2)
 FP8_BYTES = 1  # moe_kernel_quantize_input: the W8A8 kernels' fp8 copy of their input
 
 
@@ -59,7 +59,8 @@ def forward_bytes_per_token(shapes: Shapes, tp: int = 1, ep: int = 1, fp8_moe: b
 
 
 def forward_bytes(shapes: Shapes, tokens: int, tp: int = 1, ep: int = 1, dp: int = 1,
-                  moe_unchunked: bool = False, fp8_moe: bool = False) -> int:
+                  moe_unchunked: bool = False, fp8_moe: bool = False,
+                  moe_chunk_tokens: int = MOE_CHUNK_TOKENS) -> int:
     """The forward pass's peak over `tokens` tokens. With data-parallel ranks under expert
     parallelism the all-to-all gathers every rank's tokens before the experts, so each rank's
     MoE buffers hold `tokens x dp` rows beside the gathered hidden states. 0.10.1: the default
@@ -70,12 +71,13 @@ def forward_bytes(shapes: Shapes, tokens: int, tp: int = 1, ep: int = 1, dp: int
     `fused_experts_impl` runs `VLLM_FUSED_MOE_CHUNK_SIZE` (32,768) rows at a time: the
     caches are sized `M = min(num_tokens, CHUNK_SIZE)`. In 0.33 `fused_experts_impl` sizes
     its caches for every row at once (`M = num_tokens`, the variable is gone from envs.py):
-    `moe_unchunked` (kvplan.engines.vllm.config.Rules.moe_unchunked)."""
+    `moe_unchunked` (kvplan.engines.vllm.config.Rules.moe_unchunked). The chunk,
+    `moe_chunk_tokens`, is 16,384 rows in 0.12-0.17 (Rules.moe_chunk_tokens)."""
     own = tokens * forward_bytes_per_token(shapes, tp, ep, fp8_moe)
     if dp <= 1 or ep <= 1 or not moe_bytes_per_token(shapes, tp, ep):
         return own
     gathered = tokens * dp
-    rows = gathered if moe_unchunked else min(gathered, MOE_CHUNK_TOKENS)
+    rows = gathered if moe_unchunked else min(gathered, moe_chunk_tokens)
     moe = rows * moe_bytes_per_token(shapes, tp, ep, fp8_moe)
     return max(own, tokens * 3 * shapes.hidden_size * ACTIVATION_BYTES + moe
                + gathered * shapes.hidden_size * ACTIVATION_BYTES)

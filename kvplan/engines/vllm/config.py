@@ -78,6 +78,9 @@ class Rules:
     triton_top_k_top_p: bool  # apply_top_k_top_p_triton masks in place (no sort)
     native_sampler_warmup: bool  # _dummy_sampler_run also warms forward_native
     moe_unchunked: bool  # fused_experts_impl sizes its caches for every row at once
+    # before that, the rows it takes at a time: envs.py VLLM_FUSED_MOE_CHUNK_SIZE's default
+    # "32768" up to 0.11.2, `str(16 * 1024)` in the 0.12.0-0.17.0 wheels and 0.17.1's sdist
+    moe_chunk_tokens: int
     # V1's GPUModelRunner.__init__ buffers (inputs_embeds) are in the torch peak it subtracts:
     # the absolute `allocated_bytes.all.peak` of 0.7.1's opt-in V1 and 0.8; from 0.9 the
     # increase over the allocation before profile_run, which already holds them
@@ -195,7 +198,8 @@ RULES[(0, 2, 5)] = Rules(
     snapshot_after_nccl=False, custom_allreduce=False, nccl_connects_at_init=False,
     flashinfer_sampler_default=False,
     triton_top_k_top_p=False,
-    native_sampler_warmup=False, moe_unchunked=False, profile_logits_all_tokens=False,
+    native_sampler_warmup=False, moe_unchunked=False, moe_chunk_tokens=32768,
+    profile_logits_all_tokens=False,
     runner_buffers_in_peak=False, runner_buffers_consumed=False, v2_runner_for_all=False,
     batch_tier_by_device_name=False, big_tier_skips_a100=False, triton_kernels_installed=False,
     kv_dtype_from_checkpoint=False,
@@ -277,7 +281,9 @@ _release((0, 11, 1), block_size_256=True, free_memory_from_meminfo=True,
 # with different block_size"): a page that divides the largest takes a block size that
 # many times larger (Gemma 4's sliding and full layers); any other page raises
 # NotImplementedError, as every page did in 0.11.2's get_kv_cache_groups.
-_release((0, 12, 0), triton_kernels_installed=True, unify_page_sizes="block_size")
+# envs.py: VLLM_FUSED_MOE_CHUNK_SIZE defaults to 16 x 1,024 (0.11.2's "32768")
+_release((0, 12, 0), triton_kernels_installed=True, unify_page_sizes="block_size",
+         moe_chunk_tokens=16384)
 # engine/arg_utils.py create_engine_config resolves --kv-cache-dtype auto from a ModelOpt
 # config's kv_cache_quant_algo / kv_cache_scheme (utils/torch_utils.py
 # resolve_kv_cache_dtype_string, vllm#30785): in the 0.14.0 wheel, not in 0.13.0's.

@@ -519,7 +519,7 @@ def activation_peak(shapes: Shapes, batch: BatchSettings, version: tuple[int, ..
     (`gptq_dequant_bytes`)."""
     rules = rules_for(version, v1)
     fwd = forward_bytes(shapes, batch.max_num_batched_tokens, tp, ep, dp,
-                        rules.moe_unchunked, fp8_moe)
+                        rules.moe_unchunked, fp8_moe, rules.moe_chunk_tokens)
     if gptq_exllama:
         fwd += gptq_dequant_bytes(shapes, tp)
     enc = encoder_profile(vision, shapes.hidden_size, batch, version, tp, v1)

@@ -298,3 +298,26 @@ def test_v0_long_context_chunking_leaves_multimodal_models_out_from_0_6_2():
     assert tokens((0, 6, 2), vlm) == tokens((0, 7, 3), vlm) == 128_000
     assert tokens((0, 6, 2), text) == 512 and tokens((0, 7, 3), text) == 2048
     assert tokens((0, 6, 4), text, usage="llm") == 512  # the LLM class too
+
+
+def test_moe_chunk_is_16384_rows_in_0_12_to_0_17():
+    # envs.py VLLM_FUSED_MOE_CHUNK_SIZE: "32768" in 0.11.2, str(16 * 1024) in the 0.12.0
+    # wheel (to 0.17.1's sdist); fused_experts_impl sizes its caches `M = min(num_tokens,
+    # CHUNK_SIZE)`. DeepSeek-V2-Lite-like experts (6 of 1,408, 2 shared of 2,816) at DP 16 /
+    # EP 16: 2,048 tokens a rank, 32,768 gathered rows, chunked to 32,768 in 0.11 and to
+    # 16,384 in 0.12
+    from kvplan.engines.shared import activations as act
+
+    shapes = Shapes(2048, 102400, 10944, 1408, 6, 2816)
+    whole = (6 * (max(2 * 1408, 2048) + 1408) + 3 * 2816) * 2  # one row's MoE buffers
+    gathered = 2048 * 16
+
+    def fwd(version):
+        r = rules_for(version)
+        return act.forward_bytes(shapes, 2048, tp=1, ep=16, dp=16, moe_unchunked=r.moe_unchunked,
+                                 moe_chunk_tokens=r.moe_chunk_tokens)
+
+    base = 2048 * 3 * 2048 * 2 + gathered * 2048 * 2  # own hidden buffers + the gather
+    assert fwd((0, 11, 2)) == base + 32768 * whole
+    assert fwd((0, 12, 0)) == fwd((0, 17, 1)) == base + 16384 * whole
+    assert fwd((0, 18, 0)) == base + gathered * whole
