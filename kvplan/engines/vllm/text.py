@@ -146,8 +146,9 @@ LOG_FORMAT = EngineLog(
         LogLine("quantization", "--quantization", r"--quantization[= ]([\w-]+)", "str",
                 "settings"),
         # the block vLLM settled on for an attention + Mamba hybrid, over any --block-size
-        # asked (platforms/interface.py Platform._align_hybrid_block_size, 0.27 to 0.33);
-        # before the echoed flag's line (the setting rows' lines come after these)
+        # asked (models/config.py HybridAttentionMambaModelConfig, 0.11-0.19;
+        # platforms/interface.py Platform._align_hybrid_block_size, 0.20 to 0.33); before
+        # the echoed flag's line (the setting rows' lines come after these)
         LogLine("block_size", "Setting attention block size to",
                 r"Setting attention block size to (\d+) tokens", "int", "settings"),
         # the SSM state's dtype the CPU platform settles on: its reset to float32 or the
