@@ -25,6 +25,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import served_history  # noqa: E402  (the writer both engines' scripts share)
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "kvplan" / "data" / "vllm-served.txt"
 REGISTRY = "vllm/model_executor/models/registry.py"
@@ -37,10 +40,6 @@ HEADER = """\
 # multimodal, or transformers: served by the Transformers backend). Written by
 # scripts/vllm_registry_history.py; do not edit by hand.
 """
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", version))
 
 
 def _reader():  # tests/oracle/registry.py's AST reader: one parser of registry.py
@@ -58,7 +57,7 @@ def _from_git(checkout: Path, folder: Path) -> list[tuple[str, Path]]:
         if not re.fullmatch(r"v\d+\.\d+\.\d+(\.post\d+|\.\d+)?", tag):
             continue  # release candidates and the like
         version = tag[1:]
-        if _version_key(version) < (0, 6, 3):
+        if served_history.version_key(version) < (0, 6, 3):
             continue
         shown = subprocess.run(["git", "-C", str(checkout), "show", f"{tag}:{REGISTRY}"],
                                capture_output=True, text=True)
@@ -83,28 +82,10 @@ def _source(arg: str) -> tuple[str, Path]:
 
 def history(sources: list[tuple[str, Path]]) -> str:
     read = _reader()
-    releases = sorted({v: p for v, p in sources}.items(), key=lambda vp: _version_key(vp[0]))
-    tables = [(version, read(path)) for version, path in releases]
-    listed = [(version, set(found)) for version, found in tables]
-    # the table of the newest release listing the class (text, multimodal or transformers)
-    table = {name: t for _, found in tables for name, (t, _module) in found.items()}
-    first, newest = listed[0][0], listed[-1][0]
-    added: dict[str, str] = {}
-    removed: dict[str, str] = {}
-    previous: set[str] = set()
-    for version, names in listed:
-        for name in names - previous:
-            added.setdefault(name, "<=" + version if version == first else version)
-            removed.pop(name, None)  # listed again: only its last removal counts
-        for name in previous - names:
-            removed[name] = version
-        previous = names
-    lines = [HEADER.rstrip("\n"),
-             "releases " + " ".join(v for v, _ in listed),
-             f"newest {newest}"]
-    lines += [f"{name} {added[name]} {removed.get(name, '-')} {table[name]}"
-              for name in sorted(added)]
-    return "\n".join(lines) + "\n"
+    # the table of each class (text, multimodal or transformers) in each release
+    return served_history.history(HEADER, [
+        (version, {name: t for name, (t, _module) in read(path).items()})
+        for version, path in sources])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,15 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         if not sources:
             parser.error("give wheels, VERSION=registry.py sources or --git CHECKOUT")
         text = history(sources)
-    if args.check:
-        if OUT.read_text(encoding="utf-8") != text:
-            print(f"{OUT.relative_to(ROOT)} differs: rerun scripts/vllm_registry_history.py",
-                  file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT.relative_to(ROOT)}", file=sys.stderr)
-    return 0
+    return served_history.write_or_check(OUT, text, args.check, "vllm_registry_history.py")
 
 
 if __name__ == "__main__":
