@@ -45,6 +45,7 @@ from kvplan.engines.sglang.pools import (
     max_running_requests,
     profile,
 )
+from kvplan.engines.sglang.served import check_served
 from kvplan.engines.sglang.text import LOG_FORMAT, launch_flags
 from kvplan.engines.shared.device import is_rocm
 from kvplan.engines.shared.releases import release
@@ -75,6 +76,7 @@ class SglangEngine(BaseEngine):
     log_readings = ("free_before_load_bytes", "free_after_load_bytes")
 
     def capacity(self, dep: Deployment) -> Capacity:
+        check_served(dep.spec.architectures, parse_version(dep.engine_version))  # EntryClass
         config = self._config(dep)
         if dep.kv_memory_bytes is not None:
             # rest = after - before x (1 - f): with before = 0 the budget is used as given;
