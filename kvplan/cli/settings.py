@@ -17,6 +17,9 @@ _TYPES: dict[str, Any] = {"int": int, "float": float, "gib": float, "bytes": str
 
 
 def _annotation(row: Any) -> Any:
+    if row.kind == "bool" and row.off_flag:  # unset: the engine's own default
+        return Annotated[bool | None, typer.Option(f"{row.flag}/{row.off_flag}", help=row.help,
+                                                   show_default=False)]
     if row.kind == "bool":
         return Annotated[bool, typer.Option(*row.flags, help=row.help)]
     kind = _TYPES[row.kind]
@@ -35,7 +38,8 @@ def option(name: str) -> Any:
 def _parameter(row: Any) -> inspect.Parameter:
     return inspect.Parameter(row.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                              annotation=_annotation(row),
-                             default=False if row.kind == "bool" else None)
+                             default=False if row.kind == "bool" and not row.off_flag
+                             else None)
 
 
 def engine_options(before: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -50,13 +54,15 @@ def engine_options(before: str) -> Callable[[Callable[..., Any]], Callable[..., 
         at = next(i for i, p in enumerate(own) if p.name == before)
         added = [_parameter(row) for row in ENGINE_SETTINGS]
         names = [row.name for row in ENGINE_SETTINGS]
+        # a switch with an off flag: False given is kept (the engine's default is None)
+        both_ways = {row.name for row in ENGINE_SETTINGS if row.off_flag}
 
         @functools.wraps(fn)
         def command(*args: Any, **kwargs: Any) -> Any:
             given = {}
             for name in names:
                 value = kwargs.pop(name, None)
-                if value is not None and value is not False:
+                if value is not None and (value is not False or name in both_ways):
                     given[name] = value
             return fn(*args, settings=given, **kwargs)
 

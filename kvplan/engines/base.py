@@ -93,6 +93,8 @@ class Deployment:
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     enforce_eager: bool = False  # vLLM --enforce-eager: no CUDA graphs (none reserved)
+    # vLLM --async-scheduling / --no-async-scheduling; None: the release's and platform's own
+    async_scheduling: bool | None = None
     # vLLM's FlashInfer top-k/top-p sampler (flashinfer installed, as in the vllm/vllm-openai
     # image; the default sampler of 0.8-0.11 then). None: as a pip install, without it
     flashinfer_sampler: bool | None = None

@@ -52,6 +52,9 @@ class Setting:
     parse: Callable[[Any, str], str] | None = None
     # a str setting a launch line may give again, each value joined after a comma (-ot)
     repeats: bool = False
+    # a bool setting whose default is the engine's own (default None): the flag that turns
+    # it off, kvplan's and the engines' alike (--no-async-scheduling)
+    off_flag: str | None = None
 
     @property
     def plan_key(self) -> str:
@@ -385,6 +388,12 @@ ENGINE_SETTINGS: tuple[Setting, ...] = (
             "", "vLLM 0.17+: every modality's limit at 0, as --limit-mm-per-prompt with each "
             "at 0 (config/multimodal.py MultiModalConfig.language_model_only).",
             {"vllm": ("--language-model-only",)}, default=False, only=("vllm",)),
+    Setting("async_scheduling", "async_scheduling", ("--async-scheduling",), "bool", "",
+            "vLLM 0.26+: two batches in flight, so a sliding-window layer holds the window "
+            "plus 2 x --max-num-batched-tokens a request (config/vllm.py "
+            "max_in_flight_tokens); on by default on CUDA, off on the CPU build.",
+            {"vllm": ("--async-scheduling",)}, only=("vllm",),
+            off_flag="--no-async-scheduling"),
     Setting("n_ubatch", "n_ubatch", ("--ubatch-size", "-ub"), "int", "tokens",
             "llama.cpp's micro-batch (512): its compute buffers grow with it.",
             {"llamacpp": ("--ubatch-size", "-ub")}, low=1, high=MAX_TOKENS),
@@ -437,8 +446,11 @@ _LAUNCH_KINDS = {"int": "int", "float": "float", "gib": "float", "bool": "flag",
 
 def launch_flags(engine: str) -> dict[str, tuple[str, str]]:
     """The rows' flags for one engine's launch table: flag -> (setting name, value kind)."""
-    return {flag: (s.name, "append" if s.repeats else _LAUNCH_KINDS[s.kind]) for s in SETTINGS
-            for flag in s.engine_flags.get(engine, ())}
+    flags = {flag: (s.name, "append" if s.repeats else _LAUNCH_KINDS[s.kind])
+             for s in SETTINGS for flag in s.engine_flags.get(engine, ())}
+    flags.update({s.off_flag: (s.name, "no-flag") for s in SETTINGS
+                  if s.off_flag and engine in s.engine_flags})
+    return flags
 
 
 def check_bounds(dep: Any) -> None:

@@ -132,7 +132,8 @@ def _echoed_settings(fmt: EngineLog) -> EngineLog:
         converter = _ECHO_CONVERTERS.get(row.kind)
         if converter is None:  # bytes: the engine's own lines read a budget it echoes
             continue
-        for flag in row.engine_flags.get(fmt.engine, ()):
+        off = (row.off_flag,) if row.off_flag and fmt.engine in row.engine_flags else ()
+        for flag in (*row.engine_flags.get(fmt.engine, ()), *off):
             bare = flag.lstrip("-")
             dashes = "-" * (len(flag) - len(bare))
             # --tensor-parallel-size or --tensor_parallel_size: the reader looks for the
@@ -147,7 +148,7 @@ def _echoed_settings(fmt: EngineLog) -> EngineLog:
                 value = r"([\d.]+[kKmMgG]?)" if converter == "tokens" else r"([^\s\\'\"]+)"
                 pattern = rf"(?<![\w-]){dashes}{words}(?:=| +){value}"
             lines.append(LogLine(row.field_name, key, pattern, converter, "settings"))
-            if fmt.echoes_non_defaults and flag.startswith("--"):
+            if fmt.echoes_non_defaults and flag.startswith("--") and flag not in off:
                 name = flag[2:].replace("-", "_")
                 # a value with a syntax of its own: a dict, or a quoted word ('pooling')
                 value = r"(True|False)" if row.kind == "bool" else \
@@ -295,8 +296,9 @@ def _other_settings(s: dict[str, Any], engine: str, extra: dict[str, Any]) -> di
                 row.only and engine not in row.only):
             continue
         value = s[row.field_name]
-        if row.kind == "bool":
-            value = str(value).startswith("-") or str(value) == "True"
+        if row.kind == "bool":  # the flag (not its off flag), True, or False
+            value = str(value) == "True" or (str(value).startswith("-") and
+                                             str(value) != row.off_flag)
         out[row.name] = value
     return out
 

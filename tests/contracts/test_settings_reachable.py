@@ -35,6 +35,8 @@ SAMPLES = {
     "enable_lora": (True, True),
     "max_loras": (4, 4),
     "max_lora_rank": (64, 64),
+    # on from its flag (its off flag: tests/engines/vllm/test_vllm_pages.py)
+    "async_scheduling": (True, True),
 }
 # settings no launch line carries: figures an engine logged (kvplan explain reads them from
 # the log), what vLLM's image (not a flag) decides, and the drafter's layers (its config's)

@@ -230,6 +230,10 @@ def kvplan_side(case: dict[str, Any], model_dir: Path) -> dict[str, Any]:
     # the CPU platform's default for the LLM class (engine/arg_utils.py get_batch_defaults:
     # 4,096 x world size on the CPU); kvplan's defaults are CUDA's
     settings.setdefault("max_num_batched_tokens", CPU_MAX_NUM_BATCHED_TOKENS)
+    # and one batch in flight: platforms/cpu.py check_and_update_config turns async scheduling
+    # off ("not required on CPU"), where kvplan takes CUDA's default, on from 0.26; a sliding
+    # layer then holds the window plus one max_num_batched_tokens, not two
+    settings.setdefault("async_scheduling", False)
     d = kvplan.deploy(str(model_dir), engine="vllm", engine_version=VLLM_VERSION,
                       kv_memory=budget_bytes(case["budget"]),
                       max_model_len=case["max_model_len"], **settings)

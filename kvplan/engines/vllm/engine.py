@@ -109,7 +109,7 @@ def config_for(dep: Deployment) -> VllmConfig:
         kv_cache_dtype=cache_dtype(dep), block_size=dep.block_size, tp=dep.tp,
         pp=dep.pp, pp_layers=dep.pp_layers,
         max_num_batched_tokens=batch_for(dep).max_num_batched_tokens,
-        num_draft_layers=dep.num_draft_layers,
+        async_scheduling=dep.async_scheduling, num_draft_layers=dep.num_draft_layers,
         num_speculative_tokens=dep.num_speculative_tokens, dcp=dep.dcp,
         gpu_name=dep.gpu_name, compute_capability=_capability_text(dep))
 

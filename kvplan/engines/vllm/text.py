@@ -283,6 +283,12 @@ LOG_FORMAT = EngineLog(
         # plugins such as vllm-metal that report device type "cpu")
         LogLine("kv_cache_tokens", "CPU KV cache size:", r"CPU KV cache size: ([\d,]+) tokens",
                 "int", "kv", "tokens", releases=("0.7.3", "")),
+        # the CPU platform runs without async scheduling (platforms/cpu.py
+        # check_and_update_config sets it False, after config/vllm.py has logged
+        # "Asynchronous scheduling is enabled."): read as --no-async-scheduling (any value
+        # but the flag or True is off: kvplan.planning.explain._other_settings)
+        LogLine("async_scheduling", "CPU KV cache size:",
+                r"(CPU) KV cache size: [\d,]+ tokens", "str", "settings"),
         # V0's refusal names the tokens its blocks hold (num_gpu_blocks x block_size)
         LogLine("kv_cache_tokens", "stored in KV cache (",
                 r"can be stored in KV cache \((\d+)\)", "int", "kv", "tokens",

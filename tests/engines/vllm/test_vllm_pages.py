@@ -79,3 +79,40 @@ def test_vllm_held_blocks_agree_with_the_layers_paged_tokens(window, block):
             SlidingWindow(1, 8, window=window).paged_tokens(tokens, block), tokens
         assert chunked.held_blocks(tokens, config) * block == \
             ChunkedLocal(1, 8, chunk=window).paged_tokens(tokens, block), tokens
+
+
+def test_sliding_pages_hold_two_batches_from_0_26():
+    # gpt-oss-20b's sliding layers (its config.json: sliding_window 128), 16-token blocks,
+    # max_num_batched_tokens 8,192, max_model_len 131,072. SlidingWindowSpec.
+    # max_memory_usage_bytes takes min(W - 1 + T, len) tokens and one block more: T is
+    # max_num_batched_tokens in 0.25 (v1/kv_cache_interface.py), VllmConfig.
+    # max_in_flight_tokens from 0.26, 2 x 8,192 with async scheduling (CUDA's default) at PP 1
+    import json
+
+    from tests.paths import FIXTURES
+
+    window = json.loads((FIXTURES / "hf-configs" / "openai--gpt-oss-20b.json").read_text())[
+        "sliding_window"]
+    page = vllm.SlidingPage(16, 1, 1, window)
+
+    def pages(version, **kw):
+        config = vllm.VllmConfig(max_model_len=131_072, version=version,
+                                 max_num_batched_tokens=8192, **kw)
+        return page.blocks_per_request(131_072, config)
+
+    one_batch = (127 + 8192 + 15) // 16 + 1  # 520 + 1
+    two_batches = (127 + 16_384 + 15) // 16 + 1  # 1,032 + 1
+    assert (one_batch, two_batches) == (521, 1033)
+    assert pages((0, 25, 1)) == pages((0, 25, 1), async_scheduling=True) == one_batch
+    assert pages((0, 26, 0)) == pages((0, 33, 0)) == two_batches
+    # --no-async-scheduling (and the CPU build, which turns it off)
+    assert pages((0, 26, 0), async_scheduling=False) == one_batch
+
+
+@pytest.mark.parametrize("words, value", [
+    ("", None), ("--async-scheduling", True), ("--no-async-scheduling", False)])
+def test_async_scheduling_from_a_launch_line(words, value):
+    from kvplan.planning.launch import from_command
+
+    lp = from_command(f"vllm serve openai/gpt-oss-20b --max-model-len 8192 {words}")
+    assert lp.overrides.get("async_scheduling") is value
