@@ -1186,6 +1186,14 @@ def test_minicpm_moe_8x2b_experts_as_wide_as_intermediate_size():
     (INTERNLM2_5_7B, 4096, "h100", 1),
     (MINICPM_2B, 4096, "h100", 1),
     (MINICPM_MOE_8X2B, 4096, "h100", 1),
+    # the excerpts and IBM / MiniMax configs of tests/sources/test_family_config_excerpts.py
+    (FAMILIES / "ByteDance-Seed--Seed-OSS-36B-Instruct.json", 32_768, "h100", 2),
+    (FAMILIES / "swiss-ai--Apertus-8B-Instruct-2509.json", 32_768, "h100", 1),
+    (FAMILIES / "rednote-hilab--dots.llm1.inst.json", 8192, "h200", 4),
+    (FAMILIES / "Qwen--Qwen3-Omni-30B-A3B-Instruct.json", 32_768, "h100", 1),
+    (FAMILIES / "ibm-granite--granite-4-8b-dense.json", 32_768, "h100", 1),
+    (FAMILIES / "ibm-granite--granite-4.0-tiny-preview.json", 32_768, "h100", 1),
+    (FAMILIES / "MiniMaxAI--MiniMax-M1.json", 32_768, "h200", 8),
 ])
 
 
