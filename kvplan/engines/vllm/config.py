@@ -572,6 +572,9 @@ class VllmConfig:
     # --async-scheduling: two batches ahead (PP 1), which sliding layers keep in flight from
     # 0.26 (2 x max_num_batched_tokens). None: the release's CUDA default (on from 0.26).
     async_scheduling: bool | None = None
+    # Model Runner V2 (memory.uses_v2_runner): with async scheduling it keeps PP + 1 batches
+    # in flight where V1's runner keeps PP (max_concurrent_batches)
+    v2_runner: bool = False
     disable_hybrid_kv_cache_manager: bool | None = None  # None: vLLM's automatic choice
     mamba_cache_mode: str | None = None  # "none" | "align"; None: version default
     num_speculative_tokens: int = 0
@@ -593,9 +596,20 @@ class VllmConfig:
         return rules_for(self.version, self.v1)
 
     def in_flight_tokens(self) -> int:
-        """T in the sliding/chunked per-request need (SlidingWindowSpec.max_memory_usage)."""
-        async_on = self.rules.async_scheduling and self.async_scheduling is not False
-        return self.max_num_batched_tokens * (2 if async_on and self.pp == 1 else 1)
+        """T in the sliding/chunked per-request need (SlidingWindowSpec.max_memory_usage):
+        max_num_batched_tokens before 0.26; from 0.26 VllmConfig.max_in_flight_tokens, that
+        times max_concurrent_batches (config/vllm.py): with async scheduling PP + 1 on Model
+        Runner V2 and 2 on V1's at PP 1; else PP."""
+        if not self.rules.async_scheduling:
+            return self.max_num_batched_tokens
+        pp = max(self.pp, 1)
+        if self.async_scheduling is not False and self.v2_runner:
+            batches = pp + 1
+        elif self.async_scheduling is not False and pp == 1:
+            batches = 2
+        else:
+            batches = pp
+        return self.max_num_batched_tokens * batches
 
     def mamba_cache_mode_resolved(self) -> str:
         """"align" from 0.28 (prefix caching on for hybrids: models/config.py

@@ -63,6 +63,7 @@ from kvplan.engines.vllm.memory import (
     LANGUAGE_MODEL_ONLY_FROM,
     BatchSettings,
     batch_settings,
+    uses_v2_runner,
 )
 from kvplan.engines.vllm.pages import FullPage, PageSpec
 from kvplan.engines.vllm.served import check_served
@@ -109,7 +110,8 @@ def config_for(dep: Deployment) -> VllmConfig:
         kv_cache_dtype=cache_dtype(dep), block_size=dep.block_size, tp=dep.tp,
         pp=dep.pp, pp_layers=dep.pp_layers,
         max_num_batched_tokens=batch_for(dep).max_num_batched_tokens,
-        async_scheduling=dep.async_scheduling, num_draft_layers=dep.num_draft_layers,
+        async_scheduling=dep.async_scheduling, v2_runner=uses_v2_runner(dep.spec, ver, dep.vllm_v1),
+        num_draft_layers=dep.num_draft_layers,
         num_speculative_tokens=dep.num_speculative_tokens, dcp=dep.dcp,
         gpu_name=dep.gpu_name, compute_capability=_capability_text(dep))
 

@@ -107,6 +107,14 @@ def test_sliding_pages_hold_two_batches_from_0_26():
     assert pages((0, 26, 0)) == pages((0, 33, 0)) == two_batches
     # --no-async-scheduling (and the CPU build, which turns it off)
     assert pages((0, 26, 0), async_scheduling=False) == one_batch
+    # PP: VllmConfig.max_concurrent_batches (0.26.0 config/vllm.py) is PP + 1 with async on
+    # Model Runner V2, PP otherwise (V1's runner keeps no second batch at PP > 1)
+    three_batches = (127 + 24_576 + 15) // 16 + 1  # 1,544 + 1
+    assert three_batches == 1545
+    assert pages((0, 26, 0), pp=2) == two_batches
+    assert pages((0, 33, 0), pp=2, v2_runner=True) == three_batches
+    assert pages((0, 33, 0), pp=2, v2_runner=True, async_scheduling=False) == two_batches
+    assert pages((0, 25, 1), pp=2, v2_runner=True) == one_batch
 
 
 @pytest.mark.parametrize("words, value", [
@@ -116,3 +124,18 @@ def test_async_scheduling_from_a_launch_line(words, value):
 
     lp = from_command(f"vllm serve openai/gpt-oss-20b --max-model-len 8192 {words}")
     assert lp.overrides.get("async_scheduling") is value
+
+
+def test_the_deployment_tells_the_runner_that_sets_the_batches_in_flight():
+    # config/vllm.py use_v2_model_runner: every model from 0.29; in 0.27-0.28 dense attention
+    # models and listed MoE types; V1's runner before (kvplan reads V2 from 0.27)
+    from kvplan.engines.base import Deployment
+    from kvplan.engines.vllm.engine import config_for
+    from kvplan.sources.library import resolve
+
+    dense_spec = resolve("llama-3.1-8b")
+    moe_spec = resolve("mixtral-8x7b")
+    assert config_for(Deployment(dense_spec, engine_version="0.33.0", pp=2)).v2_runner
+    assert config_for(Deployment(moe_spec, engine_version="0.29.0", pp=2)).v2_runner
+    assert not config_for(Deployment(moe_spec, engine_version="0.28.0", pp=2)).v2_runner
+    assert not config_for(Deployment(dense_spec, engine_version="0.26.0", pp=2)).v2_runner
