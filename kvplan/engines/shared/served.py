@@ -21,8 +21,14 @@ DATA = Path(__file__).resolve().parent.parent.parent / "data"
 
 
 def parse_release(text: str) -> tuple[int, ...]:
-    """0.23.0 -> (0, 23, 0); 0.9.0.1 -> (0, 9, 0, 1); 0.6.4.post1 -> (0, 6, 4)."""
-    return tuple(int(x) for x in text.split(".") if x.isdigit())
+    """A release as the file writes it, read as --engine-version is (kvplan.engines.
+    parse_version): 0.23.0 -> (0, 23, 0); 0.9.0.1 -> (0, 9, 0, 1); 0.6.4.post1 -> (0, 6, 4)."""
+    from kvplan.engines import parse_version
+
+    version = parse_version(text)
+    if version is None:
+        raise ValueError(f"no release in {text!r}")
+    return version
 
 
 def shown(version: tuple[int, ...]) -> str:
