@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.options import FormatOpt, UnitsOpt, emit, handle_errors
+from kvplan.cli.options import FormatOpt, UnitsOpt, emit, handle_errors, warn
 
 
 @handle_errors
@@ -51,8 +51,7 @@ def check(
         raise
     # what a model's reader assumed or could not read (an MLX checkpoint's weights counted
     # unquantized), once per model, as `plan` prints it
-    for warning in dict.fromkeys(w for p in plan.deployments for w in p.deployment.spec.warnings):
-        typer.echo(f"kvplan: warning: {warning}", err=True)
+    warn(w for p in plan.deployments for w in p.deployment.spec.warnings)
     view = check_view(result, units)
     _write_ci(junit, lambda: junit_xml(result),
               lambda: step_summary(result, units=units, view=view))

@@ -21,6 +21,7 @@ from kvplan.cli.options import (
     check_choice,
     emit,
     handle_errors,
+    warn,
     write_atomic,
 )
 
@@ -125,8 +126,7 @@ def show(
 
     fmt = check_choice(fmt.lower(), ("table", "markdown", "json", "yaml", "csv"), "--format")
     spec = resolve(model, assume_standard)
-    for warning in spec.warnings:
-        typer.echo(f"kvplan: warning: {warning}", err=True)
+    warn(spec.warnings)
     weights = cheap_weights(model)  # a local checkpoint with safetensors: exact, no network
     if weights is not None:
         spec = replace(spec, num_params=weights.total_params)
@@ -186,8 +186,7 @@ def import_model(
     from kvplan.sources.yamlspec import dump_yaml
 
     spec, weights = import_spec(model)
-    for warning in spec.warnings:  # e.g. an MLX checkpoint's weights counted unquantized
-        typer.echo(f"kvplan: warning: {warning}", err=True)
+    warn(spec.warnings)  # e.g. an MLX checkpoint's weights counted unquantized
     if weights is not None:
         typer.echo(f"kvplan: {weights_note(weights)}", err=True)
     elif spec.num_params is None and spec.checkpoint is None:

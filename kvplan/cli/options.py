@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
@@ -151,11 +151,16 @@ def check_choice(value: str, choices: tuple[str, ...], flag: str) -> str:
     return value
 
 
+def warn(warnings: Iterable[str]) -> None:
+    """Each warning once, on stderr, as every command prints them."""
+    for warning in dict.fromkeys(warnings):
+        typer.echo(f"kvplan: warning: {warning}", err=True)
+
+
 def emit(report: Any, fmt: str, units: str, verbose: bool = False) -> None:
     from kvplan.output.render import render
 
-    for warning in report.warnings:
-        typer.echo(f"kvplan: warning: {warning}", err=True)
+    warn(report.warnings)
     width = None if fmt != "table" else _terminal_width()
     sys.stdout.write(render(report, fmt, units, width, verbose))
 

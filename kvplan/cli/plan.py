@@ -36,6 +36,7 @@ from kvplan.cli.options import (
     emit,
     handle_errors,
     tokens_flag,
+    warn,
 )
 from kvplan.cli.settings import engine_options, option
 
@@ -214,8 +215,7 @@ def plan(
             exc.hint = (f"{exc.hint}; or " if exc.hint else "") + "give the model as MODEL " \
                 "beside --from-command (a library name, a config.json or its directory)"
         raise
-    for warning in d.deployment.spec.warnings:  # --assume-standard-attention's assumptions
-        typer.echo(f"kvplan: warning: {warning}", err=True)
+    warn(d.deployment.spec.warnings)  # --assume-standard-attention's assumptions
     if rate is not None or ttft is not None or itl is not None or efficiency is not None:
         return _traffic(d, rate, requests, shared_prefix, samples, ttft, itl, efficiency,
                         find_gpus, context is not None or concurrency is not None, fmt, units,

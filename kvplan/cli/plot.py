@@ -22,6 +22,7 @@ from kvplan.cli.options import (
     WeightsMemoryOpt,
     check_choice,
     handle_errors,
+    warn,
 )
 
 
@@ -94,8 +95,7 @@ def plot(
         chart, warnings = core.memory_chart(specs, dtypes, lengths,
                                             parse_int_values(batch, "--batch"), tp, pp,
                                             deployments)
-    for warning in warnings:
-        typer.echo(f"kvplan: warning: {warning}", err=True)
+    warn(warnings)
     if target is None:
         core.draw(chart, sys.stdout.buffer, units, fmt="svg")
         sys.stdout.flush()

@@ -21,6 +21,7 @@ from kvplan.cli.options import (
     WeightsDtypeOpt,
     WeightsMemoryOpt,
     handle_errors,
+    warn,
     write_atomic,
 )
 
@@ -90,8 +91,7 @@ def report(
         from kvplan.output.chart import draw
 
         drawing, warnings = core.report_chart(figures)
-        for warning in warnings:
-            typer.echo(f"kvplan: warning: {warning}", err=True)
+        warn(warnings)
         image_target = output_target(image)
         assert image_target is not None
         draw(drawing, image_target, units)
